@@ -1,0 +1,1 @@
+"""Scripted agents used by `git parallel demo` (no network, no model)."""

@@ -1,0 +1,328 @@
+"""The ``.gitparallel.yaml`` configuration: schema, defaults and validation.
+
+At spawn the file is read from the *base commit*, not from any worktree, so an
+agent that edits it in its own worktree cannot weaken its own gates; the
+validated result is frozen into the run record together with its sha256.
+Every key is checked: an unknown key, a wrong type or broken YAML is refused
+with ``PARALLEL_CONFIG_INVALID`` naming the key and, where YAML knows it, the
+line.
+"""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from typing import Any
+
+import yaml
+
+from gitflow_parallel.errors import CONFIG_INVALID, ParallelError
+from gitflow_parallel.files import canonical_json, sha256_bytes
+from gitflow_parallel.names import check_name
+
+CONFIG_FILE = ".gitparallel.yaml"
+
+MERGE_POLICIES = ("first_pass_wins", "last_pass_wins", "winner_takes_all", "manual")
+SELECTION_METHODS = ("critic_first_pass", "majority_vote")
+GATE_MODES = ("enforced", "observe")
+
+DEFAULTS: dict[str, Any] = {
+    "instances": 3,
+    "max_total": 6,
+    "worktree_root": None,
+    "keep_losers": False,
+    "rework_max": 2,
+    "notes_ref": "refs/notes/parallel",
+    "commit_leftovers": True,
+    "selection": "critic_first_pass",
+    "merge": {"policy": "first_pass_wins", "retries": 2, "timeout": 60, "verify": True},
+    "score": {"threshold": 6, "command": None, "findings": None, "timeout": 300},
+    "gates": [],
+}
+
+GATE_DEFAULTS: dict[str, Any] = {
+    "mode": "enforced",
+    "timeout": 600,
+    "tracks": None,
+    "requires": [],
+    "inputs": [],
+    "env": {},
+}
+
+TEMPLATE = """\
+# git-parallel configuration (read from the base commit at spawn time).
+# Every key is optional; the values shown are the defaults.
+
+# instances: 3            # instances per track for `git parallel spawn`
+# max_total: 6            # cap on live (non-terminal) instances in this repository
+# worktree_root: null     # where worktrees go; default: <repo>.parallel beside the repo
+# keep_losers: false      # keep losing branches and worktrees after merge
+# rework_max: 2           # how many times one instance may be retried
+# notes_ref: refs/notes/parallel
+# commit_leftovers: true  # commit what an agent leaves uncommitted after `run`
+# selection: critic_first_pass   # or majority_vote
+
+# merge:
+#   policy: first_pass_wins      # last_pass_wins | winner_takes_all | manual
+#   retries: 2                   # recomputations when the base moves meanwhile
+#   timeout: 60                  # seconds
+#   verify: true                 # re-run enforced gates on the merged tree
+
+# score:
+#   threshold: 6
+#   command: null                # e.g. [python, score.py]; last stdout line is 0-10
+#   findings: null               # e.g. findings.jsonl (minimum anti_slop_score)
+
+# gates:
+#   - name: tests
+#     run: [python, -m, pytest, -q]
+#     mode: enforced             # or observe (recorded, never blocks)
+#     timeout: 600
+#     tracks: null               # or a list of track names
+#     requires: []               # gates that must pass first
+#     inputs: []                 # globs of files to fingerprint
+#     env: {}
+"""
+
+
+def _fail(key: str, problem: str, line: int | None = None) -> ParallelError:
+    where = f" (line {line})" if line else ""
+    return ParallelError(
+        CONFIG_INVALID,
+        f"{CONFIG_FILE}: {key}{where}: {problem}",
+        hint=f"fix {CONFIG_FILE} on the base branch and commit it; `git parallel init` writes a commented template",
+    )
+
+
+def _key_lines(node: yaml.Node | None, prefix: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
+    """Map dotted key paths to 1-based line numbers, for error messages."""
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = f"{prefix}{key_node.value}"
+            out[key] = key_node.start_mark.line + 1
+            _key_lines(value_node, key + ".", out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            key = f"{prefix[:-1]}[{i}]"
+            out[key] = item.start_mark.line + 1
+            _key_lines(item, key + ".", out)
+    return out
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _argv(value: Any, key: str, line: int | None) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            argv = shlex.split(value)
+        except ValueError as exc:
+            raise _fail(key, f"cannot split command: {exc}", line) from None
+    elif isinstance(value, list) and all(isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in value):
+        argv = [str(a) for a in value]
+    elif isinstance(value, list) and any(isinstance(a, bool) for a in value):
+        raise _fail(key, "YAML read a bare true/false/yes/no as a boolean; quote it (\"true\")", line)
+    else:
+        raise _fail(key, "must be a command: a list of strings or one string", line)
+    if not argv:
+        raise _fail(key, "must not be empty", line)
+    return argv
+
+
+def parse(text: str | bytes | None) -> dict[str, Any]:
+    """Validate configuration text and return the full config with defaults."""
+    if text is None:
+        return copy.deepcopy(DEFAULTS)
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise _fail("YAML", f"not valid YAML: {problem}", line) from None
+    lines = _key_lines(node)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise _fail("(top level)", "must be a mapping of keys to values")
+    return validate(data, lines)
+
+
+def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[str, Any]:
+    lines = lines or {}
+    out = copy.deepcopy(DEFAULTS)
+
+    def check_keys(section: dict[str, Any], allowed: dict[str, Any] | tuple[str, ...], prefix: str) -> None:
+        for key in section:
+            if not isinstance(key, str) or key not in allowed:
+                path = f"{prefix}{key}"
+                known = ", ".join(sorted(allowed))
+                raise _fail(path, f"unknown key (known: {known})", lines.get(path))
+
+    check_keys(data, DEFAULTS, "")
+
+    def want_int(path: str, v: Any, lo: int, hi: int | None = None) -> int:
+        if not _is_int(v) or v < lo or (hi is not None and v > hi):
+            rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+            raise _fail(path, f"must be an integer {rng}, got {v!r}", lines.get(path))
+        return v
+
+    def want_bool(path: str, v: Any) -> bool:
+        if not isinstance(v, bool):
+            raise _fail(path, f"must be true or false, got {v!r}", lines.get(path))
+        return v
+
+    def want_choice(path: str, v: Any, choices: tuple[str, ...]) -> str:
+        if v not in choices:
+            raise _fail(path, f"must be one of {', '.join(choices)}, got {v!r}", lines.get(path))
+        return v
+
+    for key, value in data.items():
+        if key in ("merge", "score"):
+            continue
+        if key == "instances":
+            out[key] = want_int(key, value, 1, 64)
+        elif key == "max_total":
+            out[key] = want_int(key, value, 1, 1024)
+        elif key == "rework_max":
+            out[key] = want_int(key, value, 0, 100)
+        elif key in ("keep_losers", "commit_leftovers"):
+            out[key] = want_bool(key, value)
+        elif key == "selection":
+            out[key] = want_choice(key, value, SELECTION_METHODS)
+        elif key == "worktree_root":
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise _fail(key, "must be a path (string) or null", lines.get(key))
+            out[key] = value
+        elif key == "notes_ref":
+            if not isinstance(value, str) or not value.startswith("refs/notes/") or ".." in value or " " in value:
+                raise _fail(key, f"must be a ref under refs/notes/, got {value!r}", lines.get(key))
+            out[key] = value
+        elif key == "gates":
+            out[key] = _gates(value, lines)
+
+    merge = data.get("merge", {})
+    if merge is None:
+        merge = {}
+    if not isinstance(merge, dict):
+        raise _fail("merge", "must be a mapping", lines.get("merge"))
+    check_keys(merge, DEFAULTS["merge"], "merge.")
+    for key, value in merge.items():
+        path = f"merge.{key}"
+        if key == "policy":
+            out["merge"][key] = want_choice(path, value, MERGE_POLICIES)
+        elif key == "retries":
+            out["merge"][key] = want_int(path, value, 0, 100)
+        elif key == "timeout":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise _fail(path, f"must be a positive number of seconds, got {value!r}", lines.get(path))
+            out["merge"][key] = value
+        elif key == "verify":
+            out["merge"][key] = want_bool(path, value)
+
+    score = data.get("score", {})
+    if score is None:
+        score = {}
+    if not isinstance(score, dict):
+        raise _fail("score", "must be a mapping", lines.get("score"))
+    check_keys(score, DEFAULTS["score"], "score.")
+    for key, value in score.items():
+        path = f"score.{key}"
+        if key == "threshold":
+            out["score"][key] = want_int(path, value, 0, 10)
+        elif key == "timeout":
+            out["score"][key] = want_int(path, value, 1)
+        elif key == "command":
+            out["score"][key] = _argv(value, path, lines.get(path))
+        elif key == "findings":
+            if value is not None and (not isinstance(value, str) or not value or value.startswith("/") or ".." in value.split("/")):
+                raise _fail(path, "must be a path relative to the worktree, inside it", lines.get(path))
+            out["score"][key] = value
+    if out["score"]["command"] and out["score"]["findings"]:
+        raise _fail("score", "give either command or findings, not both", lines.get("score"))
+    return out
+
+
+def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _fail("gates", "must be a list of gates", lines.get("gates"))
+    gates: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    allowed = ("name", "run", *GATE_DEFAULTS)
+    for i, raw in enumerate(value):
+        here = f"gates[{i}]"
+        if not isinstance(raw, dict):
+            raise _fail(here, "must be a mapping with at least name and run", lines.get(here))
+        for key in raw:
+            if key not in allowed:
+                path = f"{here}.{key}"
+                raise _fail(path, f"unknown key (known: {', '.join(sorted(allowed))})", lines.get(path))
+        gate = copy.deepcopy(GATE_DEFAULTS)
+        name = raw.get("name")
+        if not isinstance(name, str):
+            raise _fail(f"{here}.name", "every gate needs a name", lines.get(f"{here}.name") or lines.get(here))
+        try:
+            check_name(name, "gate")
+        except ParallelError as exc:
+            raise _fail(f"{here}.name", exc.message, lines.get(f"{here}.name")) from None
+        if name in seen:
+            raise _fail(f"{here}.name", f"duplicate gate name {name!r}", lines.get(f"{here}.name"))
+        seen.add(name)
+        gate["name"] = name
+        if "run" not in raw:
+            raise _fail(f"{here}.run", "every gate needs a run command", lines.get(here))
+        gate["run"] = _argv(raw["run"], f"{here}.run", lines.get(f"{here}.run"))
+        if "mode" in raw:
+            if raw["mode"] not in GATE_MODES:
+                raise _fail(f"{here}.mode", f"must be enforced or observe, got {raw['mode']!r}", lines.get(f"{here}.mode"))
+            gate["mode"] = raw["mode"]
+        if "timeout" in raw:
+            t = raw["timeout"]
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
+                raise _fail(f"{here}.timeout", f"must be a positive number of seconds, got {t!r}", lines.get(f"{here}.timeout"))
+            gate["timeout"] = t
+        for key in ("tracks", "requires", "inputs"):
+            if key in raw and raw[key] is not None:
+                v = raw[key]
+                if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+                    raise _fail(f"{here}.{key}", "must be a list of strings", lines.get(f"{here}.{key}"))
+                gate[key] = list(v)
+        if "env" in raw and raw["env"] is not None:
+            env = raw["env"]
+            if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool) for k, v in env.items()):
+                raise _fail(f"{here}.env", "must be a mapping of names to strings", lines.get(f"{here}.env"))
+            gate["env"] = {k: str(v) for k, v in env.items()}
+        gates.append(gate)
+    names = [g["name"] for g in gates]
+    for i, gate in enumerate(gates):
+        for req in gate["requires"]:
+            if req not in names[:i]:
+                path = f"gates[{i}].requires"
+                raise _fail(path, f"requires {req!r}, which is not a gate declared before it", lines.get(path))
+    return gates
+
+
+def config_sha256(config: dict[str, Any]) -> str:
+    return sha256_bytes(canonical_json(config).encode("utf-8"))
+
+
+def load_from_commit(repo: Any, commit_oid: str) -> tuple[dict[str, Any], str]:
+    """Read and validate the config at ``commit_oid``; returns (config, source)."""
+    import pygit2
+
+    commit = repo.git.get(commit_oid).peel(pygit2.Commit)
+    try:
+        entry = commit.tree[CONFIG_FILE]
+    except KeyError:
+        return parse(None), "defaults"
+    blob = repo.git.get(entry.id)
+    if not isinstance(blob, pygit2.Blob):
+        raise _fail("(file)", f"{CONFIG_FILE} in {commit_oid[:12]} is not a file")
+    return parse(blob.data), f"{commit_oid}:{CONFIG_FILE}"

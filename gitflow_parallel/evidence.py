@@ -1,0 +1,94 @@
+"""Evidence packs: what a check proved, bound to one exact commit and tree.
+
+A pack is a JSON file under ``<common dir>/parallel/evidence/<run_id>/``,
+one per instance and attempt, written atomically; its sha256 is kept in the
+run record.  A pack counts only while it is *fresh*: its bytes still match
+that sha256, it names the instance's current attempt, the run's frozen
+config, and the commit the instance branch points at now.  Anything else is
+stale (``PARALLEL_EVIDENCE_MISMATCH``) or missing (``PARALLEL_EVIDENCE_MISSING``)
+wherever it is read: status, pick, merge, the hooks and validate.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gitflow_parallel import errors as E
+from gitflow_parallel.files import atomic_write, sha256_bytes, sha256_file
+
+SCHEMA_VERSION = 1
+ORIGIN = "git-parallel"
+
+
+def pack_path(parallel_dir: Path, run_id: str, inst_id: str, attempt: int) -> Path:
+    return parallel_dir / "evidence" / run_id / f"{inst_id}.{attempt}.json"
+
+
+def dumps(pack: dict[str, Any]) -> bytes:
+    return (json.dumps(pack, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write(parallel_dir: Path, pack: dict[str, Any]) -> dict[str, str]:
+    """Write a pack; returns the binding kept in the record ({path, sha256})."""
+    path = pack_path(parallel_dir, pack["run_id"], pack["instance"], pack["attempt"])
+    data = dumps(pack)
+    atomic_write(path, data)
+    return {"path": str(path), "sha256": sha256_bytes(data)}
+
+
+@dataclass
+class Freshness:
+    state: str  # "fresh", "stale", "missing" or "none" (never checked)
+    pack: dict[str, Any] | None
+    code: str | None
+    reason: str
+
+    @property
+    def fresh(self) -> bool:
+        return self.state == "fresh"
+
+    @property
+    def passing(self) -> bool:
+        return self.fresh and self.pack is not None and self.pack.get("verdict") == "pass" and bool(self.pack.get("complete"))
+
+
+def load(inst: dict[str, Any]) -> dict[str, Any] | None:
+    """The instance's pack, or None if absent or not matching its sha256."""
+    binding = inst.get("evidence")
+    if not binding:
+        return None
+    path = Path(binding.get("path", ""))
+    try:
+        if sha256_file(path) != binding.get("sha256"):
+            return None
+        pack = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return pack if isinstance(pack, dict) else None
+
+
+def freshness(record: dict[str, Any], inst: dict[str, Any], tip: str | None) -> Freshness:
+    """Judge the instance's evidence against ``tip``, its branch's commit now."""
+    if not inst.get("evidence"):
+        return Freshness("none", None, E.EVIDENCE_MISSING, "never checked")
+    pack = load(inst)
+    if pack is None:
+        return Freshness("missing", None, E.EVIDENCE_MISSING,
+                         "the evidence pack is gone or its bytes no longer match the sha256 in the record")
+    checks = (
+        (pack.get("run_id") == record["run_id"], "it belongs to another run"),
+        (pack.get("instance") == inst["id"], "it belongs to another instance"),
+        (pack.get("attempt") == inst["attempt"], f"it is for attempt {pack.get('attempt')}, the instance is on {inst['attempt']}"),
+        (pack.get("config_sha256") == record["config_sha256"], "it was made under another configuration"),
+        (pack.get("instance_revision") == inst["evidence"].get("instance_revision", pack.get("instance_revision")),
+         "it was made at another instance revision"),
+        (tip is not None and pack.get("commit") == tip,
+         f"it proves {str(pack.get('commit'))[:12]}, the branch is at {str(tip)[:12]}"),
+    )
+    for ok, why in checks:
+        if not ok:
+            return Freshness("stale", pack, E.EVIDENCE_MISMATCH, why)
+    return Freshness("fresh", pack, None, "bound to the branch tip")

@@ -1,0 +1,201 @@
+"""The project's own thin layer over pygit2 (and, where git must act, git).
+
+Everything else speaks in the project's vocabulary (base, tip, archive ref)
+and reaches git through here.  Ref updates are compare-and-swap: a
+``Reference`` looked up before the decision is moved with ``set_target``,
+which libgit2 refuses when the ref moved in between.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Iterable
+
+import pygit2
+
+from gitflow_parallel.errors import BASE_NOT_FOUND, NOT_A_REPO, ParallelError
+
+# Set on every git subprocess we start, so our own hooks let our moves through.
+INTERNAL_ENV = "GIT_PARALLEL_INTERNAL"
+
+DEFAULT_NAME = "git-parallel"
+DEFAULT_EMAIL = "git-parallel@localhost"
+
+
+class Repo:
+    """A repository as git-parallel sees it: its common dir and main worktree."""
+
+    def __init__(self, repo: pygit2.Repository, common_dir: Path) -> None:
+        self.git = repo
+        self.common_dir = common_dir
+        self.parallel_dir = common_dir / "parallel"
+        # The worktree the command was started in (may be a linked one).
+        self.workdir = Path(repo.workdir).resolve() if repo.workdir else None
+        main = repo if common_dir == Path(repo.path).resolve() else pygit2.Repository(str(common_dir))
+        self.main = main
+        self.main_workdir = Path(main.workdir).resolve() if main.workdir else None
+
+    # -- opening -----------------------------------------------------------
+    @classmethod
+    def open(cls, cwd: str | os.PathLike[str] | None = None) -> "Repo":
+        start = str(cwd or os.getcwd())
+        try:
+            found = pygit2.discover_repository(start)
+        except pygit2.GitError:
+            found = None
+        if not found:
+            raise ParallelError(
+                NOT_A_REPO,
+                f"not inside a git repository: {start}",
+                hint="run git parallel from inside a git repository (git init, or cd into one)",
+            )
+        repo = pygit2.Repository(found)
+        gitdir = Path(repo.path).resolve()
+        common = gitdir
+        commondir_file = gitdir / "commondir"
+        if commondir_file.exists():
+            common = (gitdir / commondir_file.read_text().strip()).resolve()
+        if repo.is_bare or (common == gitdir and repo.workdir is None):
+            raise ParallelError(
+                NOT_A_REPO,
+                f"{gitdir} is a bare repository; git parallel needs a main worktree",
+                hint="clone it (git clone <bare> <dir>) and run git parallel in the clone",
+            )
+        return cls(repo, common)
+
+    # -- objects and refs ----------------------------------------------------
+    def signature(self) -> pygit2.Signature:
+        try:
+            return self.git.default_signature
+        except (KeyError, pygit2.GitError):
+            return pygit2.Signature(DEFAULT_NAME, DEFAULT_EMAIL)
+
+    def ref_target(self, name: str) -> str | None:
+        try:
+            ref = self.git.references[name]
+        except (KeyError, pygit2.InvalidSpecError):
+            return None
+        try:
+            return str(ref.resolve().target)
+        except (KeyError, pygit2.GitError):
+            return None
+
+    def resolve_base(self, spec: str | None) -> tuple[str, str]:
+        """The base as (full ref name, commit oid).  It must be a local branch,
+        because the winner is landed by moving it."""
+        if spec is None:
+            head = self.main.references.get("HEAD")
+            if head is None or head.type != pygit2.enums.ReferenceType.SYMBOLIC:
+                raise ParallelError(
+                    BASE_NOT_FOUND,
+                    "HEAD is detached, so there is no base branch to land on",
+                    hint="check out a branch, or pass --base <branch>",
+                )
+            name = head.target if isinstance(head.target, str) else head.target.name
+        else:
+            name = spec if spec.startswith("refs/") else f"refs/heads/{spec}"
+        oid = self.ref_target(name)
+        if not name.startswith("refs/heads/") or oid is None:
+            raise ParallelError(
+                BASE_NOT_FOUND,
+                f"base {spec or name!r} is not a local branch with a commit",
+                hint="pass --base with an existing local branch (git branch --list)",
+            )
+        commit = self.git.get(oid)
+        if not isinstance(commit, pygit2.Commit):
+            raise ParallelError(BASE_NOT_FOUND, f"base {name} does not point at a commit", hint="pass --base <branch>")
+        return name, oid
+
+    def cas_ref(self, name: str, new: str, old: str | None, message: str) -> bool:
+        """Move ``name`` from ``old`` to ``new``; False if it is not at ``old``.
+
+        ``old=None`` means the ref must not exist yet."""
+        refs = self.git.references
+        if old is None:
+            try:
+                refs.create(name, pygit2.Oid(hex=new), force=False)
+                return True
+            except (pygit2.AlreadyExistsError, ValueError, pygit2.GitError):
+                return False
+        try:
+            ref = refs[name]
+        except KeyError:
+            return False
+        if str(ref.target) != old:
+            return False
+        try:
+            ref.set_target(pygit2.Oid(hex=new), message)
+        except (pygit2.GitError, ValueError):
+            return False
+        return True
+
+    def delete_ref(self, name: str, expected: str | None = None) -> bool:
+        try:
+            ref = self.git.references[name]
+        except KeyError:
+            return False
+        if expected is not None and str(ref.target) != expected:
+            return False
+        ref.delete()
+        return True
+
+    def refs_under(self, prefix: str) -> Iterable[tuple[str, str]]:
+        for name in self.git.references:
+            if name.startswith(prefix):
+                target = self.ref_target(name)
+                if target:
+                    yield name, target
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        if ancestor == descendant:
+            return True
+        return self.git.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor))
+
+    def tree_of(self, commit: str) -> str:
+        return str(self.git.get(commit).peel(pygit2.Commit).tree_id)
+
+    # -- git itself ----------------------------------------------------------
+    def run_git(self, args: list[str], cwd: str | os.PathLike[str] | None = None,
+                check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        env = dict(os.environ)
+        env[INTERNAL_ENV] = "1"
+        proc = subprocess.run(["git", *args], cwd=str(cwd or self.main_workdir), env=env,
+                              input=input, capture_output=True)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"git {' '.join(args)} failed ({proc.returncode}): "
+                               f"{proc.stderr.decode(errors='replace').strip()}")
+        return proc
+
+
+def worktree_changes(path: str | os.PathLike[str]) -> list[str]:
+    """Paths with uncommitted changes in a worktree (untracked included, ignored not)."""
+    repo = pygit2.Repository(str(path))
+    flags = repo.status(untracked_files="all", ignored=False)
+    return sorted(p for p, f in flags.items() if f != pygit2.GIT_STATUS_CURRENT and not f & pygit2.GIT_STATUS_IGNORED)
+
+
+def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HEAD",
+               parent: str | None = None, signature: pygit2.Signature | None = None) -> str | None:
+    """Commit everything uncommitted in the worktree at ``path`` (respecting
+    .gitignore).  With ``ref=None`` the commit is written without moving any
+    ref and without touching the worktree's index (used to archive a dirty
+    worktree before removing it).  Returns the new oid, or None if clean."""
+    repo = pygit2.Repository(str(path))
+    if not worktree_changes(path):
+        return None
+    # With ref=None the worktree is about to be removed, so staging into its
+    # own index is harmless and keeps .gitignore handling identical.
+    index = repo.index
+    index.read()
+    index.add_all()
+    index.write()
+    tree = index.write_tree()
+    try:
+        sig = signature or repo.default_signature
+    except (KeyError, pygit2.GitError):
+        sig = pygit2.Signature(DEFAULT_NAME, DEFAULT_EMAIL)
+    parents = [pygit2.Oid(hex=parent)] if parent else ([repo.head.target] if not repo.head_is_unborn else [])
+    oid = repo.create_commit(ref, sig, sig, message, tree, parents)
+    return str(oid)

@@ -1,0 +1,326 @@
+"""Lifecycle verbs: init, spawn, status, retry, abort and cleanup.
+
+Spawn writes the run record first (so a crash leaves something ``recover``
+can see), then makes every branch and worktree, all or nothing, under the
+project lock and the repository-wide cap on live instances.  Nothing is ever
+removed before its tip is kept under ``refs/parallel/archive/``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitflow_parallel import config as C
+from gitflow_parallel import errors as E
+from gitflow_parallel import evidence, faults, worktrees
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import atomic_write, utcnow
+from gitflow_parallel.names import check_name
+from gitflow_parallel.project import Project, instance_note, pid_alive
+from gitflow_parallel.store import FINISHED_RUN, RETRYABLE, SCHEMA_VERSION, TERMINAL, find_instance
+
+MAX_INSTANCES = 64
+
+
+# -- init ----------------------------------------------------------------------
+def init(project: Project, force: bool = False) -> dict[str, Any]:
+    """Write a commented .gitparallel.yaml and set the notes display/rewrite refs."""
+    top = project.repo.workdir or project.repo.main_workdir
+    assert top is not None
+    path = Path(top) / C.CONFIG_FILE
+    wrote = False
+    if not path.exists() or force:
+        atomic_write(path, C.TEMPLATE)
+        wrote = True
+    notes_ref = C.DEFAULTS["notes_ref"]
+    if path.exists():
+        try:
+            notes_ref = C.parse(path.read_bytes())["notes_ref"]
+        except ParallelError:
+            pass
+    cfg = project.repo.main.config
+    set_keys = {}
+    for key in ("notes.rewriteRef", "notes.displayRef"):
+        values = list(cfg.get_multivar(key)) if key in cfg else []
+        if notes_ref not in values:
+            cfg.set_multivar(key, "^$", notes_ref)  # add without replacing others
+        set_keys[key] = notes_ref
+    return {"config": str(path), "wrote": wrote, "git_config": set_keys}
+
+
+# -- spawn ---------------------------------------------------------------------
+def instance_ids(tracks: list[str], n: int) -> list[tuple[str, str]]:
+    if tracks == ["main"]:
+        return [("main", str(k)) for k in range(1, n + 1)]
+    return [(t, f"{t}-{k}") for t in tracks for k in range(1, n + 1)]
+
+
+def new_instance(task: str, track: str, inst_id: str, root: Path, base_commit: str) -> dict[str, Any]:
+    return {
+        "id": inst_id, "track": track, "branch": f"parallel/{task}/{inst_id}",
+        "worktree": str(root / task / inst_id), "attempt": 0, "instance_revision": 1,
+        "status": "pending", "head": base_commit, "verdict": None, "score": None,
+        "evidence": None, "error": None, "history": [], "pid": None, "started_at": None,
+        "finished_at": None, "exit_code": None, "log": None, "removed": False,
+    }
+
+
+def live_instances(project: Project) -> int:
+    records, _ = project.store.load_all()
+    return sum(1 for r in records if r["status"] not in FINISHED_RUN
+               for i in r["instances"] if i["status"] not in TERMINAL)
+
+
+def spawn(project: Project, task: str, n: int | None = None, base: str | None = None,
+          tracks: list[str] | None = None) -> dict[str, Any]:
+    check_name(task, "task")
+    tracks = list(tracks or ["main"])
+    for t in tracks:
+        check_name(t, "track")
+    if len(set(tracks)) != len(tracks):
+        raise ParallelError(E.INVALID_NAME, f"track names repeat: {', '.join(tracks)}",
+                            hint="give each --track once")
+    repo = project.repo
+    base_ref, base_commit = repo.resolve_base(base)
+    cfg, source = C.load_from_commit(repo, base_commit)
+    count = cfg["instances"] if n is None else n
+    if not 1 <= count <= MAX_INSTANCES:
+        raise ParallelError(E.INVALID_NAME, f"-n {count} is out of range 1..{MAX_INSTANCES}",
+                            hint="pass -n between 1 and 64")
+    root = worktrees.resolve_root(repo, cfg["worktree_root"])
+    now = utcnow()
+    record: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "run_id": f"PR-{uuid.uuid4()}", "task": task,
+        "base": {"ref": base_ref, "commit": base_commit}, "run_revision": 1, "status": "pending",
+        "created_at": now, "updated_at": now, "tracks": tracks, "config": cfg,
+        "config_sha256": C.config_sha256(cfg), "config_source": source, "worktree_root": str(root),
+        "instances": [new_instance(task, t, i, root, base_commit) for t, i in instance_ids(tracks, count)],
+        "picks": {}, "merge": None,
+    }
+    store = project.store
+    with store.lock():
+        live = live_instances(project)
+        wanted = len(record["instances"])
+        if live + wanted > cfg["max_total"]:
+            raise ParallelError(
+                E.RESOURCE_CAP_EXHAUSTED,
+                f"spawning {wanted} instances would make {live + wanted} live ones, over max_total {cfg['max_total']}",
+                hint="finish or abort other runs (`git parallel status`), spawn fewer (-n), or raise max_total",
+            )
+        store.create(record)
+        faults.point("spawn.after_record")
+        try:
+            worktrees.create(repo, task, base_commit, record["instances"], fault=faults.point)
+        except BaseException:
+            store.remove(task)
+            raise
+        faults.point("spawn.after_worktrees")
+    project.add_notes(record, [(base_commit, instance_note(record, i, base_commit)) for i in record["instances"]],
+                      "spawn")
+    return record
+
+
+# -- status --------------------------------------------------------------------
+def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per instance: what the record says plus what git and the OS say now."""
+    rows = []
+    for inst in record["instances"]:
+        tip = project.tip(inst)
+        fresh = evidence.freshness(record, inst, tip)
+        flags = []
+        if inst["status"] == "running" and not pid_alive(inst.get("pid")):
+            flags.append("process gone")
+        if not inst.get("removed"):
+            if tip is None:
+                flags.append("branch missing")
+            if not Path(inst["worktree"]).exists():
+                flags.append("worktree missing")
+        rows.append({**inst, "tip": tip, "evidence_state": fresh.state, "evidence_reason": fresh.reason,
+                     "flags": flags})
+    return rows
+
+
+def status(project: Project, task: str | None = None) -> dict[str, Any]:
+    if task is None:
+        records, problems = project.store.load_all()
+        return {"runs": [{"task": r["task"], "run_id": r["run_id"], "status": r["status"],
+                          "base": r["base"]["ref"], "instances": len(r["instances"]),
+                          "updated_at": r["updated_at"]} for r in records],
+                "problems": [{"code": p.code, "message": p.message} for p in problems]}
+    check_name(task, "task")
+    record = project.store.load(task)
+    return {"run": record, "rows": describe(project, record)}
+
+
+# -- retry ---------------------------------------------------------------------
+def retry(project: Project, task: str, inst_id: str, expected_revision: int | None = None) -> dict[str, Any]:
+    check_name(task, "task")
+    repo, store = project.repo, project.store
+    with store.lock():
+        record = store.load(task)
+        inst = find_instance(record, inst_id)
+        _refuse_finished(record, "retry")
+        if inst["status"] not in RETRYABLE:
+            raise ParallelError(
+                E.BRANCH_TERMINAL,
+                f"instance {inst_id} is {inst['status']}; only failed or aborted instances can be retried",
+                hint=("a succeeded instance is final: check, pick or merge it" if inst["status"] == "succeeded"
+                      else f"wait for it to finish, or `git parallel abort {task} {inst_id}` first"),
+            )
+        rework_max = record["config"]["rework_max"]
+        if inst["attempt"] >= rework_max:
+            raise ParallelError(
+                E.BRANCH_TERMINAL,
+                f"instance {inst_id} has used its {rework_max} retries (rework_max)",
+                hint="raise rework_max in .gitparallel.yaml for new runs, or spawn a new run",
+            )
+        base = record["base"]["commit"]
+        tip = project.tip(inst)
+        archived = None
+        if tip is not None:
+            archived = worktrees.archive(repo, record["run_id"], inst_id, inst["attempt"], tip)
+        path = Path(inst["worktree"])
+        if path.exists() and (path / ".git").exists() and tip is not None:
+            worktrees.reset(repo, inst, base)
+        else:
+            # Gone (aborted and cleaned, or lost): make branch and worktree again.
+            fresh = dict(inst)
+            if tip is not None:
+                repo.git.branches.local.delete(inst["branch"])
+            if path.exists():
+                raise ParallelError(
+                    E.WORKTREE_CREATE_FAILED, f"{path} exists but is not the instance's worktree",
+                    hint="move it away and retry")
+            worktrees.create(repo, task, base, [fresh])
+
+        def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
+            i["history"].append({
+                "attempt": i["attempt"], "status": i["status"], "head": tip, "verdict": i["verdict"],
+                "score": i["score"], "evidence": i["evidence"], "error": i["error"], "exit_code": i.get("exit_code"),
+                "log": i.get("log"), "archive_ref": archived, "finished_at": i.get("finished_at"),
+            })
+            i.update(attempt=i["attempt"] + 1, status="pending", head=base, verdict=None, score=None,
+                     evidence=None, error=None, pid=None, started_at=None, finished_at=None, exit_code=None,
+                     log=None, removed=False)
+
+        record, _ = store.update_instance(task, inst_id, apply, expected_revision=expected_revision)
+    inst = find_instance(record, inst_id)
+    project.add_notes(record, [(base, instance_note(record, inst, base))], f"retry {inst_id}")
+    return record
+
+
+def _refuse_finished(record: dict[str, Any], verb: str) -> None:
+    if record["status"] in FINISHED_RUN:
+        raise ParallelError(
+            E.BRANCH_TERMINAL,
+            f"run {record['run_id']} of {record['task']!r} is {record['status']}; nothing to {verb}",
+            hint=f"spawn a new run with `git parallel spawn {record['task']}`",
+        )
+
+
+# -- abort and cleanup -------------------------------------------------------------
+def _stop(inst: dict[str, Any]) -> bool:
+    pid = inst.get("pid")
+    if inst["status"] == "running" and pid_alive(pid):
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                return False
+        return True
+    return False
+
+
+def abort(project: Project, task: str, inst_id: str | None = None, force: bool = False) -> dict[str, Any]:
+    """Abort one instance (kept for retry) or the whole run (then cleaned up)."""
+    check_name(task, "task")
+    store = project.store
+    with store.lock():
+        record = store.load(task)
+        _refuse_finished(record, "abort")
+        targets = [find_instance(record, inst_id)] if inst_id else list(record["instances"])
+        if inst_id is None:
+            _check_removable(project, record, record["instances"], force)
+        stopped = [i["id"] for i in targets if _stop(i)]
+
+        def apply(rec: dict[str, Any]) -> None:
+            now = utcnow()
+            for i in rec["instances"]:
+                if any(t["id"] == i["id"] for t in targets) and i["status"] not in TERMINAL:
+                    i.update(status="aborted", error="aborted by the user", finished_at=now)
+                    i["instance_revision"] += 1
+            if inst_id is None:
+                rec["status"] = "aborted"
+
+        record, _ = store.update(task, apply)
+        removed = []
+        if inst_id is None:
+            removed = _remove_all(project, record, record["instances"], force)
+    return {"run": record, "stopped": stopped, "removed": removed}
+
+
+def _check_removable(project: Project, record: dict[str, Any], insts: list[dict[str, Any]], force: bool) -> None:
+    """Refuse before anything changes if a worktree holds uncommitted work."""
+    if force:
+        return
+    from gitflow_parallel.gitrepo import worktree_changes
+
+    for inst in insts:
+        path = Path(inst["worktree"])
+        if inst.get("removed") or not (path / ".git").exists():
+            continue
+        dirty = worktree_changes(path)
+        if dirty:
+            shown = ", ".join(dirty[:10]) + (" …" if len(dirty) > 10 else "")
+            raise ParallelError(
+                E.WORKTREE_CLEANUP_FAILED,
+                f"the worktree of instance {inst['id']} ({path}) has uncommitted changes: {shown}",
+                hint="commit or discard them, or pass --force to keep them on the archive ref and remove the worktree",
+            )
+
+
+def _remove_all(project: Project, record: dict[str, Any], insts: list[dict[str, Any]], force: bool) -> list[dict[str, Any]]:
+    done = []
+    for inst in insts:
+        if inst.get("removed"):
+            continue
+        done.append(worktrees.remove(project.repo, record, inst, force=force))
+    ids = {d["id"] for d in done}
+    if ids:
+        def apply(rec: dict[str, Any]) -> None:
+            for i in rec["instances"]:
+                if i["id"] in ids:
+                    i["removed"] = True
+                    i["instance_revision"] += 1
+        project.store.update(record["task"], apply)
+    return done
+
+
+def cleanup(project: Project, task: str, keep_losers: bool | None = None, force: bool = False) -> dict[str, Any]:
+    """Remove the worktrees and branches of a finished run, tips archived first."""
+    check_name(task, "task")
+    store = project.store
+    with store.lock():
+        record = store.load(task)
+        if record["status"] not in FINISHED_RUN:
+            raise ParallelError(
+                E.WORKTREE_CLEANUP_FAILED,
+                f"run {record['run_id']} of {task!r} is {record['status']}, not merged or aborted",
+                hint=f"merge it (`git parallel merge {task}`) or abort it (`git parallel abort {task}`) first",
+            )
+        if keep_losers is None:
+            keep_losers = bool(record["config"]["keep_losers"])
+        winners = {p.get("winner", {}).get("id") for p in (record.get("picks") or {}).values()}
+        insts = [i for i in record["instances"] if not keep_losers or i["id"] in winners]
+        _check_removable(project, record, insts, force)
+        removed = _remove_all(project, record, insts, force)
+        record = store.load(task)
+    return {"run": record, "removed": removed, "kept": [i["id"] for i in record["instances"] if not i.get("removed")]}

@@ -1,0 +1,140 @@
+"""Git notes on ``refs/notes/parallel``: the records mirrored on the commits
+they speak of.
+
+A note holds one compact JSON record per line (each with ``v``, ``kind`` and
+``run_id``), kept sorted and unique so that notes from several runs or
+machines merge with git's ``cat_sort_uniq`` strategy.  One git-parallel
+command writes all of its notes as **one** notes commit, built in memory and
+published by compare-and-swap on the notes ref; if another writer moved the
+ref meanwhile, the batch is rebuilt on top of the new tip and tried again.
+pygit2's ``create_note`` is avoided: it makes one commit per note and is not
+safe under concurrency.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from typing import Any, Iterable
+
+import pygit2
+
+from gitflow_parallel.files import canonical_json
+
+NOTE_VERSION = 1
+MAX_ATTEMPTS = 50
+
+
+def line(kind: str, run_id: str, **fields: Any) -> str:
+    """One note line: compact, key-sorted JSON."""
+    return canonical_json({"v": NOTE_VERSION, "kind": kind, "run_id": run_id, **fields})
+
+
+def _find(tree: pygit2.Tree | None, oid: str) -> tuple[str, pygit2.Oid] | None:
+    """Locate the note for ``oid`` in a notes tree, flat or fanned out."""
+    if tree is None:
+        return None
+    for path in (oid, f"{oid[:2]}/{oid[2:]}", f"{oid[:2]}/{oid[2:4]}/{oid[4:]}"):
+        try:
+            entry = tree[path]
+        except KeyError:
+            continue
+        return path, entry.id
+    return None
+
+
+def read(repo: pygit2.Repository, notes_ref: str, oid: str) -> list[str]:
+    """The lines of the note on ``oid`` (empty if none)."""
+    try:
+        tip = repo.references[notes_ref].peel(pygit2.Commit)
+    except (KeyError, pygit2.GitError):
+        return []
+    found = _find(tip.tree, oid)
+    if not found:
+        return []
+    return [l for l in repo.get(found[1]).data.decode("utf-8", "replace").splitlines() if l.strip()]
+
+
+def records(repo: pygit2.Repository, notes_ref: str, oid: str) -> list[dict[str, Any]]:
+    out = []
+    for text in read(repo, notes_ref, oid):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def _put(repo: pygit2.Repository, tree: pygit2.Tree | None, path: str, blob: pygit2.Oid) -> pygit2.Oid:
+    """Write ``blob`` at ``path`` (one or more components) into ``tree``."""
+    head, _, rest = path.partition("/")
+    builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+    if not rest:
+        builder.insert(head, blob, pygit2.GIT_FILEMODE_BLOB)
+        return builder.write()
+    sub = None
+    if tree is not None:
+        try:
+            entry = tree[head]
+            sub = repo.get(entry.id)
+        except KeyError:
+            sub = None
+    builder.insert(head, _put(repo, sub, rest, blob), pygit2.GIT_FILEMODE_TREE)
+    return builder.write()
+
+
+def add(repo: pygit2.Repository, notes_ref: str, entries: Iterable[tuple[str, str]], message: str,
+        signature: pygit2.Signature | None = None) -> str | None:
+    """Add note lines ``(commit oid, line)`` as one notes commit; returns its oid.
+
+    Lines already present are not duplicated; returns None if nothing new."""
+    wanted: dict[str, set[str]] = {}
+    for oid, text in entries:
+        wanted.setdefault(str(oid), set()).add(text)
+    if not wanted:
+        return None
+    if signature is None:
+        try:
+            signature = repo.default_signature
+        except (KeyError, pygit2.GitError):
+            signature = pygit2.Signature("git-parallel", "git-parallel@localhost")
+    for attempt in range(MAX_ATTEMPTS):
+        try:
+            ref = repo.references[notes_ref]
+            parent = ref.peel(pygit2.Commit)
+            tree = parent.tree
+        except KeyError:
+            ref, parent, tree = None, None, None
+        changed = False
+        new_tree = tree
+        for oid, lines in sorted(wanted.items()):
+            found = _find(new_tree, oid)
+            existing: set[str] = set()
+            path = oid
+            if found:
+                path = found[0]
+                existing = {l for l in repo.get(found[1]).data.decode("utf-8", "replace").splitlines() if l.strip()}
+            merged = existing | lines
+            if merged == existing:
+                continue
+            blob = repo.create_blob(("\n".join(sorted(merged)) + "\n").encode("utf-8"))
+            new_tree = repo.get(_put(repo, new_tree, path, blob))
+            changed = True
+        if not changed:
+            return None
+        parents = [parent.id] if parent is not None else []
+        commit = repo.create_commit(None, signature, signature, message, new_tree.id, parents)
+        try:
+            if ref is None:
+                repo.references.create(notes_ref, commit, force=False)
+            else:
+                ref.set_target(commit, message)
+            return str(commit)
+        except (pygit2.AlreadyExistsError, pygit2.GitError, ValueError):
+            # Someone else published first: rebuild on their tip.
+            time.sleep(random.uniform(0.002, 0.02) * (1 + attempt))
+            continue
+    raise RuntimeError(f"could not update {notes_ref} after {MAX_ATTEMPTS} attempts")

@@ -1,0 +1,55 @@
+"""A project: one repository, its run store, and the helpers every verb needs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from gitflow_parallel import notes
+from gitflow_parallel.gitrepo import Repo
+from gitflow_parallel.store import Store
+
+
+@dataclass
+class Project:
+    repo: Repo
+    store: Store
+
+    @classmethod
+    def open(cls, cwd: str | os.PathLike[str] | None = None) -> "Project":
+        repo = Repo.open(cwd)
+        return cls(repo, Store(repo.parallel_dir))
+
+    def tip(self, inst: dict[str, Any]) -> str | None:
+        return self.repo.ref_target(f"refs/heads/{inst['branch']}")
+
+    def add_notes(self, record: dict[str, Any], entries: Iterable[tuple[str, str]], what: str) -> str | None:
+        return notes.add(self.repo.git, record["config"]["notes_ref"], list(entries),
+                         f"git-parallel: {what} ({record['task']}, {record['run_id']})", self.repo.signature())
+
+
+def instance_note(record: dict[str, Any], inst: dict[str, Any], commit: str) -> str:
+    """The note line that mirrors an instance's record on its tip."""
+    return notes.line(
+        "instance", record["run_id"], task=record["task"], instance=inst["id"], track=inst["track"],
+        attempt=inst["attempt"], status=inst["status"], branch=inst["branch"], commit=commit,
+        base=record["base"]["commit"],
+    )
+
+
+def pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); treat it as gone.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().split(b") ")[-1][:1] != b"Z"
+    except OSError:
+        return True

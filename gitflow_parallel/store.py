@@ -1,0 +1,378 @@
+"""The run record store: one YAML record per task under
+``<common dir>/parallel/runs/``.
+
+Every mutation happens under one project lock (a filelock in ``parallel/``),
+reloads the record from disk, applies the change, bumps ``run_revision`` and
+replaces the file atomically.  A caller that decided from an earlier read
+passes the revision it saw and is refused with
+``PARALLEL_RUN_REVISION_CONFLICT`` when the record moved meanwhile.  Records
+are validated on every load, so a file edited by hand into nonsense is reported
+as ``PARALLEL_RECORD_INVALID`` naming the field, never as a traceback.
+
+The store also keeps ``parallel/live``, a small text index of live base refs
+and instance branches that the git hooks read in plain sh to decide, without
+starting Python, that a ref has nothing to do with git-parallel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+import yaml
+from filelock import FileLock, Timeout
+
+from gitflow_parallel import errors as E
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import atomic_write, utcnow
+
+SCHEMA_VERSION = 1
+
+RUN_STATUSES = ("pending", "running", "completed", "picked", "merged", "failed", "aborted")
+INSTANCE_STATUSES = ("pending", "running", "succeeded", "failed", "aborted")
+TERMINAL = ("succeeded", "failed", "aborted")
+RETRYABLE = ("failed", "aborted")
+FINISHED_RUN = ("merged", "aborted")
+
+# Status moves an instance may make; anything else is refused.
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "pending": ("running", "failed", "aborted"),
+    "running": ("succeeded", "failed", "aborted"),
+    "succeeded": (),
+    "failed": (),
+    "aborted": (),
+}
+
+LOCK_TIMEOUT = float(os.environ.get("GIT_PARALLEL_LOCK_TIMEOUT", "60"))
+
+T = TypeVar("T")
+_OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+
+
+def _invalid(path: Path, problem: str) -> ParallelError:
+    return ParallelError(
+        E.RECORD_INVALID,
+        f"run record {path} is invalid: {problem}",
+        hint="restore it from a backup, or run `git parallel validate` to see what else is inconsistent; "
+        "`git parallel recover TASK` repairs what it safely can",
+    )
+
+
+def _check_type(path: Path, where: str, value: Any, types: tuple[type, ...] | type, nullable: bool = False) -> None:
+    if value is None and nullable:
+        return
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise _invalid(path, f"{where} must be {_tname(types)}, not {value!r}")
+    if not isinstance(value, types):
+        raise _invalid(path, f"{where} must be {_tname(types)}, not {value!r}")
+
+
+def _tname(types: tuple[type, ...] | type) -> str:
+    ts = types if isinstance(types, tuple) else (types,)
+    return " or ".join({int: "an integer", str: "a string", dict: "a mapping", list: "a list", bool: "a boolean"}.get(t, t.__name__) for t in ts)
+
+
+def validate_record(record: Any, path: Path) -> dict[str, Any]:
+    """Check that a loaded record has the shape and invariants of schema 1."""
+    if not isinstance(record, dict):
+        raise _invalid(path, "the file does not hold a mapping")
+    for key, types in (
+        ("schema_version", int), ("run_id", str), ("task", str), ("base", dict), ("run_revision", int),
+        ("status", str), ("created_at", str), ("updated_at", str), ("tracks", list), ("config", dict),
+        ("config_sha256", str), ("instances", list),
+    ):
+        if key not in record:
+            raise _invalid(path, f"missing field {key!r}")
+        _check_type(path, key, record[key], types)
+    if record["schema_version"] != SCHEMA_VERSION:
+        raise _invalid(path, f"schema_version {record['schema_version']!r} is not {SCHEMA_VERSION}")
+    if not re.fullmatch(r"PR-[0-9a-f-]{36}", record["run_id"]):
+        raise _invalid(path, f"run_id {record['run_id']!r} is not PR-<uuid>")
+    if record["run_revision"] < 1:
+        raise _invalid(path, f"run_revision {record['run_revision']} is below 1")
+    if record["status"] not in RUN_STATUSES:
+        raise _invalid(path, f"status {record['status']!r} is not one of {', '.join(RUN_STATUSES)}")
+    base = record["base"]
+    if not isinstance(base.get("ref"), str) or not isinstance(base.get("commit"), str) or not _OID.fullmatch(base["commit"]):
+        raise _invalid(path, "base must have a ref name and a commit oid")
+    seen: set[str] = set()
+    for i, inst in enumerate(record["instances"]):
+        where = f"instances[{i}]"
+        if not isinstance(inst, dict):
+            raise _invalid(path, f"{where} is not a mapping")
+        for key, types, nullable in (
+            ("id", str, False), ("track", str, False), ("branch", str, False), ("worktree", str, False),
+            ("attempt", int, False), ("instance_revision", int, False), ("status", str, False),
+            ("head", str, True), ("verdict", str, True), ("score", int, True), ("evidence", dict, True),
+            ("error", str, True), ("history", list, False),
+        ):
+            if key not in inst:
+                raise _invalid(path, f"{where} is missing field {key!r}")
+            _check_type(path, f"{where}.{key}", inst[key], types, nullable)
+        if inst["id"] in seen:
+            raise _invalid(path, f"instance id {inst['id']!r} appears twice")
+        seen.add(inst["id"])
+        if inst["status"] not in INSTANCE_STATUSES:
+            raise _invalid(path, f"{where}.status {inst['status']!r} is not one of {', '.join(INSTANCE_STATUSES)}")
+        if inst["track"] not in record["tracks"]:
+            raise _invalid(path, f"{where}.track {inst['track']!r} is not one of the run's tracks")
+        if inst["attempt"] < 0 or inst["instance_revision"] < 1:
+            raise _invalid(path, f"{where} has a negative attempt or a revision below 1")
+        if inst["verdict"] not in (None, "pass", "fail"):
+            raise _invalid(path, f"{where}.verdict {inst['verdict']!r} is not pass, fail or null")
+        if inst["head"] is not None and not _OID.fullmatch(inst["head"]):
+            raise _invalid(path, f"{where}.head {inst['head']!r} is not a commit oid")
+        if inst["branch"] != f"parallel/{record['task']}/{inst['id']}":
+            raise _invalid(path, f"{where}.branch {inst['branch']!r} is not parallel/{record['task']}/{inst['id']}")
+    return record
+
+
+def dump(record: dict[str, Any]) -> str:
+    return yaml.safe_dump(record, sort_keys=True, default_flow_style=False, allow_unicode=True)
+
+
+def derive_run_status(record: dict[str, Any]) -> str:
+    """The run status implied by its instances, unless a later stage set it."""
+    if record["status"] in ("picked", "merged", "aborted"):
+        return record["status"]
+    statuses = [i["status"] for i in record["instances"]]
+    if any(s == "running" for s in statuses):
+        return "running"
+    if statuses and all(s in TERMINAL for s in statuses):
+        return "completed" if any(s == "succeeded" for s in statuses) else "failed"
+    if any(s != "pending" for s in statuses):
+        return "running"
+    return "pending"
+
+
+def find_instance(record: dict[str, Any], inst_id: str) -> dict[str, Any]:
+    for inst in record["instances"]:
+        if inst["id"] == inst_id:
+            return inst
+    known = ", ".join(i["id"] for i in record["instances"])
+    raise ParallelError(
+        E.BRANCH_NOT_FOUND,
+        f"run {record['run_id']} of task {record['task']!r} has no instance {inst_id!r} (it has: {known})",
+        hint=f"see `git parallel status {record['task']}`",
+    )
+
+
+class Store:
+    """Run records of one repository (its common dir)."""
+
+    def __init__(self, parallel_dir: Path) -> None:
+        self.root = parallel_dir
+        self.runs_dir = parallel_dir / "runs"
+        self.done_dir = parallel_dir / "runs" / "done"
+        self.live_path = parallel_dir / "live"
+        self._lock: FileLock | None = None
+
+    # -- locking -------------------------------------------------------------
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        if self._lock is None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._lock = FileLock(str(self.root / "lock"), timeout=LOCK_TIMEOUT)
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise ParallelError(
+                E.RESOURCE_LOCK_FAILED,
+                f"could not take the project lock {self.root / 'lock'} within {LOCK_TIMEOUT:.0f}s",
+                hint="another git parallel command is holding it; wait for it to finish and run this again",
+            ) from None
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    # -- paths and loading ---------------------------------------------------------
+    def path(self, task: str) -> Path:
+        return self.runs_dir / f"{task}.yaml"
+
+    def exists(self, task: str) -> bool:
+        return self.path(task).exists()
+
+    def read(self, path: Path) -> dict[str, Any]:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _invalid(path, f"cannot be read: {exc}") from None
+        try:
+            record = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            raise _invalid(path, f"not valid YAML{where}") from None
+        return validate_record(record, path)
+
+    def load(self, task: str) -> dict[str, Any]:
+        path = self.path(task)
+        try:
+            return self.read(path)
+        except FileNotFoundError:
+            raise ParallelError(
+                E.RUN_NOT_FOUND,
+                f"no run for task {task!r}",
+                hint=f"start one with `git parallel spawn {task}`; `git parallel status` lists the runs",
+            ) from None
+
+    def tasks(self) -> list[str]:
+        if not self.runs_dir.is_dir():
+            return []
+        return sorted(p.name[: -len(".yaml")] for p in self.runs_dir.glob("*.yaml"))
+
+    def load_all(self) -> tuple[list[dict[str, Any]], list[ParallelError]]:
+        """Every current record, plus the errors of those that failed to load."""
+        records, problems = [], []
+        for task in self.tasks():
+            try:
+                records.append(self.load(task))
+            except ParallelError as exc:
+                problems.append(exc)
+        return records, problems
+
+    # -- writing ---------------------------------------------------------------
+    def _write(self, record: dict[str, Any]) -> None:
+        validate_record(record, self.path(record["task"]))
+        atomic_write(self.path(record["task"]), dump(record))
+        self.write_live_index()
+
+    def create(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Store a new run; refuse if the task already has a live one.  A
+        finished run (merged or aborted) of the task is moved to runs/done/."""
+        with self.lock():
+            path = self.path(record["task"])
+            if path.exists():
+                try:
+                    old = self.read(path)
+                except ParallelError:
+                    raise ParallelError(
+                        E.RUN_EXISTS,
+                        f"task {record['task']!r} already has a run record, and it does not load",
+                        hint="run `git parallel validate` and repair or remove it first",
+                    ) from None
+                if old["status"] not in FINISHED_RUN:
+                    raise ParallelError(
+                        E.RUN_EXISTS,
+                        f"task {record['task']!r} already has a live run {old['run_id']} ({old['status']})",
+                        hint=f"see `git parallel status {record['task']}`; finish it with merge, or "
+                        f"`git parallel abort {record['task']}` and `git parallel cleanup {record['task']}`",
+                    )
+                self.retire(old)
+            record["run_revision"] = 1
+            self._write(record)
+            return record
+
+    def retire(self, record: dict[str, Any]) -> None:
+        """Move a finished run's record aside to runs/done/<run_id>.yaml."""
+        self.done_dir.mkdir(parents=True, exist_ok=True)
+        os.replace(self.path(record["task"]), self.done_dir / f"{record['run_id']}.yaml")
+        self.write_live_index()
+
+    def remove(self, task: str) -> None:
+        with self.lock():
+            try:
+                os.unlink(self.path(task))
+            except FileNotFoundError:
+                pass
+            self.write_live_index()
+
+    def update(self, task: str, mutate: Callable[[dict[str, Any]], T],
+               expected_revision: int | None = None) -> tuple[dict[str, Any], T]:
+        """Apply ``mutate`` to the current record under the lock and save it.
+
+        If ``mutate`` raises, nothing is written."""
+        with self.lock():
+            record = self.load(task)
+            if expected_revision is not None and record["run_revision"] != expected_revision:
+                raise ParallelError(
+                    E.RUN_REVISION_CONFLICT,
+                    f"run {record['run_id']} is at revision {record['run_revision']}, not {expected_revision} as read",
+                    hint=f"someone else changed it meanwhile; read it again (`git parallel status {task}`) and retry",
+                )
+            result = mutate(record)
+            record["status"] = derive_run_status(record)
+            record["run_revision"] += 1
+            record["updated_at"] = utcnow()
+            self._write(record)
+            return record, result
+
+    def update_instance(self, task: str, inst_id: str, mutate: Callable[[dict[str, Any], dict[str, Any]], T],
+                        expected_instance_revision: int | None = None, expected_attempt: int | None = None,
+                        expected_revision: int | None = None) -> tuple[dict[str, Any], T]:
+        def apply(record: dict[str, Any]) -> T:
+            inst = find_instance(record, inst_id)
+            if expected_attempt is not None and inst["attempt"] != expected_attempt:
+                raise ParallelError(
+                    E.ATTEMPT_MISMATCH,
+                    f"instance {inst_id} is on attempt {inst['attempt']}, not {expected_attempt}",
+                    hint="it was retried meanwhile; read the run again and act on the current attempt",
+                )
+            if expected_instance_revision is not None and inst["instance_revision"] != expected_instance_revision:
+                raise ParallelError(
+                    E.RUN_REVISION_CONFLICT,
+                    f"instance {inst_id} is at revision {inst['instance_revision']}, not {expected_instance_revision} as read",
+                    hint=f"someone else changed it meanwhile; read it again (`git parallel status {task}`) and retry",
+                )
+            result = mutate(record, inst)
+            inst["instance_revision"] += 1
+            return result
+
+        return self.update(task, apply, expected_revision)
+
+    def transition(self, task: str, inst_id: str, to: str, expected_instance_revision: int | None = None,
+                   expected_attempt: int | None = None, **fields: Any) -> dict[str, Any]:
+        """Move one instance to status ``to`` (checked against TRANSITIONS)."""
+        def apply(record: dict[str, Any], inst: dict[str, Any]) -> None:
+            check_transition(record, inst, to)
+            inst["status"] = to
+            inst.update(fields)
+
+        record, _ = self.update_instance(task, inst_id, apply, expected_instance_revision, expected_attempt)
+        return record
+
+    # -- the hooks' index ---------------------------------------------------------
+    def write_live_index(self) -> None:
+        """Rewrite ``parallel/live`` from the live records (called under the lock)."""
+        lines = ["# git-parallel live index v1: kind ref task run_id [instance]"]
+        for task in self.tasks():
+            try:
+                record = self.read(self.path(task))
+            except (ParallelError, FileNotFoundError):
+                continue
+            if record["status"] in FINISHED_RUN:
+                continue
+            lines.append(f"base {record['base']['ref']} {task} {record['run_id']}")
+            for inst in record["instances"]:
+                lines.append(f"branch refs/heads/{inst['branch']} {task} {record['run_id']} {inst['id']}")
+        if len(lines) == 1:
+            # No live run: an absent file is the hooks' cheapest "nothing to do".
+            try:
+                os.unlink(self.live_path)
+            except FileNotFoundError:
+                pass
+            return
+        atomic_write(self.live_path, "\n".join(lines) + "\n")
+
+
+def check_transition(record: dict[str, Any], inst: dict[str, Any], to: str) -> None:
+    if to not in TRANSITIONS.get(inst["status"], ()):
+        if inst["status"] in TERMINAL:
+            hint = (f"`git parallel retry {record['task']} {inst['id']}` starts a new attempt"
+                    if inst["status"] in RETRYABLE else "a succeeded instance is final; check, pick or merge it")
+            raise ParallelError(
+                E.BRANCH_TERMINAL,
+                f"instance {inst['id']} is {inst['status']} (terminal) and cannot become {to}",
+                hint=hint,
+            )
+        raise ParallelError(
+            E.BRANCH_TERMINAL if to == "running" else E.RECORD_INVALID,
+            f"instance {inst['id']} cannot go from {inst['status']} to {to}",
+            hint=f"see `git parallel status {record['task']}`",
+        )

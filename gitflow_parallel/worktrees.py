@@ -1,0 +1,264 @@
+"""Instance branches and worktrees: creating them all-or-nothing, archiving
+every tip before a branch goes, and removing them without losing work.
+
+Worktrees are made with pygit2's ``add_worktree``.  libgit2's checkout is
+single-threaded, so when several are made at once the checkouts run in forked
+worker processes whose I/O overlaps.  ``add_worktree`` is not atomic: a
+failure can leave the branch and the ``<common>/worktrees/<name>`` admin
+folder behind, so every step is undone explicitly on failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitflow_parallel import errors as E
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.gitrepo import Repo, commit_all, worktree_changes
+
+ARCHIVE_PREFIX = "refs/parallel/archive"
+
+
+def admin_name(task: str, inst_id: str) -> str:
+    """The worktree's name in ``<common>/worktrees/`` (unique per instance)."""
+    return f"parallel-{task}-{inst_id}"
+
+
+def archive_ref(run_id: str, inst_id: str, attempt: int) -> str:
+    return f"{ARCHIVE_PREFIX}/{run_id}/{inst_id}/{attempt}"
+
+
+def default_root(repo: Repo) -> Path:
+    top = repo.main_workdir
+    assert top is not None
+    return top.parent / f"{top.name}.parallel"
+
+
+def resolve_root(repo: Repo, configured: str | None) -> Path:
+    if not configured:
+        return default_root(repo)
+    root = Path(os.path.expanduser(configured))
+    if not root.is_absolute():
+        root = (repo.main_workdir or Path.cwd()) / root
+    root = Path(os.path.normpath(root))
+    git_dir = repo.common_dir
+    if root == git_dir or git_dir in root.parents:
+        raise ParallelError(
+            E.CONFIG_INVALID,
+            f"worktree_root {configured!r} resolves inside the git dir {git_dir}, which is git's own",
+            hint="set worktree_root to a folder outside .git (the default is <repo>.parallel beside the repo)",
+        )
+    return root
+
+
+# -- creation ----------------------------------------------------------------------
+def _make_worktree(gitdir: str, name: str, path: str, branch: str) -> str | None:
+    """Create one worktree; returns an error message or None.
+
+    libgit2 scans the other worktrees to refuse a branch checked out twice,
+    and a sibling worker's half-made admin folder can make that scan report
+    our (fresh) branch as checked out.  The paths and admin folder were
+    checked free before, so a failed try is cleared and tried again."""
+    import random
+    import time
+
+    last = ""
+    for attempt in range(8):
+        try:
+            repo = pygit2.Repository(gitdir)
+            ref = repo.branches.local[branch]
+            repo.add_worktree(name, path, ref)
+            return None
+        except Exception as exc:  # reported back to the parent, which rolls back
+            last = f"{type(exc).__name__}: {exc}"
+            if "already checked out" not in str(exc):
+                return last
+            shutil.rmtree(Path(gitdir) / "worktrees" / name, ignore_errors=True)
+            shutil.rmtree(path, ignore_errors=True)
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+    return last
+
+
+def _make_in_workers(gitdir: str, jobs: list[tuple[str, str, str]], workers: int) -> list[str | None]:
+    """Run ``_make_worktree`` for every job, in ``workers`` forked processes."""
+    if workers <= 1 or len(jobs) <= 1 or not hasattr(os, "fork"):
+        return [_make_worktree(gitdir, *job) for job in jobs]
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(min(workers, len(jobs))) as pool:
+        return pool.starmap(_make_worktree, [(gitdir, *job) for job in jobs], chunksize=1)
+
+
+def create(repo: Repo, task: str, base_commit: str, instances: list[dict[str, Any]],
+           fault: Any = None) -> None:
+    """Create a branch at ``base_commit`` and a worktree for every instance.
+
+    All or nothing: on any failure everything made here is removed again and
+    ``PARALLEL_DEV_WORKTREE_CREATE_FAILED`` is raised."""
+    made_branches: list[str] = []
+    made_paths: list[Path] = []
+    made_admin: list[str] = []
+    commit = repo.git.get(base_commit)
+    try:
+        for inst in instances:
+            path = Path(inst["worktree"])
+            name = admin_name(task, inst["id"])
+            if os.path.lexists(path) and (path.is_symlink() or not path.is_dir() or any(path.iterdir())):
+                raise _create_failed(inst, f"the path {path} already exists")
+            if (repo.common_dir / "worktrees" / name).exists():
+                raise _create_failed(inst, f"a worktree named {name} is already registered")
+            if inst["branch"] in repo.git.branches.local:
+                raise _create_failed(inst, f"the branch {inst['branch']} already exists")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise _create_failed(inst, f"cannot make the folder {path.parent}: {exc.strerror}") from None
+        # libgit2 creates <common>/worktrees without tolerating a concurrent
+        # mkdir, so make it before the workers race for it.
+        (repo.common_dir / "worktrees").mkdir(exist_ok=True)
+        for inst in instances:
+            repo.git.branches.local.create(inst["branch"], commit)
+            made_branches.append(inst["branch"])
+        jobs = []
+        for inst in instances:
+            path = Path(inst["worktree"])
+            if path.is_dir():
+                path.rmdir()  # libgit2 wants to create it itself
+            jobs.append((admin_name(task, inst["id"]), str(path), inst["branch"]))
+        if fault:
+            fault("spawn.before_worktrees")
+        workers = min(len(jobs), max(2, (os.cpu_count() or 2) + 1))
+        results = _make_in_workers(str(repo.common_dir), jobs, workers)
+        failures = []
+        for inst, (name, path, _), err in zip(instances, jobs, results):
+            if (repo.common_dir / "worktrees" / name).exists():
+                made_admin.append(name)
+            if Path(path).exists():
+                made_paths.append(Path(path))
+            if err is not None:
+                failures.append((inst, err))
+        if failures:
+            inst, err = failures[0]
+            raise _create_failed(inst, err)
+    except BaseException:
+        _rollback(repo, task, made_branches, made_paths, made_admin, instances)
+        raise
+
+
+def _create_failed(inst: dict[str, Any], why: str) -> ParallelError:
+    return ParallelError(
+        E.WORKTREE_CREATE_FAILED,
+        f"could not create the worktree of instance {inst['id']} at {inst['worktree']}: {why}",
+        hint="nothing was kept; remove what is in the way (or set worktree_root in .gitparallel.yaml) and spawn again",
+    )
+
+
+def _rollback(repo: Repo, task: str, branches: list[str], paths: list[Path], admin: list[str],
+              instances: list[dict[str, Any]]) -> None:
+    # Only what this spawn made: the pre-checks refused any path, admin folder
+    # or branch that existed before, so whatever is there now is ours.
+    if branches:
+        paths = paths + [Path(inst["worktree"]) for inst in instances]
+        admin = admin + [admin_name(task, inst["id"]) for inst in instances]
+    for path in set(paths):
+        shutil.rmtree(path, ignore_errors=True)
+    for name in set(admin):
+        shutil.rmtree(repo.common_dir / "worktrees" / name, ignore_errors=True)
+    for branch in branches:
+        try:
+            repo.git.branches.local.delete(branch)
+        except (KeyError, pygit2.GitError):
+            pass
+    # Remove empty task folders we may have created under the worktree root.
+    for inst in instances:
+        parent = Path(inst["worktree"]).parent
+        try:
+            parent.rmdir()
+        except OSError:
+            pass
+
+
+# -- archiving and removal -------------------------------------------------------------
+def archive(repo: Repo, run_id: str, inst_id: str, attempt: int, oid: str) -> str:
+    """Keep ``oid`` under the instance's archive ref (idempotent)."""
+    name = archive_ref(run_id, inst_id, attempt)
+    current = repo.ref_target(name)
+    if current == oid:
+        return name
+    if current is None:
+        repo.git.references.create(name, pygit2.Oid(hex=oid), force=False)
+    else:
+        # The attempt produced more since it was archived: keep the newer tip.
+        repo.git.references[name].set_target(pygit2.Oid(hex=oid), "git-parallel: archive")
+    return name
+
+
+def remove(repo: Repo, record: dict[str, Any], inst: dict[str, Any], force: bool = False) -> dict[str, Any]:
+    """Archive the instance's tip (and, with ``force``, its uncommitted work),
+    then remove its worktree and branch.  Returns what was done."""
+    path = Path(inst["worktree"])
+    name = admin_name(record["task"], inst["id"])
+    branch = inst["branch"]
+    tip = repo.ref_target(f"refs/heads/{branch}")
+    done: dict[str, Any] = {"id": inst["id"], "archived": None, "dirty_committed": None}
+    if path.is_dir() and (path / ".git").exists():
+        dirty = worktree_changes(path)
+        if dirty and not force:
+            shown = ", ".join(dirty[:10]) + (" …" if len(dirty) > 10 else "")
+            raise ParallelError(
+                E.WORKTREE_CLEANUP_FAILED,
+                f"the worktree of instance {inst['id']} ({path}) has uncommitted changes: {shown}",
+                hint="commit or discard them, or pass --force to keep them on the archive ref and remove it",
+            )
+        if dirty:
+            message = (f"git-parallel: uncommitted work of {record['task']}/{inst['id']} "
+                       f"attempt {inst['attempt']}, kept at cleanup")
+            wt_repo = pygit2.Repository(str(path))
+            parent = None if wt_repo.head_is_unborn else str(wt_repo.head.target)
+            oid = commit_all(path, message, ref=None, parent=parent, signature=repo.signature())
+            if oid:
+                tip = oid
+                done["dirty_committed"] = oid
+    if tip:
+        done["archived"] = archive(repo, record["run_id"], inst["id"], inst["attempt"], tip)
+    if path.exists():
+        shutil.rmtree(path)
+    admin = repo.common_dir / "worktrees" / name
+    if admin.exists():
+        shutil.rmtree(admin)
+    try:
+        repo.git.branches.local.delete(branch)
+    except KeyError:
+        pass
+    try:
+        path.parent.rmdir()  # the task folder, once empty
+    except OSError:
+        pass
+    return done
+
+
+def reset(repo: Repo, inst: dict[str, Any], commit: str) -> None:
+    """Point the instance's branch at ``commit`` and make its worktree match,
+    untracked files removed (used by retry, after archiving)."""
+    branch_ref = repo.git.references[f"refs/heads/{inst['branch']}"]
+    branch_ref.set_target(pygit2.Oid(hex=commit), "git-parallel: retry from base")
+    path = Path(inst["worktree"])
+    wt = pygit2.Repository(str(path))
+    wt.reset(pygit2.Oid(hex=commit), pygit2.GIT_RESET_HARD)
+    for rel, flags in wt.status(untracked_files="all", ignored=True).items():
+        if flags & (pygit2.GIT_STATUS_WT_NEW | pygit2.GIT_STATUS_IGNORED):
+            target = path / rel
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                try:
+                    target.unlink()
+                except FileNotFoundError:
+                    pass

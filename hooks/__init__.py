@@ -1,0 +1,1 @@
+"""Hook script templates installed by `git parallel hooks install`."""

@@ -1,0 +1,128 @@
+"""Shared fixtures: real git repositories in tmp_path, sealed from the user's
+git configuration, and a ``gp`` helper that runs the real ``git parallel``
+(this checkout's code) as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _seal(env: dict[str, str], home: Path, shim: Path) -> None:
+    for key in list(env):
+        if key.startswith(("GIT_", "GIT_PARALLEL_")):
+            del env[key]
+    env.update({
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "Test Author",
+        "GIT_AUTHOR_EMAIL": "author@example.com",
+        "GIT_COMMITTER_NAME": "Test Committer",
+        "GIT_COMMITTER_EMAIL": "committer@example.com",
+        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
+        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
+        "PYTHONPATH": str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
+        "PATH": str(shim) + os.pathsep + env.get("PATH", ""),
+        "LC_ALL": "C.UTF-8",
+    })
+
+
+@pytest.fixture(scope="session")
+def shim_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A PATH folder whose ``git-parallel`` runs this checkout's code."""
+    shim = tmp_path_factory.mktemp("shim")
+    script = shim / "git-parallel"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} -m gitflow_parallel \"$@\"\n")
+    script.chmod(0o755)
+    return shim
+
+
+@pytest.fixture(autouse=True)
+def sealed(tmp_path: Path, shim_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ)
+    _seal(env, home, shim_dir)
+    for key in list(os.environ):
+        if key not in env:
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    for level in (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG, pygit2.enums.ConfigLevel.SYSTEM):
+        pygit2.settings.search_path[level] = str(home)
+    return env
+
+
+def git(cwd: Path | str, *args: str, check: bool = True, input: str | None = None) -> str:
+    proc = subprocess.run(["git", *args], cwd=str(cwd), capture_output=True, text=True, input=input)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout.strip()
+
+
+class GP:
+    """Runs ``git parallel`` in a repository and checks its exit status."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+
+    def __call__(self, *args: str, code: int | None = 0, cwd: Path | str | None = None,
+                 env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        full_env = dict(os.environ, **(env or {}))
+        proc = subprocess.run(["git", "parallel", *args], cwd=str(cwd or self.cwd), capture_output=True,
+                              text=True, env=full_env, timeout=timeout)
+        if code is not None and proc.returncode != code:
+            raise AssertionError(f"git parallel {' '.join(args)} exited {proc.returncode}, expected {code}:\n"
+                                 f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        return proc
+
+    def json(self, *args: str, code: int | None = 0, **kw: Any) -> dict[str, Any]:
+        proc = self(*args, "--json", code=code, **kw)
+        return json.loads(proc.stdout)
+
+
+def make_repo(path: Path, files: dict[str, str] | None = None, config: str | None = None) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    for name, text in (files or {"README.md": "hello\n"}).items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    if config is not None:
+        (path / ".gitparallel.yaml").write_text(config)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def gp(repo: Path) -> GP:
+    return GP(repo)
+
+
+def snapshot(repo: Path) -> dict[str, Any]:
+    """What a refused command must leave unchanged."""
+    common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    runs = common / "parallel" / "runs"
+    return {
+        "refs": git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
+        "worktrees": git(repo, "worktree", "list", "--porcelain"),
+        "admin": sorted(p.name for p in (common / "worktrees").iterdir()) if (common / "worktrees").is_dir() else [],
+        "runs": sorted((p.name, p.read_bytes()) for p in runs.glob("*.yaml")) if runs.is_dir() else [],
+        "status": git(repo, "status", "--porcelain"),
+    }

@@ -1,0 +1,240 @@
+"""Spawn, status, notes, abort and cleanup against real git."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import GP, git, make_repo, snapshot
+
+
+def test_spawn_three_instances(repo: Path, gp: GP) -> None:
+    gp("spawn", "demo-task", "-n", "3")
+    branches = git(repo, "branch", "--list", "parallel/*", "--format=%(refname:short)").splitlines()
+    assert branches == ["parallel/demo-task/1", "parallel/demo-task/2", "parallel/demo-task/3"]
+    worktrees = [l for l in git(repo, "worktree", "list", "--porcelain").splitlines() if l.startswith("worktree ")]
+    assert len(worktrees) == 4
+    data = gp.json("status", "demo-task")
+    run = data["run"]
+    assert data["ok"] is True and [i["id"] for i in run["instances"]] == ["1", "2", "3"]
+    for inst in run["instances"]:
+        wt = Path(inst["worktree"])
+        assert (wt / "README.md").read_text() == "hello\n"
+        assert repo.resolve() not in wt.resolve().parents  # outside the main worktree
+        assert ".git" not in wt.parts
+    note = git(repo, "notes", "--ref=parallel", "show", "parallel/demo-task/1")
+    lines = [json.loads(l) for l in note.splitlines()]
+    assert any(l["run_id"] == run["run_id"] and l["instance"] == "1" and l["v"] == 1 for l in lines)
+
+
+def test_tracks_name_instances(repo: Path, gp: GP) -> None:
+    run = gp.json("spawn", "fan", "-n", "2", "--track", "api", "--track", "ui")
+    assert [i["id"] for i in run["instances"]] == ["api-1", "api-2", "ui-1", "ui-2"]
+    assert run["tracks"] == ["api", "ui"]
+
+
+@pytest.mark.parametrize("name", ["../x", "a..b", "x.lock", "", "a" * 200, "a b", "-rf", "a/b", "x."])
+def test_invalid_task_names_change_nothing(repo: Path, gp: GP, name: str) -> None:
+    before = snapshot(repo)
+    proc = gp("spawn", name, code=None)
+    assert proc.returncode in (1, 2)
+    if proc.returncode == 1:
+        assert "error[PARALLEL_INVALID_NAME]" in proc.stderr and "hint:" in proc.stderr
+    assert snapshot(repo) == before
+
+
+@pytest.mark.parametrize("n", ["0", "-1", "1000", "x"])
+def test_bad_instance_counts(repo: Path, gp: GP, n: str) -> None:
+    before = snapshot(repo)
+    proc = gp("spawn", "t", "-n", n, code=2)
+    assert "Usage" in proc.stderr or "Error" in proc.stderr
+    assert snapshot(repo) == before
+
+
+def test_unknown_base(repo: Path, gp: GP) -> None:
+    before = snapshot(repo)
+    proc = gp("spawn", "t", "--base", "nope", code=1)
+    assert "error[PARALLEL_BASE_NOT_FOUND]" in proc.stderr
+    assert snapshot(repo) == before
+
+
+def test_outside_repo_and_bare(tmp_path: Path) -> None:
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    proc = GP(outside)("status", code=1)
+    assert "error[PARALLEL_NOT_A_REPO]" in proc.stderr
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    proc = GP(bare)("spawn", "t", code=1)
+    assert "error[PARALLEL_NOT_A_REPO]" in proc.stderr
+    assert "bare" in proc.stderr
+
+
+@pytest.mark.parametrize("config, needle", [
+    ("instances: [\n", "line"),
+    ("bogus_key: 1\n", "bogus_key"),
+    ("merge:\n  policy: sideways\n", "merge.policy (line 2)"),
+    ("instances: many\n", "instances"),
+    ("gates:\n  - name: t\n    run: ['true']\n    mode: sometimes\n", "gates[0].mode"),
+    ("gates:\n  - name: t\n    run: [true]\n", "quote it"),
+])
+def test_bad_config_refused(tmp_path: Path, config: str, needle: str) -> None:
+    repo = make_repo(tmp_path / "r", config=config)
+    gp = GP(repo)
+    before = snapshot(repo)
+    proc = gp("spawn", "t", code=1)
+    assert "error[PARALLEL_CONFIG_INVALID]" in proc.stderr
+    assert needle in proc.stderr
+    assert snapshot(repo) == before
+
+
+def test_config_read_from_base_commit_not_worktree(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", config="instances: 2\n")
+    (repo / ".gitparallel.yaml").write_text("instances: 5\n")  # uncommitted
+    run = GP(repo).json("spawn", "t")
+    assert len(run["instances"]) == 2
+    assert run["config"]["instances"] == 2 and len(run["config_sha256"]) == 64
+
+
+def test_record_broken_by_hand(repo: Path, gp: GP) -> None:
+    run = gp.json("spawn", "t", "-n", "1")
+    path = repo / ".git" / "parallel" / "runs" / "t.yaml"
+    text = path.read_text()
+    path.write_text(text.replace("status: pending", "status: exploded", 1))
+    proc = gp("status", "t", code=1)
+    assert "error[PARALLEL_RECORD_INVALID]" in proc.stderr and "exploded" in proc.stderr
+    path.write_text("{{{ not yaml")
+    proc = gp("status", "t", code=1)
+    assert "error[PARALLEL_RECORD_INVALID]" in proc.stderr and "Traceback" not in proc.stderr
+    path.write_text(text.replace(f"run_revision: 1", "run_revision: banana"))
+    proc = gp("status", "t", code=1)
+    assert "run_revision" in proc.stderr
+
+
+def test_second_spawn_of_live_task(repo: Path, gp: GP) -> None:
+    gp("spawn", "t", "-n", "1")
+    before = snapshot(repo)
+    proc = gp("spawn", "t", "-n", "1", code=1)
+    assert "error[PARALLEL_RUN_EXISTS]" in proc.stderr
+    assert snapshot(repo) == before
+
+
+def test_concurrent_spawns_one_wins(repo: Path) -> None:
+    procs = [subprocess.Popen(["git", "parallel", "spawn", "race", "-n", "2"], cwd=repo,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    results = [(p.wait(), p.stderr.read()) for p in procs]
+    assert sorted(code for code, _ in results) == [0, 1, 1, 1]
+    assert all("PARALLEL_RUN_EXISTS" in err for code, err in results if code == 1)
+    assert len(git(repo, "branch", "--list", "parallel/race/*").splitlines()) == 2
+
+
+def test_cap_exhausted(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", config="max_total: 4\n")
+    gp = GP(repo)
+    gp("spawn", "a", "-n", "3")
+    before = snapshot(repo)
+    proc = gp("spawn", "b", "-n", "2", code=1)
+    assert "error[PARALLEL_DEV_RESOURCE_CAP_EXHAUSTED]" in proc.stderr
+    assert snapshot(repo) == before
+    gp("spawn", "b", "-n", "1")
+
+
+def test_spawn_failing_on_third_worktree_leaves_nothing(repo: Path, gp: GP, tmp_path: Path) -> None:
+    blocker = repo.parent / "repo.parallel" / "t" / "3"
+    blocker.mkdir(parents=True)
+    (blocker / "precious.txt").write_text("mine")
+    before = snapshot(repo)
+    proc = gp("spawn", "t", "-n", "4", code=1)
+    assert "error[PARALLEL_DEV_WORKTREE_CREATE_FAILED]" in proc.stderr and "instance 3" in proc.stderr
+    assert snapshot(repo) == before
+    assert (blocker / "precious.txt").read_text() == "mine"
+    assert sorted(p.name for p in blocker.parent.iterdir()) == ["3"]
+
+
+@pytest.mark.parametrize("obstacle", ["file-for-folder", "dangling-symlink", "branch"])
+def test_spawn_obstacles_roll_back(repo: Path, gp: GP, obstacle: str) -> None:
+    root = repo.parent / "repo.parallel"
+    root.mkdir()
+    if obstacle == "file-for-folder":
+        (root / "t").write_text("a file, not a folder")
+    elif obstacle == "dangling-symlink":
+        (root / "t").mkdir()
+        (root / "t" / "3").symlink_to(root / "nowhere")
+    else:
+        git(repo, "branch", "parallel/t/3")
+    before = snapshot(repo)
+    proc = gp("spawn", "t", "-n", "3", code=1)
+    assert "error[PARALLEL_DEV_WORKTREE_CREATE_FAILED]" in proc.stderr
+    assert snapshot(repo) == before
+    if obstacle == "file-for-folder":
+        assert (root / "t").read_text() == "a file, not a folder"
+    if obstacle == "dangling-symlink":
+        assert (root / "t" / "3").is_symlink()
+
+
+def test_cleanup_keeps_all_work(repo: Path, gp: GP) -> None:
+    run = gp.json("spawn", "t", "-n", "2")
+    wt = Path(run["instances"][0]["worktree"])
+    (wt / "committed.txt").write_text("c\n")
+    git(wt, "add", "committed.txt")
+    git(wt, "commit", "-q", "-m", "agent commit")
+    (wt / "README.md").write_text("changed\n")
+    (wt / "untracked.txt").write_text("u\n")
+    before = snapshot(repo)
+    proc = gp("abort", "t", code=1)
+    assert "PARALLEL_DEV_WORKTREE_CLEANUP_FAILED" in proc.stderr and "untracked.txt" in proc.stderr
+    assert snapshot(repo) == before
+    gp("abort", "t", "--force")
+    archive = f"refs/parallel/archive/{run['run_id']}/1/0"
+    files = git(repo, "ls-tree", "-r", "--name-only", archive).splitlines()
+    assert {"committed.txt", "untracked.txt", "README.md"} <= set(files)
+    assert git(repo, "show", f"{archive}:README.md") == "changed"
+    assert git(repo, "show", f"{archive}:untracked.txt") == "u"
+    assert "agent commit" in git(repo, "log", "--format=%s", archive)
+    assert git(repo, "branch", "--list", "parallel/*") == ""
+    assert not wt.exists()
+    assert not (repo / ".git" / "worktrees").exists() or not list((repo / ".git" / "worktrees").iterdir())
+    assert len(git(repo, "worktree", "list").splitlines()) == 1
+    fsck = subprocess.run(["git", "fsck", "--no-dangling"], cwd=repo, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+
+
+def test_cleanup_refuses_live_run(repo: Path, gp: GP) -> None:
+    gp("spawn", "t", "-n", "1")
+    proc = gp("cleanup", "t", code=1)
+    assert "abort" in proc.stderr
+
+
+def test_spawn_again_after_abort(repo: Path, gp: GP) -> None:
+    first = gp.json("spawn", "t", "-n", "1")
+    gp("abort", "t")
+    second = gp.json("spawn", "t", "-n", "1")
+    assert second["run_id"] != first["run_id"]
+    done = repo / ".git" / "parallel" / "runs" / "done" / f"{first['run_id']}.yaml"
+    assert done.exists()
+
+
+def test_json_refusal_shape(tmp_path: Path) -> None:
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    proc = GP(outside)("status", "--json", code=1)
+    data = json.loads(proc.stdout)
+    assert data["ok"] is False and data["code"] == "PARALLEL_NOT_A_REPO" and data["hint"]
+
+
+def test_init_sets_notes_config(repo: Path, gp: GP) -> None:
+    gp("init")
+    assert (repo / ".gitparallel.yaml").exists()
+    assert git(repo, "config", "notes.rewriteRef") == "refs/notes/parallel"
+    assert git(repo, "config", "notes.displayRef") == "refs/notes/parallel"
+    gp("init")  # idempotent
+    assert git(repo, "config", "--get-all", "notes.rewriteRef").splitlines() == ["refs/notes/parallel"]
+
+
+def test_module_entry_point(repo: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "gitflow_parallel", "--help"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 0 and "spawn" in proc.stdout
