@@ -301,6 +301,69 @@ def cleanup(task: str, keep_losers: bool | None, force: bool, as_json: bool) -> 
              render)
 
 
+# -- pick / merge ------------------------------------------------------------------------
+@main_group.command()
+@click.argument("task")
+@click.option("--track", default=None, help="Pick only this track (default: every unpicked track).")
+@json_option
+def pick(task: str, track: str | None, as_json: bool) -> None:
+    """Select each track's winner among the instances with complete, fresh,
+    passing evidence (critic_first_pass: highest score, then earliest proof,
+    then id; or majority_vote: the largest group of identical trees), and
+    write the write-once pick record and its note on the winner's commit.
+    A track already picked prints its record and changes nothing."""
+    from gitflow_parallel import selection
+
+    def render(r: dict[str, Any]) -> None:
+        for p in r["picks"] + r["existing"]:
+            w = p["winner"]
+            again = " (already picked)" if p in r["existing"] else ""
+            score = "unavailable" if p["score"] is None else p["score"]
+            click.echo(f"track {p['track']}: winner {w['id']} at {w['commit'][:12]}, score {score}, "
+                       f"by {p['selection_method']}{again}")
+            for loser in p["losers"]:
+                click.echo(f"  lost {loser['id']}: {loser['reason']}")
+        click.echo(f"next: git parallel merge {task}")
+
+    run_verb(as_json, lambda: selection.pick(_project(), task, track), render)
+
+
+@main_group.command()
+@click.argument("task")
+@json_option
+def merge(task: str, as_json: bool) -> None:
+    """Land the picked winner(s) on the base branch: fast-forward when
+    possible, else a merge commit computed in memory and resolved by
+    merge.policy; the base ref moves once, by compare-and-swap, retried if
+    it moved meanwhile.  With several tracks every track needs a pick (join).
+    A clean worktree of the base follows the new tip; a dirty one refuses.
+    Then the run's worktrees are cleaned up (tips kept in archive refs)."""
+    from gitflow_parallel import merge as merge_mod
+
+    def render(r: dict[str, Any]) -> None:
+        m = r["merge"]
+        if r["already"]:
+            click.echo(f"already merged: {m['base_ref']} at {m['landed'][:12]}")
+            return
+        click.echo(f"landed {m['method']} on {m['base_ref']}: {m['previous'][:12]} -> {m['landed'][:12]}"
+                   f" (attempts {m['attempts']})")
+        for f in m["resolved_files"]:
+            click.echo(f"  resolved by {m['policy']}: {f['path']} (track {f['track']})")
+        for v in m["verified"]:
+            click.echo(f"  verified track {v['track']} on the merged tree: {'pass' if v['passed'] else 'fail'}")
+        if m.get("worktree_error"):
+            click.echo(f"warning: could not update {m['worktree']}: {m['worktree_error']}", err=True)
+        if r.get("cleanup_error"):
+            e = r["cleanup_error"]
+            click.echo(f"warning: cleanup refused: error[{e['code']}]: {e['message']}", err=True)
+            click.echo(f"hint: {e['hint']}", err=True)
+        elif r.get("cleanup"):
+            click.echo(f"cleaned up {len(r['cleanup']['removed'])} worktree(s); tips kept under refs/parallel/archive/")
+        click.echo(f"provenance: git notes --ref=parallel show {m['landed'][:12]}")
+
+    run_verb(as_json, lambda: merge_mod.merge(_project(), task), render)
+
+
 def main() -> None:
     try:
         main_group.main(prog_name="git parallel", standalone_mode=True)
