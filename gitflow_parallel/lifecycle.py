@@ -132,6 +132,9 @@ def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for inst in record["instances"]:
         tip = project.tip(inst)
+        if inst.get("removed"):
+            # Its branch is gone; its last tip lives on in the archive ref.
+            tip = project.repo.ref_target(worktrees.archive_ref(record["run_id"], inst["id"], inst["attempt"]))
         fresh = evidence.freshness(record, inst, tip)
         flags = []
         if inst["status"] == "running" and not pid_alive(inst.get("pid")):
@@ -318,7 +321,7 @@ def cleanup(project: Project, task: str, keep_losers: bool | None = None, force:
             )
         if keep_losers is None:
             keep_losers = bool(record["config"]["keep_losers"])
-        winners = {p.get("winner", {}).get("id") for p in (record.get("picks") or {}).values()}
+        winners = {p.get("winner") for p in (record.get("picks") or {}).values()}
         insts = [i for i in record["instances"] if not keep_losers or i["id"] in winners]
         _check_removable(project, record, insts, force)
         removed = _remove_all(project, record, insts, force)

@@ -28,7 +28,7 @@ import pygit2
 from gitflow_parallel import errors as E
 from gitflow_parallel import faults, notes
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import utcnow
+from gitflow_parallel.files import atomic_write, canonical_json, utcnow
 from gitflow_parallel.gitrepo import Repo
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project
@@ -190,6 +190,80 @@ def _verify(project: Project, record: dict[str, Any], landing: dict[str, Any],
     return results
 
 
+def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str, Any], dict[str, Any]]],
+          worktree: Path | None) -> tuple[dict[str, Any], str, int, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Compute, verify and publish the landing; retried while the base moves."""
+    repo = project.repo
+    task = record["task"]
+    cfg = record["config"]["merge"]
+    base_ref = record["base"]["ref"]
+    deadline = time.monotonic() + float(cfg["timeout"])
+    attempts = 0
+    history: list[dict[str, Any]] = []
+    while True:
+        attempts += 1
+        try:
+            ref = repo.git.references[base_ref]
+        except KeyError:
+            raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {base_ref} no longer exists",
+                                hint="recreate it, or abort the run") from None
+        old = str(ref.target)
+        if worktree is not None:
+            dirty = _dirty(worktree, None)
+            if dirty:
+                raise _refuse_dirty(worktree, dirty)
+        landing = compute(project, record, old, winners)
+        if worktree is not None:
+            dirty = _dirty(worktree, repo.git.get(landing["commit"]).tree)
+            if dirty:
+                raise _refuse_dirty(worktree, dirty)
+        verified = _verify(project, record, landing, winners) if cfg["verify"] else []
+        if time.monotonic() > deadline:
+            raise ParallelError(E.MERGE_TIMEOUT, f"the merge of {task} took longer than merge.timeout "
+                                f"({cfg['timeout']}s); nothing moved",
+                                hint="raise merge.timeout for new runs, or make the gates faster; then merge again")
+        if landing["commit"] == old:
+            moved = True  # everything already on the base
+        else:
+            # Say what is about to happen before it happens, so that a crash
+            # right after the ref moves leaves recover enough to finish.
+            intent = {"previous": old, "landing": landing["commit"], "base_ref": base_ref,
+                      "worktree": str(worktree) if worktree else None, "steps": landing["steps"],
+                      "resolved_files": landing["resolved_files"], "written_at": utcnow()}
+            atomic_write(intent_path(project, record), canonical_json(intent))
+            try:
+                ref.set_target(pygit2.Oid(hex=landing["commit"]),
+                               f"git-parallel: land {task} ({record['run_id']})")
+                moved = True
+            except (pygit2.GitError, ValueError):
+                moved = False
+        if moved:
+            break
+        history.append({"attempt": attempts, "base_was": old, "computed": landing["commit"]})
+        if attempts > int(cfg["retries"]):
+            raise ParallelError(
+                E.MERGE_CONFLICT,
+                f"the base {base_ref} kept moving while merging ({attempts} attempts); nothing moved",
+                hint="wait for the other writer to finish, then run `git parallel merge` again",
+            )
+    return landing, old, attempts, history, verified
+
+
+# -- the intent file ---------------------------------------------------------------------
+def intent_path(project: Project, record: dict[str, Any]) -> Path:
+    """``parallel/merges/<run_id>.intent.json``: written just before the base
+    ref moves and removed once the record says merged (or the merge is
+    refused), so a crash in between tells recover the old and new oid."""
+    return project.repo.parallel_dir / "merges" / f"{record['run_id']}.intent.json"
+
+
+def clear_intent(project: Project, record: dict[str, Any]) -> None:
+    try:
+        intent_path(project, record).unlink()
+    except FileNotFoundError:
+        pass
+
+
 # -- the verb --------------------------------------------------------------------------
 def merge(project: Project, task: str) -> dict[str, Any]:
     check_name(task, "task")
@@ -221,49 +295,11 @@ def merge(project: Project, task: str) -> dict[str, Any]:
                 commands=lines,
             )
         worktree = base_worktree(repo, base_ref)
-        deadline = time.monotonic() + float(cfg["timeout"])
-        attempts = 0
-        history: list[dict[str, Any]] = []
-        while True:
-            attempts += 1
-            try:
-                ref = repo.git.references[base_ref]
-            except KeyError:
-                raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {base_ref} no longer exists",
-                                    hint="recreate it, or abort the run") from None
-            old = str(ref.target)
-            if worktree is not None:
-                dirty = _dirty(worktree, None)
-                if dirty:
-                    raise _refuse_dirty(worktree, dirty)
-            landing = compute(project, record, old, winners)
-            if worktree is not None:
-                dirty = _dirty(worktree, repo.git.get(landing["commit"]).tree)
-                if dirty:
-                    raise _refuse_dirty(worktree, dirty)
-            verified = _verify(project, record, landing, winners) if cfg["verify"] else []
-            if time.monotonic() > deadline:
-                raise ParallelError(E.MERGE_TIMEOUT, f"the merge of {task} took longer than merge.timeout "
-                                    f"({cfg['timeout']}s); nothing moved",
-                                    hint="raise merge.timeout for new runs, or make the gates faster; then merge again")
-            if landing["commit"] == old:
-                moved = True  # everything already on the base
-            else:
-                try:
-                    ref.set_target(pygit2.Oid(hex=landing["commit"]),
-                                   f"git-parallel: land {task} ({record['run_id']})")
-                    moved = True
-                except (pygit2.GitError, ValueError):
-                    moved = False
-            if moved:
-                break
-            history.append({"attempt": attempts, "base_was": old, "computed": landing["commit"]})
-            if attempts > int(cfg["retries"]):
-                raise ParallelError(
-                    E.MERGE_CONFLICT,
-                    f"the base {base_ref} kept moving while merging ({attempts} attempts); nothing moved",
-                    hint="wait for the other writer to finish, then run `git parallel merge` again",
-                )
+        try:
+            landing, old, attempts, history, verified = _land(project, record, winners, worktree)
+        except BaseException:
+            clear_intent(project, record)
+            raise
         faults.point("merge.after_ref")
         if worktree is not None and landing["commit"] != old:
             proc = repo.run_git(["read-tree", "-m", "-u", old, landing["commit"]], cwd=worktree, check=False)
@@ -287,6 +323,7 @@ def merge(project: Project, task: str) -> dict[str, Any]:
             rec["merge"] = merge_record
 
         record, _ = store.update(task, apply)
+        clear_intent(project, record)
     entries = [(landing["commit"], pick_note(p)) for p, _ in winners]
     entries.append((landing["commit"], notes.line("merge", record["run_id"], task=task, landed=landing["commit"],
                                                   previous=old, base_ref=base_ref, method=merge_record["method"],
