@@ -26,12 +26,16 @@ AGENT = textwrap.dedent("""
 """)
 
 # The gate: every *.num file holds an integer and their sum is at most 10;
-# every file named in REQUIRE (one per line) exists.
+# every PATH:TEXT line of REQUIRE names a file that contains TEXT.
 GATE = textwrap.dedent("""
     import pathlib, sys
     total = sum(int(p.read_text()) for p in pathlib.Path(".").rglob("*.num"))
     req = pathlib.Path("REQUIRE")
-    missing = [l for l in (req.read_text().split() if req.exists() else []) if not pathlib.Path(l).exists()]
+    def holds(line):
+        path, _, text = line.partition(":")
+        p = pathlib.Path(path)
+        return p.exists() and text in p.read_text()
+    missing = [l for l in (req.read_text().split() if req.exists() else []) if not holds(l)]
     print("sum", total, "missing", missing)
     sys.exit(0 if total <= 10 and not missing else 1)
 """)
@@ -283,8 +287,7 @@ def test_join_refused_whole_when_third_conflicts(tmp_path: Path) -> None:
     # The third track rewrites the line the first track changed and requires
     # its own version: first_pass_wins keeps the first track's line, so the
     # third's gate fails on the merged tree and nothing lands.
-    repo, gp = join_project(tmp_path, "shared.txt=a\\nDOCS\\nc\\n REQUIRE=docs.flag docs.flag=1")
-    (repo / "unrelated").write_text("")
+    repo, gp = join_project(tmp_path, "shared.txt=a\\nDOCS\\nc\\n REQUIRE=shared.txt:DOCS")
     before = snapshot(repo)
     proc = gp("merge", "j", code=None)
     assert proc.returncode == 1
