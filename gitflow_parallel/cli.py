@@ -135,6 +135,23 @@ def help_cmd(ctx: click.Context, command: str | None) -> None:
         click.echo(cmd.get_help(sub))
 
 
+@main_group.command()
+@click.option("--dir", "directory", default=None, type=click.Path(file_okay=False),
+              help="Build the demo repository here (kept) instead of a temporary folder.")
+@click.option("--keep", is_flag=True, help="Keep the temporary demo repository and print where it is.")
+@json_option
+def demo(directory: str | None, keep: bool, as_json: bool) -> None:
+    """Show the whole flow on a throwaway repository with scripted agents:
+    spawn 3 instances, run them (one fixes the bug, one breaks a test, one
+    changes nothing), check, pick, install the hooks and watch a plain
+    `git merge` of a loser be refused, merge the winner, and print the
+    status table and the landed commit's note.  No network, no real agent."""
+    from gitflow_parallel.demo import run_demo
+
+    echo = (lambda s: click.echo(s, err=True)) if as_json else click.echo
+    run_verb(as_json, lambda: run_demo(directory, keep, echo=echo))
+
+
 # -- init ---------------------------------------------------------------------------
 @main_group.command()
 @click.option("--force", is_flag=True, help="Overwrite an existing .gitparallel.yaml with the template.")
@@ -198,6 +215,9 @@ def render_status(r: dict[str, Any]) -> None:
     run = r["run"]
     click.echo(f"task {run['task']}  run {run['run_id']}  status {run['status']}  revision {run['run_revision']}")
     click.echo(f"base {run['base']['ref']} at {run['base']['commit'][:12]}")
+    if run.get("merge"):
+        m = run["merge"]
+        click.echo(f"landed {m['method']} at {m['landed'][:12]} on {m['merged_at']}")
     header = ("ID", "TRACK", "STATUS", "ATT", "HEAD", "VERDICT", "SCORE", "EVIDENCE", "BRANCH", "WORKTREE")
     rows = [header]
     for row in r["rows"]:
@@ -362,6 +382,306 @@ def merge(task: str, as_json: bool) -> None:
         click.echo(f"provenance: git notes --ref=parallel show {m['landed'][:12]}")
 
     run_verb(as_json, lambda: merge_mod.merge(_project(), task), render)
+
+
+# -- check --------------------------------------------------------------------------
+def _render_check(r: dict[str, Any]) -> None:
+    click.echo(f"check of {r['task']}  run {r['run_id']}")
+    for inst in r["instances"]:
+        state = inst["verdict"] + ("" if inst["complete"] else " (incomplete: not every gate ran)")
+        score = "-" if inst["score"] is None else str(inst["score"])
+        click.echo(f"  {inst['id']:<10} {state:<6} score {score:<3} commit {inst['commit'][:12]}  "
+                   f"evidence {inst['evidence']['path']}")
+        if inst["score_error"]:
+            click.echo(f"    score unavailable: {inst['score_error']}")
+        if not any(g["mode"] == "enforced" for g in inst["gates"]):
+            click.echo("    no enforced gate applies to this track: the verdict proves only which commit was seen")
+        for g in inst["gates"]:
+            mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
+            what = (g["error"] if g["skipped"] or g["exit_code"] is None
+                    else f"exit {g['exit_code']} in {g['duration_s']:.2f}s")
+            code = f"[{g['code']}] " if g["code"] else ""
+            click.echo(f"    {mark:<4} {g['name']:<16} {g['mode']:<8} {code}{what}")
+            if g["log"] and not g["passed"]:
+                click.echo(f"         log: {g['log']}")
+    for err in r["errors"]:
+        click.echo(f"error[{err['code']}]: instance {err['id']}: {err['message']}", err=True)
+        if err["hint"]:
+            click.echo(f"hint: {err['hint']}", err=True)
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--instance", "instances", multiple=True, help="Check only this instance (repeatable). Default: every succeeded one.")
+@click.option("--gate", "gates", multiple=True,
+              help="Run only this gate (repeatable). Gates it requires count as not passed unless also named; "
+                   "the evidence is then incomplete and not a pick candidate.")
+@click.option("--jobs", type=click.IntRange(1, 1024), default=None,
+              help="Instances checked at once (default: max_total from the config).")
+@json_option
+def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: int | None, as_json: bool) -> None:
+    """Run the gates of the run's frozen configuration in each succeeded
+    instance's worktree (clean, at its branch tip), write an evidence pack
+    per instance bound to that commit and tree, and set verdict and score.
+    Exits 1 when any checked instance's verdict is fail."""
+    from gitflow_parallel import gates as G
+
+    run_verb(as_json, lambda: G.check(_project(), task, instances=list(instances) or None,
+                                      gates=list(gates) or None, jobs=jobs), _render_check, ok=G.check_ok)
+
+
+# -- run ----------------------------------------------------------------------------
+class _RunProgress:
+    """The live progress line, on a terminal only: one line redrawn in place
+    with a carriage return; cleared before the summary is printed."""
+
+    def __init__(self) -> None:
+        self.shown = ""
+
+    def __call__(self, s: dict[str, Any]) -> None:
+        text = (f"{s['task']}: {s['running']} running, {s['succeeded']} done, {s['failed']} failed, "
+                f"{s['queued']} queued, {s['elapsed_s']:.1f}s")
+        if s["stopping"]:
+            text += f" (stopping on {s['stopping']})"
+        elif s["waiting_for_slot"]:
+            text += f" (waiting for a free slot; max_total {s['max_total']})"
+        if text != self.shown:
+            click.echo("\r" + text + "\x1b[K", nl=False, err=True)
+            self.shown = text
+
+    def clear(self) -> None:
+        if self.shown:
+            click.echo("\r\x1b[K", nl=False, err=True)
+            self.shown = ""
+
+
+class _RunWaitNotice:
+    """Off a terminal: no progress line, but say once that the run is
+    waiting for slots other runs hold, so a silent pause has a reason."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def __call__(self, s: dict[str, Any]) -> None:
+        if s["waiting_for_slot"] and not self.said:
+            click.echo(f"git parallel run: waiting for a free slot (max_total {s['max_total']} instances "
+                       "run at once in this repository)", err=True)
+            self.said = True
+
+
+def render_run(r: dict[str, Any]) -> None:
+    c = r["counts"]
+    head = f"run {r['run_id']} of {r['task']}: {c['succeeded']} succeeded, {c['failed']} failed"
+    if c["aborted"]:
+        head += f", {c['aborted']} aborted"
+    click.echo(f"{head} ({r['elapsed_s']:.1f}s)")
+    header = ("ID", "STATUS", "EXIT", "TIME", "HEAD", "LOG")
+    rows = [header]
+    for row in r["instances"]:
+        rows.append((row["id"], row["status"], _short(row["exit_code"]),
+                     "-" if row["duration_s"] is None else f"{row['duration_s']:.1f}s", _short(row["head"]),
+                     row["log"] or "-"))
+    widths = [max(len(x[i]) for x in rows) for i in range(len(header))]
+    for x in rows:
+        click.echo("  ".join(col.ljust(w) for col, w in zip(x, widths)).rstrip())
+    for row in r["instances"]:
+        if row["error"]:
+            click.echo(f"  {row['id']}: {row['error']}")
+    if r["interrupted"]:
+        click.echo(f"stopped on {r['interrupted']}: running commands were stopped and marked aborted")
+    if r["notes_error"]:
+        click.echo(f"warning: the notes were not written ({r['notes_error']}); "
+                   f"`git parallel recover {r['task']}` writes missing notes", err=True)
+    bad = [row["id"] for row in r["instances"] if row["status"] in ("failed", "aborted")]
+    if bad:
+        click.echo(f"next: read the logs; `git parallel retry {r['task']} ID` starts a new attempt "
+                   f"(failed or aborted: {', '.join(bad)})")
+    elif all(row["status"] == "succeeded" for row in r["instances"]):
+        click.echo(f"next: git parallel check {r['task']}")
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--instance", "instances", multiple=True, metavar="ID",
+              help="Run only this instance (repeatable). Default: every pending instance.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Stop a command after S seconds (its whole process group); the instance fails.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 1024), default=None, metavar="J",
+              help="At most J commands at once (default: max_total).")
+@json_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARG]...")
+def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int | None, as_json: bool,
+        command: tuple[str, ...]) -> None:
+    """Run CMD in the worktree of every pending instance of TASK, at most J
+    at once and at most max_total in the whole repository.
+
+    Arguments go to CMD as given, never through a shell; {task}, {instance},
+    {track}, {attempt} and {worktree} in them are replaced, and the
+    environment has GIT_PARALLEL_TASK, _RUN_ID, _INSTANCE, _TRACK, _ATTEMPT,
+    _WORKTREE and _EVENTS (a JSONL file the command may append to).  Output
+    goes to <git common dir>/parallel/logs/<run_id>/<id>.<attempt>.log.
+    Whatever CMD leaves uncommitted is committed on the instance branch
+    (commit_leftovers).  Exit status 0 only when every selected instance
+    succeeded."""
+    from gitflow_parallel import runner
+
+    live = sys.stderr.isatty() and not as_json
+    progress: Any = _RunProgress() if live else _RunWaitNotice()
+
+    def call() -> dict[str, Any]:
+        try:
+            return runner.run(_project(), task, list(command), instances=list(instances) or None,
+                              timeout=timeout, jobs=jobs, progress=progress)
+        finally:
+            if live:
+                progress.clear()
+
+    run_verb(as_json, call, render_run, ok=runner.succeeded)
+
+
+# -- hooks --------------------------------------------------------------------------
+@main_group.group("hooks")
+def hooks_group() -> None:
+    """Git hooks that hold plain `git merge`, fast-forwards and base-branch
+    resets to the gates: only a track's picked winner, with fresh passing
+    evidence for the exact commit, may land.  Installed where git runs hooks
+    (`git rev-parse --git-path hooks`, so core.hooksPath is honoured and every
+    linked worktree is covered); an existing hook is kept as <name>.legacy and
+    runs first."""
+
+
+def _render_hooks(r: dict[str, Any]) -> None:
+    click.echo(f"hooks dir: {r['hooks_dir']}" + (f" (core.hooksPath {r['core_hooks_path']})"
+                                                  if r.get("core_hooks_path") else ""))
+    for h in r["hooks"]:
+        if "action" in h:
+            extra = (f"; the existing hook runs first as {Path(h['legacy']).name}"
+                     if h.get("kept_foreign") else "")
+            click.echo(f"  {h['name']:<22} {h['action']}{extra}")
+        else:
+            where = "" if h["state"] == "absent" else f" at {h['path']}"
+            extra = f"; chained: {Path(h['legacy']).name}" if h.get("legacy") else ""
+            if h["state"] == "ours" and not h.get("python_exists"):
+                extra += f"; warning: its Python {h.get('python')} is gone (git-parallel on PATH is used, if any)"
+            elif h["state"] == "ours" and not h.get("current"):
+                extra += "; outdated (`git parallel hooks install` rewrites it)"
+            click.echo(f"  {h['name']:<22} {h['state']}{where}{extra}")
+    if "live_runs" in r:
+        runs = ", ".join(r["live_runs"]) or "none"
+        click.echo(f"live runs: {runs}")
+
+
+@hooks_group.command("install")
+@json_option
+def hooks_install(as_json: bool) -> None:
+    """Install pre-merge-commit, reference-transaction and post-checkout.
+    Running it again only rewrites what changed."""
+    from gitflow_parallel import hooks
+
+    run_verb(as_json, lambda: hooks.install(_project()), _render_hooks)
+
+
+@hooks_group.command("uninstall")
+@json_option
+def hooks_uninstall(as_json: bool) -> None:
+    """Remove git-parallel's hook scripts (only those) and put back the hooks
+    they replaced."""
+    from gitflow_parallel import hooks
+
+    run_verb(as_json, lambda: hooks.uninstall(_project()), _render_hooks)
+
+
+@hooks_group.command("status")
+@json_option
+def hooks_status(as_json: bool) -> None:
+    """Per hook: ours, foreign or absent, and where."""
+    from gitflow_parallel import hooks
+
+    run_verb(as_json, lambda: hooks.status(_project()), _render_hooks)
+
+
+@main_group.command("_hook", hidden=True, context_settings={"ignore_unknown_options": True})
+@click.argument("name")
+@click.option("--common", "common_dir", required=True, help="The common git dir of the repository.")
+@click.option("--branch", default=None, help="post-checkout: the branch HEAD now points at.")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def hook_cmd(name: str, common_dir: str, branch: str | None, args: tuple[str, ...]) -> None:
+    """The slow path of the installed hook scripts (not for people): exit 0
+    lets git go on, 10 refuses; reference-transaction reads its stdin."""
+    from gitflow_parallel import hooks
+
+    sys.exit(hooks.run(name, list(args), common_dir, branch=branch, stdin=sys.stdin))
+
+
+# -- recover / validate -------------------------------------------------------------------
+def _finding_line(f: dict[str, Any]) -> str:
+    where = f["task"] + (f"/{f['instance']}" if f.get("instance") else "") if f.get("task") else "repository"
+    return f"{f['severity']}[{f['code']}] {where}: {f['message']}"
+
+
+def render_validate(r: dict[str, Any]) -> None:
+    for f in r["findings"]:
+        click.echo(_finding_line(f))
+        if f["repair"]:
+            click.echo(f"  recover will: {f['repair']}")
+        click.echo(f"  fix: {f['fix']}")
+    runs = len(r["runs"])
+    if not r["findings"]:
+        click.echo(f"validate: {runs} run(s) checked, records agree with git")
+    else:
+        click.echo(f"validate: {runs} run(s) checked, {r['errors']} error(s), {r['warnings']} warning(s)")
+
+
+def render_recover(r: dict[str, Any]) -> None:
+    head = f"recovery {r['recovery_id']} of run {r['run_id']} ({r['task']}) at revision {r['run_revision']}"
+    if r["noop"]:
+        click.echo(f"{head}: nothing to repair, the records agree with git")
+    elif r["dry_run"]:
+        click.echo(f"{head}: plan (dry run, nothing changed)")
+        for step in r["plan"]:
+            click.echo(f"  would {step['what']}")
+            click.echo(f"    because {step['why']}")
+    else:
+        click.echo(f"{head}: repaired, now revision {r['run_revision_after']} ({r['status']})")
+        for step in r["repaired"]:
+            click.echo(f"  {step['what']}")
+    for f in r["left"]:
+        click.echo(f"left: {_finding_line(f)}")
+        click.echo(f"  fix: {f['fix']}")
+    if not r["dry_run"]:
+        click.echo(f"audit: {r['audit']}")
+    for step in r["next"]:
+        click.echo(f"next: {step}")
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--dry-run", is_flag=True, help="Print the plan and change nothing (not even the audit log).")
+@json_option
+def recover(task: str, dry_run: bool, as_json: bool) -> None:
+    """Reconcile TASK's run record with what git holds after a crash:
+    instances left running by a dead process, half-made spawns, a base that
+    already holds the winners, picks or evidence written but not recorded,
+    missing notes, stale git lock files.  Every candidate repair is decided
+    first; if any cannot be, nothing changes (PARALLEL_RECOVERY_REFUSED).
+    Each step goes to <common>/parallel/audit/<run_id>.jsonl; running it
+    again is a no-op.  Failed instances are never retried."""
+    from gitflow_parallel import recovery
+
+    run_verb(as_json, lambda: recovery.recover(_project(), task, dry_run=dry_run), render_recover)
+
+
+@main_group.command()
+@click.argument("task", required=False)
+@json_option
+def validate(task: str | None, as_json: bool) -> None:
+    """Report every inconsistency between run records, worktrees, branches,
+    archive refs, evidence, picks, notes and git lock files, each with a
+    code, a severity and the command that helps.  Exits 1 when any is an
+    error."""
+    from gitflow_parallel import recovery
+
+    run_verb(as_json, lambda: recovery.validate(_project(), task), render_validate, ok=lambda r: bool(r["ok"]))
 
 
 def main() -> None:

@@ -128,9 +128,8 @@ class Demo:
         self.step("Spawning three instances, each with its own branch and worktree")
         self.gp("spawn", TASK, "-n", "3")
         self.step("Running three scripted agents in parallel: 1 fixes the bugs, 2 breaks a test, 3 changes nothing")
-        agent = [self.python, "-m", "gitflow_parallel.agents.scripted"]
-        for inst, behaviour in (("1", "fix"), ("2", "break"), ("3", "noop")):
-            self.gp("run", TASK, "--instance", inst, "--", *agent, behaviour)
+        agent = [self.python, "-m", "gitflow_parallel.agents.scripted", "--plan", "1=fix,2=break,3=noop", "{instance}"]
+        self.gp("run", TASK, "--", *agent)
         self.step("Checking every attempt: the gates run in each worktree and leave evidence packs")
         self.gp("check", TASK, expect=None)
         self.gp("status", TASK)

@@ -133,8 +133,9 @@ def add(repo: pygit2.Repository, notes_ref: str, entries: Iterable[tuple[str, st
             else:
                 ref.set_target(commit, message)
             return str(commit)
-        except (pygit2.AlreadyExistsError, pygit2.GitError, ValueError):
-            # Someone else published first: rebuild on their tip.
+        except (pygit2.AlreadyExistsError, pygit2.GitError, ValueError, OSError):
+            # Someone else published first (or holds the ref's lock file right
+            # now): rebuild on their tip.
             time.sleep(random.uniform(0.002, 0.02) * (1 + attempt))
             continue
     raise RuntimeError(f"could not update {notes_ref} after {MAX_ATTEMPTS} attempts")

@@ -5,6 +5,10 @@ runs in its worktree, edits files (or not), may commit, and reports an
 ``ai_invocation`` event to ``$GIT_PARALLEL_EVENTS``.  No network, no model.
 
     python -m gitflow_parallel.agents.scripted fix|break|noop
+    python -m gitflow_parallel.agents.scripted --plan 1=fix,2=break,3=noop {instance}
+
+The second form lets one ``git parallel run`` give each instance its own
+behaviour (``{instance}`` is substituted by the runner).
 """
 
 from __future__ import annotations
@@ -37,7 +41,11 @@ def _event(name: str, **fields: object) -> None:
 
 
 def main(argv: list[str]) -> int:
-    behaviour = argv[0] if argv else "noop"
+    if len(argv) == 3 and argv[0] == "--plan":
+        plan = dict(item.split("=", 1) for item in argv[1].split(","))
+        behaviour = plan.get(argv[2], "noop")
+    else:
+        behaviour = argv[0] if argv else "noop"
     _event("ai_invocation", agent="scripted", behaviour=behaviour)
     calc = Path("calc.py")
     if behaviour == "fix":
