@@ -1,0 +1,734 @@
+"""Git hooks that hold merges made with plain git to the same rule as
+``git parallel merge``: only a track's picked winner, with fresh passing
+evidence for the exact commit, may land.
+
+libgit2 runs no hooks, so ``git parallel merge`` applies its gates itself;
+these hooks are for merges that people and other tools make with git.
+
+Installation (the pre-commit model).  ``install`` writes three generated
+POSIX sh scripts - ``pre-merge-commit``, ``reference-transaction`` and
+``post-checkout`` - into the folder git runs hooks from
+(``git rev-parse --git-path hooks``: ``<common dir>/hooks``, shared by every
+linked worktree, or ``core.hooksPath``, a relative one being relative to the
+worktree top as git has it).  Each script is a template of the top-level
+``hooks/`` folder (shipped as ``gitflow_parallel.hook_templates``) with an id
+line ``# git-parallel hook v1 <HOOK_ID>``, the absolute path of the Python
+that installed it and the absolute common dir.  A hook that is not ours is
+moved to ``<name>.legacy`` and run first with the same arguments and stdin,
+its failure still stopping git (``GIT_PARALLEL_HOOK_LEGACY`` guards against a
+legacy hook that leads back to ours).  Installing again rewrites only what
+changed; ``uninstall`` removes only scripts carrying our id line and moves
+each ``.legacy`` back; ``status`` says per hook: ours, foreign or absent.
+
+The fast path.  A hook costs almost nothing when git-parallel has nothing to
+do, decided in sh before any Python starts (see the templates): with no live
+run there is no ``<common>/parallel/live`` (the store keeps that index
+atomically, under its lock, on every record write, and removes it when no run
+is live) and the script ends after the legacy hook; ``reference-transaction``
+passes every transaction that touches no live base ref, ``post-checkout``
+every checkout whose HEAD is no live instance branch.  ``git parallel``'s own
+git commands carry ``GIT_PARALLEL_INTERNAL=1`` and pass untouched.
+
+The rule (``_judge``), the same for both enforcing hooks.  An update brings
+in the commits ``git rev-list HEADS --not OLD``: for ``pre-merge-commit`` the
+merge heads (``merge_heads``: git exports ``GITHEAD_<oid>`` for each; it
+writes MERGE_HEAD only after the hook) against ``HEAD``; for
+``reference-transaction`` the new value of a live base ref against its old
+value (the ref's current value when git passes no old one).  Instance commits
+are ``git rev-list TIPS --not BASE`` for each live run: its instance branches
+and the archived tips of earlier attempts.  If none is brought in, the update
+passes (an ordinary commit on the base does).  Otherwise the *approved*
+commits are the candidates - the merge heads; for a ref update the new value
+and its parents - that are a track's picked winner's commit and pass
+``selection.winner_check`` (picked, exact commit, fresh passing evidence).
+The update passes iff nothing brought in is an instance commit outside the
+history of an approved commit.  So: a fast-forward to the winner passes; a
+merge commit whose parents include the winner passes (also a hand-made join
+of several winners); a loser, an unproven tip, a partial commit of the
+winner, or a commit built on top of the winner is refused.  The last is
+deliberate: only the exact commit the evidence proves may land, the rest goes
+through ``git parallel merge`` or a fresh check.  Merges into any branch are
+judged by ``pre-merge-commit``; ``reference-transaction`` only guards live
+base refs, which is what catches ``git merge --ff-only``, ``git reset`` and
+``git push .`` (and ``git merge --no-verify``).
+
+Deciding whether anything is brought in reads only the live index and git
+(``git for-each-ref``, ``git rev-list``), never YAML or pygit2, because it runs
+on every commit to a live base; records, picks and evidence are read (through
+``Project``, ``selection`` and ``evidence``) only when an instance commit is at
+stake.  A run whose record cannot be read then refuses, with its own code:
+what cannot be verified does not land.
+
+Exit statuses of ``git parallel _hook``: 0 let git go on, ``HOOK_REFUSED``
+(10) refuse, printed as ``error[CODE]: ...`` and ``hint: ...``.  The scripts
+turn 10 into 1 and treat every other failure (Python gone, package missing,
+a crash, whose traceback goes to ``<common>/parallel/logs/``) as a warning that
+lets git go on: a hook must never brick a repository, and it is a guard rail,
+not a security boundary (``git merge --no-verify`` skips pre-merge-commit, and
+anyone can delete a hook).
+
+Checkout events.  ``post-checkout`` prints one line on stderr, for example::
+
+    git-parallel: task fix-login, instance 2 (track main, attempt 0): succeeded, evidence fresh (pass), picked winner
+
+and appends one JSON line to ``<common>/parallel/events/<run_id>/checkouts.jsonl``:
+``{"event": "checkout", "at", "task", "run_id", "instance", "track", "attempt",
+"branch", "commit", "previous", "worktree", "status", "evidence",
+"evidence_reason", "recorded_head", "picked_winner", "error"}``.
+
+Limits, by git's design rather than ours.  ``git merge --ff-only`` and
+``git reset`` check the refused commit's files out before they move the ref
+and do not undo that when the hook aborts: the ref stays, the hint names
+``git reset --merge``.  ``git commit`` concluding a merge that
+pre-merge-commit refused runs no pre-merge-commit; onto a live base it is
+still caught by reference-transaction, onto another branch it is not.  A
+checkout that detaches HEAD at an instance tip is not reported (the sh fast
+path knows branches, not tips).  A relative ``core.hooksPath`` is relative to
+each worktree's top, so linked worktrees see the folder of their own checkout.
+A run whose record stops loading keeps its last lines in the live index;
+an update that brings in its commits is then refused with
+``PARALLEL_RECORD_INVALID``, since nothing can be verified.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Callable
+
+# Kept small at import time: ``git parallel _hook`` runs on hot paths (every
+# commit to a live base, every checkout of an instance branch).  The store
+# (YAML, filelock), pygit2, and what only install needs are imported where
+# they are used.
+from gitflow_parallel import errors as E
+from gitflow_parallel.errors import ParallelError
+
+HOOK_NAMES = ("pre-merge-commit", "reference-transaction", "post-checkout")
+VERSION = 1
+# Identifies scripts we wrote, whatever their version (pre-commit's model).
+HOOK_ID = "6f1d0c52-5b7e-4bb5-9a43-1f6a2e7c9d30"
+LEGACY_SUFFIX = ".legacy"
+HOOK_REFUSED = 10
+HOOK_INTERNAL = 3
+TEMPLATES = "gitflow_parallel.hook_templates"
+ZERO_OID = frozenset({"0" * 40, "0" * 64})
+
+
+# -- where the hooks go ---------------------------------------------------------
+def _git_out(args: list[str], cwd: str | os.PathLike[str] | None = None, check: bool = True) -> str:
+    """Run git (inheriting the environment, as a hook's git must) and return stdout."""
+    proc = subprocess.run(["git", *args], cwd=None if cwd is None else str(cwd), capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+def _worktree_top(project: Any) -> Path:
+    top = project.repo.workdir or project.repo.main_workdir
+    assert top is not None, "Project.open refuses repositories without a worktree"
+    return Path(top)
+
+
+def hooks_dir(project: Any) -> Path:
+    """The folder git runs this worktree's hooks from, as git itself says."""
+    top = _worktree_top(project)
+    out = _git_out(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=top).strip()
+    return Path(out)
+
+
+def _layout(folder: Path, common: Path) -> str:
+    """``common`` when ``folder`` is ``<common>/hooks`` (the script can find the
+    common dir from its own path), else ``shared``."""
+    return "common" if os.path.realpath(folder) == os.path.realpath(common / "hooks") else "shared"
+
+
+def _core_hooks_path(project: Any) -> str | None:
+    out = _git_out(["config", "--get", "core.hooksPath"], cwd=_worktree_top(project), check=False).strip()
+    return out or None
+
+
+# -- the scripts -----------------------------------------------------------------
+def _template(name: str) -> str:
+    import importlib.resources
+
+    return importlib.resources.files(TEMPLATES).joinpath(name).read_text(encoding="utf-8")
+
+
+def render(hook: str, python: str, common_dir: str, layout: str) -> str:
+    """The script for ``hook``: the common part with the hook's body inlined,
+    so the installed file depends on nothing in the package at run time."""
+    import shlex
+
+    if hook not in HOOK_NAMES:
+        raise ValueError(f"not a git-parallel hook: {hook}")
+    values = {
+        "@VERSION@": str(VERSION), "@HOOK_ID@": HOOK_ID, "@HOOK@": hook, "@PYTHON@": shlex.quote(python),
+        "@COMMON_DIR@": shlex.quote(common_dir), "@LAYOUT@": layout, "@REFUSED@": str(HOOK_REFUSED),
+    }
+    text = _template("common.sh.tmpl").replace("@BODY@", _template(f"{hook}.sh").rstrip("\n"))
+    for key, value in values.items():
+        text = text.replace(key, value)
+    return text
+
+
+def _head_of_file(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def is_ours(path: Path) -> bool:
+    head = _head_of_file(path)
+    return head is not None and any(
+        line.startswith("# git-parallel hook v") and HOOK_ID in line for line in head.splitlines()[:5])
+
+
+def _present(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
+
+
+def state_of(path: Path) -> str:
+    if not _present(path):
+        return "absent"
+    return "ours" if is_ours(path) else "foreign"
+
+
+def _recorded(path: Path) -> dict[str, str]:
+    """The values one of our scripts recorded (GP_PYTHON, GP_COMMON_DIR, GP_LAYOUT)."""
+    import shlex
+
+    out: dict[str, str] = {}
+    head = _head_of_file(path) or ""
+    for line in head.splitlines():
+        for key in ("GP_PYTHON", "GP_COMMON_DIR", "GP_LAYOUT"):
+            if line.startswith(key + "="):
+                try:
+                    parts = shlex.split(line[len(key) + 1:])
+                except ValueError:
+                    parts = []
+                out[key] = parts[0] if parts else ""
+    return out
+
+
+def _write_executable(path: Path, text: str) -> None:
+    """Replace ``path`` atomically with an executable script: git must never
+    see a half-written hook, nor one without its executable bit."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+# -- install / uninstall / status ----------------------------------------------------
+def install(project: Any) -> dict[str, Any]:
+    """Install (or refresh) the three hooks; foreign ones are kept as ``.legacy``."""
+    folder = hooks_dir(project)
+    common = Path(project.repo.common_dir).resolve()
+    layout = _layout(folder, common)
+    python = os.path.abspath(sys.executable)
+    plan = []
+    for name in HOOK_NAMES:
+        path, legacy = folder / name, folder / f"{name}{LEGACY_SUFFIX}"
+        if path.is_dir() and not path.is_symlink():
+            raise ParallelError(
+                E.CONFIG_INVALID, f"{path} is a folder, where git expects the {name} hook",
+                hint="move it away, then run `git parallel hooks install` again")
+        state = state_of(path)
+        if state == "foreign" and _present(legacy):
+            # Moving the hook onto the .legacy would lose one of the two.
+            raise ParallelError(
+                E.CONFIG_INVALID,
+                f"{path} is a hook of someone else and {legacy.name} exists beside it; installing would have to "
+                "replace one of them; nothing was changed",
+                hint=f"merge the two by hand into {legacy} (which git-parallel runs first) and remove {path}, "
+                     "then run `git parallel hooks install` again")
+        plan.append((name, path, legacy, state))
+    folder.mkdir(parents=True, exist_ok=True)
+    results = []
+    for name, path, legacy, state in plan:
+        text = render(name, python, str(common), layout)
+        if state == "ours" and _head_of_file(path) is not None and path.read_text(encoding="utf-8") == text \
+                and os.access(path, os.X_OK):
+            action = "unchanged"
+        else:
+            if state == "foreign":
+                os.replace(path, legacy)
+            _write_executable(path, text)
+            action = {"absent": "installed", "ours": "updated", "foreign": "installed"}[state]
+        results.append({"name": name, "path": str(path), "action": action,
+                        "legacy": str(legacy) if _present(legacy) else None,
+                        "kept_foreign": state == "foreign"})
+    return {"hooks_dir": str(folder), "layout": layout, "python": python, "common_dir": str(common),
+            "core_hooks_path": _core_hooks_path(project), "hooks": results}
+
+
+def uninstall(project: Any) -> dict[str, Any]:
+    """Remove our scripts and put each ``.legacy`` hook back; foreign hooks stay."""
+    folder = hooks_dir(project)
+    results = []
+    for name in HOOK_NAMES:
+        path, legacy = folder / name, folder / f"{name}{LEGACY_SUFFIX}"
+        state = state_of(path)
+        restored = False
+        if state == "ours":
+            path.unlink()
+        if state in ("ours", "absent") and _present(legacy):
+            os.replace(legacy, path)
+            restored = True
+        if state == "foreign":
+            action = "left alone (not ours)"
+        elif state == "ours":
+            action = "removed" + (f"; restored the hook kept as {legacy.name}" if restored else "")
+        else:
+            action = f"restored the hook kept as {legacy.name}" if restored else "absent"
+        results.append({"name": name, "path": str(path), "action": action, "state_before": state,
+                        "restored_legacy": restored})
+    return {"hooks_dir": str(folder), "hooks": results}
+
+
+def status(project: Any) -> dict[str, Any]:
+    """Per hook: ours, foreign or absent, where, and what ours recorded."""
+    folder = hooks_dir(project)
+    common = Path(project.repo.common_dir).resolve()
+    hooks = []
+    for name in HOOK_NAMES:
+        path, legacy = folder / name, folder / f"{name}{LEGACY_SUFFIX}"
+        state = state_of(path)
+        entry: dict[str, Any] = {"name": name, "path": str(path), "state": state,
+                                 "legacy": str(legacy) if _present(legacy) else None}
+        if state == "ours":
+            rec = _recorded(path)
+            python = rec.get("GP_PYTHON", "")
+            entry.update(python=python, python_exists=bool(python) and os.access(python, os.X_OK),
+                         recorded_common_dir=rec.get("GP_COMMON_DIR"), layout=rec.get("GP_LAYOUT"),
+                         current=path.read_text(encoding="utf-8") == render(
+                             name, python or sys.executable, rec.get("GP_COMMON_DIR") or str(common),
+                             rec.get("GP_LAYOUT") or _layout(folder, common)))
+        hooks.append(entry)
+    live = read_live(common / "parallel")
+    return {"hooks_dir": str(folder), "layout": _layout(folder, common), "common_dir": str(common),
+            "core_hooks_path": _core_hooks_path(project), "installed": all(h["state"] == "ours" for h in hooks),
+            "live_index": (common / "parallel" / "live").is_file(),
+            "live_runs": sorted(r.task for r in live.values()), "hooks": hooks}
+
+
+# -- the live index ------------------------------------------------------------------
+@dataclass
+class LiveRun:
+    """One live run as ``parallel/live`` lists it (see ``Store.write_live_index``)."""
+
+    run_id: str
+    task: str
+    base_ref: str
+    base_commit: str | None
+    branches: dict[str, str] = field(default_factory=dict)  # full ref -> instance id
+
+
+def read_live(parallel_dir: Path) -> dict[str, LiveRun]:
+    """The live runs by run id; empty when there is no index."""
+    try:
+        text = (parallel_dir / "live").read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    runs: dict[str, LiveRun] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[0] == "base":
+            run = runs.setdefault(parts[3], LiveRun(parts[3], parts[2], parts[1], None))
+            run.base_ref, run.task = parts[1], parts[2]
+            run.base_commit = parts[4] if len(parts) > 4 else None
+        elif len(parts) >= 5 and parts[0] == "branch":
+            run = runs.setdefault(parts[3], LiveRun(parts[3], parts[2], "", None))
+            run.branches[parts[1]] = parts[4]
+    return runs
+
+
+# -- what an update brings in ----------------------------------------------------------
+@dataclass
+class Owner:
+    """A ref holding instance commits: an instance branch or an archived attempt."""
+
+    run: LiveRun
+    instance: str
+    ref: str
+    tip: str
+
+
+@dataclass
+class Verdict:
+    allowed: bool
+    code: str | None = None
+    message: str = ""
+    hint: str | None = None
+
+
+def _rev_list(heads: list[str], exclude: list[str]) -> list[str]:
+    if not heads:
+        return []
+    return _git_out(["rev-list", *heads, "--not", *exclude, "--"]).split()
+
+
+def _base_commit(run: LiveRun, common_dir: Path) -> str:
+    if run.base_commit:
+        return run.base_commit
+    # An index written before it carried the base commit: read the record.
+    from gitflow_parallel.store import Store
+
+    return str(Store(common_dir / "parallel").load(run.task)["base"]["commit"])
+
+
+def _owners(runs: list[LiveRun]) -> list[Owner]:
+    patterns = []
+    for run in runs:
+        patterns += [f"refs/heads/parallel/{run.task}", f"refs/parallel/archive/{run.run_id}"]
+    out = _git_out(["for-each-ref", "--format=%(objectname) %(refname)", *patterns]) if patterns else ""
+    owners = []
+    for line in out.splitlines():
+        oid, _, ref = line.partition(" ")
+        for run in runs:
+            if ref in run.branches:
+                owners.append(Owner(run, run.branches[ref], ref, oid))
+            elif ref.startswith(f"refs/parallel/archive/{run.run_id}/"):
+                parts = ref.split("/")
+                if len(parts) == 6:  # refs/parallel/archive/<run_id>/<instance>/<attempt>
+                    owners.append(Owner(run, parts[4], ref, oid))
+    return owners
+
+
+def _hint(code: str | None, task: str, inst_id: str, fallback: str | None = None) -> str:
+    if code == E.SELECTION_NO_PASS:
+        return (f"only a track's picked winner may land: `git parallel status {task}` shows the pick; "
+                f"`git parallel check {task}` and `git parallel pick {task}` make one, and "
+                f"`git parallel merge {task}` lands it")
+    if code == E.EVIDENCE_MISMATCH:
+        return (f"the evidence does not prove this exact commit: merge the picked commit itself, let "
+                f"`git parallel merge {task}` land it, or prove the new tip with "
+                f"`git parallel check {task} --instance {inst_id}`")
+    if code == E.EVIDENCE_MISSING:
+        return (f"`git parallel check {task} --instance {inst_id}` writes its evidence; then "
+                f"`git parallel pick {task}` and `git parallel merge {task}`")
+    return fallback or f"`git parallel validate {task}` reports what is inconsistent"
+
+
+def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: list[str], old: list[str],
+           candidates_of: Callable[[], list[str]], doing: str) -> Verdict:
+    """Apply the rule of the module docstring to an update bringing in
+    ``rev-list heads --not old``.  ``candidates_of`` gives the commits that
+    may be approved (asked only when an instance commit is at stake);
+    ``doing`` names the update in messages."""
+    by_run: dict[str, set[str]] = {}
+    for run in runs:
+        tips = sorted({o.tip for o in owners if o.run is run})
+        commits = set(_rev_list(tips, [_base_commit(run, common_dir)])) if tips else set()
+        if commits:
+            by_run[run.run_id] = commits
+    if not by_run:
+        return Verdict(True)
+    brought = _rev_list(heads, old)
+    brought_set = set(brought)
+    involved = [run for run in runs if by_run.get(run.run_id, set()) & brought_set]
+    if not involved:
+        return Verdict(True)
+
+    # An instance commit is at stake: now read records, picks and evidence.
+    from gitflow_parallel import selection
+    from gitflow_parallel.project import Project
+    from gitflow_parallel.store import FINISHED_RUN, find_instance
+
+    project = Project.open(common_dir)
+    candidates = candidates_of()
+    approved: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    records: dict[str, dict[str, Any]] = {}
+    for run in involved:
+        record = project.store.load(run.task)
+        if record["run_id"] != run.run_id or record["status"] in FINISHED_RUN:
+            continue  # the index lagged behind a run that just finished
+        records[run.run_id] = record
+        for track in record["tracks"]:
+            pick = selection.load_pick(project, record, track)
+            if pick is None or pick["winner"]["commit"] not in candidates:
+                continue
+            inst = find_instance(record, pick["winner"]["id"])
+            ok, _, _ = selection.winner_check(project, record, inst, pick["winner"]["commit"])
+            if ok:
+                approved.append((pick["winner"]["commit"], record, inst))
+    at_stake = set().union(*(by_run[r] for r in records)) if records else set()
+    if approved:
+        remaining = [c for c in _rev_list(heads, old + [a for a, _, _ in approved]) if c in at_stake]
+    else:
+        remaining = [c for c in brought if c in at_stake]
+    if not remaining:
+        if approved:
+            names = ", ".join(f"instance {i['id']} of {r['task']} ({c[:12]})" for c, r, i in approved)
+            return Verdict(True, message=f"git-parallel: {doing}: the picked winner {names} has fresh, passing evidence")
+        return Verdict(True)
+
+    # Refused.  Explain with the instance the newest blocked commit belongs
+    # to, preferring one whose tip is being merged, then a branch over an
+    # archived attempt; winner_check says why it may not land (a loser, no
+    # pick yet, stale evidence, another commit than the picked one).
+    first = remaining[0]
+    culprit = None
+    order = sorted((o for o in owners if o.run.run_id in records),
+                   key=lambda o: (o.tip not in candidates, o.ref.startswith("refs/parallel/"), o.instance))
+    for owner in order:
+        if owner.tip == first or first in _rev_list([owner.tip], [_base_commit(owner.run, common_dir)]):
+            culprit = owner
+            break
+    if culprit is None:
+        # Cannot happen (every commit at stake came from an owner's range),
+        # but if it did, what cannot be explained still does not land.
+        record = records[next(r for r in records if first in by_run[r])]
+        return Verdict(False, E.SELECTION_NO_PASS,
+                       f"{doing} would bring in {first[:12]}, a commit of run {record['run_id']} of task "
+                       f"{record['task']!r} that is not a picked winner's", _hint(E.SELECTION_NO_PASS, record["task"], ""))
+    record = records[culprit.run.run_id]
+    inst = find_instance(record, culprit.instance)
+    mine = set(_rev_list([culprit.tip], [_base_commit(culprit.run, common_dir)]))
+    commit = next(c for c in remaining if c in mine) if culprit.tip not in brought_set else culprit.tip
+    ok, code, message = selection.winner_check(project, record, inst, commit)
+    if ok:  # the winner's own commit, but brought in by something else than itself
+        code, message = E.SELECTION_NO_PASS, "only the picked commit itself, or a merge of it, may land"
+    return _refusal(doing, record, inst, code, message)
+
+
+def _refusal(doing: str, record: dict[str, Any], inst: dict[str, Any], code: str | None, message: str) -> Verdict:
+    code = code or E.SELECTION_NO_PASS
+    return Verdict(False, code,
+                   f"{doing} would bring in commits of instance {inst['id']} of task {record['task']!r} "
+                   f"({inst['branch']}, run {record['run_id']}): {message}",
+                   _hint(code, record["task"], inst["id"]))
+
+
+def _describe(oid: str, owners: list[Owner]) -> str:
+    """An oid named by the instance branch it is the tip of, where it is one."""
+    for owner in owners:
+        if owner.tip == oid and owner.ref.startswith("refs/heads/"):
+            return f"{owner.ref[len('refs/heads/'):]} ({oid[:12]})"
+    return oid[:12]
+
+
+# -- the three hooks -----------------------------------------------------------------
+def merge_heads(environ: dict[str, str] | None = None) -> list[str]:
+    """The commits ``git merge`` is merging, as pre-merge-commit can see them.
+
+    git writes MERGE_HEAD only when it stops short of committing, so while
+    pre-merge-commit runs there is none; but ``git merge`` exports
+    ``GITHEAD_<oid>=<name>`` for every head it merges (for the strategies'
+    labels), octopus included.  MERGE_HEAD, every line of it, is the
+    fallback for a git that does write it first."""
+    env = os.environ if environ is None else environ
+    heads = sorted(key[len("GITHEAD_"):] for key in env
+                   if key.startswith("GITHEAD_") and len(key) - len("GITHEAD_") in (40, 64))
+    if heads:
+        return heads
+    path = Path(_git_out(["rev-parse", "--git-path", "MERGE_HEAD"]).strip())
+    try:
+        return [line.split()[0] for line in path.read_text().splitlines() if line.strip()]
+    except OSError:
+        one = _git_out(["rev-parse", "-q", "--verify", "MERGE_HEAD^{commit}"], check=False).strip()
+        return [one] if one else []
+
+
+def check_merge(common_dir: Path) -> Verdict:
+    """pre-merge-commit: judge the merge heads against HEAD."""
+    runs = list(read_live(common_dir / "parallel").values())
+    if not runs:
+        return Verdict(True)
+    heads = merge_heads()
+    if not heads:
+        return Verdict(True)
+    head = _git_out(["rev-parse", "-q", "--verify", "HEAD^{commit}"], check=False).strip()
+    owners = _owners(runs)
+    doing = "merging " + ", ".join(_describe(h, owners) for h in heads)
+    verdict = _judge(common_dir, runs, owners, heads, [head] if head else [], lambda: heads, doing)
+    if not verdict.allowed:
+        # git leaves the merge in progress (MERGE_HEAD, staged changes).
+        verdict.hint = f"{verdict.hint}; `git merge --abort` puts the worktree back as it was"
+    return verdict
+
+
+def check_ref_updates(common_dir: Path, lines: list[str]) -> Verdict:
+    """reference-transaction (prepared): judge each update of a live base ref."""
+    runs = list(read_live(common_dir / "parallel").values())
+    notes = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 3:
+            continue
+        old, new, ref = parts
+        mine = [r for r in runs if r.base_ref == ref]
+        if not mine or new in ZERO_OID or old == new:
+            continue  # not a live base, a deletion, or no move
+        if old in ZERO_OID:
+            # git passes no old value for a forced update: the ref's value now
+            # (still the old one while the transaction is only prepared).
+            old = _git_out(["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"], check=False).strip() or old
+        exclude = [] if old in ZERO_OID else [old]
+        short = ref[len("refs/heads/"):] if ref.startswith("refs/heads/") else ref
+        owners = _owners(mine)
+        doing = f"moving {short} to {_describe(new, owners)}"
+
+        def new_and_parents(new: str = new) -> list[str]:
+            return _git_out(["rev-list", "--parents", "-n", "1", new]).split() or [new]
+
+        verdict = _judge(common_dir, mine, owners, [new], exclude, new_and_parents, doing)
+        if not verdict.allowed:
+            verdict.message += f"; the update was aborted and {short} stays at {old[:12]}"
+            if _checked_out_here(ref):
+                # git merge --ff-only and git reset move the files and the
+                # index before the ref, and do not undo that when the ref
+                # update is refused.
+                verdict.hint = (f"{verdict.hint}; git may already have put the refused commit's files in this "
+                                "worktree and index: `git reset --merge` puts them back to HEAD, keeping unstaged "
+                                "changes")
+            return verdict
+        if verdict.message:
+            notes.append(verdict.message)
+    return Verdict(True, message="\n".join(notes))
+
+
+def _checked_out_here(ref: str) -> bool:
+    """Is ``ref`` the branch of the worktree the hook runs in?  receive-pack
+    (``git push .``) runs hooks inside the git dir with ``GIT_DIR=.``, where
+    git takes the git dir itself for a worktree; no files were touched there."""
+    git_dir = _git_out(["rev-parse", "--absolute-git-dir"], check=False).strip()
+    if not git_dir or os.path.realpath(git_dir) == os.path.realpath(os.getcwd()):
+        return False
+    return _git_out(["symbolic-ref", "-q", "HEAD"], check=False).strip() == ref
+
+
+def _read_record(parallel_dir: Path, run: LiveRun) -> dict[str, Any]:
+    """The run record, validated as the store validates it, but parsed with
+    libyaml where there is one: the report runs on every checkout of an
+    instance branch, and the pure-Python parser is most of its cost."""
+    import yaml
+
+    from gitflow_parallel.store import validate_record
+
+    path = parallel_dir / "runs" / f"{run.task}.yaml"
+    try:
+        data = yaml.load(path.read_bytes(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ParallelError(E.RECORD_INVALID, f"run record {path} cannot be read ({type(exc).__name__})",
+                            hint=f"`git parallel validate {run.task}`") from None
+    record = validate_record(data, path)
+    if record["run_id"] != run.run_id:
+        raise ParallelError(E.RECORD_INVALID, f"run record {path} is of run {record['run_id']}, not {run.run_id}",
+                            hint=f"`git parallel validate {run.task}`")
+    return record
+
+
+def report_checkout(common_dir: Path, branch: str, args: list[str]) -> str | None:
+    """post-checkout: one line about the instance now checked out, and an event."""
+    from gitflow_parallel import evidence
+    from gitflow_parallel.files import append_jsonl, utcnow
+
+    previous, new = (list(args) + ["", ""])[:2]
+    parallel_dir = common_dir / "parallel"
+    hit = next(((run, run.branches[branch]) for run in read_live(parallel_dir).values() if branch in run.branches),
+               None)
+    if hit is None:
+        return None
+    run, inst_id = hit
+    event: dict[str, Any] = {"event": "checkout", "at": utcnow(), "task": run.task, "run_id": run.run_id,
+                             "instance": inst_id, "branch": branch, "commit": new, "previous": previous,
+                             "worktree": os.getcwd(), "error": None}
+    try:
+        record = _read_record(parallel_dir, run)
+        inst = next((i for i in record["instances"] if i.get("id") == inst_id), None)
+        if inst is None:
+            raise ParallelError(E.BRANCH_NOT_FOUND, f"run {run.run_id} has no instance {inst_id!r}",
+                                hint=f"`git parallel validate {run.task}`")
+        fresh = evidence.freshness(record, inst, new or None)
+        detail = ((fresh.pack or {}).get("verdict") or "no verdict") if fresh.fresh else fresh.reason
+        winner = ((record.get("picks") or {}).get(inst["track"]) or {}).get("winner")
+        picked = "" if winner is None else (", picked winner" if winner == inst_id else f", lost the pick to {winner}")
+        moved = "" if inst["head"] in (None, new) else f", tip moved since the record ({str(inst['head'])[:12]})"
+        line = (f"git-parallel: task {run.task}, instance {inst_id} (track {inst['track']}, attempt {inst['attempt']}): "
+                f"{inst['status']}, evidence {fresh.state} ({detail}){picked}{moved}")
+        event.update(track=inst["track"], attempt=inst["attempt"], status=inst["status"], evidence=fresh.state,
+                     evidence_reason=fresh.reason, recorded_head=inst["head"], picked_winner=winner)
+    except (ParallelError, KeyError, TypeError, AttributeError) as exc:
+        # A report must not fail the checkout; it says what it could not read.
+        code = exc.code if isinstance(exc, ParallelError) else E.RECORD_INVALID
+        why = exc.message if isinstance(exc, ParallelError) else f"the record lacks or misshapes {exc}"
+        event.update(error=f"{code}: {why}")
+        line = f"git-parallel: task {run.task}, instance {inst_id}: cannot verify it: error[{code}]: {why}"
+    try:
+        append_jsonl(parallel_dir / "events" / run.run_id / "checkouts.jsonl", event)
+    except OSError as exc:
+        line += f" (event not recorded: {exc})"
+    return line
+
+
+def _log_internal(common_dir: Path, name: str) -> Path | None:
+    import traceback
+
+    from gitflow_parallel.files import utcnow
+
+    try:
+        folder = common_dir / "parallel" / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"hook-{name}-{utcnow().replace(':', '')}-{os.getpid()}.log"
+        path.write_text(traceback.format_exc(), encoding="utf-8")
+        return path
+    except OSError:
+        return None
+
+
+def run(name: str, args: list[str], common_dir: str | os.PathLike[str], branch: str | None = None,
+        stdin: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    """The slow path of a hook script: 0 go on, HOOK_REFUSED refuse."""
+    err = err or sys.stderr
+    common = Path(os.path.abspath(common_dir))
+    try:
+        if name == "post-checkout":
+            line = report_checkout(common, branch or "", args) if branch else None
+            if line:
+                print(line, file=err)
+            return 0
+        if name == "pre-merge-commit":
+            verdict = check_merge(common)
+        elif name == "reference-transaction":
+            if args[:1] != ["prepared"]:
+                return 0
+            verdict = check_ref_updates(common, (stdin or sys.stdin).read().splitlines())
+        else:
+            print(f"git-parallel: warning: unknown hook {name!r}; letting git go on", file=err)
+            return 0
+    except ParallelError as exc:
+        # An instance commit is at stake and its run cannot be verified.
+        print(f"error[{exc.code}]: {exc.message}", file=err)
+        print(f"hint: {exc.hint or 'run `git parallel validate`'}", file=err)
+        return HOOK_REFUSED
+    except Exception as exc:  # never brick: the script warns and lets git go on
+        log = _log_internal(common, name)
+        where = f"; the traceback is in {log}" if log else ""
+        print(f"git-parallel: internal error in the {name} hook: {type(exc).__name__}: {exc}{where}", file=err)
+        return HOOK_INTERNAL
+    if not verdict.allowed:
+        print(f"error[{verdict.code}]: {verdict.message}", file=err)
+        if verdict.hint:
+            print(f"hint: {verdict.hint}", file=err)
+        return HOOK_REFUSED
+    if verdict.message:
+        print(verdict.message, file=err)
+    return 0

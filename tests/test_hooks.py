@@ -1,0 +1,554 @@
+"""The git hooks, fired by real git: `git merge`, `git merge --ff-only`,
+`git reset`, `git push .`, `git checkout` and `git worktree add`, in real
+repositories built with the real verbs (spawn, run, check, pick)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import GP, git, make_repo
+
+PY = sys.executable
+HOOKS = ("pre-merge-commit", "reference-transaction", "post-checkout")
+
+# An agent: writes result.txt (and any NAME=CONTENT files) in its worktree.
+AGENT = textwrap.dedent("""
+    import pathlib, sys
+    for arg in sys.argv[1:]:
+        name, _, content = arg.partition("=")
+        pathlib.Path(name).write_text(content + "\\n")
+""")
+# The one gate: result.txt must start with "good".
+GATE = textwrap.dedent("""
+    import pathlib, sys
+    sys.exit(0 if pathlib.Path("result.txt").read_text().startswith("good") else 1)
+""")
+
+
+def proc(cwd: Path, *args: str, env: dict[str, str] | None = None,
+         input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """git, with its exit status and output for the test to judge."""
+    return subprocess.run(["git", *args], cwd=str(cwd), capture_output=True, text=True,
+                          env=None if env is None else {**os.environ, **env}, input=input)
+
+
+def setup(tmp_path: Path, *, install: bool = True) -> tuple[Path, GP]:
+    """A repository whose one gate passes at the base commit."""
+    tools = tmp_path / "tools"
+    tools.mkdir(exist_ok=True)
+    (tools / "agent.py").write_text(AGENT)
+    (tools / "gate.py").write_text(GATE)
+    cfg = f"max_total: 12\ngates:\n  - name: good\n    run: [{PY}, {tools / 'gate.py'}]\n"
+    repo = make_repo(tmp_path / "repo", files={"README.md": "hello\n", "result.txt": "good base\n"}, config=cfg)
+    gp = GP(repo)
+    if install:
+        gp("hooks", "install")
+    return repo, gp
+
+
+def spawn(gp: GP, task: str = "t", n: int = 2, base: str | None = None, tracks: tuple[str, ...] = ()) -> dict:
+    args = ["spawn", task, "-n", str(n)]
+    if base:
+        args += ["--base", base]
+    for t in tracks:
+        args += ["--track", t]
+    return gp.json(*args)
+
+
+def agent(gp: GP, task: str, inst: str, *files: str) -> None:
+    gp("run", task, "--instance", inst, "--", PY, str(gp.cwd.parent / "tools" / "agent.py"), *files)
+
+
+def picked_run(tmp_path: Path, base: str | None = None, install: bool = True) -> tuple[Path, GP, dict]:
+    """A live run of task t: instance 1 passes its gate and won the pick,
+    instance 2 failed its gate and lost."""
+    repo, gp = setup(tmp_path, install=install)
+    if base:
+        git(repo, "branch", base)
+    spawn(gp, "t", 2, base=base)
+    agent(gp, "t", "1", "result.txt=good one")
+    agent(gp, "t", "2", "result.txt=bad two")
+    gp("check", "t", code=1)  # instance 2 fails its gate
+    pick = gp.json("pick", "t")["picks"][0]
+    assert pick["winner"]["id"] == "1"
+    return repo, gp, gp.json("status", "t")["run"]
+
+
+def tip(repo: Path, ref: str) -> str:
+    return git(repo, "rev-parse", ref)
+
+
+def worktree(run: dict, inst: str) -> Path:
+    return Path(next(i["worktree"] for i in run["instances"] if i["id"] == inst))
+
+
+def common_dir(repo: Path) -> Path:
+    return Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+
+
+# -- pre-merge-commit and reference-transaction ----------------------------------------
+def test_loser_merge_refused_winner_merge_allowed(tmp_path: Path) -> None:
+    repo, gp, run = picked_run(tmp_path)
+    base = tip(repo, "main")
+    # An ordinary commit on the live base is no parallel update and passes.
+    (repo / "notes.txt").write_text("base work\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-q", "-m", "ordinary work on main")
+    base = tip(repo, "main")
+
+    lost = proc(repo, "merge", "--no-ff", "-m", "merge loser", "parallel/t/2")
+    assert lost.returncode != 0
+    assert "error[PARALLEL_DEV_SELECTION_NO_PASS]" in lost.stderr
+    # pre-merge-commit said so (reference-transaction would say "moving main").
+    assert "merging parallel/t/2" in lost.stderr and "Not committing merge" in lost.stderr
+    assert "instance 2 lost the pick of track main (winner: 1)" in lost.stderr
+    assert "hint: " in lost.stderr and "git parallel merge t" in lost.stderr
+    assert tip(repo, "main") == base
+    git(repo, "merge", "--abort")
+
+    won = proc(repo, "merge", "--no-ff", "-m", "merge winner", "parallel/t/1")
+    assert won.returncode == 0, won.stderr
+    assert "picked winner instance 1 of t" in won.stderr
+    parents = git(repo, "rev-list", "--parents", "-n", "1", "main").split()[1:]
+    assert parents == [base, tip(repo, "parallel/t/1")]
+
+
+def test_ff_only_to_loser_refused_by_reference_transaction(tmp_path: Path) -> None:
+    repo, gp, run = picked_run(tmp_path)
+    base = tip(repo, "main")
+    ff = proc(repo, "merge", "--ff-only", "parallel/t/2")
+    assert ff.returncode != 0
+    assert "error[PARALLEL_DEV_SELECTION_NO_PASS]" in ff.stderr
+    assert "moving main to parallel/t/2" in ff.stderr and "main stays at" in ff.stderr
+    assert "ref updates aborted by hook" in ff.stderr
+    assert tip(repo, "main") == base
+    # git had already checked the loser's files out; the hint's command undoes it.
+    assert "git reset --merge" in ff.stderr
+    git(repo, "reset", "-q", "--merge")
+    assert git(repo, "status", "--porcelain") == ""
+
+    reset = proc(repo, "reset", "--hard", "parallel/t/2")
+    assert reset.returncode != 0 and "PARALLEL_DEV_SELECTION_NO_PASS" in reset.stderr
+    assert tip(repo, "main") == base
+    git(repo, "reset", "-q", "--merge")
+
+    # `git push .` goes through receive-pack, whose ref update is judged too.
+    git(repo, "config", "receive.denyCurrentBranch", "ignore")
+    push = proc(repo, "push", ".", "parallel/t/2:main")
+    assert push.returncode != 0 and "PARALLEL_DEV_SELECTION_NO_PASS" in push.stderr
+    assert "git reset --merge" not in push.stderr  # a push touches no worktree
+    assert tip(repo, "main") == base
+
+    # A branch that is no live base is none of the hooks' business.
+    git(repo, "branch", "-f", "scratch", "parallel/t/2")
+
+    ok = proc(repo, "merge", "--ff-only", "parallel/t/1")
+    assert ok.returncode == 0, ok.stderr
+    assert tip(repo, "main") == tip(repo, "parallel/t/1")
+
+
+def test_unproven_and_stale_commits_refused(tmp_path: Path) -> None:
+    repo, gp, run = picked_run(tmp_path)
+    base = tip(repo, "main")
+    picked = tip(repo, "parallel/t/1")
+    wt = worktree(run, "1")
+    # The winner's branch moves on after the pick: its new tip is unproven.
+    (wt / "extra.txt").write_text("after the pick\n")
+    git(wt, "add", "extra.txt")
+    git(wt, "commit", "-q", "-m", "after pick")
+    moved = proc(repo, "merge", "--no-ff", "-m", "m", "parallel/t/1")
+    assert moved.returncode != 0 and "error[PARALLEL_EVIDENCE_MISMATCH]" in moved.stderr
+    assert f"the pick is for {picked[:12]}" in moved.stderr
+    git(repo, "merge", "--abort")
+    ff = proc(repo, "merge", "--ff-only", "parallel/t/1")
+    assert ff.returncode != 0 and "PARALLEL_EVIDENCE_MISMATCH" in ff.stderr
+    git(repo, "reset", "-q", "--merge")
+    assert tip(repo, "main") == base
+
+    # The evidence pack of the picked commit is lost: nothing proves it now.
+    inst = next(i for i in run["instances"] if i["id"] == "1")
+    Path(inst["evidence"]["path"]).unlink()
+    gone = proc(repo, "merge", "--ff-only", picked)
+    assert gone.returncode != 0 and "error[PARALLEL_EVIDENCE_MISSING]" in gone.stderr
+    assert "git parallel check t --instance 1" in gone.stderr
+    git(repo, "reset", "-q", "--merge")
+    assert tip(repo, "main") == base
+
+
+def test_unpicked_run_refused_until_picked(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    spawn(gp, "t", 1)
+    agent(gp, "t", "1", "result.txt=good")
+    base = tip(repo, "main")
+    early = proc(repo, "merge", "--no-ff", "-m", "m", "parallel/t/1")
+    assert early.returncode != 0 and "error[PARALLEL_DEV_SELECTION_NO_PASS]" in early.stderr
+    assert "has no pick yet" in early.stderr
+    git(repo, "merge", "--abort")
+    assert tip(repo, "main") == base
+    gp("check", "t")
+    gp("pick", "t")
+    assert proc(repo, "merge", "--no-ff", "-m", "m", "parallel/t/1").returncode == 0
+
+
+def test_git_parallel_merge_is_not_blocked(tmp_path: Path) -> None:
+    repo, gp, run = picked_run(tmp_path)
+    result = gp.json("merge", "t")
+    assert tip(repo, "main") == result["merge"]["landed"]
+    # Merged: the run is no longer live, the index is gone, and git is on its own.
+    assert not (common_dir(repo) / "parallel" / "live").exists()
+
+
+@pytest.mark.slow
+def test_join_of_two_track_winners_by_octopus_merge(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    spawn(gp, "j", 1, tracks=("api", "ui"))
+    agent(gp, "j", "api-1", "api.txt=api")
+    agent(gp, "j", "ui-1", "ui.txt=ui")
+    gp("check", "j")
+    gp("pick", "j", "--track", "api")
+    base = tip(repo, "main")
+    # Every line of MERGE_HEAD counts: the ui head has no pick yet.
+    half = proc(repo, "merge", "--no-ff", "-m", "join", "parallel/j/api-1", "parallel/j/ui-1")
+    assert half.returncode != 0 and "error[PARALLEL_DEV_SELECTION_NO_PASS]" in half.stderr
+    assert "instance ui-1" in half.stderr and "track ui of j has no pick yet" in half.stderr
+    git(repo, "merge", "--abort")
+    assert tip(repo, "main") == base
+    gp("pick", "j", "--track", "ui")
+    join = proc(repo, "merge", "--no-ff", "-m", "join", "parallel/j/api-1", "parallel/j/ui-1")
+    assert join.returncode == 0, join.stderr
+    parents = git(repo, "rev-list", "--parents", "-n", "1", "main").split()[1:]
+    assert parents == [base, tip(repo, "parallel/j/api-1"), tip(repo, "parallel/j/ui-1")]
+
+
+def test_broken_record_still_guards_its_branches(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    run = spawn(gp, "a", 1)
+    agent(gp, "a", "1", "result.txt=good a")
+    record = common_dir(repo) / "parallel" / "runs" / "a.yaml"
+    record.write_text(record.read_text().replace("status: ", "status: exploded-", 1))
+    spawn(gp, "b", 1)  # rewrites the live index while a's record is broken
+    live = (common_dir(repo) / "parallel" / "live").read_text()
+    assert "refs/heads/parallel/a/1" in live and "refs/heads/parallel/b/1" in live
+    base = tip(repo, "main")
+    ff = proc(repo, "merge", "--ff-only", "parallel/a/1")
+    assert ff.returncode != 0 and "error[PARALLEL_RECORD_INVALID]" in ff.stderr and "exploded" in ff.stderr
+    assert tip(repo, "main") == base
+    git(repo, "reset", "-q", "--merge")
+    wt = worktree(run, "1")
+    git(wt, "checkout", "-q", "--detach")
+    out = proc(wt, "checkout", "parallel/a/1")
+    assert out.returncode == 0
+    assert "git-parallel: task a, instance 1: cannot verify it: error[PARALLEL_RECORD_INVALID]" in out.stderr
+
+
+# -- post-checkout -------------------------------------------------------------------------
+def test_checkout_of_instance_branch_reports_status(tmp_path: Path) -> None:
+    repo, gp, run = picked_run(tmp_path)
+    wt1, wt2 = worktree(run, "1"), worktree(run, "2")
+    git(wt1, "checkout", "-q", "--detach")
+    out = proc(wt1, "checkout", "parallel/t/1")
+    assert out.returncode == 0
+    lines = [l for l in out.stderr.splitlines() if l.startswith("git-parallel:")]
+    assert lines == ["git-parallel: task t, instance 1 (track main, attempt 0): succeeded, "
+                     "evidence fresh (pass), picked winner"]
+    git(wt2, "checkout", "-q", "--detach")
+    out = proc(wt2, "checkout", "parallel/t/2")
+    assert "instance 2 (track main, attempt 0): succeeded, evidence fresh (fail), lost the pick to 1" in out.stderr
+
+    # A new commit makes the evidence stale, and the line says so.
+    (wt1 / "more.txt").write_text("more\n")
+    git(wt1, "add", "more.txt")
+    git(wt1, "commit", "-q", "-m", "more")
+    git(wt1, "checkout", "-q", "--detach")
+    out = proc(wt1, "checkout", "parallel/t/1")
+    assert "evidence stale (it proves" in out.stderr
+
+    events = [json.loads(l) for l in
+              (common_dir(repo) / "parallel" / "events" / run["run_id"] / "checkouts.jsonl").read_text().splitlines()]
+    assert [(e["instance"], e["evidence"]) for e in events] == [("1", "fresh"), ("2", "fresh"), ("1", "stale")]
+    assert events[0]["event"] == "checkout" and events[0]["branch"] == "refs/heads/parallel/t/1"
+    assert Path(events[0]["worktree"]).resolve() == wt1.resolve() and events[0]["status"] == "succeeded"
+
+    # Ordinary checkouts and file checkouts say nothing and record nothing.
+    git(repo, "branch", "plain")
+    quiet = proc(repo, "checkout", "plain")
+    assert quiet.returncode == 0 and "git-parallel" not in quiet.stderr
+    (wt2 / "README.md").write_text("changed\n")
+    quiet = proc(wt2, "checkout", "--", "README.md")
+    assert quiet.returncode == 0 and "git-parallel" not in quiet.stderr
+    assert len((common_dir(repo) / "parallel" / "events" / run["run_id"] / "checkouts.jsonl")
+               .read_text().splitlines()) == 3
+
+
+def test_worktree_add_of_instance_branch_reports(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    spawn(gp, "t", 1)
+    out = proc(repo, "worktree", "add", "-f", str(tmp_path / "second"), "parallel/t/1")
+    assert out.returncode == 0, out.stderr
+    assert "git-parallel: task t, instance 1 (track main, attempt 0): pending, evidence none (never checked)" in out.stderr
+
+
+# -- installation ---------------------------------------------------------------------------
+FOREIGN = {
+    "pre-merge-commit": '#!/bin/sh\necho "pmc $*" >> "{log}"\n',
+    "reference-transaction": '#!/bin/sh\necho "rt $1" >> "{log}"\ncat >> "{log}"\n',
+    "post-checkout": '#!/bin/sh\necho "pc $3" >> "{log}"\n',
+}
+
+
+def test_legacy_hooks_chained_and_restored(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path, install=False)
+    log = tmp_path / "legacy.log"
+    hooks = repo / ".git" / "hooks"
+    originals = {}
+    for name, text in FOREIGN.items():
+        (hooks / name).write_text(text.format(log=log))
+        (hooks / name).chmod(0o755)
+        originals[name] = (hooks / name).read_bytes()
+    result = gp.json("hooks", "install")
+    assert [h["action"] for h in result["hooks"]] == ["installed"] * 3
+    for name in HOOKS:
+        assert (hooks / f"{name}.legacy").read_bytes() == originals[name]
+        assert "git-parallel hook v1" in (hooks / name).read_text()
+    again = gp.json("hooks", "install")
+    assert [h["action"] for h in again["hooks"]] == ["unchanged"] * 3
+    for name in HOOKS:  # the second install did not chain us to ourselves
+        assert (hooks / f"{name}.legacy").read_bytes() == originals[name]
+    status = gp.json("hooks", "status")
+    assert [(h["state"], bool(h["legacy"])) for h in status["hooks"]] == [("ours", True)] * 3
+
+    spawn(gp, "t", 1)
+    agent(gp, "t", "1", "result.txt=good")
+    log.write_text("")
+    base = tip(repo, "main")
+    refused = proc(repo, "merge", "--no-ff", "-m", "m", "parallel/t/1")
+    assert refused.returncode != 0 and "PARALLEL_DEV_SELECTION_NO_PASS" in refused.stderr
+    text = log.read_text()
+    assert "pmc" in text  # the legacy pre-merge-commit ran first
+    git(repo, "merge", "--abort")
+    log.write_text("")
+    ff = proc(repo, "merge", "--ff-only", "parallel/t/1")
+    assert ff.returncode != 0 and "PARALLEL_DEV_SELECTION_NO_PASS" in ff.stderr
+    # The legacy reference-transaction got the same stdin our check saw.
+    legacy_saw = log.read_text()
+    assert "rt prepared\n" in legacy_saw and f"{base} {tip(repo, 'parallel/t/1')} refs/heads/main\n" in legacy_saw
+    git(repo, "reset", "-q", "--merge")
+    git(repo, "checkout", "-q", "-b", "side")
+    assert "pc 1" in log.read_text()
+
+    # A failing legacy hook still stops git, even where ours has nothing to say.
+    (hooks / "pre-merge-commit.legacy").write_text("#!/bin/sh\necho 'legacy says no' >&2\nexit 7\n")
+    (repo / "side.txt").write_text("side\n")
+    git(repo, "add", "side.txt")
+    git(repo, "commit", "-q", "-m", "side")
+    git(repo, "checkout", "-q", "main")
+    blocked = proc(repo, "merge", "--no-ff", "-m", "m", "side")
+    assert blocked.returncode != 0 and "legacy says no" in blocked.stderr
+    git(repo, "merge", "--abort")
+
+    removed = gp.json("hooks", "uninstall")
+    assert all(h["restored_legacy"] for h in removed["hooks"])
+    for name in HOOKS:
+        if name != "pre-merge-commit":
+            assert (hooks / name).read_bytes() == originals[name]
+        assert os.access(hooks / name, os.X_OK)
+        assert not (hooks / f"{name}.legacy").exists()
+    assert "legacy says no" in (hooks / "pre-merge-commit").read_text()
+    status = gp.json("hooks", "status")
+    assert [h["state"] for h in status["hooks"]] == ["foreign"] * 3
+    # Uninstalling again leaves the foreign hooks alone.
+    gp("hooks", "uninstall")
+    assert (hooks / "post-checkout").read_bytes() == originals["post-checkout"]
+
+
+def test_install_refuses_when_foreign_hook_and_legacy_both_exist(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path, install=False)
+    hooks = repo / ".git" / "hooks"
+    (hooks / "post-checkout").write_text("#!/bin/sh\nexit 0\n")
+    (hooks / "post-checkout.legacy").write_text("#!/bin/sh\nexit 0\n")
+    before = sorted(p.name for p in hooks.iterdir())
+    out = gp("hooks", "install", code=1)
+    assert "error[PARALLEL_CONFIG_INVALID]" in out.stderr and "hint:" in out.stderr
+    assert sorted(p.name for p in hooks.iterdir()) == before
+
+
+def test_core_hooks_path_is_honoured(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path, install=False)
+    git(repo, "config", "core.hooksPath", ".githooks")
+    sub = repo / "sub"
+    sub.mkdir()
+    result = GP(sub).json("hooks", "install")  # relative to the worktree top, not the cwd
+    assert result["hooks_dir"] == str(repo / ".githooks") and result["layout"] == "shared"
+    assert all((repo / ".githooks" / name).exists() for name in HOOKS)
+    assert not any((repo / ".git" / "hooks" / name).exists() for name in HOOKS)
+    assert gp.json("hooks", "status")["installed"] is True
+    spawn(gp, "t", 1)
+    agent(gp, "t", "1", "result.txt=good")
+    base = tip(repo, "main")
+    ff = proc(repo, "merge", "--ff-only", "parallel/t/1")
+    assert ff.returncode != 0 and "PARALLEL_DEV_SELECTION_NO_PASS" in ff.stderr
+    assert tip(repo, "main") == base
+    git(repo, "reset", "-q", "--merge")
+
+    # A hooks folder several repositories share: each hook judges the
+    # repository it runs for, not the one that installed it.
+    other = make_repo(tmp_path / "other", files={"README.md": "other\n", "result.txt": "good\n"},
+                      config=(repo / ".gitparallel.yaml").read_text())
+    git(other, "config", "core.hooksPath", str(repo / ".githooks"))
+    gp_other = GP(other)
+    spawn(gp_other, "u", 1)
+    agent(gp_other, "u", "1", "result.txt=good u")
+    other_base = tip(other, "main")
+    ff = proc(other, "merge", "--ff-only", "parallel/u/1")
+    assert ff.returncode != 0 and "of task 'u'" in ff.stderr
+    assert tip(other, "main") == other_base
+    git(other, "reset", "-q", "--merge")
+    # ... and the first repository's live run does not leak into the other's.
+    git(other, "checkout", "-q", "-b", "side")
+    (other / "s.txt").write_text("s\n")
+    git(other, "add", "s.txt")
+    git(other, "commit", "-q", "-m", "s")
+    git(other, "checkout", "-q", "main")
+    assert proc(other, "merge", "--no-ff", "-m", "m", "side").returncode == 0
+
+
+def test_merge_inside_linked_worktree_is_enforced(tmp_path: Path) -> None:
+    repo, gp, run = picked_run(tmp_path, base="release")
+    linked = tmp_path / "release-wt"
+    git(repo, "worktree", "add", "-q", str(linked), "release")
+    base = tip(repo, "release")
+    lost = proc(linked, "merge", "--no-ff", "-m", "m", "parallel/t/2")
+    assert lost.returncode != 0 and "error[PARALLEL_DEV_SELECTION_NO_PASS]" in lost.stderr
+    git(linked, "merge", "--abort")
+    ff = proc(linked, "merge", "--ff-only", "parallel/t/2")
+    assert ff.returncode != 0 and "moving release to parallel/t/2" in ff.stderr
+    git(linked, "reset", "-q", "--merge")
+    assert tip(repo, "release") == base
+    # A branch other than the run's base is judged by pre-merge-commit too.
+    git(linked, "checkout", "-q", "-b", "feature")
+    other = proc(linked, "merge", "--no-ff", "-m", "m", "parallel/t/2")
+    assert other.returncode != 0 and "PARALLEL_DEV_SELECTION_NO_PASS" in other.stderr
+    assert "merging parallel/t/2" in other.stderr
+    git(linked, "merge", "--abort")
+    git(linked, "checkout", "-q", "release")
+    won = proc(linked, "merge", "--no-ff", "-m", "m", "parallel/t/1")
+    assert won.returncode == 0, won.stderr
+    assert tip(repo, "release^2") == tip(repo, "parallel/t/1")
+
+
+# -- cost and robustness -----------------------------------------------------------------------
+def _set_python(hooks_dir: Path, python: Path | str) -> None:
+    """Rewrite the Python the installed scripts recorded."""
+    for name in HOOKS:
+        path = hooks_dir / name
+        text = path.read_text()
+        start = text.index("\nGP_PYTHON=") + 1
+        end = text.index("\n", start)
+        path.write_text(text[:start] + f"GP_PYTHON={python}" + text[end:])
+
+
+def _spy(hooks_dir: Path, tmp_path: Path) -> Path:
+    """Point the installed scripts at a Python that logs each start."""
+    log = tmp_path / "python-starts.log"
+    spy = tmp_path / "spy-python"
+    spy.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec {PY} "$@"\n')
+    spy.chmod(0o755)
+    _set_python(hooks_dir, spy)
+    log.write_text("")
+    return log
+
+
+def test_fast_path_starts_no_python(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    log = _spy(repo / ".git" / "hooks", tmp_path)
+    # No live run: nothing at all starts Python.
+    git(repo, "branch", "other")
+    git(repo, "checkout", "-q", "other")
+    (repo / "o.txt").write_text("o\n")
+    git(repo, "add", "o.txt")
+    git(repo, "commit", "-q", "-m", "o")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "m", "other")
+    assert log.read_text() == ""
+
+    spawn(gp, "t", 1)
+    log.write_text("")
+    # A live run, but refs and checkouts that have nothing to do with it.
+    git(repo, "checkout", "-q", "other")
+    (repo / "o.txt").write_text("o2\n")
+    git(repo, "commit", "-q", "-am", "o2")
+    git(repo, "checkout", "-q", "--detach")
+    git(repo, "checkout", "-q", "main")
+    assert log.read_text() == ""
+    # Commits to the live base and merges do reach Python, and pass.
+    (repo / "m.txt").write_text("m\n")
+    git(repo, "add", "m.txt")
+    git(repo, "commit", "-q", "-m", "m")
+    assert log.read_text().count("_hook reference-transaction") == 1
+    git(repo, "merge", "-q", "--no-ff", "-m", "m2", "other")
+    assert "_hook pre-merge-commit" in log.read_text()
+
+    # git-parallel's own git commands pass untouched, even to a loser.
+    agent(gp, "t", "1", "result.txt=bad")
+    log.write_text("")
+    moved = proc(repo, "update-ref", "refs/heads/main", tip(repo, "parallel/t/1"),
+                 env={"GIT_PARALLEL_INTERNAL": "1"})
+    assert moved.returncode == 0 and log.read_text() == ""
+
+
+def test_hooks_let_git_work_when_the_python_is_gone(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    run = spawn(gp, "t", 1)
+    agent(gp, "t", "1", "result.txt=good")
+    _set_python(repo / ".git" / "hooks", "/nonexistent/python3")
+    assert [h["python_exists"] for h in gp.json("hooks", "status")["hooks"]] == [False] * 3
+    # A PATH with git and sh, but no git-parallel.
+    dirs = []
+    for tool in ("git", "sh", "grep", "mktemp", "cat"):
+        found = shutil.which(tool)
+        assert found is not None
+        if os.path.dirname(found) not in dirs:
+            dirs.append(os.path.dirname(found))
+    path = os.pathsep.join(dirs)
+    assert shutil.which("git-parallel", path=path) is None
+    env = {"PATH": path}
+    merged = proc(repo, "merge", "--no-ff", "-m", "m", "parallel/t/1", env=env)
+    assert merged.returncode == 0, merged.stderr
+    assert "git-parallel: warning:" in merged.stderr and "/nonexistent/python3 is gone" in merged.stderr
+    wt = worktree(run, "1")
+    git(wt, "checkout", "-q", "--detach")
+    back = proc(wt, "checkout", "parallel/t/1", env=env)
+    assert back.returncode == 0 and "warning" in back.stderr
+
+
+def test_legacy_that_leads_back_to_us_does_not_loop(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    hooks = repo / ".git" / "hooks"
+    # A hook manager that chains "the old hook" which is, by mistake, ours.
+    (hooks / "post-checkout.legacy").symlink_to(hooks / "post-checkout")
+    log = _spy(hooks, tmp_path)
+    spawn(gp, "t", 1)
+    out = subprocess.run(["git", "worktree", "add", "-f", str(tmp_path / "again"), "parallel/t/1"], cwd=repo,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    # Our check ran twice (once as the legacy), and the chain stopped there.
+    assert out.stderr.count("git-parallel: task t, instance 1") == 2
+    assert log.read_text().count("_hook post-checkout") == 2
+
+
+def test_status_reports_absent_and_foreign(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path, install=False)
+    (repo / ".git" / "hooks" / "post-checkout").write_text("#!/bin/sh\n")
+    status = gp.json("hooks", "status")
+    assert [h["state"] for h in status["hooks"]] == ["absent", "absent", "foreign"]
+    assert status["installed"] is False and status["live_runs"] == []
+    text = gp("hooks", "status").stdout
+    assert "post-checkout" in text and "foreign at" in text
