@@ -1,0 +1,810 @@
+"""The run verb: an agent command in every selected instance's worktree,
+concurrently, observably, and without losing work or leaving processes behind.
+
+Design, in the order an instance lives through it:
+
+- **Selection.** Without ``--instance`` every *pending* instance runs; a named
+  instance that is not pending is refused up front (terminal ones by the
+  store's own transition rule, ``PARALLEL_BRANCH_TERMINAL``), before anything
+  starts.  A finished run (merged or aborted) is refused.
+- **Concurrency.** At most ``jobs`` commands of this run at once (default: the
+  run's ``max_total``), and at most ``max_total`` in the repository, held as
+  OS file locks on slot files (``slots``), so a runner that dies frees its
+  slots at once.
+- **Claim under compare-and-swap.** pending → running is decided, the
+  command started, and ``pid``/``started_at``/``log``/``events`` recorded in one
+  store write, under the project lock, against the ``attempt`` and
+  ``instance_revision`` read at selection.  Starting the child *inside* that
+  write means no other runner can claim the same instance in between, and a
+  claim that loses (someone retried, aborted or ran it meanwhile) starts
+  nothing.  Every start and finish that is due at the same moment shares one
+  write: the store re-reads and re-validates the whole YAML record on every
+  write, so writes are the runner's hot path.
+- **The child.** Arguments as a list (never a shell), ``{task}``
+  ``{instance}`` ``{track}`` ``{attempt}`` ``{worktree}`` substituted by plain
+  replacement (other braces arrive literally), stdin from /dev/null, stdout and
+  stderr to ``<common>/parallel/logs/<run_id>/<id>.<attempt>.log``, in a new
+  session so that its pid is also its process group.  Variables that would
+  point git at another repository are removed, so the agent's own git finds
+  its worktree.
+- **A watchdog.** One helper forked at the start (no new Python starts)
+  learns every process group as it is started and as it ends, over a pipe.
+  When the pipe closes without a goodbye, the runner was killed outright
+  (``kill -9``, a crash point): the watchdog stops the groups still listed,
+  SIGTERM then SIGKILL, so even then nothing is left running.  One fork per run
+  instead of a hook in every child keeps each spawn on the fast vfork path,
+  and it reaches the agents' own children too, which a parent-death signal
+  on the leader would not.
+- **The end.** A timeout sends SIGTERM to the whole group, then SIGKILL after
+  ``KILL_GRACE`` seconds (3; ``GIT_PARALLEL_KILL_GRACE`` overrides it).  When
+  the leader exits, whatever it left in its group is killed while the
+  unreaped leader still reserves the group id (so no recycled pid can be
+  hit), and then it is reaped.  Leftover changes are
+  committed on the instance branch (``commit_leftovers``), the tip is recorded
+  as ``head``, and the instance becomes succeeded (exit 0), failed (non-zero,
+  signal, timeout, cannot execute) or aborted (the runner was told to stop).
+- **Stopping.** SIGINT, SIGTERM or SIGHUP to the runner starts no more
+  commands, sends SIGTERM to every group (SIGKILL after the grace), records
+  them aborted, and returns a summary that is not ok (exit status 1).  Git
+  forwards the signal to its ``git-parallel`` child and waits for it, so a
+  Ctrl-C arrives twice; a second signal is therefore no reason to hurry.
+- **Provenance.** ``engine_dispatched``/``engine_exited`` lines go to the
+  attempt's events JSONL, ``<common>/parallel/events/<run_id>/<id>.<attempt>.jsonl``
+  (``GIT_PARALLEL_EVENTS`` points the agent at the same file), and one notes
+  commit at the end mirrors every instance this run touched on its tip.  An
+  exit is noticed at once (SIGCHLD), or after the store write in progress, so
+  ``duration_s`` can run long by one write.
+
+``kill -9`` of the runner leaves its instances ``running`` with a dead pid
+(the watchdog has stopped their groups), which ``status`` flags and
+``recover`` repairs; its slots are free at once.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from gitflow_parallel import errors as E
+from gitflow_parallel import faults
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import append_jsonl, utcnow
+from gitflow_parallel.gitrepo import INTERNAL_ENV, commit_all
+from gitflow_parallel.names import check_name
+from gitflow_parallel.project import Project, instance_note, pid_alive
+from gitflow_parallel.slots import Slot, Slots
+from gitflow_parallel.store import FINISHED_RUN, check_transition, find_instance
+
+KILL_GRACE = float(os.environ.get("GIT_PARALLEL_KILL_GRACE", "3"))
+SLOT_POLL = 0.05  # seconds between looks for a slot another run freed
+TICK = 0.25  # progress refresh on a terminal
+NO_WAKEUP_POLL = 0.02  # when signals cannot wake us (not the main thread)
+
+PLACEHOLDERS = ("task", "instance", "track", "attempt", "worktree")
+
+# Variables that would make the agent's git act on another repository (or
+# pass for git-parallel itself), instead of discovering its own worktree.
+_STRIPPED_ENV = (
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX", faults.ENV, INTERNAL_ENV,
+)
+_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126  # what a shell would report
+
+
+def logs_dir(parallel_dir: Path, run_id: str) -> Path:
+    return parallel_dir / "logs" / run_id
+
+
+def events_dir(parallel_dir: Path, run_id: str) -> Path:
+    return parallel_dir / "events" / run_id
+
+
+def substitute(argv: list[str], values: dict[str, str]) -> list[str]:
+    """Replace the documented placeholders only; every other character,
+    braces included, stays as given."""
+    out = []
+    for arg in argv:
+        for key in PLACEHOLDERS:
+            arg = arg.replace("{" + key + "}", values[key])
+        out.append(arg)
+    return out
+
+
+def _signame(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+class _Watchdog:
+    """A forked helper that stops the runner's process groups if the runner
+    dies without saying goodbye.
+
+    Protocol on the pipe, one line each: ``+PGID`` (started), ``-PGID``
+    (cleared and about to be reaped, so the id is never reused under us),
+    ``bye`` (the runner is exiting normally).  The helper is in its own
+    session (a Ctrl-C or a kill of the runner's group does not reach it),
+    ignores the stop signals, and holds no descriptor but its end of the
+    pipe, so it cannot keep a slot, the project lock or a caller's output
+    pipe open."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self._w = -1
+
+    def start(self) -> None:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the helper: plain system calls only, then _exit
+            try:
+                os.setsid()
+                for sig in _STOP_SIGNALS:
+                    signal.signal(sig, signal.SIG_IGN)
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.closerange(3, r)
+                os.closerange(r + 1, 1 << 16)
+                _watch(r)
+            finally:
+                os._exit(0)
+        os.close(r)
+        self.pid, self._w = pid, w
+
+    def _send(self, line: str) -> None:
+        if self._w < 0:
+            return
+        try:
+            os.write(self._w, line.encode("ascii"))
+        except OSError:  # the helper is gone: we lose the safety net, not the run
+            os.close(self._w)
+            self._w = -1
+
+    def started(self, pgid: int) -> None:
+        self._send(f"+{pgid}\n")
+
+    def ended(self, pgid: int) -> None:
+        self._send(f"-{pgid}\n")
+
+    def stop(self) -> None:
+        self._send("bye\n")
+        if self._w >= 0:
+            os.close(self._w)
+            self._w = -1
+        if self.pid is not None:
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                pass
+            self.pid = None
+
+
+def _watch(fd: int) -> None:
+    """The helper's loop: track the groups; on a goodbye-less EOF, stop them."""
+    groups: set[int] = set()
+    buf = b""
+    clean = False
+    while True:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        *lines, buf = (buf + chunk).split(b"\n")
+        for line in lines:
+            if line == b"bye":
+                clean = True
+            elif line[:1] == b"+":
+                groups.add(int(line[1:]))
+            elif line[:1] == b"-":
+                groups.discard(int(line[1:]))
+    if clean or not groups:
+        return
+    for pgid in groups:
+        _killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE
+    while groups and time.monotonic() < deadline:
+        time.sleep(NO_WAKEUP_POLL)
+        groups = {g for g in groups if _group_exists(g)}
+    for pgid in groups:
+        _killpg(pgid, signal.SIGKILL)
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _exec_error(program: str, exc: OSError) -> tuple[int, str]:
+    """A shell-like exit code and a message for a command that never started."""
+    if isinstance(exc, FileNotFoundError):
+        where = "" if "/" in program else " on PATH"
+        return EXIT_NOT_FOUND, f"command not found: {program!r} (no such file{where})"
+    if isinstance(exc, PermissionError):
+        return EXIT_NOT_EXECUTABLE, f"command not executable: {program!r} (permission denied; chmod +x it?)"
+    if exc.errno == errno.ENOEXEC:
+        return EXIT_NOT_EXECUTABLE, f"command not executable: {program!r} (not a binary and no #! line)"
+    return EXIT_NOT_EXECUTABLE, f"cannot execute {program!r}: {exc.strerror or exc}"
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        try:
+            os.kill(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class _Signals:
+    """Stop signals become a flag, and they (and SIGCHLD) wake the loop's
+    wait through a pipe, so a child's exit or a Ctrl-C is seen at once
+    without busy polling.  Only the main thread can own signals; elsewhere
+    the loop polls."""
+
+    def __init__(self) -> None:
+        self.caught: list[int] = []
+        self.enabled = threading.current_thread() is threading.main_thread()
+        self._old: dict[int, Any] = {}
+        self._old_wakeup = -1
+        self._r = self._w = -1
+
+    def __enter__(self) -> "_Signals":
+        if not self.enabled:
+            return self
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+        self._old_wakeup = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
+        for sig in _STOP_SIGNALS:
+            self._old[sig] = signal.signal(sig, self._on_stop)
+        self._old[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, self._on_child)
+        for sig in self._old:
+            # Restart interrupted system calls (libgit2's among them); the
+            # wait below is woken by the pipe, which does not need EINTR.
+            signal.siginterrupt(sig, False)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.enabled:
+            return
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        signal.set_wakeup_fd(self._old_wakeup)
+        os.close(self._r)
+        os.close(self._w)
+
+    def _on_stop(self, signum: int, frame: object) -> None:
+        self.caught.append(signum)
+
+    def _on_child(self, signum: int, frame: object) -> None:
+        pass  # the wakeup byte is all we need
+
+    def wait(self, timeout: float | None) -> None:
+        if not self.enabled:
+            time.sleep(NO_WAKEUP_POLL if timeout is None else max(0.0, min(timeout, NO_WAKEUP_POLL)))
+            return
+        if timeout is not None and timeout <= 0:
+            timeout = 0
+        select.select([self._r], [], [], timeout)
+        try:
+            while os.read(self._r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+
+@dataclass
+class _Child:
+    """One selected instance as the runner tracks it."""
+
+    id: str
+    track: str
+    attempt: int
+    revision: int  # instance_revision expected by the next write
+    worktree: str
+    branch: str
+    argv: list[str]
+    log: Path
+    events: Path
+    slot: Slot | None = None
+    popen: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    deadline: float | None = None
+    term_at: float | None = None
+    killed: bool = False
+    reason: str | None = None  # "timeout" or the name of the stop signal
+    # outcome
+    ran: bool = False
+    status: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    duration: float | None = None
+    committed: str | None = None
+    head: str | None = None
+    finished_at: str | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+
+# -- selection ---------------------------------------------------------------------
+def _select(project: Project, record: dict[str, Any], wanted: list[str] | None) -> list[dict[str, Any]]:
+    task = record["task"]
+    if wanted:
+        chosen = []
+        for inst_id in dict.fromkeys(wanted):  # keep order, drop repeats
+            inst = find_instance(record, inst_id)
+            if inst["status"] == "running":
+                alive = pid_alive(inst.get("pid"))
+                raise ParallelError(
+                    E.BRANCH_TERMINAL,
+                    f"instance {inst_id} is already running (pid {inst.get('pid')}, "
+                    f"{'alive' if alive else 'process gone'})",
+                    hint=(f"wait for it, or stop it with `git parallel abort {task} {inst_id}`" if alive else
+                          f"its runner died: `git parallel recover {task}`, or `git parallel abort {task} {inst_id}` "
+                          f"then `git parallel retry {task} {inst_id}`"),
+                )
+            check_transition(record, inst, "running")  # the store's rule: terminal ones need a retry
+            chosen.append(inst)
+    else:
+        chosen = [i for i in record["instances"] if i["status"] == "pending"]
+        if not chosen:
+            counts: dict[str, int] = {}
+            for i in record["instances"]:
+                counts[i["status"]] = counts.get(i["status"], 0) + 1
+            summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+            raise ParallelError(
+                E.BRANCH_TERMINAL,
+                f"run {record['run_id']} of {task!r} has no pending instance ({summary})",
+                hint=f"`git parallel retry {task} ID` starts a new attempt of a failed or aborted one; "
+                f"see `git parallel status {task}`",
+            )
+    for inst in chosen:
+        path = Path(inst["worktree"])
+        tip = project.tip(inst)
+        if inst.get("removed") or not (path / ".git").exists() or tip is None:
+            what = "branch" if tip is None else "worktree"
+            raise ParallelError(
+                E.BRANCH_NOT_FOUND,
+                f"the {what} of instance {inst['id']} is missing ({inst['branch']} at {path}); nothing was started",
+                hint=f"`git parallel abort {task} {inst['id']}` then `git parallel retry {task} {inst['id']}` "
+                f"makes it again; `git parallel validate {task}` shows what else is off",
+            )
+    return chosen
+
+
+# -- the runner --------------------------------------------------------------------
+class _Runner:
+    def __init__(self, project: Project, record: dict[str, Any], chosen: list[dict[str, Any]], argv: list[str],
+                 timeout: float | None, jobs: int | None, progress: Callable[[dict[str, Any]], None] | None) -> None:
+        self.project = project
+        self.store = project.store
+        self.task = record["task"]
+        self.run_id = record["run_id"]
+        self.record = record
+        self.argv = list(argv)
+        self.timeout = timeout
+        self.max_total = int(record["config"]["max_total"])
+        self.jobs = max(1, min(jobs or self.max_total, len(chosen)))
+        self.commit_leftovers = bool(record["config"].get("commit_leftovers", True))
+        self.progress = progress
+        parallel_dir = project.repo.parallel_dir
+        self.slots = Slots(parallel_dir, self.max_total)
+        self.log_dir = logs_dir(parallel_dir, self.run_id)
+        self.event_dir = events_dir(parallel_dir, self.run_id)
+        self.children = [self._child(inst) for inst in chosen]
+        self.base_env = {k: v for k, v in os.environ.items() if k not in _STRIPPED_ENV}
+        self.watchdog = _Watchdog()
+        self.signature = project.repo.signature()
+        self.signals = _Signals()
+        self.stopping: str | None = None
+        self.waiting_for_slot = False
+        self.t0 = time.monotonic()
+
+    def _child(self, inst: dict[str, Any]) -> _Child:
+        values = {"task": self.task, "instance": inst["id"], "track": inst["track"],
+                  "attempt": str(inst["attempt"]), "worktree": inst["worktree"]}
+        name = f"{inst['id']}.{inst['attempt']}"
+        return _Child(
+            id=inst["id"], track=inst["track"], attempt=inst["attempt"], revision=inst["instance_revision"],
+            worktree=inst["worktree"], branch=inst["branch"], argv=substitute(self.argv, values),
+            log=logs_dir(self.project.repo.parallel_dir, self.run_id) / f"{name}.log",
+            events=events_dir(self.project.repo.parallel_dir, self.run_id) / f"{name}.jsonl",
+        )
+
+    # -- the loop ------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.event_dir.mkdir(parents=True, exist_ok=True)
+        # Forked before any slot, lock or signal pipe exists, so it holds none.
+        self.watchdog.start()
+        try:
+            with self.signals:
+                active: dict[int, _Child] = {}
+                try:
+                    self._loop(active)
+                except BaseException:
+                    self._kill_everything(active)
+                    raise
+                notes_error = self._write_notes()
+        finally:
+            self.watchdog.stop()
+        return self._summary(notes_error)
+
+    def _loop(self, active: dict[int, _Child]) -> None:
+        queue = deque(self.children)
+        while queue or active:
+            if self.signals.caught and not self.stopping:
+                self.stopping = _signame(self.signals.caught[0])
+                for child in queue:
+                    child.error = f"not started: git parallel run received {self.stopping}"
+                queue.clear()
+                self._stop_all(active)
+            now = time.monotonic()
+            self._enforce_deadlines(active, now)
+            finished = [c for c in active.values() if self._exited(c)]
+            for child in finished:
+                del active[child.pid]
+                self._finish(child)
+            starting: list[_Child] = []
+            self.waiting_for_slot = False
+            while queue and len(active) + len(starting) < self.jobs:
+                slot = self.slots.try_acquire(f"task={self.task} run={self.run_id} instance={queue[0].id}")
+                if slot is None:
+                    self.waiting_for_slot = True
+                    break
+                child = queue.popleft()
+                child.slot = slot
+                starting.append(child)
+            if finished or starting:
+                self._write(finished, starting)
+                for child in starting:
+                    if child.popen is not None:
+                        active[child.pid] = child
+                if any(c.popen is not None for c in starting):
+                    faults.point("run.after_running")
+            self._report(active, queue)
+            if not queue and not active:
+                break
+            self.signals.wait(self._next_wait(active, bool(queue)))
+
+    def _next_wait(self, active: dict[int, _Child], queued: bool) -> float | None:
+        now = time.monotonic()
+        waits: list[float] = []
+        for child in active.values():
+            if child.term_at is None and child.deadline is not None:
+                waits.append(child.deadline - now)
+            elif child.term_at is not None and not child.killed:
+                waits.append(child.term_at + KILL_GRACE - now)
+        if queued and self.waiting_for_slot:
+            waits.append(SLOT_POLL)
+        if self.progress is not None:
+            waits.append(TICK)
+        return max(0.0, min(waits)) if waits else None
+
+    # -- starting --------------------------------------------------------------------
+    def _write(self, finished: list[_Child], starting: list[_Child]) -> None:
+        """One store write: record what finished and claim-and-start what is due."""
+        spawned: list[_Child] = []
+
+        def mutate(record: dict[str, Any]) -> None:
+            for child in finished:
+                self._record_finish(record, child)
+            for child in starting:
+                self._claim(record, child)
+                if child.popen is not None:
+                    spawned.append(child)
+
+        try:
+            record, _ = self.store.update(self.task, mutate)
+        except BaseException:
+            # Nothing was written: what was started here has no record.
+            for child in spawned:
+                _killpg(child.pid, signal.SIGKILL)
+                self.watchdog.ended(child.pid)
+                child.popen.wait()  # type: ignore[union-attr]
+                child.popen = None
+            raise
+        finally:
+            for child in starting:
+                if child.popen is None and child.slot is not None:
+                    child.slot.release()
+        self.record = record
+        for child in spawned + finished:
+            if child.ran:
+                child.revision = find_instance(record, child.id)["instance_revision"]
+
+    def _claim(self, record: dict[str, Any], child: _Child) -> None:
+        """Under the project lock: check the instance is still as read, start
+        the command, and mark it running (or failed if it cannot start)."""
+        if record["status"] in FINISHED_RUN:
+            child.error = f"not run: the run became {record['status']} meanwhile"
+            return
+        try:
+            inst = find_instance(record, child.id)
+            if inst["attempt"] != child.attempt:
+                raise ParallelError(E.ATTEMPT_MISMATCH, f"it is on attempt {inst['attempt']} now, not {child.attempt}")
+            if inst["instance_revision"] != child.revision:
+                raise ParallelError(E.RUN_REVISION_CONFLICT,
+                                    f"it changed meanwhile (now {inst['status']}, revision {inst['instance_revision']})")
+            check_transition(record, inst, "running")
+        except ParallelError as exc:
+            child.error = f"not run: {exc.message}"
+            return
+        now = utcnow()
+        append_jsonl(child.events, {
+            "event": "engine_dispatched", "ts": now, "run_id": self.run_id, "task": self.task,
+            "instance": child.id, "track": child.track, "attempt": child.attempt, "argv": child.argv,
+            "cwd": child.worktree,
+        })
+        child.ran = True
+        try:
+            child.popen = self._spawn(child)
+        except OSError as exc:
+            code, message = _exec_error(child.argv[0], exc)
+            if exc.filename == child.worktree or not os.path.isdir(child.worktree):
+                code, message = EXIT_NOT_EXECUTABLE, f"the worktree {child.worktree} is gone"
+            with open(child.log, "a", encoding="utf-8") as handle:
+                handle.write(f"git-parallel: {message}\n")
+            child.status, child.exit_code, child.error, child.duration = "failed", code, message, 0.0
+            child.finished_at = now
+            child.head = self.project.repo.ref_target(f"refs/heads/{child.branch}") or inst["head"]
+            check_transition(record, inst, "failed")
+            inst.update(status="failed", pid=None, started_at=now, finished_at=now, exit_code=code, error=message,
+                        head=child.head, log=str(child.log), events=str(child.events))
+            inst["instance_revision"] += 1
+            append_jsonl(child.events, {
+                "event": "engine_exited", "ts": now, "run_id": self.run_id, "instance": child.id,
+                "attempt": child.attempt, "exit_code": code, "duration_s": 0.0, "status": "failed", "error": message,
+            })
+            return
+        self.watchdog.started(child.pid)
+        child.started = time.monotonic()
+        if self.timeout is not None:
+            child.deadline = child.started + self.timeout
+        inst.update(status="running", pid=child.pid, started_at=now, finished_at=None, exit_code=None, error=None,
+                    log=str(child.log), events=str(child.events))
+        inst["instance_revision"] += 1
+
+    def _spawn(self, child: _Child) -> subprocess.Popen[bytes]:
+        env = dict(self.base_env)
+        env.update({
+            "GIT_PARALLEL_TASK": self.task, "GIT_PARALLEL_RUN_ID": self.run_id,
+            "GIT_PARALLEL_INSTANCE": child.id, "GIT_PARALLEL_TRACK": child.track,
+            "GIT_PARALLEL_ATTEMPT": str(child.attempt), "GIT_PARALLEL_WORKTREE": child.worktree,
+            "GIT_PARALLEL_EVENTS": str(child.events),
+        })
+        fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            return subprocess.Popen(
+                child.argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+                start_new_session=True,
+            )
+        finally:
+            os.close(fd)  # the child has its own copy
+
+    # -- watching and ending -----------------------------------------------------------
+    def _enforce_deadlines(self, active: dict[int, _Child], now: float) -> None:
+        for child in active.values():
+            if child.term_at is None and child.deadline is not None and now >= child.deadline:
+                child.reason = child.reason or "timeout"
+                child.term_at = now
+                _killpg(child.pid, signal.SIGTERM)
+            elif child.term_at is not None and not child.killed and now >= child.term_at + KILL_GRACE:
+                child.killed = True
+                _killpg(child.pid, signal.SIGKILL)
+
+    def _stop_all(self, active: dict[int, _Child]) -> None:
+        now = time.monotonic()
+        for child in active.values():
+            if self._exited(child):
+                continue  # it finished on its own before we asked
+            if child.reason is None:
+                child.reason = self.stopping
+            if child.term_at is None:
+                child.term_at = now
+                _killpg(child.pid, signal.SIGTERM)
+
+    @staticmethod
+    def _exited(child: _Child) -> bool:
+        """Has the leader exited?  Asked without reaping it, so that its pid,
+        and with it the process group id, stays reserved until we clear the
+        group."""
+        try:
+            return os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
+    def _finish(self, child: _Child) -> None:
+        assert child.popen is not None
+        # Anything the command left running in its group would go on writing
+        # to the worktree after its work is committed.
+        _killpg(child.pid, signal.SIGKILL)
+        self.watchdog.ended(child.pid)
+        rc = child.popen.wait()
+        child.duration = round(time.monotonic() - child.started, 3)
+        if child.slot is not None:
+            child.slot.release()
+        child.exit_code = rc if rc >= 0 else 128 - rc
+        if child.reason == "timeout":
+            child.status = "failed"
+            child.error = (f"timed out after {self.timeout:g}s; its process group was sent SIGTERM"
+                           + (f", then SIGKILL {KILL_GRACE:g}s later" if child.killed else ""))
+        elif child.reason is not None:
+            child.status = "aborted"
+            child.error = f"stopped: git parallel run received {child.reason}"
+        elif rc == 0:
+            child.status = "succeeded"
+        elif rc > 0:
+            child.status = "failed"
+            child.error = f"exited with status {rc}"
+        else:
+            child.status = "failed"
+            child.error = f"killed by {_signame(-rc)}"
+        child.finished_at = utcnow()
+        append_jsonl(child.events, {
+            "event": "engine_exited", "ts": child.finished_at, "run_id": self.run_id, "instance": child.id,
+            "attempt": child.attempt, "pid": child.pid, "exit_code": child.exit_code, "duration_s": child.duration,
+            "status": child.status, "error": child.error,
+        })
+        if self.commit_leftovers:
+            self._commit_leftovers(child, rc)
+        faults.point("run.after_commit")
+        child.head = self.project.repo.ref_target(f"refs/heads/{child.branch}")
+
+    def _commit_leftovers(self, child: _Child, rc: int) -> None:
+        import pygit2
+
+        problem = None
+        try:
+            wt = pygit2.Repository(child.worktree)
+            head = wt.references.get("HEAD")
+            on = head.target if head is not None and isinstance(head.target, str) else None
+            if on != f"refs/heads/{child.branch}":
+                where = on or "a detached HEAD"
+                problem = f"the command left the worktree on {where}, not {child.branch}; its leftovers were not committed"
+            else:
+                message = (f"git-parallel: leftovers of {self.task}/{child.id}, attempt {child.attempt}\n\n"
+                           f"Uncommitted when the command exited ({child.status}, exit {child.exit_code}).\n\n"
+                           f"Parallel-Run: {self.run_id}\nParallel-Task: {self.task}\n"
+                           f"Parallel-Instance: {child.id}\nParallel-Attempt: {child.attempt}\n")
+                child.committed = commit_all(child.worktree, message, signature=self.signature)
+        except Exception as exc:  # a broken worktree fails this instance, not the run
+            problem = f"its leftovers could not be committed: {type(exc).__name__}: {exc}"
+        if problem:
+            if child.status == "succeeded":
+                child.status = "failed"
+                child.error = f"exited 0 but {problem}"
+            else:
+                child.error = f"{child.error}; {problem}"
+
+    def _record_finish(self, record: dict[str, Any], child: _Child) -> None:
+        inst = find_instance(record, child.id)
+        if inst["attempt"] != child.attempt or inst["instance_revision"] != child.revision or inst["status"] != "running":
+            # Someone (abort, recover) decided about it meanwhile; theirs stands.
+            child.error = (f"{child.error + '; ' if child.error else ''}not recorded: the instance changed "
+                           f"meanwhile (now {inst['status']}, attempt {inst['attempt']})")
+            child.status = inst["status"]
+            return
+        check_transition(record, inst, child.status or "failed")
+        inst.update(status=child.status, exit_code=child.exit_code, error=child.error,
+                    finished_at=child.finished_at, head=child.head)
+        inst["instance_revision"] += 1
+
+    def _kill_everything(self, active: dict[int, _Child]) -> None:
+        """On an unexpected error: leave nothing running, even unrecorded."""
+        for child in active.values():
+            _killpg(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + KILL_GRACE
+        while time.monotonic() < deadline and not all(self._exited(c) for c in active.values()):
+            time.sleep(NO_WAKEUP_POLL)
+        for child in active.values():
+            assert child.popen is not None
+            _killpg(child.pid, signal.SIGKILL)  # before reaping: the leader still holds the group id
+            self.watchdog.ended(child.pid)
+            child.popen.wait()
+            if child.slot is not None:
+                child.slot.release()
+        active.clear()
+
+    # -- reporting -------------------------------------------------------------------
+    def _report(self, active: dict[int, _Child], queue: deque[_Child]) -> None:
+        if self.progress is None:
+            return
+        done = [c for c in self.children if c.finished_at is not None]
+        self.progress({
+            "task": self.task, "run_id": self.run_id, "total": len(self.children), "running": len(active),
+            "queued": len(queue), "succeeded": sum(1 for c in done if c.status == "succeeded"),
+            "failed": sum(1 for c in done if c.status in ("failed", "aborted")),
+            "elapsed_s": round(time.monotonic() - self.t0, 1), "waiting_for_slot": self.waiting_for_slot,
+            "max_total": self.max_total, "stopping": self.stopping,
+        })
+
+    def _write_notes(self) -> str | None:
+        touched = [c for c in self.children if c.ran]
+        entries = []
+        for child in touched:
+            inst = find_instance(self.record, child.id)
+            tip = self.project.tip(inst) or inst["head"]
+            if tip:
+                entries.append((tip, instance_note(self.record, inst, tip)))
+        if not entries:
+            return None
+        try:
+            self.project.add_notes(self.record, entries, f"run {', '.join(c.id for c in touched)}")
+        except Exception as exc:  # the record is right; the mirror can be rewritten by recover
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    def _summary(self, notes_error: str | None) -> dict[str, Any]:
+        rows = []
+        for child in self.children:
+            inst = find_instance(self.record, child.id)
+            rows.append({
+                "id": child.id, "track": child.track, "attempt": child.attempt, "ran": child.ran,
+                "status": child.status if child.ran else inst["status"], "exit_code": child.exit_code,
+                "error": child.error, "duration_s": child.duration, "head": child.head or inst["head"],
+                "committed": child.committed, "pid": child.popen.pid if child.popen else None,
+                "log": str(child.log) if child.ran else None, "events": str(child.events) if child.ran else None,
+            })
+        counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("succeeded", "failed", "aborted")}
+        return {
+            "task": self.task, "run_id": self.run_id, "command": self.argv, "jobs": self.jobs,
+            "max_total": self.max_total, "timeout": self.timeout, "instances": rows, "counts": counts,
+            "elapsed_s": round(time.monotonic() - self.t0, 3), "interrupted": self.stopping,
+            "notes_error": notes_error, "run_status": self.record["status"],
+        }
+
+
+def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
+        timeout: float | None = None, jobs: int | None = None,
+        progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run ``argv`` in every selected instance; returns the summary.
+
+    ``progress``, if given, is called with a small state dict whenever
+    something changes (and a few times a second while anything runs)."""
+    check_name(task, "task")
+    if not argv or not argv[0]:
+        raise ParallelError(E.EXECUTE_FAILED, "no command to run",
+                            hint=f"give it after --: `git parallel run {task} -- CMD [ARG...]`")
+    if timeout is not None and not timeout > 0:
+        raise ParallelError(E.EXECUTE_FAILED, f"--timeout {timeout} is not a positive number of seconds",
+                            hint="pass --timeout S with S > 0, or leave it out for no limit")
+    if jobs is not None and jobs < 1:
+        raise ParallelError(E.EXECUTE_FAILED, f"--jobs {jobs} is below 1", hint="pass --jobs 1 or more")
+    record = project.store.load(task)
+    if record["status"] in FINISHED_RUN:
+        raise ParallelError(
+            E.BRANCH_TERMINAL,
+            f"run {record['run_id']} of {task!r} is {record['status']}; nothing to run",
+            hint=f"spawn a new run with `git parallel spawn {task}`",
+        )
+    chosen = _select(project, record, instances)
+    return _Runner(project, record, chosen, argv, timeout, jobs, progress).run()
+
+
+def succeeded(summary: dict[str, Any]) -> bool:
+    """True when every selected instance ran and succeeded, the run was not
+    interrupted, and the notes were written."""
+    return (not summary["interrupted"] and summary["notes_error"] is None
+            and all(r["ran"] and r["status"] == "succeeded" for r in summary["instances"]))
