@@ -22,7 +22,7 @@ from gitflow_parallel import evidence, faults, worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, utcnow
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project, instance_note, pid_alive
+from gitflow_parallel.project import Project, instance_note, instance_process_alive
 from gitflow_parallel.store import FINISHED_RUN, RETRYABLE, SCHEMA_VERSION, TERMINAL, find_instance
 
 MAX_INSTANCES = 64
@@ -137,7 +137,7 @@ def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
             tip = project.repo.ref_target(worktrees.archive_ref(record["run_id"], inst["id"], inst["attempt"]))
         fresh = evidence.freshness(record, inst, tip)
         flags = []
-        if inst["status"] == "running" and not pid_alive(inst.get("pid")):
+        if inst["status"] == "running" and not instance_process_alive(inst):
             flags.append("process gone")
         if not inst.get("removed"):
             if tip is None:
@@ -206,11 +206,12 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
             i["history"].append({
                 "attempt": i["attempt"], "status": i["status"], "head": tip, "verdict": i["verdict"],
                 "score": i["score"], "evidence": i["evidence"], "error": i["error"], "exit_code": i.get("exit_code"),
-                "log": i.get("log"), "archive_ref": archived, "finished_at": i.get("finished_at"),
+                "log": i.get("log"), "events": i.get("events"), "archive_ref": archived,
+                "finished_at": i.get("finished_at"),
             })
             i.update(attempt=i["attempt"] + 1, status="pending", head=base, verdict=None, score=None,
                      evidence=None, error=None, pid=None, started_at=None, finished_at=None, exit_code=None,
-                     log=None, removed=False)
+                     log=None, events=None, removed=False)
 
         record, _ = store.update_instance(task, inst_id, apply, expected_revision=expected_revision)
     inst = find_instance(record, inst_id)
@@ -230,7 +231,8 @@ def _refuse_finished(record: dict[str, Any], verb: str) -> None:
 # -- abort and cleanup -------------------------------------------------------------
 def _stop(inst: dict[str, Any]) -> bool:
     pid = inst.get("pid")
-    if inst["status"] == "running" and pid_alive(pid):
+    # Only a process that is still the one recorded (not a recycled pid).
+    if inst["status"] == "running" and instance_process_alive(inst):
         try:
             os.killpg(pid, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):

@@ -38,6 +38,42 @@ def instance_note(record: dict[str, Any], inst: dict[str, Any], commit: str) -> 
     )
 
 
+def _process_start_epoch(pid: int) -> float | None:
+    """When ``pid`` started (seconds since the epoch), from /proc; None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b") ", 1)[1].split()
+        with open("/proc/stat", "rb") as handle:
+            btime = next(int(l.split()[1]) for l in handle if l.startswith(b"btime "))
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    # Field 22 of stat (index 19 after the command name) is the start time in ticks.
+    return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def instance_process_alive(inst: dict[str, Any]) -> bool:
+    """Is the process recorded for a running instance still that process?
+
+    A pid alone can be recycled after a crash; where /proc tells when the
+    process started, it must have started within a few seconds of the
+    instance's ``started_at``, or it is somebody else's."""
+    pid = inst.get("pid")
+    if not pid_alive(pid):
+        return False
+    started = _process_start_epoch(pid)
+    recorded = inst.get("started_at")
+    if started is None or not isinstance(recorded, str):
+        return True
+    import datetime as _dt
+
+    try:
+        when = _dt.datetime.strptime(recorded, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+    except ValueError:
+        return True
+    # btime has one-second resolution and the record is written just after the start.
+    return abs(started - when) < 5.0
+
+
 def pid_alive(pid: Any) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
