@@ -196,7 +196,8 @@ def choose(project: Project, record: dict[str, Any], track: str) -> dict[str, An
         elif c["tree"] == winner["tree"] and method == "majority_vote":
             reason = "same tree as the winner, ranked lower"
         else:
-            reason = f"ranked below {winner['id']} (score {c['score']}, proof {c['proof_issued_at']})"
+            score = "unavailable" if c["score"] is None else c["score"]
+            reason = f"ranked below {winner['id']} (score {score}, proof {c['proof_issued_at']})"
         losers.append({"id": c["id"], "code": E.SELECTION_NO_PASS, "reason": reason})
     losers.sort(key=lambda l: l["id"])
     return {

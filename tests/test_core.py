@@ -115,6 +115,32 @@ def test_record_broken_by_hand(repo: Path, gp: GP) -> None:
     assert "run_revision" in proc.stderr
 
 
+def test_record_read_exactly_as_safe_load(repo: Path, gp: GP) -> None:
+    """Records are parsed through libyaml when present; a file that only
+    libyaml would accept (a tab PyYAML refuses) is still refused, at PyYAML's line."""
+    import yaml
+
+    from gitflow_parallel.store import parse_yaml
+
+    gp.json("spawn", "t", "-n", "2")
+    path = repo / ".git" / "parallel" / "runs" / "t.yaml"
+    text = path.read_text()
+    assert parse_yaml(text) == yaml.safe_load(text)
+    odd = {"s": "tab\there, nul \x00, bell \x07, NEL \x85, LS \u2028, BOM \ufeff, é ✓ 😀 " * 3, "n": [None, True, 1.5]}
+    dumped = yaml.safe_dump(odd, sort_keys=True, default_flow_style=False, allow_unicode=True)
+    assert parse_yaml(dumped) == yaml.safe_load(dumped) == odd
+    for broken in ("a:\tb\n", "a: [1,\t2]\n", "a: 1\nb:\t\n  c: 2\n", "a: \x07\n", "{{{ not yaml", "a: 1\n\tb: 2\n"):
+        with pytest.raises(yaml.YAMLError) as ours:
+            parse_yaml(broken)
+        with pytest.raises(yaml.YAMLError) as theirs:
+            yaml.safe_load(broken)
+        assert str(ours.value) == str(theirs.value)
+    path.write_text(text.replace("\nstatus: pending", "\nstatus:\tpending", 1))
+    lineno = text[: text.index("\nstatus: pending")].count("\n") + 2
+    proc = gp("status", "t", code=1)
+    assert "error[PARALLEL_RECORD_INVALID]" in proc.stderr and f"not valid YAML at line {lineno}" in proc.stderr
+
+
 def test_second_spawn_of_live_task(repo: Path, gp: GP) -> None:
     gp("spawn", "t", "-n", "1")
     before = snapshot(repo)
