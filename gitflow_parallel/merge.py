@@ -276,6 +276,18 @@ def merge(project: Project, task: str) -> dict[str, Any]:
         if record["status"] == "aborted":
             raise ParallelError(E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} was aborted",
                                 hint=f"spawn a new run with `git parallel spawn {task}`")
+        if intent_path(project, record).exists():
+            # An earlier merge of this run died between writing its intent and
+            # recording the result: the base may already have moved, its
+            # checkout may still show the old tree (which would read as
+            # "uncommitted changes" here), and the intent is what tells
+            # recover which.  Never overwrite or clear it from here.
+            raise ParallelError(
+                E.MERGE_CONFLICT,
+                f"an earlier `git parallel merge` of run {record['run_id']} was interrupted "
+                f"({intent_path(project, record)} is still there); nothing was changed",
+                hint=f"run `git parallel recover {task}`, which records or discards that merge, then merge again if needed",
+            )
         winners = winner_instances(project, record)
         for pick, inst in winners:
             ok, code, why = winner_check(project, record, inst, project.tip(inst) or "")

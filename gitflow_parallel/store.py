@@ -262,7 +262,7 @@ class Store:
     def _write(self, record: dict[str, Any]) -> None:
         validate_record(record, self.path(record["task"]))
         atomic_write(self.path(record["task"]), dump(record))
-        self.write_live_index()
+        self.write_live_index(record)
 
     def create(self, record: dict[str, Any]) -> dict[str, Any]:
         """Store a new run; refuse if the task already has a live one.  A
@@ -359,8 +359,14 @@ class Store:
         return record
 
     # -- the hooks' index ---------------------------------------------------------
-    def write_live_index(self) -> None:
+    def write_live_index(self, changed: dict[str, Any] | None = None) -> None:
         """Rewrite ``parallel/live`` from the live records (called under the lock).
+
+        With ``changed`` (the record just written), only that task's lines are
+        recomputed and the others are taken from the current index, which
+        every write keeps exact; without it (or with no index to start from)
+        every record is read.  The file is left alone when its text would not
+        change, so most record writes cost no second fsync.
 
         One line per live base ref and per instance branch, fields separated
         by single spaces (no field can hold one: refs, task names, run ids
@@ -376,8 +382,10 @@ class Store:
         index last had for it, so the hooks go on guarding its branches (and
         refuse what they cannot verify) until it is repaired."""
         previous: dict[str, list[str]] = {}
+        previous_text = None
         try:
-            for line in self.live_path.read_text(encoding="utf-8").splitlines():
+            previous_text = self.live_path.read_text(encoding="utf-8")
+            for line in previous_text.splitlines():
                 parts = line.split()
                 if len(parts) >= 3 and parts[0] in ("base", "branch"):
                     previous.setdefault(parts[2], []).append(line)
@@ -385,9 +393,13 @@ class Store:
             pass
         lines = ["# git-parallel live index v1: base REF TASK RUN_ID BASE_COMMIT | "
                  "branch REF TASK RUN_ID INSTANCE TRACK"]
+        incremental = changed is not None and self.live_path.exists()
         for task in self.tasks():
+            if incremental and task != changed["task"]:
+                lines.extend(previous.get(task, []))
+                continue
             try:
-                record = self.read(self.path(task))
+                record = changed if incremental else self.read(self.path(task))
             except FileNotFoundError:
                 continue
             except ParallelError:
@@ -406,7 +418,10 @@ class Store:
             except FileNotFoundError:
                 pass
             return
-        atomic_write(self.live_path, "\n".join(lines) + "\n")
+        text = "\n".join(lines) + "\n"
+        if incremental and previous_text == text:
+            return
+        atomic_write(self.live_path, text)
 
 
 def check_transition(record: dict[str, Any], inst: dict[str, Any], to: str) -> None:

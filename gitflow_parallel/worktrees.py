@@ -193,13 +193,23 @@ def archive(repo: Repo, run_id: str, inst_id: str, attempt: int, oid: str) -> st
     """Keep ``oid`` under the instance's archive ref (idempotent)."""
     name = archive_ref(run_id, inst_id, attempt)
     current = repo.ref_target(name)
-    if current == oid:
+    if current == oid or (current is not None and repo.is_ancestor(oid, current)):
+        # Already kept (e.g. a retry interrupted after resetting to the base
+        # archives the base next time): moving the ref would drop the tip.
         return name
     if current is None:
         repo.git.references.create(name, pygit2.Oid(hex=oid), force=False)
-    else:
+    elif repo.is_ancestor(current, oid):
         # The attempt produced more since it was archived: keep the newer tip.
         repo.git.references[name].set_target(pygit2.Oid(hex=oid), "git-parallel: archive")
+    else:
+        raise ParallelError(
+            E.WORKTREE_CLEANUP_FAILED,
+            f"{name} keeps {current[:12]}, and the tip to keep now ({oid[:12]}) does not contain it "
+            "(the branch was rewritten); moving the archive ref would lose that work",
+            hint=f"keep one under another name first (git update-ref refs/parallel/keep/{inst_id} {oid}), "
+                 f"then reset the branch to {current[:12]} and try again",
+        )
     return name
 
 
