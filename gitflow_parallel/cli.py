@@ -256,11 +256,14 @@ def status(task: str | None, as_json: bool) -> None:
 @click.argument("task")
 @click.argument("instance")
 @click.option("--revision", type=int, default=None, help="Refuse unless the run is still at this run_revision.")
+@click.option("--force", is_flag=True,
+              help="Retry even if the worktree has uncommitted changes (kept on the archive ref first).")
 @json_option
-def retry(task: str, instance: str, revision: int | None, as_json: bool) -> None:
+def retry(task: str, instance: str, revision: int | None, force: bool, as_json: bool) -> None:
     """Start a new attempt of a failed or aborted INSTANCE: its tip is kept
     under refs/parallel/archive/, its branch and worktree are reset to the
-    base commit, and its attempt goes up by one (at most rework_max times)."""
+    base commit, and its attempt goes up by one (at most rework_max times).
+    A worktree with uncommitted changes is refused unless --force."""
     from gitflow_parallel import lifecycle
     from gitflow_parallel.store import find_instance
 
@@ -272,7 +275,8 @@ def retry(task: str, instance: str, revision: int | None, as_json: bool) -> None
             click.echo(f"previous attempt kept at {prev['archive_ref']}")
         click.echo(f"next: git parallel run {task} --instance {instance} -- <agent command>")
 
-    run_verb(as_json, lambda: lifecycle.retry(_project(), task, instance, expected_revision=revision), render)
+    run_verb(as_json, lambda: lifecycle.retry(_project(), task, instance, expected_revision=revision, force=force),
+             render)
 
 
 @main_group.command()

@@ -131,17 +131,13 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, faults, notes
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes, utcnow
-from gitflow_parallel.gitrepo import worktree_changes
+from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, worktree_changes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project
 from gitflow_parallel.store import FINISHED_RUN, find_instance
 
 # Grace between SIGTERM and SIGKILL for a gate past its timeout.
 KILL_GRACE = 2.0
-# Inherited variables that would make a gate's git calls look at another
-# repository, index or object store than the worktree it runs in.
-_GIT_LOCATION_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                     "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_PREFIX", "GIT_NAMESPACE")
 # A findings file larger than this is not read (it is not a findings file).
 MAX_FINDINGS_BYTES = 64 << 20
 
@@ -150,7 +146,7 @@ MAX_FINDINGS_BYTES = 64 << 20
 def gate_env(extra: dict[str, str], facts: dict[str, str]) -> dict[str, str]:
     """The environment a gate or score command runs with (see the module doc)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("GIT_PARALLEL_") and k not in _GIT_LOCATION_ENV}
+           if not k.startswith("GIT_PARALLEL_") and k not in GIT_LOCATION_ENV}
     env.update(extra)
     env.update({f"GIT_PARALLEL_{k}": v for k, v in facts.items()})
     return env

@@ -20,6 +20,9 @@ from gitflow_parallel.errors import BASE_NOT_FOUND, NOT_A_REPO, ParallelError
 # Set on every git subprocess we start, so our own hooks let our moves through.
 INTERNAL_ENV = "GIT_PARALLEL_INTERNAL"
 
+GIT_LOCATION_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+                    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_PREFIX", "GIT_NAMESPACE")
+
 DEFAULT_NAME = "git-parallel"
 DEFAULT_EMAIL = "git-parallel@localhost"
 
@@ -159,7 +162,9 @@ class Repo:
     # -- git itself ----------------------------------------------------------
     def run_git(self, args: list[str], cwd: str | os.PathLike[str] | None = None,
                 check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-        env = dict(os.environ)
+        # Our git calls name their repository by cwd; an inherited GIT_DIR or
+        # GIT_WORK_TREE (say, from `git --git-dir=… parallel`) would aim them elsewhere.
+        env = {k: v for k, v in os.environ.items() if k not in GIT_LOCATION_ENV}
         env[INTERNAL_ENV] = "1"
         proc = subprocess.run(["git", *args], cwd=str(cwd or self.main_workdir), env=env,
                               input=input, capture_output=True)

@@ -21,6 +21,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, faults, worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, utcnow
+from gitflow_parallel.gitrepo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project, instance_note, instance_process_alive
 from gitflow_parallel.store import FINISHED_RUN, RETRYABLE, SCHEMA_VERSION, TERMINAL, find_instance
@@ -162,7 +163,8 @@ def status(project: Project, task: str | None = None) -> dict[str, Any]:
 
 
 # -- retry ---------------------------------------------------------------------
-def retry(project: Project, task: str, inst_id: str, expected_revision: int | None = None) -> dict[str, Any]:
+def retry(project: Project, task: str, inst_id: str, expected_revision: int | None = None,
+          force: bool = False) -> dict[str, Any]:
     check_name(task, "task")
     repo, store = project.repo, project.store
     with store.lock():
@@ -185,10 +187,18 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
             )
         base = record["base"]["commit"]
         tip = project.tip(inst)
+        path = Path(inst["worktree"])
+        if (path / ".git").exists() and tip is not None:
+            # The reset below would destroy uncommitted work: refuse it, or
+            # with --force keep it on the archive ref first.
+            _check_removable(project, record, [inst], force)
+            if force and worktree_changes(path):
+                tip = commit_all(path, f"git-parallel: uncommitted work of {task}/{inst_id} attempt "
+                                 f"{inst['attempt']}, kept at retry", ref=None, parent=tip,
+                                 signature=repo.signature()) or tip
         archived = None
         if tip is not None:
             archived = worktrees.archive(repo, record["run_id"], inst_id, inst["attempt"], tip)
-        path = Path(inst["worktree"])
         if path.exists() and (path / ".git").exists() and tip is not None:
             worktrees.reset(repo, inst, base)
         else:
@@ -260,7 +270,9 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
             now = utcnow()
             for i in rec["instances"]:
                 if any(t["id"] == i["id"] for t in targets) and i["status"] not in TERMINAL:
-                    i.update(status="aborted", error="aborted by the user", finished_at=now)
+                    tip = project.tip(i)
+                    i.update(status="aborted", error="aborted by the user", finished_at=now,
+                             head=tip or i["head"])
                     i["instance_revision"] += 1
             if inst_id is None:
                 rec["status"] = "aborted"
@@ -276,8 +288,6 @@ def _check_removable(project: Project, record: dict[str, Any], insts: list[dict[
     """Refuse before anything changes if a worktree holds uncommitted work."""
     if force:
         return
-    from gitflow_parallel.gitrepo import worktree_changes
-
     for inst in insts:
         path = Path(inst["worktree"])
         if inst.get("removed") or not (path / ".git").exists():

@@ -88,7 +88,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.gitrepo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project, instance_note, pid_alive
+from gitflow_parallel.project import Project, instance_note, instance_process_alive
 from gitflow_parallel.store import FINISHED_RUN, TERMINAL, check_transition, find_instance
 
 AUDIT_SCHEMA = 1
@@ -540,7 +540,7 @@ class _RunCheck:
         for inst in broken:
             st = self.states[inst["id"]]
             missing = self.describe_missing(inst)
-            if inst["status"] == "running" and pid_alive(inst.get("pid")):
+            if inst["status"] == "running" and instance_process_alive(inst):
                 self.add(WORKTREE_MISSING, ERROR,
                          f"instance {inst['id']} is running (pid {inst['pid']}) but its {missing}",
                          fix=f"git parallel abort {self.task} {inst['id']}, then git parallel retry {self.task} {inst['id']}",
@@ -735,7 +735,7 @@ class _RunCheck:
         if not self.live:
             return
         for inst in self.record["instances"]:
-            if inst["status"] != "running" or pid_alive(inst.get("pid")):
+            if inst["status"] != "running" or instance_process_alive(inst):
                 continue
             self.process_gone(inst)
 

@@ -78,7 +78,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import faults
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import append_jsonl, utcnow
-from gitflow_parallel.gitrepo import INTERNAL_ENV, commit_all
+from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, INTERNAL_ENV, commit_all
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project, instance_note, pid_alive
 from gitflow_parallel.slots import Slot, Slots
@@ -93,10 +93,7 @@ PLACEHOLDERS = ("task", "instance", "track", "attempt", "worktree")
 
 # Variables that would make the agent's git act on another repository (or
 # pass for git-parallel itself), instead of discovering its own worktree.
-_STRIPPED_ENV = (
-    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX", faults.ENV, INTERNAL_ENV,
-)
+_STRIPPED_ENV = (*GIT_LOCATION_ENV, faults.ENV, INTERNAL_ENV)
 _STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126  # what a shell would report
 

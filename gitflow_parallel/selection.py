@@ -249,6 +249,13 @@ def pick(project: Project, task: str, track: str | None = None) -> dict[str, Any
                 written.append((p, path, sha256_bytes(data)))
             else:  # someone else picked first (outside our lock: a hand-made file)
                 existing.append(load_pick(project, record, p["track"]))
+        created = {p["track"] for p, _, _ in written}
+        # A pick file that exists but is not in the record (a pick that crashed
+        # between the two) is bound now, exactly as its own pick would have.
+        for p in existing:
+            if p["track"] not in (record.get("picks") or {}):
+                path = pick_path(project.repo.parallel_dir, record["run_id"], p["track"])
+                written.append((p, path, sha256_bytes(path.read_bytes())))
         faults.point("pick.after_record")
         if written:
             def apply(rec: dict[str, Any]) -> None:
@@ -262,8 +269,9 @@ def pick(project: Project, task: str, track: str | None = None) -> dict[str, Any
             record, _ = store.update(task, apply)
     if written:
         project.add_notes(record, [(p["winner"]["commit"], pick_note(p)) for p, _, _ in written], "pick")
-    return {"run_id": record["run_id"], "task": task, "picks": [p for p, _, _ in written], "existing": existing,
-            "status": record["status"]}
+    return {"run_id": record["run_id"], "task": task,
+            "picks": [p for p, _, _ in written if p["track"] in created],
+            "existing": existing, "status": record["status"]}
 
 
 def winner_instances(project: Project, record: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:

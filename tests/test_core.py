@@ -264,3 +264,20 @@ def test_init_sets_notes_config(repo: Path, gp: GP) -> None:
 def test_module_entry_point(repo: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "gitflow_parallel", "--help"], cwd=repo, capture_output=True, text=True)
     assert proc.returncode == 0 and "spawn" in proc.stdout
+
+
+def test_retry_keeps_uncommitted_work(repo: Path, gp: GP) -> None:
+    run = gp.json("spawn", "t", "-n", "1")
+    wt = Path(run["instances"][0]["worktree"])
+    gp("abort", "t", "1")
+    (wt / "notes.txt").write_text("half-done work\n")
+    before = snapshot(repo)
+    proc = gp("retry", "t", "1", code=1)
+    assert "PARALLEL_DEV_WORKTREE_CLEANUP_FAILED" in proc.stderr and "notes.txt" in proc.stderr
+    assert snapshot(repo) == before and (wt / "notes.txt").exists()
+    record = gp.json("retry", "t", "1", "--force")
+    inst = record["instances"][0]
+    assert inst["attempt"] == 1 and inst["status"] == "pending"
+    assert not (wt / "notes.txt").exists()
+    archive = inst["history"][0]["archive_ref"]
+    assert git(repo, "show", f"{archive}:notes.txt") == "half-done work"
