@@ -303,10 +303,10 @@ def abort(task: str, instance: str | None, force: bool, as_json: bool) -> None:
 
 @main_group.command()
 @click.argument("task")
-@click.option("--keep-losers", is_flag=True, default=None, help="Remove only the winners' worktrees; keep the losers'.")
+@click.option("--keep-losers", is_flag=True, help="Remove only the winners' worktrees; keep the losers'.")
 @click.option("--force", is_flag=True, help="Remove worktrees with uncommitted changes (committed onto the archive ref first).")
 @json_option
-def cleanup(task: str, keep_losers: bool | None, force: bool, as_json: bool) -> None:
+def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
     """Remove the worktrees and branches of a merged or aborted run.  Every
     tip is first kept under refs/parallel/archive/<run_id>/<id>/<attempt>;
     a worktree with uncommitted changes is refused unless --force."""
@@ -321,7 +321,7 @@ def cleanup(task: str, keep_losers: bool | None, force: bool, as_json: bool) -> 
         if not r["removed"]:
             click.echo("nothing to remove")
 
-    run_verb(as_json, lambda: lifecycle.cleanup(_project(), task, keep_losers=keep_losers or None, force=force),
+    run_verb(as_json, lambda: lifecycle.cleanup(_project(), task, keep_losers=keep_losers, force=force),
              render)
 
 

@@ -319,8 +319,9 @@ def _remove_all(project: Project, record: dict[str, Any], insts: list[dict[str, 
     return done
 
 
-def cleanup(project: Project, task: str, keep_losers: bool | None = None, force: bool = False) -> dict[str, Any]:
-    """Remove the worktrees and branches of a finished run, tips archived first."""
+def cleanup(project: Project, task: str, keep_losers: bool = False, force: bool = False) -> dict[str, Any]:
+    """Remove the worktrees and branches of a finished run, tips archived first
+    (with ``keep_losers``, only the winners')."""
     check_name(task, "task")
     store = project.store
     with store.lock():
@@ -331,8 +332,6 @@ def cleanup(project: Project, task: str, keep_losers: bool | None = None, force:
                 f"run {record['run_id']} of {task!r} is {record['status']}, not merged or aborted",
                 hint=f"merge it (`git parallel merge {task}`) or abort it (`git parallel abort {task}`) first",
             )
-        if keep_losers is None:
-            keep_losers = bool(record["config"]["keep_losers"])
         winners = {p.get("winner") for p in (record.get("picks") or {}).values()}
         insts = [i for i in record["instances"] if not keep_losers or i["id"] in winners]
         _check_removable(project, record, insts, force)

@@ -344,7 +344,7 @@ def merge(project: Project, task: str) -> dict[str, Any]:
     from gitflow_parallel import lifecycle
 
     try:
-        cleaned = lifecycle.cleanup(project, task)
+        cleaned = lifecycle.cleanup(project, task, keep_losers=bool(record["config"]["keep_losers"]))
         cleanup_error = None
     except ParallelError as exc:
         cleaned, cleanup_error = None, {"code": exc.code, "message": exc.message, "hint": exc.hint}

@@ -285,6 +285,18 @@ class Store:
                         hint=f"see `git parallel status {record['task']}`; finish it with merge, or "
                         f"`git parallel abort {record['task']}` and `git parallel cleanup {record['task']}`",
                     )
+                kept = [i["id"] for i in old["instances"] if not i.get("removed")]
+                if kept:
+                    # Its branches and worktrees (kept losers, or a cleanup that
+                    # was refused) would collide, and once the record is moved
+                    # aside `cleanup TASK` could no longer find them.
+                    raise ParallelError(
+                        E.RUN_EXISTS,
+                        f"the {old['status']} run {old['run_id']} of {record['task']!r} still has the worktrees "
+                        f"and branches of instance(s) {', '.join(kept)}",
+                        hint=f"remove them first with `git parallel cleanup {record['task']}` "
+                             "(their tips are kept under refs/parallel/archive/)",
+                    )
                 self.retire(old)
             record["run_revision"] = 1
             self._write(record)

@@ -281,3 +281,4 @@ def test_retry_keeps_uncommitted_work(repo: Path, gp: GP) -> None:
     assert not (wt / "notes.txt").exists()
     archive = inst["history"][0]["archive_ref"]
     assert git(repo, "show", f"{archive}:notes.txt") == "half-done work"
+

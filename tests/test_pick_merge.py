@@ -390,3 +390,20 @@ def test_stale_winner_is_not_merged(tmp_path: Path) -> None:
     proc = gp("merge", "t", code=1)
     assert "PARALLEL_EVIDENCE_MISMATCH" in proc.stderr
     assert snapshot(repo) == before
+
+
+def test_kept_losers_need_cleanup_before_the_next_spawn(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path, extra="keep_losers: true\n")
+    gp("spawn", "t", "-n", "2")
+    agent(gp, "t", "1", "a.num=1")
+    agent(gp, "t", "2", "a.num=2")
+    gp("check", "t")
+    gp("pick", "t")
+    result = gp.json("merge", "t")
+    assert result["cleanup"]["kept"]  # the loser's worktree stayed
+    before = snapshot(repo)
+    proc = gp("spawn", "t", "-n", "1", code=1)
+    assert "error[PARALLEL_RUN_EXISTS]" in proc.stderr and "git parallel cleanup t" in proc.stderr
+    assert snapshot(repo) == before
+    gp("cleanup", "t")
+    gp("spawn", "t", "-n", "1")
