@@ -55,23 +55,40 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> None:
-    """Replace ``path`` with ``data`` so that readers never see a partial file."""
-    target = Path(path)
+def _complete_temp(target: Path, payload: bytes, mode: int | None) -> str:
+    """A fully written, fsynced temporary file beside ``target``."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return tmp
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` so that readers never see a partial file
+    (nor, with ``mode``, one without its permission bits)."""
+    target = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = _complete_temp(target, payload, mode)
+    try:
         os.replace(tmp, target)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink(tmp)
         raise
     _fsync_dir(target.parent)
 
@@ -83,23 +100,14 @@ def create_exclusive(path: str | os.PathLike[str], data: bytes | str) -> bool:
     place, so the write-once file is either absent or complete.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = _complete_temp(target, payload, None)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            return False
+        os.link(tmp, target)
+    except FileExistsError:
+        return False
     finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink(tmp)
     _fsync_dir(target.parent)
     return True
 

@@ -105,6 +105,7 @@ from typing import IO, Any, Callable
 # they are used.
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import atomic_write
 
 HOOK_NAMES = ("pre-merge-commit", "reference-transaction", "post-checkout")
 VERSION = 1
@@ -152,9 +153,16 @@ def _core_hooks_path(project: Any) -> str | None:
 
 # -- the scripts -----------------------------------------------------------------
 def _template(name: str) -> str:
+    """A template from the installed package, or, when the package is used
+    straight from a source checkout (PYTHONPATH), from its top-level hooks/."""
     import importlib.resources
+    from pathlib import Path
 
-    return importlib.resources.files(TEMPLATES).joinpath(name).read_text(encoding="utf-8")
+    try:
+        return importlib.resources.files(TEMPLATES).joinpath(name).read_text(encoding="utf-8")
+    except ModuleNotFoundError:
+        source = Path(__file__).resolve().parent.parent / "hooks" / name
+        return source.read_text(encoding="utf-8")
 
 
 def render(hook: str, python: str, common_dir: str, layout: str) -> str:
@@ -215,27 +223,6 @@ def _recorded(path: Path) -> dict[str, str]:
     return out
 
 
-def _write_executable(path: Path, text: str) -> None:
-    """Replace ``path`` atomically with an executable script: git must never
-    see a half-written hook, nor one without its executable bit."""
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 # -- install / uninstall / status ----------------------------------------------------
 def install(project: Any) -> dict[str, Any]:
     """Install (or refresh) the three hooks; foreign ones are kept as ``.legacy``."""
@@ -270,7 +257,8 @@ def install(project: Any) -> dict[str, Any]:
         else:
             if state == "foreign":
                 os.replace(path, legacy)
-            _write_executable(path, text)
+            # git must never see a half-written hook, nor one without its x bit.
+            atomic_write(path, text, mode=0o755)
             action = {"absent": "installed", "ours": "updated", "foreign": "installed"}[state]
         results.append({"name": name, "path": str(path), "action": action,
                         "legacy": str(legacy) if _present(legacy) else None,
