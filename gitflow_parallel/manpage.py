@@ -31,6 +31,8 @@ def _paragraphs(text: str) -> list[str]:
 def _options(ctx: click.Context, cmd: click.Command) -> list[str]:
     out = []
     for param in cmd.get_params(ctx):
+        if not isinstance(param, click.Option):
+            continue  # arguments are in the usage line (and click versions differ here)
         record = param.get_help_record(ctx)
         if record is None:
             continue
