@@ -117,11 +117,7 @@ class Repo:
         ``old=None`` means the ref must not exist yet."""
         refs = self.git.references
         if old is None:
-            try:
-                refs.create(name, pygit2.Oid(hex=new), force=False)
-                return True
-            except (pygit2.AlreadyExistsError, ValueError, pygit2.GitError):
-                return False
+            return self.create_ref(name, new, message)
         try:
             ref = refs[name]
         except KeyError:
@@ -133,6 +129,10 @@ class Repo:
         except (pygit2.GitError, ValueError):
             return False
         return True
+
+    def create_ref(self, name: str, new: str, message: str) -> bool:
+        """Create ``name`` at ``new`` only if it does not exist; False if it does."""
+        return create_ref_exclusive(self.common_dir, name, new, message)
 
     def delete_ref(self, name: str, expected: str | None = None) -> bool:
         try:
@@ -172,6 +172,20 @@ class Repo:
             raise RuntimeError(f"git {' '.join(args)} failed ({proc.returncode}): "
                                f"{proc.stderr.decode(errors='replace').strip()}")
         return proc
+
+
+def create_ref_exclusive(git_dir: str | os.PathLike[str], name: str, new: str, message: str) -> bool:
+    """Create a ref only if it does not exist yet; False if it does.
+
+    libgit2 checks for an existing ref *before* taking the ref's lock, so two
+    ``references.create(force=False)`` at once can both succeed, the second
+    silently replacing the first.  git's update-ref with the null oid as the
+    old value makes that check under the lock."""
+    env = {k: v for k, v in os.environ.items() if k not in GIT_LOCATION_ENV}
+    env[INTERNAL_ENV] = "1"
+    proc = subprocess.run(["git", f"--git-dir={git_dir}", "update-ref", "-m", message, name, new, "0" * len(new)],
+                          env=env, capture_output=True)
+    return proc.returncode == 0
 
 
 def worktree_changes(path: str | os.PathLike[str]) -> list[str]:

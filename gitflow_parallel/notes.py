@@ -21,6 +21,7 @@ from typing import Any, Iterable
 import pygit2
 
 from gitflow_parallel.files import canonical_json
+from gitflow_parallel.gitrepo import create_ref_exclusive
 
 NOTE_VERSION = 1
 MAX_ATTEMPTS = 50
@@ -129,9 +130,10 @@ def add(repo: pygit2.Repository, notes_ref: str, entries: Iterable[tuple[str, st
         commit = repo.create_commit(None, signature, signature, message, new_tree.id, parents)
         try:
             if ref is None:
-                repo.references.create(notes_ref, commit, force=False)
+                if not create_ref_exclusive(repo.path, notes_ref, str(commit), message):
+                    raise ValueError("created meanwhile")
             else:
-                ref.set_target(commit, message)
+                ref.set_target(commit, message)  # a real compare-and-swap
             return str(commit)
         except (pygit2.AlreadyExistsError, pygit2.GitError, ValueError, OSError):
             # Someone else published first (or holds the ref's lock file right

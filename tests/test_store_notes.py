@@ -103,3 +103,25 @@ def test_live_index_tracks_live_runs(repo: Path, gp: GP) -> None:
     assert "refs/heads/main" in text and "refs/heads/parallel/t/1" in text and "refs/heads/parallel/t/2" in text
     gp("abort", "t")
     assert not live.exists()
+
+
+def test_exclusive_ref_creation_has_one_winner(repo: Path) -> None:
+    # libgit2's references.create(force=False) checks before it locks, so two
+    # creators can both "win"; create_ref_exclusive must never let that happen.
+    script = textwrap.dedent("""
+        import sys, time
+        from gitflow_parallel.gitrepo import create_ref_exclusive
+        start, oid = float(sys.argv[1]), sys.argv[2]
+        while time.time() < start:
+            pass
+        print(int(create_ref_exclusive(".git", "refs/parallel/test/race", oid, "race")))
+    """)
+    head = git(repo, "rev-parse", "HEAD")
+    for _ in range(5):
+        git(repo, "update-ref", "-d", "refs/parallel/test/race")
+        import time
+        start = str(time.time() + 0.5)
+        procs = [subprocess.Popen([sys.executable, "-c", script, start, head], cwd=repo, stdout=subprocess.PIPE,
+                                  text=True) for _ in range(6)]
+        wins = sum(int(p.communicate()[0].strip()) for p in procs)
+        assert wins == 1
