@@ -65,3 +65,20 @@ def test_usage_error_exits_2(repo: Path, gp: GP) -> None:
 
 def test_version(gp: GP) -> None:
     assert "git-parallel" in gp("--version").stdout
+
+
+def test_demo_runs_the_whole_flow(tmp_path: Path, gp: GP) -> None:
+    where = tmp_path / "demo"
+    proc = gp("demo", "--dir", str(where), cwd=tmp_path, timeout=300)
+    out = proc.stdout
+    assert "refused, as it should be" in out
+    assert "error[PARALLEL_DEV_SELECTION_NO_PASS]" in out
+    landed = out.rsplit("main is at ", 1)[1].split()[0]
+    repo = where / "calc"
+    note = subprocess.run(["git", "notes", "--ref=parallel", "show", "main"], cwd=repo, capture_output=True,
+                          text=True, check=True).stdout
+    assert '"kind":"pick"' in note and '"winner":"1"' in note
+    head = subprocess.run(["git", "rev-parse", "main"], cwd=repo, capture_output=True, text=True).stdout
+    assert head.startswith(landed)
+    tests = subprocess.run([sys.executable, "-m", "unittest", "-q", "test_calc"], cwd=repo, capture_output=True)
+    assert tests.returncode == 0  # the winner really fixed the bugs
