@@ -84,7 +84,10 @@ import yaml
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, notes, worktrees
-from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.errors import (BASE_MERGED, BASE_WORKTREE_STALE, BRANCH_MOVED, CLEANUP_INCOMPLETE,
+                                     EVIDENCE_UNBOUND, LOCK_HELD, MERGE_INTENT_LEFT, NOTES_MISSING, OBJECT_MISSING,
+                                     ORPHAN, PICK_MISSING, PICK_UNBOUND, PROCESS_GONE, REVISION_INVALID,
+                                     SPAWN_INCOMPLETE, STALE_LOCK, WORKTREE_MISSING, ParallelError)
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.gitrepo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
@@ -100,24 +103,6 @@ ORIGIN = "git-parallel recover"
 # by a process that was killed.
 STALE_LOCK_SECONDS = 5.0
 
-# -- finding codes (documented in the README's recovery section) ----------------------
-REVISION_INVALID = "PARALLEL_REVISION_INVALID"
-OBJECT_MISSING = "PARALLEL_OBJECT_MISSING"
-WORKTREE_MISSING = "PARALLEL_WORKTREE_MISSING"
-SPAWN_INCOMPLETE = "PARALLEL_SPAWN_INCOMPLETE"
-CLEANUP_INCOMPLETE = "PARALLEL_CLEANUP_INCOMPLETE"
-BRANCH_MOVED = "PARALLEL_BRANCH_MOVED"
-PROCESS_GONE = "PARALLEL_PROCESS_GONE"
-EVIDENCE_UNBOUND = "PARALLEL_EVIDENCE_UNBOUND"
-PICK_UNBOUND = "PARALLEL_PICK_UNBOUND"
-PICK_MISSING = "PARALLEL_PICK_MISSING"
-BASE_MERGED = "PARALLEL_BASE_ALREADY_MERGED"
-MERGE_INTENT_LEFT = "PARALLEL_MERGE_INTENT_LEFT"
-BASE_WORKTREE_STALE = "PARALLEL_BASE_WORKTREE_STALE"
-NOTES_MISSING = "PARALLEL_NOTES_MISSING"
-STALE_LOCK = "PARALLEL_STALE_LOCK"
-LOCK_HELD = "PARALLEL_LOCK_HELD"
-ORPHAN = "PARALLEL_ORPHAN"
 
 ERROR, WARNING = "error", "warning"
 
