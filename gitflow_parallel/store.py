@@ -164,9 +164,7 @@ def derive_run_status(record: dict[str, Any]) -> str:
         return "running"
     if statuses and all(s in TERMINAL for s in statuses):
         return "completed" if any(s == "succeeded" for s in statuses) else "failed"
-    if any(s != "pending" for s in statuses):
-        return "running"
-    return "pending"
+    return "pending"  # some instances still wait for `run`
 
 
 def find_instance(record: dict[str, Any], inst_id: str) -> dict[str, Any]:
