@@ -250,18 +250,7 @@ def test_dirty_base_worktree_refused_then_lands(tmp_path: Path) -> None:
 
 
 def join_project(tmp_path: Path, third: str) -> tuple[Path, GP]:
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "gate.py").write_text(GATE)
-    config = textwrap.dedent(f"""
-        max_total: 12
-        gates:
-          - name: sum
-            run: [{PY}, {tools / 'gate.py'}]
-    """)
-    repo = make_repo(tmp_path / "repo", files={"README.md": "x\n", "shared.txt": "a\nb\nc\n"}, config=config)
-    gp = GP(repo)
+    repo, gp = project(tmp_path)
     gp("spawn", "j", "-n", "1", "--track", "api", "--track", "ui", "--track", "docs")
     agent(gp, "j", "api-1", "api.txt=api", "shared.txt=a\\nAPI\\nc\\n")
     agent(gp, "j", "ui-1", "ui.txt=ui")
