@@ -11,6 +11,7 @@ line.
 from __future__ import annotations
 
 import copy
+import math
 import shlex
 from typing import Any
 
@@ -25,6 +26,7 @@ CONFIG_FILE = ".gitparallel.yaml"
 MERGE_POLICIES = ("first_pass_wins", "last_pass_wins", "winner_takes_all", "manual")
 SELECTION_METHODS = ("critic_first_pass", "majority_vote")
 GATE_MODES = ("enforced", "observe")
+MAX_SECONDS = 7 * 24 * 3600  # a week: a longer timeout is a typo
 
 DEFAULTS: dict[str, Any] = {
     "instances": 3,
@@ -110,6 +112,12 @@ def _key_lines(node: yaml.Node | None, prefix: str = "", out: dict[str, int] | N
     return out
 
 
+def _valid_ref(name: str) -> bool:
+    import pygit2
+
+    return pygit2.reference_is_valid_name(name) and not name.endswith("/")
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -153,8 +161,30 @@ def parse(text: str | bytes | None) -> dict[str, Any]:
     return validate(data, lines)
 
 
+def _no_nul(value: Any, path: str, lines: dict[str, int]) -> None:
+    """No string anywhere may hold a NUL byte: it cannot reach a path,
+    an argument or the environment."""
+    if isinstance(value, str) and "\0" in value:
+        raise _fail(path, "contains a NUL character", lines.get(path))
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _no_nul(k, path or str(k), lines)
+            _no_nul(v, f"{path}.{k}" if path else str(k), lines)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _no_nul(v, f"{path}[{i}]", lines)
+
+
+def _seconds(path: str, value: Any, line: int | None) -> int | float:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not 0 < value <= MAX_SECONDS):
+        raise _fail(path, f"must be a number of seconds above 0 and at most {MAX_SECONDS}, got {value!r}", line)
+    return value
+
+
 def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[str, Any]:
     lines = lines or {}
+    _no_nul(data, "", lines)
     out = copy.deepcopy(DEFAULTS)
 
     def check_keys(section: dict[str, Any], allowed: dict[str, Any] | tuple[str, ...], prefix: str) -> None:
@@ -200,7 +230,7 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
                 raise _fail(key, "must be a path (string) or null", lines.get(key))
             out[key] = value
         elif key == "notes_ref":
-            if not isinstance(value, str) or not value.startswith("refs/notes/") or ".." in value or " " in value:
+            if not isinstance(value, str) or not value.startswith("refs/notes/") or not _valid_ref(value):
                 raise _fail(key, f"must be a ref under refs/notes/, got {value!r}", lines.get(key))
             out[key] = value
         elif key == "gates":
@@ -219,9 +249,7 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
         elif key == "retries":
             out["merge"][key] = want_int(path, value, 0, 100)
         elif key == "timeout":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise _fail(path, f"must be a positive number of seconds, got {value!r}", lines.get(path))
-            out["merge"][key] = value
+            out["merge"][key] = _seconds(path, value, lines.get(path))
         elif key == "verify":
             out["merge"][key] = want_bool(path, value)
 
@@ -236,7 +264,7 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
         if key == "threshold":
             out["score"][key] = want_int(path, value, 0, 10)
         elif key == "timeout":
-            out["score"][key] = want_int(path, value, 1)
+            out["score"][key] = want_int(path, value, 1, MAX_SECONDS)
         elif key == "command":
             out["score"][key] = _argv(value, path, lines.get(path))
         elif key == "findings":
@@ -284,10 +312,7 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
                 raise _fail(f"{here}.mode", f"must be enforced or observe, got {raw['mode']!r}", lines.get(f"{here}.mode"))
             gate["mode"] = raw["mode"]
         if "timeout" in raw:
-            t = raw["timeout"]
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
-                raise _fail(f"{here}.timeout", f"must be a positive number of seconds, got {t!r}", lines.get(f"{here}.timeout"))
-            gate["timeout"] = t
+            gate["timeout"] = _seconds(f"{here}.timeout", raw["timeout"], lines.get(f"{here}.timeout"))
         for key in ("tracks", "requires", "inputs"):
             if key in raw and raw[key] is not None:
                 v = raw[key]
@@ -298,6 +323,9 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
             env = raw["env"]
             if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool) for k, v in env.items()):
                 raise _fail(f"{here}.env", "must be a mapping of names to strings", lines.get(f"{here}.env"))
+            bad = [k for k in env if not k or "=" in k]
+            if bad:
+                raise _fail(f"{here}.env", f"{bad[0]!r} is not a valid variable name", lines.get(f"{here}.env"))
             gate["env"] = {k: str(v) for k, v in env.items()}
         gates.append(gate)
     names = [g["name"] for g in gates]

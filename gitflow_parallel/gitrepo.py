@@ -54,7 +54,10 @@ class Repo:
                 f"not inside a git repository: {start}",
                 hint="run git parallel from inside a git repository (git init, or cd into one)",
             )
-        repo = pygit2.Repository(found)
+        # Opened from where we stand, not from the git dir: with a separate
+        # git dir (git init --separate-git-dir) libgit2 would guess the git
+        # dir's parent as the worktree.
+        repo = pygit2.Repository(start) if not pygit2.Repository(found).is_bare else pygit2.Repository(found)
         gitdir = Path(repo.path).resolve()
         common = gitdir
         commondir_file = gitdir / "commondir"
@@ -89,7 +92,8 @@ class Repo:
         """The base as (full ref name, commit oid).  It must be a local branch,
         because the winner is landed by moving it."""
         if spec is None:
-            head = self.main.references.get("HEAD")
+            # The branch of the worktree the command runs in (a linked one too).
+            head = self.git.references.get("HEAD")
             if head is None or head.type != pygit2.enums.ReferenceType.SYMBOLIC:
                 raise ParallelError(
                     BASE_NOT_FOUND,

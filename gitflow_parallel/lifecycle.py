@@ -106,6 +106,7 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
     }
     store = project.store
     with store.lock():
+        store.previous_run(task)  # "this task has a run" comes before "the repository is full"
         live = live_instances(project)
         wanted = len(record["instances"])
         if live + wanted > cfg["max_total"]:
@@ -185,13 +186,19 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
                 f"instance {inst_id} has used its {rework_max} retries (rework_max)",
                 hint="raise rework_max in .gitparallel.yaml for new runs, or spawn a new run",
             )
+        if expected_revision is not None and record["run_revision"] != expected_revision:
+            raise ParallelError(
+                E.RUN_REVISION_CONFLICT,
+                f"run {record['run_id']} is at revision {record['run_revision']}, not {expected_revision} as read",
+                hint=f"someone else changed it meanwhile; read it again (`git parallel status {task}`) and retry",
+            )
         base = record["base"]["commit"]
         tip = project.tip(inst)
         path = Path(inst["worktree"])
         if (path / ".git").exists() and tip is not None:
             # The reset below would destroy uncommitted work: refuse it, or
             # with --force keep it on the archive ref first.
-            _check_removable(project, record, [inst], force)
+            _check_removable(project, record, [inst], force, what="reset it to the base")
             if force and worktree_changes(path):
                 tip = commit_all(path, f"git-parallel: uncommitted work of {task}/{inst_id} attempt "
                                  f"{inst['attempt']}, kept at retry", ref=None, parent=tip,
@@ -262,6 +269,13 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
         record = store.load(task)
         _refuse_finished(record, "abort")
         targets = [find_instance(record, inst_id)] if inst_id else list(record["instances"])
+        if inst_id and targets[0]["status"] in TERMINAL:
+            raise ParallelError(
+                E.BRANCH_TERMINAL,
+                f"instance {inst_id} is already {targets[0]['status']}; there is nothing to abort",
+                hint=(f"`git parallel retry {task} {inst_id}` starts a new attempt" if targets[0]["status"] in RETRYABLE
+                      else f"`git parallel abort {task}` aborts the whole run"),
+            )
         if inst_id is None:
             _check_removable(project, record, record["instances"], force)
         stopped = [i["id"] for i in targets if _stop(i)]
@@ -284,8 +298,13 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
     return {"run": record, "stopped": stopped, "removed": removed}
 
 
-def _check_removable(project: Project, record: dict[str, Any], insts: list[dict[str, Any]], force: bool) -> None:
-    """Refuse before anything changes if a worktree holds uncommitted work."""
+def _check_removable(project: Project, record: dict[str, Any], insts: list[dict[str, Any]], force: bool,
+                     what: str = "remove the worktree") -> None:
+    """Refuse before anything changes if a worktree holds uncommitted work
+    (unless ``force``), or anything removal could not keep (even with it)."""
+    for inst in insts:
+        if not inst.get("removed"):
+            worktrees.check_removable(project.repo, record, inst)
     if force:
         return
     for inst in insts:
@@ -298,7 +317,7 @@ def _check_removable(project: Project, record: dict[str, Any], insts: list[dict[
             raise ParallelError(
                 E.WORKTREE_CLEANUP_FAILED,
                 f"the worktree of instance {inst['id']} ({path}) has uncommitted changes: {shown}",
-                hint="commit or discard them, or pass --force to keep them on the archive ref and remove the worktree",
+                hint=f"commit or discard them, or pass --force to keep them on the archive ref and {what}",
             )
 
 

@@ -86,15 +86,24 @@ def _dirty(path: Path, new_tree: pygit2.Tree | None) -> list[str]:
         if flags == pygit2.GIT_STATUS_CURRENT or flags & pygit2.GIT_STATUS_IGNORED:
             continue
         if flags == pygit2.GIT_STATUS_WT_NEW:
-            if new_tree is not None:
-                try:
-                    new_tree[rel]
-                except KeyError:
-                    continue
-            else:
+            # An untracked file is in the way if the new tip has that path, or
+            # a file where one of its parent folders is.
+            if new_tree is None or not _in_the_way(new_tree, rel.rstrip("/")):
                 continue
         out.append(rel)
     return sorted(out)
+
+
+def _in_the_way(tree: pygit2.Tree, rel: str) -> bool:
+    parts = rel.split("/")
+    for i in range(1, len(parts) + 1):
+        try:
+            entry = tree["/".join(parts[:i])]
+        except KeyError:
+            return False
+        if i < len(parts) and entry.type_str != "tree":
+            return True  # a file of the new tip where our folder is
+    return True
 
 
 def _refuse_dirty(path: Path, dirty: list[str]) -> ParallelError:
@@ -134,9 +143,31 @@ def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, po
                     index.add(pygit2.IndexEntry(side.path, side.id, side.mode))
     else:
         index = plain
+    collision = _file_dir_collision(index)
+    if collision:
+        # write_tree would keep one of the two silently, dropping the other
+        # side's work: refuse instead.
+        raise ParallelError(
+            E.MERGE_CONFLICT,
+            f"{collision} is a file on one side and a folder on the other; no policy can keep both",
+            hint="nothing moved; resolve it by hand (git merge) or make the sides agree and run the instance again",
+        )
     tree = index.write_tree(repo)
     commit = repo.create_commit(None, sig, sig, message, tree, [ours, theirs])
     return commit, conflicted
+
+
+def _file_dir_collision(index: pygit2.Index) -> str | None:
+    """A path that is both a file and a folder in ``index``, if any."""
+    paths = sorted(entry.path for entry in index)
+    files = set(paths)
+    for path in paths:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            prefix = "/".join(parts[:i])
+            if prefix in files:
+                return prefix
+    return None
 
 
 def compute(project: Project, record: dict[str, Any], start: str,

@@ -95,6 +95,25 @@ def validate_record(record: Any, path: Path) -> dict[str, Any]:
         raise _invalid(path, f"run_revision {record['run_revision']} is below 1")
     if record["status"] not in RUN_STATUSES:
         raise _invalid(path, f"status {record['status']!r} is not one of {', '.join(RUN_STATUSES)}")
+    from gitflow_parallel.config import config_sha256
+    from gitflow_parallel.names import check_name
+
+    try:
+        check_name(record["task"])
+    except ParallelError:
+        raise _invalid(path, f"task {record['task']!r} is not a valid task name") from None
+    if path.name.endswith(".yaml") and path.parent.name == "runs" and path.name != f"{record['task']}.yaml":
+        raise _invalid(path, f"it names task {record['task']!r}, but its file is {path.name}")
+    if config_sha256(record["config"]) != record["config_sha256"]:
+        # The frozen config is what every gate, score and merge decision
+        # trusts; an edit of it by hand must not pass for the original.
+        raise _invalid(path, "its frozen config no longer matches config_sha256 (edited by hand?)")
+    for key, types in (("picks", dict), ("merge", dict)):
+        if record.get(key) is not None and not isinstance(record[key], types):
+            raise _invalid(path, f"{key} must be {_tname(types)} or null")
+    for track, binding in (record.get("picks") or {}).items():
+        if not isinstance(binding, dict) or not all(isinstance(binding.get(k), str) for k in ("path", "sha256", "winner")):
+            raise _invalid(path, f"picks.{track} must name the pick record's path, sha256 and winner")
     base = record["base"]
     if not isinstance(base.get("ref"), str) or not isinstance(base.get("commit"), str) or not _OID.fullmatch(base["commit"]):
         raise _invalid(path, "base must have a ref name and a commit oid")
@@ -123,6 +142,12 @@ def validate_record(record: Any, path: Path) -> dict[str, Any]:
             raise _invalid(path, f"{where} has a negative attempt or a revision below 1")
         if inst["verdict"] not in (None, "pass", "fail"):
             raise _invalid(path, f"{where}.verdict {inst['verdict']!r} is not pass, fail or null")
+        ev = inst["evidence"]
+        if ev is not None and not (isinstance(ev.get("path"), str) and isinstance(ev.get("sha256"), str)):
+            raise _invalid(path, f"{where}.evidence must name the pack's path and sha256")
+        pid = inst.get("pid")
+        if pid is not None and (not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 1 << 31):
+            raise _invalid(path, f"{where}.pid {pid!r} is not a process id")
         if inst["head"] is not None and not _OID.fullmatch(inst["head"]):
             raise _invalid(path, f"{where}.head {inst['head']!r} is not a commit oid")
         if inst["branch"] != f"parallel/{record['task']}/{inst['id']}":
@@ -262,39 +287,49 @@ class Store:
         atomic_write(self.path(record["task"]), dump(record))
         self.write_live_index(record)
 
+    def previous_run(self, task: str) -> dict[str, Any] | None:
+        """The task's finished run that a new spawn may move aside, or None if
+        it has no record; refuses (``PARALLEL_RUN_EXISTS``) while the task has
+        a live run, a record that does not load, or a finished run whose
+        worktrees are still there."""
+        path = self.path(task)
+        if not path.exists():
+            return None
+        try:
+            old = self.read(path)
+        except ParallelError:
+            raise ParallelError(
+                E.RUN_EXISTS,
+                f"task {task!r} already has a run record, and it does not load",
+                hint="run `git parallel validate` and repair or remove it first",
+            ) from None
+        if old["status"] not in FINISHED_RUN:
+            raise ParallelError(
+                E.RUN_EXISTS,
+                f"task {task!r} already has a live run {old['run_id']} ({old['status']})",
+                hint=f"see `git parallel status {task}`; finish it with merge, or "
+                f"`git parallel abort {task}` (which also cleans up)",
+            )
+        kept = [i["id"] for i in old["instances"] if not i.get("removed")]
+        if kept:
+            # Its branches and worktrees (kept losers, or a cleanup that was
+            # refused) would collide, and once the record is moved aside
+            # `cleanup TASK` could no longer find them.
+            raise ParallelError(
+                E.RUN_EXISTS,
+                f"the {old['status']} run {old['run_id']} of {task!r} still has the worktrees "
+                f"and branches of instance(s) {', '.join(kept)}",
+                hint=f"remove them first with `git parallel cleanup {task}` "
+                     "(their tips are kept under refs/parallel/archive/)",
+            )
+        return old
+
     def create(self, record: dict[str, Any]) -> dict[str, Any]:
         """Store a new run; refuse if the task already has a live one.  A
         finished run (merged or aborted) of the task is moved to runs/done/."""
         with self.lock():
-            path = self.path(record["task"])
-            if path.exists():
-                try:
-                    old = self.read(path)
-                except ParallelError:
-                    raise ParallelError(
-                        E.RUN_EXISTS,
-                        f"task {record['task']!r} already has a run record, and it does not load",
-                        hint="run `git parallel validate` and repair or remove it first",
-                    ) from None
-                if old["status"] not in FINISHED_RUN:
-                    raise ParallelError(
-                        E.RUN_EXISTS,
-                        f"task {record['task']!r} already has a live run {old['run_id']} ({old['status']})",
-                        hint=f"see `git parallel status {record['task']}`; finish it with merge, or "
-                        f"`git parallel abort {record['task']}` and `git parallel cleanup {record['task']}`",
-                    )
-                kept = [i["id"] for i in old["instances"] if not i.get("removed")]
-                if kept:
-                    # Its branches and worktrees (kept losers, or a cleanup that
-                    # was refused) would collide, and once the record is moved
-                    # aside `cleanup TASK` could no longer find them.
-                    raise ParallelError(
-                        E.RUN_EXISTS,
-                        f"the {old['status']} run {old['run_id']} of {record['task']!r} still has the worktrees "
-                        f"and branches of instance(s) {', '.join(kept)}",
-                        hint=f"remove them first with `git parallel cleanup {record['task']}` "
-                             "(their tips are kept under refs/parallel/archive/)",
-                    )
+            old = self.previous_run(record["task"])
+            if old is not None:
                 self.retire(old)
             record["run_revision"] = 1
             self._write(record)

@@ -213,6 +213,44 @@ def archive(repo: Repo, run_id: str, inst_id: str, attempt: int, oid: str) -> st
     return name
 
 
+def is_ours(repo: Repo, task: str, inst: dict[str, Any]) -> bool:
+    """Is the folder at the instance's path the worktree git-parallel made?
+    (Its ``.git`` file points at our admin folder.)"""
+    gitfile = Path(inst["worktree"]) / ".git"
+    try:
+        text = gitfile.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not text.startswith("gitdir:"):
+        return False
+    target = Path(text[len("gitdir:"):].strip())
+    if not target.is_absolute():
+        target = gitfile.parent / target
+    return os.path.realpath(target) == os.path.realpath(repo.common_dir / "worktrees" / admin_name(task, inst["id"]))
+
+
+def check_removable(repo: Repo, record: dict[str, Any], inst: dict[str, Any]) -> None:
+    """Refuse, before anything changes, what removal could not keep safely:
+    a folder at the worktree path that is not our worktree, and a nested git
+    repository inside it (its history cannot be archived in ours)."""
+    path = Path(inst["worktree"])
+    if not os.path.lexists(path):
+        return
+    if not is_ours(repo, record["task"], inst):
+        raise ParallelError(
+            E.WORKTREE_CLEANUP_FAILED,
+            f"{path} is not the worktree git-parallel made for instance {inst['id']}; it is left alone",
+            hint="move it away if it is yours (or remove it), then run the command again",
+        )
+    nested = [p for p in worktree_changes(path) if p.endswith("/")]
+    if nested:
+        raise ParallelError(
+            E.WORKTREE_CLEANUP_FAILED,
+            f"the worktree of instance {inst['id']} holds nested git repositories: {', '.join(nested)}",
+            hint="move them out of the worktree (their history is not part of this repository), then run it again",
+        )
+
+
 def remove(repo: Repo, record: dict[str, Any], inst: dict[str, Any], force: bool = False) -> dict[str, Any]:
     """Archive the instance's tip (and, with ``force``, its uncommitted work),
     then remove its worktree and branch.  Returns what was done."""
@@ -221,6 +259,7 @@ def remove(repo: Repo, record: dict[str, Any], inst: dict[str, Any], force: bool
     branch = inst["branch"]
     tip = repo.ref_target(f"refs/heads/{branch}")
     done: dict[str, Any] = {"id": inst["id"], "archived": None, "dirty_committed": None}
+    check_removable(repo, record, inst)
     if path.is_dir() and (path / ".git").exists():
         dirty = worktree_changes(path)
         if dirty and not force:
