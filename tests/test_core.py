@@ -282,3 +282,81 @@ def test_retry_keeps_uncommitted_work(repo: Path, gp: GP) -> None:
     archive = inst["history"][0]["archive_ref"]
     assert git(repo, "show", f"{archive}:notes.txt") == "half-done work"
 
+
+
+def test_run_exists_is_said_before_the_cap(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", config="max_total: 2\n")
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "2")
+    proc = gp("spawn", "t", "-n", "1", code=1)
+    assert "error[PARALLEL_RUN_EXISTS]" in proc.stderr
+
+
+def test_abort_of_a_terminal_instance_is_refused(repo: Path, gp: GP) -> None:
+    gp("spawn", "t", "-n", "1")
+    gp("abort", "t", "1")
+    before = snapshot(repo)
+    proc = gp("abort", "t", "1", code=1)
+    assert "error[PARALLEL_BRANCH_TERMINAL]" in proc.stderr and "retry" in proc.stderr
+    assert snapshot(repo) == before
+
+
+def test_default_base_is_the_current_worktrees_branch(repo: Path, gp: GP, tmp_path: Path) -> None:
+    linked = tmp_path / "feature-wt"
+    git(repo, "worktree", "add", "-q", "-b", "feature", str(linked))
+    run = GP(linked).json("spawn", "t", "-n", "1")
+    assert run["base"]["ref"] == "refs/heads/feature"
+
+
+def test_cleanup_leaves_a_foreign_folder_and_nested_repos_alone(repo: Path, gp: GP) -> None:
+    run = gp.json("spawn", "t", "-n", "2")
+    wt1, wt2 = (Path(i["worktree"]) for i in run["instances"])
+    # 1: the worktree was removed by hand and someone put their own folder there.
+    git(repo, "worktree", "remove", str(wt1))
+    wt1.mkdir()
+    (wt1 / "precious.txt").write_text("mine\n")
+    before = snapshot(repo)
+    proc = gp("abort", "t", "--force", code=1)
+    assert "PARALLEL_DEV_WORKTREE_CLEANUP_FAILED" in proc.stderr and "not the worktree" in proc.stderr
+    assert snapshot(repo) == before and (wt1 / "precious.txt").exists()
+    (wt1 / "precious.txt").unlink()
+    wt1.rmdir()
+    # 2: a nested repository cannot be archived in ours.
+    nested = wt2 / "nested"
+    nested.mkdir()
+    git(nested, "init", "-q")
+    (nested / "n").write_text("n\n")
+    git(nested, "add", "n")
+    git(nested, "commit", "-q", "-m", "n")
+    proc = gp("abort", "t", "--force", code=1)
+    assert "nested git repositories" in proc.stderr and (nested / "n").exists()
+
+
+def test_retry_with_a_stale_revision_changes_nothing(repo: Path, gp: GP) -> None:
+    gp("spawn", "t", "-n", "1")
+    gp("abort", "t", "1")
+    before = snapshot(repo)
+    proc = gp("retry", "t", "1", "--revision", "1", code=1)
+    assert "PARALLEL_RUN_REVISION_CONFLICT" in proc.stderr
+    assert snapshot(repo) == before
+
+
+def test_frozen_config_edited_by_hand(repo: Path, gp: GP) -> None:
+    gp("spawn", "t", "-n", "1")
+    path = repo / ".git" / "parallel" / "runs" / "t.yaml"
+    path.write_text(path.read_text().replace("rework_max: 2", "rework_max: 99"))
+    proc = gp("status", "t", code=1)
+    assert "PARALLEL_RECORD_INVALID" in proc.stderr and "config_sha256" in proc.stderr
+
+
+@pytest.mark.parametrize("config, needle", [
+    ('notes_ref: "refs/notes/x.lock"\n', "notes_ref"),
+    ("merge:\n  timeout: .nan\n", "merge.timeout"),
+    ('gates:\n  - name: g\n    run: x\n    env: {"A=B": "1"}\n', "gates[0].env"),
+])
+def test_more_bad_config(tmp_path: Path, config: str, needle: str) -> None:
+    repo = make_repo(tmp_path / "r", config=config)
+    before = snapshot(repo)
+    proc = GP(repo)("spawn", "t", code=1)
+    assert "error[PARALLEL_CONFIG_INVALID]" in proc.stderr and needle in proc.stderr
+    assert snapshot(repo) == before

@@ -396,3 +396,53 @@ def test_kept_losers_need_cleanup_before_the_next_spawn(tmp_path: Path) -> None:
     assert snapshot(repo) == before
     gp("cleanup", "t")
     gp("spawn", "t", "-n", "1")
+
+
+def test_file_against_folder_is_refused_not_dropped(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "d/f=inside")
+    gp("check", "t")
+    gp("pick", "t")
+    commit_on_base(repo, "d", "a file\n")
+    before = snapshot(repo)
+    proc = gp("merge", "t", code=1)
+    assert "error[PARALLEL_DEV_MERGE_CONFLICT]" in proc.stderr and "folder" in proc.stderr
+    assert snapshot(repo) == before
+
+
+def test_untracked_files_in_the_way_refuse_the_landing(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "d=now a file")
+    gp("check", "t")
+    gp("pick", "t")
+    (repo / "d").mkdir()
+    (repo / "d" / "mine.txt").write_text("mine\n")
+    before = snapshot(repo)
+    proc = gp("merge", "t", code=1)
+    assert "error[PARALLEL_BASE_DIRTY]" in proc.stderr and "d/mine.txt" in proc.stderr
+    assert snapshot(repo) == before and (repo / "d" / "mine.txt").read_text() == "mine\n"
+
+
+def test_separate_git_dir(tmp_path: Path) -> None:
+    work, gitdir = tmp_path / "work", tmp_path / "gitdir"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main", "--separate-git-dir", str(gitdir))
+    (work / "README.md").write_text("x\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "i")
+    gp = GP(work)
+    run = gp.json("spawn", "t", "-n", "1")
+    assert Path(run["instances"][0]["worktree"]).parent.parent == tmp_path / "work.parallel"
+    wt = Path(run["instances"][0]["worktree"])
+    gp("run", "t", "--", PY, "-c", "open('n.txt', 'w').write('n')")
+    gp("check", "t")
+    gp("pick", "t")
+    (work / "README.md").write_text("dirty\n")
+    proc = gp("merge", "t", code=1)
+    assert "PARALLEL_BASE_DIRTY" in proc.stderr
+    git(work, "checkout", "README.md")
+    gp("merge", "t")
+    assert (work / "n.txt").read_text() == "n" and git(work, "status", "--porcelain") == ""
+    assert not wt.exists()
