@@ -9,6 +9,7 @@ removed before its tip is kept under ``refs/parallel/archive/``.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import uuid
 from pathlib import Path
@@ -211,12 +212,17 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
         else:
             # Gone (aborted and cleaned, or lost): make branch and worktree again.
             fresh = dict(inst)
-            if tip is not None:
-                repo.git.branches.local.delete(inst["branch"])
-            if path.exists():
+            if os.path.lexists(path):
                 raise ParallelError(
                     E.WORKTREE_CREATE_FAILED, f"{path} exists but is not the instance's worktree",
                     hint="move it away and retry")
+            # A worktree whose folder was deleted by hand leaves git's admin
+            # folder behind; it points at nothing, so it is safe to drop.
+            admin = repo.common_dir / "worktrees" / worktrees.admin_name(task, inst_id)
+            if admin.is_dir():
+                shutil.rmtree(admin)
+            if tip is not None:
+                repo.git.branches.local.delete(inst["branch"])  # its tip is archived above
             worktrees.create(repo, task, base, [fresh])
 
         def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:

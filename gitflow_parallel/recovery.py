@@ -1251,7 +1251,7 @@ def orphan_findings(scan: Scan, records: list[dict[str, Any]], task: str | None)
     if admin_root.is_dir():
         for admin in sorted(admin_root.iterdir()):
             name = admin.name
-            if not name.startswith(f"parallel-{task}-" if task else "parallel-") or name in known_admin:
+            if not name.startswith(worktrees.admin_name(task, "") if task else "parallel+") or name in known_admin:
                 continue
             back = _read_text(admin / "gitdir")
             target = Path(back) if back else None

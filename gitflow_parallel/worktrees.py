@@ -26,8 +26,10 @@ ARCHIVE_PREFIX = "refs/parallel/archive"
 
 
 def admin_name(task: str, inst_id: str) -> str:
-    """The worktree's name in ``<common>/worktrees/`` (unique per instance)."""
-    return f"parallel-{task}-{inst_id}"
+    """The worktree's name in ``<common>/worktrees/`` (unique per instance:
+    ``+`` cannot occur in task names or instance ids, so task ``a`` with
+    instance ``b-1`` and task ``a-b`` with instance ``1`` do not collide)."""
+    return f"parallel+{task}+{inst_id}"
 
 
 def archive_ref(run_id: str, inst_id: str, attempt: int) -> str:
@@ -47,8 +49,9 @@ def resolve_root(repo: Repo, configured: str | None) -> Path:
     if not root.is_absolute():
         root = (repo.main_workdir or Path.cwd()) / root
     root = Path(os.path.normpath(root))
-    git_dir = repo.common_dir
-    if root == git_dir or git_dir in root.parents:
+    git_dir = Path(os.path.realpath(repo.common_dir))
+    real = Path(os.path.realpath(root))  # a symlink must not lead into .git either
+    if real == git_dir or git_dir in real.parents:
         raise ParallelError(
             E.CONFIG_INVALID,
             f"worktree_root {configured!r} resolves inside the git dir {git_dir}, which is git's own",

@@ -360,3 +360,19 @@ def test_more_bad_config(tmp_path: Path, config: str, needle: str) -> None:
     proc = GP(repo)("spawn", "t", code=1)
     assert "error[PARALLEL_CONFIG_INVALID]" in proc.stderr and needle in proc.stderr
     assert snapshot(repo) == before
+
+
+def test_retry_after_the_worktree_folder_was_deleted(repo: Path, gp: GP) -> None:
+    import shutil
+
+    run = gp.json("spawn", "t", "-n", "1")
+    gp("abort", "t", "1")
+    shutil.rmtree(run["instances"][0]["worktree"])
+    record = gp.json("retry", "t", "1")
+    inst = record["instances"][0]
+    assert inst["attempt"] == 1 and (Path(inst["worktree"]) / "README.md").exists()
+
+
+def test_admin_names_do_not_collide_across_tasks(repo: Path, gp: GP) -> None:
+    gp("spawn", "a", "-n", "1", "--track", "b")
+    gp("spawn", "a-b", "-n", "1")

@@ -385,7 +385,7 @@ def test_stale_git_locks_are_reported_and_removed(tmp_path: Path) -> None:
     c = common(repo)
     old = time.time() - 3600
     stale = [c / "refs" / "heads" / "main.lock", c / "index.lock", c / "packed-refs.lock",
-             c / "worktrees" / "parallel-t-1" / "index.lock", c / "refs" / "heads" / "parallel" / "t" / "2.lock"]
+             c / "worktrees" / "parallel+t+1" / "index.lock", c / "refs" / "heads" / "parallel" / "t" / "2.lock"]
     for path in stale:
         path.write_text("")
         os.utime(path, (old, old))
