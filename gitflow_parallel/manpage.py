@@ -72,7 +72,7 @@ def render() -> str:
     ]
     for para in _paragraphs(main_group.help or ""):
         lines += [".PP", _roff(para)]
-    lines += [".PP", "Every command takes \\fB\\-\\-json\\fR and then prints one JSON object.",
+    lines += [".PP", "Every command but \\fBhelp\\fR takes \\fB\\-\\-json\\fR and then prints one JSON object.",
               ".SH COMMANDS"]
     for name in main_group.list_commands(ctx):
         cmd = main_group.get_command(ctx, name)
