@@ -78,6 +78,8 @@ def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None]
             click.echo("hint: this is a bug in git-parallel; please report it with the log", err=True)
         sys.exit(EXIT_INTERNAL)
     success = ok(result) if ok else True
+    if not as_json and isinstance(result, dict) and result.get("notes_error"):
+        click.echo(f"warning: {result['notes_error']}", err=True)
     if as_json:
         payload = dict(result) if isinstance(result, dict) else {"result": result}
         payload.setdefault("ok", success)

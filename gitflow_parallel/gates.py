@@ -758,10 +758,9 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
     finally:
         for lock in locks:
             lock.release()
-    if entries:
-        project.add_notes(record, entries, "check")
+    notes_error = project.mirror_notes(record, entries, "check") if entries else None
     order = [i["id"] for i in targets]
-    return {"task": task, "run_id": record["run_id"],
+    return {"task": task, "run_id": record["run_id"], "notes_error": notes_error,
             "instances": [checked[i] for i in order if i in checked],
             "errors": [errors[i] for i in order if i in errors]}
 

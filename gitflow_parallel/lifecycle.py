@@ -124,9 +124,9 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
             store.remove(task)
             raise
         faults.point("spawn.after_worktrees")
-    project.add_notes(record, [(base_commit, instance_note(record, i, base_commit)) for i in record["instances"]],
-                      "spawn")
-    return record
+    warning = project.mirror_notes(
+        record, [(base_commit, instance_note(record, i, base_commit)) for i in record["instances"]], "spawn")
+    return {**record, "notes_error": warning} if warning else record
 
 
 # -- status --------------------------------------------------------------------
@@ -238,8 +238,8 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
 
         record, _ = store.update_instance(task, inst_id, apply, expected_revision=expected_revision)
     inst = find_instance(record, inst_id)
-    project.add_notes(record, [(base, instance_note(record, inst, base))], f"retry {inst_id}")
-    return record
+    warning = project.mirror_notes(record, [(base, instance_note(record, inst, base))], f"retry {inst_id}")
+    return {**record, "notes_error": warning} if warning else record
 
 
 def _refuse_finished(record: dict[str, Any], verb: str) -> None:

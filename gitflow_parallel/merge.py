@@ -371,7 +371,7 @@ def merge(project: Project, task: str) -> dict[str, Any]:
     entries.append((landing["commit"], notes.line("merge", record["run_id"], task=task, landed=landing["commit"],
                                                   previous=old, base_ref=base_ref, method=merge_record["method"],
                                                   policy=cfg["policy"], merged_at=merge_record["merged_at"])))
-    project.add_notes(record, entries, "merge")
+    notes_error = project.mirror_notes(record, entries, "merge")
     from gitflow_parallel import lifecycle
 
     try:
@@ -381,4 +381,4 @@ def merge(project: Project, task: str) -> dict[str, Any]:
         cleaned, cleanup_error = None, {"code": exc.code, "message": exc.message, "hint": exc.hint}
     return {"already": False, "run_id": record["run_id"], "merge": merge_record,
             "cleanup": cleaned and {"removed": cleaned["removed"], "kept": cleaned["kept"]},
-            "cleanup_error": cleanup_error}
+            "cleanup_error": cleanup_error, "notes_error": notes_error}

@@ -28,6 +28,17 @@ class Project:
         return notes.add(self.repo.git, record["config"]["notes_ref"], list(entries),
                          f"git-parallel: {what} ({record['task']}, {record['run_id']})", self.repo.signature())
 
+    def mirror_notes(self, record: dict[str, Any], entries: Iterable[tuple[str, str]], what: str) -> str | None:
+        """Write the notes that mirror records already saved; a failure here
+        must not fail a verb whose real work is done (recover rewrites missing
+        notes from the records), so it is returned as a warning instead."""
+        try:
+            self.add_notes(record, entries, what)
+        except Exception as exc:
+            return (f"the notes of this {what} were not written ({type(exc).__name__}: {exc}); "
+                    f"`git parallel recover {record['task']}` writes them from the records")
+        return None
+
 
 def instance_note(record: dict[str, Any], inst: dict[str, Any], commit: str) -> str:
     """The note line that mirrors an instance's record on its tip."""

@@ -267,9 +267,10 @@ def pick(project: Project, task: str, track: str | None = None) -> dict[str, Any
                 if all(t in picks for t in rec["tracks"]) and rec["status"] not in ("merged", "aborted"):
                     rec["status"] = "picked"
             record, _ = store.update(task, apply)
+    warning = None
     if written:
-        project.add_notes(record, [(p["winner"]["commit"], pick_note(p)) for p, _, _ in written], "pick")
-    return {"run_id": record["run_id"], "task": task,
+        warning = project.mirror_notes(record, [(p["winner"]["commit"], pick_note(p)) for p, _, _ in written], "pick")
+    return {"run_id": record["run_id"], "task": task, "notes_error": warning,
             "picks": [p for p, _, _ in written if p["track"] in created],
             "existing": existing, "status": record["status"]}
 
