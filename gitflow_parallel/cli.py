@@ -29,17 +29,17 @@ def _emit_json(obj: Any) -> None:
 
 def _internal_log(exc: BaseException) -> Path | None:
     """Keep the traceback of an unexpected error in the common dir's parallel/logs."""
+    from gitflow_parallel.files import utcnow
+
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     try:
-        from gitflow_parallel.files import utcnow
         from gitflow_parallel.gitrepo import Repo
 
         folder = Repo.open().parallel_dir / "logs"
-    except Exception:
+    except Exception:  # no repository to keep it in: the temp folder will do
         import tempfile
 
         folder = Path(tempfile.gettempdir()) / "git-parallel-logs"
-        from gitflow_parallel.files import utcnow
     try:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"internal-error-{utcnow().replace(':', '')}-{os.getpid()}.log"
@@ -691,10 +691,7 @@ def validate(task: str | None, as_json: bool) -> None:
 
 
 def main() -> None:
-    try:
-        main_group.main(prog_name="git parallel", standalone_mode=True)
-    except SystemExit:
-        raise
+    main_group.main(prog_name="git parallel", standalone_mode=True)
 
 
 if __name__ == "__main__":
