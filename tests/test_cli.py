@@ -82,3 +82,14 @@ def test_demo_runs_the_whole_flow(tmp_path: Path, gp: GP) -> None:
     assert head.startswith(landed)
     tests = subprocess.run([sys.executable, "-m", "unittest", "-q", "test_calc"], cwd=repo, capture_output=True)
     assert tests.returncode == 0  # the winner really fixed the bugs
+
+
+def test_unexpected_error_exits_3_with_its_traceback_kept(repo: Path) -> None:
+    # The one place that maps errors: an exception that is not a refusal.
+    code = "from gitflow_parallel.cli import run_verb; run_verb(False, lambda: 1 / 0)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 3
+    assert "internal error: ZeroDivisionError" in proc.stderr and "Traceback" not in proc.stderr
+    log = Path(proc.stderr.split("the traceback is in ", 1)[1].split()[0].rstrip(";"))
+    assert log.parent == (repo / ".git" / "parallel" / "logs").resolve() or log.parent == repo / ".git" / "parallel" / "logs"
+    assert "ZeroDivisionError" in log.read_text() and "Traceback" in log.read_text()
