@@ -28,7 +28,9 @@ def pack_path(parallel_dir: Path, run_id: str, inst_id: str, attempt: int) -> Pa
 
 
 def dumps(pack: dict[str, Any]) -> bytes:
-    return (json.dumps(pack, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    # ASCII with escapes: a file name that is not UTF-8 (a surrogate escape)
+    # must still be representable.
+    return (json.dumps(pack, sort_keys=True, indent=2) + "\n").encode("utf-8")
 
 
 def write(parallel_dir: Path, pack: dict[str, Any]) -> dict[str, str]:

@@ -22,6 +22,19 @@ def utcnow() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def env_seconds(name: str, default: float) -> float:
+    """A duration from the environment; an unusable value (not a finite
+    number of seconds >= 0) falls back to the default rather than crash at
+    import."""
+    import math
+
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if math.isfinite(value) and value >= 0 else default
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -39,7 +52,9 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
 
 def canonical_json(obj: Any) -> str:
     """Compact, key-sorted JSON: the form hashed and written to notes."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # ASCII with \u escapes, so that paths and arguments that are not UTF-8
+    # (surrogate escapes) can be written too.
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -222,9 +222,18 @@ def _verify(project: Project, record: dict[str, Any], landing: dict[str, Any],
 
 
 def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str, Any], dict[str, Any]]],
-          worktree: Path | None) -> tuple[dict[str, Any], str, int, list[dict[str, Any]], list[dict[str, Any]]]:
-    """Compute, verify and publish the landing; retried while the base moves."""
+          worktree: Path | None, finish: Any) -> Any:
+    """Compute, verify and publish the landing; retried while the base moves.
+
+    Computing and verifying (which runs gates, possibly for minutes) happen
+    outside the project lock, so other commands (a ``run`` of another task
+    recording its agents) are never held up.  The lock is taken only to
+    publish: the record must still be at the revision read, the base
+    worktree still clean, the base ref still at the oid read; then the intent
+    is written, the ref moved by compare-and-swap, and ``finish`` records the
+    result before the lock is let go."""
     repo = project.repo
+    store = project.store
     task = record["task"]
     cfg = record["config"]["merge"]
     base_ref = record["base"]["ref"]
@@ -233,43 +242,54 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
     history: list[dict[str, Any]] = []
     while True:
         attempts += 1
-        try:
-            ref = repo.git.references[base_ref]
-        except KeyError:
+        old = repo.ref_target(base_ref)
+        if old is None:
             raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {base_ref} no longer exists",
-                                hint="recreate it, or abort the run") from None
-        old = str(ref.target)
-        if worktree is not None:
-            dirty = _dirty(worktree, None)
-            if dirty:
-                raise _refuse_dirty(worktree, dirty)
+                                hint="recreate it, or abort the run")
+        _check_clean(repo, worktree, None)
         landing = compute(project, record, old, winners)
-        if worktree is not None:
-            dirty = _dirty(worktree, repo.git.get(landing["commit"]).tree)
-            if dirty:
-                raise _refuse_dirty(worktree, dirty)
+        new_tree = repo.git.get(landing["commit"]).tree
+        _check_clean(repo, worktree, new_tree)
         verified = _verify(project, record, landing, winners) if cfg["verify"] else []
         if time.monotonic() > deadline:
             raise ParallelError(E.MERGE_TIMEOUT, f"the merge of {task} took longer than merge.timeout "
                                 f"({cfg['timeout']}s); nothing moved",
                                 hint="raise merge.timeout for new runs, or make the gates faster; then merge again")
-        if landing["commit"] == old:
-            moved = True  # everything already on the base
-        else:
-            # Say what is about to happen before it happens, so that a crash
-            # right after the ref moves leaves recover enough to finish.
-            intent = {"previous": old, "landing": landing["commit"], "base_ref": base_ref,
-                      "worktree": str(worktree) if worktree else None, "steps": landing["steps"],
-                      "resolved_files": landing["resolved_files"], "written_at": utcnow()}
-            atomic_write(intent_path(project, record), canonical_json(intent))
+        with store.lock():
+            current = store.load(task)
+            if current["run_revision"] != record["run_revision"]:
+                raise ParallelError(
+                    E.RUN_REVISION_CONFLICT,
+                    f"run {record['run_id']} changed while it was being merged (revision "
+                    f"{record['run_revision']} → {current['run_revision']}); nothing moved",
+                    hint=f"see `git parallel status {task}`, then `git parallel merge {task}` again",
+                )
+            _check_clean(repo, worktree, None)
+            _check_clean(repo, worktree, new_tree)
+            moved = False
             try:
-                ref.set_target(pygit2.Oid(hex=landing["commit"]),
-                               f"git-parallel: land {task} ({record['run_id']})")
-                moved = True
-            except (pygit2.GitError, ValueError):
-                moved = False
-        if moved:
-            break
+                ref = repo.git.references[base_ref]
+            except KeyError:
+                raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {base_ref} no longer exists",
+                                    hint="recreate it, or abort the run") from None
+            if str(ref.target) == old:
+                if landing["commit"] == old:
+                    moved = True  # everything already on the base
+                else:
+                    # Say what is about to happen before it happens, so that a
+                    # crash right after the ref moves leaves recover enough to finish.
+                    intent = {"previous": old, "landing": landing["commit"], "base_ref": base_ref,
+                              "worktree": str(worktree) if worktree else None, "steps": landing["steps"],
+                              "resolved_files": landing["resolved_files"], "written_at": utcnow()}
+                    atomic_write(intent_path(project, record), canonical_json(intent))
+                    try:
+                        ref.set_target(pygit2.Oid(hex=landing["commit"]),
+                                       f"git-parallel: land {task} ({record['run_id']})")
+                        moved = True
+                    except (pygit2.GitError, ValueError, OSError):
+                        clear_intent(project, record)
+            if moved:
+                return finish(landing, old, attempts, history, verified)
         history.append({"attempt": attempts, "base_was": old, "computed": landing["commit"]})
         if attempts > int(cfg["retries"]):
             raise ParallelError(
@@ -277,7 +297,13 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
                 f"the base {base_ref} kept moving while merging ({attempts} attempts); nothing moved",
                 hint="wait for the other writer to finish, then run `git parallel merge` again",
             )
-    return landing, old, attempts, history, verified
+
+
+def _check_clean(repo: Repo, worktree: Path | None, new_tree: pygit2.Tree | None) -> None:
+    if worktree is not None:
+        dirty = _dirty(worktree, new_tree)
+        if dirty:
+            raise _refuse_dirty(worktree, dirty)
 
 
 # -- the intent file ---------------------------------------------------------------------
@@ -338,20 +364,16 @@ def merge(project: Project, task: str) -> dict[str, Any]:
                 commands=lines,
             )
         worktree = base_worktree(repo, base_ref)
-        try:
-            landing, old, attempts, history, verified = _land(project, record, winners, worktree)
-        except BaseException:
-            clear_intent(project, record)
-            raise
+
+    def finish(landing: dict[str, Any], old: str, attempts: int, history: list[dict[str, Any]],
+               verified: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Under the lock, right after the base moved: its checkout, the record."""
         faults.point("merge.after_ref")
+        worktree_error = None
         if worktree is not None and landing["commit"] != old:
             proc = repo.run_git(["read-tree", "-m", "-u", old, landing["commit"]], cwd=worktree, check=False)
             if proc.returncode != 0:
                 worktree_error = proc.stderr.decode(errors="replace").strip()
-            else:
-                worktree_error = None
-        else:
-            worktree_error = None
         faults.point("merge.after_worktree")
         merge_record = {
             "landed": landing["commit"], "previous": old, "base_ref": base_ref, "steps": landing["steps"],
@@ -365,8 +387,13 @@ def merge(project: Project, task: str) -> dict[str, Any]:
             rec["status"] = "merged"
             rec["merge"] = merge_record
 
-        record, _ = store.update(task, apply)
-        clear_intent(project, record)
+        updated, _ = store.update(task, apply)
+        clear_intent(project, updated)
+        return updated, merge_record
+
+    record, merge_record = _land(project, record, winners, worktree, finish)
+    landing = {"commit": merge_record["landed"]}
+    old = merge_record["previous"]
     entries = [(landing["commit"], pick_note(p)) for p, _ in winners]
     entries.append((landing["commit"], notes.line("merge", record["run_id"], task=task, landed=landing["commit"],
                                                   previous=old, base_ref=base_ref, method=merge_record["method"],

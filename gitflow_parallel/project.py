@@ -62,31 +62,44 @@ def _process_start_epoch(pid: int) -> float | None:
     return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
-def instance_process_alive(inst: dict[str, Any]) -> bool:
-    """Is the process recorded for a running instance still that process?
-
-    A pid alone can be recycled after a crash; where /proc tells when the
-    process started, it must have started within a few seconds of the
-    instance's ``started_at``, or it is somebody else's."""
-    pid = inst.get("pid")
-    if not pid_alive(pid):
-        return False
-    started = _process_start_epoch(pid)
-    recorded = inst.get("started_at")
-    if started is None or not isinstance(recorded, str):
-        return True
+def _recorded_epoch(inst: dict[str, Any]) -> float | None:
     import datetime as _dt
 
+    recorded = inst.get("started_at")
+    if not isinstance(recorded, str):
+        return None
     try:
-        when = _dt.datetime.strptime(recorded, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+        return _dt.datetime.strptime(recorded, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc).timestamp()
     except ValueError:
-        return True
-    # btime has one-second resolution and the record is written just after the start.
-    return abs(started - when) < 5.0
+        return None
+
+
+def instance_process_alive(inst: dict[str, Any]) -> bool:
+    """Is a running instance still being run?
+
+    Yes while its agent process is alive, and also while the ``git parallel
+    run`` that started it is (it records the finish only after reaping the
+    agent and committing its leftovers).  A pid alone can be recycled after a
+    crash; where /proc tells when a process started, the agent must have
+    started within a few seconds of ``started_at`` and the runner before it,
+    or the process is somebody else's."""
+    when = _recorded_epoch(inst)
+    pid = inst.get("pid")
+    if pid_alive(pid):
+        started = _process_start_epoch(pid)
+        # btime has one-second resolution and the record is written just after the start.
+        if started is None or when is None or abs(started - when) < 5.0:
+            return True
+    runner = inst.get("runner_pid")
+    if runner != os.getpid() and pid_alive(runner):
+        started = _process_start_epoch(runner)
+        if started is None or when is None or started <= when + 5.0:
+            return True
+    return False
 
 
 def pid_alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 1 << 31:
         return False
     try:
         os.kill(pid, 0)

@@ -1235,12 +1235,17 @@ def orphan_findings(scan: Scan, records: list[dict[str, Any]], task: str | None)
             if not inst.get("removed"):
                 known_branches.add(f"refs/heads/{inst['branch']}")
                 known_admin.add(worktrees.admin_name(rec["task"], inst["id"]))
+    # A task whose record exists but does not load is not "no record": its
+    # branches may hold unarchived work, and the broken record is reported
+    # on its own (PARALLEL_RECORD_INVALID), so none of it is called an orphan.
+    loaded = {rec["task"] for rec in records}
+    unreadable = {t for t in scan.project.store.tasks() if t not in loaded}
     out = []
     prefix = f"refs/heads/parallel/{task}/" if task else "refs/heads/parallel/"
     for name, oid in sorted(repo.refs_under(prefix)):
-        if name in known_branches:
-            continue
         short = name[len("refs/heads/"):]
+        if name in known_branches or short.split("/")[1] in unreadable:
+            continue
         out.append(Finding(ORPHAN, ERROR,
                            f"branch {short} (at {oid[:12]}) belongs to no run record",
                            fix=f"inspect it (git log {short}); keep it under another name or delete it "
@@ -1252,6 +1257,8 @@ def orphan_findings(scan: Scan, records: list[dict[str, Any]], task: str | None)
         for admin in sorted(admin_root.iterdir()):
             name = admin.name
             if not name.startswith(worktrees.admin_name(task, "") if task else "parallel+") or name in known_admin:
+                continue
+            if any(name.startswith(worktrees.admin_name(t, "")) for t in unreadable):
                 continue
             back = _read_text(admin / "gitdir")
             target = Path(back) if back else None

@@ -77,14 +77,14 @@ from typing import Any, Callable
 from gitflow_parallel import errors as E
 from gitflow_parallel import faults
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import append_jsonl, utcnow
+from gitflow_parallel.files import append_jsonl, env_seconds, utcnow
 from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, INTERNAL_ENV, commit_all
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project, instance_note, pid_alive
 from gitflow_parallel.slots import Slot, Slots
 from gitflow_parallel.store import FINISHED_RUN, check_transition, find_instance
 
-KILL_GRACE = float(os.environ.get("GIT_PARALLEL_KILL_GRACE", "3"))
+KILL_GRACE = env_seconds("GIT_PARALLEL_KILL_GRACE", 3.0)
 SLOT_POLL = 0.05  # seconds between looks for a slot another run freed
 TICK = 0.25  # progress refresh on a terminal
 NO_WAKEUP_POLL = 0.02  # when signals cannot wake us (not the main thread)
@@ -579,7 +579,8 @@ class _Runner:
         child.started = time.monotonic()
         if self.timeout is not None:
             child.deadline = child.started + self.timeout
-        inst.update(status="running", pid=child.pid, started_at=now, finished_at=None, exit_code=None, error=None,
+        inst.update(status="running", pid=child.pid, runner_pid=os.getpid(), started_at=now, finished_at=None,
+                    exit_code=None, error=None,
                     log=str(child.log), events=str(child.events))
         inst["instance_revision"] += 1
 

@@ -27,7 +27,7 @@ from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import atomic_write, utcnow
+from gitflow_parallel.files import atomic_write, env_seconds, utcnow
 
 SCHEMA_VERSION = 1
 
@@ -46,7 +46,7 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     "aborted": (),
 }
 
-LOCK_TIMEOUT = float(os.environ.get("GIT_PARALLEL_LOCK_TIMEOUT", "60"))
+LOCK_TIMEOUT = env_seconds("GIT_PARALLEL_LOCK_TIMEOUT", 60.0)
 
 T = TypeVar("T")
 _OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")

@@ -446,3 +446,37 @@ def test_separate_git_dir(tmp_path: Path) -> None:
     gp("merge", "t")
     assert (work / "n.txt").read_text() == "n" and git(work, "status", "--porcelain") == ""
     assert not wt.exists()
+
+
+def test_merge_verifies_without_holding_the_project_lock(tmp_path: Path) -> None:
+    # A verify gate that takes a while must not block other commands, which
+    # give up on the project lock after GIT_PARALLEL_LOCK_TIMEOUT seconds.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "slow.py").write_text("import os, time\nif os.environ.get('GIT_PARALLEL_VERIFY'):\n    time.sleep(4)\n")
+    repo, gp = project(tmp_path, extra=f"  - name: slow\n    run: [{PY}, {tools / 'slow.py'}]\n")
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "w.num=1")
+    gp("check", "t")
+    gp("pick", "t")
+    commit_on_base(repo, "base.txt", "moved on\n")  # so the merged tree is new and verify runs
+    merging = subprocess.Popen(["git", "parallel", "merge", "t"], cwd=repo, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    import time
+    time.sleep(1.5)
+    assert merging.poll() is None  # still verifying
+    other = gp("spawn", "other", "-n", "1", env={"GIT_PARALLEL_LOCK_TIMEOUT": "1"})
+    assert "spawned run" in other.stdout
+    out, err = merging.communicate(timeout=60)
+    assert merging.returncode == 0, err
+    assert "verified track main" in out
+
+
+def test_file_names_that_are_not_utf8(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", PY, "-c", "open(b'bad\\xffname.num', 'w').write('1')")
+    result = gp.json("check", "t")
+    assert result["instances"][0]["verdict"] == "pass"
+    gp("pick", "t")
+    gp("merge", "t")
