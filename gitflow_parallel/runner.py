@@ -85,6 +85,9 @@ from gitflow_parallel.slots import Slot, Slots
 from gitflow_parallel.store import FINISHED_RUN, check_transition, find_instance
 
 KILL_GRACE = env_seconds("GIT_PARALLEL_KILL_GRACE", 3.0)
+# How many more times a record write waits for the project lock (each wait
+# is GIT_PARALLEL_LOCK_TIMEOUT long) before the run gives up.
+LOCK_RETRIES = 10
 SLOT_POLL = 0.05  # seconds between looks for a slot another run freed
 TICK = 0.25  # progress refresh on a terminal
 NO_WAKEUP_POLL = 0.02  # when signals cannot wake us (not the main thread)
@@ -513,7 +516,15 @@ class _Runner:
                     spawned.append(child)
 
         try:
-            record, _ = self.store.update(self.task, mutate)
+            for attempt in range(LOCK_RETRIES + 1):
+                try:
+                    record, _ = self.store.update(self.task, mutate)
+                    break
+                except ParallelError as exc:
+                    # The lock was never had, so nothing was written or
+                    # started: wait again rather than give up the agents.
+                    if exc.code != E.RESOURCE_LOCK_FAILED or spawned or attempt == LOCK_RETRIES:
+                        raise
         except BaseException:
             # Nothing was written: what was started here has no record.
             for child in spawned:

@@ -589,3 +589,22 @@ def test_missing_worktree_refused_before_anything_starts(repo: Path, gp: GP, tmp
     assert "error[PARALLEL_BRANCH_NOT_FOUND]" in proc.stderr and "instance 2" in proc.stderr
     assert not marker.exists()
     assert all(i["status"] == "pending" for i in record(gp, "T")["instances"])
+
+
+def test_run_outlasts_a_long_held_project_lock(repo: Path, gp: GP) -> None:
+    # Another command holding the project lock longer than the lock timeout
+    # must delay the runner's record writes, never cost it its agents.
+    gp("spawn", "t", "-n", "1")
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys, time
+        from filelock import FileLock
+        with FileLock(sys.argv[1]):
+            print("held", flush=True)
+            time.sleep(3.5)
+    """), str(repo / ".git" / "parallel" / "lock")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    proc = gp("run", "t", "--", sys.executable, "-c", "open('done.txt', 'w').write('ok')",
+              env={"GIT_PARALLEL_LOCK_TIMEOUT": "1"})
+    holder.wait()
+    inst = gp.json("status", "t")["run"]["instances"][0]
+    assert inst["status"] == "succeeded", proc.stdout + proc.stderr
