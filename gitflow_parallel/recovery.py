@@ -491,6 +491,18 @@ class _RunCheck:
         if self.scan.commit(rec["base"]["commit"]) is None:
             self.add(OBJECT_MISSING, ERROR, f"the base commit {rec['base']['commit'][:12]} is not in the repository",
                      fix="fetch or restore it (git fsck --lost-found), or abort the run")
+        base_ref = rec["base"]["ref"]
+        tip = self.project.repo.ref_target(base_ref)
+        if self.live and tip is None:
+            self.add(E.BASE_NOT_FOUND, ERROR, f"the base branch {base_ref} of this live run no longer exists",
+                     fix=f"recreate it (git branch {base_ref[len('refs/heads/'):]} {rec['base']['commit'][:12]}), "
+                         "or abort the run")
+        elif rec["status"] == "merged" and rec.get("merge") and tip is not None \
+                and not self.project.repo.is_ancestor(rec["merge"]["landed"], tip):
+            self.add(E.BASE_NOT_FOUND, WARNING,
+                     f"the run is recorded merged at {rec['merge']['landed'][:12]}, but {base_ref} "
+                     f"({tip[:12]}) no longer contains it (reset or rewritten since)",
+                     fix=f"git log {base_ref}; the landed commit is still reachable from its archive and notes")
         for inst in rec["instances"]:
             if inst["head"] is not None and self.scan.commit(inst["head"]) is None:
                 self.add(OBJECT_MISSING, ERROR,

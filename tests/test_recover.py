@@ -639,3 +639,14 @@ def test_merge_again_after_a_crash_defers_to_recover(tmp_path: Path) -> None:
     assert (m["landed"], m["previous"]) == (landed, previous)
     assert git(repo, "status", "--porcelain") == ""
     assert_validate_clean(gp)
+
+
+def test_validate_reports_a_deleted_base_branch(repo: Path) -> None:
+    gp = GP(repo)
+    git(repo, "branch", "side")
+    gp("spawn", "t", "-n", "1", "--base", "side")
+    git(repo, "branch", "-D", "side")
+    proc = gp("validate", "t", code=1)
+    assert "PARALLEL_BASE_NOT_FOUND" in proc.stdout + proc.stderr
+    git(repo, "branch", "side", "main")
+    gp("validate", "t")
