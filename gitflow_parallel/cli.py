@@ -20,7 +20,8 @@ import click
 from gitflow_parallel import __version__
 from gitflow_parallel.errors import ParallelError
 
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+# 0 done and 2 usage error come from click itself.
+EXIT_REFUSED, EXIT_INTERNAL = 1, 3
 
 
 def _emit_json(obj: Any) -> None:

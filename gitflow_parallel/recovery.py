@@ -348,6 +348,20 @@ def _clear_partial(st: WorktreeState) -> None:
         shutil.rmtree(st.path) if st.path.is_dir() and not st.path.is_symlink() else st.path.unlink()
 
 
+def _dismantle(project: Project, scan: "Scan", run_id: str, task: str, inst: dict[str, Any],
+               skip_archive: str | None = None) -> None:
+    """Take apart what is left of an instance that is not a usable worktree:
+    archive its branch tip (unless it is ``skip_archive``), clear the partial
+    folder and admin entry, delete the branch by compare-and-swap."""
+    tip = project.tip(inst)
+    if tip is not None and tip != skip_archive:
+        worktrees.archive(project.repo, run_id, inst["id"], inst["attempt"], tip)
+    _clear_partial(scan.worktree(task, inst))
+    if tip is not None:
+        project.repo.delete_ref(f"refs/heads/{inst['branch']}", expected=tip)
+    _remove_empty_parent(Path(inst["worktree"]))
+
+
 def _remove_empty_parent(path: Path) -> None:
     try:
         path.parent.rmdir()
@@ -640,13 +654,8 @@ class _RunCheck:
 
         def git() -> None:
             for inst in insts:
-                tip = project.tip(inst)
-                if tip is not None and tip != base:
-                    worktrees.archive(project.repo, run_id, inst["id"], inst["attempt"], tip)
-                _clear_partial(self.scan.worktree(task, inst))
-                if tip is not None:
-                    project.repo.delete_ref(f"refs/heads/{inst['branch']}", expected=tip)
-                _remove_empty_parent(Path(inst["worktree"]))
+                # A tip still at the base holds nothing to keep.
+                _dismantle(project, self.scan, run_id, task, inst, skip_archive=base)
 
         def record(rec: dict[str, Any]) -> None:
             now = utcnow()
@@ -704,12 +713,7 @@ class _RunCheck:
             if now.linked and now.tip is not None:
                 worktrees.remove(project.repo, record, inst)
             else:
-                if tip is not None:
-                    worktrees.archive(project.repo, run_id, inst["id"], inst["attempt"], tip)
-                _clear_partial(self.scan.worktree(task, inst))
-                if tip is not None:
-                    project.repo.delete_ref(f"refs/heads/{inst['branch']}", expected=tip)
-                _remove_empty_parent(Path(inst["worktree"]))
+                _dismantle(project, self.scan, run_id, task, inst)
 
         def rec_change(rec: dict[str, Any]) -> None:
             i = find_instance(rec, inst["id"])

@@ -22,7 +22,7 @@ import pytest
 from conftest import GP, git, make_repo
 from gitflow_parallel import evidence, gates
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.project import Project
+from gitflow_parallel.project import Project, pid_alive
 
 PY = sys.executable
 
@@ -347,21 +347,9 @@ def test_gate_timeout_kills_its_process_group(tmp_path: Path) -> None:
     assert g["exit_code"] is None and "timed out after 1s" in g["error"] and g["passed"] is False
     child = int(pidfile.read_text())
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _alive(child):
+    while time.monotonic() < deadline and pid_alive(child):
         time.sleep(0.05)
-    assert not _alive(child)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().split(b") ")[-1][:1] != b"Z"
-    except OSError:
-        return False
+    assert not pid_alive(child)
 
 
 def test_instances_are_checked_concurrently(tmp_path: Path) -> None:

@@ -61,6 +61,14 @@ def agent(gp: GP, task: str, inst: str, *files: str) -> None:
     gp("run", task, "--instance", inst, "--", PY, str(gp.cwd.parent / "tools" / "agent.py"), *files)
 
 
+def picked(gp: GP, *files: str) -> None:
+    """One instance whose agent writes ``files``, checked and picked."""
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", *files)
+    gp("check", "t")
+    gp("pick", "t")
+
+
 def commit_on_base(repo: Path, name: str, content: str) -> str:
     (repo / name).write_text(content)
     git(repo, "add", name)
@@ -109,10 +117,7 @@ def test_fast_forward_lands_winner_with_notes(tmp_path: Path) -> None:
 
 def test_moved_base_gives_two_parent_merge(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
-    gp("spawn", "t", "-n", "1")
-    agent(gp, "t", "1", "w.num=2")
-    gp("check", "t")
-    gp("pick", "t")
+    picked(gp, "w.num=2")
     base_tip = commit_on_base(repo, "base.txt", "from base\n")
     m = gp.json("merge", "t")["merge"]
     assert m["method"] == "merge" and m["verified"] and m["verified"][0]["passed"]
@@ -127,10 +132,7 @@ def test_moved_base_gives_two_parent_merge(tmp_path: Path) -> None:
     ("first_pass_wins", "BASE"), ("last_pass_wins", "WINNER"), ("winner_takes_all", "WINNER")])
 def test_conflict_resolved_by_policy(tmp_path: Path, policy: str, expect: str) -> None:
     repo, gp = project(tmp_path, extra=f"merge:\n  policy: {policy}\n")
-    gp("spawn", "t", "-n", "1")
-    agent(gp, "t", "1", "shared.txt=a\\nWINNER\\nc\\n")
-    gp("check", "t")
-    gp("pick", "t")
+    picked(gp, "shared.txt=a\\nWINNER\\nc\\n")
     commit_on_base(repo, "shared.txt", "a\nBASE\nc\n")
     m = gp.json("merge", "t")["merge"]
     assert m["method"] == "merge"
@@ -141,10 +143,7 @@ def test_conflict_resolved_by_policy(tmp_path: Path, policy: str, expect: str) -
 
 def test_manual_policy_moves_nothing(tmp_path: Path) -> None:
     repo, gp = project(tmp_path, extra="merge:\n  policy: manual\n")
-    gp("spawn", "t", "-n", "1")
-    agent(gp, "t", "1", "w.num=1")
-    gp("check", "t")
-    gp("pick", "t")
+    picked(gp, "w.num=1")
     before = snapshot(repo)
     proc = gp("merge", "t", code=1)
     assert "error[PARALLEL_DEV_MANUAL_HALT]" in proc.stderr
@@ -221,10 +220,7 @@ def commit_on_base_ref(repo: Path, name: str) -> None:
 
 def test_semantic_conflict_caught_by_verify(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
-    gp("spawn", "t", "-n", "1")
-    agent(gp, "t", "1", "w.num=6")
-    gp("check", "t")
-    gp("pick", "t")
+    picked(gp, "w.num=6")
     commit_on_base(repo, "b.num", "5")  # passes alone (5), the winner passes alone (6)
     before = snapshot(repo)
     proc = gp("merge", "t", code=1)
@@ -234,10 +230,7 @@ def test_semantic_conflict_caught_by_verify(tmp_path: Path) -> None:
 
 def test_dirty_base_worktree_refused_then_lands(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
-    gp("spawn", "t", "-n", "1")
-    agent(gp, "t", "1", "w.num=1")
-    gp("check", "t")
-    gp("pick", "t")
+    picked(gp, "w.num=1")
     (repo / "README.md").write_text("local edit\n")
     before = snapshot(repo)
     proc = gp("merge", "t", code=1)
@@ -400,10 +393,7 @@ def test_kept_losers_need_cleanup_before_the_next_spawn(tmp_path: Path) -> None:
 
 def test_file_against_folder_is_refused_not_dropped(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
-    gp("spawn", "t", "-n", "1")
-    agent(gp, "t", "1", "d/f=inside")
-    gp("check", "t")
-    gp("pick", "t")
+    picked(gp, "d/f=inside")
     commit_on_base(repo, "d", "a file\n")
     before = snapshot(repo)
     proc = gp("merge", "t", code=1)
@@ -413,10 +403,7 @@ def test_file_against_folder_is_refused_not_dropped(tmp_path: Path) -> None:
 
 def test_untracked_files_in_the_way_refuse_the_landing(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
-    gp("spawn", "t", "-n", "1")
-    agent(gp, "t", "1", "d=now a file")
-    gp("check", "t")
-    gp("pick", "t")
+    picked(gp, "d=now a file")
     (repo / "d").mkdir()
     (repo / "d" / "mine.txt").write_text("mine\n")
     before = snapshot(repo)
@@ -455,10 +442,7 @@ def test_merge_verifies_without_holding_the_project_lock(tmp_path: Path) -> None
     tools.mkdir()
     (tools / "slow.py").write_text("import os, time\nif os.environ.get('GIT_PARALLEL_VERIFY'):\n    time.sleep(4)\n")
     repo, gp = project(tmp_path, extra=f"  - name: slow\n    run: [{PY}, {tools / 'slow.py'}]\n")
-    gp("spawn", "t", "-n", "1")
-    agent(gp, "t", "1", "w.num=1")
-    gp("check", "t")
-    gp("pick", "t")
+    picked(gp, "w.num=1")
     commit_on_base(repo, "base.txt", "moved on\n")  # so the merged tree is new and verify runs
     merging = subprocess.Popen(["git", "parallel", "merge", "t"], cwd=repo, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
