@@ -375,9 +375,15 @@ def merge(task: str, as_json: bool) -> None:
         click.echo(f"landed {m['method']} on {m['base_ref']}: {m['previous'][:12]} -> {m['landed'][:12]}"
                    f" (attempts {m['attempts']})")
         for f in m["resolved_files"]:
-            click.echo(f"  resolved by {m['policy']}: {f['path']} (track {f['track']})")
+            dropped = f.get("winner_lines_dropped", 0) if f.get("kept") == "base" else 0
+            click.echo(f"  resolved by {m['policy']}: {f['path']} (track {f['track']}; "
+                       f"{dropped} line(s) of the winner dropped)")
         for v in m["verified"]:
-            click.echo(f"  verified track {v['track']} on the merged tree: {'pass' if v['passed'] else 'fail'}")
+            names = ", ".join(g["name"] for g in v["gates"]) or "no enforced gate"
+            click.echo(f"  re-proved track {v['track']} on the landing tree in a clean checkout: "
+                       f"{'pass' if v['passed'] else 'fail'} ({names})")
+        if not m["verified"] and m.get("verify") == "never":
+            click.echo("  not re-proved (merge.verify: never)")
         if m.get("worktree_error"):
             click.echo(f"warning: could not update {m['worktree']}: {m['worktree_error']}", err=True)
         if r.get("cleanup_error"):
@@ -401,7 +407,12 @@ def _render_check(r: dict[str, Any]) -> None:
                    f"evidence {inst['evidence']['path']}")
         if inst["score_error"]:
             click.echo(f"    score unavailable: {inst['score_error']}")
-        if not any(g["mode"] == "enforced" for g in inst["gates"]):
+        if inst.get("refused"):
+            click.echo(f"    [{inst['refused']['code']}] {inst['refused']['message']}; no gate ran")
+        elif inst.get("protected_changes"):
+            click.echo(f"    judged with the base's version of the protected path(s) it changed: "
+                       f"{', '.join(inst['protected_changes'][:10])}")
+        if not inst.get("refused") and not any(g["mode"] == "enforced" for g in inst["gates"]):
             click.echo("    no enforced gate applies to this track: the verdict proves only which commit was seen")
         for g in inst["gates"]:
             mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")

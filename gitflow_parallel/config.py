@@ -23,9 +23,11 @@ from gitflow_parallel.names import check_name
 
 CONFIG_FILE = ".gitparallel.yaml"
 
-MERGE_POLICIES = ("first_pass_wins", "last_pass_wins", "winner_takes_all", "manual")
+MERGE_POLICIES = ("refuse", "first_pass_wins", "last_pass_wins", "winner_takes_all", "manual")
 SELECTION_METHODS = ("critic_first_pass", "majority_vote")
 GATE_MODES = ("enforced", "observe")
+VERIFY_MODES = ("always", "changed", "never")
+PROTECT_MODES = ("restore", "refuse")
 MAX_SECONDS = 7 * 24 * 3600  # a week: a longer timeout is a typo
 
 DEFAULTS: dict[str, Any] = {
@@ -37,7 +39,9 @@ DEFAULTS: dict[str, Any] = {
     "notes_ref": "refs/notes/parallel",
     "commit_leftovers": True,
     "selection": "critic_first_pass",
-    "merge": {"policy": "first_pass_wins", "retries": 2, "timeout": 60, "verify": True},
+    "protect": [],
+    "protect_mode": "restore",
+    "merge": {"policy": "refuse", "retries": 2, "timeout": 60, "verify": "always"},
     "score": {"threshold": 6, "command": None, "findings": None, "timeout": 300},
     "gates": [],
 }
@@ -64,11 +68,17 @@ TEMPLATE = """\
 # commit_leftovers: true  # commit what an agent leaves uncommitted after `run`
 # selection: critic_first_pass   # or majority_vote
 
+# Gates judge a clean checkout of the commit, with protected paths taken from
+# the base commit: .gitparallel.yaml, every path a gate's `run` names, and:
+# protect: []             # more globs, e.g. [tests/**, conftest.py]
+# protect_mode: restore   # or refuse: an attempt that changed one fails
+
 # merge:
-#   policy: first_pass_wins      # last_pass_wins | winner_takes_all | manual
+#   policy: refuse               # a conflict stops, like git; or first_pass_wins |
+#                                # last_pass_wins | winner_takes_all | manual
 #   retries: 2                   # recomputations when the base moves meanwhile
 #   timeout: 60                  # seconds
-#   verify: true                 # re-run enforced gates on the merged tree
+#   verify: always               # re-prove the landing tree: always | changed | never
 
 # score:
 #   threshold: 6
@@ -221,6 +231,14 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             out[key] = want_int(key, value, 1, 1024)
         elif key == "rework_max":
             out[key] = want_int(key, value, 0, 100)
+        elif key == "protect":
+            if not isinstance(value, list) or not all(isinstance(p, str) and p.strip("/") for p in value):
+                raise _fail(key, "must be a list of path globs", lines.get(key))
+            if any(p.startswith("/") or ".." in p.split("/") for p in value):
+                raise _fail(key, "globs are relative to the top of the repository, inside it", lines.get(key))
+            out[key] = list(value)
+        elif key == "protect_mode":
+            out[key] = want_choice(key, value, PROTECT_MODES)
         elif key in ("keep_losers", "commit_leftovers"):
             out[key] = want_bool(key, value)
         elif key == "selection":
@@ -251,7 +269,9 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
         elif key == "timeout":
             out["merge"][key] = _seconds(path, value, lines.get(path))
         elif key == "verify":
-            out["merge"][key] = want_bool(path, value)
+            # true/false from before the three modes: true asked for proof.
+            value = {True: "always", False: "never"}.get(value, value) if isinstance(value, bool) else value
+            out["merge"][key] = want_choice(path, value, VERIFY_MODES)
 
     score = data.get("score", {})
     if score is None:
@@ -354,3 +374,49 @@ def load_from_commit(repo: Any, commit_oid: str) -> tuple[dict[str, Any], str]:
     if not isinstance(blob, pygit2.Blob):
         raise _fail("(file)", f"{CONFIG_FILE} in {commit_oid[:12]} is not a file")
     return parse(blob.data), f"{commit_oid}:{CONFIG_FILE}"
+
+
+def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """The dotted path of the first place ``a`` and ``b`` differ, or None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if key not in a or key not in b:
+                return f"{path}{key}"
+            found = _first_difference(a[key], b[key], f"{path}{key}.")
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = _first_difference(x, y, f"{path[:-1]}[{i}].")
+            if found:
+                return found
+        return None
+    return None if a == b and type(a) is type(b) else path.rstrip(".") or "(all)"
+
+
+def verify_frozen(repo: Any, record: dict[str, Any]) -> None:
+    """Refuse a record whose frozen config is not what its base commit says.
+
+    The record lives under ``.git``, where an agent running as the same user
+    can write; the base commit's ``.gitparallel.yaml`` is an object it cannot
+    change.  So the config that judges is re-derived from that object, and a
+    record that says otherwise (``gates: []`` with a recomputed sha256) is
+    refused, naming the first field that differs."""
+    from gitflow_parallel.errors import RECORD_INVALID
+
+    base = record["base"]["commit"]
+    task = record["task"]
+    try:
+        derived, _ = load_from_commit(repo, base)
+    except (KeyError, ValueError, AttributeError) as exc:
+        raise ParallelError(RECORD_INVALID, f"the base commit {base[:12]} of run {record['run_id']} cannot be read ({exc})",
+                            hint=f"`git parallel validate {task}`; abort the run and spawn again") from None
+    field = _first_difference(derived, record["config"])
+    if field:
+        raise ParallelError(
+            RECORD_INVALID,
+            f"the run record of {task!r} says config.{field} differs from {base[:12]}:{CONFIG_FILE}, "
+            "from which it was frozen: the record was edited",
+            hint=f"nothing was judged; abort the run (`git parallel abort {task}`) and spawn it again",
+            field=f"config.{field}")

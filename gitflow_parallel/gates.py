@@ -1,22 +1,33 @@
-"""Gates and scores: running the checks of a run's frozen configuration in an
-instance's worktree, fingerprinting what they saw, and turning the outcome
+"""Gates and scores: running the checks of a run's frozen configuration on
+a clean checkout of an instance's commit, fingerprinting what they saw, and turning the outcome
 into an evidence pack bound to one exact commit and tree (``check``); and
 running the enforced gates once more on an arbitrary tree (``verify_tree``,
 used by merge before the base moves).
 
 Where the gates come from.  Always ``record["config"]["gates"]``, the
-configuration frozen from the *base commit* at spawn.  The worktree's own
-``.gitparallel.yaml`` is never read, so an agent that weakens a gate in its
-branch changes nothing about how it is judged.
+configuration frozen from the *base commit* at spawn, and re-derived from
+that commit's ``.gitparallel.yaml`` at every check (``config.verify_frozen``),
+so neither the worktree's copy nor a hand-edited record changes how an
+attempt is judged.
 
-Running one gate.  Its argv (a list; never a shell) runs in the worktree as
+Where they run.  Never in the agent's worktree: in a clean scratch checkout
+of the commit (``scratch``), with every protected path (the config, the
+files the gates' commands name, the ``protect`` globs) as the base commit
+has it.  Nothing untracked or ignored in the worktree is visible there.  The
+pack says so (``"checkout": "clean"``) and records the protected patterns,
+the commit and tree actually checked out, and the protected paths the
+attempt changed; with ``protect_mode: refuse`` such an attempt fails with
+``PARALLEL_PROTECTED_PATH_CHANGED`` and no gate runs.
+
+Running one gate.  Its argv (a list; never a shell) runs in the checkout as
 its own process group (its own session), stdin closed, stdout and stderr to
 ``<common>/parallel/logs/<run_id>/<id>.<attempt>.gate-<name>.log``.  Its
 environment is ours without any inherited ``GIT_PARALLEL_*`` or
 ``GIT_DIR``-style variables (which would point git at the wrong repository or
 misdescribe the instance), plus the gate's ``env``, plus ``GIT_PARALLEL_TASK``,
 ``_RUN_ID``, ``_BASE`` (the base commit), ``_INSTANCE``, ``_TRACK``,
-``_ATTEMPT`` and ``_WORKTREE``.
+``_ATTEMPT``, ``_COMMIT`` (the commit judged) and ``_WORKTREE`` (the clean
+checkout it runs in).
 ``GIT_PARALLEL_EVENTS`` is deliberately *not* given: the events log is the
 agent's, and a gate must not be able to add to the engine evidence it is
 judged beside.  Arguments are passed as written (no ``{placeholder}``
@@ -58,12 +69,13 @@ commits.  The text output warns when this happens.  ``complete`` is true when
 every applicable gate ran or was skipped by the predecessor rule (a gate that
 could not start or timed out *ran*, and failed).
 
-Evidence must describe a commit, so a worktree with uncommitted changes
-(untracked files included) is refused before anything runs, and so is a
+Evidence describes a commit, so a worktree with uncommitted changes
+(untracked files included) is refused before anything runs - they would not
+be judged, and the person who left them expects them to be - and so is a
 worktree whose HEAD is not the branch tip.  Gates may leave untracked
-byproducts, but if a tracked file changed or HEAD moved while the gates ran,
-what ran was not the commit: no pack is written for that instance and it is
-reported with ``PARALLEL_EVIDENCE_MISMATCH``.
+byproducts in their checkout, but if a tracked file changed or HEAD moved
+while they ran, what ran was not the commit: no pack is written for that
+instance and it is reported with ``PARALLEL_EVIDENCE_MISMATCH``.
 
 Fingerprints.  ``output_fingerprints`` lists every path that differs between
 the base commit's tree and the commit's tree (a pygit2 tree-to-tree diff, no
@@ -76,13 +88,14 @@ when a clean worktree of the commit is at hand each file is read from it
 (regular files only, no symlink followed, a FIFO never opened blocking) and
 used only after its git object id, recomputed from those bytes, equals the
 blob's id; anything else (a filter such as ``eol=crlf``, a race, a symlink)
-falls back to the object database.  ``input_fingerprints`` hash the worktree
-files matched by the applicable gates' ``inputs`` globs, taken before the
-gates run: path -> sha256.
+falls back to the object database.  ``input_fingerprints`` hash the files
+of the judged tree matched by the applicable gates' ``inputs`` globs, read
+from git objects (a symlink is its target text, never followed): path ->
+sha256.
 
 Scores come from ``score.command`` (run like a gate with ``score.timeout``;
 the last non-empty stdout line must be an integer 0..10 and the command must
-exit 0) or ``score.findings`` (a path in the worktree: ``.jsonl`` gives the
+exit 0) or ``score.findings`` (a path in the checkout: ``.jsonl`` gives the
 minimum ``anti_slop_score`` over its lines, anything else a line
 ``anti_slop_score: N``, the minimum if several).  No source: score,
 score_source and score_error all null.  A source that yields nothing usable:
@@ -98,26 +111,20 @@ its pack would break the write-once pick record that names its sha256.
 
 ``verify_tree`` runs, for merge, the enforced gates that apply to a track,
 plus whatever gates they require (so ``requires`` means the same there as in
-a check), with the same runner, in a detached worktree made by ``git worktree
-add`` under a fresh ``tempfile.mkdtemp`` folder with hooks switched off (a
-scratch checkout is nobody's checkout).  The folder and its
-``<common>/worktrees/`` admin entry are removed in a ``finally``, without
-``git worktree prune``, which would also touch other worktrees' state.
+a check), with the same runner, on the landing commit as judged with the
+protected paths of the commit it lands on, in a scratch checkout.
 """
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
 import re
 import select
-import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -128,7 +135,7 @@ import pygit2
 from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence, faults, notes
+from gitflow_parallel import config, evidence, faults, notes, scratch
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes, utcnow
 from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, worktree_changes
@@ -400,25 +407,24 @@ def output_fingerprints(repo: pygit2.Repository, base_commit: str, commit: str,
     return out
 
 
-def input_fingerprints(worktree: Path, patterns: Iterable[str]) -> dict[str, str]:
-    """sha256 of the regular files in ``worktree`` matched by ``patterns``.
+def input_fingerprints(repo: pygit2.Repository, tree: str, patterns: Iterable[str]) -> dict[str, str]:
+    """sha256 of the files of ``tree`` (the judged tree) matched by ``patterns``.
 
-    A pattern that reaches outside the worktree (absolute, or through ``..``)
-    matches nothing: inputs describe the checkout, and nothing else is ours
-    to read."""
-    root = worktree.resolve()
+    Read from git objects, never from a filesystem: a symlink is hashed as
+    git stores it (its target), so nothing outside the checkout is ever
+    read, and a symlink loop cannot make the walk endless.  Submodule
+    entries have no content here and are left out."""
+    patterns = [p for p in patterns]
+    if not patterns:
+        return {}
+    index = pygit2.Index()
+    index.read_tree(repo.get(tree).peel(pygit2.Tree))
     out: dict[str, str] = {}
-    for pattern in patterns:
-        for rel in glob.glob(pattern, root_dir=str(root), recursive=True):
-            full = Path(os.path.normpath(root / rel))
-            if full != root and root not in full.parents:
-                continue
-            relpath = full.relative_to(root).as_posix()
-            if relpath == ".git" or relpath.startswith(".git/"):
-                continue
-            data = _read_regular(full)
-            if data is not None:
-                out[relpath] = sha256_bytes(data)
+    for entry in index:
+        if entry.mode == pygit2.GIT_FILEMODE_COMMIT:
+            continue
+        if any(scratch.matches(entry.path, [p], folders=False) for p in patterns):
+            out[entry.path] = sha256_bytes(repo.odb.read(entry.id)[1])
     return dict(sorted(out.items()))
 
 
@@ -638,44 +644,86 @@ def _lock(project: Project, task: str, inst_id: str) -> FileLock:
     return lock
 
 
-def _check_one(common_dir: Path, record: dict[str, Any], inst: dict[str, Any], commit: str,
+def _facts(record: dict[str, Any], inst: dict[str, Any] | None, track: str, path: Path, commit: str) -> dict[str, str]:
+    facts = {"TASK": record["task"], "RUN_ID": record["run_id"], "BASE": record["base"]["commit"], "TRACK": track,
+             "WORKTREE": str(path), "COMMIT": commit}
+    if inst is not None:
+        facts.update({"INSTANCE": inst["id"], "ATTEMPT": str(inst["attempt"])})
+    return facts
+
+
+def _judge(repo: pygit2.Repository, record: dict[str, Any], commit: str, base: str) -> dict[str, Any]:
+    """What is judged for ``commit``: the protected patterns, the commit and
+    tree checked out, and the protected paths the attempt changed."""
+    cfg = record["config"]
+    patterns = scratch.protected_patterns(cfg, repo.get(base).peel(pygit2.Tree))
+    judged, judged_tree, changed = scratch.judged_commit(repo, commit, base, patterns)
+    return {"checkout": "clean", "protected": patterns, "protect_mode": cfg["protect_mode"],
+            "protected_changes": changed, "judged_commit": judged, "judged_tree": judged_tree}
+
+
+def _refused_protected(judged: dict[str, Any]) -> dict[str, Any]:
+    shown = ", ".join(judged["protected_changes"][:10])
+    return {"code": E.PROTECTED_PATH_CHANGED,
+            "message": f"the attempt changed protected path(s) {shown}, and protect_mode is refuse"}
+
+
+def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], commit: str,
                selected: set[str] | None) -> dict[str, Any]:
-    """Run the gates and score of one instance; returns its pack (not yet written)."""
-    repo = pygit2.Repository(str(common_dir))  # one handle per thread
-    worktree = Path(inst["worktree"])
+    """Run the gates and score of one instance in a clean checkout of its
+    commit; returns its pack (not yet written)."""
+    repo = pygit2.Repository(str(project.repo.common_dir))  # one handle per thread
     base_commit = record["base"]["commit"]
+    cfg = record["config"]
     tree = str(repo.get(commit).peel(pygit2.Commit).tree_id)
-    place = Place(worktree=worktree, log_dir=common_dir / "parallel" / "logs" / record["run_id"],
-                  log_prefix=f"{inst['id']}.{inst['attempt']}",
-                  facts={"TASK": record["task"], "RUN_ID": record["run_id"], "BASE": record["base"]["commit"], "INSTANCE": inst["id"],
-                         "TRACK": inst["track"], "ATTEMPT": str(inst["attempt"]), "WORKTREE": str(worktree)})
-    gates = applicable(record["config"]["gates"], inst["track"])
-    # Both fingerprints are taken before any gate can touch the worktree.
-    outputs = output_fingerprints(repo, base_commit, commit, worktree)
-    inputs = input_fingerprints(worktree, [p for g in gates if selected is None or g["name"] in selected
-                                           for p in g.get("inputs") or []])
-    results = run_gates(gates, inst["track"], place, selected)
-    value, source, error = score(record["config"]["score"], place)
-    moved = _head_of(worktree)
-    changed = _tracked_changes(worktree)
-    if moved != commit or changed:
-        what = (f"HEAD moved to {str(moved)[:12]}" if moved != commit
-                else "tracked files changed: " + ", ".join(changed[:10]) + (" …" if len(changed) > 10 else ""))
-        raise ParallelError(
-            E.EVIDENCE_MISMATCH,
-            f"while instance {inst['id']} was checked its worktree changed ({what}), so the gates did not test "
-            f"{commit[:12]}; no evidence was written",
-            hint="make the gates leave tracked files alone (write to untracked, ignored paths), "
-                 f"restore the worktree (git -C {worktree} checkout -- .) and check again")
-    return {
+    judged = _judge(repo, record, commit, base_commit)
+    gates = applicable(cfg["gates"], inst["track"])
+    pack = {
         "schema_version": evidence.SCHEMA_VERSION, "origin": evidence.ORIGIN, "run_id": record["run_id"],
         "task": record["task"], "instance": inst["id"], "track": inst["track"], "attempt": inst["attempt"],
         "instance_revision": inst["instance_revision"], "commit": commit, "tree": tree,
-        "base_commit": base_commit, "config_sha256": record["config_sha256"], "gates": results,
-        "verdict": verdict_of(results), "score": value, "score_source": source, "score_error": error,
-        "input_fingerprints": inputs, "output_fingerprints": outputs, "engine_evidence": engine_evidence(inst),
-        "proof_issued_at": utcnow(), "complete": complete_of(results),
+        "base_commit": base_commit, "config_sha256": record["config_sha256"], **judged, "refused": None,
+        "engine_evidence": engine_evidence(inst),
     }
+    if judged["protected_changes"] and cfg["protect_mode"] == "refuse":
+        # Judged as it is, it would be tested against its own tests; restored,
+        # it would not be the attempt any more.  Nothing runs.
+        return {**pack, "gates": [], "verdict": "fail", "complete": True, "score": None, "score_source": None,
+                "score_error": None, "refused": _refused_protected(judged), "input_fingerprints": {},
+                "output_fingerprints": output_fingerprints(repo, base_commit, commit), "proof_issued_at": utcnow()}
+    with scratch.Checkout(project.repo, record["run_id"], inst["id"]) as checkout:
+        path = checkout.prepare(judged["judged_commit"])
+        place = Place(worktree=path, log_dir=project.repo.parallel_dir / "logs" / record["run_id"],
+                      log_prefix=f"{inst['id']}.{inst['attempt']}",
+                      facts=_facts(record, inst, inst["track"], path, commit))
+        # Both fingerprints are taken before any gate can touch the checkout.
+        outputs = output_fingerprints(repo, base_commit, commit,
+                                      path if judged["judged_commit"] == commit else None)
+        inputs = input_fingerprints(repo, judged["judged_tree"],
+                                    [p for g in gates if selected is None or g["name"] in selected
+                                     for p in g.get("inputs") or []])
+        results = run_gates(gates, inst["track"], place, selected)
+        value, source, error = score(cfg["score"], place)
+        _still_judged(path, judged["judged_commit"], inst["id"])
+    return {**pack, "gates": results, "verdict": verdict_of(results), "score": value, "score_source": source,
+            "score_error": error, "input_fingerprints": inputs, "output_fingerprints": outputs,
+            "proof_issued_at": utcnow(), "complete": complete_of(results)}
+
+
+def _still_judged(path: Path, commit: str, what: str) -> None:
+    """Gates may leave byproducts, but what they ran on must still be the
+    judged commit: a gate that moved HEAD or rewrote tracked files has
+    judged something else (and the gates after it saw that)."""
+    moved = _head_of(path)
+    changed = _tracked_changes(path)
+    if moved != commit or changed:
+        what_changed = (f"HEAD moved to {str(moved)[:12]}" if moved != commit
+                        else "tracked files changed: " + ", ".join(changed[:10]) + (" …" if len(changed) > 10 else ""))
+        raise ParallelError(
+            E.EVIDENCE_MISMATCH,
+            f"while {what} was checked, a gate changed its clean checkout ({what_changed}), so the gates did not "
+            f"all test {commit[:12]}; no evidence was written",
+            hint="make the gates leave tracked files alone (write to untracked, ignored paths) and check again")
 
 
 def _select_gates(record: dict[str, Any], gates: list[str] | None) -> set[str] | None:
@@ -720,6 +768,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         raise ParallelError(
             E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} is {record['status']}; nothing to check",
             hint=f"spawn a new run with `git parallel spawn {task}`")
+    config.verify_frozen(project.repo, record)
     selected = _select_gates(record, gates)
     targets = _targets(record, instances)
     jobs = jobs or int(record["config"]["max_total"])
@@ -736,7 +785,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         entries: list[tuple[str, str]] = []
         with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
             futures: dict[Future[dict[str, Any]], dict[str, Any]] = {
-                pool.submit(_check_one, project.repo.common_dir, record, inst, commits[inst["id"]], selected): inst
+                pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected): inst
                 for inst in targets}
             for future in as_completed(futures):
                 inst = futures[future]
@@ -750,7 +799,8 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
                     "id": inst["id"], "track": inst["track"], "attempt": inst["attempt"], "commit": pack["commit"],
                     "tree": pack["tree"], "verdict": pack["verdict"], "complete": pack["complete"],
                     "score": pack["score"], "score_error": pack["score_error"], "gates": pack["gates"],
-                    "evidence": binding, "proof_issued_at": pack["proof_issued_at"]}
+                    "evidence": binding, "proof_issued_at": pack["proof_issued_at"],
+                    "protected_changes": pack["protected_changes"], "refused": pack["refused"]}
                 entries.append((pack["commit"], notes.line(
                     "evidence", record["run_id"], task=task, instance=inst["id"], attempt=inst["attempt"],
                     commit=pack["commit"], tree=pack["tree"], verdict=pack["verdict"], score=pack["score"],
@@ -785,64 +835,31 @@ def _with_requirements(gates: list[dict[str, Any]], wanted: list[dict[str, Any]]
     return [g for g in gates if g["name"] in need]
 
 
-def _admin_dirs_for(common_dir: Path, path: Path) -> list[Path]:
-    """The ``<common>/worktrees/*`` folders that belong to the worktree at ``path``."""
-    found = []
-    folder = common_dir / "worktrees"
-    if not folder.is_dir():
-        return found
-    want = {str(path / ".git"), str(path.resolve() / ".git")}
-    try:  # the worktree's own pointer, if git got as far as writing it
-        pointer = (path / ".git").read_text(encoding="utf-8").strip()
-        admin = Path(pointer[len("gitdir: "):]) if pointer.startswith("gitdir: ") else None
-        if admin is not None and admin.resolve().parent == folder.resolve():  # never rmtree anything else
-            found.append(admin)
-    except OSError:
-        pass
-    for admin in folder.iterdir():
-        try:
-            if (admin / "gitdir").read_text(encoding="utf-8").strip() in want and admin not in found:
-                found.append(admin)
-        except OSError:
-            continue
-    return found
-
-
-def verify_tree(project: Project, record: dict[str, Any], track: str, commit: str) -> dict[str, Any]:
+def verify_tree(project: Project, record: dict[str, Any], track: str, commit: str, base: str | None = None,
+                scratch_name: str = "verify") -> dict[str, Any]:
     """Run the enforced gates that apply to ``track`` (with the gates they
-    require) in a temporary detached worktree of ``commit``, and remove it
-    again, whatever happens.  Returns {"passed", "commit", "tree", "gates"}."""
+    require) on ``commit`` as judged with the protected paths of ``base``
+    (default: the run's base commit), in a clean scratch checkout.  Returns
+    {"passed", "commit", "tree", "gates", ...what was judged}."""
     repo = project.repo
     try:
         tree = repo.tree_of(commit)
     except (KeyError, ValueError, AttributeError, pygit2.GitError):
         raise ParallelError(E.BASE_NOT_FOUND, f"{commit!r} is not a commit in this repository",
                             hint="pass the oid of the commit to verify") from None
+    base = base or record["base"]["commit"]
+    judged = _judge(repo.git, record, commit, base)
+    outcome = {"commit": commit, "tree": tree, **judged, "refused": None}
     gates = applicable(record["config"]["gates"], track)
     wanted = _with_requirements(gates, [g for g in gates if g["mode"] == "enforced"])
+    if judged["protected_changes"] and record["config"]["protect_mode"] == "refuse":
+        return {**outcome, "passed": False, "gates": [], "refused": _refused_protected(judged)}
     if not wanted:
-        return {"passed": True, "commit": commit, "tree": tree, "gates": []}
-    scratch = Path(tempfile.mkdtemp(prefix="git-parallel-verify-"))
-    path = scratch / f"verify-{commit[:12]}"
-    try:
-        # A scratch checkout is no user's checkout: no hook (ours would record
-        # it, a foreign one could fail it) has any business with it.
-        proc = repo.run_git(["-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", str(path), commit],
-                            check=False)
-        if proc.returncode != 0:
-            raise ParallelError(
-                E.WORKTREE_CREATE_FAILED,
-                f"could not make a worktree of {commit[:12]} to verify it: "
-                f"{proc.stderr.decode(errors='replace').strip()}",
-                hint="nothing was changed; see the message, fix its cause and merge again")
+        return {**outcome, "passed": True, "gates": []}
+    with scratch.Checkout(repo, record["run_id"], scratch_name) as checkout:
+        path = checkout.prepare(judged["judged_commit"])
         place = Place(worktree=path, log_dir=repo.parallel_dir / "logs" / record["run_id"],
-                      log_prefix=f"verify-{track}-{commit[:12]}",
-                      facts={"TASK": record["task"], "RUN_ID": record["run_id"], "BASE": record["base"]["commit"], "TRACK": track,
-                             "WORKTREE": str(path), "VERIFY": commit})
+                      log_prefix=f"verify-{track}-{commit[:12]}", facts={**_facts(record, None, track, path, commit),
+                                                                          "VERIFY": commit})
         results = run_gates(wanted, track, place)
-    finally:
-        admins = _admin_dirs_for(repo.common_dir, path)
-        shutil.rmtree(scratch, ignore_errors=True)
-        for admin in admins:
-            shutil.rmtree(admin, ignore_errors=True)
-    return {"passed": verdict_of(results) == "pass", "commit": commit, "tree": tree, "gates": results}
+    return {**outcome, "passed": verdict_of(results) == "pass", "gates": results}

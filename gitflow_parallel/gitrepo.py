@@ -8,7 +8,9 @@ which libgit2 refuses when the ref moved in between.
 
 from __future__ import annotations
 
+import atexit
 import os
+import secrets
 import subprocess
 from pathlib import Path
 from typing import Iterable
@@ -17,8 +19,13 @@ import pygit2
 
 from gitflow_parallel.errors import BASE_NOT_FOUND, NOT_A_REPO, ParallelError
 
-# Set on every git subprocess we start, so our own hooks let our moves through.
+# Set on every git subprocess we start, so our own hooks let our moves
+# through.  Its value is a random token naming a file under
+# <common>/parallel/internal/ that exists while this process runs: a bare
+# "1" set by hand (or by an agent) names none and gets no pass.
 INTERNAL_ENV = "GIT_PARALLEL_INTERNAL"
+INTERNAL_DIR = "internal"
+_TOKENS: dict[str, str] = {}
 
 GIT_LOCATION_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                     "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_PREFIX", "GIT_NAMESPACE")
@@ -166,16 +173,58 @@ class Repo:
     # -- git itself ----------------------------------------------------------
     def run_git(self, args: list[str], cwd: str | os.PathLike[str] | None = None,
                 check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-        # Our git calls name their repository by cwd; an inherited GIT_DIR or
-        # GIT_WORK_TREE (say, from `git --git-dir=… parallel`) would aim them elsewhere.
-        env = {k: v for k, v in os.environ.items() if k not in GIT_LOCATION_ENV}
-        env[INTERNAL_ENV] = "1"
-        proc = subprocess.run(["git", *args], cwd=str(cwd or self.main_workdir), env=env,
+        # Our git calls name their repository by cwd.
+        proc = subprocess.run(["git", *args], cwd=str(cwd or self.main_workdir), env=internal_env(self.common_dir),
                               input=input, capture_output=True)
         if check and proc.returncode != 0:
             raise RuntimeError(f"git {' '.join(args)} failed ({proc.returncode}): "
                                f"{proc.stderr.decode(errors='replace').strip()}")
         return proc
+
+
+def _forget_token(path: Path, owner: int) -> None:
+    if os.getpid() == owner:  # a forked worker exiting must not end its parent's pass
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+
+def _sweep_tokens(folder: Path) -> None:
+    """Remove the tokens of processes that are gone (killed with -9)."""
+    for path in folder.iterdir():
+        try:
+            pid = int(path.read_text(encoding="ascii").split()[0])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+        except (OSError, ValueError, IndexError):
+            continue
+
+
+def internal_token(common_dir: str | os.PathLike[str]) -> str:
+    """This process's token for ``common_dir``, made on first use."""
+    key = os.path.realpath(common_dir)
+    token = _TOKENS.get(key)
+    if token is None:
+        folder = Path(key) / "parallel" / INTERNAL_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        _sweep_tokens(folder)
+        token = secrets.token_hex(16)
+        path = folder / token
+        path.write_text(f"{os.getpid()}\n", encoding="ascii")
+        atexit.register(_forget_token, path, os.getpid())
+        _TOKENS[key] = token
+    return token
+
+
+def internal_env(common_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """The environment of a git subprocess of ours: our own location
+    variables dropped (an inherited GIT_DIR or GIT_WORK_TREE, say from
+    `git --git-dir=… parallel`, would aim it elsewhere), our token added."""
+    env = {k: v for k, v in os.environ.items() if k not in GIT_LOCATION_ENV}
+    env[INTERNAL_ENV] = internal_token(common_dir)
+    return env
 
 
 def create_ref_exclusive(git_dir: str | os.PathLike[str], name: str, new: str, message: str) -> bool:
@@ -185,10 +234,8 @@ def create_ref_exclusive(git_dir: str | os.PathLike[str], name: str, new: str, m
     ``references.create(force=False)`` at once can both succeed, the second
     silently replacing the first.  git's update-ref with the null oid as the
     old value makes that check under the lock."""
-    env = {k: v for k, v in os.environ.items() if k not in GIT_LOCATION_ENV}
-    env[INTERNAL_ENV] = "1"
     proc = subprocess.run(["git", f"--git-dir={git_dir}", "update-ref", "-m", message, name, new, "0" * len(new)],
-                          env=env, capture_output=True)
+                          env=internal_env(git_dir), capture_output=True)
     return proc.returncode == 0
 
 

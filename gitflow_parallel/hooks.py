@@ -27,7 +27,10 @@ atomically, under its lock, on every record write, and removes it when no run
 is live) and the script ends after the legacy hook; ``reference-transaction``
 passes every transaction that touches no live base ref, ``post-checkout``
 every checkout whose HEAD is no live instance branch.  ``git parallel``'s own
-git commands carry ``GIT_PARALLEL_INTERNAL=1`` and pass untouched.
+git commands carry ``GIT_PARALLEL_INTERNAL=<token>``, a random token naming a
+file under ``<common>/parallel/internal/`` that exists while the command
+runs, and pass untouched; a bare ``1`` (or any value naming no such file)
+gets no pass.
 
 The rule (``_judge``), the same for both enforcing hooks.  An update brings
 in the commits ``git rev-list HEADS --not OLD``: for ``pre-merge-commit`` the

@@ -4,21 +4,29 @@ The merge is computed in memory with pygit2 and never checks the winner out
 in the main worktree.  For each track in order: a fast-forward when the
 result so far is an ancestor of the winner, nothing when the winner is
 already contained, else a merge commit written without moving any ref.
-Conflicting hunks are resolved by ``merge.policy``: ``first_pass_wins``
-keeps the base side (which landed first), ``last_pass_wins`` and its alias
-``winner_takes_all`` take the winner's side, ``manual`` never merges.
+A textual conflict stops, like git, under the default ``merge.policy``
+``refuse``: the error names each conflicting file and hunk (line ranges in
+the base's and the winner's file).  The other policies resolve conflicting
+hunks: ``first_pass_wins`` keeps the base side (which landed first),
+``last_pass_wins`` and its alias ``winner_takes_all`` take the winner's
+side, and the merge record says, per file, how many lines each side wrote in
+the hunks it lost; ``manual`` never merges.  A merge commit whose tree is the
+base's own would land nothing and is refused.
 
 The base ref then moves **once**, by compare-and-swap against the oid read at
 the start of the attempt.  If it moved meanwhile, everything is recomputed
 (up to ``merge.retries`` times), so a concurrent commit on the base is never
-overwritten.  With ``merge.verify``, a merged tree that differs from every
-tree the gates saw is checked again in a temporary worktree before the base
-moves.  Every refusal happens before the base moves, so a refused merge
-changes nothing.
+overwritten.  Before the base moves, the landing is re-proved
+(``merge.verify``: ``always`` by default, ``changed`` only for a merged tree
+no gate saw, ``never``): the enforced gates run on the exact tree that will
+land, in a clean checkout with protected paths from the commit it lands on,
+so stale or forged evidence never lands a failing tree.  Every refusal
+happens before the base moves, so a refused merge changes nothing.
 """
 
 from __future__ import annotations
 
+import difflib
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +34,7 @@ from typing import Any
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import faults, notes
+from gitflow_parallel import config, faults, notes
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, canonical_json, utcnow
 from gitflow_parallel.gitrepo import Repo
@@ -116,13 +124,111 @@ def _refuse_dirty(path: Path, dirty: list[str]) -> ParallelError:
 
 
 # -- computing the landing --------------------------------------------------------------
+def _lines(repo: pygit2.Repository, entry: pygit2.IndexEntry | None) -> list[bytes] | None:
+    """The lines of a conflict side, or None when it has no text (absent, binary)."""
+    if entry is None:
+        return None
+    data = repo.odb.read(entry.id)[1]
+    return None if b"\0" in data[:8000] else data.splitlines(keepends=True)
+
+
+def _changed_regions(old: list[bytes], new: list[bytes]) -> list[tuple[int, int, int, int]]:
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    return [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+
+
+def conflict_hunks(ancestor: list[bytes], ours: list[bytes], theirs: list[bytes]) -> list[dict[str, Any]]:
+    """Where the two sides changed the same (or touching) lines of the
+    ancestor, differently: per hunk the 1-based line ranges in the base's
+    and in the winner's file, and how many lines each side wrote there."""
+    regions = sorted([(i1, i2, j1, j2, "ours") for i1, i2, j1, j2 in _changed_regions(ancestor, ours)]
+                     + [(i1, i2, j1, j2, "theirs") for i1, i2, j1, j2 in _changed_regions(ancestor, theirs)])
+    groups: list[list[tuple[int, int, int, int, str]]] = []
+    for region in regions:
+        if groups and region[0] <= max(r[1] for r in groups[-1]):
+            groups[-1].append(region)
+        else:
+            groups.append([region])
+    hunks = []
+    for group in groups:
+        sides = {r[4] for r in group}
+        ours_part = [ours[j1:j2] for i1, i2, j1, j2, side in group if side == "ours"]
+        theirs_part = [theirs[j1:j2] for i1, i2, j1, j2, side in group if side == "theirs"]
+        if sides != {"ours", "theirs"} or ours_part == theirs_part:
+            continue  # one side only, or both made the same change: git merges it
+        hunk: dict[str, Any] = {}
+        for side, lines in (("ours", ours), ("theirs", theirs)):
+            mine = [r for r in group if r[4] == side]
+            lo, hi = min(r[2] for r in mine), max(r[3] for r in mine)
+            hunk["base_lines" if side == "ours" else "winner_lines"] = [lo + 1, max(lo + 1, hi)]
+            hunk["base_written" if side == "ours" else "winner_written"] = sum(r[3] - r[2] for r in mine)
+        hunks.append(hunk)
+    return hunks
+
+
+def _folder_clash(tree: pygit2.Tree, path: str) -> bool:
+    """Is ``path`` a folder in ``tree``, or under a file of it?"""
+    parts = path.split("/")
+    for k in range(1, len(parts) + 1):
+        try:
+            entry = tree["/".join(parts[:k])]
+        except KeyError:
+            return False
+        if (k < len(parts)) != (entry.type_str == "tree"):
+            return True
+    return False
+
+
+def _conflicts(repo: pygit2.Repository, index: pygit2.Index, ours_tree: pygit2.Tree,
+               theirs_tree: pygit2.Tree) -> list[dict[str, Any]]:
+    """Every conflicted path with its hunks (text) or what kind of conflict it is."""
+    out = []
+    for ancestor, ours, theirs in index.conflicts:
+        path = (ancestor or ours or theirs).path
+        texts = [_lines(repo, e) for e in (ancestor, ours, theirs)]
+        if (ours is None and _folder_clash(ours_tree, path)) or (theirs is None and _folder_clash(theirs_tree, path)):
+            kind, hunks = "a file on one side, a folder on the other", []
+        elif ours is None or theirs is None:
+            kind, hunks = ("deleted by the base" if ours is None else "deleted by the winner"), []
+        elif texts[1] is None or texts[2] is None:
+            kind, hunks = "binary", []
+        else:
+            kind, hunks = "text", conflict_hunks(texts[0] or [], texts[1], texts[2])
+        out.append({"path": path, "kind": kind, "hunks": hunks,
+                    "winner_lines_dropped": sum(h["winner_written"] for h in hunks),
+                    "base_lines_dropped": sum(h["base_written"] for h in hunks)})
+    return sorted(out, key=lambda c: c["path"])
+
+
+def _describe_conflicts(conflicts: list[dict[str, Any]]) -> str:
+    parts = []
+    for c in conflicts:
+        if not c["hunks"]:
+            parts.append(f"{c['path']} ({c['kind']})")
+            continue
+        ranges = "; ".join(f"base lines {h['base_lines'][0]}-{h['base_lines'][1]}, "
+                           f"winner lines {h['winner_lines'][0]}-{h['winner_lines'][1]}" for h in c["hunks"])
+        parts.append(f"{c['path']} ({ranges})")
+    return "\n  ".join(parts)
+
+
 def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, policy: str,
-               message: str, sig: pygit2.Signature) -> tuple[pygit2.Oid, list[str]]:
+               message: str, sig: pygit2.Signature, what: str) -> tuple[pygit2.Oid, list[dict[str, Any]]]:
     """A merge commit of ``theirs`` into ``ours`` resolved by ``policy``;
-    returns its oid and the paths the policy decided."""
+    returns its oid and the conflicts the policy decided (with the lines of
+    each side it dropped)."""
     plain = repo.merge_commits(ours, theirs)
-    conflicted = sorted({(a or o or t).path for a, o, t in plain.conflicts}) if plain.conflicts else []
-    if conflicted:
+    conflicts = (_conflicts(repo, plain, repo.get(ours).peel(pygit2.Tree), repo.get(theirs).peel(pygit2.Tree))
+                 if plain.conflicts else [])
+    if conflicts and policy == "refuse":
+        raise ParallelError(
+            E.MERGE_CONFLICT,
+            f"{what} conflicts with the base:\n  {_describe_conflicts(conflicts)}\nnothing moved",
+            hint="start a new attempt from the base as it is now (`git parallel retry TASK ID --onto-current`, "
+                 "then run, check, pick), merge by hand (git merge), or choose merge.policy first_pass_wins "
+                 "or last_pass_wins in .gitparallel.yaml for new runs",
+            conflicts=conflicts)
+    if conflicts:
         if policy == "manual":
             raise AssertionError("manual policy never reaches the merge")
         favor = pygit2.enums.MergeFavor.OURS if policy in BASE_SIDE_POLICIES else pygit2.enums.MergeFavor.THEIRS
@@ -153,8 +259,19 @@ def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, po
             hint="nothing moved; resolve it by hand (git merge) or make the sides agree and run the instance again",
         )
     tree = index.write_tree(repo)
+    if tree == repo.get(ours).peel(pygit2.Commit).tree_id:
+        dropped = sum(c["winner_lines_dropped"] for c in conflicts)
+        raise ParallelError(
+            E.MERGE_CONFLICT,
+            f"merging {what} would land nothing: the merged tree is the base's own"
+            + (f" (merge.policy {policy} dropped {dropped} line(s) of the winner)" if conflicts else ""),
+            hint="nothing moved; start a new attempt from the current base "
+                 "(`git parallel retry TASK ID --onto-current`) or merge by hand",
+            conflicts=conflicts)
     commit = repo.create_commit(None, sig, sig, message, tree, [ours, theirs])
-    return commit, conflicted
+    for c in conflicts:
+        c["kept"] = "base" if policy in BASE_SIDE_POLICIES else "winner"
+    return commit, conflicts
 
 
 def _file_dir_collision(index: pygit2.Index) -> str | None:
@@ -190,33 +307,65 @@ def compute(project: Project, record: dict[str, Any], start: str,
         message = (f"git-parallel: merge {record['task']} track {pick['track']} winner {inst['id']}\n\n"
                    f"Run: {record['run_id']}\nWinner: {inst['branch']} at {w}\n"
                    f"Policy: {policy}\n")
-        current, files = _merge_one(repo, current, w, policy, message, sig)
-        resolved += [{"track": pick["track"], "path": f} for f in files]
+        what = f"the winner {inst['id']} of track {pick['track']} ({inst['branch']} at {str(w)[:12]})"
+        current, conflicts = _merge_one(repo, current, w, policy, message, sig, what)
+        resolved += [{"track": pick["track"], **c} for c in conflicts]
         steps.append({"track": pick["track"], "winner": inst["id"], "method": "merge", "commit": str(current),
-                      "resolved_files": files})
+                      "resolved_files": [c["path"] for c in conflicts],
+                      "winner_lines_dropped": sum(c["winner_lines_dropped"] for c in conflicts
+                                                  if c["kept"] == "base")})
     return {"commit": str(current), "steps": steps, "resolved_files": resolved}
 
 
+def verify_mode(cfg: dict[str, Any]) -> str:
+    """``merge.verify`` of a record; records frozen before the three modes hold a bool."""
+    mode = cfg.get("verify", "always")
+    return {True: "changed", False: "never"}.get(mode, mode) if isinstance(mode, bool) else mode
+
+
 def _verify(project: Project, record: dict[str, Any], landing: dict[str, Any],
-            winners: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Re-run the enforced gates on the landing tree where no gate saw it."""
+            winners: list[tuple[dict[str, Any], dict[str, Any]]], onto: str) -> list[dict[str, Any]]:
+    """Re-prove the landing: the enforced gates of each track on the exact
+    tree that will land, judged with the protected paths of ``onto`` (the
+    commit the base is at), in a clean checkout.  Evidence, however it was
+    made, is then never the only thing that lets a tree land.  ``changed``
+    skips the tracks whose winner's own tree is the landing tree; ``never``
+    trusts the evidence."""
     from gitflow_parallel import gates
 
+    mode = verify_mode(record["config"]["merge"])
+    if mode == "never":
+        return []
     tree = project.repo.tree_of(landing["commit"])
     results = []
-    for pick, _ in winners:
-        if pick["winner"]["tree"] == tree:
+    for pick, inst in winners:
+        if mode == "changed" and pick["winner"]["tree"] == tree:
             continue
-        outcome = gates.verify_tree(project, record, pick["track"], landing["commit"])
-        results.append({"track": pick["track"], "passed": outcome["passed"], "gates": outcome["gates"]})
+        outcome = gates.verify_tree(project, record, pick["track"], landing["commit"], base=onto,
+                                    scratch_name=inst["id"])
+        results.append({
+            "track": pick["track"], "passed": outcome["passed"], "commit": landing["commit"], "tree": tree,
+            "judged_commit": outcome["judged_commit"], "protected_changes": outcome["protected_changes"],
+            "refused": outcome["refused"], "checkout": "clean",
+            "gates": [{k: g.get(k) for k in ("name", "mode", "passed", "exit_code", "duration_s", "log", "error")}
+                      for g in outcome["gates"]]})
+        if outcome["refused"]:
+            raise ParallelError(
+                outcome["refused"]["code"], f"cannot land track {pick['track']}: {outcome['refused']['message']}",
+                hint="nothing moved; retry the instance without touching protected paths")
         if not outcome["passed"]:
             failed = [g["name"] for g in outcome["gates"] if not g.get("passed") and g.get("mode") == "enforced"]
+            same = pick["winner"]["tree"] == tree
             raise ParallelError(
-                E.MERGE_CONFLICT,
-                f"the merged tree {tree[:12]} fails enforced gate(s) {', '.join(failed) or '?'} of track "
-                f"{pick['track']}, although the winner passed alone (a semantic conflict)",
-                hint="nothing moved; rebase the work onto the new base and run it again "
-                     "(git parallel retry / run / check / pick), or merge by hand",
+                E.EVIDENCE_MISMATCH if same else E.MERGE_CONFLICT,
+                f"the tree {tree[:12]} that would land fails enforced gate(s) {', '.join(failed) or '?'} of track "
+                f"{pick['track']} in a clean checkout"
+                + (", although its evidence says it passed (the evidence is stale or was forged)" if same
+                   else ", although the winner passed alone (a semantic conflict)"),
+                hint="nothing moved; " + (f"check it again (`git parallel check {record['task']}`) and see the gate "
+                                          "logs" if same else
+                                          "start a new attempt from the current base (git parallel retry "
+                                          "--onto-current, then run, check, pick), or merge by hand"),
             )
     return results
 
@@ -250,7 +399,7 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
         landing = compute(project, record, old, winners)
         new_tree = repo.git.get(landing["commit"]).tree
         _check_clean(repo, worktree, new_tree)
-        verified = _verify(project, record, landing, winners) if cfg["verify"] else []
+        verified = _verify(project, record, landing, winners, old)
         if time.monotonic() > deadline:
             raise ParallelError(E.MERGE_TIMEOUT, f"the merge of {task} took longer than merge.timeout "
                                 f"({cfg['timeout']}s); nothing moved",
@@ -333,6 +482,7 @@ def merge(project: Project, task: str) -> dict[str, Any]:
         if record["status"] == "aborted":
             raise ParallelError(E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} was aborted",
                                 hint=f"spawn a new run with `git parallel spawn {task}`")
+        config.verify_frozen(repo, record)
         if intent_path(project, record).exists():
             # An earlier merge of this run died between writing its intent and
             # recording the result: the base may already have moved, its
@@ -379,7 +529,7 @@ def merge(project: Project, task: str) -> dict[str, Any]:
             "landed": landing["commit"], "previous": old, "base_ref": base_ref, "steps": landing["steps"],
             "method": ("fast-forward" if all(s["method"] != "merge" for s in landing["steps"]) else "merge"),
             "resolved_files": landing["resolved_files"], "policy": cfg["policy"], "attempts": attempts,
-            "retried": history, "verified": verified, "worktree": str(worktree) if worktree else None,
+            "retried": history, "verify": verify_mode(cfg), "verified": verified, "worktree": str(worktree) if worktree else None,
             "worktree_error": worktree_error, "merged_at": utcnow(),
         }
 
@@ -397,7 +547,12 @@ def merge(project: Project, task: str) -> dict[str, Any]:
     entries = [(landing["commit"], pick_note(p)) for p, _ in winners]
     entries.append((landing["commit"], notes.line("merge", record["run_id"], task=task, landed=landing["commit"],
                                                   previous=old, base_ref=base_ref, method=merge_record["method"],
-                                                  policy=cfg["policy"], merged_at=merge_record["merged_at"])))
+                                                  policy=cfg["policy"], merged_at=merge_record["merged_at"],
+                                                  reproved=[{"track": v["track"], "passed": v["passed"],
+                                                             "gates": [g["name"] for g in v["gates"]]}
+                                                            for v in merge_record["verified"]],
+                                                  winner_lines_dropped=sum(s.get("winner_lines_dropped", 0)
+                                                                           for s in merge_record["steps"]))))
     notes_error = project.mirror_notes(record, entries, "merge")
     from gitflow_parallel import lifecycle
 

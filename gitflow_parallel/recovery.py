@@ -83,11 +83,11 @@ import pygit2
 import yaml
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence, notes, worktrees
-from gitflow_parallel.errors import (BASE_MERGED, BASE_WORKTREE_STALE, BRANCH_MOVED, CLEANUP_INCOMPLETE,
-                                     EVIDENCE_UNBOUND, LOCK_HELD, MERGE_INTENT_LEFT, NOTES_MISSING, OBJECT_MISSING,
+from gitflow_parallel import evidence, notes, scratch, worktrees
+from gitflow_parallel.errors import (BASE_HAS_LOSER, BASE_MERGED, BASE_WORKTREE_STALE, BRANCH_MOVED,
+                                     CLEANUP_INCOMPLETE, EVIDENCE_UNBOUND, LOCK_HELD, MERGE_INTENT_LEFT, NOTES_MISSING, OBJECT_MISSING,
                                      ORPHAN, PICK_MISSING, PICK_UNBOUND, PROCESS_GONE, REVISION_INVALID,
-                                     SPAWN_INCOMPLETE, STALE_LOCK, WORKTREE_MISSING, ParallelError)
+                                     SCRATCH_LEFT, SPAWN_INCOMPLETE, STALE_LOCK, WORKTREE_MISSING, ParallelError)
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.gitrepo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
@@ -360,6 +360,7 @@ def _dismantle(project: Project, scan: "Scan", run_id: str, task: str, inst: dic
     if tip is not None:
         project.repo.delete_ref(f"refs/heads/{inst['branch']}", expected=tip)
     _remove_empty_parent(Path(inst["worktree"]))
+    scratch.remove_run(project.repo, run_id, [inst["id"]])
 
 
 def _remove_empty_parent(path: Path) -> None:
@@ -488,8 +489,63 @@ class _RunCheck:
         self.moved_branches()
         self.evidence_packs()
         self.picks_and_merge()
+        self.frozen_config()
+        self.base_losers()
         self.notes()
         return self.findings
+
+    def frozen_config(self) -> None:
+        """The record's config must be what its base commit's file says."""
+        from gitflow_parallel import config as C
+
+        try:
+            C.verify_frozen(self.repo, self.record)
+        except ParallelError as exc:
+            self.add(exc.code, ERROR, exc.message, fix=exc.hint)
+
+    # -- a base that took a loser -----------------------------------------------------
+    def _history(self, tips: list[str], hide: str) -> set[str]:
+        """The commits reachable from ``tips`` and not from ``hide``."""
+        walker = None
+        for tip in tips:
+            if self.scan.commit(tip) is None:
+                continue
+            if walker is None:
+                walker = self.repo.git.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)
+                walker.hide(pygit2.Oid(hex=hide))
+            else:
+                walker.push(pygit2.Oid(hex=tip))
+        return {str(c.id) for c in walker} if walker is not None else set()
+
+    def base_losers(self) -> None:
+        """A live run's base must not hold commits of an instance that did
+        not win: only a merge of the proven winner may bring instance work in,
+        and one that did (hooks skipped, or a hand-set GIT_PARALLEL_INTERNAL)
+        landed unproven work."""
+        rec = self.record
+        base_tip = self.repo.ref_target(rec["base"]["ref"])
+        spawn_base = rec["base"]["commit"]
+        if not self.live or base_tip is None or base_tip == spawn_base or self.scan.commit(spawn_base) is None:
+            return
+        brought = self._history([base_tip], spawn_base)
+        if not brought:
+            return
+        winners = [p.get("winner") for p in (rec.get("picks") or {}).values() if isinstance(p, dict)]
+        winner_commits = [i.get("head") for i in rec["instances"] if i["id"] in winners and i.get("head")]
+        allowed = self._history(winner_commits, spawn_base) if winner_commits else set()
+        for inst in rec["instances"]:
+            if inst["id"] in winners:
+                continue
+            tips = [t for t in (self.project.tip(inst), inst.get("head")) if t]
+            tips += [oid for _, oid in self.repo.refs_under(f"{worktrees.ARCHIVE_PREFIX}/{self.run_id}/{inst['id']}/")]
+            taken = sorted((self._history(tips, spawn_base) & brought) - allowed)
+            if taken:
+                self.add(BASE_HAS_LOSER, ERROR,
+                         f"{rec['base']['ref']} holds {len(taken)} commit(s) of instance {inst['id']}, which did not "
+                         f"win its track (e.g. {taken[0][:12]}); they reached the base outside `git parallel merge`",
+                         instance=inst["id"],
+                         fix=f"inspect them (git log {spawn_base[:12]}..{rec['base']['ref']}); take them out "
+                             "(git revert, or git reset --keep to the commit before) unless you meant to land them")
 
     # -- revisions and oids ---------------------------------------------------------
     def revisions_and_objects(self) -> None:
@@ -1297,6 +1353,35 @@ def orphan_findings(scan: Scan, records: list[dict[str, Any]], task: str | None)
     return out
 
 
+def scratch_findings(scan: Scan, records: list[dict[str, Any]], task: str | None) -> list[Finding]:
+    """Scratch checkouts (the clean checkouts gates run in) of runs that are
+    not live: what a killed ``check`` or ``merge``, or a cleanup that did not
+    finish, left behind.  Nothing of anyone's is in them."""
+    repo = scan.repo
+    by_run = {r["run_id"]: r for r in records}
+    out = []
+    # A finished run whose cleanup has not run yet still has its instances,
+    # and their checkouts go with them.
+    in_use = {r["run_id"] for r in records
+              if r["status"] not in FINISHED_RUN or any(not i.get("removed") for i in r["instances"])}
+    for folder in scratch.leftovers(repo, in_use):
+        owner = by_run.get(folder.name)
+        if task is not None and (owner is None or owner["task"] != task):
+            continue
+
+        def remove(run_id: str = folder.name) -> None:
+            scratch.remove_run(repo, run_id)
+
+        whose = f"run {folder.name} ({owner['status']})" if owner else f"run {folder.name}, which has no record"
+        out.append(Finding(SCRATCH_LEFT, WARNING, f"scratch checkouts of {whose} are left in {folder}",
+                           fix=f"git parallel recover {owner['task']}" if owner else f"rm -r {folder}; git worktree prune",
+                           task=owner["task"] if owner else None,
+                           repair=Repair("remove_scratch", f"remove the scratch checkouts in {folder}",
+                                         "they are clean checkouts of commits git keeps; the run is not live",
+                                         git=remove, details={"folder": str(folder)})))
+    return out
+
+
 def intent_findings(project: Project, live: list[dict[str, Any]], done: list[dict[str, Any]]) -> list[Finding]:
     folder = project.repo.parallel_dir / "merges"
     if not folder.is_dir():
@@ -1331,7 +1416,7 @@ def validate(project: Project, task: str | None = None) -> dict[str, Any]:
     for rec in checked:
         findings += _RunCheck(scan, rec).run()
     orphans = orphan_findings(scan, live + done, task)
-    findings += orphans
+    findings += orphans + scratch_findings(scan, live + done, task)
     if task is None:
         findings += intent_findings(project, live, done)
     findings += lock_findings(scan, task)
@@ -1406,6 +1491,7 @@ def recover(project: Project, task: str, dry_run: bool = False) -> dict[str, Any
         findings = check.run() + lock_findings(scan, task)
         live, done, _ = _all_records(project)
         findings += [f for f in orphan_findings(scan, live + done, task) if f.repair or f.refusal]
+        findings += scratch_findings(scan, live + done, task)
         rid, run_id = check.rid, record["run_id"]
         refused = [f for f in findings if f.refusal]
         repairs = [f.repair for f in findings if f.repair is not None]

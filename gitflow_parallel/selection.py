@@ -27,7 +27,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gitflow_parallel import __version__, evidence, faults, notes
+from gitflow_parallel import __version__, config, evidence, faults, notes
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import create_exclusive, sha256_bytes, utcnow
@@ -234,6 +234,7 @@ def pick(project: Project, task: str, track: str | None = None) -> dict[str, Any
             raise ParallelError(E.TRACK_MISMATCH, f"run {record['run_id']} has no track {track!r} "
                                 f"(tracks: {', '.join(record['tracks'])})", hint="pass one of its tracks to --track")
         tracks = [track] if track else list(record["tracks"])
+        config.verify_frozen(project.repo, record)
         existing, fresh_picks = [], []
         for t in tracks:
             found = load_pick(project, record, t)

@@ -7,7 +7,7 @@
 gp_legacy "$@" || exit $?
 # $3 is 1 for a branch checkout, 0 for `git checkout -- FILE`.
 [ "$3" = 1 ] || exit 0
-[ "${GIT_PARALLEL_INTERNAL-}" = 1 ] && exit 0
+gp_internal && exit 0
 gp_common
 [ -f "$GP_LIVE" ] || exit 0
 # Which branch is HEAD on now?  Read this worktree's HEAD file (git gives

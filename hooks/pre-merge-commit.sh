@@ -6,7 +6,7 @@
 
 gp_legacy "$@" || exit $?
 # git-parallel's own git commands are never second-guessed.
-[ "${GIT_PARALLEL_INTERNAL-}" = 1 ] && exit 0
+gp_internal && exit 0
 gp_common
 [ -f "$GP_LIVE" ] || exit 0
 gp_python pre-merge-commit --common "$GP_COMMON" -- "$@" || exit 1

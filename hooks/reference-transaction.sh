@@ -21,7 +21,7 @@ if gp_has_legacy; then
     fi
 fi
 [ "$gp_state" = prepared ] || exit 0
-[ "${GIT_PARALLEL_INTERNAL-}" = 1 ] && exit 0
+gp_internal && exit 0
 gp_common
 [ -f "$GP_LIVE" ] || exit 0
 

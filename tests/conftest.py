@@ -115,14 +115,23 @@ def gp(repo: Path) -> GP:
     return GP(repo)
 
 
+def without_scratch(porcelain: str) -> str:
+    """``git worktree list --porcelain`` without git-parallel's scratch
+    checkouts (its own cache of clean checkouts for gates, kept between
+    commands and removed with the run)."""
+    blocks = porcelain.split("\n\n")
+    return "\n\n".join(b for b in blocks if "/parallel/scratch/" not in b.split("\n", 1)[0])
+
+
 def snapshot(repo: Path) -> dict[str, Any]:
     """What a refused command must leave unchanged."""
     common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
     runs = common / "parallel" / "runs"
     return {
         "refs": git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
-        "worktrees": git(repo, "worktree", "list", "--porcelain"),
-        "admin": sorted(p.name for p in (common / "worktrees").iterdir()) if (common / "worktrees").is_dir() else [],
+        "worktrees": without_scratch(git(repo, "worktree", "list", "--porcelain")),
+        "admin": sorted(p.name for p in (common / "worktrees").iterdir() if not p.name.startswith("scratch+"))
+                 if (common / "worktrees").is_dir() else [],
         "runs": sorted((p.name, p.read_bytes()) for p in runs.glob("*.yaml")) if runs.is_dir() else [],
         "status": git(repo, "status", "--porcelain"),
     }

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from conftest import GP, git, make_repo
-from gitflow_parallel import evidence, gates
+from conftest import GP, git, make_repo, without_scratch
+from gitflow_parallel import evidence, gates, scratch
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.project import Project, pid_alive
 
@@ -141,7 +141,8 @@ def test_pass_and_fail_verdicts_with_exit_codes_logs_and_notes(tmp_path: Path) -
         text = log.read_text()
         assert f"verdict.txt: {'good' if code == 0 else 'bad'}" in text
         assert f"instance: {inst['id']} attempt: 0 track: main task: t" in text
-        assert f"run: {run['run_id']} worktree: {inst['worktree']}" in text
+        scratch = repo / ".git" / "parallel" / "scratch" / run["run_id"] / f"scratch+{run['run_id'][3:11]}+{inst['id']}"
+        assert f"run: {run['run_id']} worktree: {scratch}" in text  # a clean checkout, not the worktree
         assert "events: None extra: seen" in text  # gates get no events log; gate env merged
         assert pack["engine_evidence"]["status"] == "observed"  # the runner's own events
         assert pack["engine_evidence"]["counts"] == {"engine_dispatched": 1, "engine_exited": 1}
@@ -149,7 +150,9 @@ def test_pass_and_fail_verdicts_with_exit_codes_logs_and_notes(tmp_path: Path) -
             "schema_version", "origin", "run_id", "task", "instance", "track", "attempt", "instance_revision",
             "commit", "tree", "base_commit", "config_sha256", "gates", "verdict", "score", "score_source",
             "score_error", "input_fingerprints", "output_fingerprints", "engine_evidence", "proof_issued_at",
-            "complete"}
+            "complete", "checkout", "protected", "protect_mode", "protected_changes", "judged_commit",
+            "judged_tree", "refused"}
+        assert pack["checkout"] == "clean" and pack["protected_changes"] == [] and pack["judged_commit"] == commit
         assert evidence.freshness(rec, inst, commit).state == "fresh"
         # The note on the commit mirrors the pack.
         lines = [json.loads(l) for l in git(repo, "notes", "--ref=parallel", "show", commit).splitlines()]
@@ -595,19 +598,24 @@ def test_verify_tree_runs_enforced_gates_in_a_temporary_worktree(tmp_path: Path)
     assert ok["passed"] is True and [g["name"] for g in ok["gates"]] == ["tests"]
     assert ok["tree"] == git(repo, "rev-parse", f"{good}^{{tree}}")
     log = Path(ok["gates"][0]["log"]).read_text()
-    assert "verdict.txt: good" in log and "git-parallel-verify-" in log  # it ran in the temporary tree
+    assert "verdict.txt: good" in log and "/.git/parallel/scratch/" in log  # it ran in the temporary tree
     assert not marker.exists()  # observe gates are not run
     nope = gates.verify_tree(project, record, "main", bad)
     assert nope["passed"] is False and nope["gates"][0]["exit_code"] == 1
 
-    assert git(repo, "worktree", "list", "--porcelain") == worktrees_before
-    assert sorted(p.name for p in (repo / ".git" / "worktrees").iterdir()) == admin_before
+    # One scratch checkout, reused by both verifies, is all that was added;
+    # removing the run's scratch checkouts leaves git as it was.
     worktree_of_log = [l for l in log.splitlines() if l.startswith("run:")][0].split("worktree: ")[1]
-    assert not Path(worktree_of_log).exists() and not Path(worktree_of_log).parent.exists()
+    assert without_scratch(git(repo, "worktree", "list", "--porcelain")) == worktrees_before
+    assert git(repo, "worktree", "list", "--porcelain").count("/parallel/scratch/") == 1
+    assert Path(worktree_of_log).is_dir()
     with pytest.raises(ParallelError) as err:
         gates.verify_tree(project, record, "main", "0" * 40)
     assert err.value.code == "PARALLEL_BASE_NOT_FOUND"
+    scratch.remove_run(project.repo, record["run_id"])
     assert git(repo, "worktree", "list", "--porcelain") == worktrees_before
+    assert sorted(p.name for p in (repo / ".git" / "worktrees").iterdir()) == admin_before
+    assert not Path(worktree_of_log).exists() and not Path(worktree_of_log).parent.exists()
 
 
 def test_verify_tree_cleans_up_when_a_gate_cannot_start(tmp_path: Path) -> None:
@@ -621,6 +629,7 @@ def test_verify_tree_cleans_up_when_a_gate_cannot_start(tmp_path: Path) -> None:
     result = gates.verify_tree(project, project.store.load("t"), "main", commit)
     assert not (tmp_path / "hook-ran").exists()  # hooks stay out of the scratch checkout
     assert result["passed"] is False and "command not found" in result["gates"][0]["error"]
+    scratch.remove_run(project.repo, project.store.load("t")["run_id"])
     assert git(repo, "worktree", "list", "--porcelain") == before
     assert subprocess.run(["git", "worktree", "prune", "--dry-run", "-v"], cwd=repo, capture_output=True,
                           text=True).stdout == ""

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import GP, git, make_repo
+from gitflow_parallel.gitrepo import internal_token
 
 PY = sys.executable
 HOOKS = ("pre-merge-commit", "reference-transaction", "post-checkout")
@@ -496,11 +497,17 @@ def test_fast_path_starts_no_python(tmp_path: Path) -> None:
     git(repo, "merge", "-q", "--no-ff", "-m", "m2", "other")
     assert "_hook pre-merge-commit" in log.read_text()
 
-    # git-parallel's own git commands pass untouched, even to a loser.
+    # A bare GIT_PARALLEL_INTERNAL=1, as anyone can set it, is no pass.
     agent(gp, "t", "1", "result.txt=bad")
     log.write_text("")
+    refused = proc(repo, "update-ref", "refs/heads/main", tip(repo, "parallel/t/1"),
+                   env={"GIT_PARALLEL_INTERNAL": "1"})
+    assert refused.returncode != 0 and "_hook reference-transaction" in log.read_text()
+    # git-parallel's own git commands (a live token) pass untouched, even to a loser.
+    log.write_text("")
+    token = internal_token(repo / ".git")
     moved = proc(repo, "update-ref", "refs/heads/main", tip(repo, "parallel/t/1"),
-                 env={"GIT_PARALLEL_INTERNAL": "1"})
+                 env={"GIT_PARALLEL_INTERNAL": token})
     assert moved.returncode == 0 and log.read_text() == ""
 
 

@@ -132,13 +132,47 @@ def test_moved_base_gives_two_parent_merge(tmp_path: Path) -> None:
     ("first_pass_wins", "BASE"), ("last_pass_wins", "WINNER"), ("winner_takes_all", "WINNER")])
 def test_conflict_resolved_by_policy(tmp_path: Path, policy: str, expect: str) -> None:
     repo, gp = project(tmp_path, extra=f"merge:\n  policy: {policy}\n")
-    picked(gp, "shared.txt=a\\nWINNER\\nc\\n")
+    picked(gp, "shared.txt=a\\nWINNER\\nc\\n", "more.txt=also mine")
     commit_on_base(repo, "shared.txt", "a\nBASE\nc\n")
-    m = gp.json("merge", "t")["merge"]
+    proc = gp("merge", "t")
+    assert f"resolved by {policy}: shared.txt" in proc.stdout
+    m = record(gp, "t")["merge"]
     assert m["method"] == "merge"
-    assert [f["path"] for f in m["resolved_files"]] == ["shared.txt"]
+    [f] = m["resolved_files"]
+    assert f["path"] == "shared.txt" and f["hunks"] == [{"base_lines": [2, 2], "base_written": 1,
+                                                        "winner_lines": [2, 2], "winner_written": 1}]
+    # The output and the record say how much of the winner the policy dropped.
+    dropped = 1 if expect == "BASE" else 0
+    assert m["steps"][0]["winner_lines_dropped"] == dropped
+    assert f"{dropped} line(s) of the winner dropped" in proc.stdout
     assert git(repo, "show", "main:shared.txt").splitlines()[1] == expect
     assert (repo / "shared.txt").read_text().splitlines()[1] == expect
+    assert (repo / "more.txt").read_text() == "also mine"
+
+
+def test_conflict_with_the_moved_base_refuses_by_default(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    picked(gp, "shared.txt=a\\nWINNER\\nWINNER2\\nc\\n", "more.txt=mine")
+    commit_on_base(repo, "shared.txt", "a\nBASE\nc\n")
+    before = snapshot(repo)
+    proc = gp("merge", "t", code=1)
+    assert "error[PARALLEL_DEV_MERGE_CONFLICT]" in proc.stderr
+    assert "shared.txt (base lines 2-2, winner lines 2-3)" in proc.stderr
+    assert "git parallel retry" in proc.stderr and "--onto-current" in proc.stderr
+    assert snapshot(repo) == before and record(gp, "t")["status"] == "picked"
+
+
+def test_a_merge_that_would_land_nothing_is_refused(tmp_path: Path) -> None:
+    # first_pass_wins keeps the base side of the only hunk the winner wrote:
+    # the merge commit would bring in nothing and still say "landed".
+    repo, gp = project(tmp_path, extra="merge:\n  policy: first_pass_wins\n")
+    picked(gp, "shared.txt=a\\nWINNER\\nc\\n")
+    commit_on_base(repo, "shared.txt", "a\nBASE\nc\n")
+    before = snapshot(repo)
+    proc = gp("merge", "t", code=1)
+    assert "error[PARALLEL_DEV_MERGE_CONFLICT]" in proc.stderr and "would land nothing" in proc.stderr
+    assert "dropped 1 line(s) of the winner" in proc.stderr
+    assert snapshot(repo) == before
 
 
 def test_manual_policy_moves_nothing(tmp_path: Path) -> None:
@@ -453,7 +487,7 @@ def test_merge_verifies_without_holding_the_project_lock(tmp_path: Path) -> None
     assert "spawned run" in other.stdout
     out, err = merging.communicate(timeout=60)
     assert merging.returncode == 0, err
-    assert "verified track main" in out
+    assert "re-proved track main" in out
 
 
 def test_file_names_that_are_not_utf8(tmp_path: Path) -> None:
