@@ -102,7 +102,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 
 class HelpGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        order = ["init", "spawn", "run", "check", "pick", "merge", "status", "retry", "abort", "cleanup",
+        order = ["init", "spawn", "run", "check", "pick", "unpick", "merge", "status", "retry", "abort", "cleanup",
                  "recover", "validate", "hooks", "demo", "help"]
         names = list(self.commands)
         return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
@@ -332,13 +332,23 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
 @main_group.command()
 @click.argument("task")
 @click.option("--track", default=None, help="Pick only this track (default: every unpicked track).")
+@click.option("--instance", "instance", default=None, metavar="ID",
+              help="A person's pick: ID wins its track (recorded as selection_method human, with user.email).")
+@click.option("--reason", default=None, metavar="TEXT", help="With --instance: why, kept in the pick record and note.")
+@click.option("--force", is_flag=True,
+              help="With --instance: pick it even without fresh, complete, passing evidence (recorded as forced).")
 @json_option
-def pick(task: str, track: str | None, as_json: bool) -> None:
+def pick(task: str, track: str | None, instance: str | None, reason: str | None, force: bool, as_json: bool) -> None:
     """Select each track's winner among the instances with complete, fresh,
     passing evidence (critic_first_pass: highest score, then earliest proof,
     then id; or majority_vote: the largest group of identical trees), and
     write the write-once pick record and its note on the winner's commit.
-    A track already picked prints its record and changes nothing."""
+    A track already picked prints its record and changes nothing.
+
+    With --instance ID a person chooses instead: the record says
+    "selection_method": "human", who (git config user.email) and why
+    (--reason).  It needs the same evidence unless --force, which is
+    recorded too.  `git parallel unpick` retires a pick that has not landed."""
     from gitflow_parallel import selection
 
     def render(r: dict[str, Any]) -> None:
@@ -346,13 +356,46 @@ def pick(task: str, track: str | None, as_json: bool) -> None:
             w = p["winner"]
             again = " (already picked)" if p in r["existing"] else ""
             score = "unavailable" if p["score"] is None else p["score"]
+            by = p["selection_method"]
+            if by == selection.HUMAN:
+                by = f"{p['picked_by']}" + (f" ({p['reason']})" if p.get("reason") else "")
+                if p["forced"]:
+                    by += "; forced, waiving: " + ("; ".join(p.get("waived") or []) or "nothing")
             click.echo(f"track {p['track']}: winner {w['id']} at {w['commit'][:12]}, score {score}, "
-                       f"by {p['selection_method']}{again}")
+                       f"by {by}{again}")
             for loser in p["losers"]:
                 click.echo(f"  lost {loser['id']}: {loser['reason']}")
         click.echo(f"next: git parallel merge {task}")
 
-    run_verb(as_json, lambda: selection.pick(_project(), task, track), render)
+    def call() -> dict[str, Any]:
+        if instance is None:
+            if reason is not None or force:
+                raise click.UsageError("--reason and --force go with --instance ID (a person's pick)")
+            return selection.pick(_project(), task, track)
+        if track is not None:
+            raise click.UsageError("--instance picks the instance's own track; leave out --track")
+        return selection.pick_human(_project(), task, instance, reason=reason, force=force)
+
+    run_verb(as_json, call, render)
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--track", default=None, help="Retire only this track's pick (default: every picked track).")
+@json_option
+def unpick(task: str, track: str | None, as_json: bool) -> None:
+    """Retire a pick that has not landed, so the track can be picked again.
+    The pick record is never deleted: it moves to
+    parallel/picks/<run_id>/retired/<track>.<n>.json and the run record
+    lists it under retired_picks.  Refused once the run is merged."""
+    from gitflow_parallel import selection
+
+    def render(r: dict[str, Any]) -> None:
+        for x in r["retired"]:
+            click.echo(f"retired the pick of track {x['track']} (winner {x['winner']}); kept at {x['path']}")
+        click.echo(f"next: git parallel pick {task} [--instance ID]")
+
+    run_verb(as_json, lambda: selection.unpick(_project(), task, track), render)
 
 
 @main_group.command()

@@ -1,0 +1,151 @@
+"""The human in the loop: a person's pick and unpick, retries of what failed
+the gates with feedback, run --until-pass, work done by hand, run --tmux.
+Real git, real agents (python scripts), real gates."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import GP, git, make_repo, snapshot
+
+PY = sys.executable
+
+# An agent: writes files given as NAME=CONTENT arguments into its worktree.
+AGENT = textwrap.dedent("""
+    import sys, pathlib
+    for arg in sys.argv[1:]:
+        name, _, content = arg.partition("=")
+        path = pathlib.Path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content.replace("\\\\n", "\\n"))
+""")
+
+# The gate: a tiny test runner.  Each file tests/test_*.txt names a file and
+# the text it must hold; a failing one prints "FAILED <test name>".
+GATE = textwrap.dedent("""
+    import pathlib, sys
+    failed = []
+    for t in sorted(pathlib.Path("tests").glob("test_*.txt")):
+        path, _, text = t.read_text().strip().partition(":")
+        p = pathlib.Path(path)
+        if not (p.exists() and text in p.read_text()):
+            failed.append(t.stem)
+    for name in failed:
+        print("FAILED", name)
+    print(len(failed), "failed")
+    sys.exit(1 if failed else 0)
+""")
+
+
+def project(tmp_path: Path, extra: str = "", files: dict[str, str] | None = None) -> tuple[Path, GP]:
+    tools = tmp_path / "tools"
+    tools.mkdir(exist_ok=True)
+    (tools / "agent.py").write_text(AGENT)
+    (tools / "gate.py").write_text(GATE)
+    config = textwrap.dedent(f"""
+        max_total: 12
+        gates:
+          - name: tests
+            run: [{PY}, {tools / 'gate.py'}]
+    """) + extra
+    base = {"README.md": "hello\n", "tests/test_greeting.txt": "greeting.txt:hello"}
+    repo = make_repo(tmp_path / "repo", files=files or base, config=config)
+    return repo, GP(repo)
+
+
+def agent(gp: GP, task: str, inst: str, *files: str, code: int = 0) -> None:
+    gp("run", task, "--instance", inst, "--", PY, str(gp.cwd.parent / "tools" / "agent.py"), *files, code=code)
+
+
+def record(gp: GP, task: str) -> dict:
+    return gp.json("status", task)["run"]
+
+
+def notes_on(repo: Path, commit: str) -> list[dict]:
+    return [json.loads(l) for l in git(repo, "notes", "--ref=parallel", "show", commit).splitlines()]
+
+
+def three_passing(gp: GP) -> None:
+    gp("spawn", "t", "-n", "3")
+    agent(gp, "t", "1", "greeting.txt=hello world, a long one\\nwith two lines")
+    agent(gp, "t", "2", "greeting.txt=hello")
+    agent(gp, "t", "3", "greeting.txt=hello there")
+    gp("check", "t")
+
+
+# -- 1. pick --instance / unpick -----------------------------------------------------------
+def test_human_pick_lands_with_its_reason_in_the_landed_note(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    git(repo, "config", "user.email", "ada@example.com")
+    three_passing(gp)
+    out = gp.json("pick", "t", "--instance", "2", "--reason", "smaller diff")
+    p = out["picks"][0]
+    assert p["winner"]["id"] == "2" and p["selection_method"] == "human"
+    assert p["picked_by"] == "ada@example.com" and p["reason"] == "smaller diff" and p["forced"] is False
+    assert {l["id"] for l in p["losers"]} == {"1", "3"}
+    assert all("ada@example.com picked 2 (smaller diff)" in l["reason"] for l in p["losers"])
+    merged = gp.json("merge", "t")["merge"]
+    assert git(repo, "rev-parse", "main") == merged["landed"]
+    assert (repo / "greeting.txt").read_text() == "hello"
+    pick_note = [n for n in notes_on(repo, merged["landed"]) if n["kind"] == "pick"]
+    assert len(pick_note) == 1
+    assert pick_note[0]["selection_method"] == "human" and pick_note[0]["reason"] == "smaller diff"
+    assert pick_note[0]["picked_by"] == "ada@example.com" and pick_note[0]["winner"] == "2"
+
+
+def test_unpick_then_pick_another_before_merge_and_refused_after(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    three_passing(gp)
+    first = gp.json("pick", "t", "--instance", "2", "--reason", "smaller diff")["picks"][0]
+    run_id = first["run_id"]
+    # A second pick of a picked track is refused and changes nothing.
+    before = snapshot(repo)
+    proc = gp("pick", "t", "--instance", "3", code=1)
+    assert "PARALLEL_PICK_EXISTS" in proc.stderr and "unpick" in proc.stderr
+    assert snapshot(repo) == before
+    out = gp.json("unpick", "t")
+    picks = repo / ".git" / "parallel" / "picks" / run_id
+    retired = Path(out["retired"][0]["path"])
+    assert retired.parent == picks / "retired" and not (picks / "main.json").exists()
+    assert json.loads(retired.read_text())["winner"]["id"] == "2"
+    rec = record(gp, "t")
+    assert rec["status"] == "completed" and not rec["picks"]
+    assert rec["retired_picks"][0]["winner"] == "2"
+    gp("pick", "t", "--instance", "3")
+    landed = gp.json("merge", "t")["merge"]["landed"]
+    assert (repo / "greeting.txt").read_text() == "hello there"
+    assert [n["winner"] for n in notes_on(repo, landed) if n["kind"] == "pick"] == ["3"]
+    # The retired record is still there, never deleted.
+    assert retired.exists()
+    before = snapshot(repo)
+    proc = gp("unpick", "t", code=1)
+    assert "PARALLEL_BRANCH_TERMINAL" in proc.stderr and "merged" in proc.stderr
+    assert snapshot(repo) == before
+
+
+def test_human_pick_needs_passing_evidence_unless_forced(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    agent(gp, "t", "1", "greeting.txt=bye")
+    agent(gp, "t", "2", "greeting.txt=hello")
+    gp("check", "t", code=1)
+    before = snapshot(repo)
+    proc = gp("pick", "t", "--instance", "1", code=1)
+    assert "PARALLEL_DEV_SELECTION_NO_PASS" in proc.stderr and "failed enforced gates: tests" in proc.stderr
+    assert "--force" in proc.stderr
+    assert snapshot(repo) == before
+    p = gp.json("pick", "t", "--instance", "1", "--force", "--reason", "the test is wrong")["picks"][0]
+    assert p["forced"] is True and p["waived"] == ["it failed enforced gates: tests"]
+    note = [n for n in notes_on(repo, p["winner"]["commit"]) if n["kind"] == "pick"][0]
+    assert note["forced"] is True and note["selection_method"] == "human"
+    # --reason without --instance is a usage error.
+    assert gp("pick", "t", "--reason", "x", code=2).returncode == 2
