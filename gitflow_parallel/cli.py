@@ -260,26 +260,42 @@ def status(task: str | None, as_json: bool) -> None:
 @click.argument("instance")
 @click.option("--revision", type=int, default=None, help="Refuse unless the run is still at this run_revision.")
 @click.option("--force", is_flag=True,
-              help="Retry even if the worktree has uncommitted changes (kept on the archive ref first).")
+              help="Retry a succeeded instance that did not fail its gates, and one whose worktree has "
+                   "uncommitted changes (kept on the archive ref first).")
+@click.option("--onto-current", is_flag=True,
+              help="Start the new attempt from the base branch's current tip instead of the spawn's base.")
+@click.option("--keep", is_flag=True,
+              help="Start the new attempt from this attempt's own tip (iterate on the same work); nothing is reset.")
 @json_option
-def retry(task: str, instance: str, revision: int | None, force: bool, as_json: bool) -> None:
-    """Start a new attempt of a failed or aborted INSTANCE: its tip is kept
-    under refs/parallel/archive/, its branch and worktree are reset to the
-    base commit, and its attempt goes up by one (at most rework_max times).
-    A worktree with uncommitted changes is refused unless --force."""
+def retry(task: str, instance: str, revision: int | None, force: bool, onto_current: bool, keep: bool,
+          as_json: bool) -> None:
+    """Start a new attempt of a failed, aborted or gate-failed (verdict fail)
+    INSTANCE: its tip is kept under refs/parallel/archive/, its branch and
+    worktree are reset to the spawn's base (or the base branch's tip with
+    --onto-current, or left at its tip with --keep), and its attempt goes up
+    by one (at most rework_max times).  The new attempt's agent gets
+    GIT_PARALLEL_FEEDBACK and {feedback}: why this attempt failed.  A
+    worktree with uncommitted changes is refused unless --force."""
     from gitflow_parallel import lifecycle
     from gitflow_parallel.store import find_instance
 
     def render(r: dict[str, Any]) -> None:
         inst = find_instance(r, instance)
-        click.echo(f"instance {instance} reset to base {r['base']['commit'][:12]}, attempt {inst['attempt']}")
+        start = inst.get("start") or {}
+        where = {"base-tip": f"the current tip of {r['base']['ref']}", "previous-attempt": "its previous tip"}.get(
+            start.get("from"), "the base")
+        click.echo(f"instance {instance} starts attempt {inst['attempt']} from {where} at {inst['head'][:12]}")
         prev = inst["history"][-1] if inst["history"] else None
         if prev and prev.get("archive_ref"):
             click.echo(f"previous attempt kept at {prev['archive_ref']}")
+        if inst.get("feedback"):
+            click.echo(f"feedback for the agent: {inst['feedback']} ($GIT_PARALLEL_FEEDBACK, {{feedback}})")
         click.echo(f"next: git parallel run {task} --instance {instance} -- <agent command>")
 
-    run_verb(as_json, lambda: lifecycle.retry(_project(), task, instance, expected_revision=revision, force=force),
-             render)
+    if onto_current and keep:
+        raise click.UsageError("--onto-current and --keep exclude each other")
+    run_verb(as_json, lambda: lifecycle.retry(_project(), task, instance, expected_revision=revision, force=force,
+                                              onto_current=onto_current, keep=keep), render)
 
 
 @main_group.command()

@@ -21,8 +21,9 @@ Design, in the order an instance lives through it:
   write: the store re-reads and re-validates the whole YAML record on every
   write, so writes are the runner's hot path.
 - **The child.** Arguments as a list (never a shell), ``{task}``
-  ``{instance}`` ``{track}`` ``{attempt}`` ``{worktree}`` substituted by plain
-  replacement (other braces arrive literally), stdin from /dev/null, stdout and
+  ``{instance}`` ``{track}`` ``{attempt}`` ``{worktree}`` ``{feedback}`` (the
+  text of the feedback on the previous attempt, empty on attempt 0) substituted
+  by plain replacement (other braces arrive literally), stdin from /dev/null, stdout and
   stderr to ``<common>/parallel/logs/<run_id>/<id>.<attempt>.log``, in a new
   session so that its pid is also its process group.  Variables that would
   point git at another repository are removed, so the agent's own git finds
@@ -92,7 +93,7 @@ SLOT_POLL = 0.05  # seconds between looks for a slot another run freed
 TICK = 0.25  # progress refresh on a terminal
 NO_WAKEUP_POLL = 0.02  # when signals cannot wake us (not the main thread)
 
-PLACEHOLDERS = ("task", "instance", "track", "attempt", "worktree")
+PLACEHOLDERS = ("task", "instance", "track", "attempt", "worktree", "feedback")
 
 # Variables that would make the agent's git act on another repository (or
 # pass for git-parallel itself), instead of discovering its own worktree.
@@ -324,6 +325,7 @@ class _Child:
     argv: list[str]
     log: Path
     events: Path
+    feedback: str | None = None  # the path of the feedback on the previous attempt
     slot: Slot | None = None
     popen: subprocess.Popen[bytes] | None = None
     started: float = 0.0
@@ -422,14 +424,17 @@ class _Runner:
         self.t0 = time.monotonic()
 
     def _child(self, inst: dict[str, Any]) -> _Child:
+        from gitflow_parallel import feedback
+
         values = {"task": self.task, "instance": inst["id"], "track": inst["track"],
-                  "attempt": str(inst["attempt"]), "worktree": inst["worktree"]}
+                  "attempt": str(inst["attempt"]), "worktree": inst["worktree"], "feedback": feedback.read(inst)}
         name = f"{inst['id']}.{inst['attempt']}"
         return _Child(
             id=inst["id"], track=inst["track"], attempt=inst["attempt"], revision=inst["instance_revision"],
             worktree=inst["worktree"], branch=inst["branch"], argv=substitute(self.argv, values),
             log=logs_dir(self.project.repo.parallel_dir, self.run_id) / f"{name}.log",
             events=events_dir(self.project.repo.parallel_dir, self.run_id) / f"{name}.jsonl",
+            feedback=inst.get("feedback"),
         )
 
     # -- the loop ------------------------------------------------------------------
@@ -603,6 +608,8 @@ class _Runner:
             "GIT_PARALLEL_ATTEMPT": str(child.attempt), "GIT_PARALLEL_WORKTREE": child.worktree,
             "GIT_PARALLEL_EVENTS": str(child.events),
         })
+        if child.feedback:
+            env["GIT_PARALLEL_FEEDBACK"] = child.feedback
         fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
             return subprocess.Popen(

@@ -519,3 +519,21 @@ def _find_retired(folder: Path, track: str, binding: dict[str, Any]) -> Path:
     raise ParallelError(
         E.PICK_MISSING, f"the pick record of track {track} ({binding.get('path')}) is gone, and not under {folder}",
         hint="restore it from a backup; `git parallel validate` shows what else is off")
+
+
+def picks_of_track(project: Project, record: dict[str, Any], track: str) -> list[dict[str, Any]]:
+    """Every pick the track has had, oldest first: the retired ones, then the
+    current one.  Unreadable files are skipped (this feeds feedback only)."""
+    out = []
+    for r in record.get("retired_picks") or []:
+        if r.get("track") != track:
+            continue
+        try:
+            out.append(json.loads(Path(r["path"]).read_bytes()))
+        except (OSError, ValueError, KeyError):
+            continue
+    try:
+        current = load_pick(project, record, track)
+    except ParallelError:
+        current = None
+    return out + ([current] if current else [])

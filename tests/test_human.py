@@ -149,3 +149,76 @@ def test_human_pick_needs_passing_evidence_unless_forced(tmp_path: Path) -> None
     assert note["forced"] is True and note["selection_method"] == "human"
     # --reason without --instance is a usage error.
     assert gp("pick", "t", "--reason", "x", code=2).returncode == 2
+
+
+# -- 2, 3. retry what failed the gates, with feedback -------------------------------------
+# An agent that fixes what the feedback says failed: for every "FAILED
+# test_x" line it reads tests/test_x.txt (PATH:TEXT) and writes TEXT to
+# PATH.  Without feedback (attempt 0) it writes a wrong greeting.  Its
+# arguments ({feedback} among them) are kept in args.json.
+FIXER = textwrap.dedent("""
+    import json, os, pathlib, re, sys
+    pathlib.Path("args.json").write_text(json.dumps(sys.argv[1:]))
+    path = os.environ.get("GIT_PARALLEL_FEEDBACK")
+    if not path:
+        pathlib.Path("greeting.txt").write_text("bye")
+        sys.exit(0)
+    for name in re.findall(r"^FAILED (test_\\w+)$", pathlib.Path(path).read_text(), re.M):
+        target, _, text = pathlib.Path("tests", name + ".txt").read_text().strip().partition(":")
+        pathlib.Path(target).write_text(text)
+""")
+
+
+def test_gate_failure_retried_onto_current_with_feedback_wins_and_lands(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    fixer = tmp_path / "tools" / "fixer.py"
+    fixer.write_text(FIXER)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", PY, str(fixer), "{feedback}")
+    assert gp.json("check", "t", code=1)["instances"][0]["verdict"] == "fail"
+    # The base moves on meanwhile.
+    (repo / "CHANGELOG").write_text("a change on the base\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base: changelog")
+    moved = git(repo, "rev-parse", "main")
+    out = gp.json("retry", "t", "1", "--onto-current")
+    inst = out["instances"][0]
+    assert inst["attempt"] == 1 and inst["head"] == moved
+    assert inst["start"] == {"commit": moved, "from": "base-tip"}
+    assert inst["history"][0]["verdict"] == "fail" and inst["history"][0]["archive_ref"]
+    text = Path(inst["feedback"]).read_text()
+    assert "failing gates: tests" in text and "FAILED test_greeting" in text and "exit 1" in text
+    wt = Path(inst["worktree"])
+    assert git(wt, "rev-parse", "HEAD") == moved and (wt / "CHANGELOG").exists()
+    gp("run", "t", "--", PY, str(fixer), "{feedback}")
+    assert json.loads((wt / "args.json").read_text()) == [text]  # {feedback} is the feedback's text
+    assert (wt / "greeting.txt").read_text() == "hello"
+    gp("check", "t")
+    assert gp.json("pick", "t")["picks"][0]["winner"]["id"] == "1"
+    landed = gp.json("merge", "t")["merge"]
+    assert landed["previous"] == moved and landed["method"] == "fast-forward"
+    assert git(repo, "rev-parse", "main") == landed["landed"]
+    assert (repo / "greeting.txt").read_text() == "hello" and (repo / "CHANGELOG").exists()
+
+
+def test_retry_refuses_a_passing_attempt_without_force_and_keep_goes_on_from_the_tip(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    agent(gp, "t", "1", "greeting.txt=hello")
+    agent(gp, "t", "2", "greeting.txt=hello", "notes.txt=draft")
+    gp("check", "t")
+    before = snapshot(repo)
+    proc = gp("retry", "t", "1", code=1)
+    assert "PARALLEL_BRANCH_TERMINAL" in proc.stderr and "--force" in proc.stderr
+    assert snapshot(repo) == before
+    tip2 = record(gp, "t")["instances"][1]["head"]
+    out = gp.json("retry", "t", "2", "--keep", "--force")
+    inst = out["instances"][1]
+    assert inst["head"] == tip2 and inst["start"] == {"commit": tip2, "from": "previous-attempt"}
+    assert (Path(inst["worktree"]) / "notes.txt").read_text() == "draft"
+    assert git(repo, "rev-parse", f"refs/parallel/archive/{out['run_id']}/2/0") == tip2
+    # A picked winner is not retried: unpick it first.
+    gp("pick", "t", "--instance", "1")
+    proc = gp("retry", "t", "1", "--force", code=1)
+    assert "unpick" in proc.stderr
+    assert gp("retry", "t", "1", "--keep", "--onto-current", code=2).returncode == 2
