@@ -102,7 +102,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 
 class HelpGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        order = ["init", "spawn", "run", "check", "pick", "unpick", "merge", "status", "retry", "abort", "cleanup",
+        order = ["init", "spawn", "run", "done", "check", "pick", "unpick", "merge", "status", "retry", "abort", "cleanup",
                  "recover", "validate", "hooks", "demo", "help"]
         names = list(self.commands)
         return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
@@ -448,6 +448,27 @@ def merge(task: str, as_json: bool) -> None:
         click.echo(f"provenance: git notes --ref=parallel show {m['landed'][:12]}")
 
     run_verb(as_json, lambda: merge_mod.merge(_project(), task), render)
+
+
+@main_group.command()
+@click.argument("task")
+@click.argument("instance")
+@json_option
+def done(task: str, instance: str, as_json: bool) -> None:
+    """Mark a pending INSTANCE finished by a person (work done by hand in its
+    worktree, no `git parallel run`): whatever is uncommitted there is
+    committed as `run` would (commit_leftovers), and it becomes succeeded
+    with "origin": "hand", ready for check, pick and merge.  (`check` also
+    takes pending instances whose branch moved, or that it is given with
+    --instance.)"""
+    from gitflow_parallel import hand
+
+    def render(r: dict[str, Any]) -> None:
+        extra = f"; leftovers committed as {r['committed'][:12]}" if r["committed"] else ""
+        click.echo(f"instance {instance} of {task} finished by hand at {r['instance']['head'][:12]}{extra}")
+        click.echo(f"next: git parallel check {task}")
+
+    run_verb(as_json, lambda: hand.done(_project(), task, instance), render)
 
 
 # -- check --------------------------------------------------------------------------

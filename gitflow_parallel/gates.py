@@ -721,6 +721,9 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
             E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} is {record['status']}; nothing to check",
             hint=f"spawn a new run with `git parallel spawn {task}`")
     selected = _select_gates(record, gates)
+    from gitflow_parallel import hand
+
+    record = hand.adopt(project, record, instances)  # pending work done by hand counts as finished
     targets = _targets(record, instances)
     jobs = jobs or int(record["config"]["max_total"])
     if jobs < 1:

@@ -142,6 +142,8 @@ def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
         flags = []
         if inst["status"] == "running" and not instance_process_alive(inst):
             flags.append("process gone")
+        if inst["status"] == "pending" and tip is not None and tip != inst["head"]:
+            flags.append("hand work: `check` takes it")
         if not inst.get("removed"):
             if tip is None:
                 flags.append("branch missing")

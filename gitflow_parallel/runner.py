@@ -121,6 +121,14 @@ def substitute(argv: list[str], values: dict[str, str]) -> list[str]:
     return out
 
 
+def leftovers_message(task: str, run_id: str, inst_id: str, attempt: int, why: str) -> str:
+    """The message of the commit of what an attempt left uncommitted (by
+    ``run`` after its command, or by ``done`` for work done by hand)."""
+    return (f"git-parallel: leftovers of {task}/{inst_id}, attempt {attempt}\n\n{why}\n\n"
+            f"Parallel-Run: {run_id}\nParallel-Task: {task}\n"
+            f"Parallel-Instance: {inst_id}\nParallel-Attempt: {attempt}\n")
+
+
 def _signame(sig: int) -> str:
     try:
         return signal.Signals(sig).name
@@ -700,10 +708,9 @@ class _Runner:
                 where = on or "a detached HEAD"
                 problem = f"the command left the worktree on {where}, not {child.branch}; its leftovers were not committed"
             else:
-                message = (f"git-parallel: leftovers of {self.task}/{child.id}, attempt {child.attempt}\n\n"
-                           f"Uncommitted when the command exited ({child.status}, exit {child.exit_code}).\n\n"
-                           f"Parallel-Run: {self.run_id}\nParallel-Task: {self.task}\n"
-                           f"Parallel-Instance: {child.id}\nParallel-Attempt: {child.attempt}\n")
+                message = leftovers_message(self.task, self.run_id, child.id, child.attempt,
+                                            f"Uncommitted when the command exited ({child.status}, "
+                                            f"exit {child.exit_code}).")
                 child.committed = commit_all(child.worktree, message, signature=self.signature)
         except Exception as exc:  # a broken worktree fails this instance, not the run
             problem = f"its leftovers could not be committed: {type(exc).__name__}: {exc}"

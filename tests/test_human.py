@@ -222,3 +222,37 @@ def test_retry_refuses_a_passing_attempt_without_force_and_keep_goes_on_from_the
     proc = gp("retry", "t", "1", "--force", code=1)
     assert "unpick" in proc.stderr
     assert gp("retry", "t", "1", "--keep", "--onto-current", code=2).returncode == 2
+
+
+# -- 5. work done by hand ------------------------------------------------------------------
+def test_commits_made_by_hand_are_checked_picked_and_merged(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    out = gp.json("spawn", "t", "-n", "3")
+    wt = {i["id"]: Path(i["worktree"]) for i in out["instances"]}
+    # Instance 2: a person edits and commits in the worktree; no `run`.
+    (wt["2"] / "greeting.txt").write_text("hello by hand")
+    git(wt["2"], "add", "greeting.txt")
+    git(wt["2"], "commit", "-q", "-m", "by hand")
+    by_hand = git(wt["2"], "rev-parse", "HEAD")
+    assert gp.json("validate", "t")["ok"] is True  # a hand commit is no inconsistency
+    assert "hand work" in gp("status", "t").stdout
+    # Instance 3: left uncommitted, then `git parallel done` commits it as run would.
+    (wt["3"] / "greeting.txt").write_text("hello too")
+    proc = gp("check", "t", code=1)
+    assert "PARALLEL_EVIDENCE_MISMATCH" in proc.stderr and "git parallel done t 3" in proc.stderr
+    done = gp.json("done", "t", "3")
+    assert done["instance"]["status"] == "succeeded" and done["instance"]["origin"] == "hand"
+    msg = git(wt["3"], "log", "-1", "--format=%B")
+    assert msg.startswith("git-parallel: leftovers of t/3, attempt 0") and "Parallel-Instance: 3" in msg
+    check = gp.json("check", "t")
+    assert sorted(i["id"] for i in check["instances"]) == ["2", "3"]  # 1 never moved: still pending
+    rec = record(gp, "t")
+    assert [i["status"] for i in rec["instances"]] == ["pending", "succeeded", "succeeded"]
+    assert rec["instances"][1]["origin"] == "hand" and rec["instances"][1]["head"] == by_hand
+    assert gp.json("validate", "t")["ok"] is True
+    gp("pick", "t", "--instance", "2", "--reason", "mine")
+    landed = gp.json("merge", "t")["merge"]["landed"]
+    assert landed == by_hand and (repo / "greeting.txt").read_text() == "hello by hand"
+    # done is for pending instances only.
+    proc = gp("done", "t", "1", code=1)
+    assert "PARALLEL_BRANCH_TERMINAL" in proc.stderr
