@@ -587,6 +587,27 @@ def render_run(r: dict[str, Any]) -> None:
         click.echo(f"next: git parallel check {r['task']}")
 
 
+def render_rounds(r: dict[str, Any]) -> None:
+    for step in r["rounds"]:
+        run = step["run"]
+        c = run["counts"]
+        verdicts = {i["id"]: i["verdict"] for i in (step["check"] or {}).get("instances", [])}
+        cells = [f"{row['id']}:{row['status']}" + (f"/{verdicts[row['id']]}" if row["id"] in verdicts else "")
+                 for row in run["instances"]]
+        click.echo(f"round {step['round']}: {c['succeeded']} succeeded, {c['failed']} failed  ({', '.join(cells)})")
+        for err in (step["check"] or {}).get("errors", []):
+            click.echo(f"  check of {err['id']}: error[{err['code']}]: {err['message']}")
+        if step["retried"]:
+            click.echo(f"  retried with feedback: {', '.join(step['retried'])}")
+    if r["ok"]:
+        click.echo(f"passed after {len(r['rounds'])} round(s): {', '.join(r['passed'])}")
+        click.echo(f"next: git parallel pick {r['task']}")
+    else:
+        left = sorted(set(r["tracks"]) - set(r["tracks_passed"]))
+        click.echo(f"no passing attempt for track(s) {', '.join(left)} after {len(r['rounds'])} round(s)")
+        click.echo(f"next: read the feedback and logs (`git parallel status {r['task']}`); retry by hand or spawn anew")
+
+
 @main_group.command()
 @click.argument("task")
 @click.option("--instance", "instances", multiple=True, metavar="ID",
@@ -595,10 +616,13 @@ def render_run(r: dict[str, Any]) -> None:
               help="Stop a command after S seconds (its whole process group); the instance fails.")
 @click.option("-j", "--jobs", type=click.IntRange(1, 1024), default=None, metavar="J",
               help="At most J commands at once (default: max_total).")
+@click.option("--until-pass", "until_pass", type=click.IntRange(1, 100), default=None, metavar="K",
+              help="Up to K rounds of run, check, and retry (with feedback) of the attempts that failed, "
+                   "until each track has a passing one (rework_max still bounds the retries).")
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARG]...")
-def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int | None, as_json: bool,
-        command: tuple[str, ...]) -> None:
+def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int | None, until_pass: int | None,
+        as_json: bool, command: tuple[str, ...]) -> None:
     """Run CMD in the worktree of every pending instance of TASK, at most J
     at once and at most max_total in the whole repository.
 
@@ -617,13 +641,22 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
 
     def call() -> dict[str, Any]:
         try:
+            if until_pass is not None:
+                from gitflow_parallel import iterate
+
+                return iterate.until_pass(_project(), task, list(command), until_pass,
+                                          instances=list(instances) or None, timeout=timeout, jobs=jobs,
+                                          progress=progress)
             return runner.run(_project(), task, list(command), instances=list(instances) or None,
                               timeout=timeout, jobs=jobs, progress=progress)
         finally:
             if live:
                 progress.clear()
 
-    run_verb(as_json, call, render_run, ok=runner.succeeded)
+    if until_pass is not None:
+        run_verb(as_json, call, render_rounds, ok=lambda r: bool(r["ok"]))
+    else:
+        run_verb(as_json, call, render_run, ok=runner.succeeded)
 
 
 # -- hooks --------------------------------------------------------------------------

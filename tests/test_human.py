@@ -256,3 +256,34 @@ def test_commits_made_by_hand_are_checked_picked_and_merged(tmp_path: Path) -> N
     # done is for pending instances only.
     proc = gp("done", "t", "1", code=1)
     assert "PARALLEL_BRANCH_TERMINAL" in proc.stderr
+
+
+# -- 4. run --until-pass -------------------------------------------------------------------
+def test_until_pass_stops_after_the_round_that_passes(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    third = tmp_path / "tools" / "third.py"
+    # Right only on its third attempt (attempt 2); each attempt is logged.
+    third.write_text(textwrap.dedent("""
+        import os, pathlib
+        attempt = int(os.environ["GIT_PARALLEL_ATTEMPT"])
+        with open(os.environ["LOG"], "a") as log:
+            log.write(f"{attempt} {bool(os.environ.get('GIT_PARALLEL_FEEDBACK'))}\\n")
+        pathlib.Path("greeting.txt").write_text("hello" if attempt == 2 else f"attempt {attempt}")
+    """))
+    log = tmp_path / "attempts.log"
+    gp("spawn", "t", "-n", "1")
+    out = json.loads(gp("run", "t", "--until-pass", "3", "--json", "--", PY, str(third), env={"LOG": str(log)}).stdout)
+    assert out["ok"] is True and out["passed"] == ["1"] and len(out["rounds"]) == 3
+    assert [s["retried"] for s in out["rounds"]] == [["1"], ["1"], []]
+    assert log.read_text().split("\n")[:3] == ["0 False", "1 True", "2 True"]
+    inst = record(gp, "t")["instances"][0]
+    assert inst["attempt"] == 2 and inst["verdict"] == "pass"
+    assert [h["verdict"] for h in inst["history"]] == ["fail", "fail"]
+
+
+def test_until_pass_gives_up_at_its_round_limit(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    proc = gp("run", "t", "--until-pass", "2", "--", PY, "-c", "import sys; sys.exit(3)", code=1)
+    assert "round 2:" in proc.stdout and "no passing attempt for track(s) main" in proc.stdout
+    assert [i["attempt"] for i in record(gp, "t")["instances"]] == [1, 1]
