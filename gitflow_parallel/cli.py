@@ -191,6 +191,8 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
     from gitflow_parallel import lifecycle
 
     def render(r: dict[str, Any]) -> None:
+        for w in r.get("warnings") or []:
+            click.echo(f"warning: {w}", err=True)
         click.echo(f"spawned run {r['run_id']} for {r['task']} on {r['base']['ref']} at {r['base']['commit'][:12]}")
         for inst in r["instances"]:
             click.echo(f"  {inst['id']:<10} {inst['branch']:<32} {inst['worktree']}")
@@ -210,14 +212,17 @@ def render_status(r: dict[str, Any]) -> None:
         if not r["runs"] and not r["problems"]:
             click.echo("no runs (start one with `git parallel spawn TASK`)")
         for run in r["runs"]:
-            click.echo(f"{run['task']:<24} {run['status']:<10} {run['instances']:>3} instances  "
+            noun = "instance" if run["instances"] == 1 else "instances"
+            click.echo(f"{run['task']:<24} {run['status']:<10} {run['instances']:>3} {noun:<9}  "
                        f"{run['base']:<24} {run['run_id']}")
         for p in r["problems"]:
             click.echo(f"error[{p['code']}]: {p['message']}")
         return
     run = r["run"]
     click.echo(f"task {run['task']}  run {run['run_id']}  status {run['status']}  revision {run['run_revision']}")
-    click.echo(f"base {run['base']['ref']} at {run['base']['commit'][:12]}")
+    tip = r.get("base_tip")
+    now = ("now gone" if tip is None else "still there" if tip == run["base"]["commit"] else f"now at {tip[:12]}")
+    click.echo(f"base {run['base']['ref']}: spawned at {run['base']['commit'][:12]}, {now}")
     if run.get("merge"):
         m = run["merge"]
         click.echo(f"landed {m['method']} at {m['landed'][:12]} on {m['merged_at']}")
@@ -248,7 +253,7 @@ def status(task: str | None, as_json: bool) -> None:
             run = result["run"]
             for inst, row in zip(run["instances"], result["rows"]):
                 inst["live"] = {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"]}
-            return {"run": run}
+            return {"run": run, "base_tip": result["base_tip"]}
         return result
 
     run_verb(as_json, call, render_status)
@@ -804,8 +809,33 @@ def validate(task: str | None, as_json: bool) -> None:
     run_verb(as_json, lambda: recovery.validate(_project(), task), render_validate, ok=lambda r: bool(r["ok"]))
 
 
+def _wants_json(args: list[str]) -> bool:
+    """--json among the options (not among a command's arguments after --)."""
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
 def main() -> None:
-    main_group.main(prog_name="git parallel", standalone_mode=True)
+    """Run the CLI; a usage error is printed as JSON too when --json was given."""
+    args = sys.argv[1:]
+    try:
+        code = main_group.main(args=args, prog_name="git parallel", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+    except click.UsageError as exc:
+        if not _wants_json(args):
+            exc.show()
+            sys.exit(exc.exit_code)
+        hint = f"see `{exc.ctx.command_path} --help`" if exc.ctx is not None else "see `git parallel -h`"
+        _emit_json({"ok": False, "code": "USAGE", "message": exc.format_message(), "hint": hint})
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ DEFAULTS: dict[str, Any] = {
     "notes_ref": "refs/notes/parallel",
     "commit_leftovers": True,
     "selection": "critic_first_pass",
-    "merge": {"policy": "first_pass_wins", "retries": 2, "timeout": 60, "verify": True},
+    "merge": {"policy": "first_pass_wins", "retries": 2, "timeout": 60, "verify": True, "squash": False,
+              "message": None},
     "score": {"threshold": 6, "command": None, "findings": None, "timeout": 300},
     "gates": [],
 }
@@ -69,6 +70,9 @@ TEMPLATE = """\
 #   retries: 2                   # recomputations when the base moves meanwhile
 #   timeout: 60                  # seconds
 #   verify: true                 # re-run enforced gates on the merged tree
+#   squash: false                # land each winner as one commit on the base
+#   message: null                # template of the commit that lands: {task} {track} {winner} {branch}
+#                                # {commit} {run_id} {policy} {reason}
 
 # score:
 #   threshold: 6
@@ -250,8 +254,12 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             out["merge"][key] = want_int(path, value, 0, 100)
         elif key == "timeout":
             out["merge"][key] = _seconds(path, value, lines.get(path))
-        elif key == "verify":
+        elif key in ("verify", "squash"):
             out["merge"][key] = want_bool(path, value)
+        elif key == "message":
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise _fail(path, "must be a non-empty string (a template) or null", lines.get(path))
+            out["merge"][key] = value
 
     score = data.get("score", {})
     if score is None:

@@ -91,6 +91,7 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
     repo = project.repo
     base_ref, base_commit = repo.resolve_base(base)
     cfg, source = C.load_from_commit(repo, base_commit)
+    warnings = _config_drift(repo, base_commit)
     count = cfg["instances"] if n is None else n
     if not 1 <= count <= MAX_INSTANCES:
         raise ParallelError(E.INVALID_NAME, f"-n {count} is out of range 1..{MAX_INSTANCES}",
@@ -126,13 +127,39 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
         faults.point("spawn.after_worktrees")
     warning = project.mirror_notes(
         record, [(base_commit, instance_note(record, i, base_commit)) for i in record["instances"]], "spawn")
-    return {**record, "notes_error": warning} if warning else record
+    out = {**record, "notes_error": warning} if warning else record
+    return {**out, "warnings": warnings} if warnings else out
+
+
+def _config_drift(repo: Any, base_commit: str) -> list[str]:
+    """A warning when the .gitparallel.yaml of the worktree spawn runs in is
+    not the base commit's: the gates used are the committed ones."""
+    top = repo.workdir or repo.main_workdir
+    if top is None:
+        return []
+    here = Path(top) / C.CONFIG_FILE
+    try:
+        mine: bytes | None = here.read_bytes()
+    except OSError:
+        mine = None
+    tree = repo.git.get(base_commit).peel(pygit2.Commit).tree
+    try:
+        committed: bytes | None = repo.git.get(tree[C.CONFIG_FILE].id).data
+    except KeyError:
+        committed = None
+    if mine == committed:
+        return []
+    what = "is not in the base commit" if committed is None else (
+        "was deleted here" if mine is None else "differs from the base commit's")
+    return [f"{here} {what}; the run uses the configuration committed at {base_commit[:12]} "
+            f"(commit the file first to use it)"]
 
 
 # -- status --------------------------------------------------------------------
 def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
     """Per instance: what the record says plus what git and the OS say now."""
     rows = []
+    winners = {p.get("winner") for p in (record.get("picks") or {}).values()}
     for inst in record["instances"]:
         tip = project.tip(inst)
         if inst.get("removed"):
@@ -149,6 +176,8 @@ def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
                 flags.append("branch missing")
             if not Path(inst["worktree"]).exists():
                 flags.append("worktree missing")
+        if inst["id"] in winners:
+            flags.append("picked winner")
         rows.append({**inst, "tip": tip, "evidence_state": fresh.state, "evidence_reason": fresh.reason,
                      "flags": flags})
     return rows
@@ -163,7 +192,8 @@ def status(project: Project, task: str | None = None) -> dict[str, Any]:
                 "problems": [{"code": p.code, "message": p.message} for p in problems]}
     check_name(task, "task")
     record = project.store.load(task)
-    return {"run": record, "rows": describe(project, record)}
+    return {"run": record, "rows": describe(project, record),
+            "base_tip": project.repo.ref_target(record["base"]["ref"])}
 
 
 # -- retry ---------------------------------------------------------------------

@@ -287,3 +287,72 @@ def test_until_pass_gives_up_at_its_round_limit(tmp_path: Path) -> None:
     proc = gp("run", "t", "--until-pass", "2", "--", PY, "-c", "import sys; sys.exit(3)", code=1)
     assert "round 2:" in proc.stdout and "no passing attempt for track(s) main" in proc.stdout
     assert [i["attempt"] for i in record(gp, "t")["instances"]] == [1, 1]
+
+
+# -- 7. smaller things -----------------------------------------------------------------------
+def test_spawn_warns_when_the_worktree_config_is_not_the_committed_one(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    cfg = repo / ".gitparallel.yaml"
+    cfg.write_text(cfg.read_text() + "rework_max: 5\n")
+    proc = gp("spawn", "t", "-n", "1")
+    assert "warning:" in proc.stderr and "differs from the base commit's" in proc.stderr
+    assert record(gp, "t")["config"]["rework_max"] == 2  # the committed one
+
+
+def test_usage_errors_are_json_with_json(repo: Path, gp: GP) -> None:
+    proc = gp("spawn", "t", "-n", "0", "--json", code=2)
+    out = json.loads(proc.stdout)
+    assert out["ok"] is False and out["code"] == "USAGE" and "-n" in out["message"]
+    proc = gp("spawn", "t", "-n", "0", code=2)
+    assert proc.stdout == "" and "Usage:" in proc.stderr
+
+
+def test_merge_goes_on_past_unrelated_changes_in_the_base_checkout(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path, files={"README.md": "hello\n", "notes.txt": "mine\n",
+                                        "tests/test_greeting.txt": "greeting.txt:hello"})
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "greeting.txt=hello")
+    gp("check", "t")
+    gp("pick", "t")
+    (repo / "notes.txt").write_text("mine, edited\n")  # the landing does not touch it
+    (repo / "greeting.txt").write_text("in the way\n")  # untracked, and the landing adds it
+    before = snapshot(repo)
+    proc = gp("merge", "t", code=1)
+    assert "PARALLEL_BASE_DIRTY" in proc.stderr and "greeting.txt" in proc.stderr and "notes.txt" not in proc.stderr
+    assert snapshot(repo) == before
+    (repo / "greeting.txt").unlink()
+    gp("merge", "t")
+    assert (repo / "greeting.txt").read_text() == "hello"
+    assert (repo / "notes.txt").read_text() == "mine, edited\n"
+    assert git(repo, "status", "--porcelain") == "M notes.txt"
+
+
+def test_squash_with_a_message_template(tmp_path: Path) -> None:
+    extra = "merge:\n  squash: true\n  message: \"{task}: {winner} wins ({reason}) {{literal}}\"\n"
+    repo, gp = project(tmp_path, extra)
+    base = git(repo, "rev-parse", "main")
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "greeting.txt=hello")
+    agent_commit = record(gp, "t")["instances"][0]["head"]
+    gp("check", "t")
+    gp("pick", "t", "--instance", "1", "--reason", "only one")
+    m = gp.json("merge", "t")["merge"]
+    assert m["method"] == "squash"
+    assert git(repo, "rev-parse", "main^") == base and git(repo, "rev-list", "--count", "main") == "2"
+    assert git(repo, "log", "-1", "--format=%s", "main") == "t: 1 wins (only one) {{literal}}"
+    assert git(repo, "rev-parse", "main^{tree}") == git(repo, "rev-parse", f"{agent_commit}^{{tree}}")
+    assert any(n["kind"] == "pick" and n["selection_method"] == "human" for n in notes_on(repo, m["landed"]))
+
+
+def test_status_shows_the_base_tip_and_the_winner(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "greeting.txt=hello")
+    gp("check", "t")
+    gp("pick", "t")
+    (repo / "CHANGELOG").write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base moves")
+    text = gp("status", "t").stdout
+    assert f"now at {git(repo, 'rev-parse', 'main')[:12]}" in text and "picked winner" in text
+    assert "  1 instance " in gp("status").stdout
