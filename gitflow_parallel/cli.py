@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -103,7 +104,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 class HelpGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         order = ["init", "spawn", "run", "done", "check", "pick", "unpick", "merge", "status", "retry", "abort", "cleanup",
-                 "recover", "validate", "hooks", "demo", "help"]
+                 "recover", "validate", "attach", "hooks", "demo", "help"]
         names = list(self.commands)
         return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
 
@@ -624,10 +625,13 @@ def render_rounds(r: dict[str, Any]) -> None:
 @click.option("--until-pass", "until_pass", type=click.IntRange(1, 100), default=None, metavar="K",
               help="Up to K rounds of run, check, and retry (with feedback) of the attempts that failed, "
                    "until each track has a passing one (rework_max still bounds the retries).")
+@click.option("--tmux", "use_tmux", is_flag=True,
+              help="Run each command in its own window of the tmux session parallel-TASK, with a real terminal "
+                   "(`git parallel attach TASK [ID]` shows it); recorded as headless runs are.")
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARG]...")
 def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int | None, until_pass: int | None,
-        as_json: bool, command: tuple[str, ...]) -> None:
+        use_tmux: bool, as_json: bool, command: tuple[str, ...]) -> None:
     """Run CMD in the worktree of every pending instance of TASK, at most J
     at once and at most max_total in the whole repository.
 
@@ -651,9 +655,9 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
 
                 return iterate.until_pass(_project(), task, list(command), until_pass,
                                           instances=list(instances) or None, timeout=timeout, jobs=jobs,
-                                          progress=progress)
+                                          progress=progress, tmux=use_tmux)
             return runner.run(_project(), task, list(command), instances=list(instances) or None,
-                              timeout=timeout, jobs=jobs, progress=progress)
+                              timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux)
         finally:
             if live:
                 progress.clear()
@@ -662,6 +666,33 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
         run_verb(as_json, call, render_rounds, ok=lambda r: bool(r["ok"]))
     else:
         run_verb(as_json, call, render_run, ok=runner.succeeded)
+
+
+@main_group.command()
+@click.argument("task")
+@click.argument("instance", required=False)
+@json_option
+def attach(task: str, instance: str | None, as_json: bool) -> None:
+    """Attach to the tmux session of `git parallel run TASK --tmux`
+    (parallel-TASK), at INSTANCE's window if given; inside tmux, switch to
+    it.  With --json, print the tmux commands instead of running them."""
+    from gitflow_parallel import tmux
+
+    def call() -> dict[str, Any]:
+        _project().store.load(task)  # the task must have a run
+        session, steps = tmux.attach_target(task, instance)
+        return {"session": session, "commands": steps}
+
+    if as_json:
+        run_verb(True, call)
+        return
+    holder: dict[str, Any] = {}
+    run_verb(False, lambda: holder.update(call()), lambda r: None)
+    steps = holder["commands"]
+    for step in steps[:-1]:
+        subprocess.run(step, check=False)
+    sys.stdout.flush()
+    os.execvp(steps[-1][0], steps[-1])
 
 
 # -- hooks --------------------------------------------------------------------------

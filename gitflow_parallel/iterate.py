@@ -39,13 +39,14 @@ def _to_retry(record: dict[str, Any], ids: list[str]) -> list[str]:
 
 def until_pass(project: Project, task: str, argv: list[str], rounds: int, instances: list[str] | None = None,
                timeout: float | None = None, jobs: int | None = None,
-               progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+               progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False) -> dict[str, Any]:
     """At most ``rounds`` rounds of run → check → retry; see the module doc."""
     history: list[dict[str, Any]] = []
     wanted = instances
     ids: list[str] = []
     while True:
-        summary = runner.run(project, task, argv, instances=wanted, timeout=timeout, jobs=jobs, progress=progress)
+        summary = runner.run(project, task, argv, instances=wanted, timeout=timeout, jobs=jobs, progress=progress,
+                             tmux=tmux)
         ids = ids or [r["id"] for r in summary["instances"]]
         succeeded = [r["id"] for r in summary["instances"] if r["status"] == "succeeded"]
         checked = gates.check(project, task, instances=succeeded) if succeeded else None

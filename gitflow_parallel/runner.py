@@ -56,6 +56,10 @@ Design, in the order an instance lives through it:
   exit is noticed at once (SIGCHLD), or after the store write in progress, so
   ``duration_s`` can run long by one write.
 
+``--tmux`` puts each command in a window of a tmux session instead, with a
+terminal; the runner then starts a stand-in (``tmux.py``) that waits for the
+window, and treats it exactly as the command itself.
+
 ``kill -9`` of the runner leaves its instances ``running`` with a dead pid
 (the watchdog has stopped their groups), which ``status`` flags and
 ``recover`` repairs; its slots are free at once.
@@ -406,8 +410,10 @@ def _select(project: Project, record: dict[str, Any], wanted: list[str] | None) 
 # -- the runner --------------------------------------------------------------------
 class _Runner:
     def __init__(self, project: Project, record: dict[str, Any], chosen: list[dict[str, Any]], argv: list[str],
-                 timeout: float | None, jobs: int | None, progress: Callable[[dict[str, Any]], None] | None) -> None:
+                 timeout: float | None, jobs: int | None, progress: Callable[[dict[str, Any]], None] | None,
+                 tmux: str | None = None) -> None:
         self.project = project
+        self.tmux = tmux  # the tmux binary under --tmux (tmux.py), else None
         self.store = project.store
         self.task = record["task"]
         self.run_id = record["run_id"]
@@ -618,10 +624,18 @@ class _Runner:
         })
         if child.feedback:
             env["GIT_PARALLEL_FEEDBACK"] = child.feedback
+        argv = child.argv
+        if self.tmux is not None:
+            # A stand-in that runs the command in a tmux window and exits with its status.
+            from gitflow_parallel import tmux
+
+            status = child.log.with_name(child.log.name[:-len(".log")] + ".tmux-status.json")
+            argv = tmux.waiter_argv(self.tmux, tmux.session_name(self.task), child.id, child.worktree, child.log,
+                                    status, child.argv)
         fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
             return subprocess.Popen(
-                child.argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+                argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
                 start_new_session=True,
             )
         finally:
@@ -801,7 +815,7 @@ class _Runner:
 
 def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
         timeout: float | None = None, jobs: int | None = None,
-        progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False) -> dict[str, Any]:
     """Run ``argv`` in every selected instance; returns the summary.
 
     ``progress``, if given, is called with a small state dict whenever
@@ -822,8 +836,13 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
             f"run {record['run_id']} of {task!r} is {record['status']}; nothing to run",
             hint=f"spawn a new run with `git parallel spawn {task}`",
         )
+    binary = None
+    if tmux:
+        from gitflow_parallel.tmux import require_tmux
+
+        binary = require_tmux()
     chosen = _select(project, record, instances)
-    return _Runner(project, record, chosen, argv, timeout, jobs, progress).run()
+    return _Runner(project, record, chosen, argv, timeout, jobs, progress, tmux=binary).run()
 
 
 def succeeded(summary: dict[str, Any]) -> bool:

@@ -356,3 +356,82 @@ def test_status_shows_the_base_tip_and_the_winner(tmp_path: Path) -> None:
     text = gp("status", "t").stdout
     assert f"now at {git(repo, 'rev-parse', 'main')[:12]}" in text and "picked winner" in text
     assert "  1 instance " in gp("status").stdout
+
+
+# -- 6. run --tmux and attach, under real tmux -------------------------------------------------
+ASK = textwrap.dedent("""
+    import pathlib, sys
+    assert sys.stdin.isatty() and sys.stdout.isatty(), "not a terminal"
+    line = input("your answer: ")
+    pathlib.Path("answer.txt").write_text(line + "\\n")
+""")
+
+
+def _wait_for(what, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+def test_run_tmux_gives_the_agent_a_terminal_a_person_types_into(tmp_path: Path) -> None:
+    import tempfile
+
+    repo, gp = project(tmp_path)
+    ask = tmp_path / "tools" / "ask.py"
+    ask.write_text(ASK)
+    sock = Path(tempfile.mkdtemp(prefix="gpt-", dir="/tmp"))  # a private tmux server; short socket path
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    env["TMUX_TMPDIR"] = str(sock)
+
+    def tmux(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", *args], capture_output=True, text=True, env=env)
+
+    gp("spawn", "t", "-n", "1")
+    runner = subprocess.Popen(["git", "parallel", "run", "t", "--tmux", "--json", "--", PY, str(ask)], cwd=repo,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def window() -> str | None:
+            out = tmux("list-windows", "-t", "=parallel-t", "-F", "#{window_id} #{window_name}").stdout
+            return next((l.split()[0] for l in out.splitlines() if l.split()[1:] == ["1"]), None)
+
+        wid = _wait_for(window)
+        _wait_for(lambda: "your answer:" in tmux("capture-pane", "-p", "-t", wid).stdout)
+        shown = json.loads(gp("attach", "t", "1", "--json", env=env).stdout)
+        assert shown["session"] == "parallel-t" and ["tmux", "select-window", "-t", wid] in [
+            [Path(c[0]).name, *c[1:]] for c in shown["commands"]]
+        assert record(gp, "t")["instances"][0]["status"] == "running"
+        tmux("send-keys", "-t", wid, "typed by a person", "Enter")
+        out, err = runner.communicate(timeout=120)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        tmux("kill-server")
+        shutil.rmtree(sock, ignore_errors=True)
+    assert runner.returncode == 0, err
+    row = json.loads(out)["instances"][0]
+    assert row["status"] == "succeeded" and row["exit_code"] == 0 and row["committed"]
+    assert git(repo, "show", "parallel/t/1:answer.txt") == "typed by a person"
+    assert git(repo, "log", "-1", "--format=%s", "parallel/t/1") == "git-parallel: leftovers of t/1, attempt 0"
+    inst = record(gp, "t")["instances"][0]
+    assert inst["status"] == "succeeded" and inst["head"] == row["committed"]
+    assert _wait_for(lambda: "your answer:" in Path(inst["log"]).read_text(errors="replace"), 10)
+    assert any(n["kind"] == "instance" and n["status"] == "succeeded" for n in notes_on(repo, row["committed"]))
+
+
+def test_run_tmux_without_tmux_names_the_package(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "git").symlink_to(shutil.which("git"))
+    shim = next(p for p in os.environ["PATH"].split(os.pathsep) if (Path(p) / "git-parallel").exists())
+    before = snapshot(repo)
+    proc = gp("run", "t", "--tmux", "--", PY, "-c", "pass", code=1, env={"PATH": f"{shim}{os.pathsep}{bare}"})
+    assert "tmux is not installed" in proc.stderr and "apt-get install tmux" in proc.stderr
+    assert snapshot(repo) == before
