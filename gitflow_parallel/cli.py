@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -102,8 +103,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 
 class HelpGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        order = ["init", "spawn", "run", "check", "pick", "merge", "status", "retry", "abort", "cleanup",
-                 "recover", "validate", "hooks", "demo", "help"]
+        order = ["init", "spawn", "run", "done", "check", "pick", "unpick", "merge", "status", "retry", "abort", "cleanup",
+                 "recover", "validate", "attach", "hooks", "demo", "help"]
         names = list(self.commands)
         return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
 
@@ -191,6 +192,8 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
     from gitflow_parallel import lifecycle
 
     def render(r: dict[str, Any]) -> None:
+        for w in r.get("warnings") or []:
+            click.echo(f"warning: {w}", err=True)
         click.echo(f"spawned run {r['run_id']} for {r['task']} on {r['base']['ref']} at {r['base']['commit'][:12]}")
         for inst in r["instances"]:
             click.echo(f"  {inst['id']:<10} {inst['branch']:<32} {inst['worktree']}")
@@ -210,14 +213,17 @@ def render_status(r: dict[str, Any]) -> None:
         if not r["runs"] and not r["problems"]:
             click.echo("no runs (start one with `git parallel spawn TASK`)")
         for run in r["runs"]:
-            click.echo(f"{run['task']:<24} {run['status']:<10} {run['instances']:>3} instances  "
+            noun = "instance" if run["instances"] == 1 else "instances"
+            click.echo(f"{run['task']:<24} {run['status']:<10} {run['instances']:>3} {noun:<9}  "
                        f"{run['base']:<24} {run['run_id']}")
         for p in r["problems"]:
             click.echo(f"error[{p['code']}]: {p['message']}")
         return
     run = r["run"]
     click.echo(f"task {run['task']}  run {run['run_id']}  status {run['status']}  revision {run['run_revision']}")
-    click.echo(f"base {run['base']['ref']} at {run['base']['commit'][:12]}")
+    tip = r.get("base_tip")
+    now = ("now gone" if tip is None else "still there" if tip == run["base"]["commit"] else f"now at {tip[:12]}")
+    click.echo(f"base {run['base']['ref']}: spawned at {run['base']['commit'][:12]}, {now}")
     if run.get("merge"):
         m = run["merge"]
         click.echo(f"landed {m['method']} at {m['landed'][:12]} on {m['merged_at']}")
@@ -248,7 +254,7 @@ def status(task: str | None, as_json: bool) -> None:
             run = result["run"]
             for inst, row in zip(run["instances"], result["rows"]):
                 inst["live"] = {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"]}
-            return {"run": run}
+            return {"run": run, "base_tip": result["base_tip"]}
         return result
 
     run_verb(as_json, call, render_status)
@@ -260,26 +266,42 @@ def status(task: str | None, as_json: bool) -> None:
 @click.argument("instance")
 @click.option("--revision", type=int, default=None, help="Refuse unless the run is still at this run_revision.")
 @click.option("--force", is_flag=True,
-              help="Retry even if the worktree has uncommitted changes (kept on the archive ref first).")
+              help="Retry a succeeded instance that did not fail its gates, and one whose worktree has "
+                   "uncommitted changes (kept on the archive ref first).")
+@click.option("--onto-current", is_flag=True,
+              help="Start the new attempt from the base branch's current tip instead of the spawn's base.")
+@click.option("--keep", is_flag=True,
+              help="Start the new attempt from this attempt's own tip (iterate on the same work); nothing is reset.")
 @json_option
-def retry(task: str, instance: str, revision: int | None, force: bool, as_json: bool) -> None:
-    """Start a new attempt of a failed or aborted INSTANCE: its tip is kept
-    under refs/parallel/archive/, its branch and worktree are reset to the
-    base commit, and its attempt goes up by one (at most rework_max times).
-    A worktree with uncommitted changes is refused unless --force."""
+def retry(task: str, instance: str, revision: int | None, force: bool, onto_current: bool, keep: bool,
+          as_json: bool) -> None:
+    """Start a new attempt of a failed, aborted or gate-failed (verdict fail)
+    INSTANCE: its tip is kept under refs/parallel/archive/, its branch and
+    worktree are reset to the spawn's base (or the base branch's tip with
+    --onto-current, or left at its tip with --keep), and its attempt goes up
+    by one (at most rework_max times).  The new attempt's agent gets
+    GIT_PARALLEL_FEEDBACK and {feedback}: why this attempt failed.  A
+    worktree with uncommitted changes is refused unless --force."""
     from gitflow_parallel import lifecycle
     from gitflow_parallel.store import find_instance
 
     def render(r: dict[str, Any]) -> None:
         inst = find_instance(r, instance)
-        click.echo(f"instance {instance} reset to base {r['base']['commit'][:12]}, attempt {inst['attempt']}")
+        start = inst.get("start") or {}
+        where = {"base-tip": f"the current tip of {r['base']['ref']}", "previous-attempt": "its previous tip"}.get(
+            start.get("from"), "the base")
+        click.echo(f"instance {instance} starts attempt {inst['attempt']} from {where} at {inst['head'][:12]}")
         prev = inst["history"][-1] if inst["history"] else None
         if prev and prev.get("archive_ref"):
             click.echo(f"previous attempt kept at {prev['archive_ref']}")
+        if inst.get("feedback"):
+            click.echo(f"feedback for the agent: {inst['feedback']} ($GIT_PARALLEL_FEEDBACK, {{feedback}})")
         click.echo(f"next: git parallel run {task} --instance {instance} -- <agent command>")
 
-    run_verb(as_json, lambda: lifecycle.retry(_project(), task, instance, expected_revision=revision, force=force),
-             render)
+    if onto_current and keep:
+        raise click.UsageError("--onto-current and --keep exclude each other")
+    run_verb(as_json, lambda: lifecycle.retry(_project(), task, instance, expected_revision=revision, force=force,
+                                              onto_current=onto_current, keep=keep), render)
 
 
 @main_group.command()
@@ -332,13 +354,23 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
 @main_group.command()
 @click.argument("task")
 @click.option("--track", default=None, help="Pick only this track (default: every unpicked track).")
+@click.option("--instance", "instance", default=None, metavar="ID",
+              help="A person's pick: ID wins its track (recorded as selection_method human, with user.email).")
+@click.option("--reason", default=None, metavar="TEXT", help="With --instance: why, kept in the pick record and note.")
+@click.option("--force", is_flag=True,
+              help="With --instance: pick it even without fresh, complete, passing evidence (recorded as forced).")
 @json_option
-def pick(task: str, track: str | None, as_json: bool) -> None:
+def pick(task: str, track: str | None, instance: str | None, reason: str | None, force: bool, as_json: bool) -> None:
     """Select each track's winner among the instances with complete, fresh,
     passing evidence (critic_first_pass: highest score, then earliest proof,
     then id; or majority_vote: the largest group of identical trees), and
     write the write-once pick record and its note on the winner's commit.
-    A track already picked prints its record and changes nothing."""
+    A track already picked prints its record and changes nothing.
+
+    With --instance ID a person chooses instead: the record says
+    "selection_method": "human", who (git config user.email) and why
+    (--reason).  It needs the same evidence unless --force, which is
+    recorded too.  `git parallel unpick` retires a pick that has not landed."""
     from gitflow_parallel import selection
 
     def render(r: dict[str, Any]) -> None:
@@ -346,13 +378,46 @@ def pick(task: str, track: str | None, as_json: bool) -> None:
             w = p["winner"]
             again = " (already picked)" if p in r["existing"] else ""
             score = "unavailable" if p["score"] is None else p["score"]
+            by = p["selection_method"]
+            if by == selection.HUMAN:
+                by = f"{p['picked_by']}" + (f" ({p['reason']})" if p.get("reason") else "")
+                if p["forced"]:
+                    by += "; forced, waiving: " + ("; ".join(p.get("waived") or []) or "nothing")
             click.echo(f"track {p['track']}: winner {w['id']} at {w['commit'][:12]}, score {score}, "
-                       f"by {p['selection_method']}{again}")
+                       f"by {by}{again}")
             for loser in p["losers"]:
                 click.echo(f"  lost {loser['id']}: {loser['reason']}")
         click.echo(f"next: git parallel merge {task}")
 
-    run_verb(as_json, lambda: selection.pick(_project(), task, track), render)
+    def call() -> dict[str, Any]:
+        if instance is None:
+            if reason is not None or force:
+                raise click.UsageError("--reason and --force go with --instance ID (a person's pick)")
+            return selection.pick(_project(), task, track)
+        if track is not None:
+            raise click.UsageError("--instance picks the instance's own track; leave out --track")
+        return selection.pick_human(_project(), task, instance, reason=reason, force=force)
+
+    run_verb(as_json, call, render)
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--track", default=None, help="Retire only this track's pick (default: every picked track).")
+@json_option
+def unpick(task: str, track: str | None, as_json: bool) -> None:
+    """Retire a pick that has not landed, so the track can be picked again.
+    The pick record is never deleted: it moves to
+    parallel/picks/<run_id>/retired/<track>.<n>.json and the run record
+    lists it under retired_picks.  Refused once the run is merged."""
+    from gitflow_parallel import selection
+
+    def render(r: dict[str, Any]) -> None:
+        for x in r["retired"]:
+            click.echo(f"retired the pick of track {x['track']} (winner {x['winner']}); kept at {x['path']}")
+        click.echo(f"next: git parallel pick {task} [--instance ID]")
+
+    run_verb(as_json, lambda: selection.unpick(_project(), task, track), render)
 
 
 @main_group.command()
@@ -395,6 +460,27 @@ def merge(task: str, as_json: bool) -> None:
         click.echo(f"provenance: git notes --ref=parallel show {m['landed'][:12]}")
 
     run_verb(as_json, lambda: merge_mod.merge(_project(), task), render)
+
+
+@main_group.command()
+@click.argument("task")
+@click.argument("instance")
+@json_option
+def done(task: str, instance: str, as_json: bool) -> None:
+    """Mark a pending INSTANCE finished by a person (work done by hand in its
+    worktree, no `git parallel run`): whatever is uncommitted there is
+    committed as `run` would (commit_leftovers), and it becomes succeeded
+    with "origin": "hand", ready for check, pick and merge.  (`check` also
+    takes pending instances whose branch moved, or that it is given with
+    --instance.)"""
+    from gitflow_parallel import hand
+
+    def render(r: dict[str, Any]) -> None:
+        extra = f"; leftovers committed as {r['committed'][:12]}" if r["committed"] else ""
+        click.echo(f"instance {instance} of {task} finished by hand at {r['instance']['head'][:12]}{extra}")
+        click.echo(f"next: git parallel check {task}")
+
+    run_verb(as_json, lambda: hand.done(_project(), task, instance), render)
 
 
 # -- check --------------------------------------------------------------------------
@@ -518,6 +604,27 @@ def render_run(r: dict[str, Any]) -> None:
         click.echo(f"next: git parallel check {r['task']}")
 
 
+def render_rounds(r: dict[str, Any]) -> None:
+    for step in r["rounds"]:
+        run = step["run"]
+        c = run["counts"]
+        verdicts = {i["id"]: i["verdict"] for i in (step["check"] or {}).get("instances", [])}
+        cells = [f"{row['id']}:{row['status']}" + (f"/{verdicts[row['id']]}" if row["id"] in verdicts else "")
+                 for row in run["instances"]]
+        click.echo(f"round {step['round']}: {c['succeeded']} succeeded, {c['failed']} failed  ({', '.join(cells)})")
+        for err in (step["check"] or {}).get("errors", []):
+            click.echo(f"  check of {err['id']}: error[{err['code']}]: {err['message']}")
+        if step["retried"]:
+            click.echo(f"  retried with feedback: {', '.join(step['retried'])}")
+    if r["ok"]:
+        click.echo(f"passed after {len(r['rounds'])} round(s): {', '.join(r['passed'])}")
+        click.echo(f"next: git parallel pick {r['task']}")
+    else:
+        left = sorted(set(r["tracks"]) - set(r["tracks_passed"]))
+        click.echo(f"no passing attempt for track(s) {', '.join(left)} after {len(r['rounds'])} round(s)")
+        click.echo(f"next: read the feedback and logs (`git parallel status {r['task']}`); retry by hand or spawn anew")
+
+
 @main_group.command()
 @click.argument("task")
 @click.option("--instance", "instances", multiple=True, metavar="ID",
@@ -526,10 +633,16 @@ def render_run(r: dict[str, Any]) -> None:
               help="Stop a command after S seconds (its whole process group); the instance fails.")
 @click.option("-j", "--jobs", type=click.IntRange(1, 1024), default=None, metavar="J",
               help="At most J commands at once (default: max_total).")
+@click.option("--until-pass", "until_pass", type=click.IntRange(1, 100), default=None, metavar="K",
+              help="Up to K rounds of run, check, and retry (with feedback) of the attempts that failed, "
+                   "until each track has a passing one (rework_max still bounds the retries).")
+@click.option("--tmux", "use_tmux", is_flag=True,
+              help="Run each command in its own window of the tmux session parallel-TASK, with a real terminal "
+                   "(`git parallel attach TASK [ID]` shows it); recorded as headless runs are.")
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARG]...")
-def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int | None, as_json: bool,
-        command: tuple[str, ...]) -> None:
+def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int | None, until_pass: int | None,
+        use_tmux: bool, as_json: bool, command: tuple[str, ...]) -> None:
     """Run CMD in the worktree of every pending instance of TASK, at most J
     at once and at most max_total in the whole repository.
 
@@ -548,13 +661,49 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
 
     def call() -> dict[str, Any]:
         try:
+            if until_pass is not None:
+                from gitflow_parallel import iterate
+
+                return iterate.until_pass(_project(), task, list(command), until_pass,
+                                          instances=list(instances) or None, timeout=timeout, jobs=jobs,
+                                          progress=progress, tmux=use_tmux)
             return runner.run(_project(), task, list(command), instances=list(instances) or None,
-                              timeout=timeout, jobs=jobs, progress=progress)
+                              timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux)
         finally:
             if live:
                 progress.clear()
 
-    run_verb(as_json, call, render_run, ok=runner.succeeded)
+    if until_pass is not None:
+        run_verb(as_json, call, render_rounds, ok=lambda r: bool(r["ok"]))
+    else:
+        run_verb(as_json, call, render_run, ok=runner.succeeded)
+
+
+@main_group.command()
+@click.argument("task")
+@click.argument("instance", required=False)
+@json_option
+def attach(task: str, instance: str | None, as_json: bool) -> None:
+    """Attach to the tmux session of `git parallel run TASK --tmux`
+    (parallel-TASK), at INSTANCE's window if given; inside tmux, switch to
+    it.  With --json, print the tmux commands instead of running them."""
+    from gitflow_parallel import tmux
+
+    def call() -> dict[str, Any]:
+        _project().store.load(task)  # the task must have a run
+        session, steps = tmux.attach_target(task, instance)
+        return {"session": session, "commands": steps}
+
+    if as_json:
+        run_verb(True, call)
+        return
+    holder: dict[str, Any] = {}
+    run_verb(False, lambda: holder.update(call()), lambda r: None)
+    steps = holder["commands"]
+    for step in steps[:-1]:
+        subprocess.run(step, check=False)
+    sys.stdout.flush()
+    os.execvp(steps[-1][0], steps[-1])
 
 
 # -- hooks --------------------------------------------------------------------------
@@ -702,8 +851,33 @@ def validate(task: str | None, as_json: bool) -> None:
     run_verb(as_json, lambda: recovery.validate(_project(), task), render_validate, ok=lambda r: bool(r["ok"]))
 
 
+def _wants_json(args: list[str]) -> bool:
+    """--json among the options (not among a command's arguments after --)."""
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
 def main() -> None:
-    main_group.main(prog_name="git parallel", standalone_mode=True)
+    """Run the CLI; a usage error is printed as JSON too when --json was given."""
+    args = sys.argv[1:]
+    try:
+        code = main_group.main(args=args, prog_name="git parallel", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+    except click.UsageError as exc:
+        if not _wants_json(args):
+            exc.show()
+            sys.exit(exc.exit_code)
+        hint = f"see `{exc.ctx.command_path} --help`" if exc.ctx is not None else "see `git parallel -h`"
+        _emit_json({"ok": False, "code": "USAGE", "message": exc.format_message(), "hint": hint})
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

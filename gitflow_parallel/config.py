@@ -41,7 +41,8 @@ DEFAULTS: dict[str, Any] = {
     "selection": "critic_first_pass",
     "protect": [],
     "protect_mode": "restore",
-    "merge": {"policy": "refuse", "retries": 2, "timeout": 60, "verify": "always"},
+    "merge": {"policy": "refuse", "retries": 2, "timeout": 60, "verify": "always", "squash": False,
+              "message": None},
     "score": {"threshold": 6, "command": None, "findings": None, "timeout": 300},
     "gates": [],
 }
@@ -79,6 +80,9 @@ TEMPLATE = """\
 #   retries: 2                   # recomputations when the base moves meanwhile
 #   timeout: 60                  # seconds
 #   verify: always               # re-prove the landing tree: always | changed | never
+#   squash: false                # land each winner as one commit on the base
+#   message: null                # template of the commit that lands: {task} {track} {winner} {branch}
+#                                # {commit} {run_id} {policy} {reason}
 
 # score:
 #   threshold: 6
@@ -272,6 +276,12 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             # true/false from before the three modes: true asked for proof.
             value = {True: "always", False: "never"}.get(value, value) if isinstance(value, bool) else value
             out["merge"][key] = want_choice(path, value, VERIFY_MODES)
+        elif key == "squash":
+            out["merge"][key] = want_bool(path, value)
+        elif key == "message":
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise _fail(path, "must be a non-empty string (a template) or null", lines.get(path))
+            out["merge"][key] = value
 
     score = data.get("score", {})
     if score is None:

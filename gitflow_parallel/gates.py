@@ -770,6 +770,9 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
             hint=f"spawn a new run with `git parallel spawn {task}`")
     config.verify_frozen(project.repo, record)
     selected = _select_gates(record, gates)
+    from gitflow_parallel import hand
+
+    record = hand.adopt(project, record, instances)  # pending work done by hand counts as finished
     targets = _targets(record, instances)
     jobs = jobs or int(record["config"]["max_total"])
     if jobs < 1:

@@ -91,6 +91,7 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
     repo = project.repo
     base_ref, base_commit = repo.resolve_base(base)
     cfg, source = C.load_from_commit(repo, base_commit)
+    warnings = _config_drift(repo, base_commit)
     count = cfg["instances"] if n is None else n
     if not 1 <= count <= MAX_INSTANCES:
         raise ParallelError(E.INVALID_NAME, f"-n {count} is out of range 1..{MAX_INSTANCES}",
@@ -126,13 +127,39 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
         faults.point("spawn.after_worktrees")
     warning = project.mirror_notes(
         record, [(base_commit, instance_note(record, i, base_commit)) for i in record["instances"]], "spawn")
-    return {**record, "notes_error": warning} if warning else record
+    out = {**record, "notes_error": warning} if warning else record
+    return {**out, "warnings": warnings} if warnings else out
+
+
+def _config_drift(repo: Any, base_commit: str) -> list[str]:
+    """A warning when the .gitparallel.yaml of the worktree spawn runs in is
+    not the base commit's: the gates used are the committed ones."""
+    top = repo.workdir or repo.main_workdir
+    if top is None:
+        return []
+    here = Path(top) / C.CONFIG_FILE
+    try:
+        mine: bytes | None = here.read_bytes()
+    except OSError:
+        mine = None
+    tree = repo.git.get(base_commit).peel(pygit2.Commit).tree
+    try:
+        committed: bytes | None = repo.git.get(tree[C.CONFIG_FILE].id).data
+    except KeyError:
+        committed = None
+    if mine == committed:
+        return []
+    what = "is not in the base commit" if committed is None else (
+        "was deleted here" if mine is None else "differs from the base commit's")
+    return [f"{here} {what}; the run uses the configuration committed at {base_commit[:12]} "
+            f"(commit the file first to use it)"]
 
 
 # -- status --------------------------------------------------------------------
 def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
     """Per instance: what the record says plus what git and the OS say now."""
     rows = []
+    winners = {p.get("winner") for p in (record.get("picks") or {}).values()}
     for inst in record["instances"]:
         tip = project.tip(inst)
         if inst.get("removed"):
@@ -142,11 +169,15 @@ def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
         flags = []
         if inst["status"] == "running" and not instance_process_alive(inst):
             flags.append("process gone")
+        if inst["status"] == "pending" and tip is not None and tip != inst["head"]:
+            flags.append("hand work: `check` takes it")
         if not inst.get("removed"):
             if tip is None:
                 flags.append("branch missing")
             if not Path(inst["worktree"]).exists():
                 flags.append("worktree missing")
+        if inst["id"] in winners:
+            flags.append("picked winner")
         rows.append({**inst, "tip": tip, "evidence_state": fresh.state, "evidence_reason": fresh.reason,
                      "flags": flags})
     return rows
@@ -161,25 +192,63 @@ def status(project: Project, task: str | None = None) -> dict[str, Any]:
                 "problems": [{"code": p.code, "message": p.message} for p in problems]}
     check_name(task, "task")
     record = project.store.load(task)
-    return {"run": record, "rows": describe(project, record)}
+    return {"run": record, "rows": describe(project, record),
+            "base_tip": project.repo.ref_target(record["base"]["ref"])}
 
 
 # -- retry ---------------------------------------------------------------------
+START_BASE, START_BASE_TIP, START_KEEP = "base", "base-tip", "previous-attempt"
+
+
+def attempt_start(record: dict[str, Any], inst: dict[str, Any]) -> str:
+    """The commit the instance's current attempt started from: the spawn's
+    base unless a retry said otherwise (``--onto-current``, ``--keep``)."""
+    return (inst.get("start") or {}).get("commit") or record["base"]["commit"]
+
+
+def _refuse_retry(project: Project, record: dict[str, Any], inst: dict[str, Any], force: bool) -> None:
+    """May this attempt be replaced by a new one?  Failed and aborted ones
+    may; a succeeded one whose verdict is fail may (it failed its gates); any
+    other succeeded one only with ``force``; a picked winner never (unpick it)."""
+    task, inst_id = record["task"], inst["id"]
+    winners = {p.get("winner"): t for t, p in (record.get("picks") or {}).items()}
+    if inst_id in winners:
+        raise ParallelError(
+            E.BRANCH_TERMINAL, f"instance {inst_id} won the pick of track {winners[inst_id]}; its work is final",
+            hint=f"`git parallel unpick {task} --track {winners[inst_id]}` first, if it should not land")
+    if inst["status"] in RETRYABLE or (inst["status"] == "succeeded" and (inst["verdict"] == "fail" or force)):
+        return
+    if inst["status"] == "succeeded":
+        verdict = "passed its gates" if inst["verdict"] == "pass" else "not been checked"
+        raise ParallelError(
+            E.BRANCH_TERMINAL,
+            f"instance {inst_id} succeeded and has {verdict}; only failed attempts (a failed run or a fail "
+            "verdict) or aborted ones are retried without --force",
+            hint=f"`git parallel retry {task} {inst_id} --force` replaces it anyway (its tip is archived)")
+    raise ParallelError(
+        E.BRANCH_TERMINAL, f"instance {inst_id} is {inst['status']}; only finished instances can be retried",
+        hint=f"wait for it to finish, or `git parallel abort {task} {inst_id}` first")
+
+
 def retry(project: Project, task: str, inst_id: str, expected_revision: int | None = None,
-          force: bool = False) -> dict[str, Any]:
+          force: bool = False, onto_current: bool = False, keep: bool = False) -> dict[str, Any]:
+    """Start attempt + 1 of an instance: from the spawn's base (default), the
+    base branch's current tip (``onto_current``) or the attempt's own tip
+    (``keep``); the old tip is archived first, and feedback on it is written
+    for the new attempt's agent."""
+    from gitflow_parallel import feedback
+    from gitflow_parallel.selection import picks_of_track
+
     check_name(task, "task")
+    if onto_current and keep:
+        raise ParallelError(E.INVALID_NAME, "--onto-current and --keep exclude each other",
+                            hint="--keep goes on from the attempt's tip; --onto-current starts afresh on the base's tip")
     repo, store = project.repo, project.store
     with store.lock():
         record = store.load(task)
         inst = find_instance(record, inst_id)
         _refuse_finished(record, "retry")
-        if inst["status"] not in RETRYABLE:
-            raise ParallelError(
-                E.BRANCH_TERMINAL,
-                f"instance {inst_id} is {inst['status']}; only failed or aborted instances can be retried",
-                hint=("a succeeded instance is final: check, pick or merge it" if inst["status"] == "succeeded"
-                      else f"wait for it to finish, or `git parallel abort {task} {inst_id}` first"),
-            )
+        _refuse_retry(project, record, inst, force)
         rework_max = record["config"]["rework_max"]
         if inst["attempt"] >= rework_max:
             raise ParallelError(
@@ -193,22 +262,33 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
                 f"run {record['run_id']} is at revision {record['run_revision']}, not {expected_revision} as read",
                 hint=f"someone else changed it meanwhile; read it again (`git parallel status {task}`) and retry",
             )
-        base = record["base"]["commit"]
         tip = project.tip(inst)
+        if onto_current:
+            start, how = repo.ref_target(record["base"]["ref"]), START_BASE_TIP
+            if start is None:
+                raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {record['base']['ref']} no longer exists",
+                                    hint="recreate it, or retry without --onto-current")
+        elif keep:
+            start, how = tip or inst["head"] or attempt_start(record, inst), START_KEEP
+        else:
+            start, how = record["base"]["commit"], START_BASE
         path = Path(inst["worktree"])
-        if (path / ".git").exists() and tip is not None:
+        if (path / ".git").exists() and tip is not None and not keep:
             # The reset below would destroy uncommitted work: refuse it, or
-            # with --force keep it on the archive ref first.
+            # with --force keep it on the archive ref first.  (--keep resets
+            # nothing: uncommitted work stays for the next attempt.)
             _check_removable(project, record, [inst], force, what="reset it to the base")
             if force and worktree_changes(path):
                 tip = commit_all(path, f"git-parallel: uncommitted work of {task}/{inst_id} attempt "
                                  f"{inst['attempt']}, kept at retry", ref=None, parent=tip,
                                  signature=repo.signature()) or tip
+        notes_for = feedback.write(repo.parallel_dir, record, inst, tip, picks_of_track(project, record, inst["track"]))
         archived = None
         if tip is not None:
             archived = worktrees.archive(repo, record["run_id"], inst_id, inst["attempt"], tip)
         if path.exists() and (path / ".git").exists() and tip is not None:
-            worktrees.reset(repo, inst, base)
+            if not keep:
+                worktrees.reset(repo, inst, start)
         else:
             # Gone (aborted and cleaned, or lost): make branch and worktree again.
             fresh = dict(inst)
@@ -223,22 +303,24 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
                 shutil.rmtree(admin)
             if tip is not None:
                 repo.git.branches.local.delete(inst["branch"])  # its tip is archived above
-            worktrees.create(repo, task, base, [fresh])
+            worktrees.create(repo, task, start, [fresh])
 
         def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
             i["history"].append({
                 "attempt": i["attempt"], "status": i["status"], "head": tip, "verdict": i["verdict"],
                 "score": i["score"], "evidence": i["evidence"], "error": i["error"], "exit_code": i.get("exit_code"),
                 "log": i.get("log"), "events": i.get("events"), "archive_ref": archived,
-                "finished_at": i.get("finished_at"),
+                "finished_at": i.get("finished_at"), "start": i.get("start"), "origin": i.get("origin"),
+                "feedback": i.get("feedback"),
             })
-            i.update(attempt=i["attempt"] + 1, status="pending", head=base, verdict=None, score=None,
+            i.update(attempt=i["attempt"] + 1, status="pending", head=start, verdict=None, score=None,
                      evidence=None, error=None, pid=None, started_at=None, finished_at=None, exit_code=None,
-                     log=None, events=None, removed=False)
+                     log=None, events=None, removed=False, origin=None, feedback=notes_for,
+                     start={"commit": start, "from": how})
 
         record, _ = store.update_instance(task, inst_id, apply, expected_revision=expected_revision)
     inst = find_instance(record, inst_id)
-    warning = project.mirror_notes(record, [(base, instance_note(record, inst, base))], f"retry {inst_id}")
+    warning = project.mirror_notes(record, [(start, instance_note(record, inst, start))], f"retry {inst_id}")
     return {**record, "notes_error": warning} if warning else record
 
 

@@ -22,6 +22,13 @@ no gate saw, ``never``): the enforced gates run on the exact tree that will
 land, in a clean checkout with protected paths from the commit it lands on,
 so stale or forged evidence never lands a failing tree.  Every refusal
 happens before the base moves, so a refused merge changes nothing.
+
+``merge.squash`` lands each winner as one new commit on the base (parent:
+the base so far; tree: what the merge would have made) instead of a
+fast-forward or merge commit; ``merge.message`` is the template of every
+commit a merge writes (:func:`landing_message`).  A checkout of the base
+with uncommitted changes is refused only where the landing changes the same
+paths, as ``git merge`` would.
 """
 
 from __future__ import annotations
@@ -85,14 +92,29 @@ def _head_ref(path: Path) -> str | None:
     return content[len("ref: "):] if content.startswith("ref: ") else None
 
 
-def _dirty(path: Path, new_tree: pygit2.Tree | None) -> list[str]:
+def _landing_paths(repo: pygit2.Repository, old_tree: pygit2.Tree, new_tree: pygit2.Tree) -> set[str]:
+    """Every path the landing changes, with the folders that hold them."""
+    out: set[str] = set()
+    for delta in repo.diff(old_tree, new_tree).deltas:
+        for rel in {delta.old_file.path, delta.new_file.path}:
+            parts = rel.split("/")
+            out.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return out
+
+
+def _dirty(path: Path, new_tree: pygit2.Tree | None, old_tree: pygit2.Tree | None = None) -> list[str]:
     """Changes in the base worktree that an update of it would endanger:
-    every tracked change, and untracked files the new tip would overwrite."""
+    tracked changes to paths the landing changes (as ``git merge`` does,
+    changes elsewhere stay where they are), and untracked files the new tip
+    would overwrite.  Without the trees, every tracked change counts."""
     wt = pygit2.Repository(str(path))
+    touched = _landing_paths(wt, old_tree, new_tree) if new_tree is not None and old_tree is not None else None
     out = []
     for rel, flags in wt.status(untracked_files="all", ignored=False).items():
         if flags == pygit2.GIT_STATUS_CURRENT or flags & pygit2.GIT_STATUS_IGNORED:
             continue
+        if touched is not None and flags != pygit2.GIT_STATUS_WT_NEW and rel.rstrip("/") not in touched:
+            continue  # the landing leaves this path alone: so does the update of the worktree
         if flags == pygit2.GIT_STATUS_WT_NEW:
             # An untracked file is in the way if the new tip has that path, or
             # a file where one of its parent folders is.
@@ -118,7 +140,8 @@ def _refuse_dirty(path: Path, dirty: list[str]) -> ParallelError:
     shown = ", ".join(dirty[:10]) + (" …" if len(dirty) > 10 else "")
     return ParallelError(
         E.BASE_DIRTY,
-        f"the base branch is checked out in {path}, which has uncommitted changes: {shown}",
+        f"the base branch is checked out in {path}, which has uncommitted changes the landing would "
+        f"overwrite: {shown}",
         hint="commit or stash them there (git stash -u), then run `git parallel merge` again; nothing was changed",
     )
 
@@ -287,6 +310,29 @@ def _file_dir_collision(index: pygit2.Index) -> str | None:
     return None
 
 
+DEFAULT_MESSAGE = ("git-parallel: merge {task} track {track} winner {winner}\n\n"
+                   "Run: {run_id}\nWinner: {branch} at {commit}\nPolicy: {policy}\n")
+MESSAGE_FIELDS = ("task", "track", "winner", "branch", "commit", "run_id", "policy", "reason")
+
+
+def landing_message(record: dict[str, Any], pick: dict[str, Any], inst: dict[str, Any]) -> str:
+    """The message of a commit that lands a winner (a merge or a squash):
+    ``merge.message`` or the default, with only the documented ``{field}``s
+    replaced (other braces stay as written)."""
+    template = record["config"]["merge"].get("message") or DEFAULT_MESSAGE
+    values = {"task": record["task"], "track": pick["track"], "winner": inst["id"], "branch": inst["branch"],
+              "commit": pick["winner"]["commit"], "run_id": record["run_id"],
+              "policy": record["config"]["merge"]["policy"], "reason": pick.get("reason") or ""}
+    for key in MESSAGE_FIELDS:
+        template = template.replace("{" + key + "}", values[key])
+    return template if template.endswith("\n") else template + "\n"
+
+
+def _dropped(conflicts: list[dict[str, Any]]) -> int:
+    """Lines the winner wrote in the hunks a policy decided for the base."""
+    return sum(c["winner_lines_dropped"] for c in conflicts if c.get("kept") == "base")
+
+
 def compute(project: Project, record: dict[str, Any], start: str,
             winners: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
     """The commit the base would move to from ``start``, track by track."""
@@ -295,25 +341,37 @@ def compute(project: Project, record: dict[str, Any], start: str,
     sig = project.repo.signature()
     current = pygit2.Oid(hex=start)
     steps, resolved = [], []
+    squash = bool(record["config"]["merge"].get("squash"))
     for pick, inst in winners:
         w = pygit2.Oid(hex=pick["winner"]["commit"])
         if current == w or repo.descendant_of(current, w):
             steps.append({"track": pick["track"], "winner": inst["id"], "method": "already-contained"})
             continue
+        message = landing_message(record, pick, inst)
+        what = f"the winner {inst['id']} of track {pick['track']} ({inst['branch']} at {str(w)[:12]})"
+        if squash:
+            # One new commit on the base with the tree the merge would have.
+            conflicts: list[dict[str, Any]] = []
+            if repo.descendant_of(w, current):
+                tree = repo.get(w).tree_id
+            else:
+                merged, conflicts = _merge_one(repo, current, w, policy, message, sig, what)
+                tree = repo.get(merged).tree_id
+            current = repo.create_commit(None, sig, sig, message, tree, [current])
+            resolved += [{"track": pick["track"], **c} for c in conflicts]
+            steps.append({"track": pick["track"], "winner": inst["id"], "method": "squash", "commit": str(current),
+                          "resolved_files": [c["path"] for c in conflicts],
+                          "winner_lines_dropped": _dropped(conflicts)})
+            continue
         if repo.descendant_of(w, current):
             current = w
             steps.append({"track": pick["track"], "winner": inst["id"], "method": "fast-forward", "commit": str(w)})
             continue
-        message = (f"git-parallel: merge {record['task']} track {pick['track']} winner {inst['id']}\n\n"
-                   f"Run: {record['run_id']}\nWinner: {inst['branch']} at {w}\n"
-                   f"Policy: {policy}\n")
-        what = f"the winner {inst['id']} of track {pick['track']} ({inst['branch']} at {str(w)[:12]})"
         current, conflicts = _merge_one(repo, current, w, policy, message, sig, what)
         resolved += [{"track": pick["track"], **c} for c in conflicts]
         steps.append({"track": pick["track"], "winner": inst["id"], "method": "merge", "commit": str(current),
                       "resolved_files": [c["path"] for c in conflicts],
-                      "winner_lines_dropped": sum(c["winner_lines_dropped"] for c in conflicts
-                                                  if c["kept"] == "base")})
+                      "winner_lines_dropped": _dropped(conflicts)})
     return {"commit": str(current), "steps": steps, "resolved_files": resolved}
 
 
@@ -395,10 +453,10 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
         if old is None:
             raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {base_ref} no longer exists",
                                 hint="recreate it, or abort the run")
-        _check_clean(repo, worktree, None)
         landing = compute(project, record, old, winners)
         new_tree = repo.git.get(landing["commit"]).tree
-        _check_clean(repo, worktree, new_tree)
+        old_tree = repo.git.get(old).peel(pygit2.Commit).tree
+        _check_clean(repo, worktree, new_tree, old_tree)
         verified = _verify(project, record, landing, winners, old)
         if time.monotonic() > deadline:
             raise ParallelError(E.MERGE_TIMEOUT, f"the merge of {task} took longer than merge.timeout "
@@ -413,8 +471,7 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
                     f"{record['run_revision']} → {current['run_revision']}); nothing moved",
                     hint=f"see `git parallel status {task}`, then `git parallel merge {task}` again",
                 )
-            _check_clean(repo, worktree, None)
-            _check_clean(repo, worktree, new_tree)
+            _check_clean(repo, worktree, new_tree, old_tree)
             moved = False
             try:
                 ref = repo.git.references[base_ref]
@@ -448,9 +505,10 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
             )
 
 
-def _check_clean(repo: Repo, worktree: Path | None, new_tree: pygit2.Tree | None) -> None:
+def _check_clean(repo: Repo, worktree: Path | None, new_tree: pygit2.Tree | None,
+                 old_tree: pygit2.Tree | None = None) -> None:
     if worktree is not None:
-        dirty = _dirty(worktree, new_tree)
+        dirty = _dirty(worktree, new_tree, old_tree)
         if dirty:
             raise _refuse_dirty(worktree, dirty)
 
@@ -527,7 +585,8 @@ def merge(project: Project, task: str) -> dict[str, Any]:
         faults.point("merge.after_worktree")
         merge_record = {
             "landed": landing["commit"], "previous": old, "base_ref": base_ref, "steps": landing["steps"],
-            "method": ("fast-forward" if all(s["method"] != "merge" for s in landing["steps"]) else "merge"),
+            "method": next((m for m in ("squash", "merge") if any(s["method"] == m for s in landing["steps"])),
+                           "fast-forward"),
             "resolved_files": landing["resolved_files"], "policy": cfg["policy"], "attempts": attempts,
             "retried": history, "verify": verify_mode(cfg), "verified": verified, "worktree": str(worktree) if worktree else None,
             "worktree_error": worktree_error, "merged_at": utcnow(),

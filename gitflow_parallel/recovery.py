@@ -406,8 +406,12 @@ def required_notes(scan: Scan, record: dict[str, Any]) -> list[NoteNeed]:
     for inst in record["instances"]:
         # A running agent moves its tip with every commit; the runner notes
         # the tip once the command ends, so there is nothing to require yet.
+        # Likewise a person working by hand on a pending instance: `check`
+        # or `done` notes the tip once the work is declared (hand.py).
         if not inst.get("removed") and inst["status"] != "running":
             tip = project.tip(inst)
+            if inst["status"] == "pending" and tip != inst["head"]:
+                tip = None
             if tip is not None:
                 needs.append(NoteNeed(tip, instance_note(record, inst, tip),
                                       {"kind": "instance", "run_id": run_id, "instance": inst["id"],

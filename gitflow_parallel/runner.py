@@ -21,8 +21,9 @@ Design, in the order an instance lives through it:
   write: the store re-reads and re-validates the whole YAML record on every
   write, so writes are the runner's hot path.
 - **The child.** Arguments as a list (never a shell), ``{task}``
-  ``{instance}`` ``{track}`` ``{attempt}`` ``{worktree}`` substituted by plain
-  replacement (other braces arrive literally), stdin from /dev/null, stdout and
+  ``{instance}`` ``{track}`` ``{attempt}`` ``{worktree}`` ``{feedback}`` (the
+  text of the feedback on the previous attempt, empty on attempt 0) substituted
+  by plain replacement (other braces arrive literally), stdin from /dev/null, stdout and
   stderr to ``<common>/parallel/logs/<run_id>/<id>.<attempt>.log``, in a new
   session so that its pid is also its process group.  Variables that would
   point git at another repository are removed, so the agent's own git finds
@@ -54,6 +55,10 @@ Design, in the order an instance lives through it:
   commit at the end mirrors every instance this run touched on its tip.  An
   exit is noticed at once (SIGCHLD), or after the store write in progress, so
   ``duration_s`` can run long by one write.
+
+``--tmux`` puts each command in a window of a tmux session instead, with a
+terminal; the runner then starts a stand-in (``tmux.py``) that waits for the
+window, and treats it exactly as the command itself.
 
 ``kill -9`` of the runner leaves its instances ``running`` with a dead pid
 (the watchdog has stopped their groups), which ``status`` flags and
@@ -92,7 +97,7 @@ SLOT_POLL = 0.05  # seconds between looks for a slot another run freed
 TICK = 0.25  # progress refresh on a terminal
 NO_WAKEUP_POLL = 0.02  # when signals cannot wake us (not the main thread)
 
-PLACEHOLDERS = ("task", "instance", "track", "attempt", "worktree")
+PLACEHOLDERS = ("task", "instance", "track", "attempt", "worktree", "feedback")
 
 # Variables that would make the agent's git act on another repository (or
 # pass for git-parallel itself), instead of discovering its own worktree.
@@ -118,6 +123,14 @@ def substitute(argv: list[str], values: dict[str, str]) -> list[str]:
             arg = arg.replace("{" + key + "}", values[key])
         out.append(arg)
     return out
+
+
+def leftovers_message(task: str, run_id: str, inst_id: str, attempt: int, why: str) -> str:
+    """The message of the commit of what an attempt left uncommitted (by
+    ``run`` after its command, or by ``done`` for work done by hand)."""
+    return (f"git-parallel: leftovers of {task}/{inst_id}, attempt {attempt}\n\n{why}\n\n"
+            f"Parallel-Run: {run_id}\nParallel-Task: {task}\n"
+            f"Parallel-Instance: {inst_id}\nParallel-Attempt: {attempt}\n")
 
 
 def _signame(sig: int) -> str:
@@ -324,6 +337,7 @@ class _Child:
     argv: list[str]
     log: Path
     events: Path
+    feedback: str | None = None  # the path of the feedback on the previous attempt
     slot: Slot | None = None
     popen: subprocess.Popen[bytes] | None = None
     started: float = 0.0
@@ -396,8 +410,10 @@ def _select(project: Project, record: dict[str, Any], wanted: list[str] | None) 
 # -- the runner --------------------------------------------------------------------
 class _Runner:
     def __init__(self, project: Project, record: dict[str, Any], chosen: list[dict[str, Any]], argv: list[str],
-                 timeout: float | None, jobs: int | None, progress: Callable[[dict[str, Any]], None] | None) -> None:
+                 timeout: float | None, jobs: int | None, progress: Callable[[dict[str, Any]], None] | None,
+                 tmux: str | None = None) -> None:
         self.project = project
+        self.tmux = tmux  # the tmux binary under --tmux (tmux.py), else None
         self.store = project.store
         self.task = record["task"]
         self.run_id = record["run_id"]
@@ -422,14 +438,17 @@ class _Runner:
         self.t0 = time.monotonic()
 
     def _child(self, inst: dict[str, Any]) -> _Child:
+        from gitflow_parallel import feedback
+
         values = {"task": self.task, "instance": inst["id"], "track": inst["track"],
-                  "attempt": str(inst["attempt"]), "worktree": inst["worktree"]}
+                  "attempt": str(inst["attempt"]), "worktree": inst["worktree"], "feedback": feedback.read(inst)}
         name = f"{inst['id']}.{inst['attempt']}"
         return _Child(
             id=inst["id"], track=inst["track"], attempt=inst["attempt"], revision=inst["instance_revision"],
             worktree=inst["worktree"], branch=inst["branch"], argv=substitute(self.argv, values),
             log=logs_dir(self.project.repo.parallel_dir, self.run_id) / f"{name}.log",
             events=events_dir(self.project.repo.parallel_dir, self.run_id) / f"{name}.jsonl",
+            feedback=inst.get("feedback"),
         )
 
     # -- the loop ------------------------------------------------------------------
@@ -603,10 +622,20 @@ class _Runner:
             "GIT_PARALLEL_ATTEMPT": str(child.attempt), "GIT_PARALLEL_WORKTREE": child.worktree,
             "GIT_PARALLEL_EVENTS": str(child.events),
         })
+        if child.feedback:
+            env["GIT_PARALLEL_FEEDBACK"] = child.feedback
+        argv = child.argv
+        if self.tmux is not None:
+            # A stand-in that runs the command in a tmux window and exits with its status.
+            from gitflow_parallel import tmux
+
+            status = child.log.with_name(child.log.name[:-len(".log")] + ".tmux-status.json")
+            argv = tmux.waiter_argv(self.tmux, tmux.session_name(self.task), child.id, child.worktree, child.log,
+                                    status, child.argv)
         fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
             return subprocess.Popen(
-                child.argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+                argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
                 start_new_session=True,
             )
         finally:
@@ -693,10 +722,9 @@ class _Runner:
                 where = on or "a detached HEAD"
                 problem = f"the command left the worktree on {where}, not {child.branch}; its leftovers were not committed"
             else:
-                message = (f"git-parallel: leftovers of {self.task}/{child.id}, attempt {child.attempt}\n\n"
-                           f"Uncommitted when the command exited ({child.status}, exit {child.exit_code}).\n\n"
-                           f"Parallel-Run: {self.run_id}\nParallel-Task: {self.task}\n"
-                           f"Parallel-Instance: {child.id}\nParallel-Attempt: {child.attempt}\n")
+                message = leftovers_message(self.task, self.run_id, child.id, child.attempt,
+                                            f"Uncommitted when the command exited ({child.status}, "
+                                            f"exit {child.exit_code}).")
                 child.committed = commit_all(child.worktree, message, signature=self.signature)
         except Exception as exc:  # a broken worktree fails this instance, not the run
             problem = f"its leftovers could not be committed: {type(exc).__name__}: {exc}"
@@ -787,7 +815,7 @@ class _Runner:
 
 def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
         timeout: float | None = None, jobs: int | None = None,
-        progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False) -> dict[str, Any]:
     """Run ``argv`` in every selected instance; returns the summary.
 
     ``progress``, if given, is called with a small state dict whenever
@@ -808,8 +836,13 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
             f"run {record['run_id']} of {task!r} is {record['status']}; nothing to run",
             hint=f"spawn a new run with `git parallel spawn {task}`",
         )
+    binary = None
+    if tmux:
+        from gitflow_parallel.tmux import require_tmux
+
+        binary = require_tmux()
     chosen = _select(project, record, instances)
-    return _Runner(project, record, chosen, argv, timeout, jobs, progress).run()
+    return _Runner(project, record, chosen, argv, timeout, jobs, progress, tmux=binary).run()
 
 
 def succeeded(summary: dict[str, Any]) -> bool:

@@ -39,7 +39,7 @@ FINISHED_RUN = ("merged", "aborted")
 
 # Status moves an instance may make; anything else is refused.
 TRANSITIONS: dict[str, tuple[str, ...]] = {
-    "pending": ("running", "failed", "aborted"),
+    "pending": ("running", "succeeded", "failed", "aborted"),  # succeeded: work done by hand (hand.py)
     "running": ("succeeded", "failed", "aborted"),
     "succeeded": (),
     "failed": (),

@@ -491,14 +491,17 @@ def test_named_instances_must_have_succeeded(tmp_path: Path) -> None:
     gp("run", "t", "--instance", "2", "--", PY, "-c", "import sys; sys.exit(1)", code=1)
     proc = gp("check", "t", "--instance", "2", code=1)
     assert "error[PARALLEL_BRANCH_TERMINAL]" in proc.stderr and "retry" in proc.stderr
-    proc = gp("check", "t", "--instance", "3", code=1)
-    assert "error[PARALLEL_EVIDENCE_MISSING]" in proc.stderr and "pending" in proc.stderr
     proc = gp("check", "t", "--instance", "9", code=1)
     assert "error[PARALLEL_BRANCH_NOT_FOUND]" in proc.stderr
     proc = gp("check", "t", "--gate", "nope", code=1)
     assert "error[PARALLEL_INVALID_NAME]" in proc.stderr and "nope" in proc.stderr
-    data = gp.json("check", "t")  # without --instance: only the succeeded one
+    data = gp.json("check", "t")  # without --instance: only the succeeded one (3 is pending, untouched)
     assert [i["id"] for i in data["instances"]] == ["1"]
+    # A pending instance named with --instance counts as finished by hand.
+    data = gp.json("check", "t", "--instance", "3")
+    assert [i["id"] for i in data["instances"]] == ["3"]
+    assert run_record(gp)["instances"][2]["status"] == "succeeded"
+    assert run_record(gp)["instances"][2]["origin"] == "hand"
 
 
 def test_picked_winner_is_not_rechecked(tmp_path: Path) -> None:

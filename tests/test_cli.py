@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import GP, ROOT
 
-COMMANDS = ["init", "spawn", "run", "check", "pick", "merge", "status", "retry", "abort", "cleanup",
+COMMANDS = ["init", "spawn", "run", "done", "check", "pick", "unpick", "merge", "status", "retry", "abort", "cleanup",
             "recover", "validate", "hooks", "demo", "help"]
 
 

@@ -264,8 +264,8 @@ def test_semantic_conflict_caught_by_verify(tmp_path: Path) -> None:
 
 def test_dirty_base_worktree_refused_then_lands(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
-    picked(gp, "w.num=1")
-    (repo / "README.md").write_text("local edit\n")
+    picked(gp, "w.num=1", "README.md=by the agent\\n")
+    (repo / "README.md").write_text("local edit\n")  # a path the landing changes too
     before = snapshot(repo)
     proc = gp("merge", "t", code=1)
     assert "error[PARALLEL_BASE_DIRTY]" in proc.stderr and "README.md" in proc.stderr
@@ -460,10 +460,10 @@ def test_separate_git_dir(tmp_path: Path) -> None:
     gp("run", "t", "--", PY, "-c", "open('n.txt', 'w').write('n')")
     gp("check", "t")
     gp("pick", "t")
-    (work / "README.md").write_text("dirty\n")
+    (work / "n.txt").write_text("dirty\n")  # untracked, in the landing's way
     proc = gp("merge", "t", code=1)
     assert "PARALLEL_BASE_DIRTY" in proc.stderr
-    git(work, "checkout", "README.md")
+    (work / "n.txt").unlink()
     gp("merge", "t")
     assert (work / "n.txt").read_text() == "n" and git(work, "status", "--porcelain") == ""
     assert not wt.exists()

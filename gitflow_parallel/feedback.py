@@ -1,0 +1,105 @@
+"""Feedback for the next attempt: why the previous one did not make it.
+
+``retry`` writes one text file per new attempt,
+``<common>/parallel/feedback/<run_id>/<id>.<attempt>.md``, and records its
+path as the instance's ``feedback``.  ``run`` gives it to the agent as
+``GIT_PARALLEL_FEEDBACK`` (the path) and ``{feedback}`` (the text, so that an
+argument list without a shell can carry it: ``claude -p "Fix what failed:
+{feedback}"``).  It says what the previous attempt was (status, exit, error,
+commit, verdict), names every enforced gate that did not pass with its exit
+code and the last ``TAIL_LINES`` lines of its log, the tail of the agent's
+own log when the agent itself failed, and the pick's reason when the attempt
+lost a pick.  Everything in it comes from the records and logs git-parallel
+wrote itself; it is built here, once, for every verb that retries.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gitflow_parallel import evidence
+from gitflow_parallel.files import atomic_write
+
+TAIL_LINES = 200  # of each failing gate's log
+AGENT_TAIL_LINES = 50  # of the agent's log, when the agent failed
+
+
+def feedback_path(parallel_dir: Path, run_id: str, inst_id: str, attempt: int) -> Path:
+    return parallel_dir / "feedback" / run_id / f"{inst_id}.{attempt}.md"
+
+
+def tail(path: str | None, lines: int) -> list[str]:
+    if not path:
+        return []
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return []
+    return data.decode("utf-8", "replace").splitlines()[-lines:]
+
+
+def _block(title: str, lines: list[str]) -> list[str]:
+    return [title, "```", *lines, "```", ""]
+
+
+def _lost(record: dict[str, Any], inst: dict[str, Any], picks: list[dict[str, Any]]) -> list[str]:
+    """The reason of the latest pick (current or retired) this attempt lost."""
+    for pick in reversed(picks):
+        if pick.get("track") != inst["track"] or pick["winner"]["id"] == inst["id"]:
+            continue
+        for loser in pick.get("losers") or []:
+            if loser.get("id") == inst["id"]:
+                by = pick.get("picked_by") or pick.get("selection_method")
+                why = f" because: {pick['reason']}" if pick.get("reason") else ""
+                return ["## Lost the pick", f"instance {pick['winner']['id']} won (chosen by {by}){why}",
+                        f"the pick says about this attempt: {loser.get('reason')}", ""]
+    return []
+
+
+def text(record: dict[str, Any], inst: dict[str, Any], tip: str | None, picks: list[dict[str, Any]]) -> str:
+    """The feedback on ``inst``'s current attempt, for the attempt after it."""
+    task, attempt = record["task"], inst["attempt"]
+    out = [f"# git-parallel feedback: {task}, instance {inst['id']}, attempt {attempt + 1}", "",
+           f"The previous attempt ({attempt}) did not make it. What git-parallel recorded about it:", "",
+           f"- status: {inst['status']}" + (f" (exit {inst['exit_code']})" if inst.get("exit_code") is not None else ""),
+           f"- commit: {tip or inst.get('head') or 'none'}",
+           f"- verdict: {inst.get('verdict') or 'not checked'}"]
+    if inst.get("error"):
+        out.append(f"- error: {inst['error']}")
+    pack = evidence.load(inst)
+    failing = [g for g in (pack or {}).get("gates", []) if g.get("mode") == "enforced" and not g.get("passed")]
+    if failing:
+        out.append("- failing gates: " + ", ".join(g["name"] for g in failing))
+    out.append("")
+    for g in failing:
+        what = ("skipped: " + (g.get("error") or "") if g.get("skipped")
+                else f"exit {g['exit_code']}" if g.get("exit_code") is not None else (g.get("error") or "did not run"))
+        lines = tail(g.get("log"), TAIL_LINES)
+        out += _block(f"## Gate {g['name']}: {what}\n\nThe last {len(lines)} lines of its log ({g.get('log')}):",
+                      lines) if lines else [f"## Gate {g['name']}: {what}", ""]
+    if inst["status"] == "failed":
+        lines = tail(inst.get("log"), AGENT_TAIL_LINES)
+        if lines:
+            out += _block(f"## The agent's own output (last {len(lines)} lines of {inst.get('log')})", lines)
+    out += _lost(record, inst, picks)
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def write(parallel_dir: Path, record: dict[str, Any], inst: dict[str, Any], tip: str | None,
+          picks: list[dict[str, Any]]) -> str:
+    """Write the feedback for the attempt after ``inst``'s current one; returns its path."""
+    path = feedback_path(parallel_dir, record["run_id"], inst["id"], inst["attempt"] + 1)
+    atomic_write(path, text(record, inst, tip, picks))
+    return str(path)
+
+
+def read(inst: dict[str, Any]) -> str:
+    """The text of the instance's feedback, or "" when it has none."""
+    path = inst.get("feedback")
+    if not path:
+        return ""
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""

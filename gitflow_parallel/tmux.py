@@ -1,0 +1,258 @@
+"""``run --tmux`` and ``attach``: agents in a real terminal, one tmux window each.
+
+Headless ``run`` gives an agent ``/dev/null`` and a log file; an interactive
+agent (Claude Code in a pane, as claude-squad or workmux users run it) needs
+a terminal and a person who can type into it.  With ``--tmux`` each
+instance's command runs in its own window of a tmux session named after the
+task (``parallel-<task>``, dots and colons as ``_``), and everything else
+stays the runner's: slots, the claim, timeouts, stopping, leftovers, notes.
+
+Two small roles of this file make that possible, both started as
+``python -I tmux.py ROLE ...`` (this file imports only the standard library
+at the top, so it runs without the package on ``sys.path``):
+
+* **wait** is what the runner starts in place of the agent, in its own
+  process group exactly as a headless agent.  It writes the agent's argv,
+  working directory and environment (the headless one, byte for byte) to a
+  private spec file, opens the window (``new-window``, or ``new-session`` for
+  the first), and waits for the window's status file; its exit status is the
+  agent's.  SIGTERM (a timeout, ``abort``, a stopped runner, the watchdog)
+  makes it kill the window first.  A window closed by hand exits 129 (as a
+  hang-up would).
+* **pane** runs inside the window: it reads and deletes the spec, copies the
+  pane's output to the instance's log (``pipe-pane``), runs the agent in its
+  own process group in the terminal's foreground (so it can read the
+  keyboard), kills whatever the agent left in that group once it exits, and
+  writes the status file.
+
+tmux itself is found on PATH; without it ``run --tmux`` is refused with a
+message naming the package.  The tmux server is whichever one ``tmux``
+reaches (``$TMUX`` inside tmux, else the default socket; ``TMUX_TMPDIR``
+moves it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SESSION_PREFIX = "parallel-"
+POLL = 0.1  # seconds between looks at the status file
+WINDOW_POLL = 1.0  # seconds between asks whether the window still exists
+HANGUP = 128 + signal.SIGHUP
+PACKAGE_HINT = "install the tmux package (Debian/Ubuntu: apt-get install tmux; Fedora: dnf install tmux; " \
+               "macOS: brew install tmux), or run without --tmux"
+
+
+def session_name(task: str) -> str:
+    """tmux reads ``.`` and ``:`` in a target as separators."""
+    return SESSION_PREFIX + task.replace(".", "_").replace(":", "_")
+
+
+def find_tmux() -> str | None:
+    return shutil.which("tmux")
+
+
+def require_tmux() -> str:
+    from gitflow_parallel import errors as E
+    from gitflow_parallel.errors import ParallelError
+
+    found = find_tmux()
+    if found is None:
+        raise ParallelError(E.EXECUTE_FAILED, "tmux is not installed (not found on PATH); --tmux and attach need it",
+                            hint=PACKAGE_HINT)
+    return found
+
+
+def waiter_argv(tmux: str, session: str, window: str, cwd: str, log: Path, status: Path,
+                argv: list[str]) -> list[str]:
+    """What the runner starts instead of ``argv`` under ``--tmux``."""
+    return [sys.executable, "-I", str(Path(__file__).resolve()), "wait", tmux, session, window, cwd, str(log),
+            str(status), "--", *argv]
+
+
+# -- the wait role ------------------------------------------------------------------------
+def _tmux(tmux: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([tmux, *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+
+
+def _open_window(tmux: str, session: str, window: str, cwd: str, command: list[str]) -> str:
+    """A new window running ``command``; returns its id (``@N``).  The first
+    window of a task makes the session; two runners racing for that are fine."""
+    last = ""
+    for _ in range(5):
+        made = _tmux(tmux, "new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"={session}:", "-n", window,
+                     "-c", cwd, "--", *command)
+        if made.returncode == 0:
+            return made.stdout.strip()
+        made = _tmux(tmux, "new-session", "-d", "-P", "-F", "#{window_id}", "-s", session, "-n", window,
+                     "-c", cwd, "-x", "200", "-y", "50", "--", *command)
+        if made.returncode == 0:
+            return made.stdout.strip()
+        last = made.stderr.strip()
+        time.sleep(0.05)
+    raise RuntimeError(f"tmux could not open a window in session {session}: {last}")
+
+
+def _window_exists(tmux: str, window_id: str) -> bool:
+    listed = _tmux(tmux, "list-windows", "-a", "-F", "#{window_id}")
+    return listed.returncode == 0 and window_id in listed.stdout.split()
+
+
+def _read_status(status: Path) -> int | None:
+    try:
+        return int(json.loads(status.read_text(encoding="utf-8"))["exit_code"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def wait_main(tmux: str, session: str, window: str, cwd: str, log: str, status_path: str, argv: list[str]) -> int:
+    status = Path(status_path)
+    spec = status.with_name(status.name + ".spec")
+    fd = os.open(spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the environment may hold secrets
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump({"argv": argv, "cwd": cwd, "env": dict(os.environ), "tmux": tmux, "log": log,
+                   "status": str(status)}, handle)
+    try:
+        status.unlink()
+    except FileNotFoundError:
+        pass
+    stop: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: stop.append(signum))
+    pane = [sys.executable, "-I", str(Path(__file__).resolve()), "pane", str(spec)]
+    window_id = _open_window(tmux, session, window, cwd, pane)
+    print(f"git-parallel: running in tmux window {window_id} of session {session} "
+          f"(git parallel attach: `tmux attach -t {session}`)", flush=True)
+    next_look = time.monotonic() + WINDOW_POLL
+    while True:
+        code = _read_status(status)
+        if code is not None:
+            return code
+        if stop:
+            _tmux(tmux, "kill-window", "-t", window_id)
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline and _read_status(status) is None:
+                time.sleep(POLL)
+            return 128 + stop[0]
+        if time.monotonic() >= next_look:
+            next_look = time.monotonic() + WINDOW_POLL
+            if not _window_exists(tmux, window_id):
+                time.sleep(POLL)  # the status may have been written just as the window closed
+                code = _read_status(status)
+                if code is not None:
+                    return code
+                print(f"git-parallel: tmux window {window_id} closed before its command finished", flush=True)
+                return HANGUP
+        time.sleep(POLL)
+
+
+# -- the pane role ------------------------------------------------------------------------
+def _foreground(pgid: int) -> None:
+    """Give the terminal to ``pgid`` (from a background group SIGTTOU would stop us)."""
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(0, pgid)
+    except OSError:
+        pass
+    finally:
+        signal.signal(signal.SIGTTOU, old)
+
+
+def _child_setup() -> None:
+    os.setpgid(0, 0)
+    _foreground(os.getpgrp())
+
+
+def _write_status(path: str, code: int) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump({"exit_code": code}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def pane_main(spec_path: str) -> int:
+    with open(spec_path, encoding="utf-8") as handle:
+        spec: dict[str, Any] = json.load(handle)
+    os.unlink(spec_path)
+    tmux, log, status = spec["tmux"], spec["log"], spec["status"]
+    pane_id = os.environ.get("TMUX_PANE")
+    if pane_id:
+        _tmux(tmux, "pipe-pane", "-o", "-t", pane_id, f"cat >> {shlex.quote(log)}")
+    env = dict(spec["env"])
+    for key in ("TMUX", "TMUX_PANE", "TERM"):  # the terminal is the pane's
+        if key in os.environ:
+            env[key] = os.environ[key]
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed window: the agent's group gets the hang-up
+    try:
+        child = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=env, preexec_fn=_child_setup)
+    except OSError as exc:
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        print(f"git-parallel: cannot run {spec['argv'][0]!r}: {exc.strerror or exc}", flush=True)
+        _write_status(status, code)
+        return code
+    while True:
+        try:
+            os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            break
+    try:
+        os.killpg(child.pid, signal.SIGKILL)  # what it left behind; the unreaped leader holds the group id
+    except (ProcessLookupError, PermissionError):
+        pass
+    rc = child.wait()
+    _foreground(os.getpgrp())
+    code = rc if rc >= 0 else 128 - rc
+    _write_status(status, code)
+    return code
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["wait"] and "--" in argv:
+        sep = argv.index("--")
+        return wait_main(*argv[1:sep], argv=argv[sep + 1:])  # type: ignore[misc]
+    if argv[:1] == ["pane"] and len(argv) == 2:
+        return pane_main(argv[1])
+    print("usage: tmux.py wait TMUX SESSION WINDOW CWD LOG STATUS -- CMD... | pane SPEC", file=sys.stderr)
+    return 2
+
+
+# -- attach ---------------------------------------------------------------------------------
+def attach_target(task: str, inst_id: str | None) -> tuple[str, list[list[str]]]:
+    """The tmux commands that show TASK's session (at instance ID's window)."""
+    from gitflow_parallel import errors as E
+    from gitflow_parallel.errors import ParallelError
+
+    tmux = require_tmux()
+    session = session_name(task)
+    if _tmux(tmux, "has-session", "-t", f"={session}").returncode != 0:
+        raise ParallelError(E.RUN_NOT_FOUND, f"no tmux session {session}: nothing of {task!r} runs under --tmux now",
+                            hint=f"start one with `git parallel run {task} --tmux -- CMD`")
+    steps: list[list[str]] = []
+    if inst_id is not None:
+        listed = _tmux(tmux, "list-windows", "-t", f"={session}", "-F", "#{window_id} #{window_name}").stdout
+        ids = [line.split(" ", 1)[0] for line in listed.splitlines() if line.split(" ", 1)[-1] == inst_id]
+        if not ids:
+            raise ParallelError(E.BRANCH_NOT_FOUND, f"instance {inst_id} has no window in tmux session {session}",
+                                hint=f"`tmux list-windows -t {session}` shows what runs; it may have finished")
+        steps.append([tmux, "select-window", "-t", ids[-1]])
+    inside = bool(os.environ.get("TMUX"))
+    steps.append([tmux, "switch-client" if inside else "attach-session", "-t", f"={session}"])
+    return session, steps
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
