@@ -408,8 +408,13 @@ def _render_check(r: dict[str, Any]) -> None:
             what = (g["error"] if g["skipped"] or g["exit_code"] is None
                     else f"exit {g['exit_code']} in {g['duration_s']:.2f}s")
             code = f"[{g['code']}] " if g["code"] else ""
+            if g.get("signature") and not g["skipped"]:
+                # A probe neither passes nor fails: it says how the attempt behaves.
+                mark = "seen"
+                sig = g["signature"]
+                what += f", {sig['over']} sha256 {(sig['sha256'] or 'none')[:12]}"
             click.echo(f"    {mark:<4} {g['name']:<16} {g['mode']:<8} {code}{what}")
-            if g["log"] and not g["passed"]:
+            if g["log"] and not g["passed"] and g["mode"] != "probe":
                 click.echo(f"         log: {g['log']}")
     for err in r["errors"]:
         click.echo(f"error[{err['code']}]: instance {err['id']}: {err['message']}", err=True)

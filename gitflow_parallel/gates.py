@@ -283,10 +283,43 @@ def _result(gate: dict[str, Any], **fields: Any) -> dict[str, Any]:
 def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
     log = place.log(f"gate-{gate['name']}")
     env = gate_env(gate.get("env") or {}, place.facts)
-    code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log)
-    return _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
-                   log=str(log), log_sha256=_sha256_path(log),
-                   code=E.EXECUTE_FAILED if error else None, error=error)
+    # A probe's stdout is its behaviour; stderr (warnings, timings) is kept
+    # apart so that it cannot split candidates that behave alike.
+    err_log = place.log(f"gate-{gate['name']}-stderr") if gate["mode"] == "probe" else None
+    code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log, err_log)
+    result = _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
+                     log=str(log), log_sha256=_sha256_path(log),
+                     code=E.EXECUTE_FAILED if error else None, error=error)
+    if gate["mode"] == "probe":
+        result["stderr_log"] = str(err_log)
+        result["signature"] = probe_signature(gate, place.worktree, log, code, error)
+    return result
+
+
+# What a probe's stdout says instead of the checkout it ran in: every
+# candidate runs in a folder of its own, and a path in the output (a test
+# runner's rootdir, a traceback) must not make alike behaviour look different.
+WORKTREE_PLACEHOLDER = b"<worktree>"
+
+
+def probe_signature(gate: dict[str, Any], worktree: Path, log: Path, code: int | None,
+                    error: str | None) -> dict[str, Any]:
+    """A probe's behaviour: its exit code and the sha256 of its stdout (with
+    the checkout's path replaced), or of the files its ``outputs`` globs
+    match after it ran.  A probe that could not start or timed out has no
+    output to speak for it: ``sha256`` null and ``error`` set."""
+    over = "outputs" if gate.get("outputs") else "stdout"
+    if error is not None:
+        return {"exit_code": None, "over": over, "sha256": None, "error": error}
+    if over == "outputs":
+        files = input_fingerprints(worktree, gate["outputs"])
+        return {"exit_code": code, "over": over, "sha256": sha256_bytes(json.dumps(files, sort_keys=True).encode()),
+                "files": files}
+    data = _read_regular(log) or b""
+    # The longer form first: one may contain the other (a symlinked /tmp).
+    for form in sorted({str(worktree).encode(), str(worktree.resolve()).encode()}, key=len, reverse=True):
+        data = data.replace(form, WORKTREE_PLACEHOLDER)
+    return {"exit_code": code, "over": over, "sha256": sha256_bytes(data)}
 
 
 def run_gates(gates: list[dict[str, Any]], track: str, place: Place,
@@ -323,7 +356,8 @@ def run_gates(gates: list[dict[str, Any]], track: str, place: Place,
 
 
 def verdict_of(results: list[dict[str, Any]]) -> str:
-    """``pass`` iff every enforced gate passed (vacuously with none; see the module doc)."""
+    """``pass`` iff every enforced gate passed (vacuously with none; see the
+    module doc).  Observe gates and probes never count."""
     return "pass" if all(r["passed"] for r in results if r["mode"] == "enforced") else "fail"
 
 
