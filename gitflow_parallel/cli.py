@@ -329,16 +329,28 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
 
 
 # -- pick / merge ------------------------------------------------------------------------
+def _figures_text(f: dict[str, Any]) -> str:
+    score = "unavailable" if f["score"] is None else f["score"]
+    size = f", group of {f['group_size']}" if "group_size" in f else ""
+    return f"{f['id']} (score {score}, {f['changed_lines']} changed lines{size})"
+
+
 @main_group.command()
 @click.argument("task")
 @click.option("--track", default=None, help="Pick only this track (default: every unpicked track).")
 @json_option
 def pick(task: str, track: str | None, as_json: bool) -> None:
     """Select each track's winner among the instances with complete, fresh,
-    passing evidence (critic_first_pass: highest score, then earliest proof,
-    then id; or majority_vote: the largest group of identical trees), and
-    write the write-once pick record and its note on the winner's commit.
-    A track already picked prints its record and changes nothing."""
+    passing evidence, by the run's `selection` rule, and write the write-once
+    pick record and its note on the winner's commit.  critic_first_pass:
+    highest score, then fewest changed lines against the base, then id (never
+    timing).  majority_vote: the largest group of byte-identical trees (rare
+    for agents, which seldom write the same bytes).  cluster: the largest
+    group of candidates whose probe gates saw the same behaviour.  tournament:
+    the judge command decides a bracket, in id order, among the largest
+    clusters.  Every rule breaks its ties by score, changed lines, then id,
+    and the record names the stage and the figures that decided.  A track
+    already picked prints its record and changes nothing."""
     from gitflow_parallel import selection
 
     def render(r: dict[str, Any]) -> None:
@@ -348,6 +360,18 @@ def pick(task: str, track: str | None, as_json: bool) -> None:
             score = "unavailable" if p["score"] is None else p["score"]
             click.echo(f"track {p['track']}: winner {w['id']} at {w['commit'][:12]}, score {score}, "
                        f"by {p['selection_method']}{again}")
+            decision = p.get("decision")  # absent from picks made before it was recorded
+            if decision:
+                click.echo(f"  decided by {decision['stage']}: {_figures_text(decision['winner'])}"
+                           + (f" against {_figures_text(decision['runner_up'])}" if decision["runner_up"] else ""))
+            for c in p.get("clusters") or []:
+                click.echo(f"  cluster of {c['size']}: {', '.join(c['members'])}")
+            for m in (p.get("tournament") or {}).get("matches", []):
+                if m["b"] is not None:
+                    ran = m["judge"]
+                    said = f"answered {ran['answer']}" if ran["answer"] else f"gave no answer: {ran['error']}"
+                    click.echo(f"  round {m['round']}: {m['a']} vs {m['b']} -> {m['winner']} "
+                               f"(decided by {m['decided_by']}; the judge {said}; log {ran['log']})")
             for loser in p["losers"]:
                 click.echo(f"  lost {loser['id']}: {loser['reason']}")
         click.echo(f"next: git parallel merge {task}")

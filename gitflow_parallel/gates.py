@@ -58,6 +58,19 @@ commits.  The text output warns when this happens.  ``complete`` is true when
 every applicable gate ran or was skipped by the predecessor rule (a gate that
 could not start or timed out *ran*, and failed).
 
+Probes.  A gate with ``mode: probe`` runs like any other and never blocks
+(it is not enforced, so ``verdict_of`` ignores it, and config refuses a
+non-probe that ``requires`` one).  What it records is a behaviour
+``signature``: its exit code and the sha256 of its stdout - with the
+checkout's absolute path replaced by ``<worktree>``, since every candidate
+runs in a folder of its own - or, with ``outputs: [globs]``, the sha256 of
+the sorted {path: sha256} of the files those globs match after it ran.  Its
+stderr goes to a log of its own (``…gate-<name>-stderr.log``) and is not
+hashed: warnings and timings must not split candidates that behave alike.  A
+probe that cannot start or times out has ``sha256`` null and ``error`` set.
+``selection: cluster`` and ``tournament`` group candidates by these
+signatures (selection.py).
+
 Evidence must describe a commit, so a worktree with uncommitted changes
 (untracked files included) is refused before anything runs, and so is a
 worktree whose HEAD is not the branch tip.  Gates may leave untracked

@@ -13,9 +13,11 @@ candidate as plain files:
 * ``evidence.json``: its evidence pack, byte for byte.
 
 The judge runs like a gate (``gates.execute``: its own process group, stdin
-closed, ``judge.timeout``, its whole group killed past it), in a scratch
-folder that holds the two, with ``GIT_PARALLEL_TASK``, ``_RUN_ID``,
-``_BASE`` and ``_TRACK`` besides.  It answers on its **last non-empty
+closed, ``judge.timeout``, its whole group killed past it), in the main
+worktree (so ``[python, tools/judge.py]`` finds the repository's script, as
+a git alias would), with ``GIT_PARALLEL_TASK``, ``_RUN_ID``, ``_BASE`` and
+``_TRACK`` besides.  The two folders are in a scratch folder, removed after
+the match.  It answers on its **last non-empty
 stdout line**: ``A`` or ``B``.  Anything else - a non-zero exit, a crash, a
 hang past its timeout, a last line that is neither - is no answer, and the
 caller breaks the tie by its next rule; the pick never waits on or fails for
@@ -74,7 +76,8 @@ def match(project: Project, record: dict[str, Any], track: str, round_no: int,
         _write_side(scratch / "B", project, base, b)
         env = gate_env({}, {"TASK": record["task"], "RUN_ID": record["run_id"], "BASE": base, "TRACK": track,
                             "JUDGE_A": str(scratch / "A"), "JUDGE_B": str(scratch / "B")})
-        code, error, seconds = execute(list(cfg["command"]), scratch, env, float(cfg["timeout"]), log, err_log)
+        cwd = project.repo.main_workdir or scratch
+        code, error, seconds = execute(list(cfg["command"]), cwd, env, float(cfg["timeout"]), log, err_log)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     stdout = log.read_bytes() if log.is_file() else b""

@@ -1,14 +1,39 @@
 """Selection: choosing each track's winner and keeping the write-once pick record.
 
 Candidates are the instances whose latest evidence is complete, fresh (bound
-to the branch's current tip) and passes every enforced gate.  Two rules:
+to the branch's current tip) and passes every enforced gate; no rule ever
+looks at anyone else.  Four rules (``selection`` in the frozen config):
 
-* ``critic_first_pass`` (default): highest score first; ties by earliest
-  ``proof_issued_at``, then by instance id.  A null score sorts after every
-  number.
-* ``majority_vote``: the largest group of candidates with an identical tree
-  wins; ties between groups, and the member chosen inside the group, follow
-  the critic order.
+* ``critic_first_pass`` (default): the critic order - highest score first (a
+  null score after every number), then **fewest changed lines** against the
+  base commit (lines added plus deleted, from git objects), then instance id
+  in natural order ("2" before "10").  Never timing: which check finished
+  first says nothing about an attempt, and two checks of the same attempts
+  in any order give the same winner.
+* ``majority_vote``: the largest group of byte-identical trees.  Agents
+  seldom write the same bytes, so this rarely finds a group of two.
+* ``cluster``: the largest group of candidates whose probe gates saw the same
+  behaviour (the tuple of probe signatures, see gates.py).  With no probe
+  every candidate is in one cluster and the critic order decides.
+* ``tournament``: the candidates of every cluster tied for the largest size
+  enter a single-elimination bracket in id order (an odd one out gets a
+  bye); each match runs the judge (judge.py).  A match the judge does not
+  answer is a tie, broken by the critic order.
+
+Every tie (between groups of one size, inside a group, in a match) breaks by
+the critic order.  The pick record says which: ``decision`` names the rule,
+the ``stage`` that decided (``only_candidate``, ``score``,
+``changed_lines``, ``id``, ``tree_group_size``, ``cluster_size`` or
+``judge``) and the figures of the winner and of the runner-up it was decided
+against; ``ranking`` lists every candidate's figures in the critic order;
+``clusters`` / ``tree_groups`` the groups with their members and sizes;
+``tournament`` the entrants, the judge command and every match with what the
+judge answered or why it did not.
+
+A judge may take minutes, so a tournament is decided *before* the project
+lock is taken and confirmed under it: if the candidates changed meanwhile
+(an instance checked again, retried, moved), nothing is written and the pick
+is refused with ``PARALLEL_RUN_REVISION_CONFLICT``.
 
 With no score source configured the score is null ("unavailable") and no
 threshold applies.  With a source configured, a winner whose score is null
@@ -74,6 +99,10 @@ def validate_pick(pick: Any, path: Path, record: dict[str, Any], track: str) -> 
         raise _schema_invalid(path, "winner.attempt is missing")
     if pick["verdict"] != "pass":
         raise _schema_invalid(path, f"verdict is {pick['verdict']!r}, a pick is always of a passing instance")
+    decision = pick.get("decision")  # picks written before it was recorded have none
+    if decision is not None and (not isinstance(decision, dict) or decision.get("rule") != pick["selection_method"]
+                                 or (decision.get("winner") or {}).get("id") != winner["id"]):
+        raise _schema_invalid(path, "its decision does not name its rule and winner")
     return pick
 
 
@@ -230,12 +259,16 @@ def _groups(ranked: list[dict[str, Any]], key: Any) -> list[list[dict[str, Any]]
     return sorted(groups.values(), key=lambda g: (-len(g), _critic_key(g[0])))
 
 
-def _group_decision(method: str, groups: list[list[dict[str, Any]]], size_stage: str,
-                    sized: bool = True) -> dict[str, Any]:
+def _critic_decision(ranked: list[dict[str, Any]]) -> dict[str, Any]:
+    winner = ranked[0]
+    if len(ranked) == 1:
+        return {"rule": "critic_first_pass", "stage": "only_candidate", "winner": _figures(winner), "runner_up": None}
+    return {"rule": "critic_first_pass", "stage": _stage(winner, ranked[1]), "winner": _figures(winner),
+            "runner_up": _figures(ranked[1])}
+
+
+def _group_decision(method: str, groups: list[list[dict[str, Any]]], size_stage: str) -> dict[str, Any]:
     """How the top group and its best member won: by size, else by the critic order."""
-    if not sized:
-        return {**_group_decision(method, groups, size_stage), "winner": _figures(groups[0][0]),
-                "runner_up": _figures(groups[1][0]) if len(groups) > 1 else None}
     top = groups[0]
     winner = top[0]
     if len(groups) > 1:
@@ -319,7 +352,7 @@ def _rank(project: Project, record: dict[str, Any], track: str, method: str,
     extra: dict[str, Any] = {"ranking": [_figures(c) for c in ranked]}
     if method == "critic_first_pass":
         winner = ranked[0]
-        decision = _group_decision(method, [[c] for c in ranked], "score", sized=False)
+        decision = _critic_decision(ranked)
         reasons = {c["id"]: f"ranked below {winner['id']}: {_why_below(c, winner)}" for c in ranked[1:]}
         return winner, decision, reasons, extra
     if method == "majority_vote":
@@ -331,8 +364,14 @@ def _rank(project: Project, record: dict[str, Any], track: str, method: str,
     extra["clusters"] = _clusters_record(groups)
     if method == "cluster":
         return groups[0][0], _group_decision(method, groups, "cluster_size"), _group_reasons(groups, "behaviour"), extra
-    # tournament: clusters tied for the largest size all enter; the cluster
-    # stage could not tell them apart on behaviour, so the judge may.
+    return _rank_tournament(project, record, track, groups, ranked, extra)
+
+
+def _rank_tournament(project: Project, record: dict[str, Any], track: str, groups: list[list[dict[str, Any]]],
+                     ranked: list[dict[str, Any]], extra: dict[str, Any]
+                     ) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]:
+    # Clusters tied for the largest size all enter: the cluster stage could
+    # not tell them apart on behaviour, so the judge may.
     entrants = [c for g in groups if len(g) == len(groups[0]) for c in g]
     winner, final, matches = _bracket(project, record, track, entrants)
     extra["tournament"] = {"entrants": sorted((c["id"] for c in entrants), key=_id_key),
@@ -345,17 +384,18 @@ def _rank(project: Project, record: dict[str, Any], track: str, method: str,
         how = ("the judge chose it" if m["decided_by"] == "judge"
                else f"the judge gave no answer ({m['judge']['error']}); {m['decided_by']}")
         reasons[loser] = f"lost to {m['winner']} in round {m['round']}: {how}"
+    size_of = {c["id"]: len(g) for g in groups for c in g}
     for c in ranked:
         if c["id"] not in reasons and c is not winner:
-            size = next(len(g) for g in groups if c in g)
-            reasons[c["id"]] = f"not in the bracket: its behaviour is shared by {size}, the largest cluster's by {len(groups[0])}"
-    if final is None:
-        decision = _group_decision(method, groups, "cluster_size")
-    else:
-        rival = next(c for c in entrants if c["id"] in (final["a"], final["b"]) and c is not winner)
-        stage = "judge" if final["decided_by"] == "judge" else final["decided_by"].split(": ", 1)[1]
-        decision = {"rule": method, "stage": stage, "winner": _figures(winner, groups[0]),
-                    "runner_up": _figures(rival, groups[0]), "final_match": matches.index(final)}
+            reasons[c["id"]] = (f"not in the bracket: its behaviour is shared by {size_of[c['id']]}, "
+                                f"the largest cluster's by {len(groups[0])}")
+    if final is None:  # one entrant: the cluster stage decided
+        return winner, _group_decision("tournament", groups, "cluster_size"), reasons, extra
+    rival_id = final["b"] if final["winner"] == final["a"] else final["a"]
+    rival = next(c for c in entrants if c["id"] == rival_id)
+    stage = "judge" if final["decided_by"] == "judge" else final["decided_by"].split(": ", 1)[1]
+    decision = {"rule": "tournament", "stage": stage, "winner": _figures(winner, groups[0]),
+                "runner_up": _figures(rival, groups[0]), "final_match": matches.index(final)}
     return winner, decision, reasons, extra
 
 
