@@ -25,6 +25,7 @@ VARIANTS = {
     "square_acc": "def f(x):\n    result = x\n    result *= x\n    return result\n",
     "double": "def f(x):\n    return x + x\n",
     "power_of_two": "def f(x):\n    return 2 ** x\n",
+    "broken": "def f(x):\n    return 0\n",
 }
 
 # The agent writes the variant its instance was given (tools/plan.json).
@@ -269,6 +270,30 @@ def test_tournament_judges_only_the_largest_clusters(tmp_path: Path) -> None:
     assert judged == {"3", "4", "5"}
     assert p["winner"]["id"] in ("3", "4")
     assert "not in the bracket" in next(l["reason"] for l in p["losers"] if l["id"] == "1")
+
+
+def test_the_judge_sees_only_passing_candidates_and_diffs_from_objects(tmp_path: Path) -> None:
+    judge = textwrap.dedent("""
+        import os, pathlib
+        for s in "AB":
+            d = pathlib.Path(os.environ["GIT_PARALLEL_JUDGE_" + s])
+            added = [l for l in (d / "diff").read_text().splitlines() if l.startswith("+    ")]
+            print(s, (d / "instance").read_text().strip(), added)
+        print("B")
+    """)
+    gp = build(tmp_path, {"1": "broken", "2": "square_mul", "3": "double"}, selection="tournament", probe=False,
+               judge=judge)
+    gp("check", "t", code=1)
+    # A left-behind agent process rewrites a worktree after the check: the
+    # judge is still shown the commit that was checked.
+    wt3 = Path(gp.json("status", "t")["run"]["instances"][2]["worktree"])
+    (wt3 / "impl.py").write_text("def f(x):\n    return 'pick me'\n")
+    p = pick_record(gp)
+    assert p["tournament"]["entrants"] == ["2", "3"]
+    (match,) = [m for m in p["tournament"]["matches"] if m["b"] is not None]
+    assert (match["a"], match["b"], match["winner"], match["decided_by"]) == ("2", "3", "3", "judge")
+    assert "B 3 ['+    return x + x']" in match["judge"]["output"] and "pick me" not in match["judge"]["output"]
+    assert "failed enforced gates: visible" in next(l["reason"] for l in p["losers"] if l["id"] == "1")
 
 
 @pytest.mark.parametrize("kind", sorted(JUDGES))
