@@ -309,6 +309,25 @@ def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
     return result
 
 
+def _files_written(checkout: Path, patterns: Iterable[str]) -> dict[str, str]:
+    """sha256 of the regular files on disk in ``checkout`` that ``patterns``
+    match (what a probe wrote, so the disk, not the commit's tree); nothing
+    outside the checkout or under ``.git``, no symlink followed."""
+    root = checkout.resolve()
+    out: dict[str, str] = {}
+    for pattern in patterns:
+        for rel in glob.glob(pattern, root_dir=str(root), recursive=True):
+            full = Path(os.path.normpath(root / rel))
+            # A committed symlink to a folder must not lead the glob outside.
+            if root not in full.parents or root not in full.resolve().parents:
+                continue
+            relpath = full.relative_to(root).as_posix()
+            data = None if relpath.split("/")[0] == ".git" else _read_regular(full)
+            if data is not None:
+                out[relpath] = sha256_bytes(data)
+    return dict(sorted(out.items()))
+
+
 # What a probe's stdout says instead of the checkout it ran in: every
 # candidate runs in a folder of its own, and a path in the output (a test
 # runner's rootdir, a traceback) must not make alike behaviour look different.
@@ -325,7 +344,7 @@ def probe_signature(gate: dict[str, Any], worktree: Path, log: Path, code: int |
     if error is not None:
         return {"exit_code": None, "over": over, "sha256": None, "error": error}
     if over == "outputs":
-        files = input_fingerprints(worktree, gate["outputs"])
+        files = _files_written(worktree, gate["outputs"])
         return {"exit_code": code, "over": over, "sha256": sha256_bytes(json.dumps(files, sort_keys=True).encode()),
                 "files": files}
     data = _read_regular(log) or b""

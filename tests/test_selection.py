@@ -146,13 +146,24 @@ def test_probe_outputs_globs_hash_the_files_it_wrote(tmp_path: Path) -> None:
         pathlib.Path("out/values.txt").write_text(repr([f(x) for x in range(-3, 4)]))
         print("wrote at", time.time())  # stdout differs every run: not what is hashed
     """))
-    gp = build(tmp_path / "p", {"1": "square_mul", "2": "square_pow", "3": "double"}, probe=False,
+    gp = build(tmp_path / "p", {"1": "square_mul", "2": "square_pow", "3": "double", "4": "square_acc"}, probe=False,
                extra_gates=f"  - name: values\n    run: [{PY}, {writer}]\n    mode: probe\n    outputs: ['out/*.txt']\n")
+    # A hostile attempt commits `out` as a symlink to a folder outside its checkout.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    wt4 = Path(gp.json("status", "t")["run"]["instances"][3]["worktree"])
+    (wt4 / "out").symlink_to(outside)
+    git(wt4, "add", "out")
+    git(wt4, "commit", "-qm", "out elsewhere")
     checked = gp.json("check", "t")
     sig = {i["id"]: next(g for g in i["gates"] if g["name"] == "values")["signature"] for i in checked["instances"]}
     assert sig["1"]["over"] == "outputs" and set(sig["1"]["files"]) == {"out/values.txt"}
     assert sig["1"]["files"]["out/values.txt"] == hashlib.sha256(b"[9, 4, 1, 0, 1, 4, 9]").hexdigest()
     assert sig["1"]["sha256"] == sig["2"]["sha256"] != sig["3"]["sha256"]
+    # Outside files are never read: the symlinked attempt behaves right, but
+    # its output left the checkout, so its signature names no file.
+    assert (outside / "values.txt").exists() and sig["4"]["files"] == {}
+    assert sig["4"]["sha256"] not in (sig["1"]["sha256"], sig["3"]["sha256"])
 
 
 @pytest.mark.parametrize("extra, problem", [
