@@ -42,9 +42,7 @@ import copy
 import json
 import random
 import shutil
-import subprocess
 import sys
-import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
