@@ -351,6 +351,12 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
 
 
 # -- pick / merge ------------------------------------------------------------------------
+def _figures_text(f: dict[str, Any]) -> str:
+    score = "unavailable" if f["score"] is None else f["score"]
+    size = f", group of {f['group_size']}" if "group_size" in f else ""
+    return f"{f['id']} (score {score}, {f['changed_lines']} changed lines{size})"
+
+
 @main_group.command()
 @click.argument("task")
 @click.option("--track", default=None, help="Pick only this track (default: every unpicked track).")
@@ -362,10 +368,16 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
 @json_option
 def pick(task: str, track: str | None, instance: str | None, reason: str | None, force: bool, as_json: bool) -> None:
     """Select each track's winner among the instances with complete, fresh,
-    passing evidence (critic_first_pass: highest score, then earliest proof,
-    then id; or majority_vote: the largest group of identical trees), and
-    write the write-once pick record and its note on the winner's commit.
-    A track already picked prints its record and changes nothing.
+    passing evidence, by the run's `selection` rule, and write the write-once
+    pick record and its note on the winner's commit.  critic_first_pass:
+    highest score, then fewest changed lines against the base, then id (never
+    timing).  majority_vote: the largest group of byte-identical trees (rare
+    for agents, which seldom write the same bytes).  cluster: the largest
+    group of candidates whose probe gates saw the same behaviour.  tournament:
+    the judge command decides a bracket, in id order, among the largest
+    clusters.  Every rule breaks its ties by score, changed lines, then id,
+    and the record names the stage and the figures that decided.  A track
+    already picked prints its record and changes nothing.
 
     With --instance ID a person chooses instead: the record says
     "selection_method": "human", who (git config user.email) and why
@@ -385,6 +397,18 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
                     by += "; forced, waiving: " + ("; ".join(p.get("waived") or []) or "nothing")
             click.echo(f"track {p['track']}: winner {w['id']} at {w['commit'][:12]}, score {score}, "
                        f"by {by}{again}")
+            decision = p.get("decision")  # absent from picks made before it was recorded
+            if decision:
+                click.echo(f"  decided by {decision['stage']}: {_figures_text(decision['winner'])}"
+                           + (f" against {_figures_text(decision['runner_up'])}" if decision["runner_up"] else ""))
+            for c in p.get("clusters") or []:
+                click.echo(f"  cluster of {c['size']}: {', '.join(c['members'])}")
+            for m in (p.get("tournament") or {}).get("matches", []):
+                if m["b"] is not None:
+                    ran = m["judge"]
+                    said = f"answered {ran['answer']}" if ran["answer"] else f"gave no answer: {ran['error']}"
+                    click.echo(f"  round {m['round']}: {m['a']} vs {m['b']} -> {m['winner']} "
+                               f"(decided by {m['decided_by']}; the judge {said}; log {ran['log']})")
             for loser in p["losers"]:
                 click.echo(f"  lost {loser['id']}: {loser['reason']}")
         click.echo(f"next: git parallel merge {task}")
@@ -505,8 +529,13 @@ def _render_check(r: dict[str, Any]) -> None:
             what = (g["error"] if g["skipped"] or g["exit_code"] is None
                     else f"exit {g['exit_code']} in {g['duration_s']:.2f}s")
             code = f"[{g['code']}] " if g["code"] else ""
+            if g.get("signature") and not g["skipped"]:
+                # A probe neither passes nor fails: it says how the attempt behaves.
+                mark = "seen"
+                sig = g["signature"]
+                what += f", {sig['over']} sha256 {(sig['sha256'] or 'none')[:12]}"
             click.echo(f"    {mark:<4} {g['name']:<16} {g['mode']:<8} {code}{what}")
-            if g["log"] and not g["passed"]:
+            if g["log"] and not g["passed"] and g["mode"] != "probe":
                 click.echo(f"         log: {g['log']}")
     for err in r["errors"]:
         click.echo(f"error[{err['code']}]: instance {err['id']}: {err['message']}", err=True)

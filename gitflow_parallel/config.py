@@ -24,8 +24,8 @@ from gitflow_parallel.names import check_name
 CONFIG_FILE = ".gitparallel.yaml"
 
 MERGE_POLICIES = ("refuse", "first_pass_wins", "last_pass_wins", "winner_takes_all", "manual")
-SELECTION_METHODS = ("critic_first_pass", "majority_vote")
-GATE_MODES = ("enforced", "observe")
+SELECTION_METHODS = ("critic_first_pass", "majority_vote", "cluster", "tournament")
+GATE_MODES = ("enforced", "observe", "probe")
 VERIFY_MODES = ("always", "changed", "never")
 PROTECT_MODES = ("restore", "refuse")
 MAX_SECONDS = 7 * 24 * 3600  # a week: a longer timeout is a typo
@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "merge": {"policy": "refuse", "retries": 2, "timeout": 60, "verify": "always", "squash": False,
               "message": None},
     "score": {"threshold": 6, "command": None, "findings": None, "timeout": 300},
+    "judge": {"command": None, "timeout": 300},
     "gates": [],
 }
 
@@ -53,6 +54,7 @@ GATE_DEFAULTS: dict[str, Any] = {
     "tracks": None,
     "requires": [],
     "inputs": [],
+    "outputs": [],
     "env": {},
 }
 
@@ -67,7 +69,7 @@ TEMPLATE = """\
 # rework_max: 2           # how many times one instance may be retried
 # notes_ref: refs/notes/parallel
 # commit_leftovers: true  # commit what an agent leaves uncommitted after `run`
-# selection: critic_first_pass   # or majority_vote
+# selection: critic_first_pass   # majority_vote (identical trees) | cluster | tournament
 
 # Gates judge a clean checkout of the commit, with protected paths taken from
 # the base commit: .gitparallel.yaml, every path a gate's `run` names, and:
@@ -89,14 +91,19 @@ TEMPLATE = """\
 #   command: null                # e.g. [python, score.py]; last stdout line is 0-10
 #   findings: null               # e.g. findings.jsonl (minimum anti_slop_score)
 
+# judge:                         # only with selection: tournament
+#   command: null                # e.g. [python, judge.py]; last stdout line A or B
+#   timeout: 300                 # seconds per match
+
 # gates:
 #   - name: tests
 #     run: [python, -m, pytest, -q]
-#     mode: enforced             # or observe (recorded, never blocks)
+#     mode: enforced             # observe (recorded, never blocks) | probe (a behaviour signature)
 #     timeout: 600
 #     tracks: null               # or a list of track names
 #     requires: []               # gates that must pass first
 #     inputs: []                 # globs of files to fingerprint
+#     outputs: []                # probe only: globs of files its signature hashes (default: stdout)
 #     env: {}
 """
 
@@ -227,7 +234,7 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
         return v
 
     for key, value in data.items():
-        if key in ("merge", "score"):
+        if key in ("merge", "score", "judge"):
             continue
         if key == "instances":
             out[key] = want_int(key, value, 1, 64)
@@ -303,6 +310,32 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             out["score"][key] = value
     if out["score"]["command"] and out["score"]["findings"]:
         raise _fail("score", "give either command or findings, not both", lines.get("score"))
+    out["judge"] = _judge(data.get("judge", {}), out["selection"], lines)
+    return out
+
+
+def _judge(judge: Any, selection: str, lines: dict[str, int]) -> dict[str, Any]:
+    """``judge`` is the tournament's referee; any other rule never runs it,
+    so a judge configured for one is a mistake worth saying."""
+    out = copy.deepcopy(DEFAULTS["judge"])
+    if judge is None:
+        judge = {}
+    if not isinstance(judge, dict):
+        raise _fail("judge", "must be a mapping with command and timeout", lines.get("judge"))
+    for key in judge:
+        if key not in out:
+            path = f"judge.{key}"
+            raise _fail(path, f"unknown key (known: {', '.join(sorted(out))})", lines.get(path))
+    if "command" in judge:
+        out["command"] = _argv(judge["command"], "judge.command", lines.get("judge.command"))
+    if "timeout" in judge:
+        out["timeout"] = _seconds("judge.timeout", judge["timeout"], lines.get("judge.timeout"))
+    if selection == "tournament" and not out["command"]:
+        raise _fail("judge.command", "selection: tournament needs a judge command (last stdout line A or B)",
+                    lines.get("judge") or lines.get("selection"))
+    if selection != "tournament" and out["command"]:
+        raise _fail("judge.command", f"a judge only runs with selection: tournament, not {selection}",
+                    lines.get("judge.command"))
     return out
 
 
@@ -339,11 +372,12 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
         gate["run"] = _argv(raw["run"], f"{here}.run", lines.get(f"{here}.run"))
         if "mode" in raw:
             if raw["mode"] not in GATE_MODES:
-                raise _fail(f"{here}.mode", f"must be enforced or observe, got {raw['mode']!r}", lines.get(f"{here}.mode"))
+                raise _fail(f"{here}.mode", f"must be one of {', '.join(GATE_MODES)}, got {raw['mode']!r}",
+                            lines.get(f"{here}.mode"))
             gate["mode"] = raw["mode"]
         if "timeout" in raw:
             gate["timeout"] = _seconds(f"{here}.timeout", raw["timeout"], lines.get(f"{here}.timeout"))
-        for key in ("tracks", "requires", "inputs"):
+        for key in ("tracks", "requires", "inputs", "outputs"):
             if key in raw and raw[key] is not None:
                 v = raw[key]
                 if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
@@ -357,13 +391,21 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
             if bad:
                 raise _fail(f"{here}.env", f"{bad[0]!r} is not a valid variable name", lines.get(f"{here}.env"))
             gate["env"] = {k: str(v) for k, v in env.items()}
+        if gate["outputs"] and gate["mode"] != "probe":
+            raise _fail(f"{here}.outputs", "only a probe gate (mode: probe) hashes outputs",
+                        lines.get(f"{here}.outputs"))
         gates.append(gate)
+    modes = {g["name"]: g["mode"] for g in gates}
     names = [g["name"] for g in gates]
     for i, gate in enumerate(gates):
         for req in gate["requires"]:
+            path = f"gates[{i}].requires"
             if req not in names[:i]:
-                path = f"gates[{i}].requires"
                 raise _fail(path, f"requires {req!r}, which is not a gate declared before it", lines.get(path))
+            # A probe never blocks; a gate that needed it to pass would make it block.
+            if modes[req] == "probe" and gate["mode"] != "probe":
+                raise _fail(path, f"requires {req!r}, a probe: probes describe behaviour and never block, "
+                            "so only another probe may require one", lines.get(path))
     return gates
 
 

@@ -69,6 +69,19 @@ commits.  The text output warns when this happens.  ``complete`` is true when
 every applicable gate ran or was skipped by the predecessor rule (a gate that
 could not start or timed out *ran*, and failed).
 
+Probes.  A gate with ``mode: probe`` runs like any other and never blocks
+(it is not enforced, so ``verdict_of`` ignores it, and config refuses a
+non-probe that ``requires`` one).  What it records is a behaviour
+``signature``: its exit code and the sha256 of its stdout - with the
+checkout's absolute path replaced by ``<worktree>``, since every candidate
+runs in a folder of its own - or, with ``outputs: [globs]``, the sha256 of
+the sorted {path: sha256} of the files those globs match after it ran.  Its
+stderr goes to a log of its own (``…gate-<name>-stderr.log``) and is not
+hashed: warnings and timings must not split candidates that behave alike.  A
+probe that cannot start or times out has ``sha256`` null and ``error`` set.
+``selection: cluster`` and ``tournament`` group candidates by these
+signatures (selection.py).
+
 Evidence describes a commit, so a worktree with uncommitted changes
 (untracked files included) is refused before anything runs - they would not
 be judged, and the person who left them expects them to be - and so is a
@@ -117,6 +130,7 @@ protected paths of the commit it lands on, in a scratch checkout.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -290,10 +304,62 @@ def _result(gate: dict[str, Any], **fields: Any) -> dict[str, Any]:
 def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
     log = place.log(f"gate-{gate['name']}")
     env = gate_env(gate.get("env") or {}, place.facts)
-    code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log)
-    return _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
-                   log=str(log), log_sha256=_sha256_path(log),
-                   code=E.EXECUTE_FAILED if error else None, error=error)
+    # A probe's stdout is its behaviour; stderr (warnings, timings) is kept
+    # apart so that it cannot split candidates that behave alike.
+    err_log = place.log(f"gate-{gate['name']}-stderr") if gate["mode"] == "probe" else None
+    code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log, err_log)
+    result = _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
+                     log=str(log), log_sha256=_sha256_path(log),
+                     code=E.EXECUTE_FAILED if error else None, error=error)
+    if gate["mode"] == "probe":
+        result["stderr_log"] = str(err_log)
+        result["signature"] = probe_signature(gate, place.worktree, log, code, error)
+    return result
+
+
+def _files_written(checkout: Path, patterns: Iterable[str]) -> dict[str, str]:
+    """sha256 of the regular files on disk in ``checkout`` that ``patterns``
+    match (what a probe wrote, so the disk, not the commit's tree); nothing
+    outside the checkout or under ``.git``, no symlink followed."""
+    root = checkout.resolve()
+    out: dict[str, str] = {}
+    for pattern in patterns:
+        for rel in glob.glob(pattern, root_dir=str(root), recursive=True):
+            full = Path(os.path.normpath(root / rel))
+            # A committed symlink to a folder must not lead the glob outside.
+            if root not in full.parents or root not in full.resolve().parents:
+                continue
+            relpath = full.relative_to(root).as_posix()
+            data = None if relpath.split("/")[0] == ".git" else _read_regular(full)
+            if data is not None:
+                out[relpath] = sha256_bytes(data)
+    return dict(sorted(out.items()))
+
+
+# What a probe's stdout says instead of the checkout it ran in: every
+# candidate runs in a folder of its own, and a path in the output (a test
+# runner's rootdir, a traceback) must not make alike behaviour look different.
+WORKTREE_PLACEHOLDER = b"<worktree>"
+
+
+def probe_signature(gate: dict[str, Any], worktree: Path, log: Path, code: int | None,
+                    error: str | None) -> dict[str, Any]:
+    """A probe's behaviour: its exit code and the sha256 of its stdout (with
+    the checkout's path replaced), or of the files its ``outputs`` globs
+    match after it ran.  A probe that could not start or timed out has no
+    output to speak for it: ``sha256`` null and ``error`` set."""
+    over = "outputs" if gate.get("outputs") else "stdout"
+    if error is not None:
+        return {"exit_code": None, "over": over, "sha256": None, "error": error}
+    if over == "outputs":
+        files = _files_written(worktree, gate["outputs"])
+        return {"exit_code": code, "over": over, "sha256": sha256_bytes(json.dumps(files, sort_keys=True).encode()),
+                "files": files}
+    data = _read_regular(log) or b""
+    # The longer form first: one may contain the other (a symlinked /tmp).
+    for form in sorted({str(worktree).encode(), str(worktree.resolve()).encode()}, key=len, reverse=True):
+        data = data.replace(form, WORKTREE_PLACEHOLDER)
+    return {"exit_code": code, "over": over, "sha256": sha256_bytes(data)}
 
 
 def run_gates(gates: list[dict[str, Any]], track: str, place: Place,
@@ -330,7 +396,8 @@ def run_gates(gates: list[dict[str, Any]], track: str, place: Place,
 
 
 def verdict_of(results: list[dict[str, Any]]) -> str:
-    """``pass`` iff every enforced gate passed (vacuously with none; see the module doc)."""
+    """``pass`` iff every enforced gate passed (vacuously with none; see the
+    module doc).  Observe gates and probes never count."""
     return "pass" if all(r["passed"] for r in results if r["mode"] == "enforced") else "fail"
 
 

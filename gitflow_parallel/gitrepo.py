@@ -170,6 +170,20 @@ class Repo:
     def tree_of(self, commit: str) -> str:
         return str(self.git.get(commit).peel(pygit2.Commit).tree_id)
 
+    def _diff(self, old: str, new: str) -> pygit2.Diff:
+        return self.git.diff(self.git.get(old).peel(pygit2.Tree), self.git.get(new).peel(pygit2.Tree))
+
+    def changed_lines(self, old: str, new: str) -> int:
+        """Lines added plus lines deleted from commit ``old`` to ``new``,
+        from the objects (a worktree may say anything)."""
+        stats = self._diff(old, new).stats
+        return stats.insertions + stats.deletions
+
+    def diff_bytes(self, old: str, new: str) -> bytes:
+        """The patch from commit ``old`` to ``new`` as git would print it,
+        in bytes (file contents need not be UTF-8)."""
+        return b"".join(patch.data for patch in self._diff(old, new))
+
     # -- git itself ----------------------------------------------------------
     def run_git(self, args: list[str], cwd: str | os.PathLike[str] | None = None,
                 check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:

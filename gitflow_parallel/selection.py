@@ -1,14 +1,39 @@
 """Selection: choosing each track's winner and keeping the write-once pick record.
 
 Candidates are the instances whose latest evidence is complete, fresh (bound
-to the branch's current tip) and passes every enforced gate.  Two rules:
+to the branch's current tip) and passes every enforced gate; no rule ever
+looks at anyone else.  Four rules (``selection`` in the frozen config):
 
-* ``critic_first_pass`` (default): highest score first; ties by earliest
-  ``proof_issued_at``, then by instance id.  A null score sorts after every
-  number.
-* ``majority_vote``: the largest group of candidates with an identical tree
-  wins; ties between groups, and the member chosen inside the group, follow
-  the critic order.
+* ``critic_first_pass`` (default): the critic order - highest score first (a
+  null score after every number), then **fewest changed lines** against the
+  base commit (lines added plus deleted, from git objects), then instance id
+  in natural order ("2" before "10").  Never timing: which check finished
+  first says nothing about an attempt, and two checks of the same attempts
+  in any order give the same winner.
+* ``majority_vote``: the largest group of byte-identical trees.  Agents
+  seldom write the same bytes, so this rarely finds a group of two.
+* ``cluster``: the largest group of candidates whose probe gates saw the same
+  behaviour (the tuple of probe signatures, see gates.py).  With no probe
+  every candidate is in one cluster and the critic order decides.
+* ``tournament``: the candidates of every cluster tied for the largest size
+  enter a single-elimination bracket in id order (an odd one out gets a
+  bye); each match runs the judge (judge.py).  A match the judge does not
+  answer is a tie, broken by the critic order.
+
+Every tie (between groups of one size, inside a group, in a match) breaks by
+the critic order.  The pick record says which: ``decision`` names the rule,
+the ``stage`` that decided (``only_candidate``, ``score``,
+``changed_lines``, ``id``, ``tree_group_size``, ``cluster_size`` or
+``judge``) and the figures of the winner and of the runner-up it was decided
+against; ``ranking`` lists every candidate's figures in the critic order;
+``clusters`` / ``tree_groups`` the groups with their members and sizes;
+``tournament`` the entrants, the judge command and every match with what the
+judge answered or why it did not.
+
+A judge may take minutes, so a tournament is decided *before* the project
+lock is taken and confirmed under it: if the candidates changed meanwhile
+(an instance checked again, retried, moved), nothing is written and the pick
+is refused with ``PARALLEL_RUN_REVISION_CONFLICT``.
 
 With no score source configured the score is null ("unavailable") and no
 threshold applies.  With a source configured, a winner whose score is null
@@ -35,12 +60,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pygit2
 
-from gitflow_parallel import __version__, config, evidence, faults, notes
+from gitflow_parallel import __version__, config, evidence, faults, judge, notes
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import create_exclusive, sha256_bytes, utcnow
@@ -102,6 +128,10 @@ def validate_pick(pick: Any, path: Path, record: dict[str, Any], track: str) -> 
         raise _schema_invalid(path, "winner.attempt is missing")
     if pick["verdict"] != "pass" and not forced:
         raise _schema_invalid(path, f"verdict is {pick['verdict']!r}, a pick is always of a passing instance")
+    decision = pick.get("decision")  # picks written before it was recorded have none
+    if decision is not None and (not isinstance(decision, dict) or decision.get("rule") != pick["selection_method"]
+                                 or (decision.get("winner") or {}).get("id") != winner["id"]):
+        raise _schema_invalid(path, "its decision does not name its rule and winner")
     return pick
 
 
@@ -153,28 +183,34 @@ def winner_check(project: Project, record: dict[str, Any], inst: dict[str, Any],
     return True, None, f"instance {inst['id']} is the picked winner with fresh passing evidence"
 
 
-def _critic_key(c: dict[str, Any]) -> tuple[Any, ...]:
-    score = c["score"]
-    return (0 if score is not None else 1, -(score or 0), c["proof_issued_at"], c["id"])
+# -- candidates -------------------------------------------------------------------------
+def _id_key(inst_id: str) -> tuple[tuple[int, int, str], ...]:
+    """Ids in their natural order: "2" before "10", "a-2" before "a-10"."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", inst_id) if p)
 
 
-def _order(cands: list[dict[str, Any]], method: str) -> list[dict[str, Any]]:
-    ranked = sorted(cands, key=_critic_key)
-    if method != "majority_vote":
-        return ranked
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for c in ranked:
-        groups.setdefault(c["tree"], []).append(c)
-    ordered_groups = sorted(groups.values(), key=lambda g: (-len(g), _critic_key(g[0])))
-    return [c for g in ordered_groups for c in g]
+def _probe_signature(pack: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the probes of a pack saw, gate by gate: the key of its cluster."""
+    out = []
+    for g in pack.get("gates", []):
+        if g.get("mode") != "probe":
+            continue
+        sig = g.get("signature")
+        if g.get("skipped") or not isinstance(sig, dict):
+            out.append({"gate": g.get("name"), "skipped": True, "code": g.get("code")})
+            continue
+        item = {"gate": g.get("name"), "exit_code": sig.get("exit_code"), "sha256": sig.get("sha256")}
+        if sig.get("error"):
+            item["error"] = sig["error"]
+        out.append(item)
+    return out
 
 
-def choose(project: Project, record: dict[str, Any], track: str) -> dict[str, Any]:
-    """Compute (without writing) the pick record of one track."""
-    cfg = record["config"]
-    method = cfg["selection"]
+def _candidates(project: Project, record: dict[str, Any], track: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(candidates, losers) of one track: who has complete, fresh, passing evidence."""
     candidates: list[dict[str, Any]] = []
     losers: list[dict[str, Any]] = []
+    base = record["base"]["commit"]
     for inst in record["instances"]:
         if inst["track"] != track:
             continue
@@ -196,9 +232,230 @@ def choose(project: Project, record: dict[str, Any], track: str) -> dict[str, An
                            "reason": "failed enforced gates: " + (", ".join(failed) or "(verdict fail)")})
             continue
         candidates.append({"id": inst["id"], "attempt": inst["attempt"], "commit": pack["commit"], "tree": pack["tree"],
-                           "evidence_sha256": inst["evidence"]["sha256"], "score": pack.get("score"),
-                           "score_source": pack.get("score_source"), "score_error": pack.get("score_error"),
-                           "proof_issued_at": pack["proof_issued_at"]})
+                           "evidence_sha256": inst["evidence"]["sha256"], "evidence_path": inst["evidence"]["path"],
+                           "score": pack.get("score"), "score_source": pack.get("score_source"),
+                           "score_error": pack.get("score_error"), "proof_issued_at": pack["proof_issued_at"],
+                           # From the objects, never the worktree: the agent owns its worktree.
+                           "changed_lines": project.repo.changed_lines(base, pack["commit"]),
+                           "probes": _probe_signature(pack), "worktree": inst["worktree"]})
+    return candidates, losers
+
+
+def _basis(candidates: list[dict[str, Any]]) -> list[tuple[str, int, str, str]]:
+    """What a decision was made from: the same basis gives the same pick."""
+    return sorted((c["id"], c["attempt"], c["commit"], c["evidence_sha256"]) for c in candidates)
+
+
+# -- ranking ----------------------------------------------------------------------------
+def _critic_key(c: dict[str, Any]) -> tuple[Any, ...]:
+    """Highest score (a null score after every number), then fewest changed
+    lines against the base, then id: never the time a check happened to end."""
+    score = c["score"]
+    return (score is None, -(score or 0), c["changed_lines"], _id_key(c["id"]))
+
+
+def _figures(c: dict[str, Any], group: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    out = {"id": c["id"], "score": c["score"], "changed_lines": c["changed_lines"]}
+    if group is not None:
+        out["group_size"] = len(group)
+    return out
+
+
+def _stage(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """The first figure of the critic order that puts ``a`` ahead of ``b``."""
+    if a["score"] != b["score"]:
+        return "score"
+    if a["changed_lines"] != b["changed_lines"]:
+        return "changed_lines"
+    return "id"
+
+
+def _score_text(c: dict[str, Any]) -> str:
+    return "unavailable" if c["score"] is None else str(c["score"])
+
+
+def _why_below(c: dict[str, Any], w: dict[str, Any]) -> str:
+    stage = _stage(w, c)
+    if stage == "score":
+        return f"score {_score_text(c)} vs {_score_text(w)}"
+    if stage == "changed_lines":
+        return f"score {_score_text(c)} for both, {c['changed_lines']} changed lines vs {w['changed_lines']}"
+    return f"score {_score_text(c)} and {c['changed_lines']} changed lines for both; {w['id']} comes first by id"
+
+
+def _groups(ranked: list[dict[str, Any]], key: Any) -> list[list[dict[str, Any]]]:
+    """Candidates grouped by ``key(c)``, each group in critic order; the largest
+    group first, groups of one size in the critic order of their best member."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for c in ranked:
+        groups.setdefault(key(c), []).append(c)
+    return sorted(groups.values(), key=lambda g: (-len(g), _critic_key(g[0])))
+
+
+def _critic_decision(ranked: list[dict[str, Any]]) -> dict[str, Any]:
+    winner = ranked[0]
+    if len(ranked) == 1:
+        return {"rule": "critic_first_pass", "stage": "only_candidate", "winner": _figures(winner), "runner_up": None}
+    return {"rule": "critic_first_pass", "stage": _stage(winner, ranked[1]), "winner": _figures(winner),
+            "runner_up": _figures(ranked[1])}
+
+
+def _group_decision(method: str, groups: list[list[dict[str, Any]]], size_stage: str) -> dict[str, Any]:
+    """How the top group and its best member won: by size, else by the critic order."""
+    top = groups[0]
+    winner = top[0]
+    if len(groups) > 1:
+        rival_group = groups[1]
+        runner_up = rival_group[0]
+        stage = size_stage if len(top) > len(rival_group) else _stage(winner, runner_up)
+    elif len(top) > 1:
+        rival_group, runner_up = top, top[1]
+        stage = _stage(winner, runner_up)
+    else:
+        return {"rule": method, "stage": "only_candidate", "winner": _figures(winner, top), "runner_up": None}
+    return {"rule": method, "stage": stage, "winner": _figures(winner, top),
+            "runner_up": _figures(runner_up, rival_group)}
+
+
+def _group_reasons(groups: list[list[dict[str, Any]]], what: str) -> dict[str, str]:
+    top = groups[0]
+    winner = top[0]
+    reasons = {}
+    for group in groups:
+        for c in group:
+            if c is winner:
+                continue
+            if group is top:
+                reasons[c["id"]] = f"same {what} as the winner {winner['id']}, ranked below it: {_why_below(c, winner)}"
+            elif len(group) < len(top):
+                reasons[c["id"]] = f"its {what} is shared by {len(group)}, the winner's by {len(top)}"
+            else:
+                reasons[c["id"]] = (f"its {what} is shared by {len(group)}, as many as the winner's; ranked below "
+                                    f"{winner['id']}: {_why_below(group[0], winner)}")
+    return reasons
+
+
+def _clusters_record(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [{"signature": g[0]["probes"], "members": sorted((c["id"] for c in g), key=_id_key), "size": len(g)}
+            for g in groups]
+
+
+def _cluster_key(c: dict[str, Any]) -> str:
+    return json.dumps(c["probes"], sort_keys=True)
+
+
+def _tie_winner(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    return a if _critic_key(a) < _critic_key(b) else b
+
+
+def _bracket(project: Project, record: dict[str, Any], track: str,
+             entrants: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """A single-elimination bracket in id order (an odd one out gets a bye);
+    returns (winner, its last match or None, every match)."""
+    alive = sorted(entrants, key=lambda c: _id_key(c["id"]))
+    matches: list[dict[str, Any]] = []
+    round_no = 0
+    while len(alive) > 1:
+        round_no += 1
+        nxt = []
+        for i in range(0, len(alive) - 1, 2):
+            a, b = alive[i], alive[i + 1]
+            ran = judge.match(project, record, track, round_no, a, b)
+            if ran["answer"] is not None:
+                won, decided_by = (a if ran["answer"] == "A" else b), "judge"
+            else:  # no answer is a tie, broken by the next rule
+                won = _tie_winner(a, b)
+                decided_by = f"tie-break: {_stage(won, b if won is a else a)}"
+            matches.append({"round": round_no, "a": a["id"], "b": b["id"], "winner": won["id"],
+                            "decided_by": decided_by, "judge": ran})
+            nxt.append(won)
+        if len(alive) % 2:
+            matches.append({"round": round_no, "a": alive[-1]["id"], "b": None, "winner": alive[-1]["id"],
+                            "decided_by": "bye", "judge": None})
+            nxt.append(alive[-1])
+        alive = nxt
+    final = next((m for m in reversed(matches) if m["b"] is not None), None)
+    return alive[0], final, matches
+
+
+def _rank(project: Project, record: dict[str, Any], track: str, method: str,
+          candidates: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]:
+    """(winner, decision, loser reasons by id, extra pick-record fields) under ``method``."""
+    ranked = sorted(candidates, key=_critic_key)
+    extra: dict[str, Any] = {"ranking": [_figures(c) for c in ranked]}
+    if method == "critic_first_pass":
+        winner = ranked[0]
+        decision = _critic_decision(ranked)
+        reasons = {c["id"]: f"ranked below {winner['id']}: {_why_below(c, winner)}" for c in ranked[1:]}
+        return winner, decision, reasons, extra
+    if method == "majority_vote":
+        groups = _groups(ranked, lambda c: c["tree"])
+        extra["tree_groups"] = [{"tree": g[0]["tree"], "members": sorted((c["id"] for c in g), key=_id_key),
+                                 "size": len(g)} for g in groups]
+        return groups[0][0], _group_decision(method, groups, "tree_group_size"), _group_reasons(groups, "tree"), extra
+    groups = _groups(ranked, _cluster_key)
+    extra["clusters"] = _clusters_record(groups)
+    if method == "cluster":
+        return groups[0][0], _group_decision(method, groups, "cluster_size"), _group_reasons(groups, "behaviour"), extra
+    return _rank_tournament(project, record, track, groups, ranked, extra)
+
+
+def _rank_tournament(project: Project, record: dict[str, Any], track: str, groups: list[list[dict[str, Any]]],
+                     ranked: list[dict[str, Any]], extra: dict[str, Any]
+                     ) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]:
+    # Clusters tied for the largest size all enter: the cluster stage could
+    # not tell them apart on behaviour, so the judge may.
+    entrants = [c for g in groups if len(g) == len(groups[0]) for c in g]
+    winner, final, matches = _bracket(project, record, track, entrants)
+    extra["tournament"] = {"entrants": sorted((c["id"] for c in entrants), key=_id_key),
+                           "judge": list(record["config"]["judge"]["command"]), "matches": matches}
+    reasons = {}
+    for m in matches:
+        if m["b"] is None:
+            continue
+        loser = m["b"] if m["winner"] == m["a"] else m["a"]
+        how = ("the judge chose it" if m["decided_by"] == "judge"
+               else f"the judge gave no answer ({m['judge']['error']}); {m['decided_by']}")
+        reasons[loser] = f"lost to {m['winner']} in round {m['round']}: {how}"
+    size_of = {c["id"]: len(g) for g in groups for c in g}
+    for c in ranked:
+        if c["id"] not in reasons and c is not winner:
+            reasons[c["id"]] = (f"not in the bracket: its behaviour is shared by {size_of[c['id']]}, "
+                                f"the largest cluster's by {len(groups[0])}")
+    if final is None:  # one entrant: the cluster stage decided
+        return winner, _group_decision("tournament", groups, "cluster_size"), reasons, extra
+    rival_id = final["b"] if final["winner"] == final["a"] else final["a"]
+    rival = next(c for c in entrants if c["id"] == rival_id)
+    stage = "judge" if final["decided_by"] == "judge" else final["decided_by"].split(": ", 1)[1]
+    decision = {"rule": "tournament", "stage": stage, "winner": _figures(winner, groups[0]),
+                "runner_up": _figures(rival, groups[0]), "final_match": matches.index(final)}
+    return winner, decision, reasons, extra
+
+
+def _threshold(cfg: dict[str, Any], winner: dict[str, Any], track: str) -> None:
+    threshold = cfg["score"]["threshold"]
+    if winner["score_source"] is None and not cfg["score"]["command"] and not cfg["score"]["findings"]:
+        return
+    if winner["score"] is None:
+        raise ParallelError(
+            E.ANTI_SLOP_BELOW_THRESHOLD,
+            f"the best candidate {winner['id']} of track {track} has no score: "
+            f"{winner.get('score_error') or 'the score source yielded nothing'}",
+            hint="fix the score command or findings file, commit, and `git parallel check` again",
+        )
+    if winner["score"] < threshold:
+        raise ParallelError(
+            E.ANTI_SLOP_BELOW_THRESHOLD,
+            f"the best candidate {winner['id']} of track {track} scores {winner['score']}, below threshold {threshold}",
+            hint="improve the attempts (retry) or lower score.threshold in .gitparallel.yaml for new runs",
+        )
+
+
+def _choose(project: Project, record: dict[str, Any], track: str) -> tuple[dict[str, Any], list[tuple[str, int, str, str]]]:
+    """The pick record of one track (not written) and the basis it was made from."""
+    cfg = record["config"]
+    method = cfg["selection"]
+    candidates, losers = _candidates(project, record, track)
     if not candidates:
         why = "; ".join(f"{l['id']}: {l['reason']}" for l in losers) or "it has no instances"
         raise ParallelError(
@@ -206,40 +463,23 @@ def choose(project: Project, record: dict[str, Any], track: str) -> dict[str, An
             f"no instance of track {track} of {record['task']!r} has fresh, complete, passing evidence ({why})",
             hint=f"run `git parallel check {record['task']}` after the agents finish, or retry failed instances",
         )
-    ordered = _order(candidates, method)
-    winner = ordered[0]
-    threshold = cfg["score"]["threshold"]
-    if winner["score_source"] is not None or cfg["score"]["command"] or cfg["score"]["findings"]:
-        if winner["score"] is None:
-            raise ParallelError(
-                E.ANTI_SLOP_BELOW_THRESHOLD,
-                f"the best candidate {winner['id']} of track {track} has no score: "
-                f"{winner.get('score_error') or 'the score source yielded nothing'}",
-                hint="fix the score command or findings file, commit, and `git parallel check` again",
-            )
-        if winner["score"] < threshold:
-            raise ParallelError(
-                E.ANTI_SLOP_BELOW_THRESHOLD,
-                f"the best candidate {winner['id']} of track {track} scores {winner['score']}, below threshold {threshold}",
-                hint="improve the attempts (retry) or lower score.threshold in .gitparallel.yaml for new runs",
-            )
-    for c in ordered[1:]:
-        if method == "majority_vote" and c["tree"] != winner["tree"]:
-            reason = "its tree is not the majority's"
-        elif c["tree"] == winner["tree"] and method == "majority_vote":
-            reason = "same tree as the winner, ranked lower"
-        else:
-            score = "unavailable" if c["score"] is None else c["score"]
-            reason = f"ranked below {winner['id']} (score {score}, proof {c['proof_issued_at']})"
-        losers.append({"id": c["id"], "code": E.SELECTION_NO_PASS, "reason": reason})
-    losers.sort(key=lambda l: l["id"])
-    return {
+    winner, decision, reasons, extra = _rank(project, record, track, method, candidates)
+    _threshold(cfg, winner, track)
+    losers += [{"id": i, "code": E.SELECTION_NO_PASS, "reason": r} for i, r in reasons.items()]
+    losers.sort(key=lambda l: _id_key(l["id"]))
+    pick = {
         "schema_version": SCHEMA_VERSION, "run_id": record["run_id"], "task": record["task"], "track": track,
         "winner": {k: winner[k] for k in ("id", "attempt", "commit", "tree", "evidence_sha256")},
         "verdict": "pass", "score": winner["score"], "proof_issued_at": winner["proof_issued_at"],
-        "selection_method": method, "arbiter": ARBITER, "merge_policy": cfg["merge"]["policy"],
-        "losers": losers, "created_at": utcnow(),
+        "selection_method": method, "decision": decision, **extra, "arbiter": ARBITER,
+        "merge_policy": cfg["merge"]["policy"], "losers": losers, "created_at": utcnow(),
     }
+    return pick, _basis(candidates)
+
+
+def choose(project: Project, record: dict[str, Any], track: str) -> dict[str, Any]:
+    """Compute (without writing) the pick record of one track by its rule."""
+    return _choose(project, record, track)[0]
 
 
 def pick_bytes(pick: dict[str, Any]) -> bytes:
@@ -267,25 +507,59 @@ def _bind(rec: dict[str, Any], written: list[tuple[dict[str, Any], Path, str]]) 
         rec["status"] = "picked"
 
 
+def _tracks_to_pick(project: Project, record: dict[str, Any], task: str, track: str | None) -> list[str]:
+    if record["status"] == "aborted":
+        raise ParallelError(E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} was aborted",
+                            hint=f"spawn a new run with `git parallel spawn {task}`")
+    if track is not None and track not in record["tracks"]:
+        raise ParallelError(E.TRACK_MISMATCH, f"run {record['run_id']} has no track {track!r} "
+                            f"(tracks: {', '.join(record['tracks'])})", hint="pass one of its tracks to --track")
+    config.verify_frozen(project.repo, record)
+    return [track] if track else list(record["tracks"])
+
+
+def _judged_outside_lock(project: Project, task: str, track: str | None) -> dict[str, tuple[dict[str, Any], Any]]:
+    """A tournament's judge may take minutes (an LLM per match); it runs
+    before the project lock is taken, so spawns, runs and checks of other
+    tasks go on meanwhile.  Returns {track: (pick, basis)} for the caller to
+    confirm under the lock."""
+    record = project.store.load(task)
+    if record["config"]["selection"] != "tournament":
+        return {}
+    return {t: _choose(project, record, t) for t in _tracks_to_pick(project, record, task, track)
+            if load_pick(project, record, t) is None}
+
+
+def _confirmed(project: Project, record: dict[str, Any], track: str, judged: tuple[dict[str, Any], Any]) -> dict[str, Any]:
+    """The pick decided outside the lock, if its candidates are still exactly
+    the ones it was decided from; a changed field of candidates is refused
+    rather than judged again under the lock."""
+    pick, basis = judged
+    candidates, _ = _candidates(project, record, track)
+    if _basis(candidates) != basis:
+        raise ParallelError(
+            E.RUN_REVISION_CONFLICT,
+            f"the candidates of track {track} of {record['task']!r} changed while the judge ran "
+            "(an instance was checked, retried or moved meanwhile); nothing was written",
+            hint=f"run `git parallel pick {record['task']}` again")
+    return pick
+
+
 def pick(project: Project, task: str, track: str | None = None) -> dict[str, Any]:
     """Pick the winner of ``track`` (or of every unpicked track)."""
     check_name(task, "task")
     store = project.store
+    judged = _judged_outside_lock(project, task, track)
     with store.lock():
         record = store.load(task)
-        if record["status"] == "aborted":
-            raise ParallelError(E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} was aborted",
-                                hint=f"spawn a new run with `git parallel spawn {task}`")
-        if track is not None and track not in record["tracks"]:
-            raise ParallelError(E.TRACK_MISMATCH, f"run {record['run_id']} has no track {track!r} "
-                                f"(tracks: {', '.join(record['tracks'])})", hint="pass one of its tracks to --track")
-        tracks = [track] if track else list(record["tracks"])
-        config.verify_frozen(project.repo, record)
+        tracks = _tracks_to_pick(project, record, task, track)
         existing, fresh_picks = [], []
         for t in tracks:
             found = load_pick(project, record, t)
             if found is not None:
                 existing.append(found)
+            elif t in judged:
+                fresh_picks.append(_confirmed(project, record, t, judged[t]))
             else:
                 fresh_picks.append(choose(project, record, t))
         written = []

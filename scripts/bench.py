@@ -30,7 +30,8 @@ from typing import Callable
 HERE = Path(__file__).resolve().parent
 
 # name -> (comparison, bound); each figure is a ratio against plain git or a
-# time, so lower is better everywhere.
+# time, where lower is better, except cluster_gain (selection accuracy of
+# `cluster` minus `critic_first_pass`), which must be above 0.
 TARGETS: dict[str, tuple[str, float]] = {
     "spawn_ratio": ("<=", 1.0),
     "run_overhead_ms": ("<=", 50),
@@ -39,8 +40,9 @@ TARGETS: dict[str, tuple[str, float]] = {
     "status_json_s": ("<", 1),
     "hook_overhead_ratio": ("<=", 1.3),
     "parallel_checkout_added_ms": ("<=", 250),
+    "cluster_gain": (">", 0),
 }
-COMPARE: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt}
+COMPARE: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">": operator.gt}
 
 # A figure: a lower-case word, a colon, one value and nothing else, so that
 # prose such as "target: <= 50 ms (met)" or "repetition 1: ..." is not one.
