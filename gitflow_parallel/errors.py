@@ -59,7 +59,6 @@ STALE_LOCK = "PARALLEL_STALE_LOCK"
 LOCK_HELD = "PARALLEL_LOCK_HELD"
 ORPHAN = "PARALLEL_ORPHAN"
 BASE_HAS_LOSER = "PARALLEL_BASE_HAS_LOSER"
-SCRATCH_LEFT = "PARALLEL_SCRATCH_LEFT"
 
 ALL_CODES = tuple(
     value for name, value in sorted(globals().items()) if name.isupper() and isinstance(value, str)

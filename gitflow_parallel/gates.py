@@ -758,7 +758,7 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
         return {**pack, "gates": [], "verdict": "fail", "complete": True, "score": None, "score_source": None,
                 "score_error": None, "refused": _refused_protected(judged), "input_fingerprints": {},
                 "output_fingerprints": output_fingerprints(repo, base_commit, commit), "proof_issued_at": utcnow()}
-    with scratch.Checkout(project.repo, record["run_id"], inst["id"]) as checkout:
+    with scratch.borrow(project.repo) as checkout:
         path = checkout.prepare(judged["judged_commit"])
         place = Place(worktree=path, log_dir=project.repo.parallel_dir / "logs" / record["run_id"],
                       log_prefix=f"{inst['id']}.{inst['attempt']}",
@@ -905,8 +905,8 @@ def _with_requirements(gates: list[dict[str, Any]], wanted: list[dict[str, Any]]
     return [g for g in gates if g["name"] in need]
 
 
-def verify_tree(project: Project, record: dict[str, Any], track: str, commit: str, base: str | None = None,
-                scratch_name: str = "verify") -> dict[str, Any]:
+def verify_tree(project: Project, record: dict[str, Any], track: str, commit: str,
+                base: str | None = None) -> dict[str, Any]:
     """Run the enforced gates that apply to ``track`` (with the gates they
     require) on ``commit`` as judged with the protected paths of ``base``
     (default: the run's base commit), in a clean scratch checkout.  Returns
@@ -926,7 +926,7 @@ def verify_tree(project: Project, record: dict[str, Any], track: str, commit: st
         return {**outcome, "passed": False, "gates": [], "refused": _refused_protected(judged)}
     if not wanted:
         return {**outcome, "passed": True, "gates": []}
-    with scratch.Checkout(repo, record["run_id"], scratch_name) as checkout:
+    with scratch.borrow(repo) as checkout:
         path = checkout.prepare(judged["judged_commit"])
         place = Place(worktree=path, log_dir=repo.parallel_dir / "logs" / record["run_id"],
                       log_prefix=f"verify-{track}-{commit[:12]}", facts={**_facts(record, None, track, path, commit),

@@ -19,7 +19,7 @@ import pygit2
 
 from gitflow_parallel import config as C
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence, faults, scratch, worktrees
+from gitflow_parallel import evidence, faults, worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, utcnow
 from gitflow_parallel.gitrepo import commit_all, worktree_changes
@@ -423,10 +423,6 @@ def _remove_all(project: Project, record: dict[str, Any], insts: list[dict[str, 
                     i["removed"] = True
                     i["instance_revision"] += 1
         project.store.update(record["task"], apply)
-    # The clean checkouts the gates used go with their instances (all of
-    # them, the merge's too, once no instance is left).
-    left = [i for i in record["instances"] if not i.get("removed") and i["id"] not in ids]
-    scratch.remove_run(project.repo, record["run_id"], None if not left else ids)
     return done
 
 

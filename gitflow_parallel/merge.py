@@ -399,8 +399,7 @@ def _verify(project: Project, record: dict[str, Any], landing: dict[str, Any],
     for pick, inst in winners:
         if mode == "changed" and pick["winner"]["tree"] == tree:
             continue
-        outcome = gates.verify_tree(project, record, pick["track"], landing["commit"], base=onto,
-                                    scratch_name=inst["id"])
+        outcome = gates.verify_tree(project, record, pick["track"], landing["commit"], base=onto)
         results.append({
             "track": pick["track"], "passed": outcome["passed"], "commit": landing["commit"], "tree": tree,
             "judged_commit": outcome["judged_commit"], "protected_changes": outcome["protected_changes"],

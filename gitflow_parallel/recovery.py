@@ -83,11 +83,11 @@ import pygit2
 import yaml
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence, notes, scratch, worktrees
+from gitflow_parallel import evidence, notes, worktrees
 from gitflow_parallel.errors import (BASE_HAS_LOSER, BASE_MERGED, BASE_WORKTREE_STALE, BRANCH_MOVED,
                                      CLEANUP_INCOMPLETE, EVIDENCE_UNBOUND, LOCK_HELD, MERGE_INTENT_LEFT, NOTES_MISSING, OBJECT_MISSING,
                                      ORPHAN, PICK_MISSING, PICK_UNBOUND, PROCESS_GONE, REVISION_INVALID,
-                                     SCRATCH_LEFT, SPAWN_INCOMPLETE, STALE_LOCK, WORKTREE_MISSING, ParallelError)
+                                     SPAWN_INCOMPLETE, STALE_LOCK, WORKTREE_MISSING, ParallelError)
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.gitrepo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
@@ -360,7 +360,6 @@ def _dismantle(project: Project, scan: "Scan", run_id: str, task: str, inst: dic
     if tip is not None:
         project.repo.delete_ref(f"refs/heads/{inst['branch']}", expected=tip)
     _remove_empty_parent(Path(inst["worktree"]))
-    scratch.remove_run(project.repo, run_id, [inst["id"]])
 
 
 def _remove_empty_parent(path: Path) -> None:
@@ -1357,35 +1356,6 @@ def orphan_findings(scan: Scan, records: list[dict[str, Any]], task: str | None)
     return out
 
 
-def scratch_findings(scan: Scan, records: list[dict[str, Any]], task: str | None) -> list[Finding]:
-    """Scratch checkouts (the clean checkouts gates run in) of runs that are
-    not live: what a killed ``check`` or ``merge``, or a cleanup that did not
-    finish, left behind.  Nothing of anyone's is in them."""
-    repo = scan.repo
-    by_run = {r["run_id"]: r for r in records}
-    out = []
-    # A finished run whose cleanup has not run yet still has its instances,
-    # and their checkouts go with them.
-    in_use = {r["run_id"] for r in records
-              if r["status"] not in FINISHED_RUN or any(not i.get("removed") for i in r["instances"])}
-    for folder in scratch.leftovers(repo, in_use):
-        owner = by_run.get(folder.name)
-        if task is not None and (owner is None or owner["task"] != task):
-            continue
-
-        def remove(run_id: str = folder.name) -> None:
-            scratch.remove_run(repo, run_id)
-
-        whose = f"run {folder.name} ({owner['status']})" if owner else f"run {folder.name}, which has no record"
-        out.append(Finding(SCRATCH_LEFT, WARNING, f"scratch checkouts of {whose} are left in {folder}",
-                           fix=f"git parallel recover {owner['task']}" if owner else f"rm -r {folder}; git worktree prune",
-                           task=owner["task"] if owner else None,
-                           repair=Repair("remove_scratch", f"remove the scratch checkouts in {folder}",
-                                         "they are clean checkouts of commits git keeps; the run is not live",
-                                         git=remove, details={"folder": str(folder)})))
-    return out
-
-
 def intent_findings(project: Project, live: list[dict[str, Any]], done: list[dict[str, Any]]) -> list[Finding]:
     folder = project.repo.parallel_dir / "merges"
     if not folder.is_dir():
@@ -1420,7 +1390,7 @@ def validate(project: Project, task: str | None = None) -> dict[str, Any]:
     for rec in checked:
         findings += _RunCheck(scan, rec).run()
     orphans = orphan_findings(scan, live + done, task)
-    findings += orphans + scratch_findings(scan, live + done, task)
+    findings += orphans
     if task is None:
         findings += intent_findings(project, live, done)
     findings += lock_findings(scan, task)
@@ -1495,7 +1465,6 @@ def recover(project: Project, task: str, dry_run: bool = False) -> dict[str, Any
         findings = check.run() + lock_findings(scan, task)
         live, done, _ = _all_records(project)
         findings += [f for f in orphan_findings(scan, live + done, task) if f.repair or f.refusal]
-        findings += scratch_findings(scan, live + done, task)
         rid, run_id = check.rid, record["run_id"]
         refused = [f for f in findings if f.refusal]
         repairs = [f.repair for f in findings if f.repair is not None]

@@ -5,12 +5,15 @@ Gates never run in an agent's worktree: the agent can edit anything there
 files that change what a gate sees, or add patterns to
 ``<common>/info/exclude``.  Instead every gate, score command and merge
 re-proof runs in a *scratch checkout*: a detached git worktree of the exact
-commit being judged, at ``<common>/parallel/scratch/<run_id>/<name>``,
-reset with ``git checkout --force --detach`` and ``git clean -ffdx`` before
-each use, so nothing but the commit's tracked files is there.  One scratch
-checkout per instance is kept between checks (switching a checkout to a
-commit that differs in a few files is far cheaper than writing all of them
-again) and removed with the instance; merge re-proves in the first winner's.
+commit being judged, reset with ``git checkout --force --detach`` and
+``git clean -ffdx`` before each use, so nothing but the commit's tracked
+files is there.  The repository keeps a pool of them,
+``<common>/parallel/scratch/scratch+<k>``: a command borrows one no one else
+holds (an OS file lock, so a killed holder frees it at once), and the next
+user simply resets it.  Switching a checkout between commits of one
+repository writes the few files that differ; a fresh checkout writes them
+all, so the pool is kept from run to run (at most as many checkouts as were
+ever borrowed at once; ``remove_pool`` removes the idle ones).
 Every git command here runs with ``core.hooksPath=/dev/null``: a scratch
 checkout is nobody's checkout, and no hook has business with it.
 
@@ -27,8 +30,7 @@ When that changes anything, the judged tree is written as a commit of its
 own (parent: the judged commit, fixed identity and date, so the same inputs
 give the same oid) and that commit is checked out.
 
-This module owns those rules, the scratch checkouts and finding the ones a
-crash left behind.
+This module owns those rules and the pool of scratch checkouts.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ import os
 import re
 import shutil
 import time
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import pygit2
 from filelock import FileLock, Timeout
@@ -53,6 +56,8 @@ SCRATCH = "scratch"
 # Who "wrote" a judged tree: fixed, so one tree gives one commit oid.
 JUDGE_SIGNATURE = ("git-parallel judge", "git-parallel@localhost")
 _NO_HOOKS = ["-c", "core.hooksPath=/dev/null"]
+# More scratch checkouts than this at once means something is looping.
+POOL_MAX = 256
 
 
 # -- protected paths ---------------------------------------------------------------
@@ -157,55 +162,57 @@ def judged_commit(repo: pygit2.Repository, commit: str, base: str, patterns: lis
 
 
 # -- scratch checkouts -------------------------------------------------------------
-def scratch_root(repo: Repo, run_id: str | None = None) -> Path:
-    root = repo.parallel_dir / SCRATCH
-    return root / run_id if run_id else root
+def scratch_root(repo: Repo) -> Path:
+    return repo.parallel_dir / SCRATCH
 
 
-def checkout_path(repo: Repo, run_id: str, name: str) -> Path:
+def pool_path(repo: Repo, k: int) -> Path:
     # The folder's name becomes the admin folder's name in <common>/worktrees;
-    # "+" occurs in no run id, task or instance id, so it collides with none.
-    return scratch_root(repo, run_id) / f"scratch+{run_id[3:11]}+{name}"
+    # "+" occurs in no task or instance id, so it collides with no instance.
+    return scratch_root(repo) / f"scratch+{k}"
+
+
+@contextmanager
+def borrow(repo: Repo) -> Iterator["Checkout"]:
+    """A scratch checkout of the repository's pool that no one else is
+    using, held (an OS file lock, freed even by ``kill -9``) until the
+    ``with`` ends; a new one is made when all are busy."""
+    scratch_root(repo).mkdir(parents=True, exist_ok=True)
+    for k in range(1, POOL_MAX + 1):
+        lock = FileLock(str(pool_path(repo, k)) + ".lock", timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            continue
+        try:
+            yield Checkout(repo, pool_path(repo, k))
+        finally:
+            lock.release()
+        return
+    raise ParallelError(E.RESOURCE_CAP_EXHAUSTED, f"all {POOL_MAX} scratch checkouts are in use",
+                        hint="wait for other checks and merges to finish, or check fewer at once (--jobs)")
 
 
 class Checkout:
-    """One scratch checkout, used by one command at a time (a file lock)."""
+    """One scratch checkout; whoever has it borrowed uses it alone."""
 
-    def __init__(self, repo: Repo, run_id: str, name: str) -> None:
+    def __init__(self, repo: Repo, path: Path) -> None:
         self.repo = repo
-        self.path = checkout_path(repo, run_id, name)
-        self._lock = FileLock(str(self.path) + ".lock")
-
-    def __enter__(self) -> "Checkout":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._lock.acquire(timeout=600)
-        except Timeout:
-            raise ParallelError(E.RESOURCE_LOCK_FAILED, f"the scratch checkout {self.path} stayed busy for 10 minutes",
-                                hint="another git parallel check or merge holds it; wait for it, then try again") from None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
+        self.path = path
+        self._last_error = ""
 
     def prepare(self, commit: str) -> Path:
         """Make the checkout hold exactly ``commit``'s tracked files."""
         if (self.path / ".git").is_file() and self._git(["checkout", "-q", "--force", "--detach", commit]) \
                 and self._git(["clean", "-q", "-ffdx"]) and self._head() == commit:
             return self.path
-        self.remove()
+        remove_checkout(self.repo, self.path)
         if not self._add(commit) or not self._git(["reset", "-q", "--hard"]) or self._head() != commit:
             raise ParallelError(
                 E.WORKTREE_CREATE_FAILED,
                 f"could not make a clean checkout of {commit[:12]} at {self.path}: {self._last_error}",
                 hint="nothing was judged; fix the cause the message names (disk space, permissions) and run again")
         return self.path
-
-    def remove(self) -> None:
-        """Remove the checkout and its admin entry, whatever state it is in."""
-        remove_checkout(self.repo, self.path)
-
-    _last_error = ""
 
     def _add(self, commit: str) -> bool:
         """Register the worktree without checking it out, one at a time.
@@ -219,7 +226,7 @@ class Checkout:
                 if self._git(["worktree", "add", "-q", "--force", "--no-checkout", "--detach", str(self.path), commit],
                              cwd=self.repo.common_dir):
                     return True
-                self.remove()
+                remove_checkout(self.repo, self.path)
                 time.sleep(0.05 * (attempt + 1))
         return False
 
@@ -268,27 +275,21 @@ def remove_checkout(repo: Repo, path: Path) -> None:
         shutil.rmtree(admin, ignore_errors=True)
 
 
-def remove_run(repo: Repo, run_id: str, names: Iterable[str] | None = None) -> None:
-    """Remove a run's scratch checkouts (only ``names``, if given)."""
-    root = scratch_root(repo, run_id)
-    if not root.is_dir():
-        return
-    wanted = None if names is None else {checkout_path(repo, run_id, n).name for n in names}
-    for child in sorted(root.iterdir()):
-        if child.suffix == ".lock" or (wanted is not None and child.name not in wanted):
-            continue
-        remove_checkout(repo, child)
-        try:
-            (root / f"{child.name}.lock").unlink()
-        except FileNotFoundError:
-            pass
-    if names is None or not any(root.iterdir()):
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def leftovers(repo: Repo, live_run_ids: set[str]) -> list[Path]:
-    """Scratch checkouts of runs that are no longer live (a crash, a kill -9)."""
+def remove_pool(repo: Repo) -> list[Path]:
+    """Remove every scratch checkout no one is using; returns those removed."""
+    removed = []
     root = scratch_root(repo)
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and p.name not in live_run_ids)
+    for path in sorted(root.glob("scratch+*")) if root.is_dir() else []:
+        if path.suffix == ".lock":
+            continue
+        lock = FileLock(str(path) + ".lock", timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            continue
+        try:
+            remove_checkout(repo, path)
+            removed.append(path)
+        finally:
+            lock.release()
+    return removed
