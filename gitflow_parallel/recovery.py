@@ -91,7 +91,7 @@ from gitflow_parallel.errors import (BASE_HAS_LOSER, BASE_MERGED, BASE_WORKTREE_
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.gitrepo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project, instance_note, instance_process_alive
+from gitflow_parallel.project import Project, instance_note, instance_process_alive, notes_instance_on
 from gitflow_parallel.store import FINISHED_RUN, TERMINAL, check_transition, find_instance
 
 AUDIT_SCHEMA = 1
@@ -411,7 +411,7 @@ def required_notes(scan: Scan, record: dict[str, Any]) -> list[NoteNeed]:
             tip = project.tip(inst)
             if inst["status"] == "pending" and tip != inst["head"]:
                 tip = None
-            if tip is not None:
+            if notes_instance_on(record, tip, inst):
                 needs.append(NoteNeed(tip, instance_note(record, inst, tip),
                                       {"kind": "instance", "run_id": run_id, "instance": inst["id"],
                                        "attempt": inst["attempt"], "commit": tip},
@@ -841,8 +841,9 @@ class _RunCheck:
                      error=error if outcome == "failed" else i.get("error"))
             i["instance_revision"] += 1
 
-        if tip is not None and (dirty or not self.noted(tip, {"kind": "instance", "instance": inst_id,
-                                                              "attempt": attempt, "commit": tip})):
+        # Committing leftovers makes a new tip to note; the base commit gets no instance line.
+        if tip is not None and (dirty or (notes_instance_on(self.record, tip, inst) and not self.noted(
+                tip, {"kind": "instance", "instance": inst_id, "attempt": attempt, "commit": tip}))):
             self.will_note.append(f"instance {inst_id} on its tip, once it is {outcome}")
         what = (f"mark instance {inst_id} {outcome}"
                 + (" after committing its uncommitted changes" if dirty else "")
