@@ -133,6 +133,7 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
         except BaseException:
             store.remove(task)
             raise
+        store.mark_spawned(record["run_id"])
         faults.point("spawn.after_worktrees")
     # No notes: every tip is still the base commit (see project.notes_instance_on).
     return {**record, "warnings": warnings} if warnings else record

@@ -591,9 +591,10 @@ class _RunCheck:
                 self.finished_instance(inst)
             return
         broken = [i for i in insts if not self.states[i["id"]].usable]
-        # Spawn writes its notes only after every worktree exists, so a
-        # revision-1 record without them is a spawn that never finished; with
-        # them, something was lost later and is simply made again.
+        # Spawn marks itself done (parallel/spawned/<run_id>) only after every
+        # worktree exists, so a revision-1 record without the mark is a spawn
+        # that never finished; with it, something was lost later and is
+        # simply made again.
         fresh_spawn = (rec["run_revision"] == 1 and insts
                        and all(i["status"] == "pending" and i["attempt"] == 0 for i in rec["instances"])
                        and not self.spawn_noted(insts))
@@ -638,6 +639,10 @@ class _RunCheck:
         return any(h.get("run_id") == self.run_id and all(h.get(k) == v for k, v in key.items()) for h in have)
 
     def spawn_noted(self, insts: list[dict[str, Any]]) -> bool:
+        # The marker spawn writes once every worktree exists; runs spawned
+        # before it existed have their instance notes on the base instead.
+        if self.project.store.spawned(self.run_id):
+            return True
         base = self.record["base"]["commit"]
         return all(self.noted(base, {"kind": "instance", "instance": i["id"], "attempt": 0}) for i in insts)
 

@@ -432,7 +432,8 @@ def fetch(project: Project, remote: str = "origin") -> dict[str, Any]:
     check_remote(repo, remote)
     tracking = f"{REMOTES_PREFIX}/{remote}/"
     wanted = notes_refs(project)
-    remote_notes = _remote_notes_refs(repo, remote) or wanted
+    # Only our notes refs, and only those the remote has (a fresh remote has none).
+    remote_notes = [n for n in _remote_notes_refs(repo, remote) if n in wanted]
     specs = [f"+{PARALLEL_PREFIX}/*:{tracking}*"] + [f"+{n}:{notes_tracking_ref(remote, n)}" for n in remote_notes]
     proc = repo.run_git(["fetch", "--no-tags", "--no-write-fetch-head", remote, *specs], check=False)
     if proc.returncode != 0:

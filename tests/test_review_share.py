@@ -293,6 +293,8 @@ def test_init_remote_refspecs_and_plain_fetch(tmp_path: Path) -> None:
         "+refs/heads/*:refs/remotes/origin/*", *specs]
     assert git(b, "config", "remote.origin.push", check=False) == ""  # a plain `git push` is unchanged
     assert gb.json("init", "--remote", "origin")["refspecs"]["added"] == []  # idempotent
+    # A remote with no runs and no notes yet: nothing to do, no error.
+    assert gb.json("fetch")["updated"] == [] and gb.json("push")["pushed"] == []
 
     run = three_attempts(ga, t)
     ga("merge", "t")
