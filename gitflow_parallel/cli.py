@@ -103,8 +103,9 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 
 class HelpGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        order = ["init", "spawn", "run", "done", "check", "pick", "unpick", "merge", "status", "retry", "abort", "cleanup",
-                 "recover", "validate", "attach", "hooks", "demo", "help"]
+        order = ["init", "spawn", "run", "done", "check", "pick", "unpick", "merge", "status", "diff", "show", "logs",
+                 "report", "retry", "abort", "cleanup", "push", "fetch", "prune", "recover", "validate", "attach",
+                 "hooks", "demo", "help"]
         names = list(self.commands)
         return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
 
@@ -159,20 +160,30 @@ def demo(directory: str | None, keep: bool, as_json: bool) -> None:
 # -- init ---------------------------------------------------------------------------
 @main_group.command()
 @click.option("--force", is_flag=True, help="Overwrite an existing .gitparallel.yaml with the template.")
+@click.option("--display", is_flag=True,
+              help="Also set notes.displayRef, so plain `git log` prints the notes (every JSON line).")
+@click.option("--remote", default=None, metavar="REMOTE",
+              help="Add fetch refspecs to REMOTE for the notes and refs/parallel/ (into tracking refs).")
 @json_option
-def init(force: bool, as_json: bool) -> None:
-    """Write a commented .gitparallel.yaml and set notes.rewriteRef and
-    notes.displayRef to the notes ref, so notes follow rebases and show in
-    git log.  Commit the file: spawn reads it from the base commit."""
+def init(force: bool, display: bool, remote: str | None, as_json: bool) -> None:
+    """Write a commented .gitparallel.yaml and set notes.rewriteRef to the
+    notes ref, so notes follow rebases and amends (`git log
+    --notes=parallel` shows them; --display makes plain `git log` show
+    them too).  Commit the file: spawn reads it from the base commit."""
     from gitflow_parallel import lifecycle
 
     def render(r: dict[str, Any]) -> None:
         click.echo(f"{'wrote' if r['wrote'] else 'kept existing'} {r['config']}")
         for k, v in r["git_config"].items():
             click.echo(f"git config {k} {v}")
+        if r["refspecs"]:
+            for spec in r["refspecs"][f"remote.{r['remote']}.fetch"]:
+                state = "added" if spec in r["refspecs"]["added"] else "already there"
+                click.echo(f"git config --add remote.{r['remote']}.fetch {spec}  ({state})")
+            click.echo(f"share runs with `git parallel push {r['remote']}` and `git parallel fetch {r['remote']}`")
         click.echo("next: edit the gates, commit the file, then `git parallel spawn TASK`")
 
-    run_verb(as_json, lambda: lifecycle.init(_project(), force=force), render)
+    run_verb(as_json, lambda: lifecycle.init(_project(), force=force, display=display, remote=remote), render)
 
 
 # -- spawn --------------------------------------------------------------------------
@@ -215,12 +226,14 @@ def render_status(r: dict[str, Any]) -> None:
         for run in r["runs"]:
             noun = "instance" if run["instances"] == 1 else "instances"
             click.echo(f"{run['task']:<24} {run['status']:<10} {run['instances']:>3} {noun:<9}  "
-                       f"{run['base']:<24} {run['run_id']}")
+                       f"{run['base']:<24} {run['run_id']}" + ("  (fetched)" if run.get("fetched") else ""))
         for p in r["problems"]:
             click.echo(f"error[{p['code']}]: {p['message']}")
         return
     run = r["run"]
     click.echo(f"task {run['task']}  run {run['run_id']}  status {run['status']}  revision {run['run_revision']}")
+    if r.get("shared"):
+        click.echo(f"(fetched: read from {r['shared']}; its worktrees and branches are on another machine)")
     tip = r.get("base_tip")
     now = ("now gone" if tip is None else "still there" if tip == run["base"]["commit"] else f"now at {tip[:12]}")
     click.echo(f"base {run['base']['ref']}: spawned at {run['base']['commit'][:12]}, {now}")
@@ -505,6 +518,220 @@ def done(task: str, instance: str, as_json: bool) -> None:
         click.echo(f"next: git parallel check {task}")
 
     run_verb(as_json, lambda: hand.done(_project(), task, instance), render)
+
+
+# -- review: diff / show / logs / report ------------------------------------------------
+def _table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]))]
+    for x in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
+
+
+def _cell(change: dict[str, Any] | None) -> str:
+    if change is None:
+        return "."
+    if change["binary"]:
+        return f"{change['status']} bin"
+    return f"{change['status']} +{change['added']} -{change['removed']}"
+
+
+def render_diff(r: dict[str, Any]) -> None:
+    if r["mode"] == "between":
+        a, b = r["attempts"]
+        click.echo(f"{r['task']}: {a['id']} ({_short(a['commit'])}) -> {b['id']} ({_short(b['commit'])})")
+        if r["stat"]:
+            _table([("FILE", "CHANGE")] + [(f["path"], _cell(f)) for f in r["files"]]
+                   + [("total", f"+{r['added']} -{r['removed']}")])
+        else:
+            click.echo(r["patch"], nl=False)
+        return
+    click.echo(f"{r['task']}: each attempt against the base {r['base']['ref']} at {r['base']['commit'][:12]}")
+    if r["stat"]:
+        header = ("FILE",) + tuple(a["id"] for a in r["attempts"])
+        rows = [header] + [(f["path"],) + tuple(_cell(f["attempts"][a["id"]]) for a in r["attempts"])
+                           for f in r["files"]]
+        rows.append(("files",) + tuple(str(len(a["files"])) for a in r["attempts"]))
+        rows.append(("lines",) + tuple("(no commit)" if a["missing"] else f"+{a['added']} -{a['removed']}"
+                                       for a in r["attempts"]))
+        _table(rows)
+        return
+    for a in r["attempts"]:
+        click.echo(f"=== {a['id']} (attempt {a['attempt']}, {a['status']}) at {_short(a['commit'])}: "
+                   f"{len(a['files'])} file(s), +{a['added']} -{a['removed']}")
+        if a["missing"]:
+            click.echo("(its commit is not in this repository)")
+        else:
+            click.echo(a["patch"], nl=False)
+
+
+@main_group.command()
+@click.argument("task")
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+@click.option("--stat", is_flag=True, help="A side-by-side table: files and lines added/removed per attempt.")
+@json_option
+def diff(task: str, ids: tuple[str, ...], stat: bool, as_json: bool) -> None:
+    """Each attempt's change against the run's base (all attempts, or the
+    IDs named); with exactly two IDs, the change from the first attempt to
+    the second.  --stat prints a table of files with +added -removed per
+    attempt instead of the patches."""
+    from gitflow_parallel import review
+
+    run_verb(as_json, lambda: review.diff(_project(), task, list(ids) or None, stat=stat), render_diff)
+
+
+def render_show(r: dict[str, Any]) -> None:
+    i = r["instance"]
+    click.echo(f"{r['task']} instance {i['id']} (track {i['track']}, attempt {i['attempt']}): {i['status']}"
+               + (f", {i['error']}" if i["error"] else ""))
+    click.echo(f"run {r['run_id']} ({r['run_status']})" + ("  [fetched]" if r["shared"] else ""))
+    click.echo(f"commit {_short(r['commit'], 40)}  branch {i['branch']}")
+    ev = r["evidence"]
+    p = r["pack"]
+    if p is None:
+        click.echo(f"evidence: {ev['state']} ({ev['reason']})")
+    else:
+        score = "unavailable" if p["score"] is None else str(p["score"])
+        click.echo(f"evidence: {ev['state']}, verdict {p['verdict']}{'' if p['complete'] else ' (incomplete)'}, "
+                   f"score {score}, proof {p['proof_issued_at']}")
+        if p["score_error"]:
+            click.echo(f"  score unavailable: {p['score_error']}")
+    for g in r["gates"]:
+        mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
+        what = g["error"] if g["skipped"] or g["exit_code"] is None else f"exit {g['exit_code']} in {g['duration_s']:.2f}s"
+        click.echo(f"  {mark:<4} {g['name']:<16} {g['mode']:<8} {what}")
+        for line in g["tail"]:
+            click.echo(f"       | {line}")
+    click.echo(f"outcome: {r['outcome']['why']}")
+    if r["landed"]:
+        click.echo(f"landed at {r['landed'][:12]}")
+    for h in r["history"]:
+        click.echo(f"earlier attempt {h['attempt']}: {h['status']}, verdict {h['verdict'] or '-'}"
+                   + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
+
+
+@main_group.command()
+@click.argument("task")
+@click.argument("instance")
+@click.option("--lines", "lines", type=click.IntRange(0, 10000), default=5, show_default=True,
+              help="Last lines of each gate's log to show.")
+@json_option
+def show(task: str, instance: str, lines: int, as_json: bool) -> None:
+    """One attempt: its record, its gates with the last lines of their
+    logs, its score, and why it won or lost its track."""
+    from gitflow_parallel import review
+
+    run_verb(as_json, lambda: review.show(_project(), task, instance, lines=lines), render_show)
+
+
+@main_group.command()
+@click.argument("task")
+@click.argument("instance")
+@click.option("--gate", default=None, metavar="NAME", help="The log of this gate (from the instance's evidence).")
+@click.option("--agent", is_flag=True, help="The agent's log (the default).")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing as the log grows, while the instance runs.")
+@json_option
+def logs(task: str, instance: str, gate: str | None, agent: bool, follow: bool, as_json: bool) -> None:
+    """Print an instance's agent log, or with --gate NAME one gate's log:
+    from <common>/parallel/logs/, or from its evidence ref where the file is
+    not here (a fetched run, a pruned log folder)."""
+    from gitflow_parallel import review
+
+    if gate and agent:
+        raise click.UsageError("give --gate NAME or --agent, not both")
+    if follow and not as_json:
+        def stream() -> None:
+            for chunk in review.follow(_project(), task, instance, gate):
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.buffer.flush()
+
+        run_verb(False, stream)
+        return
+    run_verb(as_json, lambda: review.logs(_project(), task, instance, gate),
+             lambda r: click.echo(r["text"], nl=False))
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--html", "html_file", default=None, metavar="FILE", type=click.Path(dir_okay=False),
+              help="Write the page here (default: <common>/parallel/reports/<task>-<run_id>.html).")
+@json_option
+def report(task: str, html_file: str | None, as_json: bool) -> None:
+    """Write a self-contained HTML page of TASK's run (no network, no
+    external assets, no script): one column per attempt with verdict, score,
+    gates and their durations, charts of gate durations and lines changed,
+    the pick and why, the landing, and each attempt's highlighted diff."""
+    from gitflow_parallel import report as report_mod
+
+    def render(r: dict[str, Any]) -> None:
+        click.echo(f"wrote {r['path']} ({len(r['attempts'])} attempts)")
+        click.echo(f"open it: python3 -m webbrowser file://{r['path']}")
+
+    run_verb(as_json, lambda: report_mod.report(_project(), task, html_file), render)
+
+
+# -- share: push / fetch / prune --------------------------------------------------------
+@main_group.command()
+@click.argument("remote", default="origin")
+@json_option
+def push(remote: str, as_json: bool) -> None:
+    """Publish the notes and every refs/parallel/ ref (evidence packs and
+    logs, run records, archived tips) to REMOTE in one atomic push; notes
+    that moved on the remote are merged first (cat_sort_uniq).  Packs and
+    records not yet kept in git are committed first."""
+    from gitflow_parallel import share
+
+    def render(r: dict[str, Any]) -> None:
+        click.echo(f"pushed {len(r['pushed'])} ref(s) to {remote}"
+                   + (f" after {r['attempts']} attempts" if r["attempts"] > 1 else ""))
+        for name in r["pushed"]:
+            click.echo(f"  {name}")
+        for why in r["skipped"]:
+            click.echo(f"warning: not kept in git: {why}", err=True)
+
+    run_verb(as_json, lambda: share.push(_project(), remote), render)
+
+
+@main_group.command()
+@click.argument("remote", default="origin")
+@json_option
+def fetch(remote: str, as_json: bool) -> None:
+    """Fetch REMOTE's notes and refs/parallel/ refs: the notes are merged
+    into yours (cat_sort_uniq), missing or older refs/parallel/ refs are
+    fast-forwarded, and `status`, `show`, `diff`, `logs` and `report` can
+    then read the runs a teammate pushed."""
+    from gitflow_parallel import share
+
+    def render(r: dict[str, Any]) -> None:
+        click.echo(f"fetched from {remote}: {len(r['updated'])} ref(s) updated")
+        for n, how in r["notes"].items():
+            click.echo(f"  {n}: {how}")
+        for name in r["kept_local"]:
+            click.echo(f"  kept yours (ahead of {remote}): {name}")
+
+    run_verb(as_json, lambda: share.fetch(_project(), remote), render)
+
+
+@main_group.command()
+@click.option("--older-than", "older_than", default="30d", show_default=True, metavar="AGE",
+              help="Only runs that finished longer ago than AGE (30d, 12h, 2w, 90m; 0: every finished run).")
+@click.option("--dry-run", is_flag=True, help="Print what would be removed and remove nothing.")
+@json_option
+def prune(older_than: str, dry_run: bool, as_json: bool) -> None:
+    """Remove the archive, evidence and run refs (local and fetched copies)
+    of finished runs older than AGE, printing each.  A live run's refs are
+    never removed; notes and files under parallel/ are kept."""
+    from gitflow_parallel import share
+
+    def render(r: dict[str, Any]) -> None:
+        verb = "would remove" if r["dry_run"] else "removed"
+        for e in r["removed"]:
+            click.echo(f"{verb} {len(e['refs'])} ref(s) of run {e['run_id']} ({e['task'] or '?'}, {e['status']})")
+            for name in e["refs"]:
+                click.echo(f"  {name}")
+        live = sum(1 for k in r["kept"] if k["why"] == "live")
+        click.echo(f"{verb} {r['count']} ref(s); kept {len(r['kept'])} run(s) ({live} live)")
+
+    run_verb(as_json, lambda: share.prune(_project(), older_than, dry_run=dry_run), render)
 
 
 # -- check --------------------------------------------------------------------------

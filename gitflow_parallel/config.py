@@ -38,6 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "rework_max": 2,
     "notes_ref": "refs/notes/parallel",
     "commit_leftovers": True,
+    "evidence_log_bytes": 1 << 20,
     "selection": "critic_first_pass",
     "protect": [],
     "protect_mode": "restore",
@@ -69,6 +70,7 @@ TEMPLATE = """\
 # rework_max: 2           # how many times one instance may be retried
 # notes_ref: refs/notes/parallel
 # commit_leftovers: true  # commit what an agent leaves uncommitted after `run`
+# evidence_log_bytes: 1048576   # per log kept on refs/parallel/evidence/ (its end, if longer)
 # selection: critic_first_pass   # majority_vote (identical trees) | cluster | tournament
 
 # Gates judge a clean checkout of the commit, with protected paths taken from
@@ -250,6 +252,8 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             out[key] = list(value)
         elif key == "protect_mode":
             out[key] = want_choice(key, value, PROTECT_MODES)
+        elif key == "evidence_log_bytes":
+            out[key] = want_int(key, value, 0, 1 << 30)
         elif key in ("keep_losers", "commit_leftovers"):
             out[key] = want_bool(key, value)
         elif key == "selection":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.files import atomic_write, sha256_bytes, sha256_file
@@ -72,11 +72,15 @@ def load(inst: dict[str, Any]) -> dict[str, Any] | None:
     return pack if isinstance(pack, dict) else None
 
 
-def freshness(record: dict[str, Any], inst: dict[str, Any], tip: str | None) -> Freshness:
-    """Judge the instance's evidence against ``tip``, its branch's commit now."""
+def freshness(record: dict[str, Any], inst: dict[str, Any], tip: str | None,
+              loader: Callable[[dict[str, Any]], dict[str, Any] | None] = load) -> Freshness:
+    """Judge the instance's evidence against ``tip``, its branch's commit now.
+
+    ``loader`` finds the pack (a clone that fetched the run reads it from its
+    evidence ref; it must check the bytes against the sha256 as ``load`` does)."""
     if not inst.get("evidence"):
         return Freshness("none", None, E.EVIDENCE_MISSING, "never checked")
-    pack = load(inst)
+    pack = loader(inst)
     if pack is None:
         return Freshness("missing", None, E.EVIDENCE_MISSING,
                          "the evidence pack is gone or its bytes no longer match the sha256 in the record")

@@ -149,7 +149,7 @@ import pygit2
 from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import config, evidence, faults, notes, scratch
+from gitflow_parallel import config, evidence, faults, notes, scratch, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes, utcnow
 from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, worktree_changes
@@ -853,6 +853,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         checked: dict[str, dict[str, Any]] = {}
         errors: dict[str, dict[str, Any]] = {}
         entries: list[tuple[str, str]] = []
+        warnings: list[str | None] = []  # evidence refs not written (push writes them)
         with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
             futures: dict[Future[dict[str, Any]], dict[str, Any]] = {
                 pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected): inst
@@ -862,6 +863,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
                 try:
                     pack = future.result()
                     binding = _store_pack(project, task, pack)
+                    warnings.append(share.store_evidence(project, record, {**inst, "evidence": binding}))
                 except ParallelError as exc:
                     errors[inst["id"]] = {"id": inst["id"], "code": exc.code, "message": exc.message, "hint": exc.hint}
                     continue
@@ -879,6 +881,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         for lock in locks:
             lock.release()
     notes_error = project.mirror_notes(record, entries, "check") if entries else None
+    notes_error = "; ".join(w for w in (notes_error, *warnings) if w) or None
     order = [i["id"] for i in targets]
     return {"task": task, "run_id": record["run_id"], "notes_error": notes_error,
             "instances": [checked[i] for i in order if i in checked],

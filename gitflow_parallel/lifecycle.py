@@ -24,17 +24,23 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, utcnow
 from gitflow_parallel.gitrepo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project, instance_note, instance_process_alive
+from gitflow_parallel.project import Project, instance_note, instance_process_alive, notes_instance_on
 from gitflow_parallel.store import FINISHED_RUN, RETRYABLE, SCHEMA_VERSION, TERMINAL, find_instance
 
 MAX_INSTANCES = 64
 
 
 # -- init ----------------------------------------------------------------------
-def init(project: Project, force: bool = False) -> dict[str, Any]:
-    """Write a commented .gitparallel.yaml and set the notes display/rewrite refs."""
+def init(project: Project, force: bool = False, display: bool = False, remote: str | None = None) -> dict[str, Any]:
+    """Write a commented .gitparallel.yaml and set notes.rewriteRef (and, with
+    ``display``, notes.displayRef: plain ``git log`` then prints every note);
+    with ``remote``, add fetch refspecs for the notes and refs/parallel/."""
     top = project.repo.workdir or project.repo.main_workdir
     assert top is not None
+    if remote is not None:
+        from gitflow_parallel import share
+
+        share.check_remote(project.repo, remote)  # before anything is written
     path = Path(top) / C.CONFIG_FILE
     wrote = False
     if not path.exists() or force:
@@ -48,12 +54,15 @@ def init(project: Project, force: bool = False) -> dict[str, Any]:
             pass
     cfg = project.repo.main.config
     set_keys = {}
-    for key in ("notes.rewriteRef", "notes.displayRef"):
+    for key in ("notes.rewriteRef", "notes.displayRef") if display else ("notes.rewriteRef",):
         values = list(cfg.get_multivar(key)) if key in cfg else []
         if notes_ref not in values:
             cfg.set_multivar(key, "^$", notes_ref)  # add without replacing others
         set_keys[key] = notes_ref
-    return {"config": str(path), "wrote": wrote, "git_config": set_keys}
+    refspecs = None
+    if remote is not None:
+        refspecs = share.configure_remote(project, remote, [notes_ref])
+    return {"config": str(path), "wrote": wrote, "git_config": set_keys, "remote": remote, "refspecs": refspecs}
 
 
 # -- spawn ---------------------------------------------------------------------
@@ -124,11 +133,10 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
         except BaseException:
             store.remove(task)
             raise
+        store.mark_spawned(record["run_id"])
         faults.point("spawn.after_worktrees")
-    warning = project.mirror_notes(
-        record, [(base_commit, instance_note(record, i, base_commit)) for i in record["instances"]], "spawn")
-    out = {**record, "notes_error": warning} if warning else record
-    return {**out, "warnings": warnings} if warnings else out
+    # No notes: every tip is still the base commit (see project.notes_instance_on).
+    return {**record, "warnings": warnings} if warnings else record
 
 
 def _config_drift(repo: Any, base_commit: str) -> list[str]:
@@ -185,13 +193,29 @@ def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def status(project: Project, task: str | None = None) -> dict[str, Any]:
     if task is None:
+        from gitflow_parallel import share
+
         records, problems = project.store.load_all()
+        local = {r["task"] for r in records}
+        # The newest fetched run of each task that has no record here.
+        fetched = {}
+        for rec, _ in share.shared_runs(project):
+            if rec["task"] not in local:
+                fetched.setdefault(rec["task"], rec)
         return {"runs": [{"task": r["task"], "run_id": r["run_id"], "status": r["status"],
                           "base": r["base"]["ref"], "instances": len(r["instances"]),
-                          "updated_at": r["updated_at"]} for r in records],
+                          "updated_at": r["updated_at"], "fetched": r["task"] in fetched}
+                         for r in records + sorted(fetched.values(), key=lambda r: r["task"])],
                 "problems": [{"code": p.code, "message": p.message} for p in problems]}
     check_name(task, "task")
-    record = project.store.load(task)
+    try:
+        record = project.store.load(task)
+    except ParallelError as exc:
+        if exc.code != E.RUN_NOT_FOUND:
+            raise
+        from gitflow_parallel import review
+
+        return review.shared_status(project, task)  # a run fetched from a teammate
     return {"run": record, "rows": describe(project, record),
             "base_tip": project.repo.ref_target(record["base"]["ref"])}
 
@@ -320,6 +344,8 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
 
         record, _ = store.update_instance(task, inst_id, apply, expected_revision=expected_revision)
     inst = find_instance(record, inst_id)
+    if not notes_instance_on(record, start, inst):
+        return record  # a fresh attempt on a base commit: nothing to note yet
     warning = project.mirror_notes(record, [(start, instance_note(record, inst, start))], f"retry {inst_id}")
     return {**record, "notes_error": warning} if warning else record
 

@@ -41,7 +41,7 @@ from typing import Any
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import config, faults, notes
+from gitflow_parallel import config, evidence, faults, notes, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, canonical_json, utcnow
 from gitflow_parallel.gitrepo import Repo
@@ -611,7 +611,8 @@ def merge(project: Project, task: str) -> dict[str, Any]:
                                                             for v in merge_record["verified"]],
                                                   winner_lines_dropped=sum(s.get("winner_lines_dropped", 0)
                                                                            for s in merge_record["steps"]))))
-    notes_error = project.mirror_notes(record, entries, "merge")
+    entries.append((landing["commit"], notes.landing_line(record, [(p, evidence.load(i)) for p, i in winners])))
+    notes_error = project.mirror_notes(record, entries, "merge") or share.mirror_run(project, record)
     from gitflow_parallel import lifecycle
 
     try:

@@ -49,6 +49,18 @@ def instance_note(record: dict[str, Any], inst: dict[str, Any], commit: str) -> 
     )
 
 
+def notes_instance_on(record: dict[str, Any], commit: str | None, inst: dict[str, Any] | None = None) -> bool:
+    """Instance lines go on an attempt's own commits, never on a commit of
+    the base branch (the spawn's base commit, or the base tip a ``retry
+    --onto-current`` started from): the base is the team's branch, and a
+    line per instance of every spawn (aborted ones too) would bury the
+    landings in it."""
+    if not commit or commit == record["base"]["commit"]:
+        return False
+    start = (inst or {}).get("start") or {}
+    return not (start.get("from") == "base-tip" and commit == start.get("commit"))
+
+
 def _process_start_epoch(pid: int) -> float | None:
     """When ``pid`` started (seconds since the epoch), from /proc; None if unknown."""
     try:

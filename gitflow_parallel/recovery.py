@@ -91,7 +91,7 @@ from gitflow_parallel.errors import (BASE_HAS_LOSER, BASE_MERGED, BASE_WORKTREE_
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.gitrepo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project, instance_note, instance_process_alive
+from gitflow_parallel.project import Project, instance_note, instance_process_alive, notes_instance_on
 from gitflow_parallel.store import FINISHED_RUN, TERMINAL, check_transition, find_instance
 
 AUDIT_SCHEMA = 1
@@ -411,7 +411,7 @@ def required_notes(scan: Scan, record: dict[str, Any]) -> list[NoteNeed]:
             tip = project.tip(inst)
             if inst["status"] == "pending" and tip != inst["head"]:
                 tip = None
-            if tip is not None:
+            if notes_instance_on(record, tip, inst):
                 needs.append(NoteNeed(tip, instance_note(record, inst, tip),
                                       {"kind": "instance", "run_id": run_id, "instance": inst["id"],
                                        "attempt": inst["attempt"], "commit": tip},
@@ -591,9 +591,10 @@ class _RunCheck:
                 self.finished_instance(inst)
             return
         broken = [i for i in insts if not self.states[i["id"]].usable]
-        # Spawn writes its notes only after every worktree exists, so a
-        # revision-1 record without them is a spawn that never finished; with
-        # them, something was lost later and is simply made again.
+        # Spawn marks itself done (parallel/spawned/<run_id>) only after every
+        # worktree exists, so a revision-1 record without the mark is a spawn
+        # that never finished; with it, something was lost later and is
+        # simply made again.
         fresh_spawn = (rec["run_revision"] == 1 and insts
                        and all(i["status"] == "pending" and i["attempt"] == 0 for i in rec["instances"])
                        and not self.spawn_noted(insts))
@@ -638,6 +639,10 @@ class _RunCheck:
         return any(h.get("run_id") == self.run_id and all(h.get(k) == v for k, v in key.items()) for h in have)
 
     def spawn_noted(self, insts: list[dict[str, Any]]) -> bool:
+        # The marker spawn writes once every worktree exists; runs spawned
+        # before it existed have their instance notes on the base instead.
+        if self.project.store.spawned(self.run_id):
+            return True
         base = self.record["base"]["commit"]
         return all(self.noted(base, {"kind": "instance", "instance": i["id"], "attempt": 0}) for i in insts)
 
@@ -841,8 +846,9 @@ class _RunCheck:
                      error=error if outcome == "failed" else i.get("error"))
             i["instance_revision"] += 1
 
-        if tip is not None and (dirty or not self.noted(tip, {"kind": "instance", "instance": inst_id,
-                                                              "attempt": attempt, "commit": tip})):
+        # Committing leftovers makes a new tip to note; the base commit gets no instance line.
+        if tip is not None and (dirty or (notes_instance_on(self.record, tip, inst) and not self.noted(
+                tip, {"kind": "instance", "instance": inst_id, "attempt": attempt, "commit": tip}))):
             self.will_note.append(f"instance {inst_id} on its tip, once it is {outcome}")
         what = (f"mark instance {inst_id} {outcome}"
                 + (" after committing its uncommitted changes" if dirty else "")

@@ -85,7 +85,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import append_jsonl, env_seconds, utcnow
 from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, INTERNAL_ENV, commit_all
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project, instance_note, pid_alive
+from gitflow_parallel.project import Project, instance_note, notes_instance_on, pid_alive
 from gitflow_parallel.slots import Slot, Slots
 from gitflow_parallel.store import FINISHED_RUN, check_transition, find_instance
 
@@ -783,7 +783,7 @@ class _Runner:
         for child in touched:
             inst = find_instance(self.record, child.id)
             tip = self.project.tip(inst) or inst["head"]
-            if tip:
+            if notes_instance_on(self.record, tip, inst):
                 entries.append((tip, instance_note(self.record, inst, tip)))
         if not entries:
             return None

@@ -341,6 +341,21 @@ class Store:
         os.replace(self.path(record["task"]), self.done_dir / f"{record['run_id']}.yaml")
         self.write_live_index()
 
+    # -- the spawn marker ---------------------------------------------------------
+    def spawned_path(self, run_id: str) -> Path:
+        return self.root / "spawned" / run_id
+
+    def mark_spawned(self, run_id: str) -> None:
+        """Say that every branch and worktree of the run's spawn was made, so
+        that recover tells a spawn that never finished (roll it back) from a
+        worktree lost later (make it again)."""
+        path = self.spawned_path(run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, utcnow() + "\n")
+
+    def spawned(self, run_id: str) -> bool:
+        return self.spawned_path(run_id).exists()
+
     def remove(self, task: str) -> None:
         with self.lock():
             try:

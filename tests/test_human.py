@@ -71,7 +71,9 @@ def record(gp: GP, task: str) -> dict:
 
 
 def notes_on(repo: Path, commit: str) -> list[dict]:
-    return [json.loads(l) for l in git(repo, "notes", "--ref=parallel", "show", commit).splitlines()]
+    # The JSON records (a landed commit also has one line for people, first).
+    return [json.loads(l) for l in git(repo, "notes", "--ref=parallel", "show", commit).splitlines()
+            if l.startswith("{")]
 
 
 def three_passing(gp: GP) -> None:

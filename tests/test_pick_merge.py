@@ -97,8 +97,10 @@ def test_fast_forward_lands_winner_with_notes(tmp_path: Path) -> None:
     assert m["method"] == "fast-forward" and m["landed"] == winner["commit"]
     assert git(repo, "rev-parse", "main") == winner["commit"]
     assert git(repo, "status", "--porcelain") == ""  # the base worktree followed
-    note = git(repo, "notes", "--ref=parallel", "show", "main")
-    kinds = {json.loads(l)["kind"] for l in note.splitlines()}
+    note = git(repo, "notes", "--ref=parallel", "show", "main").splitlines()
+    # One line for people first, then the JSON records.
+    assert note[0] == f"git-parallel: t won by {winner['id']} of 3 (sum pass, score n/a), run {result['run_id']}"
+    kinds = {json.loads(l)["kind"] for l in note[1:]}
     assert {"pick", "merge"} <= kinds
     run = record(gp, "t")
     assert run["status"] == "merged" and run["merge"]["landed"] == winner["commit"]
@@ -125,7 +127,8 @@ def test_moved_base_gives_two_parent_merge(tmp_path: Path) -> None:
     assert parents[0] == base_tip and len(parents) == 2
     assert (repo / "w.num").read_text() == "2" and (repo / "base.txt").read_text() == "from base\n"
     assert git(repo, "status", "--porcelain") == ""
-    assert any(json.loads(l)["kind"] == "pick" for l in git(repo, "notes", "--ref=parallel", "show", "main").splitlines())
+    assert any(json.loads(l)["kind"] == "pick" for l in git(repo, "notes", "--ref=parallel", "show", "main").splitlines()
+               if l.startswith("{"))
 
 
 @pytest.mark.parametrize("policy, expect", [

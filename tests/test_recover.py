@@ -185,7 +185,8 @@ def running_pids(gp: GP) -> list[int]:
 EXPECTED: dict[str, tuple[set[str], list[str], str]] = {
     "spawn.after_record": ({"PARALLEL_SPAWN_INCOMPLETE"}, ["rollback_spawn"], "aborted"),
     "spawn.before_worktrees": ({"PARALLEL_SPAWN_INCOMPLETE"}, ["rollback_spawn"], "aborted"),
-    "spawn.after_worktrees": ({"PARALLEL_NOTES_MISSING"}, ["write_notes"], "pending"),
+    # Nothing left to repair: spawn writes no notes (every tip is the base commit).
+    "spawn.after_worktrees": (set(), [], "pending"),
     "run.after_running": ({"PARALLEL_PROCESS_GONE", "PARALLEL_NOTES_MISSING?"},
                           ["instance_failed", "instance_failed", "write_notes?"], "failed"),
     "run.after_commit": ({"PARALLEL_PROCESS_GONE", "PARALLEL_NOTES_MISSING"},
@@ -225,7 +226,7 @@ def test_crash_at_every_point(tmp_path: Path, point: str) -> None:
         landing = json.loads(f.read_text())["landing"]
 
     codes, steps, status_after = EXPECTED[point]
-    found = gp.json("validate", "t", code=1)["findings"]
+    found = gp.json("validate", "t", code=1 if codes else 0)["findings"]
     assert all(f["severity"] == "error" for f in found)
     assert {c.rstrip("?") for c in codes if not c.endswith("?")} <= {f["code"] for f in found} <= {c.rstrip("?") for c in codes}
     plan = gp.json("recover", "t", "--dry-run")
@@ -235,7 +236,7 @@ def test_crash_at_every_point(tmp_path: Path, point: str) -> None:
     assert [s["step"] for s in plan["plan"]] == done
     assert done in ([s.rstrip("?") for s in steps], [s for s in steps if not s.endswith("?")])
     lines = audit_lines(repo, result["run_id"])
-    assert [l["action"] for l in lines] == ["validated"] + ["repaired"] * len(done)
+    assert [l["action"] for l in lines] == (["validated"] + ["repaired"] * len(done) if done else ["idempotent_noop"])
 
     # Nothing any instance committed is lost.
     assert_reachable(repo, made)

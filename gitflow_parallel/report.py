@@ -1,0 +1,208 @@
+"""``git parallel report``: one self-contained HTML page of a run.
+
+The page needs no network and loads nothing: its CSS is inline, the charts
+are inline SVG, the diffs are highlighted by pygments into ``<span>``s styled
+by the same inline sheet, and there is no script.  One column per attempt
+(verdict, score, gates with results and durations, the last lines of each
+gate's log, why it won or lost), a chart of gate durations and one of lines
+changed per attempt, the pick and its rule, the landing, then each attempt's
+diff against the base.  It reads the run through ``review.RunView``, so a
+run fetched from a teammate renders the same as one made here.
+
+Elements carry ``data-*`` attributes (``data-attempt``, ``data-winner``,
+``data-gate``, ``data-result``) so that tools (and the tests, through a
+headless browser's rendered DOM) can find them without parsing prose.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import DiffLexer
+
+from gitflow_parallel import __version__
+from gitflow_parallel.files import atomic_write, utcnow
+from gitflow_parallel.project import Project
+from gitflow_parallel.review import RunView, changes_between, gate_rows, open_view, outcome
+
+MAX_PATCH_CHARS = 200_000  # per attempt: a page a browser still opens quickly
+LOG_LINES = 12
+BAR_WIDTH = 360
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#1f2328;background:#fff}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 10px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
+code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
+.meta{color:#59636e}.grid{display:flex;gap:14px;align-items:stretch;flex-wrap:wrap}
+.attempt{flex:1 1 240px;border:1px solid #d0d7de;border-radius:8px;padding:12px;min-width:240px}
+.attempt.winner{border:2px solid #1a7f37;background:#f0fff4}
+.badge{display:inline-block;border-radius:10px;padding:1px 8px;font-size:12px;font-weight:600;margin-left:6px}
+.badge.win{background:#1a7f37;color:#fff}.badge.pass{background:#dafbe1;color:#116329}
+.badge.fail{background:#ffebe9;color:#a40e26}.badge.none{background:#eaeef2;color:#59636e}
+ul.gates{list-style:none;padding:0;margin:8px 0}ul.gates li{margin:4px 0}
+.res-pass{color:#1a7f37;font-weight:600}.res-fail{color:#cf222e;font-weight:600}.res-skip{color:#59636e;font-weight:600}
+pre.log{background:#f6f8fa;border-radius:6px;padding:6px;margin:4px 0;white-space:pre-wrap;max-height:180px;overflow:auto}
+.why{margin-top:8px;font-size:13px}table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #eaeef2;text-align:left}
+.chart text{font-size:12px;fill:#1f2328}.highlight{border:1px solid #d0d7de;border-radius:6px;overflow:auto}
+.highlight pre{margin:0;padding:8px}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape("-" if value is None else str(value))
+
+
+def _attempt_data(view: RunView, inst: dict[str, Any]) -> dict[str, Any]:
+    base = view.record["base"]["commit"]
+    tip = view.tip(inst)
+    pack = view.pack(inst)
+    changes = changes_between(view.repo, base, tip, True) if tip else {"files": [], "added": 0, "removed": 0, "patch": ""}
+    fate = outcome(view, inst)
+    return {"inst": inst, "tip": tip, "pack": pack, "fresh": view.freshness(inst), "changes": changes,
+            "gates": gate_rows(view, inst, pack, LOG_LINES), "outcome": fate}
+
+
+def _gate_item(g: dict[str, Any]) -> str:
+    result = "skip" if g["skipped"] else ("pass" if g["passed"] else "fail")
+    took = "" if g["duration_s"] is None else f" in {g['duration_s']:.2f}s"
+    detail = _e(g["error"]) if g["error"] else f"exit {_e(g['exit_code'])}{took}"
+    log = f'<pre class="log">{_e(chr(10).join(g["tail"]))}</pre>' if g["tail"] else ""
+    return (f'<li class="gate" data-gate="{_e(g["name"])}" data-result="{result}">'
+            f'<span class="res-{result}">{result.upper()}</span> <b>{_e(g["name"])}</b> '
+            f'<span class="meta">{_e(g["mode"])}, {detail}</span>{log}</li>')
+
+
+def _column(a: dict[str, Any]) -> str:
+    inst, pack, fate = a["inst"], a["pack"], a["outcome"]
+    won = bool(fate.get("won"))
+    verdict = (pack or {}).get("verdict") or "none"
+    score = "unavailable" if not pack or pack.get("score") is None else pack["score"]
+    badges = f'<span class="badge {verdict if verdict in ("pass", "fail") else "none"}">{_e(verdict)}</span>'
+    if won:
+        badges += '<span class="badge win" data-role="winner-mark">winner</span>'
+    gates = "".join(_gate_item(g) for g in a["gates"]) or '<li class="meta">no gates ran (not checked)</li>'
+    return (f'<section class="attempt{" winner" if won else ""}" data-attempt="{_e(inst["id"])}" '
+            f'data-winner="{"true" if won else "false"}" data-verdict="{_e(verdict)}">'
+            f'<h3>instance {_e(inst["id"])}{badges}</h3>'
+            f'<div class="meta">track {_e(inst["track"])}, attempt {_e(inst["attempt"])}, {_e(inst["status"])}; '
+            f'commit <span class="mono">{_e((a["tip"] or "")[:12] or None)}</span></div>'
+            f'<div>score <b data-role="score">{_e(score)}</b>; evidence {_e(a["fresh"].state)}; '
+            f'{len(a["changes"]["files"])} file(s), <span class="res-pass">+{a["changes"]["added"]}</span> '
+            f'<span class="res-fail">-{a["changes"]["removed"]}</span></div>'
+            f'<ul class="gates">{gates}</ul><div class="why" data-role="why">{_e(fate["why"])}</div></section>')
+
+
+def _bars(title: str, rows: list[tuple[str, list[tuple[str, float, str]]]], unit: str) -> str:
+    """A horizontal bar chart: per attempt, one bar per series."""
+    peak = max([v for _, series in rows for _, v, _ in series] + [0]) or 1.0
+    line, y, parts = 18, 24, []
+    for label, series in rows:
+        parts.append(f'<text x="0" y="{y + 12}">{_e(label)}</text>')
+        for name, value, colour in series:
+            width = max(1.0, BAR_WIDTH * value / peak) if value else 0
+            parts.append(f'<rect x="150" y="{y}" width="{width:.1f}" height="14" fill="{colour}">'
+                         f'<title>{_e(name)}: {value:g}{unit}</title></rect>'
+                         f'<text x="{156 + width:.1f}" y="{y + 12}">{_e(name)} {value:g}{unit}</text>')
+            y += line
+        y += 8
+    return (f'<figure><figcaption><b>{_e(title)}</b></figcaption>'
+            f'<svg class="chart" role="img" aria-label="{_e(title)}" width="{150 + BAR_WIDTH + 170}" height="{y}">'
+            f'{"".join(parts)}</svg></figure>')
+
+
+def _charts(attempts: list[dict[str, Any]]) -> str:
+    palette = ["#0969da", "#8250df", "#bf3989", "#9a6700", "#1a7f37", "#cf222e"]
+    names = sorted({g["name"] for a in attempts for g in a["gates"]})
+    colours = {n: palette[i % len(palette)] for i, n in enumerate(names)}
+    durations = [(f"instance {a['inst']['id']}", [(g["name"], g["duration_s"] or 0.0, colours[g["name"]])
+                                                  for g in a["gates"]]) for a in attempts]
+    lines = [(f"instance {a['inst']['id']}", [("added", a["changes"]["added"], "#1a7f37"),
+                                              ("removed", a["changes"]["removed"], "#cf222e")]) for a in attempts]
+    return _bars("Gate durations", durations, "s") + _bars("Lines changed against the base", lines, "")
+
+
+def _pick_section(view: RunView) -> str:
+    out = []
+    for track in view.record["tracks"]:
+        pick = view.pick(track)
+        if pick is None:
+            out.append(f'<p data-track="{_e(track)}">track <b>{_e(track)}</b>: not picked yet</p>')
+            continue
+        w = pick["winner"]
+        losers = "".join(f'<tr><td>{_e(l["id"])}</td><td>{_e(l["code"])}</td><td>{_e(l["reason"])}</td></tr>'
+                         for l in pick["losers"])
+        out.append(f'<p data-track="{_e(track)}" data-pick-winner="{_e(w["id"])}">track <b>{_e(track)}</b>: '
+                   f'winner <b>{_e(w["id"])}</b> (attempt {_e(w["attempt"])}, commit '
+                   f'<span class="mono">{_e(w["commit"][:12])}</span>), score {_e(pick["score"])}, by '
+                   f'<b>{_e(pick["selection_method"])}</b> (highest score, then earliest proof, then id'
+                   f'{"; the largest group of identical trees first" if pick["selection_method"] == "majority_vote" else ""}'
+                   f'), merge policy {_e(pick["merge_policy"])}, picked {_e(pick["created_at"])}</p>'
+                   + (f"<table><tr><th>lost</th><th>code</th><th>why</th></tr>{losers}</table>" if losers else ""))
+    return "".join(out)
+
+
+def _landing(record: dict[str, Any]) -> str:
+    m = record.get("merge")
+    if record["status"] != "merged" or not m:
+        return f'<p data-role="landing">not landed (run {_e(record["status"])})</p>'
+    return (f'<p data-role="landing" data-landed="{_e(m["landed"])}">{_e(m["method"])} on {_e(m["base_ref"])}: '
+            f'<span class="mono">{_e(m["previous"][:12])}</span> &rarr; <span class="mono">{_e(m["landed"][:12])}</span>'
+            f' at {_e(m["merged_at"])} (policy {_e(m["policy"])}, {_e(m["attempts"])} attempt(s)); '
+            f'<code>git notes --ref=parallel show {_e(m["landed"][:12])}</code></p>')
+
+
+def _diffs(attempts: list[dict[str, Any]]) -> str:
+    formatter = HtmlFormatter(cssclass="highlight")
+    out = []
+    for a in attempts:
+        patch = a["changes"].get("patch") or ""
+        cut = len(patch) > MAX_PATCH_CHARS
+        body = (highlight(patch[:MAX_PATCH_CHARS], DiffLexer(), formatter) if patch
+                else '<p class="meta">no change against the base</p>')
+        note = f'<p class="meta">(cut at {MAX_PATCH_CHARS} characters; `git parallel diff` shows all)</p>' if cut else ""
+        out.append(f'<details class="diff" data-attempt="{_e(a["inst"]["id"])}" open><summary>instance '
+                   f'{_e(a["inst"]["id"])}: {len(a["changes"]["files"])} file(s), +{a["changes"]["added"]} '
+                   f'-{a["changes"]["removed"]}</summary>{body}{note}</details>')
+    return "".join(out)
+
+
+def render(view: RunView, attempts: list[dict[str, Any]]) -> str:
+    record = view.record
+    styles = CSS + HtmlFormatter(cssclass="highlight").get_style_defs(".highlight")
+    source = "fetched (read from git refs)" if view.shared else "this clone's record"
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>git-parallel report: {_e(record['task'])}</title><style>{styles}</style></head><body>"
+        f'<h1 data-task="{_e(record["task"])}">{_e(record["task"])}</h1>'
+        f'<div class="meta">run <span class="mono" data-run-id="{_e(record["run_id"])}">{_e(record["run_id"])}</span>'
+        f' &middot; {_e(record["status"])} &middot; base {_e(record["base"]["ref"])} at '
+        f'<span class="mono">{_e(record["base"]["commit"][:12])}</span> &middot; {len(attempts)} attempt(s) &middot; '
+        f'{source} &middot; made {_e(utcnow())} by git-parallel {_e(__version__)}</div>'
+        f'<h2>Attempts</h2><div class="grid">{"".join(_column(a) for a in attempts)}</div>'
+        f"<h2>Charts</h2>{_charts(attempts)}"
+        f"<h2>Pick</h2>{_pick_section(view)}"
+        f"<h2>Landing</h2>{_landing(record)}"
+        f"<h2>Diffs against the base</h2>{_diffs(attempts)}"
+        "</body></html>\n")
+
+
+def default_path(project: Project, record: dict[str, Any]) -> Path:
+    return project.repo.parallel_dir / "reports" / f"{record['task']}-{record['run_id']}.html"
+
+
+def report(project: Project, task: str, html_file: str | None = None) -> dict[str, Any]:
+    """Write the run's page to ``html_file`` (default
+    ``<common>/parallel/reports/<task>-<run_id>.html``); returns where."""
+    view = open_view(project, task)
+    attempts = [_attempt_data(view, inst) for inst in view.record["instances"]]
+    page = render(view, attempts)
+    path = Path(html_file) if html_file else default_path(project, view.record)
+    atomic_write(path, page)
+    return {"task": task, "run_id": view.record["run_id"], "path": str(path.resolve()), "bytes": len(page.encode()),
+            "attempts": [{"id": a["inst"]["id"], "winner": bool(a["outcome"].get("won")),
+                          "verdict": (a["pack"] or {}).get("verdict")} for a in attempts],
+            "shared": view.shared}

@@ -1,0 +1,620 @@
+"""Provenance that travels: evidence packs, their logs and run records kept in
+git, and moving them (with the notes) between clones.
+
+Everything under ``<common>/parallel/`` stays on the machine that made it.
+So that a teammate can read a run from their own clone, three kinds of refs
+hold what the files hold:
+
+``refs/parallel/evidence/<run_id>/<id>/<attempt>``
+    one commit per evidence pack.  Its tree is ``pack.json`` (the pack's exact
+    bytes, so its sha256 still matches the record), ``logs/<name>`` (the gate,
+    score and agent logs, each capped at ``evidence_log_bytes``: the *end*
+    of a longer log is kept, where the failure usually is) and ``logs.json``
+    (per log: its full size and sha256, how much was kept).  Its parents are
+    the proven commit (so the code travels with its proof) and the previous
+    pack commit of the same attempt, so a re-check fast-forwards the ref.
+``refs/parallel/runs/<run_id>``
+    a snapshot of the run record: ``record.yaml`` and ``picks/<track>.json``
+    (exact bytes), one commit per change, each on the previous one.
+``refs/parallel/archive/<run_id>/<id>/<attempt>``
+    every attempt's tip (``worktrees.py``).
+
+``push`` publishes those refs and the notes ref in one atomic push; a notes
+ref that moved on the remote is merged first with ``git notes merge -s
+cat_sort_uniq`` (our note lines are sorted, unique, one record per line).
+``fetch`` brings the remote's copies into ``refs/parallel-remotes/<remote>/``
+and the notes into ``refs/notes/remotes/<remote>/<name>`` (forced: these are
+tracking refs, so a plain ``git fetch`` with the refspecs ``init --remote``
+adds can never fail on them), then fast-forwards the local ``refs/parallel/``
+refs that are missing or behind and merges the notes.  A local ref that is
+ahead (newer evidence not pushed yet) is left alone.  Readers look up a ref
+locally first, then in every ``refs/parallel-remotes/*/``.
+
+No push refspec is ever configured: a ``remote.<name>.push`` entry replaces
+what a plain ``git push`` pushes, and the user's branches would stop going out.
+
+``prune`` deletes the evidence, archive and run refs of finished runs older
+than a cut-off (local ones and fetched copies), never those of a live run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pygit2
+
+from gitflow_parallel import errors as E
+from gitflow_parallel import evidence
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import sha256_bytes
+from gitflow_parallel.gitrepo import Repo
+from gitflow_parallel.project import Project
+from gitflow_parallel.store import FINISHED_RUN, dump, parse_yaml, validate_record
+from gitflow_parallel.worktrees import ARCHIVE_PREFIX
+
+PARALLEL_PREFIX = "refs/parallel"
+EVIDENCE_PREFIX = "refs/parallel/evidence"
+RUNS_PREFIX = "refs/parallel/runs"
+REMOTES_PREFIX = "refs/parallel-remotes"
+DEFAULT_LOG_BYTES = 1 << 20
+CAS_ATTEMPTS = 20
+PUSH_ATTEMPTS = 5
+
+
+def evidence_ref(run_id: str, inst_id: str, attempt: int) -> str:
+    return f"{EVIDENCE_PREFIX}/{run_id}/{inst_id}/{attempt}"
+
+
+def run_ref(run_id: str) -> str:
+    return f"{RUNS_PREFIX}/{run_id}"
+
+
+def notes_tracking_ref(remote: str, notes_ref: str) -> str:
+    return f"refs/notes/remotes/{remote}/{notes_ref[len('refs/notes/'):]}"
+
+
+# -- finding refs, here or fetched ---------------------------------------------------
+def lookup(repo: Repo, name: str) -> str | None:
+    """The oid of ``name`` (a ``refs/parallel/…`` ref), or of a fetched copy."""
+    oid = repo.ref_target(name)
+    if oid is not None or not name.startswith(PARALLEL_PREFIX + "/"):
+        return oid
+    rest = name[len(PARALLEL_PREFIX) + 1:]
+    for remote in _fetched_remotes(repo):
+        oid = repo.ref_target(f"{REMOTES_PREFIX}/{remote}/{rest}")
+        if oid is not None:
+            return oid
+    return None
+
+
+def _fetched_remotes(repo: Repo) -> list[str]:
+    names = set()
+    for ref in repo.git.references:
+        if ref.startswith(REMOTES_PREFIX + "/"):
+            names.add(ref.split("/")[2])
+    return sorted(names)
+
+
+def _tree_file(repo: Repo, commit: str | None, path: str) -> bytes | None:
+    if commit is None:
+        return None
+    try:
+        entry = repo.git.get(commit).peel(pygit2.Commit).tree[path]
+    except (KeyError, ValueError, AttributeError, pygit2.GitError):
+        return None
+    blob = repo.git.get(entry.id)
+    return blob.data if isinstance(blob, pygit2.Blob) else None
+
+
+def _tree_of_files(repo: Repo, files: dict[str, bytes]) -> pygit2.Oid:
+    """A tree holding ``files`` (paths with at most one folder level)."""
+    folders: dict[str, dict[str, bytes]] = {}
+    top = repo.git.TreeBuilder()
+    for path, data in sorted(files.items()):
+        folder, _, name = path.rpartition("/")
+        if folder:
+            folders.setdefault(folder, {})[name] = data
+        else:
+            top.insert(name, repo.git.create_blob(data), pygit2.GIT_FILEMODE_BLOB)
+    for folder, entries in folders.items():
+        sub = repo.git.TreeBuilder()
+        for name, data in entries.items():
+            sub.insert(name, repo.git.create_blob(data), pygit2.GIT_FILEMODE_BLOB)
+        top.insert(folder, sub.write(), pygit2.GIT_FILEMODE_TREE)
+    return top.write()
+
+
+def _publish(repo: Repo, name: str, build: Any) -> str | None:
+    """Move ``name`` by compare-and-swap to ``build(current)`` (a commit oid,
+    or None when there is nothing to add); rebuilt if another writer won."""
+    for _ in range(CAS_ATTEMPTS):
+        current = repo.ref_target(name)
+        new = build(current)
+        if new is None:
+            return current
+        if repo.cas_ref(name, new, current, f"git-parallel: {name}"):
+            return new
+        time.sleep(0.01)
+    raise RuntimeError(f"could not update {name}: it kept moving")
+
+
+# -- evidence refs --------------------------------------------------------------------
+def capped(data: bytes, limit: int) -> bytes:
+    """The end of a log longer than ``limit`` bytes, after a line that says so."""
+    if len(data) <= limit:
+        return data
+    head = f"git-parallel: log truncated to its last {limit} of {len(data)} bytes\n".encode()
+    return head + (data[len(data) - limit:] if limit else b"")
+
+
+def pack_logs(pack: dict[str, Any], agent_log: str | None) -> list[Path]:
+    """The logs that belong to a pack: each gate's, the score command's, the agent's."""
+    paths = [g.get("log") for g in pack.get("gates") or []]
+    paths.append((pack.get("score_source") or {}).get("log"))
+    paths.append(agent_log)
+    return [Path(p) for p in dict.fromkeys(p for p in paths if isinstance(p, str) and p)]
+
+
+def _pack_files(pack_bytes: bytes, logs: list[Path], limit: int) -> dict[str, bytes]:
+    files = {"pack.json": pack_bytes}
+    manifest = {}
+    for path in logs:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        kept = capped(data, limit)
+        files[f"logs/{path.name}"] = kept
+        manifest[path.name] = {"bytes": len(data), "sha256": sha256_bytes(data), "truncated": kept is not data}
+    files["logs.json"] = (json.dumps(manifest, sort_keys=True, indent=2) + "\n").encode()
+    return files
+
+
+def commit_pack(project: Project, record: dict[str, Any], inst_id: str, attempt: int,
+                binding: dict[str, Any], agent_log: str | None) -> str:
+    """Keep the pack bound by ``binding`` and its logs on the attempt's
+    evidence ref; returns the ref.  A ref that already holds these pack
+    bytes is left as it is."""
+    repo = project.repo
+    pack_bytes = Path(binding["path"]).read_bytes()
+    if sha256_bytes(pack_bytes) != binding["sha256"]:
+        raise ValueError(f"the evidence pack {binding['path']} no longer matches its sha256")
+    pack = json.loads(pack_bytes)
+    name = evidence_ref(record["run_id"], inst_id, attempt)
+    limit = int(record["config"].get("evidence_log_bytes", DEFAULT_LOG_BYTES))
+
+    def build(current: str | None) -> str | None:
+        if current is not None and _tree_file(repo, current, "pack.json") == pack_bytes:
+            return None
+        tree = _tree_of_files(repo, _pack_files(pack_bytes, pack_logs(pack, agent_log), limit))
+        parents = [p for p in (pack.get("commit"), current) if p and p in repo.git]
+        sig = repo.signature()
+        message = (f"git-parallel: evidence of {record['task']}/{inst_id} attempt {attempt} ({pack.get('verdict')})\n\n"
+                   f"Parallel-Run: {record['run_id']}\nParallel-Commit: {pack.get('commit')}\n"
+                   f"Evidence-Sha256: {binding['sha256']}\n")
+        return str(repo.git.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=p) for p in parents]))
+
+    _publish(repo, name, build)
+    return name
+
+
+def store_evidence(project: Project, record: dict[str, Any], inst: dict[str, Any]) -> str | None:
+    """``commit_pack`` for an instance's current pack, as ``check`` calls it:
+    the check's work is done, so a failure is returned as a warning (``push``
+    writes missing evidence refs from the packs)."""
+    try:
+        commit_pack(project, record, inst["id"], inst["attempt"], inst["evidence"], inst.get("log"))
+    except Exception as exc:
+        return (f"the evidence ref of {inst['id']} was not written ({type(exc).__name__}: {exc}); "
+                "`git parallel push` writes it from the pack")
+    return None
+
+
+def load_pack(project: Project, record: dict[str, Any], inst_id: str, attempt: int,
+              binding: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The pack bound by ``binding``: the local file, else the one kept on the
+    evidence ref (or an earlier commit of it), only if its bytes match."""
+    if not binding:
+        return None
+    local = evidence.load({"evidence": binding})
+    if local is not None:
+        return local
+    commit = lookup(project.repo, evidence_ref(record["run_id"], inst_id, attempt))
+    while commit is not None:
+        data = _tree_file(project.repo, commit, "pack.json")
+        if data is not None and sha256_bytes(data) == binding.get("sha256"):
+            pack = json.loads(data)
+            return pack if isinstance(pack, dict) else None
+        parents = project.repo.git.get(commit).parent_ids
+        commit = str(parents[-1]) if len(parents) > 1 else None
+    return None
+
+
+def stored_log(project: Project, record: dict[str, Any], inst_id: str, attempt: int, name: str) -> bytes | None:
+    """A log kept on the attempt's evidence ref, by file name."""
+    commit = lookup(project.repo, evidence_ref(record["run_id"], inst_id, attempt))
+    return _tree_file(project.repo, commit, f"logs/{name}")
+
+
+# -- run snapshots --------------------------------------------------------------------
+def snapshot_run(project: Project, record: dict[str, Any]) -> str:
+    """Keep the record (and its pick records) on ``refs/parallel/runs/<run_id>``."""
+    repo = project.repo
+    files = {"record.yaml": dump(record).encode("utf-8")}
+    for track, binding in (record.get("picks") or {}).items():
+        try:
+            data = Path(binding["path"]).read_bytes()
+        except OSError:
+            continue
+        if sha256_bytes(data) == binding.get("sha256"):
+            files[f"picks/{track}.json"] = data
+    name = run_ref(record["run_id"])
+
+    def build(current: str | None) -> str | None:
+        tree = _tree_of_files(repo, files)
+        if current is not None and repo.git.get(current).peel(pygit2.Commit).tree_id == tree:
+            return None
+        sig = repo.signature()
+        message = (f"git-parallel: run {record['task']} {record['status']} (revision {record['run_revision']})\n\n"
+                   f"Parallel-Run: {record['run_id']}\n")
+        return str(repo.git.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=current)] if current else []))
+
+    _publish(repo, name, build)
+    return name
+
+
+def mirror_run(project: Project, record: dict[str, Any]) -> str | None:
+    """``snapshot_run`` as a verb whose work is done calls it: a warning, never a failure."""
+    try:
+        snapshot_run(project, record)
+    except Exception as exc:
+        return (f"the run record was not kept on {run_ref(record['run_id'])} ({type(exc).__name__}: {exc}); "
+                "`git parallel push` writes it")
+    return None
+
+
+def _snapshots(repo: Repo) -> dict[str, str]:
+    """run_id -> snapshot commit, local ones first, then fetched ones."""
+    found: dict[str, str] = {}
+    prefixes = [RUNS_PREFIX + "/"] + [f"{REMOTES_PREFIX}/{r}/runs/" for r in _fetched_remotes(repo)]
+    for prefix in prefixes:
+        for name, oid in repo.refs_under(prefix):
+            found.setdefault(name[len(prefix):], oid)
+    return found
+
+
+def shared_record(repo: Repo, commit: str) -> dict[str, Any] | None:
+    data = _tree_file(repo, commit, "record.yaml")
+    if data is None:
+        return None
+    try:
+        return validate_record(parse_yaml(data.decode("utf-8")), Path("record.yaml"))
+    except (ParallelError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def shared_runs(project: Project, task: str | None = None) -> list[tuple[dict[str, Any], str]]:
+    """(record, snapshot commit) of every run kept in git, newest first."""
+    out = []
+    for run_id, commit in _snapshots(project.repo).items():
+        rec = shared_record(project.repo, commit)
+        if rec is not None and rec["run_id"] == run_id and (task is None or rec["task"] == task):
+            out.append((rec, commit))
+    out.sort(key=lambda rc: rc[0]["created_at"], reverse=True)
+    return out
+
+
+def shared_pick(project: Project, snapshot: str, track: str) -> bytes | None:
+    return _tree_file(project.repo, snapshot, f"picks/{track}.json")
+
+
+# -- every local record, live or retired ----------------------------------------------------
+def local_records(project: Project) -> list[dict[str, Any]]:
+    records, _ = project.store.load_all()
+    done = project.store.done_dir
+    if done.is_dir():
+        for path in sorted(done.glob("*.yaml")):
+            try:
+                records.append(project.store.read(path))
+            except (ParallelError, OSError):
+                continue
+    return records
+
+
+def _attempt_bindings(record: dict[str, Any]) -> Iterator[tuple[str, int, dict[str, Any], str | None]]:
+    for inst in record["instances"]:
+        for h in inst.get("history") or []:
+            if h.get("evidence"):
+                yield inst["id"], h["attempt"], h["evidence"], h.get("log")
+        if inst.get("evidence"):
+            yield inst["id"], inst["attempt"], inst["evidence"], inst.get("log")
+
+
+def backfill(project: Project) -> dict[str, Any]:
+    """Make sure every local pack and record is kept in git (before a push)."""
+    written, skipped = [], []
+    for record in local_records(project):
+        for inst_id, attempt, binding, log in _attempt_bindings(record):
+            try:
+                before = project.repo.ref_target(evidence_ref(record["run_id"], inst_id, attempt))
+                name = commit_pack(project, record, inst_id, attempt, binding, log)
+                if project.repo.ref_target(name) != before:
+                    written.append(name)
+            except (OSError, ValueError):
+                skipped.append(f"{record['task']}/{inst_id} attempt {attempt}: its pack file is gone or changed")
+        before = project.repo.ref_target(run_ref(record["run_id"]))
+        if project.repo.ref_target(snapshot_run(project, record)) != before:
+            written.append(run_ref(record["run_id"]))
+    return {"written": written, "skipped": skipped}
+
+
+# -- remotes ----------------------------------------------------------------------------
+def check_remote(repo: Repo, remote: str) -> None:
+    proc = repo.run_git(["remote", "get-url", remote], check=False)
+    if proc.returncode != 0:
+        known = repo.run_git(["remote"], check=False).stdout.decode(errors="replace").split()
+        raise ParallelError(
+            E.REMOTE_NOT_FOUND, f"no remote named {remote!r} (remotes: {', '.join(known) or 'none'})",
+            hint=f"add it with `git remote add {remote} URL`, or name one of those")
+
+
+def notes_refs(project: Project) -> list[str]:
+    """The notes refs the local runs write (the default one if none)."""
+    from gitflow_parallel.config import DEFAULTS
+
+    refs = {r["config"]["notes_ref"] for r in local_records(project)}
+    return sorted(refs or {DEFAULTS["notes_ref"]})
+
+
+def _git_failed(what: str, proc: Any, hint: str) -> ParallelError:
+    return ParallelError(E.REMOTE_FAILED, f"{what} failed: {proc.stderr.decode(errors='replace').strip()}", hint=hint)
+
+
+def _identity(repo: Repo) -> list[str]:
+    """``-c user.*`` for git commands that commit, when no identity is configured."""
+    try:
+        repo.git.default_signature
+        return []
+    except (KeyError, pygit2.GitError):
+        sig = repo.signature()
+        return ["-c", f"user.name={sig.name}", "-c", f"user.email={sig.email}"]
+
+
+def merge_notes(project: Project, notes_ref: str, theirs: str) -> str:
+    """Merge the notes commit ``theirs`` into ``notes_ref`` with cat_sort_uniq.
+
+    The merge runs on a scratch notes ref; the real one then moves by
+    compare-and-swap, so a notes commit written meanwhile is never lost.
+    Returns "up to date", "fast-forward" or "merged"."""
+    repo = project.repo
+    for _ in range(CAS_ATTEMPTS):
+        ours = repo.ref_target(notes_ref)
+        if ours is None:
+            if repo.cas_ref(notes_ref, theirs, None, "git-parallel: fetch notes"):
+                return "fast-forward"
+            continue
+        if repo.is_ancestor(theirs, ours):
+            return "up to date"
+        if repo.is_ancestor(ours, theirs):
+            if repo.cas_ref(notes_ref, theirs, ours, "git-parallel: fetch notes"):
+                return "fast-forward"
+            continue
+        scratch = f"refs/notes/git-parallel-merge-{os.getpid()}"
+        repo.run_git(["update-ref", scratch, ours])
+        try:
+            proc = repo.run_git([*_identity(repo), "notes", f"--ref={scratch}", "merge", "-q", "-s", "cat_sort_uniq",
+                                 theirs], check=False)
+            if proc.returncode != 0:
+                raise _git_failed("git notes merge", proc, "see the message; nothing of the notes was changed")
+            merged = repo.ref_target(scratch)
+        finally:
+            repo.run_git(["update-ref", "-d", scratch], check=False)
+        if merged and repo.cas_ref(notes_ref, merged, ours, "git-parallel: merge notes (cat_sort_uniq)"):
+            return "merged"
+    raise RuntimeError(f"could not merge into {notes_ref}: it kept moving")
+
+
+def _refs_snapshot(repo: Repo, prefixes: Iterable[str]) -> dict[str, str]:
+    out = {}
+    for prefix in prefixes:
+        out.update(dict(repo.refs_under(prefix)))
+    return out
+
+
+def fetch(project: Project, remote: str = "origin") -> dict[str, Any]:
+    """Bring the remote's notes, evidence, archive and run refs (see the module doc)."""
+    repo = project.repo
+    check_remote(repo, remote)
+    tracking = f"{REMOTES_PREFIX}/{remote}/"
+    wanted = notes_refs(project)
+    # Only our notes refs, and only those the remote has (a fresh remote has none).
+    remote_notes = [n for n in _remote_notes_refs(repo, remote) if n in wanted]
+    specs = [f"+{PARALLEL_PREFIX}/*:{tracking}*"] + [f"+{n}:{notes_tracking_ref(remote, n)}" for n in remote_notes]
+    proc = repo.run_git(["fetch", "--no-tags", "--no-write-fetch-head", remote, *specs], check=False)
+    if proc.returncode != 0:
+        raise _git_failed(f"git fetch {remote}", proc, f"check that {remote} is reachable, then fetch again")
+    before = _refs_snapshot(repo, [PARALLEL_PREFIX + "/"])
+    updated, kept_ahead = [], []
+    for name, oid in sorted(repo.refs_under(tracking)):
+        local = PARALLEL_PREFIX + "/" + name[len(tracking):]
+        current = before.get(local)
+        if current == oid:
+            continue
+        if current is None or repo.is_ancestor(current, oid):
+            if repo.cas_ref(local, oid, current, f"git-parallel: fetch {remote}"):
+                updated.append(local)
+        else:
+            kept_ahead.append(local)
+    merged = {}
+    for n in remote_notes:
+        theirs = repo.ref_target(notes_tracking_ref(remote, n))
+        if theirs is not None:
+            merged[n] = merge_notes(project, n, theirs)
+    return {"remote": remote, "updated": updated, "kept_local": kept_ahead, "notes": merged}
+
+
+def _remote_notes_refs(repo: Repo, remote: str) -> list[str]:
+    """Our notes refs that the remote has (so a missing one is not an error)."""
+    proc = repo.run_git(["ls-remote", "--refs", remote, "refs/notes/*"], check=False)
+    if proc.returncode != 0:
+        raise _git_failed(f"git ls-remote {remote}", proc, f"check that {remote} is reachable")
+    names = [line.split("\t", 1)[1] for line in proc.stdout.decode(errors="replace").splitlines() if "\t" in line]
+    return [n for n in names if not n.startswith("refs/notes/remotes/")]
+
+
+def push(project: Project, remote: str = "origin") -> dict[str, Any]:
+    """Publish the notes and every ``refs/parallel/`` ref in one atomic push.
+
+    A push the remote rejects because its notes moved (a teammate pushed
+    theirs) is answered by merging their notes and pushing again."""
+    repo = project.repo
+    check_remote(repo, remote)
+    filled = backfill(project)
+    wanted = [n for n in notes_refs(project) if repo.ref_target(n) is not None]
+    last = None
+    for attempt in range(1, PUSH_ATTEMPTS + 1):
+        specs = [f"{n}:{n}" for n in wanted] + [f"{PARALLEL_PREFIX}/*:{PARALLEL_PREFIX}/*"]
+        proc = repo.run_git(["push", "--atomic", "--porcelain", remote, *specs], check=False)
+        if proc.returncode == 0:
+            return {"remote": remote, "attempts": attempt, "pushed": _pushed(proc.stdout), **filled,
+                    "notes_refs": wanted}
+        last = proc
+        rejected = _rejected(proc.stdout)
+        notes_only = rejected and all(r in wanted for r in rejected)
+        if not notes_only:
+            break
+        # Their notes moved: bring them in, merge, and go again.
+        specs = [f"+{n}:{notes_tracking_ref(remote, n)}" for n in rejected]
+        got = repo.run_git(["fetch", "--no-tags", "--no-write-fetch-head", remote, *specs], check=False)
+        if got.returncode != 0:
+            raise _git_failed(f"git fetch {remote}", got, f"check that {remote} is reachable, then push again")
+        for n in rejected:
+            theirs = repo.ref_target(notes_tracking_ref(remote, n))
+            if theirs is not None:
+                merge_notes(project, n, theirs)
+    assert last is not None
+    out = (last.stdout + last.stderr).decode(errors="replace").strip()
+    raise ParallelError(
+        E.REMOTE_FAILED, f"git push --atomic to {remote} was refused; nothing was pushed: {out}",
+        hint=f"`git parallel fetch {remote}` brings what the remote has, then push again")
+
+
+def _porcelain(stdout: bytes) -> list[tuple[str, str, str]]:
+    """(flag, local:remote, summary) from ``git push --porcelain``."""
+    out = []
+    for line in stdout.decode(errors="replace").splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 2 and len(parts[0]) == 1:
+            out.append((parts[0], parts[1], parts[2] if len(parts) > 2 else ""))
+    return out
+
+
+def _pushed(stdout: bytes) -> list[str]:
+    return [spec.split(":", 1)[-1] for flag, spec, _ in _porcelain(stdout) if flag in ("*", "+", "-")]
+
+
+def _rejected(stdout: bytes) -> list[str]:
+    """The refs the remote itself refused (not those --atomic held back with them)."""
+    return [spec.split(":", 1)[-1] for flag, spec, summary in _porcelain(stdout)
+            if flag == "!" and "atomic push failed" not in summary]
+
+
+def configure_remote(project: Project, remote: str, notes: list[str] | None = None) -> dict[str, list[str]]:
+    """Add fetch refspecs for the notes and ``refs/parallel/`` to ``remote``
+    (into tracking refs; see the module doc).  Returns the lines added."""
+    repo = project.repo
+    check_remote(repo, remote)
+    key = f"remote.{remote}.fetch"
+    proc = repo.run_git(["config", "--get-all", key], check=False)
+    have = proc.stdout.decode(errors="replace").split()
+    wanted = [f"+{PARALLEL_PREFIX}/*:{REMOTES_PREFIX}/{remote}/*"] + [
+        f"+{n}:{notes_tracking_ref(remote, n)}" for n in (notes or notes_refs(project))]
+    added = []
+    for spec in wanted:
+        if spec not in have:
+            repo.run_git(["config", "--add", key, spec])
+            added.append(spec)
+    return {key: wanted, "added": added}
+
+
+# -- prune ------------------------------------------------------------------------------
+_DURATION = re.compile(r"(\d+)([smhdw]?)")
+_UNIT = {"": 86400, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> int:
+    """``30d``, ``12h``, ``2w``, ``90m``, ``45s`` (a bare number is days) in seconds."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match:
+        raise ParallelError(E.INVALID_NAME, f"--older-than {text!r} is not a duration",
+                            hint="give a number and a unit: 30d, 12h, 2w, 90m, 45s (0 means every finished run)")
+    return int(match.group(1)) * _UNIT[match.group(2)]
+
+
+def _run_refs(repo: Repo) -> dict[str, list[str]]:
+    """run_id -> every ref of that run under our prefixes (local and fetched)."""
+    out: dict[str, list[str]] = {}
+    prefixes = [(ARCHIVE_PREFIX + "/", 3), (EVIDENCE_PREFIX + "/", 3), (RUNS_PREFIX + "/", 3)]
+    for remote in _fetched_remotes(repo):
+        for kind in ("archive", "evidence", "runs"):
+            prefixes.append((f"{REMOTES_PREFIX}/{remote}/{kind}/", 4))
+    for prefix, depth in prefixes:
+        for name, _ in repo.refs_under(prefix):
+            out.setdefault(name.split("/")[depth], []).append(name)
+    return out
+
+
+def _finished_at(record: dict[str, Any]) -> str:
+    merged = (record.get("merge") or {}).get("merged_at")
+    return merged or record["updated_at"]
+
+
+def _epoch(stamp: str) -> float:
+    import datetime as _dt
+
+    return _dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+
+
+def _newest_commit_time(repo: Repo, refs: list[str]) -> float:
+    times = []
+    for name in refs:
+        oid = repo.ref_target(name)
+        if oid is not None:
+            times.append(repo.git.get(oid).peel(pygit2.Commit).commit_time)
+    return max(times) if times else 0.0
+
+
+def prune(project: Project, older_than: str = "30d", dry_run: bool = False) -> dict[str, Any]:
+    """Delete the refs of finished runs that finished before the cut-off."""
+    repo = project.repo
+    cutoff = time.time() - parse_age(older_than)
+    with project.store.lock():
+        known = {r["run_id"]: r for r in local_records(project)}
+        for rec, _ in shared_runs(project):
+            known.setdefault(rec["run_id"], rec)
+        live = {r["run_id"] for r in project.store.load_all()[0] if r["status"] not in FINISHED_RUN}
+        removed, kept = [], []
+        for run_id, refs in sorted(_run_refs(repo).items()):
+            rec = known.get(run_id)
+            if run_id in live or (rec is not None and rec["status"] not in FINISHED_RUN):
+                kept.append({"run_id": run_id, "why": "live", "refs": len(refs)})
+                continue
+            # A run with no record anywhere is not live (a live run always has
+            # one); its age is that of its newest ref.
+            when = _epoch(_finished_at(rec)) if rec is not None else _newest_commit_time(repo, refs)
+            if when > cutoff:
+                kept.append({"run_id": run_id, "why": "newer than the cut-off", "refs": len(refs)})
+                continue
+            removed.append({"run_id": run_id, "task": rec["task"] if rec else None,
+                            "status": rec["status"] if rec else "unknown", "refs": sorted(refs)})
+        if not dry_run:
+            for entry in removed:
+                for name in entry["refs"]:
+                    repo.delete_ref(name)
+    return {"dry_run": dry_run, "older_than": older_than, "removed": removed, "kept": kept,
+            "count": sum(len(e["refs"]) for e in removed)}
