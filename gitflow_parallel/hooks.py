@@ -156,16 +156,18 @@ def _core_hooks_path(project: Any) -> str | None:
 
 # -- the scripts -----------------------------------------------------------------
 def _template(name: str) -> str:
-    """A template from the installed package, or, when the package is used
-    straight from a source checkout (PYTHONPATH), from its top-level hooks/."""
+    """A template from the source checkout this package was imported from
+    (its top-level hooks/, beside pyproject.toml), else from the installed
+    package.  The checkout comes first: with the package on PYTHONPATH while
+    an editable install of another checkout is in the environment,
+    ``gitflow_parallel.hook_templates`` names that other checkout's hooks/."""
     import importlib.resources
-    from pathlib import Path
 
-    try:
-        return importlib.resources.files(TEMPLATES).joinpath(name).read_text(encoding="utf-8")
-    except ModuleNotFoundError:
-        source = Path(__file__).resolve().parent.parent / "hooks" / name
+    top = Path(__file__).resolve().parent.parent
+    source = top / "hooks" / name
+    if (top / "pyproject.toml").is_file() and source.is_file():
         return source.read_text(encoding="utf-8")
+    return importlib.resources.files(TEMPLATES).joinpath(name).read_text(encoding="utf-8")
 
 
 def render(hook: str, python: str, common_dir: str, layout: str) -> str:
