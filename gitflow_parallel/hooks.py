@@ -25,12 +25,15 @@ do, decided in sh before any Python starts (see the templates): with no live
 run there is no ``<common>/parallel/live`` (the store keeps that index
 atomically, under its lock, on every record write, and removes it when no run
 is live) and the script ends after the legacy hook; ``reference-transaction``
-passes every transaction that touches no live base ref, ``post-checkout``
-every checkout whose HEAD is no live instance branch.  ``git parallel``'s own
-git commands carry ``GIT_PARALLEL_INTERNAL=<token>``, a random token naming a
-file under ``<common>/parallel/internal/`` that exists while the command
-runs, and pass untouched; a bare ``1`` (or any value naming no such file)
-gets no pass.
+passes every transaction that touches no live base ref, and every update of
+one that is an ordinary commit or amend (one ``git rev-list`` shows that the
+new tip's only parent is the old tip or one of its parents, and that no
+instance branch or archived attempt of a run on that base reaches the new
+tip: then the rule below would pass it); ``post-checkout`` every checkout
+whose HEAD is no live instance branch.  ``git parallel``'s own git commands
+carry ``GIT_PARALLEL_INTERNAL=<token>``, a random token naming a file under
+``<common>/parallel/internal/`` that exists while the command runs, and pass
+untouched; a bare ``1`` (or any value naming no such file) gets no pass.
 
 The rule (``_judge``), the same for both enforcing hooks.  An update brings
 in the commits ``git rev-list HEADS --not OLD``: for ``pre-merge-commit`` the
@@ -57,7 +60,8 @@ base refs, which is what catches ``git merge --ff-only``, ``git reset`` and
 
 Deciding whether anything is brought in reads only the live index and git
 (``git for-each-ref``, ``git rev-list``), never YAML or pygit2, because it runs
-on every commit to a live base; records, picks and evidence are read (through
+on every fast-forward, reset and merge of a live base; records, picks and
+evidence are read (through
 ``Project``, ``selection`` and ``evidence``) only when an instance commit is at
 stake.  A run whose record cannot be read then refuses, with its own code:
 what cannot be verified does not land.
@@ -103,7 +107,7 @@ from pathlib import Path
 from typing import IO, Any, Callable
 
 # Kept small at import time: ``git parallel _hook`` runs on hot paths (every
-# commit to a live base, every checkout of an instance branch).  The store
+# merge into a live base, every checkout of an instance branch).  The store
 # (YAML, filelock), pygit2, and what only install needs are imported where
 # they are used.
 from gitflow_parallel import errors as E
