@@ -91,7 +91,20 @@ gp_bases=" "
 if [ -n "$gp_in" ]; then
     gp_hits=$(grep -F "$@" < "$gp_in")
 else
-    gp_hits=$(grep -F "$@")
+    # A commit's transaction is a line or two: those are read here (sh reads
+    # a pipe a byte at a time, so not more), sparing a grep.  A longer one,
+    # such as a fetch's, is filtered by grep, the lines read so far included.
+    gp_hits=
+    gp_count=0
+    while [ "$gp_count" -lt 4 ] && { IFS= read -r gp_line || [ -n "$gp_line" ]; }; do
+        gp_hits="$gp_hits$gp_line
+"
+        gp_count=$((gp_count + 1))
+        gp_line=
+    done
+    if [ "$gp_count" -ge 4 ]; then
+        gp_hits=$(printf '%s' "$gp_hits" | grep -F "$@"; grep -F "$@")
+    fi
 fi
 [ -n "$gp_hits" ] || exit 0
 # Python sees every update of a live base ref in the transaction, but starts

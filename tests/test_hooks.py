@@ -626,6 +626,27 @@ def test_fast_forward_of_base_to_an_instance_commit_still_refused(tmp_path: Path
     assert log.read_text() == ""
 
 
+def test_long_transaction_touching_the_base_is_still_judged(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    run = spawn(gp, "t", 1)
+    log = _spy(repo / ".git" / "hooks", tmp_path)
+    wt = worktree(run, "1")
+    assert _commit(wt, "one.txt").returncode == 0
+    one, base = tip(wt, "HEAD"), tip(repo, "main")
+    # Five other branches created in the same transaction, the base's update
+    # last: more lines than the hook reads itself, so grep finds the base's.
+    others = "".join(f"create refs/heads/other{i} {base}\n" for i in range(5))
+    refused = proc(repo, "update-ref", "--stdin", input=f"start\n{others}update refs/heads/main {one} {base}\ncommit\n")
+    assert refused.returncode != 0 and "PARALLEL_DEV_SELECTION_NO_PASS" in refused.stderr, refused.stderr
+    assert tip(repo, "main") == base and git(repo, "branch", "--list", "other*") == ""
+    # The same long transaction with an ordinary commit for the base passes in sh.
+    plain = git(repo, "commit-tree", "-p", base, "-m", "plain", f"{base}^{{tree}}")
+    log.write_text("")
+    passed = proc(repo, "update-ref", "--stdin", input=f"start\n{others}update refs/heads/main {plain} {base}\ncommit\n")
+    assert passed.returncode == 0, passed.stderr
+    assert tip(repo, "main") == plain and log.read_text() == ""
+
+
 def test_legacy_that_leads_back_to_us_does_not_loop(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path)
     hooks = repo / ".git" / "hooks"
