@@ -13,7 +13,12 @@ median over the rounds with min and max:
 * `spawn_ratio_nN`: spawn / sequential git, per round (target <= 0.7);
 * `spawn_vs_parallel_git_nN`: spawn / parallel git, per round (target <= 1.1);
 * `spawn_s_nN`, `git_worktree_add_s_nN`, `parallel_git_worktree_add_s_nN`:
-  the times themselves.
+  the times themselves;
+* `spawn_cpu_s_nN`, `parallel_git_cpu_s_nN` and their ratio
+  `spawn_cpu_vs_parallel_git_nN`: the CPU seconds (user + system) each side
+  used.  When other work loads the machine, the wall times say little about
+  parallelism (no side can overlap on busy cores), but the CPU seconds still
+  show whether spawn does more work than git.
 """
 
 from __future__ import annotations
@@ -87,12 +92,16 @@ def run_case(name: str, n: int, files: int, rounds: int) -> None:
         # One untimed spawn first: Python's bytecode, git's and the page cache.
         sh(["git", "parallel", "spawn", "warmup", "-n", "1"], repo, env)
         sh(["git", "parallel", "abort", "warmup", "--force"], repo, env)
-        times = alternating(sides(repo, base, env, n), rounds)
+        cpu: dict[str, list[float]] = {}
+        times = alternating(sides(repo, base, env, n), rounds, cpu)
         figure(f"spawn_s_{name}", times["spawn"], 3)
         figure(f"git_worktree_add_s_{name}", times["sequential"], 3)
         figure(f"parallel_git_worktree_add_s_{name}", times["parallel"], 3)
         figure(f"spawn_ratio_{name}", ratios(times["spawn"], times["sequential"]))
         figure(f"spawn_vs_parallel_git_{name}", ratios(times["spawn"], times["parallel"]))
+        figure(f"spawn_cpu_s_{name}", cpu["spawn"], 3)
+        figure(f"parallel_git_cpu_s_{name}", cpu["parallel"], 3)
+        figure(f"spawn_cpu_vs_parallel_git_{name}", ratios(cpu["spawn"], cpu["parallel"]))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -13,6 +13,7 @@ the spread, and ``print_load`` prints the machine's load at the start."""
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -102,12 +103,16 @@ class Side:
     after: Callable[[int], object] | None = None
 
 
-def alternating(sides: list[Side], rounds: int) -> dict[str, list[float]]:
+def alternating(sides: list[Side], rounds: int,
+                cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Run every side once per round and return each side's times, in round
     order (so ``[k]`` of two sides is a pair).  Before each timed side the
     file system is synced, so no side pays for the writeback of another's
     files; the order rotates every round (two sides: alternates), so none
-    always runs first on colder caches."""
+    always runs first on colder caches.  With ``cpu``, each side's CPU
+    seconds (user + system, of the processes it started and waited for) are
+    put there too: on a loaded machine they say what the wall times cannot,
+    how much work each side does."""
     if rounds < MIN_ROUNDS:
         raise SystemExit(f"at least {MIN_ROUNDS} rounds are needed for a median with its spread, not {rounds}")
     times: dict[str, list[float]] = {side.name: [] for side in sides}
@@ -117,10 +122,18 @@ def alternating(sides: list[Side], rounds: int) -> dict[str, list[float]]:
             if side.before:
                 side.before(k)
             os.sync()
+            used = children_cpu()
             times[side.name].append(timed(lambda: side.run(k)))
+            if cpu is not None:
+                cpu.setdefault(side.name, []).append(children_cpu() - used)
             if side.after:
                 side.after(k)
     return times
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def ratios(ours: list[float], theirs: list[float]) -> list[float]:
