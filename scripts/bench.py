@@ -42,6 +42,8 @@ TARGETS: dict[str, tuple[str, float]] = {
     "spawn_vs_parallel_git_n8": ("<=", 1.1),
     "commit_on_live_base_added_ms": ("<=", 20),
     "run_overhead_ms": ("<=", 50),
+    "check_cold_ratio": ("<=", 1.5),
+    "check_warm_ratio": ("<=", 1.5),
     "hash_ratio": ("<=", 1.5),
     "pick_s": ("<", 1),
     "status_json_s": ("<", 1),

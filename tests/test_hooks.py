@@ -562,7 +562,7 @@ def test_commit_on_live_base_needs_no_python(tmp_path: Path) -> None:
     # is not there, so the hook says so (and, never bricking git, lets it go).
     ff = proc(repo, "merge", "-q", "--ff-only", "parallel/t/1", env=env)
     assert ff.returncode == 0 and "/nonexistent/python3 is gone" in ff.stderr, ff.stderr
-    undo = proc(repo, "reset", "-q", "--hard", base, env={**env, "GIT_PARALLEL_INTERNAL": "1"})
+    undo = proc(repo, "reset", "-q", "--hard", base, env={**env, "GIT_PARALLEL_INTERNAL": internal_token(repo / ".git")})
     assert undo.returncode == 0 and tip(repo, "main") == base
 
     # An ordinary commit, a second one, and amends of them: decided in sh.
