@@ -25,12 +25,15 @@ do, decided in sh before any Python starts (see the templates): with no live
 run there is no ``<common>/parallel/live`` (the store keeps that index
 atomically, under its lock, on every record write, and removes it when no run
 is live) and the script ends after the legacy hook; ``reference-transaction``
-passes every transaction that touches no live base ref, ``post-checkout``
-every checkout whose HEAD is no live instance branch.  ``git parallel``'s own
-git commands carry ``GIT_PARALLEL_INTERNAL=<token>``, a random token naming a
-file under ``<common>/parallel/internal/`` that exists while the command
-runs, and pass untouched; a bare ``1`` (or any value naming no such file)
-gets no pass.
+passes every transaction that touches no live base ref, and every update of
+one that is an ordinary commit or amend (one ``git rev-list`` shows that the
+new tip's only parent is the old tip or one of its parents, and that no
+instance branch or archived attempt of a run on that base reaches the new
+tip: then the rule below would pass it); ``post-checkout`` every checkout
+whose HEAD is no live instance branch.  ``git parallel``'s own git commands
+carry ``GIT_PARALLEL_INTERNAL=<token>``, a random token naming a file under
+``<common>/parallel/internal/`` that exists while the command runs, and pass
+untouched; a bare ``1`` (or any value naming no such file) gets no pass.
 
 The rule (``_judge``), the same for both enforcing hooks.  An update brings
 in the commits ``git rev-list HEADS --not OLD``: for ``pre-merge-commit`` the
@@ -57,7 +60,8 @@ base refs, which is what catches ``git merge --ff-only``, ``git reset`` and
 
 Deciding whether anything is brought in reads only the live index and git
 (``git for-each-ref``, ``git rev-list``), never YAML or pygit2, because it runs
-on every commit to a live base; records, picks and evidence are read (through
+on every fast-forward, reset and merge of a live base; records, picks and
+evidence are read (through
 ``Project``, ``selection`` and ``evidence``) only when an instance commit is at
 stake.  A run whose record cannot be read then refuses, with its own code:
 what cannot be verified does not land.
@@ -103,7 +107,7 @@ from pathlib import Path
 from typing import IO, Any, Callable
 
 # Kept small at import time: ``git parallel _hook`` runs on hot paths (every
-# commit to a live base, every checkout of an instance branch).  The store
+# merge into a live base, every checkout of an instance branch).  The store
 # (YAML, filelock), pygit2, and what only install needs are imported where
 # they are used.
 from gitflow_parallel import errors as E
@@ -156,16 +160,18 @@ def _core_hooks_path(project: Any) -> str | None:
 
 # -- the scripts -----------------------------------------------------------------
 def _template(name: str) -> str:
-    """A template from the installed package, or, when the package is used
-    straight from a source checkout (PYTHONPATH), from its top-level hooks/."""
+    """A template from the source checkout this package was imported from
+    (its top-level hooks/, beside pyproject.toml), else from the installed
+    package.  The checkout comes first: with the package on PYTHONPATH while
+    an editable install of another checkout is in the environment,
+    ``gitflow_parallel.hook_templates`` names that other checkout's hooks/."""
     import importlib.resources
-    from pathlib import Path
 
-    try:
-        return importlib.resources.files(TEMPLATES).joinpath(name).read_text(encoding="utf-8")
-    except ModuleNotFoundError:
-        source = Path(__file__).resolve().parent.parent / "hooks" / name
+    top = Path(__file__).resolve().parent.parent
+    source = top / "hooks" / name
+    if (top / "pyproject.toml").is_file() and source.is_file():
         return source.read_text(encoding="utf-8")
+    return importlib.resources.files(TEMPLATES).joinpath(name).read_text(encoding="utf-8")
 
 
 def render(hook: str, python: str, common_dir: str, layout: str) -> str:

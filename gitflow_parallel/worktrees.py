@@ -2,8 +2,10 @@
 every tip before a branch goes, and removing them without losing work.
 
 Worktrees are made with pygit2's ``add_worktree``.  libgit2's checkout is
-single-threaded, so when several are made at once the checkouts run in forked
-worker processes whose I/O overlaps.  ``add_worktree`` is not atomic: a
+single-threaded and nearly all of its time is the kernel creating files, so
+when several are made at once each checkout runs in a process of its own,
+forked for it and all started together, as N ``git worktree add`` run in
+parallel would be (see ``_checkouts``).  ``add_worktree`` is not atomic: a
 failure can leave the branch and the ``<common>/worktrees/<name>`` admin
 folder behind, so every step is undone explicitly on failure.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,15 +94,88 @@ def _make_worktree(gitdir: str, name: str, path: str, branch: str) -> str | None
     return last
 
 
-def _make_in_workers(gitdir: str, jobs: list[tuple[str, str, str]], workers: int) -> list[str | None]:
-    """Run ``_make_worktree`` for every job, in ``workers`` forked processes."""
-    if workers <= 1 or len(jobs) <= 1 or not hasattr(os, "fork"):
-        return [_make_worktree(gitdir, *job) for job in jobs]
-    import multiprocessing
+# Checkouts running at once.  Each is one process, like one `git worktree add`;
+# past this many, more processes only queue for the same disk and cores.
+MAX_CHECKOUTS = 16
 
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(min(workers, len(jobs))) as pool:
-        return pool.starmap(_make_worktree, [(gitdir, *job) for job in jobs], chunksize=1)
+
+def _checkouts(gitdir: str, jobs: list[tuple[str, str, str]]) -> list[str | None]:
+    """Run ``_make_worktree`` for every job; returns each one's error or None.
+
+    A single job runs here.  Several run in forked children, all started at once
+    (at most ``MAX_CHECKOUTS`` alive): a child's checkout overlaps the
+    others' completely, where a pool of a few workers would leave cores idle
+    while its last jobs run alone.  A plain fork and a pipe per child cost
+    less than multiprocessing (no import, no pickling, no helper threads).
+    If this process is interrupted, the children still running are killed
+    and reaped before the exception goes on, so the rollback that follows
+    never races a checkout."""
+    if len(jobs) <= 1 or not hasattr(os, "fork"):
+        return [_make_worktree(gitdir, *job) for job in jobs]
+    results: list[str | None] = [None] * len(jobs)
+    running: list[tuple[int, int, int]] = []  # (job index, pid, read end of its pipe)
+    try:
+        for index, job in enumerate(jobs):
+            if len(running) >= MAX_CHECKOUTS:
+                _reap_first(running, results)
+            running.append((index, *_fork_checkout(gitdir, job)))
+        while running:
+            _reap_first(running, results)
+    finally:
+        for _, pid, pipe in running:
+            _kill(pid, pipe)
+    return results
+
+
+def _reap_first(running: list[tuple[int, int, int]], results: list[str | None]) -> None:
+    index, pid, pipe = running[0]
+    results[index] = _reap(pid, pipe)
+    # Off the list only once reaped (an interrupted wait leaves it to _kill),
+    # and closed only once off it (so _kill never closes a reused number).
+    running.pop(0)
+    os.close(pipe)
+
+
+def _fork_checkout(gitdir: str, job: tuple[str, str, str]) -> tuple[int, int]:
+    """Start one child that makes one worktree and writes its error, if any,
+    to a pipe; returns (pid, read end)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        # The child: never back into the caller's code (no finally, no atexit,
+        # no flushing of buffers the parent also holds).
+        code = 1
+        try:
+            os.close(read_end)
+            error = _make_worktree(gitdir, *job)
+            with os.fdopen(write_end, "wb") as out:
+                out.write((error or "").encode("utf-8", "replace"))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    return pid, read_end
+
+
+def _reap(pid: int, pipe: int) -> str | None:
+    """Wait for a checkout child; its error, or None if it made its worktree."""
+    with os.fdopen(pipe, "rb", closefd=False) as source:
+        said = source.read().decode("utf-8", "replace")
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        return said or f"the checkout process {how}"
+    return said or None
+
+
+def _kill(pid: int, pipe: int) -> None:
+    """Stop a checkout child whose result is no longer wanted, and reap it."""
+    for step in (lambda: os.kill(pid, signal.SIGKILL), lambda: os.waitpid(pid, 0), lambda: os.close(pipe)):
+        try:
+            step()
+        except OSError:
+            pass  # already gone, already reaped, already closed
 
 
 def create(repo: Repo, task: str, base_commit: str, instances: list[dict[str, Any]],
@@ -140,8 +216,7 @@ def create(repo: Repo, task: str, base_commit: str, instances: list[dict[str, An
             jobs.append((admin_name(task, inst["id"]), str(path), inst["branch"]))
         if fault:
             fault("spawn.before_worktrees")
-        workers = min(len(jobs), max(2, (os.cpu_count() or 2) + 1))
-        results = _make_in_workers(str(repo.common_dir), jobs, workers)
+        results = _checkouts(str(repo.common_dir), jobs)
         failures = []
         for inst, (name, path, _), err in zip(instances, jobs, results):
             if (repo.common_dir / "worktrees" / name).exists():

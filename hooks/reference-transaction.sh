@@ -1,9 +1,57 @@
 # reference-transaction: git is about to move refs.  Only the "prepared" state
 # can abort the transaction ("committed" and "aborted" are news), and only an
 # update of a live run's base ref can bring instance commits onto a base, so
-# every other transaction (each commit, checkout, fetch, note) ends in sh.
-# stdin holds one "<old> <new> <ref>" line per update and can be read once,
-# so when a legacy hook needs it too it is kept in a temporary file.
+# every other transaction (each checkout, fetch, note, commit elsewhere) ends
+# in sh.  So does an ordinary commit or amend on a live base (gp_plain): one
+# `git rev-list`, no Python.  stdin holds one "<old> <new> <ref>" line per
+# update and can be read once, so when a legacy hook needs it too it is kept
+# in a temporary file.
+
+# Does the update of the live base $3 from $1 to $2 bring in $2 alone, a
+# commit of no live run on that base?  Then `git parallel _hook` would let it
+# pass, so sh does.  One walk answers it: git lists $2 and $1 with their
+# parents, leaving out the history of $1's parents and of every instance
+# branch and archived attempt of those runs.  It passes when nothing but $2
+# and $1 is listed, $2 is (so $2 is no instance commit: none lies above it),
+# and $2's only parent is $1 (a commit) or one of $1's parents (an amend):
+# then $2 is all the update brings in.  Anything else - a fast-forward to an
+# instance commit, a merge, a reset, a forced update with no old value - goes
+# to Python, which reads the records.
+gp_plain() {
+    case "$1" in *[!0]*) ;; *) return 1 ;; esac
+    gp_globs=
+    {
+        while read -r gp_kind gp_ref gp_task gp_run gp_rest; do
+            if [ "$gp_kind" = base ] && [ "$gp_ref" = "$3" ]; then
+                gp_globs="$gp_globs --glob=refs/heads/parallel/$gp_task/* --glob=refs/parallel/archive/$gp_run/*"
+            fi
+        done < "$GP_LIVE"
+    } 2>/dev/null
+    # -n 3: a third commit listed is enough to know it is not this case.
+    # $gp_globs is split on purpose (set -f is on: no pathname expansion).
+    gp_walk=$(git rev-list --parents -n 3 "$2" "$1" --not "$1^@" $gp_globs -- 2>/dev/null) || return 1
+    gp_parent=
+    gp_extra=x
+    gp_olds=
+    while read -r gp_commit gp_first gp_more; do
+        if [ "$gp_commit" = "$2" ]; then
+            gp_parent=$gp_first
+            gp_extra=$gp_more
+        elif [ "$gp_commit" = "$1" ]; then
+            gp_olds=" $gp_first $gp_more "
+        elif [ -n "$gp_commit" ]; then
+            return 1
+        fi
+    done <<GP_WALK
+$gp_walk
+GP_WALK
+    [ -n "$gp_parent" ] && [ -z "$gp_extra" ] || return 1
+    [ "$gp_parent" = "$1" ] && return 0
+    case "$gp_olds" in
+        *" $gp_parent "*) return 0 ;;
+    esac
+    return 1
+}
 
 gp_state=$1
 gp_in=
@@ -43,18 +91,41 @@ gp_bases=" "
 if [ -n "$gp_in" ]; then
     gp_hits=$(grep -F "$@" < "$gp_in")
 else
-    gp_hits=$(grep -F "$@")
+    # A commit's transaction is a line or two: those are read here (sh reads
+    # a pipe a byte at a time, so not more), sparing a grep.  A longer one,
+    # such as a fetch's, is filtered by grep, the lines read so far included.
+    gp_hits=
+    gp_count=0
+    while [ "$gp_count" -lt 4 ] && { IFS= read -r gp_line || [ -n "$gp_line" ]; }; do
+        gp_hits="$gp_hits$gp_line
+"
+        gp_count=$((gp_count + 1))
+        gp_line=
+    done
+    if [ "$gp_count" -ge 4 ]; then
+        gp_hits=$(printf '%s' "$gp_hits" | grep -F "$@"; grep -F "$@")
+    fi
 fi
 [ -n "$gp_hits" ] || exit 0
+# Python sees every update of a live base ref in the transaction, but starts
+# only if one of them may bring instance commits in: not for one that moves
+# nothing or deletes the ref (Python lets both pass), nor for a gp_plain one.
 gp_sel=
+gp_ask=
 while read -r gp_old gp_new gp_ref; do
     case "$gp_bases" in
-        *" $gp_ref "*) gp_sel="$gp_sel$gp_old $gp_new $gp_ref
-" ;;
+        *" $gp_ref "*) ;;
+        *) continue ;;
     esac
-done <<EOF
+    gp_sel="$gp_sel$gp_old $gp_new $gp_ref
+"
+    [ -n "$gp_ask" ] && continue
+    [ "$gp_old" = "$gp_new" ] && continue
+    case "$gp_new" in *[!0]*) ;; *) continue ;; esac
+    gp_plain "$gp_old" "$gp_new" "$gp_ref" || gp_ask=1
+done <<GP_HITS
 $gp_hits
-EOF
-[ -n "$gp_sel" ] || exit 0
+GP_HITS
+[ -n "$gp_ask" ] || exit 0
 printf '%s' "$gp_sel" | gp_python reference-transaction --common "$GP_COMMON" -- "$gp_state" || exit 1
 exit 0

@@ -2,12 +2,16 @@
 """Run every benchmark in scripts/ and report its figures against their targets.
 
 Each ``scripts/bench_*.py`` runs as its own subprocess (each builds and
-seals its own throwaway repository).  Every line it prints of the form
-``name: value`` (one word, one value) is a figure; a figure with a known
-target is printed as ``name: value (target <= X) PASS`` or ``MISS``.  The
-machine's core count and the Python, git and pygit2 versions come first,
-because the figures mean little without them; the machine may be shared, so
-run it twice before trusting a single figure.
+seals its own throwaway repository) and measures through
+``scripts/benchenv.py``: an ``os.sync()`` before every timed side, the order
+of the sides alternating, at least 4 rounds, and the load average printed at
+its start.  Every line it prints of the form ``name: value`` (one word, one
+value), optionally followed by its spread ``(min A max B, N rounds)``, is a
+figure; a figure with a known target is printed as
+``name: value (min A max B, N rounds) (target <= X) PASS`` or ``MISS``.  The
+machine's core count, load and the Python, git and pygit2 versions come
+first, because the figures mean little without them; on a shared machine,
+read the spread and the load before trusting a median.
 
 Exit status: 0 when every benchmark ran to the end (a missed target is
 reported, not a failure); 1 when one crashed, timed out or was not found.
@@ -33,8 +37,14 @@ HERE = Path(__file__).resolve().parent
 # time, where lower is better, except cluster_gain (selection accuracy of
 # `cluster` minus `critic_first_pass`), which must be above 0.
 TARGETS: dict[str, tuple[str, float]] = {
-    "spawn_ratio": ("<=", 1.0),
+    "spawn_ratio_n4": ("<=", 0.7),
+    "spawn_ratio_n8": ("<=", 0.7),
+    "spawn_vs_parallel_git_n4": ("<=", 1.1),
+    "spawn_vs_parallel_git_n8": ("<=", 1.1),
+    "commit_on_live_base_added_ms": ("<=", 20),
     "run_overhead_ms": ("<=", 50),
+    "check_cold_ratio": ("<=", 1.5),
+    "check_warm_ratio": ("<=", 1.5),
     "hash_ratio": ("<=", 1.5),
     "pick_s": ("<", 1),
     "status_json_s": ("<", 1),
@@ -44,9 +54,11 @@ TARGETS: dict[str, tuple[str, float]] = {
 }
 COMPARE: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">": operator.gt}
 
-# A figure: a lower-case word, a colon, one value and nothing else, so that
-# prose such as "target: <= 50 ms (met)" or "repetition 1: ..." is not one.
-FIGURE = re.compile(r"^([a-z][a-z0-9_]*): (\S+)$")
+# A figure: a lower-case word, a colon, one value and, as benchenv.figure
+# prints it, its spread over the rounds "(min A max B, N rounds)"; nothing
+# else, so that prose such as "target: <= 50 ms (met)" or "repetition 1: ..."
+# is not one.
+FIGURE = re.compile(r"^([a-z][a-z0-9_]*): (\S+)(?: \((min \S+ max \S+, \d+ rounds)\))?$")
 
 
 def machine() -> list[str]:
@@ -77,15 +89,16 @@ def target_text(name: str) -> str:
     return f"target {op} {bound}"
 
 
-def judge(name: str, value: str) -> str:
+def judge(name: str, value: str, spread: str | None = None) -> str:
+    shown = f"{name}: {value}" + (f" ({spread})" if spread else "")
     if name not in TARGETS:
-        return f"{name}: {value}"
+        return shown
     op, bound = TARGETS[name]
     try:
         mark = "PASS" if COMPARE[op](float(value), bound) else "MISS"
     except ValueError:
         mark = "MISS (not a number)"
-    return f"{name}: {value} ({target_text(name)}) {mark}"
+    return f"{shown} ({target_text(name)}) {mark}"
 
 
 def stop(proc: subprocess.Popen[str]) -> str:
@@ -104,7 +117,7 @@ def stop(proc: subprocess.Popen[str]) -> str:
     return proc.communicate()[0] or ""
 
 
-def run_one(script: Path, timeout: float, verbose: bool) -> tuple[str, list[tuple[str, str]], float, str]:
+def run_one(script: Path, timeout: float, verbose: bool) -> tuple[str, list[tuple[str, str, str | None]], float, str]:
     """Run one benchmark; returns (outcome, figures, seconds, detail)."""
     start = time.perf_counter()
     # Its own process group, so that a benchmark past its time (or this
@@ -157,13 +170,13 @@ def main() -> int:
 
     started = time.perf_counter()
     failed: list[str] = []
-    reported: dict[str, list[str]] = {}
+    reported: dict[str, list[tuple[str, str | None]]] = {}
     for script in scripts:
         print(f"== {script.stem}", flush=True)
         outcome, figures, elapsed, detail = run_one(script, args.timeout, args.verbose)
-        for name, value in figures:
-            print(f"  {judge(name, value)}")
-            reported.setdefault(name, []).append(value)
+        for name, value, spread in figures:
+            print(f"  {judge(name, value, spread)}")
+            reported.setdefault(name, []).append((value, spread))
         if outcome != "ok":
             failed.append(script.stem)
             print(f"  {outcome.upper()}: {detail}".replace("\n", "\n    "))
@@ -178,9 +191,9 @@ def main() -> int:
         if not values:
             print(f"  {name}: - ({target_text(name)}) NOT REPORTED")
         else:
-            for value in values:
-                print(f"  {judge(name, value)}")
-    misses = sum(1 for n in TARGETS for v in reported.get(n, []) if not judge(n, v).endswith("PASS"))
+            for value, spread in values:
+                print(f"  {judge(name, value, spread)}")
+    misses = sum(1 for n in TARGETS for v, _ in reported.get(n, []) if not judge(n, v).endswith("PASS"))
     absent = sum(1 for n in TARGETS if n not in reported)
     print(f"  {len(scripts) - len(failed)}/{len(scripts)} benchmarks ran; "
           f"{misses} target(s) missed; {absent} target(s) not reported; "

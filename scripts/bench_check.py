@@ -12,30 +12,30 @@ three files, one gate `true`):
   gates in the agent's worktree (``--baseline``, default the last such
   commit), exported with `git archive` and run from a temporary folder.
 
-Pairs alternate which side runs first, and `sync` runs before each timed
-side so that one side's disk writeback does not land on the other.  It
-prints each pair, then
+Pairs go through benchenv.alternating: they alternate which side runs
+first, and `os.sync()` runs before each timed side so that one side's disk
+writeback does not land on the other.  It prints each pair, then
 
     check_cold_ratio: X   (first check: ours makes 3 scratch checkouts)
     check_warm_ratio: Y   (a check again: the checkouts are reused)
-    merge_verify_always_ratio: Z, merge_verify_added_ms: M
+    merge_verify_always_ratio: Z
+    merge_verify_added_ms: M
 
-with medians over the pairs, min and max.  Target (issue 11): the check
-ratio at most 1.5.
+each the median over the pairs of the pair's ratio (or difference), with
+min and max.  Target (issue 11): the check ratio at most 1.5.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
-from benchenv import ROOT, median, sh, workspace
+from benchenv import (MIN_ROUNDS, ROOT, Side, alternating, differences_ms, figure, median, print_load, ratios,
+                      sh, workspace)
 
 FILES = 5000
 BASELINE = "903f955"  # the last revision whose check ran gates in the worktree
@@ -66,44 +66,23 @@ def ready(repo: Path, env: dict[str, str], task: str) -> None:
     sh(["git", "parallel", "run", task, "--", "sh", "-c", script], repo, env)
 
 
-def timed(fn: Callable[[], object]) -> float:
-    os.sync()
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def paired(name: str, ours: Callable[[], object], theirs: Callable[[], object], pairs: int,
            before: Callable[[], object] = lambda: None) -> list[float]:
     """Alternating pairs; returns the ratios ours/theirs."""
-    t_ours, t_theirs = [], []
-    for k in range(pairs):
-        order = [(ours, t_ours), (theirs, t_theirs)]
-        if k % 2:
-            order.reverse()
-        for fn, bucket in order:
-            before()
-            bucket.append(timed(fn))
-        print(f"  {name} pair {k + 1}: ours {t_ours[-1] * 1000:.0f} ms, other {t_theirs[-1] * 1000:.0f} ms")
-    ratios = [a / b for a, b in zip(t_ours, t_theirs)]
-    return [median(t_ours), median(t_theirs), *ratios]
-
-
-def report(name: str, figures: list[float]) -> float:
-    ours, theirs, *ratios = figures
-    ratio = ours / theirs
-    print(f"{name}: {ratio:.2f} (pairs {min(ratios):.2f}-{max(ratios):.2f}; medians {ours * 1000:.0f} ms "
-          f"against {theirs * 1000:.0f} ms)")
-    return ratio
+    times = alternating([Side("ours", lambda k: ours(), lambda k: before()),
+                         Side("theirs", lambda k: theirs(), lambda k: before())], pairs)
+    for k, (a, b) in enumerate(zip(times["ours"], times["theirs"])):
+        print(f"  {name} pair {k + 1}: ours {a * 1000:.0f} ms, other {b * 1000:.0f} ms")
+    return ratios(times["ours"], times["theirs"])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pairs", type=int, default=4, help="alternating pairs per figure (>= 4)")
+    parser.add_argument("--pairs", type=int, default=MIN_ROUNDS, help=f"alternating pairs per figure (>= {MIN_ROUNDS})")
     parser.add_argument("--baseline", default=BASELINE, help="the git-parallel revision to compare with")
     args = parser.parse_args()
-    pairs = max(4, args.pairs)
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    pairs = max(MIN_ROUNDS, args.pairs)
+    print_load()
     base, env = workspace("bench-check-")
     try:
         old_code = base / "old-code"
@@ -133,9 +112,11 @@ def main() -> int:
 
         check_old()  # warm-up of both, and the baseline is seen to work
         check_ours()
-        cold = report("check_cold_ratio", paired("cold check", check_ours, check_old, pairs, before=no_scratch))
+        cold = paired("cold check", check_ours, check_old, pairs, before=no_scratch)
+        figure("check_cold_ratio", cold)
         check_ours()
-        warm = report("check_warm_ratio", paired("warm check", check_ours, check_old, pairs))
+        warm = paired("warm check", check_ours, check_old, pairs)
+        figure("check_warm_ratio", warm)
 
         # merge.verify: always against never, on fresh runs picked the same way.
         always, never = build(base / "always", env, "always"), build(base / "never", env, "never")
@@ -152,19 +133,21 @@ def main() -> int:
         def merge_in(repo: Path) -> Callable[[], None]:
             return lambda: sh(["git", "parallel", "merge", fresh.task], repo, env)  # type: ignore[attr-defined]
 
-        t_always, t_never = [], []
-        for k in range(pairs):
-            fresh()
-            order = [(merge_in(always), t_always), (merge_in(never), t_never)]
-            for fn, bucket in (order if k % 2 == 0 else order[::-1]):
-                bucket.append(timed(fn))
-            print(f"  merge pair {k + 1}: verify always {t_always[-1] * 1000:.0f} ms, "
-                  f"never {t_never[-1] * 1000:.0f} ms")
-        added = [(a - n) * 1000 for a, n in zip(t_always, t_never)]
-        print(f"merge_verify_always_ratio: {median(t_always) / median(t_never):.2f}, "
-              f"merge_verify_added_ms: {median(added):.0f} (pairs {min(added):.0f}-{max(added):.0f})")
-        print(f"target: check ratio <= {TARGET}: cold {'met' if cold <= TARGET else 'NOT met'}, "
-              f"warm {'met' if warm <= TARGET else 'NOT met'}")
+        made: set[int] = set()
+
+        def fresh_for(k: int) -> None:
+            if k not in made:  # one fresh run per pair, before its first side
+                made.add(k)
+                fresh()
+
+        merges = alternating([Side("always", lambda k: merge_in(always)(), fresh_for),
+                              Side("never", lambda k: merge_in(never)(), fresh_for)], pairs)
+        for k, (a, n) in enumerate(zip(merges["always"], merges["never"])):
+            print(f"  merge pair {k + 1}: verify always {a * 1000:.0f} ms, never {n * 1000:.0f} ms")
+        figure("merge_verify_always_ratio", ratios(merges["always"], merges["never"]))
+        figure("merge_verify_added_ms", differences_ms(merges["always"], merges["never"]), 0)
+        print(f"target: check ratio <= {TARGET}: cold {'met' if median(cold) <= TARGET else 'NOT met'}, "
+              f"warm {'met' if median(warm) <= TARGET else 'NOT met'}")
         return 0
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -1,29 +1,32 @@
 #!/usr/bin/env python3
-"""Hook benchmark: what git-parallel's hooks cost a plain `git checkout`.
+"""Hook benchmark: what git-parallel's hooks cost plain git.
 
 One sealed repository (private HOME, GIT_CONFIG_NOSYSTEM) of 1,000 files
 with two ordinary branches that differ in 50 of them (a switch then takes
 about the 13 ms the spec cites for a plain checkout; a hook's cost is one
 `sh` start, so the ratio is only as meaningful as the checkout is typical;
 `hook_overhead_ms` gives it absolutely), hooks installed by
-`git parallel hooks install`.  Every measurement is a pair run back to back,
-interleaved over the rounds: the same checkout with the hooks
+`git parallel hooks install`.  Every measurement is a round of two sides,
+run through benchenv.alternating (an `os.sync()` before each, the order
+alternating): the same git command with the hooks
 (`-c core.hooksPath=<the hooks dir>`) and without (`-c core.hooksPath=<an
 empty dir>`), so both pay for the same `-c` and see the same caches.
+Each figure is the median over the rounds, with min and max.
 
-* `hook_overhead_ratio`: median checkout time switching between the two
-  ordinary branches, with hooks over without, in a repository with no live
-  run (target <= 1.3).  `hook_overhead_ratio_live_run` is the same with a run
+* `hook_overhead_ratio`: checkout time switching between the two ordinary
+  branches, with hooks over without, in a repository with no live run
+  (target <= 1.3).  `hook_overhead_ratio_live_run` is the same with a run
   spawned, so the sh fast path has the live index to read.
+* `commit_on_live_base_added_ms`: with the run live, what the hooks add to
+  an ordinary `git commit` on its base branch (reference-transaction decides
+  it in sh, with one `git rev-list`; target <= 20).
 * `parallel_checkout_added_ms`: with the run live, in an instance's worktree
-  after `git checkout --detach`, the median time `git checkout
-  parallel/<task>/<id>` takes with hooks minus without (the post-checkout
-  report: Python, the record, the evidence; target <= 250).
+  after `git checkout --detach`, what the hooks add to `git checkout
+  parallel/<task>/<id>` (the post-checkout report: Python, the record, the
+  evidence; target <= 250).
 
-Python runs with its bytecode cache on (in a private PYTHONPYCACHEPREFIX),
-as in any pip install: with PYTHONDONTWRITEBYTECODE set, as some sandboxes
-do, every hook start would recompile the package's sources, which measures
-the sandbox rather than the hook.
+Python runs with its bytecode cache on (benchenv.with_bytecode), as in any
+pip install.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import median, sh, timed, workspace  # noqa: E402
+from benchenv import (MIN_ROUNDS, Side, alternating, differences_ms, figure, print_load, ratios,  # noqa: E402
+                      scaled, sh, with_bytecode, workspace)
 
 
 def make_repo(path: Path, env: dict[str, str], files: int, changed: int) -> None:
@@ -55,48 +60,58 @@ def make_repo(path: Path, env: dict[str, str], files: int, changed: int) -> None
     sh(["git", "checkout", "-q", "main"], path, env)
 
 
-def pairs(rounds: int, hooked: list[str], plain: list[str], before: list[list[str]], cwd: Path,
-          env: dict[str, str]) -> tuple[list[float], list[float]]:
-    """Time ``git <hooked>`` and ``git <plain>`` alternately, ``before`` run
-    untimed ahead of each (to put HEAD where the checkout starts from)."""
-    with_hooks: list[float] = []
-    without: list[float] = []
-    for k in range(rounds):
-        order = [(hooked, with_hooks), (plain, without)]
-        if k % 2:
-            order.reverse()  # neither side always runs on warmer caches
-        for args, out in order:
-            for prep in before:
-                sh(["git", *prep], cwd, env)
-            out.append(timed(lambda: sh(["git", *args], cwd, env)))
-    return with_hooks, without
+def hooks_or_not(run: Callable[[list[str]], object], on: list[str], off: list[str],
+                 before: Callable[[int], object] | None = None) -> list[Side]:
+    """The same command with the hooks (``on``) and without (``off``)."""
+    return [Side("with", lambda k: run(on), before), Side("without", lambda k: run(off), before)]
 
 
-def switches(rounds: int, hooks_on: list[str], hooks_off: list[str], repo: Path,
-             env: dict[str, str]) -> tuple[list[float], list[float]]:
-    """``rounds`` switches between the two branches, each side alternating."""
-    with_hooks: list[float] = []
-    without: list[float] = []
-    for k in range(rounds):
-        target = "right" if k % 2 == 0 else "left"
-        back = "left" if target == "right" else "right"
-        a, b = pairs(1, [*hooks_on, "checkout", "-q", target], [*hooks_off, "checkout", "-q", target],
-                     [["checkout", "-q", back]], repo, env)
-        with_hooks += a
-        without += b
-    return with_hooks, without
+def switches(rounds: int, on: list[str], off: list[str], repo: Path, env: dict[str, str]) -> dict[str, list[float]]:
+    """Switches between the two ordinary branches: round k goes to one, from
+    the other (checked out untimed first)."""
+    def target(k: int) -> str:
+        return "right" if k % 2 == 0 else "left"
+
+    current = [0]
+
+    def prepare(k: int) -> None:
+        current[0] = k
+        sh(["git", "checkout", "-q", "left" if target(k) == "right" else "right"], repo, env)
+
+    return alternating(hooks_or_not(lambda flags: sh(["git", *flags, "checkout", "-q", target(current[0])], repo, env),
+                                    on, off, prepare), rounds)
+
+
+def commits(rounds: int, on: list[str], off: list[str], repo: Path, env: dict[str, str]) -> dict[str, list[float]]:
+    """Ordinary commits on the checked-out branch, one new file staged
+    (untimed) before each."""
+    made = [0]
+
+    def stage(k: int) -> None:
+        made[0] += 1
+        (repo / f"commit{made[0]}.txt").write_text(f"{made[0]}\n")
+        sh(["git", "add", f"commit{made[0]}.txt"], repo, env)
+
+    return alternating(hooks_or_not(lambda flags: sh(["git", *flags, "commit", "-q", "-m", f"c{made[0]}"], repo, env),
+                                    on, off, stage), rounds)
+
+
+def instance_checkouts(rounds: int, on: list[str], off: list[str], wt: Path, branch: str,
+                       env: dict[str, str]) -> dict[str, list[float]]:
+    """Checkouts of the instance branch in its worktree, from a detached HEAD."""
+    return alternating(hooks_or_not(lambda flags: sh(["git", *flags, "checkout", "-q", branch], wt, env), on, off,
+                                    lambda k: sh(["git", "checkout", "-q", "--detach"], wt, env)), rounds)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=20, help=f"rounds per figure (at least {MIN_ROUNDS})")
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--changed", type=int, default=50, help="files that differ between the two branches")
     args = ap.parse_args()
+    print_load()
     base, env = workspace("gp-bench-hooks-")
-    if env.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
-        print("note: PYTHONDONTWRITEBYTECODE is set here; the benchmark runs without it", file=sys.stderr)
-    env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
+    with_bytecode(env, base)
     try:
         repo = base / "repo"
         make_repo(repo, env, args.files, args.changed)
@@ -109,29 +124,32 @@ def main() -> int:
         on = ["-c", f"core.hooksPath={hooks_dir}"]
         off = ["-c", f"core.hooksPath={empty}"]
 
-        # Warm up both sides once (page cache, Python's .pyc files).
-        switches(2, on, off, repo, env)
-        idle_on, idle_off = switches(args.rounds, on, off, repo, env)
+        # Warm up both sides (page cache, Python's .pyc files).
+        switches(MIN_ROUNDS, on, off, repo, env)
+        idle = switches(args.rounds, on, off, repo, env)
 
         sh(["git", "checkout", "-q", "main"], repo, env)
         sh(["git", "parallel", "spawn", "bench", "-n", "1"], repo, env)
-        live_on, live_off = switches(args.rounds, on, off, repo, env)
+        committed = commits(args.rounds, on, off, repo, env)
+        sh(["git", "checkout", "-q", "left"], repo, env)
+        live = switches(args.rounds, on, off, repo, env)
 
         wt = base / "repo.parallel" / "bench" / "1"
         branch = "parallel/bench/1"
-        pairs(2, [*on, "checkout", "-q", branch], [*off, "checkout", "-q", branch],
-              [["checkout", "-q", "--detach"]], wt, env)
-        par_on, par_off = pairs(args.rounds, [*on, "checkout", "-q", branch], [*off, "checkout", "-q", branch],
-                                [["checkout", "-q", "--detach"]], wt, env)
+        instance_checkouts(MIN_ROUNDS, on, off, wt, branch, env)
+        par = instance_checkouts(args.rounds, on, off, wt, branch, env)
 
-        print(f"checkout_ms_without_hooks: {median(idle_off) * 1000:.1f}")
-        print(f"checkout_ms_with_hooks: {median(idle_on) * 1000:.1f}")
-        print(f"hook_overhead_ms: {(median(idle_on) - median(idle_off)) * 1000:.1f}")
-        print(f"hook_overhead_ratio: {median(idle_on) / median(idle_off):.2f}")
-        print(f"hook_overhead_ratio_live_run: {median(live_on) / median(live_off):.2f}")
-        print(f"parallel_checkout_ms_without_hooks: {median(par_off) * 1000:.1f}")
-        print(f"parallel_checkout_ms_with_hooks: {median(par_on) * 1000:.1f}")
-        print(f"parallel_checkout_added_ms: {(median(par_on) - median(par_off)) * 1000:.1f}")
+        figure("checkout_ms_without_hooks", scaled(idle["without"], 1000), 1)
+        figure("checkout_ms_with_hooks", scaled(idle["with"], 1000), 1)
+        figure("hook_overhead_ms", differences_ms(idle["with"], idle["without"]), 1)
+        figure("hook_overhead_ratio", ratios(idle["with"], idle["without"]))
+        figure("hook_overhead_ratio_live_run", ratios(live["with"], live["without"]))
+        figure("commit_on_live_base_ms_without_hooks", scaled(committed["without"], 1000), 1)
+        figure("commit_on_live_base_ms_with_hooks", scaled(committed["with"], 1000), 1)
+        figure("commit_on_live_base_added_ms", differences_ms(committed["with"], committed["without"]), 1)
+        figure("parallel_checkout_ms_without_hooks", scaled(par["without"], 1000), 1)
+        figure("parallel_checkout_ms_with_hooks", scaled(par["with"], 1000), 1)
+        figure("parallel_checkout_added_ms", differences_ms(par["with"], par["without"]), 1)
         return 0
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -11,17 +11,20 @@ instance ends on its own commit and tree (left-over changes are committed by
 ``run``), as real attempts do.  Then ``git parallel check`` writes the 100
 evidence packs, and the benchmark times, as real subprocesses:
 
-* ``git parallel pick T``, the first (writing) pick: it is write-once, so it
-  is timed once;
-* ``git parallel pick T`` again, which prints the existing records
-  (median of the repetitions);
-* ``git parallel status T --json`` (median of the repetitions);
-* a plain ``git status`` in the same repository, for comparison.
+* ``git parallel pick T``, the first (writing) pick.  It is write-once, so
+  before each round's first pick the run's state as ``check`` left it is put
+  back (untimed): ``<common>/parallel/`` from a copy, and the notes ref;
+* ``git parallel pick T`` again, which prints the existing records;
+* ``git parallel status T --json``;
+* a plain ``git status`` in the same repository, for comparison;
 
+one after the other in each round, through benchenv.alternating (an
+``os.sync()`` before each, the order rotating from round to round).
 Bytecode is compiled once beforehand (into the sandbox, not the checkout),
 as an installed package has it.
 
-Prints ``pick_s``, ``pick_again_s``, ``status_json_s`` and ``git_status_s``.
+Prints ``pick_s``, ``pick_again_s``, ``status_json_s`` and ``git_status_s``,
+each the median over the rounds with min and max.
 Targets: ``pick_s`` < 1 and ``status_json_s`` < 1.
 """
 
@@ -32,13 +35,13 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import median, sh, timed, workspace  # noqa: E402
+from benchenv import MIN_ROUNDS, Side, alternating, figure, print_load, sh, with_bytecode, workspace  # noqa: E402
 
 TRACKS = ("a", "b")
 PER_TRACK = 50
-TARGET_S = 1.0
 
 CONFIG = """\
 max_total: 100
@@ -63,16 +66,33 @@ def build(repo: Path, env: dict[str, str]) -> None:
     sh(["git", "parallel", "check", "T"], repo, env)
 
 
+def unpicked(repo: Path, base: Path, env: dict[str, str]) -> Callable[[int], None]:
+    """What puts the run back as ``check`` left it: its parallel/ folder and
+    notes ref as they are now."""
+    common = Path(sh(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"], repo, env)
+                  .stdout.decode().strip())
+    kept = base / "parallel-before-pick"
+    shutil.copytree(common / "parallel", kept, symlinks=True)
+    notes_ref = "refs/notes/parallel"
+    notes = sh(["git", "rev-parse", "-q", "--verify", notes_ref], repo, env, check=False).stdout.decode().strip()
+
+    def restore(k: int) -> None:
+        shutil.rmtree(common / "parallel")
+        shutil.copytree(kept, common / "parallel", symlinks=True)
+        if notes:
+            sh(["git", "update-ref", notes_ref, notes], repo, env)
+        else:
+            sh(["git", "update-ref", "-d", notes_ref], repo, env)
+    return restore
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeat", type=int, default=5, help="repetitions of the repeatable commands (>= 3)")
+    ap.add_argument("--rounds", type=int, default=5, help=f"rounds (at least {MIN_ROUNDS})")
     args = ap.parse_args()
-    repeat = max(3, args.repeat)
+    print_load()
     base, env = workspace("gp-bench-pick-")
-    # Users' installs keep compiled bytecode; without it every command would
-    # pay for compiling the package.  Kept out of the checkout, in the sandbox.
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
+    with_bytecode(env, base)
     try:
         repo = base / "repo"
         build(repo, env)
@@ -86,21 +106,25 @@ def main() -> int:
         if fresh != len(TRACKS) * PER_TRACK:
             raise SystemExit("the run was not set up as intended: not every instance has fresh passing evidence")
 
-        pick_s = timed(lambda: sh(["git", "parallel", "pick", "T"], repo, env))
+        restore = unpicked(repo, base, env)
+        sh(["git", "parallel", "pick", "T"], repo, env)  # warm-up, and the check just below
         again = sh(["git", "parallel", "pick", "T", "--json"], repo, env)
         if len(json.loads(again.stdout)["existing"]) != len(TRACKS):
             raise SystemExit("a second pick did not print the existing records")
-        pick_again = [timed(lambda: sh(["git", "parallel", "pick", "T"], repo, env)) for _ in range(repeat)]
-        status_json = [timed(lambda: sh(["git", "parallel", "status", "T", "--json"], repo, env))
-                       for _ in range(repeat)]
-        git_status = [timed(lambda: sh(["git", "status"], repo, env)) for _ in range(repeat)]
 
-        print(f"pick_s: {pick_s:.3f}")
-        print(f"pick_again_s: {median(pick_again):.3f}")
-        print(f"status_json_s: {median(status_json):.3f}")
-        print(f"git_status_s: {median(git_status):.3f}")
-        met = pick_s < TARGET_S and median(status_json) < TARGET_S
-        print(f"target: pick_s and status_json_s < {TARGET_S:.0f} s ({'met' if met else 'NOT met'})")
+        def first_pick(k: int) -> None:
+            out = json.loads(sh(["git", "parallel", "pick", "T", "--json"], repo, env).stdout)
+            if len(out["picks"]) != len(TRACKS):
+                raise SystemExit(f"round {k}: the first pick wrote {len(out['picks'])} picks, not {len(TRACKS)}")
+
+        times = alternating([
+            Side("pick", first_pick, before=restore),
+            Side("pick_again", lambda k: sh(["git", "parallel", "pick", "T"], repo, env)),
+            Side("status_json", lambda k: sh(["git", "parallel", "status", "T", "--json"], repo, env)),
+            Side("git_status", lambda k: sh(["git", "status"], repo, env)),
+        ], args.rounds)
+        for name in ("pick", "pick_again", "status_json", "git_status"):
+            figure(f"{name}_s", times[name], 3)
         return 0
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -1,65 +1,121 @@
 #!/usr/bin/env python3
-"""Spawn benchmark: `git parallel spawn -n 8` against eight `git worktree add -b`
-in a row, on a generated repository of 5,000 files (200 folders, ~4 KB each),
-interleaved, median of the pairs.  Prints `spawn_ratio: X` (ours / git)."""
+"""Spawn benchmark: `git parallel spawn -n N` against N `git worktree add -b`,
+run one after the other and all at once.
+
+Two cases, each on its own generated repository of files of about 4 KB in
+folders of 25: N=4 on 2,000 files and N=8 on 5,000.  Every round times the
+three sides - spawn, N sequential `git worktree add -b`, and N
+`git worktree add -b` started together - each after an `os.sync()` and in an
+order that rotates from round to round, and removes what each made before
+the next one starts (untimed).  Prints, per case (suffix `_n4`, `_n8`), the
+median over the rounds with min and max:
+
+* `spawn_ratio_nN`: spawn / sequential git, per round (target <= 0.7);
+* `spawn_vs_parallel_git_nN`: spawn / parallel git, per round (target <= 1.1);
+* `spawn_s_nN`, `git_worktree_add_s_nN`, `parallel_git_worktree_add_s_nN`:
+  the times themselves;
+* `spawn_cpu_s_nN`, `parallel_git_cpu_s_nN` and their ratio
+  `spawn_cpu_vs_parallel_git_nN`: the CPU seconds (user + system) each side
+  used.  When other work loads the machine, the wall times say little about
+  parallelism (no side can overlap on busy cores), but the CPU seconds still
+  show whether spawn does more work than git.
+"""
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import median, sh, timed, workspace  # noqa: E402
+from benchenv import (MIN_ROUNDS, Side, alternating, figure, print_load, ratios, sh,  # noqa: E402
+                      with_bytecode, workspace)
+
+CASES = {"n4": (4, 2000), "n8": (8, 5000)}
+PER_FOLDER = 25
+FILE_BYTES = 4096
 
 
-def make_repo(path: Path, env: dict[str, str], folders: int, per_folder: int, size: int) -> None:
+def make_repo(path: Path, env: dict[str, str], files: int) -> None:
     path.mkdir()
     sh(["git", "init", "-q", "-b", "main"], path, env)
     line = "x" * 63 + "\n"
-    for d in range(folders):
-        folder = path / f"dir{d:03d}"
-        folder.mkdir()
-        for f in range(per_folder):
-            body = f"{d}/{f}\n" + line * (size // 64)
-            (folder / f"file{f:02d}.txt").write_text(body)
+    for i in range(files):
+        folder = path / f"dir{i // PER_FOLDER:03d}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"file{i % PER_FOLDER:02d}.txt").write_text(f"{i}\n" + line * (FILE_BYTES // 64))
     (path / ".gitparallel.yaml").write_text("max_total: 64\n")
     sh(["git", "add", "-A"], path, env)
     sh(["git", "commit", "-q", "-m", "generated"], path, env)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("-n", type=int, default=8)
-    args = ap.parse_args()
-    base, env = workspace("gp-bench-spawn-")
+def sides(repo: Path, base: Path, env: dict[str, str], n: int) -> list[Side]:
+    def add(k: int, kind: str, i: int) -> list[str]:
+        return ["git", "worktree", "add", "-q", "-b", f"{kind}{k}-{i}", str(base / f"{kind}{k}" / str(i))]
+
+    def sequential(k: int) -> None:
+        for i in range(n):
+            sh(add(k, "seq", i), repo, env)
+
+    def parallel(k: int) -> None:
+        procs = [subprocess.Popen(add(k, "par", i), cwd=repo, env=env, stderr=subprocess.PIPE) for i in range(n)]
+        errors = [(p.communicate()[1], p.returncode) for p in procs]
+        failed = [err.decode(errors="replace") for err, code in errors if code != 0]
+        if failed:
+            raise SystemExit(f"git worktree add failed: {failed[0]}")
+
+    def drop(kind: str) -> Callable[[int], None]:
+        def remove(k: int) -> None:
+            shutil.rmtree(base / f"{kind}{k}")
+            sh(["git", "worktree", "prune"], repo, env)
+            sh(["git", "branch", "-q", "-D", *(f"{kind}{k}-{i}" for i in range(n))], repo, env)
+        return remove
+
+    return [
+        Side("spawn", lambda k: sh(["git", "parallel", "spawn", f"bench{k}", "-n", str(n)], repo, env),
+             after=lambda k: sh(["git", "parallel", "abort", f"bench{k}", "--force"], repo, env)),
+        Side("sequential", sequential, after=drop("seq")),
+        Side("parallel", parallel, after=drop("par")),
+    ]
+
+
+def run_case(name: str, n: int, files: int, rounds: int) -> None:
+    base, env = workspace(f"gp-bench-spawn-{name}-")
+    with_bytecode(env, base)
     try:
         repo = base / "repo"
-        make_repo(repo, env, 200, 25, 4096)
-        ours, theirs = [], []
-        for k in range(args.pairs):
-            task = f"bench{k}"
-
-            def git_adds() -> None:
-                for i in range(args.n):
-                    sh(["git", "worktree", "add", "-q", "-b", f"plain{k}-{i}", str(base / f"plain{k}" / str(i))],
-                       repo, env)
-
-            theirs.append(timed(git_adds))
-            ours.append(timed(lambda: sh(["git", "parallel", "spawn", task, "-n", str(args.n)], repo, env)))
-            # Remove both sets before the next pair so every pair starts alike.
-            sh(["git", "parallel", "abort", task, "--force"], repo, env)
-            shutil.rmtree(base / f"plain{k}")
-            sh(["git", "worktree", "prune"], repo, env)
-        ratio = median(ours) / median(theirs)
-        print(f"spawn_s: {median(ours):.3f}")
-        print(f"git_worktree_add_s: {median(theirs):.3f}")
-        print(f"spawn_ratio: {ratio:.2f}")
-        return 0
+        make_repo(repo, env, files)
+        print(f"case {name}: spawn -n {n} on {files} files", flush=True)
+        # One untimed spawn first: Python's bytecode, git's and the page cache.
+        sh(["git", "parallel", "spawn", "warmup", "-n", "1"], repo, env)
+        sh(["git", "parallel", "abort", "warmup", "--force"], repo, env)
+        cpu: dict[str, list[float]] = {}
+        times = alternating(sides(repo, base, env, n), rounds, cpu)
+        figure(f"spawn_s_{name}", times["spawn"], 3)
+        figure(f"git_worktree_add_s_{name}", times["sequential"], 3)
+        figure(f"parallel_git_worktree_add_s_{name}", times["parallel"], 3)
+        figure(f"spawn_ratio_{name}", ratios(times["spawn"], times["sequential"]))
+        figure(f"spawn_vs_parallel_git_{name}", ratios(times["spawn"], times["parallel"]))
+        figure(f"spawn_cpu_s_{name}", cpu["spawn"], 3)
+        figure(f"parallel_git_cpu_s_{name}", cpu["parallel"], 3)
+        figure(f"spawn_cpu_vs_parallel_git_{name}", ratios(cpu["spawn"], cpu["parallel"]))
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=MIN_ROUNDS, help=f"rounds per case (at least {MIN_ROUNDS})")
+    ap.add_argument("--case", action="append", choices=sorted(CASES), help="run only this case (repeatable)")
+    args = ap.parse_args()
+    print_load()
+    for name in args.case or list(CASES):
+        n, files = CASES[name]
+        run_case(name, n, files, args.rounds)
+    return 0
 
 
 if __name__ == "__main__":

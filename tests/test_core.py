@@ -202,6 +202,21 @@ def test_spawn_obstacles_roll_back(repo: Path, gp: GP, obstacle: str) -> None:
         assert (root / "t" / "3").is_symlink()
 
 
+def test_spawn_failing_in_every_checkout_process_leaves_nothing(repo: Path, gp: GP) -> None:
+    # A base whose tree holds `.GIT/config`: git and libgit2 refuse to check
+    # that out, so each of the three checkout processes fails on its own.
+    blob = git(repo, "hash-object", "-w", "--stdin", input="evil\n")
+    sub = git(repo, "mktree", input=f"100644 blob {blob}\tconfig\n")
+    tree = git(repo, "mktree", input=git(repo, "ls-tree", "HEAD") + f"\n040000 tree {sub}\t.GIT\n")
+    git(repo, "branch", "bad", git(repo, "commit-tree", "-p", "HEAD", "-m", "bad", tree))
+    before = snapshot(repo)
+    proc = gp("spawn", "t", "-n", "3", "--base", "bad", code=1)
+    assert "error[PARALLEL_DEV_WORKTREE_CREATE_FAILED]" in proc.stderr and "invalid path" in proc.stderr
+    assert snapshot(repo) == before
+    assert not (repo.parent / "repo.parallel" / "t").exists()
+    gp("spawn", "t", "-n", "3")
+
+
 def test_cleanup_keeps_all_work(repo: Path, gp: GP) -> None:
     run = gp.json("spawn", "t", "-n", "2")
     wt = Path(run["instances"][0]["worktree"])

@@ -489,13 +489,15 @@ def test_fast_path_starts_no_python(tmp_path: Path) -> None:
     git(repo, "checkout", "-q", "--detach")
     git(repo, "checkout", "-q", "main")
     assert log.read_text() == ""
-    # Commits to the live base and merges do reach Python, and pass.
+    # Nor does a commit to the live base (decided in sh); merges into it do
+    # reach Python, and pass.
     (repo / "m.txt").write_text("m\n")
     git(repo, "add", "m.txt")
     git(repo, "commit", "-q", "-m", "m")
-    assert log.read_text().count("_hook reference-transaction") == 1
+    assert log.read_text() == ""
     git(repo, "merge", "-q", "--no-ff", "-m", "m2", "other")
     assert "_hook pre-merge-commit" in log.read_text()
+    assert "_hook reference-transaction" in log.read_text()
 
     # A bare GIT_PARALLEL_INTERNAL=1, as anyone can set it, is no pass.
     agent(gp, "t", "1", "result.txt=bad")
@@ -511,13 +513,11 @@ def test_fast_path_starts_no_python(tmp_path: Path) -> None:
     assert moved.returncode == 0 and log.read_text() == ""
 
 
-def test_hooks_let_git_work_when_the_python_is_gone(tmp_path: Path) -> None:
-    repo, gp = setup(tmp_path)
-    run = spawn(gp, "t", 1)
-    agent(gp, "t", "1", "result.txt=good")
-    _set_python(repo / ".git" / "hooks", "/nonexistent/python3")
-    assert [h["python_exists"] for h in gp.json("hooks", "status")["hooks"]] == [False] * 3
-    # A PATH with git and sh, but no git-parallel.
+def _without_python(hooks_dir: Path) -> dict[str, str]:
+    """Take Python away from the installed hooks: the recorded Python is
+    gone, and the returned environment's PATH has git and sh but no
+    git-parallel.  Every hook that needs Python then warns and lets git go on."""
+    _set_python(hooks_dir, "/nonexistent/python3")
     dirs = []
     for tool in ("git", "sh", "grep", "mktemp", "cat"):
         found = shutil.which(tool)
@@ -526,7 +526,15 @@ def test_hooks_let_git_work_when_the_python_is_gone(tmp_path: Path) -> None:
             dirs.append(os.path.dirname(found))
     path = os.pathsep.join(dirs)
     assert shutil.which("git-parallel", path=path) is None
-    env = {"PATH": path}
+    return {"PATH": path}
+
+
+def test_hooks_let_git_work_when_the_python_is_gone(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    run = spawn(gp, "t", 1)
+    agent(gp, "t", "1", "result.txt=good")
+    env = _without_python(repo / ".git" / "hooks")
+    assert [h["python_exists"] for h in gp.json("hooks", "status")["hooks"]] == [False] * 3
     merged = proc(repo, "merge", "--no-ff", "-m", "m", "parallel/t/1", env=env)
     assert merged.returncode == 0, merged.stderr
     assert "git-parallel: warning:" in merged.stderr and "/nonexistent/python3 is gone" in merged.stderr
@@ -534,6 +542,109 @@ def test_hooks_let_git_work_when_the_python_is_gone(tmp_path: Path) -> None:
     git(wt, "checkout", "-q", "--detach")
     back = proc(wt, "checkout", "parallel/t/1", env=env)
     assert back.returncode == 0 and "warning" in back.stderr
+
+
+def _commit(cwd: Path, name: str, *flags: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    (cwd / name).write_text(f"{name} {len(flags)}\n")
+    git(cwd, "add", name)
+    return proc(cwd, "commit", "-q", *flags, "-m", f"add {name}", env=env)
+
+
+def test_commit_on_live_base_needs_no_python(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    spawn(gp, "t", 2)
+    agent(gp, "t", "1", "result.txt=good one")  # an instance commit on top of the base
+    base, instance = tip(repo, "main"), tip(repo, "parallel/t/1")
+    assert git(repo, "rev-parse", f"{instance}^") == base
+    env = _without_python(repo / ".git" / "hooks")
+
+    # The control: moving the base onto an instance commit needs Python, which
+    # is not there, so the hook says so (and, never bricking git, lets it go).
+    ff = proc(repo, "merge", "-q", "--ff-only", "parallel/t/1", env=env)
+    assert ff.returncode == 0 and "/nonexistent/python3 is gone" in ff.stderr, ff.stderr
+    undo = proc(repo, "reset", "-q", "--hard", base, env={**env, "GIT_PARALLEL_INTERNAL": internal_token(repo / ".git")})
+    assert undo.returncode == 0 and tip(repo, "main") == base
+
+    # An ordinary commit, a second one, and amends of them: decided in sh.
+    for name, flags in (("a.txt", ()), ("b.txt", ()), ("c.txt", ("--amend",)), ("d.txt", ("--amend",))):
+        before = tip(repo, "main")
+        done = _commit(repo, name, *flags, env=env)
+        assert done.returncode == 0, done.stderr
+        assert "git-parallel" not in done.stderr and "warning" not in done.stderr
+        assert tip(repo, "main") != before
+    # In a linked worktree of the base branch too, and with `git commit-tree`
+    # plus `git update-ref` (old value given), as scripts do.
+    linked = tmp_path / "linked"
+    git(repo, "branch", "side")
+    git(repo, "worktree", "add", "-q", str(linked), "side")
+    git(linked, "checkout", "-q", "--detach", "main")
+    new = git(linked, "commit-tree", "-p", "main", "-m", "scripted", "main^{tree}")
+    moved = proc(linked, "update-ref", "refs/heads/main", new, tip(repo, "main"), env=env)
+    assert moved.returncode == 0 and moved.stderr == "", moved.stderr
+    assert tip(repo, "main") == new
+
+
+def test_fast_forward_of_base_to_an_instance_commit_still_refused(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    run = spawn(gp, "t", 1)
+    log = _spy(repo / ".git" / "hooks", tmp_path)
+    # The hostile agent's history: two commits, the first right on the base,
+    # so that its only parent is the base's tip, like an ordinary commit's.
+    wt = worktree(run, "1")
+    first = _commit(wt, "one.txt")
+    assert first.returncode == 0, first.stderr
+    one = tip(wt, "HEAD")
+    assert _commit(wt, "two.txt").returncode == 0
+    base = tip(repo, "main")
+    assert git(repo, "rev-parse", f"{one}^") == base
+
+    for update in (["merge", "--ff-only", one], ["update-ref", "refs/heads/main", one, base],
+                   ["push", ".", f"{one}:main"]):
+        git(repo, "config", "receive.denyCurrentBranch", "ignore")
+        log.write_text("")
+        refused = proc(repo, *update)
+        assert refused.returncode != 0, (update, refused.stderr)
+        assert "error[PARALLEL_DEV_SELECTION_NO_PASS]" in refused.stderr, refused.stderr
+        assert "_hook reference-transaction" in log.read_text()
+        assert tip(repo, "main") == base
+        git(repo, "reset", "-q", "--merge")
+
+    # A commit of its own on top of an instance commit brings that one in too.
+    git(repo, "checkout", "-q", "--detach", one)
+    on_top = _commit(repo, "three.txt")
+    assert on_top.returncode == 0, on_top.stderr
+    built = tip(repo, "HEAD")
+    git(repo, "checkout", "-q", "main")
+    pushed = proc(repo, "push", ".", f"{built}:main")
+    assert pushed.returncode != 0 and "PARALLEL_DEV_SELECTION_NO_PASS" in pushed.stderr, pushed.stderr
+    assert tip(repo, "main") == base
+
+    # An ordinary commit next to it still passes, in sh.
+    log.write_text("")
+    ok = _commit(repo, "plain.txt")
+    assert ok.returncode == 0, ok.stderr
+    assert log.read_text() == ""
+
+
+def test_long_transaction_touching_the_base_is_still_judged(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    run = spawn(gp, "t", 1)
+    log = _spy(repo / ".git" / "hooks", tmp_path)
+    wt = worktree(run, "1")
+    assert _commit(wt, "one.txt").returncode == 0
+    one, base = tip(wt, "HEAD"), tip(repo, "main")
+    # Five other branches created in the same transaction, the base's update
+    # last: more lines than the hook reads itself, so grep finds the base's.
+    others = "".join(f"create refs/heads/other{i} {base}\n" for i in range(5))
+    refused = proc(repo, "update-ref", "--stdin", input=f"start\n{others}update refs/heads/main {one} {base}\ncommit\n")
+    assert refused.returncode != 0 and "PARALLEL_DEV_SELECTION_NO_PASS" in refused.stderr, refused.stderr
+    assert tip(repo, "main") == base and git(repo, "branch", "--list", "other*") == ""
+    # The same long transaction with an ordinary commit for the base passes in sh.
+    plain = git(repo, "commit-tree", "-p", base, "-m", "plain", f"{base}^{{tree}}")
+    log.write_text("")
+    passed = proc(repo, "update-ref", "--stdin", input=f"start\n{others}update refs/heads/main {plain} {base}\ncommit\n")
+    assert passed.returncode == 0, passed.stderr
+    assert tip(repo, "main") == plain and log.read_text() == ""
 
 
 def test_legacy_that_leads_back_to_us_does_not_loop(tmp_path: Path) -> None:

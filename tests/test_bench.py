@@ -1,0 +1,64 @@
+"""The benchmarks' shared measuring rules (scripts/benchenv.py) and the
+figures scripts/bench.py reads from them: no benchmark figure is run here,
+only what makes one trustworthy."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+import bench  # noqa: E402
+import benchenv  # noqa: E402
+
+
+def test_sides_alternate_and_each_runs_after_a_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    monkeypatch.setattr(os, "sync", lambda: events.append("sync"))
+    sides = [benchenv.Side(name, lambda k, name=name: events.append(f"{name}{k}"),
+                           before=lambda k, name=name: events.append(f"before-{name}{k}"),
+                           after=lambda k, name=name: events.append(f"after-{name}{k}"))
+             for name in ("a", "b", "c")]
+    times = benchenv.alternating(sides, 4)
+    assert {name: len(values) for name, values in times.items()} == {"a": 4, "b": 4, "c": 4}
+    timed = [e for e in events if e[0] in "abc" and e[1:].isdigit()]
+    # The order rotates, so every side runs first in some round.
+    assert timed == ["a0", "b0", "c0", "b1", "c1", "a1", "c2", "a2", "b2", "a3", "b3", "c3"]
+    # Each timed side comes right after its own setup and a sync, never
+    # straight after another side's work.
+    for name in timed:
+        at = events.index(name)
+        assert events[at - 2:at] == [f"before-{name}", "sync"]
+        assert events[at + 1] == f"after-{name}"
+
+
+def test_fewer_than_four_rounds_are_refused() -> None:
+    with pytest.raises(SystemExit, match="at least 4 rounds"):
+        benchenv.alternating([benchenv.Side("a", lambda k: None)], 3)
+
+
+def test_figures_carry_their_spread_to_bench_py(capsys: pytest.CaptureFixture[str]) -> None:
+    line = benchenv.figure("spawn_ratio_n4", benchenv.ratios([1.0, 3.0, 2.0, 1.2], [2.0, 4.0, 2.0, 2.0]))
+    assert capsys.readouterr().out == line + "\n"
+    assert line == "spawn_ratio_n4: 0.68 (min 0.50 max 1.00, 4 rounds)"
+    name, value, spread = bench.FIGURE.match(line).groups()  # type: ignore[union-attr]
+    assert (name, value) == ("spawn_ratio_n4", "0.68")
+    assert bench.judge(name, value, spread) == (
+        "spawn_ratio_n4: 0.68 (min 0.50 max 1.00, 4 rounds) (target <= 0.7) PASS")
+    assert bench.judge("spawn_ratio_n8", "0.71").endswith("MISS")
+    # Prose is no figure.
+    for prose in ("target: <= 50 ms (met)", "load average at start: 1.00 0.50 0.20 (2 cores)",
+                  "repetition 1: ours 3 ms"):
+        assert bench.FIGURE.match(prose) is None
+
+
+def test_every_target_is_printed_by_some_benchmark() -> None:
+    scripts = Path(bench.__file__).resolve().parent
+    text = "".join(p.read_text() for p in scripts.glob("bench_*.py"))
+    for name in bench.TARGETS:
+        stem = name.removesuffix("_n4").removesuffix("_n8")
+        assert stem in text, f"no benchmark prints {name}"
