@@ -168,6 +168,7 @@ def status(project: Project, task: str | None = None) -> dict[str, Any]:
 def retry(project: Project, task: str, inst_id: str, expected_revision: int | None = None,
           force: bool = False) -> dict[str, Any]:
     check_name(task, "task")
+    check_name(inst_id, "instance")
     repo, store = project.repo, project.store
     with store.lock():
         record = store.load(task)
@@ -196,18 +197,25 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
         base = record["base"]["commit"]
         tip = project.tip(inst)
         path = Path(inst["worktree"])
-        if (path / ".git").exists() and tip is not None:
+        # Our worktree whose branch was deleted under it is reset like any other.
+        usable = (path / ".git").exists() and (tip is not None or worktrees.is_ours(repo, task, inst))
+        if usable:
             # The reset below would destroy uncommitted work: refuse it, or
             # with --force keep it on the archive ref first.
             _check_removable(project, record, [inst], force, what="reset it to the base")
             if force and worktree_changes(path):
                 tip = commit_all(path, f"git-parallel: uncommitted work of {task}/{inst_id} attempt "
-                                 f"{inst['attempt']}, kept at retry", ref=None, parent=tip,
+                                 f"{inst['attempt']}, kept at retry", ref=None, parent=tip or base,
                                  signature=repo.signature()) or tip
         archived = None
         if tip is not None:
             archived = worktrees.archive(repo, record["run_id"], inst_id, inst["attempt"], tip)
-        if path.exists() and (path / ".git").exists() and tip is not None:
+        # The reset (or the new worktree) starts a fresh HEAD: keep what the
+        # old one reached that the branch does not hold (a detached HEAD).
+        kept = worktrees.keep_strays(repo, record["run_id"], task, inst)
+        if usable:
+            if project.tip(inst) is None:
+                repo.git.branches.local.create(inst["branch"], repo.git.get(base))
             worktrees.reset(repo, inst, base)
         else:
             # Gone (aborted and cleaned, or lost): make branch and worktree again.
@@ -229,7 +237,7 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
             i["history"].append({
                 "attempt": i["attempt"], "status": i["status"], "head": tip, "verdict": i["verdict"],
                 "score": i["score"], "evidence": i["evidence"], "error": i["error"], "exit_code": i.get("exit_code"),
-                "log": i.get("log"), "events": i.get("events"), "archive_ref": archived,
+                "log": i.get("log"), "events": i.get("events"), "archive_ref": archived, "kept": kept,
                 "finished_at": i.get("finished_at"),
             })
             i.update(attempt=i["attempt"] + 1, status="pending", head=base, verdict=None, score=None,
@@ -270,6 +278,9 @@ def _stop(inst: dict[str, Any]) -> bool:
 def abort(project: Project, task: str, inst_id: str | None = None, force: bool = False) -> dict[str, Any]:
     """Abort one instance (kept for retry) or the whole run (then cleaned up)."""
     check_name(task, "task")
+    if inst_id is not None:
+        # An empty id must not pass for "no id" (the whole run).
+        check_name(inst_id, "instance")
     store = project.store
     with store.lock():
         record = store.load(task)

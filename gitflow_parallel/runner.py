@@ -689,9 +689,13 @@ class _Runner:
             wt = pygit2.Repository(child.worktree)
             head = wt.references.get("HEAD")
             on = head.target if head is not None and isinstance(head.target, str) else None
+            tip = self.project.repo.ref_target(f"refs/heads/{child.branch}")
+            base = self.record["base"]["commit"]
             if on != f"refs/heads/{child.branch}":
                 where = on or "a detached HEAD"
                 problem = f"the command left the worktree on {where}, not {child.branch}; its leftovers were not committed"
+            elif tip is None or not self.project.repo.is_ancestor(base, tip):
+                problem = self._keep_broken_branch(child, tip, base)
             else:
                 message = (f"git-parallel: leftovers of {self.task}/{child.id}, attempt {child.attempt}\n\n"
                            f"Uncommitted when the command exited ({child.status}, exit {child.exit_code}).\n\n"
@@ -706,6 +710,26 @@ class _Runner:
                 child.error = f"exited 0 but {problem}"
             else:
                 child.error = f"{child.error}; {problem}"
+
+    def _keep_broken_branch(self, child: _Child, tip: str | None, base: str) -> str:
+        """The branch was deleted, or moved to history without the base, while
+        the command ran (a sibling's ``git update-ref -d``): committing on it
+        would make a root commit and orphan the attempt's work.  Keep the
+        commits HEAD reached, and the leftovers, under archive refs instead."""
+        from gitflow_parallel import worktrees
+
+        repo = self.project.repo
+        inst = {"id": child.id, "branch": child.branch, "attempt": child.attempt}
+        heads = worktrees.worktree_heads(repo, repo.common_dir / "worktrees" / worktrees.admin_name(self.task, child.id))
+        parent = next((h for h in heads if h != tip and repo.is_ancestor(base, h)), base)
+        message = (f"git-parallel: leftovers of {self.task}/{child.id}, attempt {child.attempt} "
+                   f"(its branch was gone)\n\nParallel-Run: {self.run_id}\n")
+        extra = [oid for oid in [commit_all(child.worktree, message, ref=None, parent=parent,
+                                            signature=self.signature)] if oid]
+        kept = worktrees.keep_strays(repo, self.run_id, self.task, inst, extra=extra)
+        what = "was deleted" if tip is None else f"was moved to {tip[:12]}, which does not descend from the base"
+        where = f"; its work is kept at {', '.join(kept)}" if kept else ""
+        return f"its branch {child.branch} {what} while the command ran, so nothing was committed on it{where}"
 
     def _record_finish(self, record: dict[str, Any], child: _Child) -> None:
         inst = find_instance(record, child.id)

@@ -1,0 +1,224 @@
+"""The failures a hostile pass found (issue 13), each against real git: an
+agent that detaches HEAD, deletes a sibling's branch, commits in a
+submodule, relies on a clean filter, spawns from inside an instance, or a
+user who types an empty id or owns a branch called ``parallel``.
+
+After each: ``git fsck`` is clean and every commit any instance made is
+reachable from a branch or an archive ref."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import GP, git, make_repo, snapshot
+
+PY = sys.executable
+
+
+def common(repo: Path) -> Path:
+    return Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+
+
+def record(repo: Path, task: str = "t") -> dict[str, Any]:
+    return yaml.safe_load((common(repo) / "parallel" / "runs" / f"{task}.yaml").read_text())
+
+
+def agent(tmp_path: Path, name: str, body: str) -> list[str]:
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(body))
+    return [PY, str(path)]
+
+
+def all_reachable_from_refs(repo: Path) -> set[str]:
+    return set(git(repo, "rev-list", "--all").split())
+
+
+def assert_sound(repo: Path, made: set[str] = frozenset()) -> None:
+    """fsck clean (no dangling commit either), and every commit in ``made`` held by a ref."""
+    out = subprocess.run(["git", "fsck", "--no-progress", "--no-reflogs"], cwd=repo, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "dangling commit" not in out.stdout + out.stderr, out.stdout
+    missing = set(made) - all_reachable_from_refs(repo)
+    assert not missing, f"commits no ref holds: {sorted(missing)}"
+
+
+def commits_by_subject(repo: Path, subject: str) -> set[str]:
+    """Every commit object with that subject, reachable or not (walks the object store)."""
+    out = git(repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectname) %(objecttype)")
+    found = set()
+    for line in out.splitlines():
+        oid, kind = line.split()
+        if kind == "commit" and git(repo, "log", "-1", "--format=%s", oid) == subject:
+            found.add(oid)
+    return found
+
+
+DETACH_AND_COMMIT = """
+    import pathlib, subprocess
+    subprocess.run(["git", "checkout", "-q", "--detach"], check=True)
+    pathlib.Path("p").write_text("p\\n")
+    subprocess.run(["git", "add", "p"], check=True)
+    subprocess.run(["git", "commit", "-qm", "precious"], check=True)
+"""
+
+
+# 1. ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("verb", ["abort", "retry"])
+def test_detached_head_commit_survives_abort_and_retry(repo: Path, gp: GP, tmp_path: Path, verb: str) -> None:
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", *agent(tmp_path, "detach", DETACH_AND_COMMIT), code=1)  # left on a detached HEAD
+    [precious] = commits_by_subject(repo, "precious")
+    if verb == "abort":
+        gp("abort", "t")
+    else:
+        gp("retry", "t", "1")
+        wt = Path(record(repo)["instances"][0]["worktree"])
+        assert git(wt, "rev-parse", "HEAD") == record(repo)["base"]["commit"]
+    run_id = record(repo)["run_id"]
+    kept = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", f"refs/parallel/archive/{run_id}/1/")
+    assert f"refs/parallel/archive/{run_id}/1/0.kept-{precious[:12]} {precious}" in kept.splitlines()
+    assert_sound(repo, {precious})
+
+
+# 2. ----------------------------------------------------------------------------------
+def test_branch_deleted_during_run_is_no_root_commit(repo: Path, gp: GP, tmp_path: Path) -> None:
+    gp("spawn", "t", "-n", "2")
+    hostile = agent(tmp_path, "hostile", """
+        import os, pathlib, subprocess, time
+        me = os.environ["GIT_PARALLEL_INSTANCE"]
+        if me == "1":
+            pathlib.Path("one.txt").write_text("one\\n")
+            subprocess.run(["git", "add", "one.txt"], check=True)
+            subprocess.run(["git", "commit", "-qm", "agent one"], check=True)
+            pathlib.Path("left.txt").write_text("left over\\n")
+            time.sleep(1.5)  # meanwhile its sibling deletes the branch
+        else:
+            time.sleep(0.5)
+            subprocess.run(["git", "update-ref", "-d", "refs/heads/parallel/t/1"], check=True)
+    """)
+    out = json.loads(gp("run", "t", "--json", "--", *hostile, code=1).stdout)
+    row = {r["id"]: r for r in out["instances"]}["1"]
+    assert row["status"] == "failed" and "was deleted while the command ran" in row["error"], row
+    assert git(repo, "branch", "--list", "parallel/t/1") == ""  # no root commit put in its place
+    [one] = commits_by_subject(repo, "agent one")
+    leftovers = commits_by_subject(repo, "git-parallel: leftovers of t/1, attempt 0 (its branch was gone)")
+    assert len(leftovers) == 1
+    [left] = leftovers
+    assert git(repo, "rev-parse", f"{left}^") == one
+    assert git(repo, "show", f"{left}:left.txt") == "left over"
+    roots = git(repo, "rev-list", "--max-parents=0", "--branches", "--glob=refs/parallel/*").split()
+    assert roots == [record(repo)["base"]["commit"]]
+    assert_sound(repo, {one, left})
+    found = {f["code"] for f in gp.json("validate", "t", code=1)["findings"]}
+    assert found & {"PARALLEL_WORKTREE_MISSING", "PARALLEL_BRANCH_NOT_FOUND"}  # validate is not silent about it
+    gp("retry", "t", "1", "--force")  # and the instance can start again (its HEAD is unborn: all is "changed")
+    assert_sound(repo, {one, left})
+
+
+# 3. ----------------------------------------------------------------------------------
+def test_submodule_commits_survive_cleanup(tmp_path: Path) -> None:
+    sub = make_repo(tmp_path / "sub", {"s.txt": "s\n"})
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "sub")
+    git(repo, "commit", "-qm", "add sub")
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    wt = Path(record(repo)["instances"][0]["worktree"])
+    git(wt, "-c", "protocol.file.allow=always", "submodule", "update", "--init", "-q")
+    admin_modules = common(repo) / "worktrees" / "parallel+t+1" / "modules"
+    assert admin_modules.is_dir()  # git keeps the submodule's git dir in the worktree's admin folder
+    (wt / "sub" / "new.txt").write_text("only here\n")
+    git(wt / "sub", "add", "new.txt")
+    git(wt / "sub", "commit", "-qm", "submodule work")
+    sub_commit = git(wt / "sub", "rev-parse", "HEAD")
+    git(wt, "add", "sub")
+    git(wt, "commit", "-qm", "bump sub")
+    gp("abort", "t")
+    assert not admin_modules.exists()
+    run_id = record(repo)["run_id"]
+    refs = git(repo, "for-each-ref", "--format=%(objectname)", f"refs/parallel/archive/{run_id}/").split()
+    assert sub_commit in refs
+    assert git(repo, "show", f"{sub_commit}:new.txt") == "only here"
+    assert_sound(repo, {sub_commit})
+
+
+# 4. ----------------------------------------------------------------------------------
+def test_leftovers_go_through_clean_filters(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {".gitattributes": "*.up filter=upper\n"})
+    git(repo, "config", "filter.upper.clean", "tr a-z A-Z")
+    git(repo, "config", "filter.upper.smudge", "cat")
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", *agent(tmp_path, "write", "open('x.up', 'w').write('hello\\n')"))
+    tip = record(repo)["instances"][0]["head"]
+    assert git(repo, "show", f"{tip}:x.up") == "HELLO"  # the filtered content, as git add would store it
+    wt = Path(record(repo)["instances"][0]["worktree"])
+    assert git(wt, "status", "--porcelain") == ""
+    gp("check", "t")
+    gp("pick", "t")
+    gp("merge", "t")
+    assert git(repo, "status", "--porcelain") == ""  # main does not show the file modified
+    assert_sound(repo)
+
+
+# 5. ----------------------------------------------------------------------------------
+def test_instance_branch_is_never_a_base(repo: Path, gp: GP) -> None:
+    gp("spawn", "A", "-n", "1")
+    before = snapshot(repo)
+    proc = gp("spawn", "B", "-n", "1", "--base", "parallel/A/1", code=1)
+    assert "error[PARALLEL_BASE_NOT_FOUND]" in proc.stderr and "instance branch" in proc.stderr
+    wt = Path(record(repo, "A")["instances"][0]["worktree"])
+    proc = gp("spawn", "B", "-n", "1", cwd=wt, code=1)  # the default base there is A's instance branch
+    assert "error[PARALLEL_BASE_NOT_FOUND]" in proc.stderr and "--base" in proc.stderr
+    assert snapshot(repo) == before
+    gp("spawn", "B", "-n", "1", "--base", "main", cwd=wt)  # naming the real base works from there
+
+
+# 8. ----------------------------------------------------------------------------------
+def test_abort_with_an_empty_id_is_an_invalid_name(repo: Path, gp: GP) -> None:
+    gp("spawn", "t", "-n", "2")
+    before = snapshot(repo)
+    for args in (("abort", "t", ""), ("retry", "t", "")):
+        proc = gp(*args, code=1)
+        assert "error[PARALLEL_INVALID_NAME]" in proc.stderr, proc.stderr
+    assert snapshot(repo) == before
+    assert record(repo)["status"] == "pending"
+
+
+# 10. ---------------------------------------------------------------------------------
+def test_branch_named_parallel_refuses_spawn_cleanly(repo: Path, gp: GP) -> None:
+    git(repo, "branch", "parallel")
+    before = snapshot(repo)
+    proc = gp("spawn", "t", "-n", "2", code=1)
+    assert "error[PARALLEL_DEV_WORKTREE_CREATE_FAILED]" in proc.stderr and "refs/heads/parallel" in proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    after = snapshot(repo)
+    assert after["refs"] == before["refs"] and after["worktrees"] == before["worktrees"]
+    assert after["admin"] == before["admin"] and after["status"] == before["status"]
+    assert_sound(repo)
+
+
+# 14b. --------------------------------------------------------------------------------
+def test_kill_9_of_spawn_while_retiring_keeps_a_record(repo: Path, gp: GP, tmp_path: Path) -> None:
+    from gitflow_parallel import faults
+
+    gp("spawn", "t", "-n", "1")
+    gp("abort", "t")
+    old = record(repo)
+    proc = gp("spawn", "t", "-n", "1", env={faults.ENV: "spawn.after_retire"}, code=None)
+    assert proc.returncode in (-9, 137), proc.stderr
+    assert record(repo)["run_id"] == old["run_id"]  # the task still has its record
+    assert gp.json("validate", "t")["ok"] is True
+    assert gp.json("recover", "t")["ok"] is True
+    gp("spawn", "t", "-n", "1")
+    assert record(repo)["run_id"] != old["run_id"]
+    assert (common(repo) / "parallel" / "runs" / "done" / f"{old['run_id']}.yaml").is_file()
