@@ -418,7 +418,8 @@ class Store:
         every record is read.  The file is left alone when its text would not
         change, so most record writes cost no second fsync.
 
-        One line per live base ref and per instance branch, fields separated
+        One line per live base ref and per instance branch (a finished run
+        keeps its lines while some of its worktrees are kept), fields separated
         by single spaces (no field can hold one: refs, task names, run ids
         and oids never do)::
 
@@ -455,10 +456,15 @@ class Store:
             except ParallelError:
                 lines.extend(previous.get(task, []))
                 continue
+            insts = record["instances"]
             if record["status"] in FINISHED_RUN:
-                continue
+                # Kept losers stay guarded until cleanup removes them: a plain
+                # `git merge` of one must not land what lost its pick.
+                insts = [i for i in insts if not i.get("removed")]
+                if not insts:
+                    continue
             lines.append(f"base {record['base']['ref']} {task} {record['run_id']} {record['base']['commit']}")
-            for inst in record["instances"]:
+            for inst in insts:
                 lines.append(f"branch refs/heads/{inst['branch']} {task} {record['run_id']} {inst['id']} "
                              f"{inst['track']}")
         if len(lines) == 1:
