@@ -81,6 +81,7 @@ from gitflow_parallel.files import append_jsonl, env_seconds, utcnow
 from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, INTERNAL_ENV, commit_all
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project, instance_note, pid_alive
+from gitflow_parallel import slots
 from gitflow_parallel.slots import Slot, Slots
 from gitflow_parallel.store import FINISHED_RUN, check_transition, find_instance
 
@@ -325,6 +326,7 @@ class _Child:
     log: Path
     events: Path
     slot: Slot | None = None
+    claim: Slot | None = None  # this runner's claim on the instance (see slots)
     popen: subprocess.Popen[bytes] | None = None
     started: float = 0.0
     deadline: float | None = None
@@ -448,6 +450,8 @@ class _Runner:
                     raise
                 notes_error = self._write_notes()
         finally:
+            for child in self.children:
+                self._release_claim(child)
             self.watchdog.stop()
         return self._summary(notes_error)
 
@@ -680,6 +684,8 @@ class _Runner:
             self._commit_leftovers(child, rc)
         faults.point("run.after_commit")
         child.head = self.project.repo.ref_target(f"refs/heads/{child.branch}")
+        # Done with the worktree: an abort waiting on the claim may go on.
+        self._release_claim(child)
 
     def _commit_leftovers(self, child: _Child, rc: int) -> None:
         import pygit2
@@ -730,6 +736,12 @@ class _Runner:
         what = "was deleted" if tip is None else f"was moved to {tip[:12]}, which does not descend from the base"
         where = f"; its work is kept at {', '.join(kept)}" if kept else ""
         return f"its branch {child.branch} {what} while the command ran, so nothing was committed on it{where}"
+
+    @staticmethod
+    def _release_claim(child: _Child) -> None:
+        if child.claim is not None:
+            child.claim.release()
+            child.claim = None
 
     def _record_finish(self, record: dict[str, Any], child: _Child) -> None:
         inst = find_instance(record, child.id)
@@ -825,15 +837,60 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
                             hint="pass --timeout S with S > 0, or leave it out for no limit")
     if jobs is not None and jobs < 1:
         raise ParallelError(E.EXECUTE_FAILED, f"--jobs {jobs} is below 1", hint="pass --jobs 1 or more")
-    record = project.store.load(task)
-    if record["status"] in FINISHED_RUN:
+    for attempt in range(LOCK_RETRIES + 1):
+        try:
+            record, claims = _select_and_claim(project, task, instances)
+            break
+        except ParallelError as exc:
+            # Nothing was selected or started yet: another command holding
+            # the lock long only delays the run, as with its record writes.
+            if exc.code != E.RESOURCE_LOCK_FAILED or attempt == LOCK_RETRIES:
+                raise
+    runner = _Runner(project, record, [inst for inst, _ in claims], argv, timeout, jobs, progress)
+    for child, (_, claim) in zip(runner.children, claims):
+        child.claim = claim
+    return runner.run()
+
+
+def _select_and_claim(project: Project, task: str, instances: list[str] | None
+                      ) -> tuple[dict[str, Any], list[tuple[dict[str, Any], Slot]]]:
+    with project.store.lock():
+        record = project.store.load(task)
+        if record["status"] in FINISHED_RUN:
+            raise ParallelError(
+                E.BRANCH_TERMINAL,
+                f"run {record['run_id']} of {task!r} is {record['status']}; nothing to run",
+                hint=f"spawn a new run with `git parallel spawn {task}`",
+            )
+        chosen = _select(project, record, instances)
+        return record, _take_claims(project, record, chosen, named=bool(instances))
+
+
+def _take_claims(project: Project, record: dict[str, Any], chosen: list[dict[str, Any]],
+                 named: bool) -> list[tuple[dict[str, Any], Slot]]:
+    """Claim every selected instance (under the project lock).  Without
+    ``--instance``, those another runner claimed first are left to it; a
+    named one is refused, and so is a run left with nothing to do."""
+    task, parallel_dir = record["task"], project.repo.parallel_dir
+    taken, busy = [], []
+    for inst in chosen:
+        claim = slots.try_claim(parallel_dir, task, inst["id"], f"task={task} run={record['run_id']}")
+        if claim is None:
+            busy.append(inst["id"])
+        else:
+            taken.append((inst, claim))
+    if busy and (named or not taken):
+        for _, claim in taken:
+            claim.release()
+        who = slots.claim_holder(parallel_dir, task, busy[0])
         raise ParallelError(
             E.BRANCH_TERMINAL,
-            f"run {record['run_id']} of {task!r} is {record['status']}; nothing to run",
-            hint=f"spawn a new run with `git parallel spawn {task}`",
+            f"instance(s) {', '.join(busy)} of {task!r} are being run by another `git parallel run` "
+            f"({who or 'holder unknown'}); nothing was started",
+            hint=f"wait for that run to finish (`git parallel status {task}`), or stop it with "
+                 f"`git parallel abort {task} ID`",
         )
-    chosen = _select(project, record, instances)
-    return _Runner(project, record, chosen, argv, timeout, jobs, progress).run()
+    return taken
 
 
 def succeeded(summary: dict[str, Any]) -> bool:
