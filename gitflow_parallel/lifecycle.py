@@ -260,7 +260,7 @@ def _refuse_finished(record: dict[str, Any], verb: str) -> None:
 
 
 # -- abort and cleanup -------------------------------------------------------------
-def _stop(inst: dict[str, Any]) -> bool:
+def _stop(record: dict[str, Any], inst: dict[str, Any]) -> bool:
     pid = inst.get("pid")
     # Only a process that is still the one recorded (not a recycled pid).
     if inst["status"] == "running" and instance_process_alive(inst):
@@ -270,9 +270,42 @@ def _stop(inst: dict[str, Any]) -> bool:
             try:
                 os.kill(pid, signal.SIGTERM)
             except (ProcessLookupError, PermissionError):
-                return False
+                pass
         return True
     return False
+
+
+def _wait_stopped(project: Project, record: dict[str, Any], insts: list[dict[str, Any]]) -> None:
+    """Wait for the stopped agents' groups to end (SIGKILL after the grace),
+    kill what they daemonized, then wait for their runner to let go of each
+    instance (it commits the leftovers first)."""
+    import time
+
+    from gitflow_parallel import reaper, slots
+
+    def alive(pgid: int) -> bool:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    groups = [i["pid"] for i in insts if i.get("pid")]
+    deadline = time.monotonic() + reaper.KILL_GRACE
+    while any(alive(g) for g in groups) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for pgid in groups:
+        if alive(pgid):
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    reaper.sweep({reaper.agent_scope(record["run_id"], i["id"], i["attempt"]) for i in insts})
+    for inst in insts:
+        # Bounded: a runner that is stuck must not hang abort forever.
+        slots.wait_unclaimed(project.repo.parallel_dir, record["task"], inst["id"], reaper.KILL_GRACE + 10.0)
 
 
 def abort(project: Project, task: str, inst_id: str | None = None, force: bool = False) -> dict[str, Any]:
@@ -295,7 +328,8 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
             )
         if inst_id is None:
             _check_removable(project, record, record["instances"], force)
-        stopped = [i["id"] for i in targets if _stop(i)]
+        stopping = [i for i in targets if _stop(record, i)]
+        stopped = [i["id"] for i in stopping]
 
         def apply(rec: dict[str, Any]) -> None:
             now = utcnow()
@@ -305,12 +339,38 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
                     i.update(status="aborted", error="aborted by the user", finished_at=now,
                              head=tip or i["head"])
                     i["instance_revision"] += 1
-            if inst_id is None:
-                rec["status"] = "aborted"
 
         record, _ = store.update(task, apply)
-        removed = []
-        if inst_id is None:
+    # Wait, without the lock (their runner needs it to finish), until the
+    # stopped agents are gone and their runner has committed what they left:
+    # a TERM handler may still write, and what is checked next is what stays.
+    _wait_stopped(project, record, stopping)
+    removed: list[dict[str, Any]] = []
+    if inst_id is None:
+        with store.lock():
+            record = store.load(task)
+            _refuse_finished(record, "abort")
+            try:
+                if any(i["status"] not in TERMINAL for i in record["instances"]):
+                    raise ParallelError(E.RUN_REVISION_CONFLICT, "an instance was retried meanwhile",
+                                        hint=f"see `git parallel status {task}`")
+                _check_removable(project, record, record["instances"], force)
+            except ParallelError as late:
+                # The processes are stopped and recorded aborted (that cannot
+                # be undone); the run and every worktree stay as they were.
+                done = f"stopped instance(s) {', '.join(stopped)} and " if stopped else ""
+                hint = late.hint or ""
+                raise ParallelError(
+                    late.code,
+                    f"{done}recorded every instance aborted, but did not abort the run nor remove anything: "
+                    f"{late.message}" + (" (written while it stopped)" if stopped else ""),
+                    hint=hint.replace("and remove the worktree", f"and then `git parallel abort {task} --force`"),
+                ) from None
+
+            def finish(rec: dict[str, Any]) -> None:
+                rec["status"] = "aborted"
+
+            record, _ = store.update(task, finish)
             removed = _remove_all(project, record, record["instances"], force)
     return {"run": record, "stopped": stopped, "removed": removed}
 

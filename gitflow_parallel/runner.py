@@ -75,7 +75,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import faults
+from gitflow_parallel import faults, reaper
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import append_jsonl, env_seconds, utcnow
 from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, INTERNAL_ENV, commit_all
@@ -85,7 +85,7 @@ from gitflow_parallel import slots
 from gitflow_parallel.slots import Slot, Slots
 from gitflow_parallel.store import FINISHED_RUN, check_transition, find_instance
 
-KILL_GRACE = env_seconds("GIT_PARALLEL_KILL_GRACE", 3.0)
+KILL_GRACE = reaper.KILL_GRACE
 # How many more times a record write waits for the project lock (each wait
 # is GIT_PARALLEL_LOCK_TIMEOUT long) before the run gives up.
 LOCK_RETRIES = 10
@@ -172,8 +172,8 @@ class _Watchdog:
             os.close(self._w)
             self._w = -1
 
-    def started(self, pgid: int) -> None:
-        self._send(f"+{pgid}\n")
+    def started(self, pgid: int, scope: str = "") -> None:
+        self._send(f"+{pgid} {scope}\n")
 
     def ended(self, pgid: int) -> None:
         self._send(f"-{pgid}\n")
@@ -194,6 +194,7 @@ class _Watchdog:
 def _watch(fd: int) -> None:
     """The helper's loop: track the groups; on a goodbye-less EOF, stop them."""
     groups: set[int] = set()
+    scopes: dict[int, str] = {}
     buf = b""
     clean = False
     while True:
@@ -205,11 +206,16 @@ def _watch(fd: int) -> None:
             if line == b"bye":
                 clean = True
             elif line[:1] == b"+":
-                groups.add(int(line[1:]))
+                pgid, _, scope = line[1:].partition(b" ")
+                groups.add(int(pgid))
+                if scope:
+                    scopes[int(pgid)] = scope.decode(errors="replace")
             elif line[:1] == b"-":
                 groups.discard(int(line[1:]))
+                scopes.pop(int(line[1:]), None)
     if clean or not groups:
         return
+    tokens = set(scopes.values())
     for pgid in groups:
         _killpg(pgid, signal.SIGTERM)
     deadline = time.monotonic() + KILL_GRACE
@@ -218,6 +224,8 @@ def _watch(fd: int) -> None:
         groups = {g for g in groups if _group_exists(g)}
     for pgid in groups:
         _killpg(pgid, signal.SIGKILL)
+    # And what the agents daemonized out of their groups.
+    reaper.sweep(tokens)
 
 
 def _group_exists(pgid: int) -> bool:
@@ -327,6 +335,7 @@ class _Child:
     events: Path
     slot: Slot | None = None
     claim: Slot | None = None  # this runner's claim on the instance (see slots)
+    scope: str = ""  # GIT_PARALLEL_SCOPE of its processes (see reaper)
     popen: subprocess.Popen[bytes] | None = None
     started: float = 0.0
     deadline: float | None = None
@@ -427,7 +436,7 @@ class _Runner:
         values = {"task": self.task, "instance": inst["id"], "track": inst["track"],
                   "attempt": str(inst["attempt"]), "worktree": inst["worktree"]}
         name = f"{inst['id']}.{inst['attempt']}"
-        return _Child(
+        return _Child(scope=reaper.agent_scope(self.run_id, inst["id"], inst["attempt"]),
             id=inst["id"], track=inst["track"], attempt=inst["attempt"], revision=inst["instance_revision"],
             worktree=inst["worktree"], branch=inst["branch"], argv=substitute(self.argv, values),
             log=logs_dir(self.project.repo.parallel_dir, self.run_id) / f"{name}.log",
@@ -440,6 +449,8 @@ class _Runner:
         self.event_dir.mkdir(parents=True, exist_ok=True)
         # Forked before any slot, lock or signal pipe exists, so it holds none.
         self.watchdog.start()
+        # Orphans of the agents become our children, not PID 1's (see reaper).
+        reaper.become_subreaper()
         try:
             with self.signals:
                 active: dict[int, _Child] = {}
@@ -450,6 +461,9 @@ class _Runner:
                     raise
                 notes_error = self._write_notes()
         finally:
+            # Nothing the agents started outlives the report.
+            reaper.sweep({c.scope for c in self.children if c.ran})
+            reaper.sweep_descendants({self.watchdog.pid} if self.watchdog.pid else set())
             for child in self.children:
                 self._release_claim(child)
             self.watchdog.stop()
@@ -590,7 +604,7 @@ class _Runner:
                 "attempt": child.attempt, "exit_code": code, "duration_s": 0.0, "status": "failed", "error": message,
             })
             return
-        self.watchdog.started(child.pid)
+        self.watchdog.started(child.pid, child.scope)
         child.started = time.monotonic()
         if self.timeout is not None:
             child.deadline = child.started + self.timeout
@@ -605,7 +619,7 @@ class _Runner:
             "GIT_PARALLEL_TASK": self.task, "GIT_PARALLEL_RUN_ID": self.run_id,
             "GIT_PARALLEL_INSTANCE": child.id, "GIT_PARALLEL_TRACK": child.track,
             "GIT_PARALLEL_ATTEMPT": str(child.attempt), "GIT_PARALLEL_WORKTREE": child.worktree,
-            "GIT_PARALLEL_EVENTS": str(child.events),
+            "GIT_PARALLEL_EVENTS": str(child.events), reaper.SCOPE_ENV: child.scope,
         })
         fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
@@ -653,6 +667,10 @@ class _Runner:
         # Anything the command left running in its group would go on writing
         # to the worktree after its work is committed.
         _killpg(child.pid, signal.SIGKILL)
+        # ... and whatever daemonized out of the group (setsid, double fork).
+        reaper.sweep({child.scope})
+        keep = {c.pid for c in self.children if c.popen is not None and c is not child and not self._exited(c)}
+        reaper.sweep_orphans(child.scope, keep | {self.watchdog.pid or 0, child.pid})
         self.watchdog.ended(child.pid)
         rc = child.popen.wait()
         child.duration = round(time.monotonic() - child.started, 3)

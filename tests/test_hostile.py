@@ -295,3 +295,129 @@ def test_two_merges_racing_both_report_the_one_landing(tmp_path: Path) -> None:
     lands = [l for l in git(repo, "reflog", "--format=%gs", "main").splitlines() if l.startswith("git-parallel: land")]
     assert len(lands) == 1
     assert_sound(repo)
+
+
+# 9. ----------------------------------------------------------------------------------
+TERM_WRITER = """
+    import os, pathlib, signal, sys, time
+    def on_term(*_):
+        pathlib.Path("written-on-term.txt").write_text("last words\\n")
+        time.sleep(0.3)
+        sys.exit(1)
+    signal.signal(signal.SIGTERM, on_term)
+    pathlib.Path(sys.argv[1], os.environ["GIT_PARALLEL_INSTANCE"]).write_text(str(os.getpid()))
+    time.sleep(60)
+"""
+
+
+def _start_run_and_wait(repo: Path, argv: list[str], ready: Path, count: int) -> subprocess.Popen[str]:
+    import time
+
+    proc = subprocess.Popen(["git", "parallel", "run", "t", "--", *argv, str(ready)], cwd=repo,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(ready.iterdir())) < count:
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    return proc
+
+
+def test_abort_waits_for_the_agents_it_stops(repo: Path, gp: GP, tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    gp("spawn", "t", "-n", "2")
+    runner = _start_run_and_wait(repo, agent(tmp_path, "term", TERM_WRITER), ready, 2)
+    try:
+        out = gp.json("abort", "t")  # the runner commits what the TERM handlers wrote, then abort removes
+    finally:
+        runner.communicate(timeout=60)
+    assert out["ok"] is True and sorted(out["stopped"]) == ["1", "2"]
+    rec = record(repo)
+    assert rec["status"] == "aborted" and all(i["removed"] for i in rec["instances"])
+    for inst in ("1", "2"):
+        archived = f"refs/parallel/archive/{rec['run_id']}/{inst}/0"
+        assert git(repo, "show", f"{archived}:written-on-term.txt") == "last words"
+    assert_sound(repo)
+
+
+def test_abort_refused_after_stopping_says_what_it_did(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", config="commit_leftovers: false\n")
+    gp = GP(repo)
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    gp("spawn", "t", "-n", "1")
+    runner = _start_run_and_wait(repo, agent(tmp_path, "term", TERM_WRITER), ready, 1)
+    try:
+        proc = gp("abort", "t", code=1)
+    finally:
+        runner.communicate(timeout=60)
+    assert "error[PARALLEL_DEV_WORKTREE_CLEANUP_FAILED]" in proc.stderr
+    assert "stopped instance(s) 1 and recorded every instance aborted, but did not abort the run nor remove anything" in proc.stderr
+    assert "written-on-term.txt" in proc.stderr and "--force" in proc.stderr
+    rec = record(repo)
+    assert rec["status"] != "aborted" and rec["instances"][0]["status"] == "aborted"
+    assert Path(rec["instances"][0]["worktree"], "written-on-term.txt").is_file()  # nothing removed
+    gp("abort", "t", "--force")
+    rec = record(repo)
+    assert rec["status"] == "aborted"
+    assert git(repo, "show", f"refs/parallel/archive/{rec['run_id']}/1/0:written-on-term.txt") == "last words"
+    assert_sound(repo)
+
+
+# 12. ---------------------------------------------------------------------------------
+DAEMONIZE = """
+    import os, sys, time
+    out, scrub = sys.argv[1], sys.argv[2] == "scrub"
+    me = os.environ.get("GIT_PARALLEL_INSTANCE", "gate")
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            code = ("import os, sys, time\\n"
+                    "open(sys.argv[1], 'w').write(str(os.getpid()))\\n"
+                    "while True:\\n"
+                    "    open(sys.argv[2], 'a').write('x')\\n"
+                    "    time.sleep(0.05)\\n")
+            args = [sys.executable, "-c", code, os.path.join(out, me + ".pid"), os.path.abspath("daemon.txt")]
+            # A scrubbed daemon carries no trace of its origin in its environment.
+            os.execve(sys.executable, args, {} if scrub else dict(os.environ))
+        os._exit(0)
+    while not os.path.exists(os.path.join(out, me + ".pid")):
+        time.sleep(0.01)
+"""
+
+
+def _gone(pid: int) -> bool:
+    from gitflow_parallel.project import pid_alive
+    import time
+
+    deadline = time.monotonic() + 5  # killed before the report: this is only the kernel's tidying
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not pid_alive(pid)
+
+
+@pytest.mark.parametrize("scrub", ["keep-env", "scrub"])
+def test_daemonized_agent_does_not_outlive_run(repo: Path, gp: GP, tmp_path: Path, scrub: str) -> None:
+    out = tmp_path / "pids"
+    out.mkdir()
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", *agent(tmp_path, "daemon", DAEMONIZE), str(out), scrub)
+    pid = int((out / "1.pid").read_text())
+    assert _gone(pid), f"the daemon {pid} outlived `git parallel run`"
+    wt = Path(record(repo)["instances"][0]["worktree"])
+    assert git(wt, "status", "--porcelain") == ""  # nothing writes into the worktree after the commit
+
+
+def test_daemonized_gate_does_not_outlive_check(tmp_path: Path) -> None:
+    out = tmp_path / "pids"
+    out.mkdir()
+    script = tmp_path / "daemon.py"
+    script.write_text(textwrap.dedent(DAEMONIZE))
+    repo = make_repo(tmp_path / "repo", config=f"gates:\n  - name: d\n    run: [{PY}, {script}, {out}, keep-env]\n")
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", PY, "-c", "open('w', 'w').write('w')")
+    gp("check", "t", code=None)
+    [pid_file] = out.glob("*.pid")
+    pid = int(pid_file.read_text())
+    assert _gone(pid), f"the gate's daemon {pid} outlived `git parallel check`"

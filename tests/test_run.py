@@ -386,7 +386,7 @@ def test_arguments_arrive_literally_and_env_is_set(repo: Path, gp: GP, tmp_path:
     assert seen["env"] == {
         "GIT_PARALLEL_TASK": "T", "GIT_PARALLEL_RUN_ID": run["run_id"], "GIT_PARALLEL_INSTANCE": "api-1",
         "GIT_PARALLEL_TRACK": "api", "GIT_PARALLEL_ATTEMPT": "0", "GIT_PARALLEL_WORKTREE": wt,
-        "GIT_PARALLEL_EVENTS": i["events"],
+        "GIT_PARALLEL_EVENTS": i["events"], "GIT_PARALLEL_SCOPE": f"{run['run_id']}/api-1/0",
     }  # and no GIT_DIR pointing the agent's git elsewhere
 
 
