@@ -15,6 +15,7 @@ ENV = "GIT_PARALLEL_FAULT"
 
 # Every point the code can crash at; the README's recovery table lists them.
 POINTS = (
+    "spawn.after_retire",
     "spawn.after_record",
     "spawn.before_worktrees",
     "spawn.after_worktrees",

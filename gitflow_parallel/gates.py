@@ -149,7 +149,7 @@ import pygit2
 from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import config, evidence, faults, notes, scratch, share
+from gitflow_parallel import config, evidence, faults, notes, reaper, scratch, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes, utcnow
 from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, worktree_changes
@@ -236,6 +236,9 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     seconds)."""
     stdout.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    # A token its processes inherit, to find those that leave the group.
+    env = {**env, reaper.SCOPE_ENV: f"gate-{os.getpid()}-{os.urandom(8).hex()}"}
+    reaper.become_subreaper()
     with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else _Same()) as err:
         try:
             proc = subprocess.Popen(argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out,
@@ -256,6 +259,7 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             # Whatever it left running in its group goes too (also when we
             # were interrupted), then the leader is reaped.
             _kill_group(proc.pid, signal.SIGKILL)
+            reaper.sweep({env[reaper.SCOPE_ENV]})  # daemonized out of the group
             code = proc.wait()
     if error:
         with open(stdout, "ab") as out:

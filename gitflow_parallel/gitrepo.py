@@ -30,6 +30,9 @@ _TOKENS: dict[str, str] = {}
 GIT_LOCATION_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                     "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_PREFIX", "GIT_NAMESPACE")
 
+# Instance branches; they are never a base (see ``resolve_base``).
+INSTANCE_PREFIX = "refs/heads/parallel/"
+
 DEFAULT_NAME = "git-parallel"
 DEFAULT_EMAIL = "git-parallel@localhost"
 
@@ -116,6 +119,15 @@ class Repo:
                 BASE_NOT_FOUND,
                 f"base {spec or name!r} is not a local branch with a commit",
                 hint="pass --base with an existing local branch (git branch --list)",
+            )
+        if name.startswith(INSTANCE_PREFIX):
+            # Landing on another run's instance branch would move that run's
+            # attempt under it (and its winner would no longer be what was proven).
+            raise ParallelError(
+                BASE_NOT_FOUND,
+                f"base {name[len('refs/heads/'):]} is an instance branch of a git-parallel run, not a base branch",
+                hint="pass --base with the branch the work should land on (spawning inside an instance's "
+                     "worktree needs it too)",
             )
         commit = self.git.get(oid)
         if not isinstance(commit, pygit2.Commit):
@@ -260,6 +272,23 @@ def worktree_changes(path: str | os.PathLike[str]) -> list[str]:
     return sorted(p for p, f in flags.items() if f != pygit2.GIT_STATUS_CURRENT and not f & pygit2.GIT_STATUS_IGNORED)
 
 
+def git_env() -> dict[str, str]:
+    """The environment of a git command we start: no inherited location
+    variables (it names its repository by cwd), marked as ours for the hooks."""
+    env = {k: v for k, v in os.environ.items() if k not in GIT_LOCATION_ENV}
+    env[INTERNAL_ENV] = "1"
+    return env
+
+
+def stage_all(path: str | os.PathLike[str]) -> None:
+    """``git add -A`` in a worktree: everything, .gitignore respected, filters run."""
+    proc = subprocess.run(["git", "add", "-A", "--", "."], cwd=str(path), env=git_env(),
+                          stdin=subprocess.DEVNULL, capture_output=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"git add -A in {path} failed ({proc.returncode}): "
+                           f"{proc.stderr.decode(errors='replace').strip()}")
+
+
 def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HEAD",
                parent: str | None = None, signature: pygit2.Signature | None = None) -> str | None:
     """Commit everything uncommitted in the worktree at ``path`` (respecting
@@ -269,12 +298,13 @@ def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HE
     repo = pygit2.Repository(str(path))
     if not worktree_changes(path):
         return None
-    # With ref=None the worktree is about to be removed, so staging into its
-    # own index is harmless and keeps .gitignore handling identical.
+    # Staged by git itself: libgit2 runs no clean filters (filter.*.clean,
+    # Git LFS), so its add_all would commit raw content that git then shows
+    # as modified.  With ref=None the worktree is about to be removed (or
+    # reset), so staging into its own index is harmless.
+    stage_all(path)
     index = repo.index
-    index.read()
-    index.add_all()
-    index.write()
+    index.read(True)
     tree = index.write_tree()
     try:
         sig = signature or repo.default_signature

@@ -447,7 +447,7 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
     # An instance commit is at stake: now read records, picks and evidence.
     from gitflow_parallel import selection
     from gitflow_parallel.project import Project
-    from gitflow_parallel.store import FINISHED_RUN, find_instance
+    from gitflow_parallel.store import find_instance
 
     project = Project.open(common_dir)
     candidates = candidates_of()
@@ -455,8 +455,10 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
     records: dict[str, dict[str, Any]] = {}
     for run in involved:
         record = project.store.load(run.task)
-        if record["run_id"] != run.run_id or record["status"] in FINISHED_RUN:
-            continue  # the index lagged behind a run that just finished
+        if record["run_id"] != run.run_id:
+            continue  # the index lagged behind a run that was just replaced
+        # A finished run is listed while it keeps losers: they are judged
+        # against its picks as before the merge (a loser still lost).
         records[run.run_id] = record
         for track in record["tracks"]:
             pick = selection.load_pick(project, record, track)

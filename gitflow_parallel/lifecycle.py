@@ -267,6 +267,7 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
     if onto_current and keep:
         raise ParallelError(E.INVALID_NAME, "--onto-current and --keep exclude each other",
                             hint="--keep goes on from the attempt's tip; --onto-current starts afresh on the base's tip")
+    check_name(inst_id, "instance")
     repo, store = project.repo, project.store
     with store.lock():
         record = store.load(task)
@@ -297,20 +298,27 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
         else:
             start, how = record["base"]["commit"], START_BASE
         path = Path(inst["worktree"])
-        if (path / ".git").exists() and tip is not None and not keep:
+        # Our worktree whose branch was deleted under it is reset like any other.
+        usable = (path / ".git").exists() and (tip is not None or worktrees.is_ours(repo, task, inst))
+        if usable and not keep:
             # The reset below would destroy uncommitted work: refuse it, or
             # with --force keep it on the archive ref first.  (--keep resets
             # nothing: uncommitted work stays for the next attempt.)
             _check_removable(project, record, [inst], force, what="reset it to the base")
             if force and worktree_changes(path):
                 tip = commit_all(path, f"git-parallel: uncommitted work of {task}/{inst_id} attempt "
-                                 f"{inst['attempt']}, kept at retry", ref=None, parent=tip,
+                                 f"{inst['attempt']}, kept at retry", ref=None, parent=tip or start,
                                  signature=repo.signature()) or tip
         notes_for = feedback.write(repo.parallel_dir, record, inst, tip, picks_of_track(project, record, inst["track"]))
         archived = None
         if tip is not None:
             archived = worktrees.archive(repo, record["run_id"], inst_id, inst["attempt"], tip)
-        if path.exists() and (path / ".git").exists() and tip is not None:
+        # The reset (or the new worktree) starts a fresh HEAD: keep what the
+        # old one reached that the branch does not hold (a detached HEAD).
+        kept = worktrees.keep_strays(repo, record["run_id"], task, inst)
+        if usable:
+            if project.tip(inst) is None:
+                repo.git.branches.local.create(inst["branch"], repo.git.get(start))
             if not keep:
                 worktrees.reset(repo, inst, start)
         else:
@@ -333,7 +341,7 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
             i["history"].append({
                 "attempt": i["attempt"], "status": i["status"], "head": tip, "verdict": i["verdict"],
                 "score": i["score"], "evidence": i["evidence"], "error": i["error"], "exit_code": i.get("exit_code"),
-                "log": i.get("log"), "events": i.get("events"), "archive_ref": archived,
+                "log": i.get("log"), "events": i.get("events"), "archive_ref": archived, "kept": kept,
                 "finished_at": i.get("finished_at"), "start": i.get("start"), "origin": i.get("origin"),
                 "feedback": i.get("feedback"),
             })
@@ -360,7 +368,7 @@ def _refuse_finished(record: dict[str, Any], verb: str) -> None:
 
 
 # -- abort and cleanup -------------------------------------------------------------
-def _stop(inst: dict[str, Any]) -> bool:
+def _stop(record: dict[str, Any], inst: dict[str, Any]) -> bool:
     pid = inst.get("pid")
     # Only a process that is still the one recorded (not a recycled pid).
     if inst["status"] == "running" and instance_process_alive(inst):
@@ -370,14 +378,50 @@ def _stop(inst: dict[str, Any]) -> bool:
             try:
                 os.kill(pid, signal.SIGTERM)
             except (ProcessLookupError, PermissionError):
-                return False
+                pass
         return True
     return False
+
+
+def _wait_stopped(project: Project, record: dict[str, Any], insts: list[dict[str, Any]]) -> None:
+    """Wait for the stopped agents' groups to end (SIGKILL after the grace),
+    kill what they daemonized, then wait for their runner to let go of each
+    instance (it commits the leftovers first)."""
+    import time
+
+    from gitflow_parallel import reaper, slots
+
+    def alive(pgid: int) -> bool:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    groups = [i["pid"] for i in insts if i.get("pid")]
+    deadline = time.monotonic() + reaper.KILL_GRACE
+    while any(alive(g) for g in groups) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for pgid in groups:
+        if alive(pgid):
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    reaper.sweep({reaper.agent_scope(record["run_id"], i["id"], i["attempt"]) for i in insts})
+    for inst in insts:
+        # Bounded: a runner that is stuck must not hang abort forever.
+        slots.wait_unclaimed(project.repo.parallel_dir, record["task"], inst["id"], reaper.KILL_GRACE + 10.0)
 
 
 def abort(project: Project, task: str, inst_id: str | None = None, force: bool = False) -> dict[str, Any]:
     """Abort one instance (kept for retry) or the whole run (then cleaned up)."""
     check_name(task, "task")
+    if inst_id is not None:
+        # An empty id must not pass for "no id" (the whole run).
+        check_name(inst_id, "instance")
     store = project.store
     with store.lock():
         record = store.load(task)
@@ -392,7 +436,8 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
             )
         if inst_id is None:
             _check_removable(project, record, record["instances"], force)
-        stopped = [i["id"] for i in targets if _stop(i)]
+        stopping = [i for i in targets if _stop(record, i)]
+        stopped = [i["id"] for i in stopping]
 
         def apply(rec: dict[str, Any]) -> None:
             now = utcnow()
@@ -402,12 +447,38 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
                     i.update(status="aborted", error="aborted by the user", finished_at=now,
                              head=tip or i["head"])
                     i["instance_revision"] += 1
-            if inst_id is None:
-                rec["status"] = "aborted"
 
         record, _ = store.update(task, apply)
-        removed = []
-        if inst_id is None:
+    # Wait, without the lock (their runner needs it to finish), until the
+    # stopped agents are gone and their runner has committed what they left:
+    # a TERM handler may still write, and what is checked next is what stays.
+    _wait_stopped(project, record, stopping)
+    removed: list[dict[str, Any]] = []
+    if inst_id is None:
+        with store.lock():
+            record = store.load(task)
+            _refuse_finished(record, "abort")
+            try:
+                if any(i["status"] not in TERMINAL for i in record["instances"]):
+                    raise ParallelError(E.RUN_REVISION_CONFLICT, "an instance was retried meanwhile",
+                                        hint=f"see `git parallel status {task}`")
+                _check_removable(project, record, record["instances"], force)
+            except ParallelError as late:
+                # The processes are stopped and recorded aborted (that cannot
+                # be undone); the run and every worktree stay as they were.
+                done = f"stopped instance(s) {', '.join(stopped)} and " if stopped else ""
+                hint = late.hint or ""
+                raise ParallelError(
+                    late.code,
+                    f"{done}recorded every instance aborted, but did not abort the run nor remove anything: "
+                    f"{late.message}" + (" (written while it stopped)" if stopped else ""),
+                    hint=hint.replace("and remove the worktree", f"and then `git parallel abort {task} --force`"),
+                ) from None
+
+            def finish(rec: dict[str, Any]) -> None:
+                rec["status"] = "aborted"
+
+            record, _ = store.update(task, finish)
             removed = _remove_all(project, record, record["instances"], force)
     return {"run": record, "stopped": stopped, "removed": removed}
 

@@ -427,6 +427,14 @@ def _verify(project: Project, record: dict[str, Any], landing: dict[str, Any],
     return results
 
 
+class _MergedMeanwhile(Exception):
+    """Another merge of the same run landed while this one computed."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        super().__init__(record["run_id"])
+        self.record = record
+
+
 def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str, Any], dict[str, Any]]],
           worktree: Path | None, finish: Any) -> Any:
     """Compute, verify and publish the landing; retried while the base moves.
@@ -463,6 +471,11 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
                                 hint="raise merge.timeout for new runs, or make the gates faster; then merge again")
         with store.lock():
             current = store.load(task)
+            if current["run_revision"] != record["run_revision"] and current["status"] == "merged" \
+                    and current["run_id"] == record["run_id"]:
+                # A concurrent merge of this run landed first: what was asked
+                # is done, so say what landed, as a merge run after it would.
+                raise _MergedMeanwhile(current)
             if current["run_revision"] != record["run_revision"]:
                 raise ParallelError(
                     E.RUN_REVISION_CONFLICT,
@@ -599,7 +612,11 @@ def merge(project: Project, task: str) -> dict[str, Any]:
         clear_intent(project, updated)
         return updated, merge_record
 
-    record, merge_record = _land(project, record, winners, worktree, finish)
+    try:
+        record, merge_record = _land(project, record, winners, worktree, finish)
+    except _MergedMeanwhile as done:
+        return {"already": True, "run_id": done.record["run_id"], "merge": done.record["merge"], "cleanup": None,
+                "raced": True}
     landing = {"commit": merge_record["landed"]}
     old = merge_record["previous"]
     entries = [(landing["commit"], pick_note(p)) for p, _ in winners]

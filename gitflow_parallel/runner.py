@@ -80,7 +80,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import faults
+from gitflow_parallel import faults, reaper, slots
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import append_jsonl, env_seconds, utcnow
 from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, INTERNAL_ENV, commit_all
@@ -89,7 +89,7 @@ from gitflow_parallel.project import Project, instance_note, notes_instance_on, 
 from gitflow_parallel.slots import Slot, Slots
 from gitflow_parallel.store import FINISHED_RUN, check_transition, find_instance
 
-KILL_GRACE = env_seconds("GIT_PARALLEL_KILL_GRACE", 3.0)
+KILL_GRACE = reaper.KILL_GRACE
 # How many more times a record write waits for the project lock (each wait
 # is GIT_PARALLEL_LOCK_TIMEOUT long) before the run gives up.
 LOCK_RETRIES = 10
@@ -184,8 +184,8 @@ class _Watchdog:
             os.close(self._w)
             self._w = -1
 
-    def started(self, pgid: int) -> None:
-        self._send(f"+{pgid}\n")
+    def started(self, pgid: int, scope: str = "") -> None:
+        self._send(f"+{pgid} {scope}\n")
 
     def ended(self, pgid: int) -> None:
         self._send(f"-{pgid}\n")
@@ -206,6 +206,7 @@ class _Watchdog:
 def _watch(fd: int) -> None:
     """The helper's loop: track the groups; on a goodbye-less EOF, stop them."""
     groups: set[int] = set()
+    scopes: dict[int, str] = {}
     buf = b""
     clean = False
     while True:
@@ -217,11 +218,16 @@ def _watch(fd: int) -> None:
             if line == b"bye":
                 clean = True
             elif line[:1] == b"+":
-                groups.add(int(line[1:]))
+                pgid, _, scope = line[1:].partition(b" ")
+                groups.add(int(pgid))
+                if scope:
+                    scopes[int(pgid)] = scope.decode(errors="replace")
             elif line[:1] == b"-":
                 groups.discard(int(line[1:]))
+                scopes.pop(int(line[1:]), None)
     if clean or not groups:
         return
+    tokens = set(scopes.values())
     for pgid in groups:
         _killpg(pgid, signal.SIGTERM)
     deadline = time.monotonic() + KILL_GRACE
@@ -230,6 +236,8 @@ def _watch(fd: int) -> None:
         groups = {g for g in groups if _group_exists(g)}
     for pgid in groups:
         _killpg(pgid, signal.SIGKILL)
+    # And what the agents daemonized out of their groups.
+    reaper.sweep(tokens)
 
 
 def _group_exists(pgid: int) -> bool:
@@ -339,6 +347,8 @@ class _Child:
     events: Path
     feedback: str | None = None  # the path of the feedback on the previous attempt
     slot: Slot | None = None
+    claim: Slot | None = None  # this runner's claim on the instance (see slots)
+    scope: str = ""  # GIT_PARALLEL_SCOPE of its processes (see reaper)
     popen: subprocess.Popen[bytes] | None = None
     started: float = 0.0
     deadline: float | None = None
@@ -443,7 +453,7 @@ class _Runner:
         values = {"task": self.task, "instance": inst["id"], "track": inst["track"],
                   "attempt": str(inst["attempt"]), "worktree": inst["worktree"], "feedback": feedback.read(inst)}
         name = f"{inst['id']}.{inst['attempt']}"
-        return _Child(
+        return _Child(scope=reaper.agent_scope(self.run_id, inst["id"], inst["attempt"]),
             id=inst["id"], track=inst["track"], attempt=inst["attempt"], revision=inst["instance_revision"],
             worktree=inst["worktree"], branch=inst["branch"], argv=substitute(self.argv, values),
             log=logs_dir(self.project.repo.parallel_dir, self.run_id) / f"{name}.log",
@@ -457,6 +467,8 @@ class _Runner:
         self.event_dir.mkdir(parents=True, exist_ok=True)
         # Forked before any slot, lock or signal pipe exists, so it holds none.
         self.watchdog.start()
+        # Orphans of the agents become our children, not PID 1's (see reaper).
+        reaper.become_subreaper()
         try:
             with self.signals:
                 active: dict[int, _Child] = {}
@@ -467,6 +479,11 @@ class _Runner:
                     raise
                 notes_error = self._write_notes()
         finally:
+            # Nothing the agents started outlives the report.
+            reaper.sweep({c.scope for c in self.children if c.ran})
+            reaper.sweep_descendants({self.watchdog.pid} if self.watchdog.pid else set())
+            for child in self.children:
+                self._release_claim(child)
             self.watchdog.stop()
         return self._summary(notes_error)
 
@@ -605,7 +622,7 @@ class _Runner:
                 "attempt": child.attempt, "exit_code": code, "duration_s": 0.0, "status": "failed", "error": message,
             })
             return
-        self.watchdog.started(child.pid)
+        self.watchdog.started(child.pid, child.scope)
         child.started = time.monotonic()
         if self.timeout is not None:
             child.deadline = child.started + self.timeout
@@ -620,7 +637,7 @@ class _Runner:
             "GIT_PARALLEL_TASK": self.task, "GIT_PARALLEL_RUN_ID": self.run_id,
             "GIT_PARALLEL_INSTANCE": child.id, "GIT_PARALLEL_TRACK": child.track,
             "GIT_PARALLEL_ATTEMPT": str(child.attempt), "GIT_PARALLEL_WORKTREE": child.worktree,
-            "GIT_PARALLEL_EVENTS": str(child.events),
+            "GIT_PARALLEL_EVENTS": str(child.events), reaper.SCOPE_ENV: child.scope,
         })
         if child.feedback:
             env["GIT_PARALLEL_FEEDBACK"] = child.feedback
@@ -678,6 +695,10 @@ class _Runner:
         # Anything the command left running in its group would go on writing
         # to the worktree after its work is committed.
         _killpg(child.pid, signal.SIGKILL)
+        # ... and whatever daemonized out of the group (setsid, double fork).
+        reaper.sweep({child.scope})
+        keep = {c.pid for c in self.children if c.popen is not None and c is not child and not self._exited(c)}
+        reaper.sweep_orphans(child.scope, keep | {self.watchdog.pid or 0, child.pid})
         self.watchdog.ended(child.pid)
         rc = child.popen.wait()
         child.duration = round(time.monotonic() - child.started, 3)
@@ -709,6 +730,8 @@ class _Runner:
             self._commit_leftovers(child, rc)
         faults.point("run.after_commit")
         child.head = self.project.repo.ref_target(f"refs/heads/{child.branch}")
+        # Done with the worktree: an abort waiting on the claim may go on.
+        self._release_claim(child)
 
     def _commit_leftovers(self, child: _Child, rc: int) -> None:
         import pygit2
@@ -718,9 +741,13 @@ class _Runner:
             wt = pygit2.Repository(child.worktree)
             head = wt.references.get("HEAD")
             on = head.target if head is not None and isinstance(head.target, str) else None
+            tip = self.project.repo.ref_target(f"refs/heads/{child.branch}")
+            base = self.record["base"]["commit"]
             if on != f"refs/heads/{child.branch}":
                 where = on or "a detached HEAD"
                 problem = f"the command left the worktree on {where}, not {child.branch}; its leftovers were not committed"
+            elif tip is None or not self.project.repo.is_ancestor(base, tip):
+                problem = self._keep_broken_branch(child, tip, base)
             else:
                 message = leftovers_message(self.task, self.run_id, child.id, child.attempt,
                                             f"Uncommitted when the command exited ({child.status}, "
@@ -734,6 +761,32 @@ class _Runner:
                 child.error = f"exited 0 but {problem}"
             else:
                 child.error = f"{child.error}; {problem}"
+
+    def _keep_broken_branch(self, child: _Child, tip: str | None, base: str) -> str:
+        """The branch was deleted, or moved to history without the base, while
+        the command ran (a sibling's ``git update-ref -d``): committing on it
+        would make a root commit and orphan the attempt's work.  Keep the
+        commits HEAD reached, and the leftovers, under archive refs instead."""
+        from gitflow_parallel import worktrees
+
+        repo = self.project.repo
+        inst = {"id": child.id, "branch": child.branch, "attempt": child.attempt}
+        heads = worktrees.worktree_heads(repo, repo.common_dir / "worktrees" / worktrees.admin_name(self.task, child.id))
+        parent = next((h for h in heads if h != tip and repo.is_ancestor(base, h)), base)
+        message = (f"git-parallel: leftovers of {self.task}/{child.id}, attempt {child.attempt} "
+                   f"(its branch was gone)\n\nParallel-Run: {self.run_id}\n")
+        extra = [oid for oid in [commit_all(child.worktree, message, ref=None, parent=parent,
+                                            signature=self.signature)] if oid]
+        kept = worktrees.keep_strays(repo, self.run_id, self.task, inst, extra=extra)
+        what = "was deleted" if tip is None else f"was moved to {tip[:12]}, which does not descend from the base"
+        where = f"; its work is kept at {', '.join(kept)}" if kept else ""
+        return f"its branch {child.branch} {what} while the command ran, so nothing was committed on it{where}"
+
+    @staticmethod
+    def _release_claim(child: _Child) -> None:
+        if child.claim is not None:
+            child.claim.release()
+            child.claim = None
 
     def _record_finish(self, record: dict[str, Any], child: _Child) -> None:
         inst = find_instance(record, child.id)
@@ -829,20 +882,65 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
                             hint="pass --timeout S with S > 0, or leave it out for no limit")
     if jobs is not None and jobs < 1:
         raise ParallelError(E.EXECUTE_FAILED, f"--jobs {jobs} is below 1", hint="pass --jobs 1 or more")
-    record = project.store.load(task)
-    if record["status"] in FINISHED_RUN:
-        raise ParallelError(
-            E.BRANCH_TERMINAL,
-            f"run {record['run_id']} of {task!r} is {record['status']}; nothing to run",
-            hint=f"spawn a new run with `git parallel spawn {task}`",
-        )
     binary = None
     if tmux:
         from gitflow_parallel.tmux import require_tmux
 
         binary = require_tmux()
-    chosen = _select(project, record, instances)
-    return _Runner(project, record, chosen, argv, timeout, jobs, progress, tmux=binary).run()
+    for attempt in range(LOCK_RETRIES + 1):
+        try:
+            record, claims = _select_and_claim(project, task, instances)
+            break
+        except ParallelError as exc:
+            # Nothing was selected or started yet: another command holding
+            # the lock long only delays the run, as with its record writes.
+            if exc.code != E.RESOURCE_LOCK_FAILED or attempt == LOCK_RETRIES:
+                raise
+    runner = _Runner(project, record, [inst for inst, _ in claims], argv, timeout, jobs, progress, tmux=binary)
+    for child, (_, claim) in zip(runner.children, claims):
+        child.claim = claim
+    return runner.run()
+
+
+def _select_and_claim(project: Project, task: str, instances: list[str] | None
+                      ) -> tuple[dict[str, Any], list[tuple[dict[str, Any], Slot]]]:
+    with project.store.lock():
+        record = project.store.load(task)
+        if record["status"] in FINISHED_RUN:
+            raise ParallelError(
+                E.BRANCH_TERMINAL,
+                f"run {record['run_id']} of {task!r} is {record['status']}; nothing to run",
+                hint=f"spawn a new run with `git parallel spawn {task}`",
+            )
+        chosen = _select(project, record, instances)
+        return record, _take_claims(project, record, chosen, named=bool(instances))
+
+
+def _take_claims(project: Project, record: dict[str, Any], chosen: list[dict[str, Any]],
+                 named: bool) -> list[tuple[dict[str, Any], Slot]]:
+    """Claim every selected instance (under the project lock).  Without
+    ``--instance``, those another runner claimed first are left to it; a
+    named one is refused, and so is a run left with nothing to do."""
+    task, parallel_dir = record["task"], project.repo.parallel_dir
+    taken, busy = [], []
+    for inst in chosen:
+        claim = slots.try_claim(parallel_dir, task, inst["id"], f"task={task} run={record['run_id']}")
+        if claim is None:
+            busy.append(inst["id"])
+        else:
+            taken.append((inst, claim))
+    if busy and (named or not taken):
+        for _, claim in taken:
+            claim.release()
+        who = slots.claim_holder(parallel_dir, task, busy[0])
+        raise ParallelError(
+            E.BRANCH_TERMINAL,
+            f"instance(s) {', '.join(busy)} of {task!r} are being run by another `git parallel run` "
+            f"({who or 'holder unknown'}); nothing was started",
+            hint=f"wait for that run to finish (`git parallel status {task}`), or stop it with "
+                 f"`git parallel abort {task} ID`",
+        )
+    return taken
 
 
 def succeeded(summary: dict[str, Any]) -> bool:

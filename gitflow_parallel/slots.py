@@ -133,3 +133,58 @@ class Slots:
             return slot_path(self.parallel_dir, index).read_text(encoding="utf-8", errors="replace").strip()
         except OSError:
             return ""
+
+
+# -- instance claims -------------------------------------------------------------------
+# A runner holds one more lock per instance it selected, from selection until
+# the agent is gone and its leftovers are committed: ``parallel/locks/
+# run-<task>-<id>.lock``, the same kind of flock as a slot (never unlinked,
+# close-on-exec, dropped by the kernel when the runner dies).  Selection takes
+# them under the project lock, so two runs of one task never split its
+# pending instances between them: the first takes all it selected, the
+# second finds them claimed.  ``abort`` waits on them to know that a stopped
+# agent's runner has finished with its worktree.
+def claim_path(parallel_dir: Path, task: str, inst_id: str) -> Path:
+    return parallel_dir / "locks" / f"run-{task}-{inst_id}.lock"
+
+
+def try_claim(parallel_dir: Path, task: str, inst_id: str, holder: str = "") -> Slot | None:
+    """Take the instance's claim without waiting; None if another runner holds it."""
+    path = claim_path(parallel_dir, task, inst_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return None
+        raise
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid={os.getpid()} {holder} since={utcnow()}\n".encode("utf-8"), 0)
+    except OSError:
+        pass
+    return Slot(-1, path, fd)
+
+
+def claim_holder(parallel_dir: Path, task: str, inst_id: str) -> str:
+    try:
+        return claim_path(parallel_dir, task, inst_id).read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def wait_unclaimed(parallel_dir: Path, task: str, inst_id: str, timeout: float) -> bool:
+    """Wait (at most ``timeout`` s) until no runner holds the instance's claim."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        claim = try_claim(parallel_dir, task, inst_id, "probe")
+        if claim is not None:
+            claim.release()
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)

@@ -26,6 +26,7 @@ import yaml
 from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
+from gitflow_parallel import faults
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, env_seconds, utcnow
 
@@ -326,7 +327,7 @@ class Store:
 
     def create(self, record: dict[str, Any]) -> dict[str, Any]:
         """Store a new run; refuse if the task already has a live one.  A
-        finished run (merged or aborted) of the task is moved to runs/done/."""
+        finished run (merged or aborted) of the task is kept in runs/done/."""
         with self.lock():
             old = self.previous_run(record["task"])
             if old is not None:
@@ -336,10 +337,14 @@ class Store:
             return record
 
     def retire(self, record: dict[str, Any]) -> None:
-        """Move a finished run's record aside to runs/done/<run_id>.yaml."""
+        """Keep a finished run's record at runs/done/<run_id>.yaml.
+
+        A copy, not a move: the caller then replaces runs/<task>.yaml with the
+        new record in one rename, so a crash in between leaves the old record
+        in place (and a harmless copy), never a task without any record."""
         self.done_dir.mkdir(parents=True, exist_ok=True)
-        os.replace(self.path(record["task"]), self.done_dir / f"{record['run_id']}.yaml")
-        self.write_live_index()
+        atomic_write(self.done_dir / f"{record['run_id']}.yaml", self.path(record["task"]).read_bytes())
+        faults.point("spawn.after_retire")
 
     # -- the spawn marker ---------------------------------------------------------
     def spawned_path(self, run_id: str) -> Path:
@@ -428,7 +433,8 @@ class Store:
         every record is read.  The file is left alone when its text would not
         change, so most record writes cost no second fsync.
 
-        One line per live base ref and per instance branch, fields separated
+        One line per live base ref and per instance branch (a finished run
+        keeps its lines while some of its worktrees are kept), fields separated
         by single spaces (no field can hold one: refs, task names, run ids
         and oids never do)::
 
@@ -465,10 +471,15 @@ class Store:
             except ParallelError:
                 lines.extend(previous.get(task, []))
                 continue
+            insts = record["instances"]
             if record["status"] in FINISHED_RUN:
-                continue
+                # Kept losers stay guarded until cleanup removes them: a plain
+                # `git merge` of one must not land what lost its pick.
+                insts = [i for i in insts if not i.get("removed")]
+                if not insts:
+                    continue
             lines.append(f"base {record['base']['ref']} {task} {record['run_id']} {record['base']['commit']}")
-            for inst in record["instances"]:
+            for inst in insts:
                 lines.append(f"branch refs/heads/{inst['branch']} {task} {record['run_id']} {inst['id']} "
                              f"{inst['track']}")
         if len(lines) == 1:

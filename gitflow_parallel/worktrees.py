@@ -198,6 +198,10 @@ def create(repo: Repo, task: str, base_commit: str, instances: list[dict[str, An
                 raise _create_failed(inst, f"a worktree named {name} is already registered")
             if inst["branch"] in repo.git.branches.local:
                 raise _create_failed(inst, f"the branch {inst['branch']} already exists")
+            clash = _ref_in_the_way(repo, f"refs/heads/{inst['branch']}")
+            if clash:
+                raise _create_failed(inst, f"the ref {clash} is in the way of the branch {inst['branch']} "
+                                           "(git cannot hold a ref and a folder of refs under one name)")
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -206,7 +210,10 @@ def create(repo: Repo, task: str, base_commit: str, instances: list[dict[str, An
         # mkdir, so make it before the workers race for it.
         (repo.common_dir / "worktrees").mkdir(exist_ok=True)
         for inst in instances:
-            repo.git.branches.local.create(inst["branch"], commit)
+            try:
+                repo.git.branches.local.create(inst["branch"], commit)
+            except (OSError, pygit2.GitError, ValueError) as exc:
+                raise _create_failed(inst, f"git refused the branch {inst['branch']}: {exc}") from None
             made_branches.append(inst["branch"])
         jobs = []
         for inst in instances:
@@ -231,6 +238,20 @@ def create(repo: Repo, task: str, base_commit: str, instances: list[dict[str, An
     except BaseException:
         _rollback(repo, task, made_branches, made_paths, made_admin, instances)
         raise
+
+
+def _ref_in_the_way(repo: Repo, name: str) -> str | None:
+    """A ref that makes ``name`` impossible: one named like a folder on its
+    path (a branch called ``parallel``), or one nested under it."""
+    parts = name.split("/")
+    for k in range(2, len(parts)):
+        prefix = "/".join(parts[:k])
+        if prefix != "refs/heads" and prefix in repo.git.references:
+            return prefix
+    for other in repo.git.references:
+        if other.startswith(name + "/"):
+            return other
+    return None
 
 
 def _create_failed(inst: dict[str, Any], why: str) -> ParallelError:
@@ -291,6 +312,117 @@ def archive(repo: Repo, run_id: str, inst_id: str, attempt: int, oid: str) -> st
     return name
 
 
+def _commit_oid(repo: Repo, text: str) -> str | None:
+    text = text.strip()
+    if text.startswith("ref:"):
+        return repo.ref_target(text[4:].strip())
+    try:
+        obj = repo.git.get(text)
+    except (ValueError, pygit2.GitError):
+        return None
+    return str(obj.id) if isinstance(obj, pygit2.Commit) else None
+
+
+def worktree_heads(repo: Repo, admin: Path) -> list[str]:
+    """Commits the worktree's HEAD pointed at since it was made, newest first:
+    HEAD itself, ORIG_HEAD, and every entry of its reflog (git and libgit2
+    log HEAD in the admin folder, also while it is detached, and that log
+    outlives a deleted branch)."""
+    found: list[str] = []
+    for name in ("HEAD", "ORIG_HEAD", "rebase-merge/orig-head", "rebase-apply/orig-head"):
+        try:
+            oid = _commit_oid(repo, (admin / name).read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+        if oid:
+            found.append(oid)
+    try:
+        lines = (admin / "logs" / "HEAD").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    for line in reversed(lines):
+        parts = line.split()
+        for text in (parts[1], parts[0]) if len(parts) >= 2 else ():
+            oid = _commit_oid(repo, text) if text.strip("0") else None
+            if oid:
+                found.append(oid)
+    return list(dict.fromkeys(found))
+
+
+def stray_ref(run_id: str, inst_id: str, attempt: int, oid: str) -> str:
+    """Where a commit the branch does not contain is kept (next to the tip's archive ref)."""
+    return f"{archive_ref(run_id, inst_id, attempt)}.kept-{oid[:12]}"
+
+
+def keep_strays(repo: Repo, run_id: str, task: str, inst: dict[str, Any], extra: list[str] = ()) -> list[str]:
+    """Archive every commit the worktree's HEAD reached that neither the
+    branch nor an archive ref of the instance holds: work made on a detached
+    HEAD (a rebase stopped half-way, ``git checkout --detach``), on another
+    branch, or on a branch deleted meanwhile.  Returns the refs made."""
+    admin = repo.common_dir / "worktrees" / admin_name(task, inst["id"])
+    candidates = list(dict.fromkeys([*extra, *worktree_heads(repo, admin)]))
+    if not candidates:
+        return []
+    held = [t for t in [repo.ref_target(f"refs/heads/{inst['branch']}")] if t]
+    held += [oid for _, oid in repo.refs_under(f"{ARCHIVE_PREFIX}/{run_id}/{inst['id']}/")]
+    made = []
+    for oid in candidates:
+        if any(repo.is_ancestor(oid, h) for h in held):
+            continue
+        name = stray_ref(run_id, inst["id"], inst["attempt"], oid)
+        if repo.ref_target(name) != oid and not repo.create_ref(name, oid, "git-parallel: keep a stray commit"):
+            raise ParallelError(
+                E.WORKTREE_CLEANUP_FAILED,
+                f"could not keep commit {oid[:12]} of instance {inst['id']} at {name}",
+                hint=f"keep it yourself (git update-ref refs/parallel/keep/{inst['id']} {oid}) and run it again",
+            )
+        held.append(oid)
+        made.append(name)
+    return made
+
+
+def _module_dirs(admin: Path) -> list[Path]:
+    """The git dirs of submodules initialised in a linked worktree: git keeps
+    them in ``<admin>/modules/<name>`` (nested ones under ``…/modules/…``)."""
+    root = admin / "modules"
+    if not root.is_dir():
+        return []
+    found = []
+    for head in sorted(root.rglob("HEAD")):
+        folder = head.parent
+        if (folder / "objects").is_dir() and (folder / "refs").is_dir() and not head.is_symlink():
+            found.append(folder)
+    return found
+
+
+def keep_modules(repo: Repo, run_id: str, task: str, inst: dict[str, Any]) -> list[str]:
+    """Fetch the HEAD and branches of every submodule git dir in the
+    instance's admin folder into archive refs, so that commits made in a
+    submodule survive the removal of that folder.  Returns the refs made."""
+    admin = repo.common_dir / "worktrees" / admin_name(task, inst["id"])
+    made = []
+    for gitdir in _module_dirs(admin):
+        rel = gitdir.relative_to(admin / "modules").as_posix().replace("/modules/", "/")
+        safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in rel) or "module"
+        dest = f"{archive_ref(run_id, inst['id'], inst['attempt'])}.modules/{safe}"
+        proc = repo.run_git(["--git-dir", str(repo.common_dir), "fetch", "--quiet", "--no-tags",
+                             "--no-write-fetch-head", "--no-recurse-submodules", str(gitdir),
+                             f"+HEAD:{dest}/HEAD", f"+refs/heads/*:{dest}/heads/*"], check=False)
+        if proc.returncode != 0 and _commit_oid(repo, (gitdir / "HEAD").read_text(errors="replace")) is None:
+            # A submodule never checked out has no HEAD commit to fetch: nothing to keep.
+            proc = repo.run_git(["--git-dir", str(repo.common_dir), "fetch", "--quiet", "--no-tags",
+                                 "--no-write-fetch-head", str(gitdir), f"+refs/heads/*:{dest}/heads/*"], check=False)
+        if proc.returncode != 0:
+            raise ParallelError(
+                E.WORKTREE_CLEANUP_FAILED,
+                f"the submodule git dir {gitdir} of instance {inst['id']} could not be kept: "
+                f"{proc.stderr.decode(errors='replace').strip()}",
+                hint=f"push or copy the submodule's commits elsewhere, then remove {gitdir} and run it again",
+            )
+        made += [name for name, _ in repo.refs_under(dest + "/")]
+    return made
+
+
 def is_ours(repo: Repo, task: str, inst: dict[str, Any]) -> bool:
     """Is the folder at the instance's path the worktree git-parallel made?
     (Its ``.git`` file points at our admin folder.)"""
@@ -336,7 +468,7 @@ def remove(repo: Repo, record: dict[str, Any], inst: dict[str, Any], force: bool
     name = admin_name(record["task"], inst["id"])
     branch = inst["branch"]
     tip = repo.ref_target(f"refs/heads/{branch}")
-    done: dict[str, Any] = {"id": inst["id"], "archived": None, "dirty_committed": None}
+    done: dict[str, Any] = {"id": inst["id"], "archived": None, "dirty_committed": None, "kept": []}
     check_removable(repo, record, inst)
     if path.is_dir() and (path / ".git").exists():
         dirty = worktree_changes(path)
@@ -358,6 +490,10 @@ def remove(repo: Repo, record: dict[str, Any], inst: dict[str, Any], force: bool
                 done["dirty_committed"] = oid
     if tip:
         done["archived"] = archive(repo, record["run_id"], inst["id"], inst["attempt"], tip)
+    # What git keeps only in the admin folder goes with it: commits reached
+    # from a detached HEAD, and the git dirs of submodules.
+    done["kept"] = keep_strays(repo, record["run_id"], record["task"], inst)
+    done["kept"] += keep_modules(repo, record["run_id"], record["task"], inst)
     if path.exists():
         shutil.rmtree(path)
     admin = repo.common_dir / "worktrees" / name

@@ -386,7 +386,7 @@ def test_arguments_arrive_literally_and_env_is_set(repo: Path, gp: GP, tmp_path:
     assert seen["env"] == {
         "GIT_PARALLEL_TASK": "T", "GIT_PARALLEL_RUN_ID": run["run_id"], "GIT_PARALLEL_INSTANCE": "api-1",
         "GIT_PARALLEL_TRACK": "api", "GIT_PARALLEL_ATTEMPT": "0", "GIT_PARALLEL_WORKTREE": wt,
-        "GIT_PARALLEL_EVENTS": i["events"],
+        "GIT_PARALLEL_EVENTS": i["events"], "GIT_PARALLEL_SCOPE": f"{run['run_id']}/api-1/0",
     }  # and no GIT_DIR pointing the agent's git elsewhere
 
 
@@ -528,7 +528,12 @@ def test_same_task_run_twice_at_once_runs_each_instance_once(repo: Path, gp: GP,
     procs = [subprocess.Popen(["git", "parallel", "run", "T", "--", *mark, str(seen)], cwd=repo,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=60) for p in procs]
+    # Intended: selection claims every pending instance under the project
+    # lock, so the first run takes all four and the second starts nothing
+    # (never a split in which both fail).
     assert sorted(p.returncode for p in procs) == [0, 1], outs
+    loser = outs[[p.returncode for p in procs].index(1)][1]
+    assert "being run by another `git parallel run`" in loser or "has no pending instance" in loser, loser
     assert sorted(p.name for p in seen.iterdir()) == ["1", "2", "3", "4"]
     assert all(len(p.read_text().splitlines()) == 1 for p in seen.iterdir())
     assert all(i["status"] == "succeeded" for i in record(gp, "T")["instances"])

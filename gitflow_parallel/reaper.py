@@ -1,0 +1,206 @@
+"""Processes an agent or a gate leaves behind, found and stopped.
+
+A process group is not a fence: an agent that daemonizes (``setsid`` and a
+double fork) leaves the group, and a kill of the group misses it.  Two things
+catch it here:
+
+- **A scope.** Every command git-parallel starts carries
+  ``GIT_PARALLEL_SCOPE=<token>`` in its environment, and whatever it starts
+  inherits it (``/proc/<pid>/environ`` is the environment a process was
+  started with, which it cannot take back).  ``sweep(token)`` kills every
+  process of ours that carries it, wherever it was reparented, until none
+  is left.
+- **A subreaper.** ``run`` and ``check`` mark themselves
+  ``PR_SET_CHILD_SUBREAPER`` (prctl, through ctypes), so an orphaned
+  descendant is reparented to them rather than to PID 1: even one that
+  scrubbed its environment stays a descendant, and ``sweep_descendants``
+  stops those at the end of the verb, before it reports.
+
+cgroup v2 would fence better (a cgroup per instance, ``cgroup.kill``), but it
+needs a delegated, writable hierarchy, which an ordinary user's session
+usually lacks; git-parallel does not use it (yet), even where one is writable.  Linux only; elsewhere ``prctl`` is
+absent and only the scope sweep (where ``/proc`` exists) and the process
+groups remain.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import time
+
+from gitflow_parallel.files import env_seconds
+
+SCOPE_ENV = "GIT_PARALLEL_SCOPE"
+# Seconds between SIGTERM and SIGKILL when an agent is stopped.
+KILL_GRACE = env_seconds("GIT_PARALLEL_KILL_GRACE", 3.0)
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
+_ROUNDS = 50  # sweeps until a forking process has no child left to make
+
+
+def agent_scope(run_id: str, inst_id: str, attempt: int) -> str:
+    """The scope of an attempt's agent processes (``run`` sets it, ``abort`` sweeps it)."""
+    return f"{run_id}/{inst_id}/{attempt}"
+
+
+def _prctl(option: int, arg: int) -> int:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return int(libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0))
+    except (OSError, AttributeError):
+        return -1
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (idempotent)."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1) == 0
+
+
+def is_subreaper() -> bool:
+    value = ctypes.c_int(0)
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    return value.value == 1
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b") ", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _scope(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    key = SCOPE_ENV.encode() + b"="
+    for item in data.split(b"\0"):
+        if item.startswith(key):
+            return item[len(key):].decode(errors="replace")
+    return None
+
+
+def scoped(tokens: set[str]) -> list[int]:
+    """Processes (other than us) started under one of ``tokens``."""
+    me = os.getpid()
+    return [pid for pid in _pids() if pid != me and _scope(pid) in tokens]
+
+
+def descendants(root: int | None = None, prune: set[int] = frozenset()) -> list[int]:
+    """Every descendant of ``root`` (us), except the subtrees of ``prune``."""
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    for pid in _pids():
+        parent = _parent(pid)
+        if parent is not None:
+            children.setdefault(parent, []).append(pid)
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        if pid in prune:
+            continue
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap(pids: list[int]) -> None:
+    """Collect those of ``pids`` that are our (exited) children, so no zombie stays."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def sweep(tokens: set[str]) -> list[int]:
+    """SIGKILL every process carrying one of ``tokens`` until none is left;
+    returns the pids killed."""
+    killed: list[int] = []
+    if not tokens:
+        return killed
+    for _ in range(_ROUNDS):
+        found = [p for p in scoped(tokens) if p not in killed or _alive(p)]
+        if not found:
+            break
+        for pid in found:
+            _kill(pid, signal.SIGKILL)
+        killed.extend(p for p in found if p not in killed)
+        time.sleep(0.005)
+        _reap(found)
+    return killed
+
+
+def sweep_orphans(token: str, keep: set[int]) -> list[int]:
+    """SIGKILL the descendants of ours outside ``keep`` (and its groups' members)
+    that carry ``token`` or no scope at all (one that scrubbed its
+    environment: it came from whichever command just ended, as far as can be told)."""
+    killed: list[int] = []
+    for _ in range(_ROUNDS):
+        mine = [p for p in descendants(prune=keep) if _alive(p) and _scope(p) in (token, None)
+                and _pgid(p) not in keep]
+        if not mine:
+            break
+        for pid in mine:
+            _kill(pid, signal.SIGKILL)
+        killed.extend(p for p in mine if p not in killed)
+        time.sleep(0.005)
+        _reap(mine)
+    return killed
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
+def sweep_descendants(keep: set[int]) -> list[int]:
+    """SIGKILL every descendant of ours but those in ``keep``, then reap them; for the end of a verb, when nothing of its own
+    runs any more."""
+    killed: list[int] = []
+    for _ in range(_ROUNDS):
+        mine = [p for p in descendants() if p not in keep and _alive(p)]
+        if not mine:
+            break
+        for pid in mine:
+            _kill(pid, signal.SIGKILL)
+        killed.extend(p for p in mine if p not in killed)
+        time.sleep(0.005)
+        _reap(mine)
+    _reap([p for p in descendants() if _parent(p) == os.getpid() and p not in keep])
+    return killed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b") ", 1)[1][:1] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
