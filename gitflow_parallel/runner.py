@@ -836,6 +836,14 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
             f"run {record['run_id']} of {task!r} is {record['status']}; nothing to run",
             hint=f"spawn a new run with `git parallel spawn {task}`",
         )
+    if (record.get("remote") or {}).get("agent"):
+        # Its instances are the workers' to run; running them here too
+        # would race their deliveries.
+        raise ParallelError(
+            E.BRANCH_TERMINAL,
+            f"run {record['run_id']} of {task!r} is published to {record['remote']['name']} for workers",
+            hint=f"workers run it (`git parallel worker --remote {record['remote']['name']}`); "
+                 f"`git parallel collect {task}` brings their results")
     binary = None
     if tmux:
         from gitflow_parallel.tmux import require_tmux
