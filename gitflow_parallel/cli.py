@@ -82,6 +82,8 @@ def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None]
     success = ok(result) if ok else True
     if not as_json and isinstance(result, dict) and result.get("notes_error"):
         click.echo(f"warning: {result['notes_error']}", err=True)
+    if not as_json and isinstance(result, dict) and result.get("remote_warning"):
+        click.echo(f"warning: {result['remote_warning']}", err=True)
     if as_json:
         payload = dict(result) if isinstance(result, dict) else {"result": result}
         payload.setdefault("ok", success)

@@ -148,25 +148,27 @@ class Update:
 @dataclass
 class Pushed:
     ok: bool
-    rejected: list[str]  # refs the remote itself refused (not those --atomic held back with them)
     output: str
 
 
 def push(repo: Repo, remote: str, updates: list[Update]) -> Pushed:
-    """All of ``updates`` or none, each under its lease."""
+    """All of ``updates`` or none, each under its lease.  Which lease failed
+    is asked of the remote afterwards (``moved``): a lease can fail in the
+    client (``stale info``) or in the remote's own ref transaction, where
+    ``--atomic`` reports every ref alike."""
     if not updates:
-        return Pushed(True, [], "")
+        return Pushed(True, "")
     args = ["push", "--atomic", "--porcelain", "--no-verify"]
     args += [f"--force-with-lease={u.dst}:{u.expected}" for u in updates]
     args += [remote] + [f"{u.src}:{u.dst}" for u in updates]
     proc = repo.run_git(args, check=False)
-    text = (proc.stdout + proc.stderr).decode(errors="replace")
-    rejected = []
-    for line in proc.stdout.decode(errors="replace").splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 3 and parts[0] == "!" and "atomic push failed" not in parts[2]:
-            rejected.append(parts[1].split(":", 1)[-1])
-    return Pushed(proc.returncode == 0, rejected, text.strip())
+    return Pushed(proc.returncode == 0, (proc.stdout + proc.stderr).decode(errors="replace").strip())
+
+
+def moved(repo: Repo, remote: str, updates: list[Update]) -> list[str]:
+    """The refs of ``updates`` the remote no longer has at their expected value."""
+    now = ls_remote(repo, remote, [u.dst for u in updates])
+    return [u.dst for u in updates if now.get(u.dst, "") != u.expected]
 
 
 # -- objects -----------------------------------------------------------------------------
@@ -290,6 +292,28 @@ def publish(project: Project, task: str, remote: str, agent: list[str] | None = 
     return {"task": task, "run_id": record["run_id"], "remote": remote, "manifest": manifest, "ref": name,
             "agent": info["agent"], "timeout": info["timeout"], "branches": [u.dst for u in updates[1:]],
             "kept_remote": kept, "instances": [i["id"] for i in record["instances"]]}
+
+
+def withdraw(project: Project, record: dict[str, Any]) -> str | None:
+    """Publish a run's end (merged, aborted) to its remote, so that workers
+    stop taking its instances; a verb whose work is done calls it, so a
+    failure is a warning (workers also skip a task's older manifests)."""
+    info = record.get("remote") or {}
+    if not info.get("name"):
+        return None
+    repo, name = project.repo, run_ref(record["run_id"])
+    try:
+        manifest = manifest_commit(project, record)
+        there = ls_remote(repo, info["name"], [name]).get(name, "")
+        pushed = push(repo, info["name"], [Update(manifest, name, there)])
+        if not pushed.ok:
+            raise RuntimeError(pushed.output)
+        repo.cas_ref(name, manifest, repo.ref_target(name), "git-parallel: withdraw")
+    except Exception as exc:
+        return (f"the end of run {record['run_id']} was not published to {info['name']} ({type(exc).__name__}: "
+                f"{exc}); `git parallel publish` cannot publish a finished run, but workers skip it once the task "
+                "is spawned again")
+    return None
 
 
 def spawn(project: Project, task: str, remote: str, **options: Any) -> dict[str, Any]:

@@ -91,7 +91,12 @@ def survey(project: Project, remote: str, task: str | None = None) -> list[Targe
     R.fetch_runs(project, remote)
     now = time.time()
     out = []
+    newest: dict[str, dict[str, Any]] = {}
     for record, _ in R.published_runs(project, remote, task):
+        newest[record["task"]] = record  # oldest first: the last one stays
+    for record in newest.values():
+        # A task has one live run: an older manifest of it is a run the
+        # coordinator finished, whatever that manifest last said.
         if record["status"] in FINISHED_RUN or record.get("picks"):
             continue
         waiting = not (record.get("remote") or {}).get("agent")
@@ -167,11 +172,12 @@ class Lease:
         }
         data = self._state("held", now)
         oid = R.claim_commit(self.repo, data, [t.claim_oid] if t.claim_oid else [])
-        pushed = R.push(self.repo, self.remote, [R.Update(oid, self.ref, t.claim_oid or "")])
+        update = R.Update(oid, self.ref, t.claim_oid or "")
+        pushed = R.push(self.repo, self.remote, [update])
         if pushed.ok:
             self.oid, self.data = oid, data
             return True
-        if pushed.rejected:
+        if R.moved(self.repo, self.remote, [update]):
             return False
         raise ParallelError(E.REMOTE_FAILED, f"claiming {self.ref} on {self.remote} failed: {pushed.output}",
                             hint=f"check that {self.remote} is reachable and takes pushes")
@@ -180,11 +186,11 @@ class Lease:
         assert self.oid is not None
         parents = [self.oid] + ([work] if work and work != self.data.get("work") else [])
         oid = R.claim_commit(repo, data, parents)
-        pushed = R.push(repo, self.remote, [R.Update(oid, self.ref, self.oid)])
-        if pushed.ok:
+        update = R.Update(oid, self.ref, self.oid)
+        if R.push(repo, self.remote, [update]).ok:
             self.oid, self.data = oid, data
             return True
-        if pushed.rejected:
+        if R.moved(repo, self.remote, [update]):
             self.lost = True
         return False
 
@@ -259,9 +265,7 @@ def _clear_leftover(project: Project, task: str, inst_id: str) -> None:
         rec = store.load(task)
         for inst in rec["instances"]:
             if inst["id"] == inst_id and not inst.get("removed"):
-                worktrees.remove(repo, rec, inst, force=True)
-                scratch.remove_run(repo, rec["run_id"], [inst_id])
-                _mark_removed(store, task, inst_id)
+                _dismantle(repo, store, rec, inst)
     if repo.ref_target(f"refs/heads/{branch}") is not None:
         raise ParallelError(
             E.WORKTREE_CREATE_FAILED, f"this clone has a branch {branch} that no worker made",
@@ -374,25 +378,39 @@ def _deliver(project: Project, lease: Lease, record: dict[str, Any], inst: dict[
         pushed = R.push(repo, remote, updates)
         if pushed.ok:
             return
-        if pushed.rejected and set(pushed.rejected) <= {notes_ref}:
-            continue  # another worker's notes landed first: rebuild ours on theirs
-        if lease.ref in pushed.rejected:
+        stale = R.moved(repo, remote, updates)
+        if lease.ref in stale:
             lease.lost = True
             raise ParallelError(E.CLAIM_LOST, f"the claim {lease.ref} was taken over; nothing was delivered",
                                 hint="another worker runs this instance now; its work is kept on the claim")
-        raise ParallelError(E.REMOTE_FAILED, f"delivering {record['task']}/{inst['id']} to {remote} was refused; "
-                            f"nothing was pushed: {pushed.output}",
+        if set(stale) <= {notes_ref}:
+            continue  # another worker's notes landed first (or a transient refusal): rebuild ours on theirs
+        raise ParallelError(E.REMOTE_FAILED, f"delivering {record['task']}/{inst['id']} to {remote} was refused "
+                            f"({', '.join(stale)} moved); nothing was pushed: {pushed.output}",
                             hint=f"see the message; the work is kept in this clone under refs/parallel/archive/{run_id}/")
     raise ParallelError(E.REMOTE_FAILED, f"the notes on {remote} kept moving; nothing was delivered",
                         hint="run the worker again: the claim expires and the instance is taken up again")
 
 
+def _dismantle(repo: Repo, store: Store, record: dict[str, Any], inst: dict[str, Any]) -> None:
+    """Remove an instance's worktree, branch and scratch checkout here, its
+    tip (uncommitted work included) archived.  A clone may do one attempt
+    twice (a claim it released, then took again): the earlier tip is set
+    aside under ``refs/parallel/worker-kept/…`` rather than refused."""
+    name = worktrees.archive_ref(record["run_id"], inst["id"], inst["attempt"])
+    old = repo.ref_target(name)
+    if old is not None:
+        kept = f"refs/parallel/worker-kept/{record['run_id']}/{inst['id']}/{inst['attempt']}-{time.time_ns()}"
+        repo.cas_ref(kept, old, None, "git-parallel: worker keeps an earlier tip")
+        repo.delete_ref(name, old)
+    worktrees.remove(repo, record, inst, force=True)
+    scratch.remove_run(repo, record["run_id"], [inst["id"]])
+    _mark_removed(store, record["task"], inst["id"])
+
+
 def _tidy(wp: Project, task: str, inst_id: str) -> None:
     record = wp.store.load(task)
-    inst = find_instance(record, inst_id)
-    worktrees.remove(wp.repo, record, inst, force=True)
-    scratch.remove_run(wp.repo, record["run_id"], [inst_id])
-    _mark_removed(wp.store, task, inst_id)
+    _dismantle(wp.repo, wp.store, record, find_instance(record, inst_id))
 
 
 def run_one(project: Project, lease: Lease) -> Outcome:
@@ -428,10 +446,12 @@ def run_one(project: Project, lease: Lease) -> Outcome:
                    duration_s=ran["duration_s"])
         if lease.lost:
             row.update(delivered=False, lost=True)
+            _tidy(wp, task, inst["id"])
             return Outcome(row)
         if summary["interrupted"]:
             lease.stop()
             _release(project, lease, tip)
+            _tidy(wp, task, inst["id"])
             row.update(delivered=False, released=True)
             return Outcome(row, interrupted=True)
         ev, binding, checked = (None, None, {})
@@ -443,14 +463,17 @@ def run_one(project: Project, lease: Lease) -> Outcome:
         lease.stop()
     if lease.lost:
         row.update(delivered=False, lost=True)
+        _tidy(wp, task, inst["id"])
         return Outcome(row)
     result = {"status": row["status"], "exit_code": row["exit_code"], "error": row.get("error") or checked.get("error"),
               "head": tip, "finished_at": utcnow(), "verdict": checked.get("verdict"), "score": checked.get("score"),
               "evidence": R.evidence_ref(run_id, inst["id"], inst["attempt"]) if ev else None,
               "evidence_sha256": binding["sha256"] if binding else None}
     done = lease.final("done", result, tip)
-    _deliver(project, lease, record, inst, tip, expected_branch, ev, done)
-    _tidy(wp, task, inst["id"])
+    try:
+        _deliver(project, lease, record, inst, tip, expected_branch, ev, done)
+    finally:
+        _tidy(wp, task, inst["id"])  # delivered, or kept under the archive ref here
     row.update(delivered=True, verdict=result["verdict"], evidence=result["evidence"],
                renewals=lease.renewals, elapsed_s=round(time.monotonic() - t0, 3))
     return Outcome(row, delivered=True)
