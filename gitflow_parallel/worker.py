@@ -148,7 +148,7 @@ class Lease:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.renewals = 0
-        self.work: str | None = None
+        self.claim_s: float | None = None  # how long the claiming push took
 
     def _state(self, state: str, now: float, **extra: Any) -> dict[str, Any]:
         return {**self.data, "state": state, "renewed_at": utcnow(), "expires_epoch": round(now + self.lease_s, 3),
@@ -173,7 +173,9 @@ class Lease:
         data = self._state("held", now)
         oid = R.claim_commit(self.repo, data, [t.claim_oid] if t.claim_oid else [])
         update = R.Update(oid, self.ref, t.claim_oid or "")
+        t0 = time.perf_counter()
         pushed = R.push(self.repo, self.remote, [update])
+        self.claim_s = round(time.perf_counter() - t0, 4)
         if pushed.ok:
             self.oid, self.data = oid, data
             return True
@@ -470,12 +472,14 @@ def run_one(project: Project, lease: Lease) -> Outcome:
               "evidence": R.evidence_ref(run_id, inst["id"], inst["attempt"]) if ev else None,
               "evidence_sha256": binding["sha256"] if binding else None}
     done = lease.final("done", result, tip)
+    t1 = time.perf_counter()
     try:
         _deliver(project, lease, record, inst, tip, expected_branch, ev, done)
     finally:
         _tidy(wp, task, inst["id"])  # delivered, or kept under the archive ref here
-    row.update(delivered=True, verdict=result["verdict"], evidence=result["evidence"],
-               renewals=lease.renewals, elapsed_s=round(time.monotonic() - t0, 3))
+    row.update(delivered=True, verdict=result["verdict"], evidence=result["evidence"], renewals=lease.renewals,
+               claim_s=lease.claim_s, deliver_s=round(time.perf_counter() - t1, 4),
+               elapsed_s=round(time.monotonic() - t0, 3))
     return Outcome(row, delivered=True)
 
 
