@@ -82,6 +82,8 @@ def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None]
     success = ok(result) if ok else True
     if not as_json and isinstance(result, dict) and result.get("notes_error"):
         click.echo(f"warning: {result['notes_error']}", err=True)
+    if not as_json and isinstance(result, dict) and result.get("remote_warning"):
+        click.echo(f"warning: {result['remote_warning']}", err=True)
     if as_json:
         payload = dict(result) if isinstance(result, dict) else {"result": result}
         payload.setdefault("ok", success)
@@ -103,9 +105,9 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 
 class HelpGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        order = ["init", "spawn", "run", "done", "check", "pick", "unpick", "merge", "status", "diff", "show", "logs",
-                 "report", "retry", "abort", "cleanup", "push", "fetch", "prune", "recover", "validate", "attach",
-                 "hooks", "demo", "help"]
+        order = ["init", "spawn", "publish", "run", "worker", "collect", "done", "check", "pick", "unpick", "merge",
+                 "status", "diff", "show", "logs", "report", "retry", "abort", "cleanup", "push", "fetch", "prune",
+                 "recover", "validate", "attach", "hooks", "demo", "help"]
         names = list(self.commands)
         return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
 
@@ -193,8 +195,12 @@ def init(force: bool, display: bool, remote: str | None, as_json: bool) -> None:
               help="Instances per track (default: `instances` from the config, 3).")
 @click.option("--base", default=None, help="Base branch to start from and land on (default: the current branch).")
 @click.option("--track", "tracks", multiple=True, help="A track (sub-task); repeat for fan-out. Default: one track 'main'.")
+@click.option("--remote", default=None, metavar="R",
+              help="Also publish the run to remote R (its branches and manifest), for `git parallel worker` "
+                   "on other machines.")
 @json_option
-def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str, ...], as_json: bool) -> None:
+def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str, ...], remote: str | None,
+          as_json: bool) -> None:
     """Create a run for TASK: N branches parallel/TASK/ID at the base commit,
     each with its own worktree, recorded in the common git dir.
 
@@ -208,10 +214,49 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
         click.echo(f"spawned run {r['run_id']} for {r['task']} on {r['base']['ref']} at {r['base']['commit'][:12]}")
         for inst in r["instances"]:
             click.echo(f"  {inst['id']:<10} {inst['branch']:<32} {inst['worktree']}")
-        click.echo(f"next: git parallel run {r['task']} -- <agent command>")
+        if r.get("published"):
+            _render_published(r["published"])
+            click.echo(f"next: git parallel run {r['task']} --remote {r['published']['remote']} -- <agent command>")
+        else:
+            click.echo(f"next: git parallel run {r['task']} -- <agent command>")
 
-    run_verb(as_json, lambda: lifecycle.spawn(_project(), task, n=instances, base=base, tracks=list(tracks)),
-             render)
+    def call() -> dict[str, Any]:
+        if remote is not None:
+            from gitflow_parallel import remote as remote_mod
+
+            return remote_mod.spawn(_project(), task, remote, n=instances, base=base, tracks=list(tracks))
+        return lifecycle.spawn(_project(), task, n=instances, base=base, tracks=list(tracks))
+
+    run_verb(as_json, call, render)
+
+
+def _render_published(p: dict[str, Any]) -> None:
+    click.echo(f"published run {p['run_id']} to {p['remote']}: manifest {p['ref']} at {p['manifest'][:12]}, "
+               f"{len(p['branches'])} branch(es) pushed")
+    if p["agent"]:
+        click.echo(f"  agent: {' '.join(p['agent'])}")
+    for inst_id in p["kept_remote"]:
+        click.echo(f"  {inst_id}: the remote's branch holds a worker's work; left as it is")
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--remote", default="origin", show_default=True, metavar="R", help="The remote to publish to.")
+@json_option
+def publish(task: str, remote: str, as_json: bool) -> None:
+    """Publish a spawned run to remote R: push its instance branches (and
+    with them the base commit) and its manifest on refs/parallel/runs/<run_id>
+    (the run record: frozen config and sha256, instances, agent command),
+    in one atomic push.  Workers (`git parallel worker --remote R`) take
+    their instances from there."""
+    from gitflow_parallel import remote as remote_mod
+
+    def render(r: dict[str, Any]) -> None:
+        _render_published(r)
+        if not r["agent"]:
+            click.echo(f"next: git parallel run {task} --remote {remote} -- <agent command>")
+
+    run_verb(as_json, lambda: remote_mod.publish(_project(), task, remote), render)
 
 
 # -- status -------------------------------------------------------------------------
@@ -895,10 +940,13 @@ def render_rounds(r: dict[str, Any]) -> None:
 @click.option("--tmux", "use_tmux", is_flag=True,
               help="Run each command in its own window of the tmux session parallel-TASK, with a real terminal "
                    "(`git parallel attach TASK [ID]` shows it); recorded as headless runs are.")
+@click.option("--remote", default=None, metavar="R",
+              help="Run nothing here: publish CMD (and --timeout) in the run's manifest on remote R, for "
+                   "`git parallel worker --remote R` on other machines.")
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARG]...")
 def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int | None, until_pass: int | None,
-        use_tmux: bool, as_json: bool, command: tuple[str, ...]) -> None:
+        use_tmux: bool, remote: str | None, as_json: bool, command: tuple[str, ...]) -> None:
     """Run CMD in the worktree of every pending instance of TASK, at most J
     at once and at most max_total in the whole repository.
 
@@ -912,6 +960,21 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
     succeeded."""
     from gitflow_parallel import runner
 
+    if remote is not None:
+        given = [o for o, v in (("--instance", instances), ("--jobs", jobs), ("--until-pass", until_pass),
+                                ("--tmux", use_tmux)) if v]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} cannot go with --remote (workers run every instance)")
+        from gitflow_parallel import remote as remote_mod
+
+        def render(r: dict[str, Any]) -> None:
+            _render_published(r)
+            click.echo(f"next: git parallel worker --remote {remote} --task {task}  (on each worker machine), "
+                       f"then git parallel collect {task}")
+
+        run_verb(as_json, lambda: remote_mod.publish(_project(), task, remote, agent=list(command), timeout=timeout),
+                 render)
+        return
     live = sys.stderr.isatty() and not as_json
     progress: Any = _RunProgress() if live else _RunWaitNotice()
 
@@ -933,6 +996,89 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
         run_verb(as_json, call, render_rounds, ok=lambda r: bool(r["ok"]))
     else:
         run_verb(as_json, call, render_run, ok=runner.succeeded)
+
+
+def render_worker(r: dict[str, Any]) -> None:
+    rows = r["instances"]
+    click.echo(f"worker {r['worker']} on {r['remote']}: {r['delivered']} of {len(rows)} instance(s) delivered "
+               f"({r['stopped']})")
+    for row in rows:
+        what = ("delivered" if row.get("delivered") else "lost its claim" if row.get("lost")
+                else "released" if row.get("released") else "not delivered")
+        extra = f", verdict {row['verdict']}" if row.get("verdict") else ""
+        took = f"; took over from {row['takeover']['worker']}" if row.get("takeover") else ""
+        click.echo(f"  {row['task']}/{row['id']} attempt {row['attempt']}: {row.get('status')}{extra}, {what}{took}")
+        if row.get("error"):
+            click.echo(f"    {row['error']}")
+
+
+@main_group.command()
+@click.option("--remote", default="origin", show_default=True, metavar="R", help="The remote runs are published to.")
+@click.option("--task", default=None, metavar="T", help="Only instances of task T.")
+@click.option("--once", is_flag=True, help="Take at most one instance, then exit.")
+@click.option("--max", "max_instances", type=click.IntRange(1, 10000), default=None, metavar="N",
+              help="Take at most N instances, then exit.")
+@click.option("--instance", default=None, metavar="ID", help="Take only instance ID of T's newest run (needs --task).")
+@click.option("--index", type=click.IntRange(0, 10000), default=None, metavar="K",
+              help="Take only the K-th instance (from 0) of T's newest run, as a Kubernetes Indexed Job's "
+                   "JOB_COMPLETION_INDEX counts (needs --task).")
+@click.option("--lease", "lease_s", type=click.FloatRange(min=1.0), default=120.0, show_default=True, metavar="S",
+              help="Seconds a claim holds without renewal; renewed every S/3 while the instance runs.")
+@click.option("--wait", is_flag=True,
+              help="While instances are held by other workers (or the run has no agent command yet), wait, "
+                   "and take over claims whose lease expires (implied by --instance and --index).")
+@click.option("--name", default=None, metavar="NAME", help="The worker's name in claims (default: HOST:PID).")
+@json_option
+def worker(remote: str, task: str | None, once: bool, max_instances: int | None, instance: str | None,
+           index: int | None, lease_s: float, wait: bool, name: str | None, as_json: bool) -> None:
+    """Take instances of runs published to remote R and do them here: claim
+    one (an atomic push that fails if another worker holds it), run the
+    manifest's agent command in a worktree of this clone, commit leftovers,
+    run the gates in a clean checkout, and deliver branch, evidence and
+    notes in one atomic push.  The claim is renewed while it runs; a worker
+    that dies leaves a claim that expires, and its pushed commits stay
+    reachable from the claim.  Exit 0 when every instance it claimed was
+    delivered (whatever the agent's own outcome)."""
+    from gitflow_parallel import worker as worker_mod
+
+    def say(text: str) -> None:
+        if not as_json:
+            click.echo(f"git parallel worker: {text}", err=True)
+
+    run_verb(as_json, lambda: worker_mod.work(_project(), remote, task=task, once=once, max_instances=max_instances,
+                                              instance=instance, index=index, lease_s=lease_s, wait=wait,
+                                              name=name, progress=say),
+             render_worker, ok=lambda r: all(row.get("delivered") for row in r["instances"]))
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--remote", default=None, metavar="R", help="The remote (default: the one the run was published to).")
+@json_option
+def collect(task: str, remote: str | None, as_json: bool) -> None:
+    """Fetch what workers delivered for TASK's run: each finished attempt
+    becomes succeeded or failed here, its evidence bound to the pushed
+    commit and its branch moved there; this run's note lines are copied.
+    Says which instances are still claimed, by which worker, and for how
+    long.  Then pick and merge as usual (merge re-proves the landing)."""
+    from gitflow_parallel import remote as remote_mod
+
+    def render(r: dict[str, Any]) -> None:
+        click.echo(f"collected run {r['run_id']} of {r['task']} from {r['remote']}")
+        for row in r["instances"]:
+            verdict = f" {row['verdict']}" if row.get("verdict") else ""
+            click.echo(f"  {row['id']:<8} {row['status']}{verdict:<6} {row['claim']}")
+            for t in row["takeovers"]:
+                click.echo(f"           taken over from {t['worker']} ({t['state']}; its work: "
+                           f"{(t.get('work') or 'none')[:12]})")
+            if row.get("problem"):
+                click.echo(f"           not taken: {row['problem']}")
+        if r["pending"]:
+            click.echo(f"pending: {', '.join(r['pending'])}; collect again when the workers are done")
+        else:
+            click.echo(f"next: git parallel pick {task}")
+
+    run_verb(as_json, lambda: remote_mod.collect(_project(), task, remote), render)
 
 
 @main_group.command()

@@ -480,7 +480,12 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
 
             record, _ = store.update(task, finish)
             removed = _remove_all(project, record, record["instances"], force)
-    return {"run": record, "stopped": stopped, "removed": removed}
+    out = {"run": record, "stopped": stopped, "removed": removed}
+    if inst_id is None:
+        from gitflow_parallel import remote
+
+        out["remote_warning"] = remote.withdraw(project, record)
+    return out
 
 
 def _check_removable(project: Project, record: dict[str, Any], insts: list[dict[str, Any]], force: bool,

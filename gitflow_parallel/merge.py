@@ -637,6 +637,9 @@ def merge(project: Project, task: str) -> dict[str, Any]:
         cleanup_error = None
     except ParallelError as exc:
         cleaned, cleanup_error = None, {"code": exc.code, "message": exc.message, "hint": exc.hint}
+    from gitflow_parallel import remote
+
     return {"already": False, "run_id": record["run_id"], "merge": merge_record,
             "cleanup": cleaned and {"removed": cleaned["removed"], "kept": cleaned["kept"]},
-            "cleanup_error": cleanup_error, "notes_error": notes_error}
+            "cleanup_error": cleanup_error, "notes_error": notes_error,
+            "remote_warning": remote.withdraw(project, record)}

@@ -82,7 +82,7 @@ from typing import Any, Callable
 from gitflow_parallel import errors as E
 from gitflow_parallel import faults, reaper, slots
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import append_jsonl, env_seconds, utcnow
+from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, INTERNAL_ENV, commit_all
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project, instance_note, notes_instance_on, pid_alive
@@ -140,7 +140,7 @@ def _signame(sig: int) -> str:
         return f"signal {sig}"
 
 
-class _Watchdog:
+class Watchdog:
     """A forked helper that stops the runner's process groups if the runner
     dies without saying goodbye.
 
@@ -440,7 +440,7 @@ class _Runner:
         self.event_dir = events_dir(parallel_dir, self.run_id)
         self.children = [self._child(inst) for inst in chosen]
         self.base_env = {k: v for k, v in os.environ.items() if k not in _STRIPPED_ENV}
-        self.watchdog = _Watchdog()
+        self.watchdog = Watchdog()
         self.signature = project.repo.signature()
         self.signals = _Signals()
         self.stopping: str | None = None
@@ -912,6 +912,14 @@ def _select_and_claim(project: Project, task: str, instances: list[str] | None
                 f"run {record['run_id']} of {task!r} is {record['status']}; nothing to run",
                 hint=f"spawn a new run with `git parallel spawn {task}`",
             )
+        if (record.get("remote") or {}).get("agent"):
+            # Its instances are the workers' to run; running them here too
+            # would race their deliveries.
+            raise ParallelError(
+                E.BRANCH_TERMINAL,
+                f"run {record['run_id']} of {task!r} is published to {record['remote']['name']} for workers",
+                hint=f"workers run it (`git parallel worker --remote {record['remote']['name']}`); "
+                     f"`git parallel collect {task}` brings their results")
         chosen = _select(project, record, instances)
         return record, _take_claims(project, record, chosen, named=bool(instances))
 

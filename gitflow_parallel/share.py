@@ -100,7 +100,7 @@ def _fetched_remotes(repo: Repo) -> list[str]:
     return sorted(names)
 
 
-def _tree_file(repo: Repo, commit: str | None, path: str) -> bytes | None:
+def tree_file(repo: Repo, commit: str | None, path: str) -> bytes | None:
     if commit is None:
         return None
     try:
@@ -111,7 +111,7 @@ def _tree_file(repo: Repo, commit: str | None, path: str) -> bytes | None:
     return blob.data if isinstance(blob, pygit2.Blob) else None
 
 
-def _tree_of_files(repo: Repo, files: dict[str, bytes]) -> pygit2.Oid:
+def tree_of_files(repo: Repo, files: dict[str, bytes]) -> pygit2.Oid:
     """A tree holding ``files`` (paths with at most one folder level)."""
     folders: dict[str, dict[str, bytes]] = {}
     top = repo.git.TreeBuilder()
@@ -189,9 +189,9 @@ def commit_pack(project: Project, record: dict[str, Any], inst_id: str, attempt:
     limit = int(record["config"].get("evidence_log_bytes", DEFAULT_LOG_BYTES))
 
     def build(current: str | None) -> str | None:
-        if current is not None and _tree_file(repo, current, "pack.json") == pack_bytes:
+        if current is not None and tree_file(repo, current, "pack.json") == pack_bytes:
             return None
-        tree = _tree_of_files(repo, _pack_files(pack_bytes, pack_logs(pack, agent_log), limit))
+        tree = tree_of_files(repo, _pack_files(pack_bytes, pack_logs(pack, agent_log), limit))
         parents = [p for p in (pack.get("commit"), current) if p and p in repo.git]
         sig = repo.signature()
         message = (f"git-parallel: evidence of {record['task']}/{inst_id} attempt {attempt} ({pack.get('verdict')})\n\n"
@@ -226,7 +226,7 @@ def load_pack(project: Project, record: dict[str, Any], inst_id: str, attempt: i
         return local
     commit = lookup(project.repo, evidence_ref(record["run_id"], inst_id, attempt))
     while commit is not None:
-        data = _tree_file(project.repo, commit, "pack.json")
+        data = tree_file(project.repo, commit, "pack.json")
         if data is not None and sha256_bytes(data) == binding.get("sha256"):
             pack = json.loads(data)
             return pack if isinstance(pack, dict) else None
@@ -238,13 +238,11 @@ def load_pack(project: Project, record: dict[str, Any], inst_id: str, attempt: i
 def stored_log(project: Project, record: dict[str, Any], inst_id: str, attempt: int, name: str) -> bytes | None:
     """A log kept on the attempt's evidence ref, by file name."""
     commit = lookup(project.repo, evidence_ref(record["run_id"], inst_id, attempt))
-    return _tree_file(project.repo, commit, f"logs/{name}")
+    return tree_file(project.repo, commit, f"logs/{name}")
 
 
 # -- run snapshots --------------------------------------------------------------------
-def snapshot_run(project: Project, record: dict[str, Any]) -> str:
-    """Keep the record (and its pick records) on ``refs/parallel/runs/<run_id>``."""
-    repo = project.repo
+def _snapshot_files(record: dict[str, Any]) -> dict[str, bytes]:
     files = {"record.yaml": dump(record).encode("utf-8")}
     for track, binding in (record.get("picks") or {}).items():
         try:
@@ -253,16 +251,31 @@ def snapshot_run(project: Project, record: dict[str, Any]) -> str:
             continue
         if sha256_bytes(data) == binding.get("sha256"):
             files[f"picks/{track}.json"] = data
+    return files
+
+
+def snapshot_commit(project: Project, record: dict[str, Any], parent: str | None,
+                    files: dict[str, bytes] | None = None) -> str:
+    """A commit on ``parent`` holding the record (and its pick records); no ref moves."""
+    repo = project.repo
+    tree = tree_of_files(repo, files if files is not None else _snapshot_files(record))
+    sig = repo.signature()
+    message = (f"git-parallel: run {record['task']} {record['status']} (revision {record['run_revision']})\n\n"
+               f"Parallel-Run: {record['run_id']}\n")
+    return str(repo.git.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=parent)] if parent else []))
+
+
+def snapshot_run(project: Project, record: dict[str, Any]) -> str:
+    """Keep the record (and its pick records) on ``refs/parallel/runs/<run_id>``
+    (also the manifest workers read, see ``remote.py``)."""
+    repo = project.repo
+    files = _snapshot_files(record)
     name = run_ref(record["run_id"])
 
     def build(current: str | None) -> str | None:
-        tree = _tree_of_files(repo, files)
-        if current is not None and repo.git.get(current).peel(pygit2.Commit).tree_id == tree:
+        if current is not None and repo.git.get(current).peel(pygit2.Commit).tree_id == tree_of_files(repo, files):
             return None
-        sig = repo.signature()
-        message = (f"git-parallel: run {record['task']} {record['status']} (revision {record['run_revision']})\n\n"
-                   f"Parallel-Run: {record['run_id']}\n")
-        return str(repo.git.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=current)] if current else []))
+        return snapshot_commit(project, record, current, files)
 
     _publish(repo, name, build)
     return name
@@ -289,7 +302,7 @@ def _snapshots(repo: Repo) -> dict[str, str]:
 
 
 def shared_record(repo: Repo, commit: str) -> dict[str, Any] | None:
-    data = _tree_file(repo, commit, "record.yaml")
+    data = tree_file(repo, commit, "record.yaml")
     if data is None:
         return None
     try:
@@ -310,7 +323,7 @@ def shared_runs(project: Project, task: str | None = None) -> list[tuple[dict[st
 
 
 def shared_pick(project: Project, snapshot: str, track: str) -> bytes | None:
-    return _tree_file(project.repo, snapshot, f"picks/{track}.json")
+    return tree_file(project.repo, snapshot, f"picks/{track}.json")
 
 
 # -- every local record, live or retired ----------------------------------------------------

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
