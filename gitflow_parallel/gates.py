@@ -139,6 +139,7 @@ import select
 import signal
 import stat
 import subprocess
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -155,6 +156,7 @@ from gitflow_parallel.files import sha256_bytes, utcnow
 from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, worktree_changes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project
+from gitflow_parallel.runner import Watchdog
 from gitflow_parallel.store import FINISHED_RUN, find_instance
 
 # Grace between SIGTERM and SIGKILL for a gate past its timeout.
@@ -229,6 +231,24 @@ def _wait_unreaped(pid: int, timeout: float | None) -> bool:
     return True
 
 
+_watchdog: Watchdog | None = None
+_watchdog_lock = threading.Lock()
+
+
+def watchdog() -> Watchdog:
+    """This process's watchdog for the gates it runs, started on first use
+    (``check`` starts it before its threads).  It is never told goodbye: at
+    a normal exit every gate has ended and it has nothing to stop; after a
+    ``kill -9`` it stops the gates still running (and what they daemonized)
+    instead of leaving them to PID 1."""
+    global _watchdog
+    with _watchdog_lock:
+        if _watchdog is None or _watchdog.pid is None:
+            _watchdog = Watchdog()
+            _watchdog.start()
+        return _watchdog
+
+
 def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             stdout: Path, stderr: Path | None = None) -> tuple[int | None, str | None, float]:
     """Run ``argv`` in its own process group with output to ``stdout`` (and
@@ -239,6 +259,7 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     # A token its processes inherit, to find those that leave the group.
     env = {**env, reaper.SCOPE_ENV: f"gate-{os.getpid()}-{os.urandom(8).hex()}"}
     reaper.become_subreaper()
+    guard = watchdog()
     with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else _Same()) as err:
         try:
             proc = subprocess.Popen(argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out,
@@ -248,6 +269,7 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             message = _cannot_start(argv, exc)
             out.write(f"git-parallel: {message}\n".encode())
             return None, message, time.monotonic() - start
+        guard.started(proc.pid, env[reaper.SCOPE_ENV])
         error: str | None = None
         try:
             if not _wait_unreaped(proc.pid, timeout):
@@ -260,6 +282,7 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             # were interrupted), then the leader is reaped.
             _kill_group(proc.pid, signal.SIGKILL)
             reaper.sweep({env[reaper.SCOPE_ENV]})  # daemonized out of the group
+            guard.ended(proc.pid)  # before the reap, so the group id is not reused under it
             code = proc.wait()
     if error:
         with open(stdout, "ab") as out:
@@ -858,6 +881,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         errors: dict[str, dict[str, Any]] = {}
         entries: list[tuple[str, str]] = []
         warnings: list[str | None] = []  # evidence refs not written (push writes them)
+        watchdog()  # forked before the threads
         with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
             futures: dict[Future[dict[str, Any]], dict[str, Any]] = {
                 pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected): inst

@@ -421,3 +421,47 @@ def test_daemonized_gate_does_not_outlive_check(tmp_path: Path) -> None:
     [pid_file] = out.glob("*.pid")
     pid = int(pid_file.read_text())
     assert _gone(pid), f"the gate's daemon {pid} outlived `git parallel check`"
+
+
+# 11. -----------------------------------------------------------------------------------
+GATE_THAT_WAITS = """
+    import os, sys, time
+    out = sys.argv[1]
+    if os.fork() == 0:  # a daemon of the gate, out of its process group
+        os.setsid()
+        open(os.path.join(out, "daemon.pid"), "w").write(str(os.getpid()))
+        time.sleep(120)
+        os._exit(0)
+    open(os.path.join(out, "gate.pid"), "w").write(str(os.getpid()))
+    time.sleep(120)
+"""
+
+
+def test_kill_9_of_check_stops_its_gates(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    out = tmp_path / "pids"
+    out.mkdir()
+    script = tmp_path / "gate.py"
+    script.write_text(textwrap.dedent(GATE_THAT_WAITS))
+    repo = make_repo(tmp_path / "repo", config=f"gates:\n  - name: w\n    run: [{PY}, {script}, {out}]\n")
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", PY, "-c", "open('w', 'w').write('w')")
+    # The real git-parallel process, not git's wrapper: python -m with the checkout on the path.
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    check = subprocess.Popen([PY, "-m", "gitflow_parallel", "check", "t"], cwd=repo, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not ((out / "gate.pid").exists() and (out / "daemon.pid").exists()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gate, daemon = int((out / "gate.pid").read_text()), int((out / "daemon.pid").read_text())
+    check.send_signal(signal.SIGKILL)
+    check.wait()
+    assert _gone(gate), f"the gate {gate} outlived a kill -9 of `git parallel check`"
+    assert _gone(daemon), f"the gate's daemon {daemon} outlived a kill -9 of `git parallel check`"
+    # And the run goes on: a new check decides.
+    (out / "gate.pid").unlink()
+    script.write_text("import sys\nsys.exit(0)\n")
+    gp("check", "t", code=None)
