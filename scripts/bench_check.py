@@ -102,12 +102,11 @@ def main() -> int:
             sh(["git", "parallel", "check", "T"], old_repo, old_env)
 
         def no_scratch() -> None:
+            # The pool of scratch checkouts (``scratch+<k>``) goes, as if never made.
             if scratch.exists():
-                for run in scratch.iterdir():
-                    if run.is_dir():
-                        for checkout in run.iterdir():
-                            if checkout.is_dir():
-                                sh(["git", "worktree", "remove", "--force", str(checkout)], ours_repo, env)
+                for checkout in sorted(scratch.glob("scratch+*")):
+                    if checkout.is_dir():
+                        sh(["git", "worktree", "remove", "--force", str(checkout)], ours_repo, env)
                 shutil.rmtree(scratch)
 
         check_old()  # warm-up of both, and the baseline is seen to work
