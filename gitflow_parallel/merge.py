@@ -29,6 +29,12 @@ fast-forward or merge commit; ``merge.message`` is the template of every
 commit a merge writes (:func:`landing_message`).  A checkout of the base
 with uncommitted changes is refused only where the landing changes the same
 paths, as ``git merge`` would.
+
+``merge --push REMOTE`` lands onto the remote's tip of the base and then
+moves the remote's base by one atomic push with leases (with the notes, run
+snapshot and evidence refs), computing the landing again when another clone
+pushed first; ``merge --pr`` pushes the winner's branch and asks ``gh`` or
+``glab`` for a pull request instead of landing (the last sections below).
 """
 
 from __future__ import annotations
@@ -977,6 +983,7 @@ def _push_branches(project: Project, record: dict[str, Any], remote: str,
 
     repo = project.repo
     refs = [f"refs/heads/{inst['branch']}" for _, inst in winners]
+    output = ""
     for attempt in range(1, wire.NOTES_PUSH_ATTEMPTS + 1):
         there = wire.ls_remote(repo, remote, _wanted(record, refs))
         updates = []
@@ -994,10 +1001,11 @@ def _push_branches(project: Project, record: dict[str, Any], remote: str,
         if pushed.ok:
             return {"refs": [u.dst for u in updates + shared], "kept_remote": kept, "attempts": attempt,
                     "base_on_remote": record["base"]["ref"] in there}
+        output = pushed.output
         if not wire.moved(repo, remote, updates + shared):
-            break
+            break  # refused for another reason than a lease: trying again will not help
     raise ParallelError(E.REMOTE_FAILED, f"git push --atomic to {remote} was refused; nothing was pushed: "
-                        f"{pushed.output}", hint=f"see the message; `git parallel merge {record['task']} --pr "
+                        f"{output}", hint=f"see the message; `git parallel merge {record['task']} --pr "
                         f"--remote {remote}` tries again")
 
 
