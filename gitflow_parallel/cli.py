@@ -504,20 +504,43 @@ def unpick(task: str, track: str | None, as_json: bool) -> None:
 
 @main_group.command()
 @click.argument("task")
+@click.option("--push", "push_remote", default=None, metavar="REMOTE",
+              help="Land onto REMOTE's tip of the base, then move REMOTE's base by one atomic push with a lease "
+                   "(with the notes, run snapshot and evidence refs); a merged run is only pushed.")
+@click.option("--pr", "as_pr", is_flag=True,
+              help="Do not land: push the winner's branch and its provenance, and open a pull request with gh "
+                   "(or a merge request with glab), or print the command and write its body file.")
+@click.option("--remote", "pr_remote", default=None, metavar="REMOTE",
+              help="The remote --pr pushes to (default: origin).")
 @json_option
-def merge(task: str, as_json: bool) -> None:
+def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None, as_json: bool) -> None:
     """Land the picked winner(s) on the base branch: fast-forward when
     possible, else a merge commit computed in memory and resolved by
     merge.policy; the base ref moves once, by compare-and-swap, retried if
     it moved meanwhile.  With several tracks every track needs a pick (join).
     A clean worktree of the base follows the new tip; a dirty one refuses.
-    Then the run's worktrees are cleaned up (tips kept in archive refs)."""
+    Then the run's worktrees are cleaned up (tips kept in archive refs).
+
+    --push REMOTE lands where the team lands: onto REMOTE's base when it is
+    ahead (refused when the two diverged), then pushes it with a lease, so
+    another clone's commit is never overwritten; if REMOTE moved meanwhile
+    the landing is computed again onto its new tip (up to merge.retries).
+    --pr proposes the winner for review instead; the run stays picked."""
     from gitflow_parallel import merge as merge_mod
+
+    if as_pr and push_remote:
+        raise click.UsageError("--push and --pr exclude each other: --pr does not move the base")
+    if pr_remote and not as_pr:
+        raise click.UsageError("--remote goes with --pr (--push names its remote itself)")
+    if as_pr:
+        run_verb(as_json, lambda: merge_mod.merge_pr(_project(), task, pr_remote or "origin"), _render_pr)
+        return
 
     def render(r: dict[str, Any]) -> None:
         m = r["merge"]
         if r["already"]:
             click.echo(f"already merged: {m['base_ref']} at {m['landed'][:12]}")
+            _render_push(r.get("push"))
             return
         click.echo(f"landed {m['method']} on {m['base_ref']}: {m['previous'][:12]} -> {m['landed'][:12]}"
                    f" (attempts {m['attempts']})")
@@ -540,8 +563,43 @@ def merge(task: str, as_json: bool) -> None:
         elif r.get("cleanup"):
             click.echo(f"cleaned up {len(r['cleanup']['removed'])} worktree(s); tips kept under refs/parallel/archive/")
         click.echo(f"provenance: git notes --ref=parallel show {m['landed'][:12]}")
+        _render_push(r.get("push"))
 
-    run_verb(as_json, lambda: merge_mod.merge(_project(), task), render)
+    if push_remote:
+        run_verb(as_json, lambda: merge_mod.merge_push(_project(), task, push_remote), render)
+    else:
+        run_verb(as_json, lambda: merge_mod.merge(_project(), task), render)
+
+
+def _render_push(p: dict[str, Any] | None) -> None:
+    if not p:
+        return
+    base = p["base_ref"][len("refs/heads/"):]
+    for again in p["relanded"]:
+        click.echo(f"  {p['remote']} had moved to {again['remote_tip'][:12]}: landed again onto it "
+                   f"(was {again['landed'][:12]})")
+    if p["up_to_date"]:
+        click.echo(f"{p['remote']} is up to date: {base} there has {p['landed'][:12]}")
+        return
+    where = f"{base} at {p['landed'][:12]}" if p["moved_base"] else f"{base} untouched (it has {p['landed'][:12]})"
+    click.echo(f"pushed to {p['remote']}: {where}, {len(p['refs'])} ref(s) in one atomic push"
+               + (f" after {p['attempts']} attempts" if p["attempts"] > 1 else ""))
+    for name in p["kept_remote"]:
+        click.echo(f"  kept {p['remote']}'s (ahead of yours): {name}")
+
+
+def _render_pr(r: dict[str, Any]) -> None:
+    click.echo(f"pushed to {r['remote']}: {len(r['push']['refs'])} ref(s) in one atomic push")
+    if not r["push"]["base_on_remote"]:
+        click.echo(f"warning: {r['remote']} has no {r['base']} branch to propose against", err=True)
+    for p in r["proposals"]:
+        if p["ran"]:
+            click.echo(f"{p['tool']}: requested {p['branch']} -> {r['base']}" + (f": {p['url']}" if p["url"] else ""))
+        else:
+            click.echo(f"no {p['tool']} on PATH; to request {p['branch']} -> {r['base']}, run:")
+            click.echo(f"  {p['command']}")
+        click.echo(f"body: {p['body_file']}")
+    click.echo("the base did not move; the run stays picked (`git parallel merge` lands it)")
 
 
 @main_group.command()

@@ -29,14 +29,23 @@ fast-forward or merge commit; ``merge.message`` is the template of every
 commit a merge writes (:func:`landing_message`).  A checkout of the base
 with uncommitted changes is refused only where the landing changes the same
 paths, as ``git merge`` would.
+
+``merge --push REMOTE`` lands onto the remote's tip of the base and then
+moves the remote's base by one atomic push with leases (with the notes, run
+snapshot and evidence refs), computing the landing again when another clone
+pushed first; ``merge --pr`` pushes the winner's branch and asks ``gh`` or
+``glab`` for a pull request instead of landing (the last sections below).
 """
 
 from __future__ import annotations
 
 import difflib
+import shlex
+import shutil
+import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pygit2
 
@@ -436,7 +445,7 @@ class _MergedMeanwhile(Exception):
 
 
 def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str, Any], dict[str, Any]]],
-          worktree: Path | None, finish: Any) -> Any:
+          worktree: Path | None, finish: Any, onto: Any = None) -> Any:
     """Compute, verify and publish the landing; retried while the base moves.
 
     Computing and verifying (which runs gates, possibly for minutes) happen
@@ -445,7 +454,12 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
     publish: the record must still be at the revision read, the base
     worktree still clean, the base ref still at the oid read; then the intent
     is written, the ref moved by compare-and-swap, and ``finish`` records the
-    result before the lock is let go."""
+    result before the lock is let go.
+
+    ``onto(old)`` names the commit to compute the landing on when it is not
+    the local base itself (``--push``: the remote's tip, which the local base
+    is an ancestor of); the local base then moves from ``old`` to the landing,
+    still a fast-forward, still by compare-and-swap."""
     repo = project.repo
     store = project.store
     task = record["task"]
@@ -460,11 +474,13 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
         if old is None:
             raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {base_ref} no longer exists",
                                 hint="recreate it, or abort the run")
-        landing = compute(project, record, old, winners)
+        start = onto(old) if onto is not None else old
+        landing = compute(project, record, start, winners)
+        landing["onto"] = start
         new_tree = repo.git.get(landing["commit"]).tree
         old_tree = repo.git.get(old).peel(pygit2.Commit).tree
         _check_clean(repo, worktree, new_tree, old_tree)
-        verified = _verify(project, record, landing, winners, old)
+        verified = _verify(project, record, landing, winners, start)
         if time.monotonic() > deadline:
             raise ParallelError(E.MERGE_TIMEOUT, f"the merge of {task} took longer than merge.timeout "
                                 f"({cfg['timeout']}s); nothing moved",
@@ -525,6 +541,29 @@ def _check_clean(repo: Repo, worktree: Path | None, new_tree: pygit2.Tree | None
             raise _refuse_dirty(worktree, dirty)
 
 
+def landing_method(steps: list[dict[str, Any]]) -> str:
+    """``squash``, ``merge`` or ``fast-forward``: what the base moved by."""
+    return next((m for m in ("squash", "merge") if any(s["method"] == m for s in steps)), "fast-forward")
+
+
+def landing_notes(record: dict[str, Any], winners: list[tuple[dict[str, Any], dict[str, Any]]],
+                  merge_record: dict[str, Any]) -> list[tuple[str, str]]:
+    """The note lines on the commit that landed: each pick, the merge, one line for people."""
+    landed = merge_record["landed"]
+    entries = [(landed, pick_note(p)) for p, _ in winners]
+    entries.append((landed, notes.line("merge", record["run_id"], task=record["task"], landed=landed,
+                                       previous=merge_record["previous"], base_ref=merge_record["base_ref"],
+                                       method=merge_record["method"], policy=merge_record["policy"],
+                                       merged_at=merge_record["merged_at"],
+                                       reproved=[{"track": v["track"], "passed": v["passed"],
+                                                  "gates": [g["name"] for g in v["gates"]]}
+                                                 for v in merge_record["verified"]],
+                                       winner_lines_dropped=sum(s.get("winner_lines_dropped", 0)
+                                                                for s in merge_record["steps"]))))
+    entries.append((landed, notes.landing_line(record, [(p, evidence.load(i)) for p, i in winners])))
+    return entries
+
+
 # -- the intent file ---------------------------------------------------------------------
 def intent_path(project: Project, record: dict[str, Any]) -> Path:
     """``parallel/merges/<run_id>.intent.json``: written just before the base
@@ -541,7 +580,9 @@ def clear_intent(project: Project, record: dict[str, Any]) -> None:
 
 
 # -- the verb --------------------------------------------------------------------------
-def merge(project: Project, task: str) -> dict[str, Any]:
+def merge(project: Project, task: str, onto: Any = None) -> dict[str, Any]:
+    """Land the run's winners on its base branch (see the module doc);
+    ``onto`` as in :func:`_land`."""
     check_name(task, "task")
     store = project.store
     repo = project.repo
@@ -597,9 +638,9 @@ def merge(project: Project, task: str) -> dict[str, Any]:
         faults.point("merge.after_worktree")
         merge_record = {
             "landed": landing["commit"], "previous": old, "base_ref": base_ref, "steps": landing["steps"],
-            "method": next((m for m in ("squash", "merge") if any(s["method"] == m for s in landing["steps"])),
-                           "fast-forward"),
+            "method": landing_method(landing["steps"]),
             "resolved_files": landing["resolved_files"], "policy": cfg["policy"], "attempts": attempts,
+            **({"onto": landing["onto"]} if landing["onto"] != old else {}),
             "retried": history, "verify": verify_mode(cfg), "verified": verified, "worktree": str(worktree) if worktree else None,
             "worktree_error": worktree_error, "merged_at": utcnow(),
         }
@@ -613,22 +654,11 @@ def merge(project: Project, task: str) -> dict[str, Any]:
         return updated, merge_record
 
     try:
-        record, merge_record = _land(project, record, winners, worktree, finish)
+        record, merge_record = _land(project, record, winners, worktree, finish, onto)
     except _MergedMeanwhile as done:
         return {"already": True, "run_id": done.record["run_id"], "merge": done.record["merge"], "cleanup": None,
                 "raced": True}
-    landing = {"commit": merge_record["landed"]}
-    old = merge_record["previous"]
-    entries = [(landing["commit"], pick_note(p)) for p, _ in winners]
-    entries.append((landing["commit"], notes.line("merge", record["run_id"], task=task, landed=landing["commit"],
-                                                  previous=old, base_ref=base_ref, method=merge_record["method"],
-                                                  policy=cfg["policy"], merged_at=merge_record["merged_at"],
-                                                  reproved=[{"track": v["track"], "passed": v["passed"],
-                                                             "gates": [g["name"] for g in v["gates"]]}
-                                                            for v in merge_record["verified"]],
-                                                  winner_lines_dropped=sum(s.get("winner_lines_dropped", 0)
-                                                                           for s in merge_record["steps"]))))
-    entries.append((landing["commit"], notes.landing_line(record, [(p, evidence.load(i)) for p, i in winners])))
+    entries = landing_notes(record, winners, merge_record)
     notes_error = project.mirror_notes(record, entries, "merge") or share.mirror_run(project, record)
     from gitflow_parallel import lifecycle
 
@@ -643,3 +673,399 @@ def merge(project: Project, task: str) -> dict[str, Any]:
             "cleanup": cleaned and {"removed": cleaned["removed"], "kept": cleaned["kept"]},
             "cleanup_error": cleanup_error, "notes_error": notes_error,
             "remote_warning": remote.withdraw(project, record)}
+
+
+# -- landing where the team lands: --push and --pr ------------------------------------------
+# The remote's base branch is the team's: it only ever moves by one atomic
+# push with a lease on the oid read from it, together with the notes (merged
+# with the remote's first), the run snapshot and the run's evidence refs, so
+# whoever reads the landed commit there can read why it landed.  A lease that
+# fails because another clone pushed meanwhile is answered by computing the
+# landing again onto the new tip, never by forcing.
+
+def _branch(ref: str) -> str:
+    return ref[len("refs/heads/"):] if ref.startswith("refs/heads/") else ref
+
+
+def _has(repo: Repo, oid: str) -> bool:
+    try:
+        return repo.git.get(oid) is not None
+    except (ValueError, pygit2.GitError):
+        return False
+
+
+def _fetch_tip(project: Project, remote: str, base_ref: str, tip: str | None) -> None:
+    """Bring the remote's ``tip`` of the base into ``refs/remotes/<remote>/<branch>``
+    (forced, like any remote-tracking ref), so its history can be compared."""
+    from gitflow_parallel import remote as wire
+
+    tracking = f"refs/remotes/{remote}/{_branch(base_ref)}"
+    if tip is not None and project.repo.ref_target(tracking) != tip:
+        wire.fetch(project.repo, remote, [f"+{base_ref}:{tracking}"])
+
+
+def _diverged(record: dict[str, Any], remote: str, local: str, tip: str, state: str) -> ParallelError:
+    base, task = _branch(record["base"]["ref"]), record["task"]
+    return ParallelError(
+        E.REMOTE_DIVERGED,
+        f"{base} here (at {local[:12]}) and on {remote} (at {tip[:12]}) have diverged: each has commits the "
+        f"other lacks; {state}",
+        hint=f"bring them together first (`git pull {remote} {base}` where {base} is checked out), then "
+             f"`git parallel merge {task} --push {remote}` again")
+
+
+def _onto_remote(project: Project, record: dict[str, Any], remote: str, tip: str | None) -> Callable[[str], str]:
+    """``onto`` for :func:`_land`: the remote's tip when the local base is
+    behind it, the local base when it is level or ahead; refused when they
+    diverged (nothing has moved yet)."""
+    repo = project.repo
+
+    def onto(old: str) -> str:
+        if tip is None or repo.is_ancestor(tip, old):
+            return old
+        if repo.is_ancestor(old, tip):
+            return tip
+        raise _diverged(record, remote, old, tip, "nothing was changed")
+
+    return onto
+
+
+def _share_updates(project: Project, record: dict[str, Any], remote: str,
+                   there: dict[str, str]) -> tuple[list[Any], list[str]]:
+    """The notes ref (merged with the remote's first, cat_sort_uniq), the run
+    snapshot and the run's evidence refs, each under a lease on what the
+    remote has now.  A ref the remote has ahead of ours, or apart from it
+    (a worker's newer pack), is left alone and named."""
+    from gitflow_parallel import remote as wire
+
+    repo, run_id = project.repo, record["run_id"]
+    share.backfill_run(project, record)
+    notes_ref = record["config"]["notes_ref"]
+    theirs = there.get(notes_ref)
+    if theirs is not None:
+        tracking = share.notes_tracking_ref(remote, notes_ref)
+        if repo.ref_target(tracking) != theirs:
+            wire.fetch(repo, remote, [f"+{notes_ref}:{tracking}"])
+        share.merge_notes(project, notes_ref, theirs)
+    names = [notes_ref, share.run_ref(run_id)] + sorted(
+        n for n, _ in repo.refs_under(f"{share.EVIDENCE_PREFIX}/{run_id}/"))
+    updates, kept = [], []
+    for name in names:
+        mine, theirs = repo.ref_target(name), there.get(name)
+        if mine is None or mine == theirs:
+            continue
+        if theirs is not None and not (_has(repo, theirs) and repo.is_ancestor(theirs, mine)):
+            kept.append(name)
+            continue
+        updates.append(wire.Update(mine, name, theirs or ""))
+    return updates, kept
+
+
+def _wanted(record: dict[str, Any], extra: list[str]) -> list[str]:
+    """What one ls-remote asks about: the base, the notes, the run's refs, ``extra``."""
+    run_id = record["run_id"]
+    return [record["base"]["ref"], record["config"]["notes_ref"], share.run_ref(run_id),
+            f"{share.EVIDENCE_PREFIX}/{run_id}/*", *extra]
+
+
+def _reland(project: Project, record: dict[str, Any], remote: str, tip: str) -> dict[str, Any]:
+    """A merged run whose landing the remote has not taken, because its base
+    moved on: compute the landing again onto the remote's ``tip``, re-prove
+    it, and move the local base from the old landing (never pushed, so no
+    one else has it) to the new one, by compare-and-swap.  Refused when the
+    local base moved on past the landing, or the remote's history no longer
+    holds what the landing was computed on."""
+    repo, task, m = project.repo, record["task"], record["merge"]
+    base_ref, landed = m["base_ref"], m["landed"]
+    not_pushed = f"run {record['run_id']} landed here at {landed[:12]} and was not pushed"
+    local = repo.ref_target(base_ref)
+    if local != landed:
+        raise ParallelError(
+            E.REMOTE_DIVERGED,
+            f"{_branch(base_ref)} here moved on after the landing ({landed[:12]} -> {str(local)[:12]}) and "
+            f"{remote} has commits it lacks; {not_pushed}",
+            hint=f"`git pull {remote} {_branch(base_ref)}` where it is checked out, then `git push {remote} "
+                 f"{_branch(base_ref)}` and `git parallel push {remote}`")
+    start = m.get("onto") or m["previous"]
+    if not repo.is_ancestor(start, tip):
+        raise _diverged(record, remote, start, tip, not_pushed)
+    winners = winner_instances(project, record)
+    landing = compute(project, record, tip, winners)
+    worktree = base_worktree(repo, base_ref)
+    new_tree = repo.git.get(landing["commit"]).tree
+    old_tree = repo.git.get(landed).peel(pygit2.Commit).tree
+    _check_clean(repo, worktree, new_tree, old_tree)
+    verified = _verify(project, record, landing, winners, tip)
+    with project.store.lock():
+        current = project.store.load(task)
+        if (current["run_id"], current["run_revision"]) != (record["run_id"], record["run_revision"]):
+            raise ParallelError(E.RUN_REVISION_CONFLICT, f"run {record['run_id']} changed meanwhile; {not_pushed}",
+                                hint=f"`git parallel merge {task} --push {remote}` again")
+        _check_clean(repo, worktree, new_tree, old_tree)
+        if not repo.cas_ref(base_ref, landing["commit"], landed,
+                            f"git-parallel: land {task} ({record['run_id']}) again, onto {remote}'s tip"):
+            raise ParallelError(E.MERGE_CONFLICT, f"{_branch(base_ref)} moved here meanwhile; {not_pushed}",
+                                hint=f"`git parallel merge {task} --push {remote}` again")
+        worktree_error = None
+        if worktree is not None:
+            proc = repo.run_git(["read-tree", "-m", "-u", landed, landing["commit"]], cwd=worktree, check=False)
+            if proc.returncode != 0:
+                worktree_error = proc.stderr.decode(errors="replace").strip()
+
+        def apply(rec: dict[str, Any]) -> None:
+            mr = rec["merge"]
+            mr["relanded"] = list(mr.get("relanded") or []) + [
+                {"landed": landed, "onto": start, "remote_tip": tip, "at": utcnow()}]
+            mr.update(landed=landing["commit"], onto=tip, steps=landing["steps"], method=landing_method(landing["steps"]),
+                      resolved_files=landing["resolved_files"], verified=verified, worktree_error=worktree_error)
+
+        updated, _ = project.store.update(task, apply)
+    project.mirror_notes(updated, landing_notes(updated, winners, updated["merge"]), "merge --push")
+    share.mirror_run(project, updated)
+    return updated
+
+
+def _not_pushed(record: dict[str, Any], remote: str, what: str, hint: str, code: str = E.REMOTE_FAILED) -> ParallelError:
+    landed = record["merge"]["landed"]
+    return ParallelError(
+        code, f"run {record['run_id']} landed on {_branch(record['base']['ref'])} here at {landed[:12]}, but "
+              f"{remote} did not take it: {what}; nothing was pushed",
+        hint=hint + f"; `git parallel merge {record['task']} --push {remote}` pushes it then (a merged run is "
+                    "only pushed)", landed=landed, pushed=False)
+
+
+def push_landing(project: Project, task: str, remote: str) -> dict[str, Any]:
+    """Move ``remote``'s base to what a merged run landed, with its notes,
+    snapshot and evidence refs, in one atomic push under leases; idempotent
+    (a remote that has it all is left as it is)."""
+    from gitflow_parallel import remote as wire
+
+    repo = project.repo
+    record = project.store.load(task)
+    base_ref = record["base"]["ref"]
+    retries = int(record["config"]["merge"]["retries"])
+    relanded: list[dict[str, Any]] = []
+    for attempt in range(1, retries + wire.NOTES_PUSH_ATTEMPTS + 2):
+        there = wire.ls_remote(repo, remote, _wanted(record, []))
+        tip = there.get(base_ref)
+        _fetch_tip(project, remote, base_ref, tip)
+        landed = record["merge"]["landed"]
+        updates = []
+        if tip is None or (tip != landed and not repo.is_ancestor(landed, tip)):
+            if tip is not None and not repo.is_ancestor(tip, landed):
+                if len(relanded) >= retries:
+                    raise _not_pushed(record, remote, f"its {_branch(base_ref)} kept moving ({attempt} attempts)",
+                                      "wait for the other pushes to finish", E.REMOTE_MOVED)
+                relanded.append({"landed": landed, "remote_tip": tip})
+                record = _reland(project, record, remote, tip)
+                landed = record["merge"]["landed"]
+            if landed != tip:  # a landing computed again may be the remote's tip itself
+                updates.append(wire.Update(landed, base_ref, tip or ""))
+        shared, kept = _share_updates(project, record, remote, there)
+        pushed = wire.push(repo, remote, updates + shared)
+        if pushed.ok:
+            return _pushed(project, record, remote, updates + shared, kept, attempt, relanded)
+        if not wire.moved(repo, remote, updates + shared):
+            raise _not_pushed(record, remote, f"the atomic push was refused: {pushed.output}",
+                              f"see the message (a protected branch? a hook of {remote}?)")
+    raise _not_pushed(record, remote, "its refs kept moving", "wait for the other pushes to finish", E.REMOTE_MOVED)
+
+
+def _pushed(project: Project, record: dict[str, Any], remote: str, updates: list[Any], kept: list[str],
+            attempts: int, relanded: list[dict[str, Any]]) -> dict[str, Any]:
+    """Say in the record (and the result) what the remote now has."""
+    base_ref, landed = record["base"]["ref"], record["merge"]["landed"]
+    moved_base = any(u.dst == base_ref for u in updates)
+    if moved_base or not (record["merge"].get("pushed") or {}).get("landed") == landed:
+        info = {"remote": remote, "landed": landed, "pushed_at": utcnow(), "attempts": attempts}
+
+        def apply(rec: dict[str, Any]) -> None:
+            rec["merge"]["pushed"] = info
+
+        project.store.update(record["task"], apply)
+    return {"remote": remote, "base_ref": base_ref, "landed": landed, "moved_base": moved_base,
+            "refs": [u.dst for u in updates], "kept_remote": kept, "attempts": attempts, "relanded": relanded,
+            "up_to_date": not updates}
+
+
+def merge_push(project: Project, task: str, remote: str) -> dict[str, Any]:
+    """``merge --push REMOTE``: land onto the remote's tip of the base (the
+    local base fast-forwards with the landing), then push it with its
+    provenance; a merged run is only pushed."""
+    from gitflow_parallel import remote as wire
+
+    check_name(task, "task")
+    share.check_remote(project.repo, remote)
+    record = project.store.load(task)
+    onto = None
+    if record["status"] != "merged":
+        base_ref = record["base"]["ref"]
+        tip = wire.ls_remote(project.repo, remote, [base_ref]).get(base_ref)
+        _fetch_tip(project, remote, base_ref, tip)
+        onto = _onto_remote(project, record, remote, tip)
+    result = merge(project, task, onto=onto)
+    try:
+        result["push"] = push_landing(project, task, remote)
+    except ParallelError as exc:
+        if "pushed" in exc.details:
+            raise
+        landed = result["merge"]["landed"]
+        raise ParallelError(exc.code, f"run {result['run_id']} landed on {_branch(result['merge']['base_ref'])} here "
+                            f"at {landed[:12]}, but was not pushed to {remote}: {exc.message}",
+                            hint=f"{exc.hint or 'see the message'}; then `git parallel merge {task} --push {remote}` "
+                                 "pushes it (a merged run is only pushed)", landed=landed, pushed=False) from None
+    result["merge"] = project.store.load(task)["merge"]  # a landing computed again says so
+    return result
+
+
+# -- --pr: propose the winner instead of landing it -------------------------------------------
+def _pr_tool(repo: Repo, remote: str) -> tuple[str, str | None]:
+    """``gh`` or ``glab`` (by the remote's host, then by what is on PATH), and its path if found."""
+    url = repo.run_git(["remote", "get-url", remote], check=False).stdout.decode(errors="replace")
+    order = ["glab", "gh"] if "gitlab" in url.lower() else ["gh", "glab"]
+    for name in order:
+        found = shutil.which(name)
+        if found:
+            return name, found
+    return order[0], None
+
+
+def pr_title(record: dict[str, Any], pick: dict[str, Any], inst: dict[str, Any]) -> str:
+    where = "" if record["tracks"] == ["main"] else f" (track {pick['track']})"
+    return f"git-parallel: {record['task']}{where}, winner {inst['id']} of run {record['run_id']}"
+
+
+def pr_body(record: dict[str, Any], pick: dict[str, Any], inst: dict[str, Any], pack: dict[str, Any] | None,
+            remote: str) -> str:
+    """The evidence summary a reviewer reads: the run, the winner and why,
+    each gate's verdict and duration, the score, where the evidence is."""
+    w, run_id = pick["winner"], record["run_id"]
+    size = sum(1 for i in record["instances"] if i["track"] == pick["track"])
+    why = pick["selection_method"] + (f" ({pick['reason']})" if pick.get("reason") else "")
+    score = "unavailable" if pick.get("score") is None else str(pick["score"])
+    ref = share.evidence_ref(run_id, w["id"], w["attempt"])
+    lines = [f"## git-parallel: {record['task']}", "",
+             f"- Run: `{run_id}`",
+             f"- Track: `{pick['track']}`, {size} attempt(s)",
+             f"- Winner: instance `{w['id']}` (`{inst['branch']}` at `{w['commit']}`, attempt {w['attempt']})",
+             f"- Why: {why}",
+             f"- Score: {score}",
+             f"- Verdict: {(pack or {}).get('verdict') or 'unknown'}",
+             "", "| gate | mode | verdict | duration |", "|---|---|---|---|"]
+    for g in (pack or {}).get("gates") or []:
+        took = "" if g.get("duration_s") is None else f"{float(g['duration_s']):.2f}s"
+        lines.append(f"| {g.get('name')} | {g.get('mode')} | {'pass' if g.get('passed') else 'fail'} | {took} |")
+    lines += ["", "Evidence (pushed with this branch):", "",
+              f"- `{ref}` (the pack and the gate logs)",
+              f"- `{share.run_ref(run_id)}` (the run record and the pick)",
+              f"- `{record['config']['notes_ref']}` (`git notes --ref={record['config']['notes_ref'][len('refs/notes/'):]}"
+              f" show {w['commit'][:12]}`)",
+              "", f"Read them with `git parallel fetch {remote}` and `git parallel show {record['task']}`.", ""]
+    return "\n".join(lines)
+
+
+def _pr_command(tool: str, base: str, branch: str, title: str, body_file: Path) -> tuple[list[str], str]:
+    """(argv to run, the command as a person would type it)."""
+    if tool == "glab":
+        argv = ["glab", "mr", "create", "--target-branch", base, "--source-branch", branch, "--title", title,
+                "--description", body_file.read_text(), "--yes"]
+        shown = shlex.join(argv[:-3]) + f' --description "$(cat {shlex.quote(str(body_file))})" --yes'
+        return argv, shown
+    argv = ["gh", "pr", "create", "--base", base, "--head", branch, "--title", title, "--body-file", str(body_file)]
+    return argv, shlex.join(argv)
+
+
+def _push_branches(project: Project, record: dict[str, Any], remote: str,
+                   winners: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
+    """The winners' branches and the run's provenance in one atomic push;
+    a remote branch with commits the winner lacks is never overwritten."""
+    from gitflow_parallel import remote as wire
+
+    repo = project.repo
+    refs = [f"refs/heads/{inst['branch']}" for _, inst in winners]
+    output = ""
+    for attempt in range(1, wire.NOTES_PUSH_ATTEMPTS + 1):
+        there = wire.ls_remote(repo, remote, _wanted(record, refs))
+        updates = []
+        for (_, inst), ref in zip(winners, refs):
+            tip, theirs = project.tip(inst), there.get(ref)
+            if tip is None or tip == theirs:
+                continue
+            if theirs is not None and not (_has(repo, theirs) and repo.is_ancestor(theirs, tip)):
+                raise ParallelError(E.REMOTE_DIVERGED, f"{remote} has {inst['branch']} at {theirs[:12]}, with "
+                                    f"commits the winner ({tip[:12]}) lacks; nothing was pushed",
+                                    hint=f"see `git log {remote}/{inst['branch']}`; delete it there if it is stale")
+            updates.append(wire.Update(tip, ref, theirs or ""))
+        shared, kept = _share_updates(project, record, remote, there)
+        pushed = wire.push(repo, remote, updates + shared)
+        if pushed.ok:
+            return {"refs": [u.dst for u in updates + shared], "kept_remote": kept, "attempts": attempt,
+                    "base_on_remote": record["base"]["ref"] in there}
+        output = pushed.output
+        if not wire.moved(repo, remote, updates + shared):
+            break  # refused for another reason than a lease: trying again will not help
+    raise ParallelError(E.REMOTE_FAILED, f"git push --atomic to {remote} was refused; nothing was pushed: "
+                        f"{output}", hint=f"see the message; `git parallel merge {record['task']} --pr "
+                        f"--remote {remote}` tries again")
+
+
+def merge_pr(project: Project, task: str, remote: str = "origin") -> dict[str, Any]:
+    """``merge --pr``: push the winner's branch and its provenance to
+    ``remote`` and open a pull (merge) request with ``gh`` or ``glab``, or
+    say the command; the base never moves and the run stays picked."""
+    check_name(task, "task")
+    repo = project.repo
+    share.check_remote(repo, remote)
+    record = project.store.load(task)
+    if record["status"] in ("merged", "aborted"):
+        raise ParallelError(E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} is {record['status']}; "
+                            "nothing to propose", hint=f"see `git parallel status {task}`")
+    config.verify_frozen(repo, record)
+    winners = winner_instances(project, record)
+    for pick, inst in winners:
+        ok, code, why = winner_check(project, record, inst, project.tip(inst) or "")
+        if not ok:
+            raise ParallelError(code or E.EVIDENCE_MISMATCH, f"cannot propose track {pick['track']}: {why}",
+                                hint=f"run `git parallel check {task}`; a changed winner needs a new run or retry")
+    pushed = _push_branches(project, record, remote, winners)
+    tool, found = _pr_tool(repo, remote)
+    base = _branch(record["base"]["ref"])
+    folder = repo.parallel_dir / "prs"
+    proposals = []
+    for pick, inst in winners:
+        body_file = folder / f"{record['run_id']}-{pick['track']}.md"
+        atomic_write(body_file, pr_body(record, pick, inst, evidence.load(inst), remote).encode())
+        argv, shown = _pr_command(tool, base, inst["branch"], pr_title(record, pick, inst), body_file)
+        entry: dict[str, Any] = {"track": pick["track"], "winner": inst["id"], "branch": inst["branch"],
+                                 "commit": pick["winner"]["commit"], "body_file": str(body_file), "command": shown,
+                                 "tool": tool, "ran": bool(found), "url": None, "error": None}
+        if found:
+            entry.update(_run_tool([found, *argv[1:]], repo))
+        proposals.append(entry)
+    info = {"remote": remote, "base": base, "requested_at": utcnow(), "proposals": proposals}
+
+    def apply(rec: dict[str, Any]) -> None:
+        rec["pr"] = info
+
+    project.store.update(task, apply)
+    result = {"task": task, "run_id": record["run_id"], "remote": remote, "base": base, "push": pushed,
+              "tool": tool, "proposals": proposals}
+    failed = [p for p in proposals if p["error"]]
+    if failed:
+        raise ParallelError(E.REMOTE_FAILED, f"pushed {', '.join(p['branch'] for p in failed)} to {remote}, but "
+                            f"`{tool}` failed: {failed[0]['error']}", hint=f"run it yourself: {failed[0]['command']}",
+                            **result)
+    return result
+
+
+def _run_tool(argv: list[str], repo: Repo) -> dict[str, Any]:
+    """Run ``gh``/``glab`` (an argument list, no shell) where the repository is."""
+    cwd = repo.main_workdir or Path.cwd()
+    try:
+        proc = subprocess.run(argv, cwd=str(cwd), capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    if proc.returncode != 0:
+        return {"error": (proc.stderr or proc.stdout).strip() or f"exit status {proc.returncode}"}
+    urls = [w for w in proc.stdout.split() if w.startswith(("https://", "http://"))]
+    return {"url": urls[-1] if urls else None, "output": proc.stdout.strip()}

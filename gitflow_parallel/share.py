@@ -350,19 +350,29 @@ def _attempt_bindings(record: dict[str, Any]) -> Iterator[tuple[str, int, dict[s
 
 def backfill(project: Project) -> dict[str, Any]:
     """Make sure every local pack and record is kept in git (before a push)."""
-    written, skipped = [], []
+    written: list[str] = []
+    skipped: list[str] = []
     for record in local_records(project):
-        for inst_id, attempt, binding, log in _attempt_bindings(record):
-            try:
-                before = project.repo.ref_target(evidence_ref(record["run_id"], inst_id, attempt))
-                name = commit_pack(project, record, inst_id, attempt, binding, log)
-                if project.repo.ref_target(name) != before:
-                    written.append(name)
-            except (OSError, ValueError):
-                skipped.append(f"{record['task']}/{inst_id} attempt {attempt}: its pack file is gone or changed")
-        before = project.repo.ref_target(run_ref(record["run_id"]))
-        if project.repo.ref_target(snapshot_run(project, record)) != before:
-            written.append(run_ref(record["run_id"]))
+        filled = backfill_run(project, record)
+        written += filled["written"]
+        skipped += filled["skipped"]
+    return {"written": written, "skipped": skipped}
+
+
+def backfill_run(project: Project, record: dict[str, Any]) -> dict[str, Any]:
+    """``backfill`` for one run: its packs on evidence refs, its record on its run ref."""
+    written, skipped = [], []
+    for inst_id, attempt, binding, log in _attempt_bindings(record):
+        try:
+            before = project.repo.ref_target(evidence_ref(record["run_id"], inst_id, attempt))
+            name = commit_pack(project, record, inst_id, attempt, binding, log)
+            if project.repo.ref_target(name) != before:
+                written.append(name)
+        except (OSError, ValueError):
+            skipped.append(f"{record['task']}/{inst_id} attempt {attempt}: its pack file is gone or changed")
+    before = project.repo.ref_target(run_ref(record["run_id"]))
+    if project.repo.ref_target(snapshot_run(project, record)) != before:
+        written.append(run_ref(record["run_id"]))
     return {"written": written, "skipped": skipped}
 
 

@@ -116,12 +116,12 @@ def test_three_workers_claim_each_instance_once_and_the_winner_lands(tmp_path: P
     status = gp.json("status", "fx")
     assert {i["live"]["evidence"] for i in status["run"]["instances"]} == {"fresh"}
     gp("pick", "fx")
-    merged = gp.json("merge", "fx")["merge"]
+    out = gp.json("merge", "fx", "--push", "origin")
+    merged = out["merge"]
     assert merged["verified"] and merged["verified"][0]["passed"]
-    # merge --push is issue 15's; until it lands, plain git does the sharing.
-    git(coord, "push", "-q", "origin", "main")
-    git(coord, "notes", "--ref=parallel", "merge", "-q", "-s", "cat_sort_uniq", "refs/notes/remotes/origin/parallel")
-    git(coord, "push", "-q", "origin", "refs/notes/parallel")
+    # The workers' notes on the remote were merged in (cat_sort_uniq) and the
+    # landing went out with them, in one atomic push.
+    assert out["push"]["moved_base"] and "refs/notes/parallel" in out["push"]["refs"]
     assert git(origin, "rev-parse", "main") == merged["landed"]
 
     fourth = tmp_path / "w4"
