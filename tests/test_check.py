@@ -413,6 +413,31 @@ def test_output_fingerprints_equal_sha256sum(tmp_path: Path) -> None:
                                           "src/app.txt": sha256(wt / "src/app.txt")}
 
 
+def test_symlinks_in_inputs_never_lead_outside_nor_loop(tmp_path: Path) -> None:
+    # An attempt commits a symlink loop and a symlink to a file outside its
+    # checkout: check ends, and each link is fingerprinted as git stores it
+    # (its target text); the outside file is never read.
+    t = tools(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside\n")
+    cfg = "gates:\n" + gate_cfg(t, "tests", "ok.py", inputs="['**/*']")
+    repo, gp, run = setup(tmp_path, cfg, n=1)
+    wt = Path(run["instances"][0]["worktree"])
+    os.symlink(".", wt / "loop")
+    os.symlink("loop/loop", wt / "twisted")
+    os.symlink(str(secret), wt / "out")
+    finish(repo, "1", {"src/app.txt": "v2\n"})
+    assert git(wt, "ls-files", "-s", "loop", "out").count("120000") == 2
+    started = time.monotonic()
+    gp("check", "t", timeout=120)
+    assert time.monotonic() - started < 60
+    inputs = load_pack(run_record(gp)["instances"][0])["input_fingerprints"]
+    assert inputs["out"] == hashlib.sha256(str(secret).encode()).hexdigest()
+    assert inputs["loop"] == hashlib.sha256(b".").hexdigest()
+    assert hashlib.sha256(b"outside\n").hexdigest() not in inputs.values()
+    assert sorted(inputs) == [".gitparallel.yaml", "README.md", "loop", "out", "src/app.txt", "twisted"]
+
+
 def test_output_fingerprints_hash_blobs_not_filtered_files(tmp_path: Path) -> None:
     # With eol=crlf the checked-out bytes differ from the blob: the worktree
     # shortcut must notice and hash the blob, exactly as without a worktree.
