@@ -101,7 +101,7 @@ def test_config_read_from_base_commit_not_worktree(tmp_path: Path) -> None:
 
 
 def test_record_broken_by_hand(repo: Path, gp: GP) -> None:
-    run = gp.json("spawn", "t", "-n", "1")
+    gp.json("spawn", "t", "-n", "1")
     path = repo / ".git" / "parallel" / "runs" / "t.yaml"
     text = path.read_text()
     path.write_text(text.replace("status: pending", "status: exploded", 1))
@@ -110,7 +110,7 @@ def test_record_broken_by_hand(repo: Path, gp: GP) -> None:
     path.write_text("{{{ not yaml")
     proc = gp("status", "t", code=1)
     assert "error[PARALLEL_RECORD_INVALID]" in proc.stderr and "Traceback" not in proc.stderr
-    path.write_text(text.replace(f"run_revision: 1", "run_revision: banana"))
+    path.write_text(text.replace("run_revision: 1", "run_revision: banana"))
     proc = gp("status", "t", code=1)
     assert "run_revision" in proc.stderr
 

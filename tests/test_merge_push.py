@@ -14,8 +14,6 @@ import stat
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from conftest import GP, git, make_repo, snapshot
 
 CONFIG = """\

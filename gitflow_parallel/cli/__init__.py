@@ -1,0 +1,51 @@
+"""The command line: parsing and rendering only.
+
+Every verb's logic is a function in the package; these modules turn options
+into arguments, results into text or ``--json``, and errors into
+``error[CODE]: ...`` / ``hint: ...`` with the documented exit status
+(0 done, 1 refused, 2 usage, 3 internal error with a traceback log).
+``base`` holds the group, ``attempts``, ``review`` and ``maintenance`` add
+the commands, ``render`` turns results into text.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gitflow_parallel.cli import attempts, maintenance, review
+
+from gitflow_parallel.cli.base import emit_json, main_group, run_verb
+
+# Importing the command modules adds their commands to the group.
+__all__ = ["attempts", "maintenance", "review", "main", "main_group", "run_verb"]
+
+
+def _wants_json(args: list[str]) -> bool:
+    """--json among the options (not among a command's arguments after --)."""
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
+def main() -> None:
+    """Run the CLI; a usage error is printed as JSON too when --json was given."""
+    args = sys.argv[1:]
+    try:
+        code = main_group.main(args=args, prog_name="git parallel", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+    except click.UsageError as exc:
+        if not _wants_json(args):
+            exc.show()
+            sys.exit(exc.exit_code)
+        hint = f"see `{exc.ctx.command_path} --help`" if exc.ctx is not None else "see `git parallel -h`"
+        emit_json({"ok": False, "code": "USAGE", "message": exc.format_message(), "hint": hint})
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)

@@ -1,0 +1,495 @@
+"""The verbs of one task's flow: init, spawn, run, check, pick, unpick,
+merge, done, attach, status, retry, abort, cleanup."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import click
+
+from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
+from gitflow_parallel.cli.render import (
+    RunProgress, RunWaitNotice, figures_text, render_check, render_pr, render_published, render_push,
+    render_rounds, render_run, render_status,
+)
+
+
+# -- init ---------------------------------------------------------------------------
+@main_group.command()
+@click.option("--force", is_flag=True, help="Overwrite an existing .gitparallel.yaml with the template.")
+@click.option("--display", is_flag=True,
+              help="Also set notes.displayRef, so plain `git log` prints the notes (every JSON line).")
+@click.option("--remote", default=None, metavar="REMOTE",
+              help="Add fetch refspecs to REMOTE for the notes and refs/parallel/ (into tracking refs).")
+@json_option
+def init(force: bool, display: bool, remote: str | None, as_json: bool) -> None:
+    """Write a commented .gitparallel.yaml and set notes.rewriteRef to the
+    notes ref, so notes follow rebases and amends (`git log
+    --notes=parallel` shows them; --display makes plain `git log` show
+    them too).  Commit the file: spawn reads it from the base commit."""
+    from gitflow_parallel import lifecycle
+
+    def render(r: dict[str, Any]) -> None:
+        click.echo(f"{'wrote' if r['wrote'] else 'kept existing'} {r['config']}")
+        for k, v in r["git_config"].items():
+            click.echo(f"git config {k} {v}")
+        if r["refspecs"]:
+            for spec in r["refspecs"][f"remote.{r['remote']}.fetch"]:
+                state = "added" if spec in r["refspecs"]["added"] else "already there"
+                click.echo(f"git config --add remote.{r['remote']}.fetch {spec}  ({state})")
+            click.echo(f"share runs with `git parallel push {r['remote']}` and `git parallel fetch {r['remote']}`")
+        click.echo("next: edit the gates, commit the file, then `git parallel spawn TASK`")
+
+    run_verb(as_json, lambda: lifecycle.init(_project(), force=force, display=display, remote=remote), render)
+
+
+# -- spawn --------------------------------------------------------------------------
+@main_group.command()
+@click.argument("task")
+@click.option("-n", "instances", type=click.IntRange(1, 64), default=None,
+              help="Instances per track (default: `instances` from the config, 3).")
+@click.option("--base", default=None, help="Base branch to start from and land on (default: the current branch).")
+@click.option("--track", "tracks", multiple=True, help="A track (sub-task); repeat for fan-out. Default: one track 'main'.")
+@click.option("--remote", default=None, metavar="R",
+              help="Also publish the run to remote R (its branches and manifest), for `git parallel worker` "
+                   "on other machines.")
+@json_option
+def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str, ...], remote: str | None,
+          as_json: bool) -> None:
+    """Create a run for TASK: N branches parallel/TASK/ID at the base commit,
+    each with its own worktree, recorded in the common git dir.
+
+    All or nothing: if any branch or worktree cannot be made, everything is
+    removed again.  Refused past max_total live instances in the repository."""
+    from gitflow_parallel import lifecycle
+
+    def render(r: dict[str, Any]) -> None:
+        for w in r.get("warnings") or []:
+            click.echo(f"warning: {w}", err=True)
+        click.echo(f"spawned run {r['run_id']} for {r['task']} on {r['base']['ref']} at {r['base']['commit'][:12]}")
+        for inst in r["instances"]:
+            click.echo(f"  {inst['id']:<10} {inst['branch']:<32} {inst['worktree']}")
+        if r.get("published"):
+            render_published(r["published"])
+            click.echo(f"next: git parallel run {r['task']} --remote {r['published']['remote']} -- <agent command>")
+        else:
+            click.echo(f"next: git parallel run {r['task']} -- <agent command>")
+
+    def call() -> dict[str, Any]:
+        if remote is not None:
+            from gitflow_parallel import remote as remote_mod
+
+            return remote_mod.spawn(_project(), task, remote, n=instances, base=base, tracks=list(tracks))
+        return lifecycle.spawn(_project(), task, n=instances, base=base, tracks=list(tracks))
+
+    run_verb(as_json, call, render)
+
+
+@main_group.command()
+@click.argument("task", required=False)
+@json_option
+def status(task: str | None, as_json: bool) -> None:
+    """Without TASK, list the runs; with TASK, a table of its instances (id,
+    track, status, attempt, head, verdict, score, evidence fresh/stale,
+    branch, worktree).  --json prints {"ok": true, "run": <record>}."""
+    from gitflow_parallel import lifecycle
+
+    def call() -> dict[str, Any]:
+        result = lifecycle.status(_project(), task)
+        if as_json and task is not None:
+            run = result["run"]
+            for inst, row in zip(run["instances"], result["rows"]):
+                inst["live"] = {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"]}
+            return {"run": run, "base_tip": result["base_tip"]}
+        return result
+
+    run_verb(as_json, call, render_status)
+
+
+# -- retry / abort / cleanup ------------------------------------------------------------
+@main_group.command()
+@click.argument("task")
+@click.argument("instance")
+@click.option("--revision", type=int, default=None, help="Refuse unless the run is still at this run_revision.")
+@click.option("--force", is_flag=True,
+              help="Retry a succeeded instance that did not fail its gates, and one whose worktree has "
+                   "uncommitted changes (kept on the archive ref first).")
+@click.option("--onto-current", is_flag=True,
+              help="Start the new attempt from the base branch's current tip instead of the spawn's base.")
+@click.option("--keep", is_flag=True,
+              help="Start the new attempt from this attempt's own tip (iterate on the same work); nothing is reset.")
+@json_option
+def retry(task: str, instance: str, revision: int | None, force: bool, onto_current: bool, keep: bool,
+          as_json: bool) -> None:
+    """Start a new attempt of a failed, aborted or gate-failed (verdict fail)
+    INSTANCE: its tip is kept under refs/parallel/archive/, its branch and
+    worktree are reset to the spawn's base (or the base branch's tip with
+    --onto-current, or left at its tip with --keep), and its attempt goes up
+    by one (at most rework_max times).  The new attempt's agent gets
+    GIT_PARALLEL_FEEDBACK and {feedback}: why this attempt failed.  A
+    worktree with uncommitted changes is refused unless --force."""
+    from gitflow_parallel import lifecycle
+    from gitflow_parallel.store import find_instance
+
+    def render(r: dict[str, Any]) -> None:
+        inst = find_instance(r, instance)
+        start = inst.get("start") or {}
+        where = {"base-tip": f"the current tip of {r['base']['ref']}", "previous-attempt": "its previous tip"}.get(
+            start.get("from"), "the base")
+        click.echo(f"instance {instance} starts attempt {inst['attempt']} from {where} at {inst['head'][:12]}")
+        prev = inst["history"][-1] if inst["history"] else None
+        if prev and prev.get("archive_ref"):
+            click.echo(f"previous attempt kept at {prev['archive_ref']}")
+        if inst.get("feedback"):
+            click.echo(f"feedback for the agent: {inst['feedback']} ($GIT_PARALLEL_FEEDBACK, {{feedback}})")
+        click.echo(f"next: git parallel run {task} --instance {instance} -- <agent command>")
+
+    if onto_current and keep:
+        raise click.UsageError("--onto-current and --keep exclude each other")
+    run_verb(as_json, lambda: lifecycle.retry(_project(), task, instance, expected_revision=revision, force=force,
+                                              onto_current=onto_current, keep=keep), render)
+
+
+@main_group.command()
+@click.argument("task")
+@click.argument("instance", required=False)
+@click.option("--force", is_flag=True, help="Remove worktrees with uncommitted changes (kept on the archive ref first).")
+@json_option
+def abort(task: str, instance: str | None, force: bool, as_json: bool) -> None:
+    """Abort one INSTANCE (stopped and marked aborted; its worktree stays for
+    `retry`), or the whole run (every instance aborted, then cleaned up:
+    tips archived under refs/parallel/archive/, worktrees and branches removed)."""
+    from gitflow_parallel import lifecycle
+
+    def render(r: dict[str, Any]) -> None:
+        what = f"instance {instance}" if instance else f"run {r['run']['run_id']}"
+        click.echo(f"aborted {what} of {task}")
+        for i in r["stopped"]:
+            click.echo(f"  stopped the process of {i}")
+        for d in r["removed"]:
+            click.echo(f"  removed {d['id']}; tip kept at {d['archived']}")
+
+    run_verb(as_json, lambda: lifecycle.abort(_project(), task, instance, force=force), render)
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--keep-losers", is_flag=True, help="Remove only the winners' worktrees; keep the losers'.")
+@click.option("--force", is_flag=True, help="Remove worktrees with uncommitted changes (committed onto the archive ref first).")
+@json_option
+def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
+    """Remove the worktrees and branches of a merged or aborted run.  Every
+    tip is first kept under refs/parallel/archive/<run_id>/<id>/<attempt>;
+    a worktree with uncommitted changes is refused unless --force."""
+    from gitflow_parallel import lifecycle
+
+    def render(r: dict[str, Any]) -> None:
+        for d in r["removed"]:
+            extra = f" (uncommitted work committed as {d['dirty_committed'][:12]})" if d["dirty_committed"] else ""
+            click.echo(f"removed {d['id']}; tip kept at {d['archived']}{extra}")
+        if r["kept"]:
+            click.echo(f"kept: {', '.join(r['kept'])}")
+        if not r["removed"]:
+            click.echo("nothing to remove")
+
+    run_verb(as_json, lambda: lifecycle.cleanup(_project(), task, keep_losers=keep_losers, force=force),
+             render)
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--track", default=None, help="Pick only this track (default: every unpicked track).")
+@click.option("--instance", "instance", default=None, metavar="ID",
+              help="A person's pick: ID wins its track (recorded as selection_method human, with user.email).")
+@click.option("--reason", default=None, metavar="TEXT", help="With --instance: why, kept in the pick record and note.")
+@click.option("--force", is_flag=True,
+              help="With --instance: pick it even without fresh, complete, passing evidence (recorded as forced).")
+@json_option
+def pick(task: str, track: str | None, instance: str | None, reason: str | None, force: bool, as_json: bool) -> None:
+    """Select each track's winner among the instances with complete, fresh,
+    passing evidence, by the run's `selection` rule, and write the write-once
+    pick record and its note on the winner's commit.  critic_first_pass:
+    highest score, then fewest changed lines against the base, then id (never
+    timing).  majority_vote: the largest group of byte-identical trees (rare
+    for agents, which seldom write the same bytes).  cluster: the largest
+    group of candidates whose probe gates saw the same behaviour.  tournament:
+    the judge command decides a bracket, in id order, among the largest
+    clusters.  Every rule breaks its ties by score, changed lines, then id,
+    and the record names the stage and the figures that decided.  A track
+    already picked prints its record and changes nothing.
+
+    With --instance ID a person chooses instead: the record says
+    "selection_method": "human", who (git config user.email) and why
+    (--reason).  It needs the same evidence unless --force, which is
+    recorded too.  `git parallel unpick` retires a pick that has not landed."""
+    from gitflow_parallel import selection
+
+    def render(r: dict[str, Any]) -> None:
+        for p in r["picks"] + r["existing"]:
+            w = p["winner"]
+            again = " (already picked)" if p in r["existing"] else ""
+            score = "unavailable" if p["score"] is None else p["score"]
+            by = p["selection_method"]
+            if by == selection.HUMAN:
+                by = f"{p['picked_by']}" + (f" ({p['reason']})" if p.get("reason") else "")
+                if p["forced"]:
+                    by += "; forced, waiving: " + ("; ".join(p.get("waived") or []) or "nothing")
+            click.echo(f"track {p['track']}: winner {w['id']} at {w['commit'][:12]}, score {score}, "
+                       f"by {by}{again}")
+            decision = p.get("decision")  # absent from picks made before it was recorded
+            if decision:
+                click.echo(f"  decided by {decision['stage']}: {figures_text(decision['winner'])}"
+                           + (f" against {figures_text(decision['runner_up'])}" if decision["runner_up"] else ""))
+            for c in p.get("clusters") or []:
+                click.echo(f"  cluster of {c['size']}: {', '.join(c['members'])}")
+            for m in (p.get("tournament") or {}).get("matches", []):
+                if m["b"] is not None:
+                    ran = m["judge"]
+                    said = f"answered {ran['answer']}" if ran["answer"] else f"gave no answer: {ran['error']}"
+                    click.echo(f"  round {m['round']}: {m['a']} vs {m['b']} -> {m['winner']} "
+                               f"(decided by {m['decided_by']}; the judge {said}; log {ran['log']})")
+            for loser in p["losers"]:
+                click.echo(f"  lost {loser['id']}: {loser['reason']}")
+        click.echo(f"next: git parallel merge {task}")
+
+    def call() -> dict[str, Any]:
+        if instance is None:
+            if reason is not None or force:
+                raise click.UsageError("--reason and --force go with --instance ID (a person's pick)")
+            return selection.pick(_project(), task, track)
+        if track is not None:
+            raise click.UsageError("--instance picks the instance's own track; leave out --track")
+        return selection.pick_human(_project(), task, instance, reason=reason, force=force)
+
+    run_verb(as_json, call, render)
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--track", default=None, help="Retire only this track's pick (default: every picked track).")
+@json_option
+def unpick(task: str, track: str | None, as_json: bool) -> None:
+    """Retire a pick that has not landed, so the track can be picked again.
+    The pick record is never deleted: it moves to
+    parallel/picks/<run_id>/retired/<track>.<n>.json and the run record
+    lists it under retired_picks.  Refused once the run is merged."""
+    from gitflow_parallel import selection
+
+    def render(r: dict[str, Any]) -> None:
+        for x in r["retired"]:
+            click.echo(f"retired the pick of track {x['track']} (winner {x['winner']}); kept at {x['path']}")
+        click.echo(f"next: git parallel pick {task} [--instance ID]")
+
+    run_verb(as_json, lambda: selection.unpick(_project(), task, track), render)
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--push", "push_remote", default=None, metavar="REMOTE",
+              help="Land onto REMOTE's tip of the base, then move REMOTE's base by one atomic push with a lease "
+                   "(with the notes, run snapshot and evidence refs); a merged run is only pushed.")
+@click.option("--pr", "as_pr", is_flag=True,
+              help="Do not land: push the winner's branch and its provenance, and open a pull request with gh "
+                   "(or a merge request with glab), or print the command and write its body file.")
+@click.option("--remote", "pr_remote", default=None, metavar="REMOTE",
+              help="The remote --pr pushes to (default: origin).")
+@json_option
+def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None, as_json: bool) -> None:
+    """Land the picked winner(s) on the base branch: fast-forward when
+    possible, else a merge commit computed in memory and resolved by
+    merge.policy; the base ref moves once, by compare-and-swap, retried if
+    it moved meanwhile.  With several tracks every track needs a pick (join).
+    A clean worktree of the base follows the new tip; a dirty one refuses.
+    Then the run's worktrees are cleaned up (tips kept in archive refs).
+
+    --push REMOTE lands where the team lands: onto REMOTE's base when it is
+    ahead (refused when the two diverged), then pushes it with a lease, so
+    another clone's commit is never overwritten; if REMOTE moved meanwhile
+    the landing is computed again onto its new tip (up to merge.retries).
+    --pr proposes the winner for review instead; the run stays picked."""
+    from gitflow_parallel import merge as merge_mod
+
+    if as_pr and push_remote:
+        raise click.UsageError("--push and --pr exclude each other: --pr does not move the base")
+    if pr_remote and not as_pr:
+        raise click.UsageError("--remote goes with --pr (--push names its remote itself)")
+    if as_pr:
+        run_verb(as_json, lambda: merge_mod.merge_pr(_project(), task, pr_remote or "origin"), render_pr)
+        return
+
+    def render(r: dict[str, Any]) -> None:
+        m = r["merge"]
+        if r["already"]:
+            click.echo(f"already merged: {m['base_ref']} at {m['landed'][:12]}")
+            render_push(r.get("push"))
+            return
+        click.echo(f"landed {m['method']} on {m['base_ref']}: {m['previous'][:12]} -> {m['landed'][:12]}"
+                   f" (attempts {m['attempts']})")
+        for f in m["resolved_files"]:
+            dropped = f.get("winner_lines_dropped", 0) if f.get("kept") == "base" else 0
+            click.echo(f"  resolved by {m['policy']}: {f['path']} (track {f['track']}; "
+                       f"{dropped} line(s) of the winner dropped)")
+        for v in m["verified"]:
+            names = ", ".join(g["name"] for g in v["gates"]) or "no enforced gate"
+            click.echo(f"  re-proved track {v['track']} on the landing tree in a clean checkout: "
+                       f"{'pass' if v['passed'] else 'fail'} ({names})")
+        if not m["verified"] and m.get("verify") == "never":
+            click.echo("  not re-proved (merge.verify: never)")
+        if m.get("worktree_error"):
+            click.echo(f"warning: could not update {m['worktree']}: {m['worktree_error']}", err=True)
+        if r.get("cleanup_error"):
+            e = r["cleanup_error"]
+            click.echo(f"warning: cleanup refused: error[{e['code']}]: {e['message']}", err=True)
+            click.echo(f"hint: {e['hint']}", err=True)
+        elif r.get("cleanup"):
+            click.echo(f"cleaned up {len(r['cleanup']['removed'])} worktree(s); tips kept under refs/parallel/archive/")
+        click.echo(f"provenance: git notes --ref=parallel show {m['landed'][:12]}")
+        render_push(r.get("push"))
+
+    if push_remote:
+        run_verb(as_json, lambda: merge_mod.merge_push(_project(), task, push_remote), render)
+    else:
+        run_verb(as_json, lambda: merge_mod.merge(_project(), task), render)
+
+
+@main_group.command()
+@click.argument("task")
+@click.argument("instance")
+@json_option
+def done(task: str, instance: str, as_json: bool) -> None:
+    """Mark a pending INSTANCE finished by a person (work done by hand in its
+    worktree, no `git parallel run`): whatever is uncommitted there is
+    committed as `run` would (commit_leftovers), and it becomes succeeded
+    with "origin": "hand", ready for check, pick and merge.  (`check` also
+    takes pending instances whose branch moved, or that it is given with
+    --instance.)"""
+    from gitflow_parallel import hand
+
+    def render(r: dict[str, Any]) -> None:
+        extra = f"; leftovers committed as {r['committed'][:12]}" if r["committed"] else ""
+        click.echo(f"instance {instance} of {task} finished by hand at {r['instance']['head'][:12]}{extra}")
+        click.echo(f"next: git parallel check {task}")
+
+    run_verb(as_json, lambda: hand.done(_project(), task, instance), render)
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--instance", "instances", multiple=True, help="Check only this instance (repeatable). Default: every succeeded one.")
+@click.option("--gate", "gates", multiple=True,
+              help="Run only this gate (repeatable). Gates it requires count as not passed unless also named; "
+                   "the evidence is then incomplete and not a pick candidate.")
+@click.option("--jobs", type=click.IntRange(1, 1024), default=None,
+              help="Instances checked at once (default: max_total from the config).")
+@json_option
+def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: int | None, as_json: bool) -> None:
+    """Run the gates of the run's frozen configuration in each succeeded
+    instance's worktree (clean, at its branch tip), write an evidence pack
+    per instance bound to that commit and tree, and set verdict and score.
+    Exits 1 when any checked instance's verdict is fail."""
+    from gitflow_parallel import gates as G
+
+    run_verb(as_json, lambda: G.check(_project(), task, instances=list(instances) or None,
+                                      gates=list(gates) or None, jobs=jobs), render_check, ok=G.check_ok)
+
+
+@main_group.command()
+@click.argument("task")
+@click.option("--instance", "instances", multiple=True, metavar="ID",
+              help="Run only this instance (repeatable). Default: every pending instance.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Stop a command after S seconds (its whole process group); the instance fails.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 1024), default=None, metavar="J",
+              help="At most J commands at once (default: max_total).")
+@click.option("--until-pass", "until_pass", type=click.IntRange(1, 100), default=None, metavar="K",
+              help="Up to K rounds of run, check, and retry (with feedback) of the attempts that failed, "
+                   "until each track has a passing one (rework_max still bounds the retries).")
+@click.option("--tmux", "use_tmux", is_flag=True,
+              help="Run each command in its own window of the tmux session parallel-TASK, with a real terminal "
+                   "(`git parallel attach TASK [ID]` shows it); recorded as headless runs are.")
+@click.option("--remote", default=None, metavar="R",
+              help="Run nothing here: publish CMD (and --timeout) in the run's manifest on remote R, for "
+                   "`git parallel worker --remote R` on other machines.")
+@json_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARG]...")
+def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int | None, until_pass: int | None,
+        use_tmux: bool, remote: str | None, as_json: bool, command: tuple[str, ...]) -> None:
+    """Run CMD in the worktree of every pending instance of TASK, at most J
+    at once and at most max_total in the whole repository.
+
+    Arguments go to CMD as given, never through a shell; {task}, {instance},
+    {track}, {attempt} and {worktree} in them are replaced, and the
+    environment has GIT_PARALLEL_TASK, _RUN_ID, _INSTANCE, _TRACK, _ATTEMPT,
+    _WORKTREE and _EVENTS (a JSONL file the command may append to).  Output
+    goes to <git common dir>/parallel/logs/<run_id>/<id>.<attempt>.log.
+    Whatever CMD leaves uncommitted is committed on the instance branch
+    (commit_leftovers).  Exit status 0 only when every selected instance
+    succeeded."""
+    from gitflow_parallel import runner
+
+    if remote is not None:
+        given = [o for o, v in (("--instance", instances), ("--jobs", jobs), ("--until-pass", until_pass),
+                                ("--tmux", use_tmux)) if v]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} cannot go with --remote (workers run every instance)")
+        from gitflow_parallel import remote as remote_mod
+
+        def render(r: dict[str, Any]) -> None:
+            render_published(r)
+            click.echo(f"next: git parallel worker --remote {remote} --task {task}  (on each worker machine), "
+                       f"then git parallel collect {task}")
+
+        run_verb(as_json, lambda: remote_mod.publish(_project(), task, remote, agent=list(command), timeout=timeout),
+                 render)
+        return
+    live = sys.stderr.isatty() and not as_json
+    progress: Any = RunProgress() if live else RunWaitNotice()
+
+    def call() -> dict[str, Any]:
+        try:
+            if until_pass is not None:
+                from gitflow_parallel import iterate
+
+                return iterate.until_pass(_project(), task, list(command), until_pass,
+                                          instances=list(instances) or None, timeout=timeout, jobs=jobs,
+                                          progress=progress, tmux=use_tmux)
+            return runner.run(_project(), task, list(command), instances=list(instances) or None,
+                              timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux)
+        finally:
+            if live:
+                progress.clear()
+
+    if until_pass is not None:
+        run_verb(as_json, call, render_rounds, ok=lambda r: bool(r["ok"]))
+    else:
+        run_verb(as_json, call, render_run, ok=runner.succeeded)
+
+
+@main_group.command()
+@click.argument("task")
+@click.argument("instance", required=False)
+@json_option
+def attach(task: str, instance: str | None, as_json: bool) -> None:
+    """Attach to the tmux session of `git parallel run TASK --tmux`
+    (parallel-TASK), at INSTANCE's window if given; inside tmux, switch to
+    it.  With --json, print the tmux commands instead of running them."""
+    from gitflow_parallel import tmux
+
+    def call() -> dict[str, Any]:
+        _project().store.load(task)  # the task must have a run
+        session, steps = tmux.attach_target(task, instance)
+        return {"session": session, "commands": steps}
+
+    if as_json:
+        run_verb(True, call)
+        return
+    holder: dict[str, Any] = {}
+    run_verb(False, lambda: holder.update(call()), lambda r: None)
+    steps = holder["commands"]
+    for step in steps[:-1]:
+        subprocess.run(step, check=False)
+    sys.stdout.flush()
+    os.execvp(steps[-1][0], steps[-1])

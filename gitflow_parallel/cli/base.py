@@ -1,0 +1,122 @@
+"""What every command shares: the ``git parallel`` group, ``run_verb`` (a
+verb's outcome to output and exit status: 0 done, 1 refused, 2 usage, 3
+internal error with a traceback log), ``--json`` and the project opener."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from gitflow_parallel import __version__
+from gitflow_parallel.errors import ParallelError
+
+# 0 done and 2 usage error come from click itself.
+EXIT_REFUSED, EXIT_INTERNAL = 1, 3
+
+
+def emit_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, sort_keys=True, default=str))
+
+
+def _internal_log(exc: BaseException) -> Path | None:
+    """Keep the traceback of an unexpected error in the common dir's parallel/logs."""
+    from gitflow_parallel.files import utcnow
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        from gitflow_parallel.gitrepo import Repo
+
+        folder = Repo.open().parallel_dir / "logs"
+    except Exception:  # no repository to keep it in: the temp folder will do
+        import tempfile
+
+        folder = Path(tempfile.gettempdir()) / "git-parallel-logs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"internal-error-{utcnow().replace(':', '')}-{os.getpid()}.log"
+        path.write_text(text, encoding="utf-8")
+        return path
+    except OSError:
+        return None
+
+
+def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None] | None = None,
+             ok: Callable[[Any], bool] | None = None) -> None:
+    """Call a verb and map its outcome to output and exit status."""
+    try:
+        result = fn()
+    except ParallelError as exc:
+        if as_json:
+            emit_json(exc.as_json())
+        else:
+            click.echo(f"error[{exc.code}]: {exc.message}", err=True)
+            if exc.hint:
+                click.echo(f"hint: {exc.hint}", err=True)
+        sys.exit(EXIT_REFUSED)
+    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+        raise
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # the one place unexpected errors surface
+        log = _internal_log(exc)
+        where = f"; the traceback is in {log}" if log else ""
+        msg = f"internal error: {type(exc).__name__}: {exc}{where}"
+        if as_json:
+            emit_json({"ok": False, "code": "INTERNAL", "message": msg, "hint": "please report it with the log"})
+        else:
+            click.echo(msg, err=True)
+            click.echo("hint: this is a bug in git-parallel; please report it with the log", err=True)
+        sys.exit(EXIT_INTERNAL)
+    success = ok(result) if ok else True
+    if not as_json and isinstance(result, dict) and result.get("notes_error"):
+        click.echo(f"warning: {result['notes_error']}", err=True)
+    if not as_json and isinstance(result, dict) and result.get("remote_warning"):
+        click.echo(f"warning: {result['remote_warning']}", err=True)
+    if as_json:
+        payload = dict(result) if isinstance(result, dict) else {"result": result}
+        payload.setdefault("ok", success)
+        emit_json(payload)
+    elif render is not None:
+        render(result)
+    if not success:
+        sys.exit(EXIT_REFUSED)
+
+
+def project() -> Any:
+    """The repository this command runs in (opened only when a verb runs)."""
+    from gitflow_parallel.project import Project
+
+    return Project.open()
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+
+
+class HelpGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        order = ["init", "spawn", "publish", "run", "worker", "collect", "done", "check", "pick", "unpick", "merge",
+                 "status", "diff", "show", "logs", "report", "retry", "abort", "cleanup", "push", "fetch", "prune",
+                 "recover", "validate", "attach", "hooks", "demo", "help"]
+        names = list(self.commands)
+        return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
+
+
+@click.group(cls=HelpGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="git-parallel")
+def main_group() -> None:
+    """Run several attempts at one task side by side, each in its own git
+    worktree and branch; prove each with real checks; pick a winner by a
+    deterministic rule; and land it on the base branch with provenance in
+    git notes (refs/notes/parallel).
+
+    Typical flow: spawn, run, check, pick, merge.  `git parallel demo` shows
+    the whole flow on a throwaway repository.
+    """
+

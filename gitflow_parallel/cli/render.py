@@ -1,0 +1,371 @@
+"""How results read as text: one function per verb's result (``--json``
+prints the result itself, so nothing here decides anything)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def render_published(p: dict[str, Any]) -> None:
+    click.echo(f"published run {p['run_id']} to {p['remote']}: manifest {p['ref']} at {p['manifest'][:12]}, "
+               f"{len(p['branches'])} branch(es) pushed")
+    if p["agent"]:
+        click.echo(f"  agent: {' '.join(p['agent'])}")
+    for inst_id in p["kept_remote"]:
+        click.echo(f"  {inst_id}: the remote's branch holds a worker's work; left as it is")
+
+
+# -- status -------------------------------------------------------------------------
+def short(v: Any, n: int = 12) -> str:
+    return "-" if v is None else str(v)[:n]
+
+
+def render_status(r: dict[str, Any]) -> None:
+    if "runs" in r:
+        if not r["runs"] and not r["problems"]:
+            click.echo("no runs (start one with `git parallel spawn TASK`)")
+        for run in r["runs"]:
+            noun = "instance" if run["instances"] == 1 else "instances"
+            click.echo(f"{run['task']:<24} {run['status']:<10} {run['instances']:>3} {noun:<9}  "
+                       f"{run['base']:<24} {run['run_id']}" + ("  (fetched)" if run.get("fetched") else ""))
+        for p in r["problems"]:
+            click.echo(f"error[{p['code']}]: {p['message']}")
+        return
+    run = r["run"]
+    click.echo(f"task {run['task']}  run {run['run_id']}  status {run['status']}  revision {run['run_revision']}")
+    if r.get("shared"):
+        click.echo(f"(fetched: read from {r['shared']}; its worktrees and branches are on another machine)")
+    tip = r.get("base_tip")
+    now = ("now gone" if tip is None else "still there" if tip == run["base"]["commit"] else f"now at {tip[:12]}")
+    click.echo(f"base {run['base']['ref']}: spawned at {run['base']['commit'][:12]}, {now}")
+    if run.get("merge"):
+        m = run["merge"]
+        click.echo(f"landed {m['method']} at {m['landed'][:12]} on {m['merged_at']}")
+    header = ("ID", "TRACK", "STATUS", "ATT", "HEAD", "VERDICT", "SCORE", "EVIDENCE", "BRANCH", "WORKTREE")
+    rows = [header]
+    for row in r["rows"]:
+        status = row["status"] + (f" ({', '.join(row['flags'])})" if row["flags"] else "")
+        rows.append((row["id"], row["track"], status, str(row["attempt"]), short(row["tip"] or row["head"]),
+                     row["verdict"] or "-", "-" if row["score"] is None else str(row["score"]),
+                     row["evidence_state"], row["branch"], "(removed)" if row.get("removed") else row["worktree"]))
+    widths = [max(len(x[i]) for x in rows) for i in range(len(header))]
+    for x in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
+
+
+# -- pick / merge ------------------------------------------------------------------------
+def figures_text(f: dict[str, Any]) -> str:
+    score = "unavailable" if f["score"] is None else f["score"]
+    size = f", group of {f['group_size']}" if "group_size" in f else ""
+    return f"{f['id']} (score {score}, {f['changed_lines']} changed lines{size})"
+
+
+def render_push(p: dict[str, Any] | None) -> None:
+    if not p:
+        return
+    base = p["base_ref"][len("refs/heads/"):]
+    for again in p["relanded"]:
+        click.echo(f"  {p['remote']} had moved to {again['remote_tip'][:12]}: landed again onto it "
+                   f"(was {again['landed'][:12]})")
+    if p["up_to_date"]:
+        click.echo(f"{p['remote']} is up to date: {base} there has {p['landed'][:12]}")
+        return
+    where = f"{base} at {p['landed'][:12]}" if p["moved_base"] else f"{base} untouched (it has {p['landed'][:12]})"
+    click.echo(f"pushed to {p['remote']}: {where}, {len(p['refs'])} ref(s) in one atomic push"
+               + (f" after {p['attempts']} attempts" if p["attempts"] > 1 else ""))
+    for name in p["kept_remote"]:
+        click.echo(f"  kept {p['remote']}'s (ahead of yours): {name}")
+
+
+def render_pr(r: dict[str, Any]) -> None:
+    click.echo(f"pushed to {r['remote']}: {len(r['push']['refs'])} ref(s) in one atomic push")
+    if not r["push"]["base_on_remote"]:
+        click.echo(f"warning: {r['remote']} has no {r['base']} branch to propose against", err=True)
+    for p in r["proposals"]:
+        if p["ran"]:
+            click.echo(f"{p['tool']}: requested {p['branch']} -> {r['base']}" + (f": {p['url']}" if p["url"] else ""))
+        else:
+            click.echo(f"no {p['tool']} on PATH; to request {p['branch']} -> {r['base']}, run:")
+            click.echo(f"  {p['command']}")
+        click.echo(f"body: {p['body_file']}")
+    click.echo("the base did not move; the run stays picked (`git parallel merge` lands it)")
+
+
+# -- review: diff / show / logs / report ------------------------------------------------
+def table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]))]
+    for x in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
+
+
+def cell(change: dict[str, Any] | None) -> str:
+    if change is None:
+        return "."
+    if change["binary"]:
+        return f"{change['status']} bin"
+    return f"{change['status']} +{change['added']} -{change['removed']}"
+
+
+def render_diff(r: dict[str, Any]) -> None:
+    if r["mode"] == "between":
+        a, b = r["attempts"]
+        click.echo(f"{r['task']}: {a['id']} ({short(a['commit'])}) -> {b['id']} ({short(b['commit'])})")
+        if r["stat"]:
+            table([("FILE", "CHANGE")] + [(f["path"], cell(f)) for f in r["files"]]
+                   + [("total", f"+{r['added']} -{r['removed']}")])
+        else:
+            click.echo(r["patch"], nl=False)
+        return
+    click.echo(f"{r['task']}: each attempt against the base {r['base']['ref']} at {r['base']['commit'][:12]}")
+    if r["stat"]:
+        header = ("FILE",) + tuple(a["id"] for a in r["attempts"])
+        rows = [header] + [(f["path"],) + tuple(cell(f["attempts"][a["id"]]) for a in r["attempts"])
+                           for f in r["files"]]
+        rows.append(("files",) + tuple(str(len(a["files"])) for a in r["attempts"]))
+        rows.append(("lines",) + tuple("(no commit)" if a["missing"] else f"+{a['added']} -{a['removed']}"
+                                       for a in r["attempts"]))
+        table(rows)
+        return
+    for a in r["attempts"]:
+        click.echo(f"=== {a['id']} (attempt {a['attempt']}, {a['status']}) at {short(a['commit'])}: "
+                   f"{len(a['files'])} file(s), +{a['added']} -{a['removed']}")
+        if a["missing"]:
+            click.echo("(its commit is not in this repository)")
+        else:
+            click.echo(a["patch"], nl=False)
+
+
+def render_show(r: dict[str, Any]) -> None:
+    i = r["instance"]
+    click.echo(f"{r['task']} instance {i['id']} (track {i['track']}, attempt {i['attempt']}): {i['status']}"
+               + (f", {i['error']}" if i["error"] else ""))
+    click.echo(f"run {r['run_id']} ({r['run_status']})" + ("  [fetched]" if r["shared"] else ""))
+    click.echo(f"commit {short(r['commit'], 40)}  branch {i['branch']}")
+    ev = r["evidence"]
+    p = r["pack"]
+    if p is None:
+        click.echo(f"evidence: {ev['state']} ({ev['reason']})")
+    else:
+        score = "unavailable" if p["score"] is None else str(p["score"])
+        click.echo(f"evidence: {ev['state']}, verdict {p['verdict']}{'' if p['complete'] else ' (incomplete)'}, "
+                   f"score {score}, proof {p['proof_issued_at']}")
+        if p["score_error"]:
+            click.echo(f"  score unavailable: {p['score_error']}")
+    for g in r["gates"]:
+        mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
+        what = g["error"] if g["skipped"] or g["exit_code"] is None else f"exit {g['exit_code']} in {g['duration_s']:.2f}s"
+        click.echo(f"  {mark:<4} {g['name']:<16} {g['mode']:<8} {what}")
+        for line in g["tail"]:
+            click.echo(f"       | {line}")
+    click.echo(f"outcome: {r['outcome']['why']}")
+    if r["landed"]:
+        click.echo(f"landed at {r['landed'][:12]}")
+    for h in r["history"]:
+        click.echo(f"earlier attempt {h['attempt']}: {h['status']}, verdict {h['verdict'] or '-'}"
+                   + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
+
+
+# -- check --------------------------------------------------------------------------
+def render_check(r: dict[str, Any]) -> None:
+    click.echo(f"check of {r['task']}  run {r['run_id']}")
+    for inst in r["instances"]:
+        state = inst["verdict"] + ("" if inst["complete"] else " (incomplete: not every gate ran)")
+        score = "-" if inst["score"] is None else str(inst["score"])
+        click.echo(f"  {inst['id']:<10} {state:<6} score {score:<3} commit {inst['commit'][:12]}  "
+                   f"evidence {inst['evidence']['path']}")
+        if inst["score_error"]:
+            click.echo(f"    score unavailable: {inst['score_error']}")
+        if inst.get("refused"):
+            click.echo(f"    [{inst['refused']['code']}] {inst['refused']['message']}; no gate ran")
+        elif inst.get("protected_changes"):
+            click.echo(f"    judged with the base's version of the protected path(s) it changed: "
+                       f"{', '.join(inst['protected_changes'][:10])}")
+        if not inst.get("refused") and not any(g["mode"] == "enforced" for g in inst["gates"]):
+            click.echo("    no enforced gate applies to this track: the verdict proves only which commit was seen")
+        for g in inst["gates"]:
+            mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
+            what = (g["error"] if g["skipped"] or g["exit_code"] is None
+                    else f"exit {g['exit_code']} in {g['duration_s']:.2f}s")
+            code = f"[{g['code']}] " if g["code"] else ""
+            if g.get("signature") and not g["skipped"]:
+                # A probe neither passes nor fails: it says how the attempt behaves.
+                mark = "seen"
+                sig = g["signature"]
+                what += f", {sig['over']} sha256 {(sig['sha256'] or 'none')[:12]}"
+            click.echo(f"    {mark:<4} {g['name']:<16} {g['mode']:<8} {code}{what}")
+            if g["log"] and not g["passed"] and g["mode"] != "probe":
+                click.echo(f"         log: {g['log']}")
+    for err in r["errors"]:
+        click.echo(f"error[{err['code']}]: instance {err['id']}: {err['message']}", err=True)
+        if err["hint"]:
+            click.echo(f"hint: {err['hint']}", err=True)
+
+
+# -- run ----------------------------------------------------------------------------
+class RunProgress:
+    """The live progress line, on a terminal only: one line redrawn in place
+    with a carriage return; cleared before the summary is printed."""
+
+    def __init__(self) -> None:
+        self.shown = ""
+
+    def __call__(self, s: dict[str, Any]) -> None:
+        text = (f"{s['task']}: {s['running']} running, {s['succeeded']} done, {s['failed']} failed, "
+                f"{s['queued']} queued, {s['elapsed_s']:.1f}s")
+        if s["stopping"]:
+            text += f" (stopping on {s['stopping']})"
+        elif s["waiting_for_slot"]:
+            text += f" (waiting for a free slot; max_total {s['max_total']})"
+        if text != self.shown:
+            click.echo("\r" + text + "\x1b[K", nl=False, err=True)
+            self.shown = text
+
+    def clear(self) -> None:
+        if self.shown:
+            click.echo("\r\x1b[K", nl=False, err=True)
+            self.shown = ""
+
+
+class RunWaitNotice:
+    """Off a terminal: no progress line, but say once that the run is
+    waiting for slots other runs hold, so a silent pause has a reason."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def __call__(self, s: dict[str, Any]) -> None:
+        if s["waiting_for_slot"] and not self.said:
+            click.echo(f"git parallel run: waiting for a free slot (max_total {s['max_total']} instances "
+                       "run at once in this repository)", err=True)
+            self.said = True
+
+
+def render_run(r: dict[str, Any]) -> None:
+    c = r["counts"]
+    head = f"run {r['run_id']} of {r['task']}: {c['succeeded']} succeeded, {c['failed']} failed"
+    if c["aborted"]:
+        head += f", {c['aborted']} aborted"
+    click.echo(f"{head} ({r['elapsed_s']:.1f}s)")
+    header = ("ID", "STATUS", "EXIT", "TIME", "HEAD", "LOG")
+    rows = [header]
+    for row in r["instances"]:
+        rows.append((row["id"], row["status"], short(row["exit_code"]),
+                     "-" if row["duration_s"] is None else f"{row['duration_s']:.1f}s", short(row["head"]),
+                     row["log"] or "-"))
+    widths = [max(len(x[i]) for x in rows) for i in range(len(header))]
+    for x in rows:
+        click.echo("  ".join(col.ljust(w) for col, w in zip(x, widths)).rstrip())
+    for row in r["instances"]:
+        if row["error"]:
+            click.echo(f"  {row['id']}: {row['error']}")
+    if r["interrupted"]:
+        click.echo(f"stopped on {r['interrupted']}: running commands were stopped and marked aborted")
+    if r["notes_error"]:
+        click.echo(f"warning: the notes were not written ({r['notes_error']}); "
+                   f"`git parallel recover {r['task']}` writes missing notes", err=True)
+    bad = [row["id"] for row in r["instances"] if row["status"] in ("failed", "aborted")]
+    if bad:
+        click.echo(f"next: read the logs; `git parallel retry {r['task']} ID` starts a new attempt "
+                   f"(failed or aborted: {', '.join(bad)})")
+    elif all(row["status"] == "succeeded" for row in r["instances"]):
+        click.echo(f"next: git parallel check {r['task']}")
+
+
+def render_rounds(r: dict[str, Any]) -> None:
+    for step in r["rounds"]:
+        run = step["run"]
+        c = run["counts"]
+        verdicts = {i["id"]: i["verdict"] for i in (step["check"] or {}).get("instances", [])}
+        cells = [f"{row['id']}:{row['status']}" + (f"/{verdicts[row['id']]}" if row["id"] in verdicts else "")
+                 for row in run["instances"]]
+        click.echo(f"round {step['round']}: {c['succeeded']} succeeded, {c['failed']} failed  ({', '.join(cells)})")
+        for err in (step["check"] or {}).get("errors", []):
+            click.echo(f"  check of {err['id']}: error[{err['code']}]: {err['message']}")
+        if step["retried"]:
+            click.echo(f"  retried with feedback: {', '.join(step['retried'])}")
+    if r["ok"]:
+        click.echo(f"passed after {len(r['rounds'])} round(s): {', '.join(r['passed'])}")
+        click.echo(f"next: git parallel pick {r['task']}")
+    else:
+        left = sorted(set(r["tracks"]) - set(r["tracks_passed"]))
+        click.echo(f"no passing attempt for track(s) {', '.join(left)} after {len(r['rounds'])} round(s)")
+        click.echo(f"next: read the feedback and logs (`git parallel status {r['task']}`); retry by hand or spawn anew")
+
+
+def render_worker(r: dict[str, Any]) -> None:
+    rows = r["instances"]
+    click.echo(f"worker {r['worker']} on {r['remote']}: {r['delivered']} of {len(rows)} instance(s) delivered "
+               f"({r['stopped']})")
+    for row in rows:
+        what = ("delivered" if row.get("delivered") else "lost its claim" if row.get("lost")
+                else "released" if row.get("released") else "not delivered")
+        extra = f", verdict {row['verdict']}" if row.get("verdict") else ""
+        took = f"; took over from {row['takeover']['worker']}" if row.get("takeover") else ""
+        click.echo(f"  {row['task']}/{row['id']} attempt {row['attempt']}: {row.get('status')}{extra}, {what}{took}")
+        if row.get("error"):
+            click.echo(f"    {row['error']}")
+
+
+def render_hooks(r: dict[str, Any]) -> None:
+    click.echo(f"hooks dir: {r['hooks_dir']}" + (f" (core.hooksPath {r['core_hooks_path']})"
+                                                  if r.get("core_hooks_path") else ""))
+    for h in r["hooks"]:
+        if "action" in h:
+            extra = (f"; the existing hook runs first as {Path(h['legacy']).name}"
+                     if h.get("kept_foreign") else "")
+            click.echo(f"  {h['name']:<22} {h['action']}{extra}")
+        else:
+            where = "" if h["state"] == "absent" else f" at {h['path']}"
+            extra = f"; chained: {Path(h['legacy']).name}" if h.get("legacy") else ""
+            if h["state"] == "ours" and not h.get("python_exists"):
+                extra += f"; warning: its Python {h.get('python')} is gone (git-parallel on PATH is used, if any)"
+            elif h["state"] == "ours" and not h.get("current"):
+                extra += "; outdated (`git parallel hooks install` rewrites it)"
+            click.echo(f"  {h['name']:<22} {h['state']}{where}{extra}")
+    if "live_runs" in r:
+        runs = ", ".join(r["live_runs"]) or "none"
+        click.echo(f"live runs: {runs}")
+
+
+# -- recover / validate -------------------------------------------------------------------
+def finding_line(f: dict[str, Any]) -> str:
+    where = f["task"] + (f"/{f['instance']}" if f.get("instance") else "") if f.get("task") else "repository"
+    return f"{f['severity']}[{f['code']}] {where}: {f['message']}"
+
+
+def render_validate(r: dict[str, Any]) -> None:
+    for f in r["findings"]:
+        click.echo(finding_line(f))
+        if f["repair"]:
+            click.echo(f"  recover will: {f['repair']}")
+        click.echo(f"  fix: {f['fix']}")
+    runs = len(r["runs"])
+    if not r["findings"]:
+        click.echo(f"validate: {runs} run(s) checked, records agree with git")
+    else:
+        click.echo(f"validate: {runs} run(s) checked, {r['errors']} error(s), {r['warnings']} warning(s)")
+
+
+def render_recover(r: dict[str, Any]) -> None:
+    head = f"recovery {r['recovery_id']} of run {r['run_id']} ({r['task']}) at revision {r['run_revision']}"
+    if r["noop"]:
+        click.echo(f"{head}: nothing to repair, the records agree with git")
+    elif r["dry_run"]:
+        click.echo(f"{head}: plan (dry run, nothing changed)")
+        for step in r["plan"]:
+            click.echo(f"  would {step['what']}")
+            click.echo(f"    because {step['why']}")
+    else:
+        click.echo(f"{head}: repaired, now revision {r['run_revision_after']} ({r['status']})")
+        for step in r["repaired"]:
+            click.echo(f"  {step['what']}")
+    for f in r["left"]:
+        click.echo(f"left: {finding_line(f)}")
+        click.echo(f"  fix: {f['fix']}")
+    if not r["dry_run"]:
+        click.echo(f"audit: {r['audit']}")
+    for step in r["next"]:
+        click.echo(f"next: {step}")
