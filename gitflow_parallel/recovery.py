@@ -83,7 +83,7 @@ import pygit2
 import yaml
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence, notes, worktrees
+from gitflow_parallel import evidence, model, notes, provenance, worktrees
 from gitflow_parallel.errors import (BASE_HAS_LOSER, BASE_MERGED, BASE_WORKTREE_STALE, BRANCH_MOVED,
                                      CLEANUP_INCOMPLETE, EVIDENCE_UNBOUND, LOCK_HELD, MERGE_INTENT_LEFT, NOTES_MISSING, OBJECT_MISSING,
                                      ORPHAN, PICK_MISSING, PICK_UNBOUND, PROCESS_GONE, REVISION_INVALID,
@@ -91,8 +91,8 @@ from gitflow_parallel.errors import (BASE_HAS_LOSER, BASE_MERGED, BASE_WORKTREE_
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.gitrepo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project, instance_note, instance_process_alive, notes_instance_on
-from gitflow_parallel.store import FINISHED_RUN, TERMINAL, check_transition, find_instance
+from gitflow_parallel.project import Project, instance_process_alive, notes_instance_on
+from gitflow_parallel.model import FINISHED_RUN, TERMINAL, find_instance
 
 AUDIT_SCHEMA = 1
 ORIGIN = "git-parallel recover"
@@ -369,20 +369,6 @@ def _remove_empty_parent(path: Path) -> None:
         pass
 
 
-def _evidence_note(record: dict[str, Any], inst: dict[str, Any], pack: dict[str, Any], sha: str) -> str:
-    # The same line `git parallel check` writes, rebuilt from the pack it bound.
-    return notes.line("evidence", record["run_id"], task=record["task"], instance=inst["id"],
-                      attempt=pack.get("attempt"), commit=pack.get("commit"), tree=pack.get("tree"),
-                      verdict=pack.get("verdict"), score=pack.get("score"), evidence_sha256=sha,
-                      proof_issued_at=pack.get("proof_issued_at"))
-
-
-def _merge_note(record: dict[str, Any], m: dict[str, Any]) -> str:
-    # The same line `git parallel merge` writes, rebuilt from the merge record.
-    return notes.line("merge", record["run_id"], task=record["task"], landed=m["landed"], previous=m["previous"],
-                      base_ref=m["base_ref"], method=m["method"], policy=m["policy"], merged_at=m["merged_at"])
-
-
 # -- notes ----------------------------------------------------------------------------
 @dataclass
 class NoteNeed:
@@ -397,7 +383,7 @@ def required_notes(scan: Scan, record: dict[str, Any]) -> list[NoteNeed]:
     line on each tip, evidence lines on checked commits, the pick line on each
     winner commit, and for a merged run the pick and merge lines on the
     landed commit."""
-    from gitflow_parallel.selection import load_pick, pick_note
+    from gitflow_parallel.selection import load_pick
 
     project = scan.project
     run_id = record["run_id"]
@@ -412,14 +398,14 @@ def required_notes(scan: Scan, record: dict[str, Any]) -> list[NoteNeed]:
             if inst["status"] == "pending" and tip != inst["head"]:
                 tip = None
             if notes_instance_on(record, tip, inst):
-                needs.append(NoteNeed(tip, instance_note(record, inst, tip),
+                needs.append(NoteNeed(tip, provenance.instance_note(record, inst, tip),
                                       {"kind": "instance", "run_id": run_id, "instance": inst["id"],
                                        "attempt": inst["attempt"], "commit": tip},
                                       f"instance {inst['id']} on its tip {tip[:12]}"))
         pack = evidence.load(inst)
         if pack is not None and scan.commit(pack.get("commit")) is not None:
             sha = inst["evidence"]["sha256"]
-            needs.append(NoteNeed(pack["commit"], _evidence_note(record, inst, pack, sha),
+            needs.append(NoteNeed(pack["commit"], provenance.evidence_note(record, inst["id"], pack, sha),
                                   {"kind": "evidence", "run_id": run_id, "instance": inst["id"],
                                    "evidence_sha256": sha},
                                   f"evidence of {inst['id']} on {pack['commit'][:12]}"))
@@ -433,16 +419,16 @@ def required_notes(scan: Scan, record: dict[str, Any]) -> list[NoteNeed]:
             continue
         if pick is not None and scan.commit(pick["winner"]["commit"]) is not None:
             picks.append(pick)
-            needs.append(NoteNeed(pick["winner"]["commit"], pick_note(pick),
+            needs.append(NoteNeed(pick["winner"]["commit"], provenance.pick_note(pick),
                                   {"kind": "pick", "run_id": run_id, "track": track},
                                   f"pick of track {track} on the winner {pick['winner']['commit'][:12]}"))
     merged = record.get("merge") if record["status"] == "merged" else None
     if merged and scan.commit(merged.get("landed")) is not None:
         landed = merged["landed"]
         for pick in picks:
-            needs.append(NoteNeed(landed, pick_note(pick), {"kind": "pick", "run_id": run_id, "track": pick["track"]},
+            needs.append(NoteNeed(landed, provenance.pick_note(pick), {"kind": "pick", "run_id": run_id, "track": pick["track"]},
                                   f"pick of track {pick['track']} on the landed commit {landed[:12]}"))
-        needs.append(NoteNeed(landed, _merge_note(record, merged), {"kind": "merge", "run_id": run_id},
+        needs.append(NoteNeed(landed, provenance.merge_note(record, merged), {"kind": "merge", "run_id": run_id},
                               f"merge record on the landed commit {landed[:12]}"))
     return needs
 
@@ -727,13 +713,12 @@ class _RunCheck:
                 if i.get("removed"):
                     continue
                 if i["status"] not in TERMINAL:
-                    check_transition(rec, i, "aborted")
-                    i.update(status="aborted", finished_at=now,
-                             error=f"spawn was interrupted before this worktree was made; rolled back by "
-                                   f"git parallel recover ({rid})")
-                i["removed"] = True
-                i["instance_revision"] += 1
-            rec["status"] = "aborted"
+                    model.finish(rec, i, "aborted", finished_at=now,
+                                 error=f"spawn was interrupted before this worktree was made; rolled back by "
+                                       f"git parallel recover ({rid})")
+                model.mark_removed(i)
+                model.bump(i)
+            model.mark_aborted(rec)
 
         what = (f"roll back the half-made spawn of run {run_id}: remove what exists of instance(s) "
                 f"{', '.join(i['id'] for i in insts)}"
@@ -781,8 +766,8 @@ class _RunCheck:
 
         def rec_change(rec: dict[str, Any]) -> None:
             i = find_instance(rec, inst["id"])
-            i["removed"] = True
-            i["instance_revision"] += 1
+            model.mark_removed(i)
+            model.bump(i)
 
         message = (f"the cleanup of instance {inst['id']} of {record['status']} run {run_id} was interrupted: "
                    f"its {self.describe_missing(inst)} is gone but the record does not say removed")
@@ -829,10 +814,9 @@ class _RunCheck:
             # As the runner would have: the dead agent's uncommitted work
             # becomes a commit on its branch rather than being left to a retry
             # that resets the worktree.
-            message = (f"git-parallel: leftovers of {task}/{inst_id}, attempt {attempt}\n\n"
-                       f"Uncommitted when its process (pid {pid}) was found gone by git parallel recover.\n\n"
-                       f"Parallel-Run: {self.run_id}\nParallel-Task: {task}\n"
-                       f"Parallel-Instance: {inst_id}\nParallel-Attempt: {attempt}\nParallel-Recovery: {rid}\n")
+            message = provenance.leftovers_message(
+                task, self.run_id, inst_id, attempt,
+                f"Uncommitted when its process (pid {pid}) was found gone by git parallel recover.", recovery_id=rid)
             assert st is not None  # only planned for a usable worktree
             commit_all(st.path, message, signature=project.repo.signature())
 
@@ -841,10 +825,9 @@ class _RunCheck:
             if i["status"] != "running" or i["attempt"] != attempt:
                 raise ParallelError(E.RUN_REVISION_CONFLICT, f"instance {inst_id} changed during recovery",
                                     hint=f"run `git parallel recover {task}` again")
-            check_transition(rec, i, outcome)
-            i.update(status=outcome, head=project.tip(i) or i["head"], finished_at=utcnow(),
-                     error=error if outcome == "failed" else i.get("error"))
-            i["instance_revision"] += 1
+            model.finish(rec, i, outcome, head=project.tip(i) or i["head"], finished_at=utcnow(),
+                         error=error if outcome == "failed" else i.get("error"))
+            model.bump(i)
 
         # Committing leftovers makes a new tip to note; the base commit gets no instance line.
         if tip is not None and (dirty or (notes_instance_on(self.record, tip, inst) and not self.noted(
@@ -892,8 +875,8 @@ class _RunCheck:
 
         def record(rec: dict[str, Any]) -> None:
             i = find_instance(rec, inst_id)
-            i["head"] = project.tip(i) or i["head"]
-            i["instance_revision"] += 1
+            model.record_head(i, project.tip(i) or i["head"])
+            model.bump(i)
 
         if forward:
             message = (f"the branch {inst['branch']} of {inst['status']} instance {inst_id} moved on to {tip[:12]} "
@@ -964,10 +947,8 @@ class _RunCheck:
             if i["instance_revision"] != revision:
                 raise ParallelError(E.RUN_REVISION_CONFLICT, f"instance {inst_id} changed during recovery",
                                     hint=f"run `git parallel recover {self.task}` again")
-            i["evidence"] = {"path": str(path), "sha256": sha, "instance_revision": pack["instance_revision"]}
-            i["verdict"] = pack["verdict"]
-            i["score"] = pack.get("score")
-            i["instance_revision"] += 1
+            model.bind_evidence(i, {"path": str(path), "sha256": sha}, pack)
+            model.bump(i)
 
         if not self.noted(pack["commit"], {"kind": "evidence", "instance": inst_id, "evidence_sha256": sha}):
             self.will_note.append(f"evidence of {inst_id} on {pack['commit'][:12]}, once bound")
@@ -1036,12 +1017,7 @@ class _RunCheck:
         sha = hashlib.sha256(data).hexdigest()
 
         def record(rec: dict[str, Any]) -> None:
-            picks = rec.get("picks") or {}
-            rec["picks"] = picks
-            picks[track] = {"path": str(path), "sha256": sha, "winner": pick["winner"]["id"],
-                            "commit": pick["winner"]["commit"]}
-            if all(t in picks for t in rec["tracks"]) and rec["status"] not in FINISHED_RUN:
-                rec["status"] = "picked"
+            model.bind_pick(rec, track, path, sha, pick)
 
         if not self.noted(pick["winner"]["commit"], {"kind": "pick", "track": track}):
             self.will_note.append(f"pick of track {track} on the winner, once bound")
@@ -1054,12 +1030,11 @@ class _RunCheck:
                                                        "winner": pick["winner"]["id"]}))
 
     def _landing_record(self, landed: str, previous: str | None, steps: list[dict[str, Any]],
-                        resolved: list[dict[str, Any]], worktree: str | None, source: str) -> dict[str, Any]:
-        method = "fast-forward" if all(s.get("method") != "merge" for s in steps) else "merge"
-        return {"landed": landed, "previous": previous, "base_ref": self.record["base"]["ref"], "steps": steps,
-                "method": method, "resolved_files": resolved, "policy": self.record["config"]["merge"]["policy"],
-                "attempts": None, "retried": [], "verified": [], "worktree": worktree, "worktree_error": None,
-                "merged_at": utcnow(), "recovered": {"recovery_id": self.rid, "from": source}}
+                        resolved: list[dict[str, Any]], worktree: str | None, source: str,
+                        **extra: Any) -> dict[str, Any]:
+        return model.new_merge(landed, previous, self.record["base"]["ref"], steps, resolved,
+                               self.record["config"]["merge"]["policy"], utcnow(), worktree=worktree,
+                               recovered={"recovery_id": self.rid, "from": source}, **extra)
 
     def _mark_merged(self, merge_record: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
         landed = merge_record["landed"]
@@ -1068,10 +1043,8 @@ class _RunCheck:
             self.will_note.append(f"pick and merge lines on the landed commit {landed[:12]}, once recorded")
 
         def record(rec: dict[str, Any]) -> None:
-            if rec["status"] == "merged":
-                return
-            rec["status"] = "merged"
-            rec["merge"] = merge_record
+            if rec["status"] != "merged":
+                model.mark_merged(rec, merge_record)
         return record
 
     def intent(self, path: Path, base_tip: str | None) -> None:
@@ -1199,8 +1172,8 @@ class _RunCheck:
             # The base moved by compare-and-swap from `previous` but its
             # checkout may not have followed (a merge whose intent is gone).
             self.base_worktree(previous, landed_oid)
-        merge_record = self._landing_record(landed_oid, previous, steps, [], None, "base")
-        merge_record["outside"] = True  # landed by plain git: git-parallel verified nothing at merge time
+        # outside: landed by plain git, so git-parallel verified nothing at merge time.
+        merge_record = self._landing_record(landed_oid, previous, steps, [], None, "base", outside=True)
         message = (f"{rec['base']['ref']} already holds every winner of run {self.run_id} (landed at "
                    f"{landed_oid[:12]}, not by `git parallel merge`), but the record is {rec['status']}")
         self.add(BASE_MERGED, ERROR, message,
