@@ -150,14 +150,14 @@ import pygit2
 from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import config, evidence, faults, notes, reaper, scratch, share
+from gitflow_parallel import config, evidence, faults, model, provenance, reaper, scratch, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes, utcnow
 from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, worktree_changes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project
 from gitflow_parallel.runner import Watchdog
-from gitflow_parallel.store import FINISHED_RUN, find_instance
+from gitflow_parallel.model import FINISHED_RUN, find_instance
 
 # Grace between SIGTERM and SIGKILL for a gate past its timeout.
 KILL_GRACE = 2.0
@@ -843,9 +843,7 @@ def _store_pack(project: Project, task: str, pack: dict[str, Any]) -> dict[str, 
         if inst["status"] != "succeeded":
             raise ParallelError(E.BRANCH_TERMINAL, f"instance {inst['id']} became {inst['status']} during the check",
                                 hint=f"see `git parallel status {task}`")
-        inst["evidence"] = {**binding, "instance_revision": pack["instance_revision"]}
-        inst["verdict"] = pack["verdict"]
-        inst["score"] = pack["score"]
+        model.bind_evidence(inst, binding, pack)
 
     project.store.update_instance(task, pack["instance"], apply, expected_attempt=pack["attempt"])
     return binding
@@ -901,10 +899,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
                     "score": pack["score"], "score_error": pack["score_error"], "gates": pack["gates"],
                     "evidence": binding, "proof_issued_at": pack["proof_issued_at"],
                     "protected_changes": pack["protected_changes"], "refused": pack["refused"]}
-                entries.append((pack["commit"], notes.line(
-                    "evidence", record["run_id"], task=task, instance=inst["id"], attempt=inst["attempt"],
-                    commit=pack["commit"], tree=pack["tree"], verdict=pack["verdict"], score=pack["score"],
-                    evidence_sha256=binding["sha256"], proof_issued_at=pack["proof_issued_at"])))
+                entries.append((pack["commit"], provenance.evidence_note(record, inst["id"], pack, binding["sha256"])))
     finally:
         for lock in locks:
             lock.release()

@@ -26,12 +26,14 @@ from typing import Any
 import pygit2
 
 from gitflow_parallel import errors as E
+from gitflow_parallel import model
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.gitrepo import commit_all, worktree_changes
+from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project, instance_note
-from gitflow_parallel.store import FINISHED_RUN, check_transition, find_instance
+from gitflow_parallel.project import Project
+from gitflow_parallel.provenance import instance_note, leftovers_message
 
 HAND = "hand"
 
@@ -60,9 +62,9 @@ def _symbolic_head(path: Path) -> str | None:
     return head.target if head is not None and isinstance(head.target, str) else None
 
 
-def _finish(inst: dict[str, Any], tip: str) -> None:
-    inst.update(status="succeeded", origin=HAND, head=tip, finished_at=utcnow(), exit_code=None, error=None,
-                pid=None)
+def _finish(record: dict[str, Any], inst: dict[str, Any], tip: str) -> None:
+    model.finish(record, inst, "succeeded", origin=HAND, head=tip, finished_at=utcnow(), exit_code=None,
+                 error=None, pid=None)
 
 
 def adopt(project: Project, record: dict[str, Any], named: list[str] | None) -> dict[str, Any]:
@@ -101,9 +103,8 @@ def adopt(project: Project, record: dict[str, Any], named: list[str] | None) -> 
             if i["status"] != "pending":
                 raise ParallelError(E.RUN_REVISION_CONFLICT, f"instance {inst_id} became {i['status']} meanwhile",
                                     hint=f"see `git parallel status {task}` and check again")
-            check_transition(rec, i, "succeeded")
-            _finish(i, tip)
-            i["instance_revision"] += 1
+            _finish(rec, i, tip)
+            model.bump(i)
 
     record, _ = project.store.update(task, apply)
     project.mirror_notes(record, [(tip, instance_note(record, find_instance(record, i), tip))
@@ -114,8 +115,6 @@ def adopt(project: Project, record: dict[str, Any], named: list[str] | None) -> 
 def done(project: Project, task: str, inst_id: str) -> dict[str, Any]:
     """A person says instance ``inst_id`` is finished: its leftovers are
     committed (``commit_leftovers``) and it becomes succeeded, origin hand."""
-    from gitflow_parallel.runner import leftovers_message
-
     check_name(task, "task")
     store = project.store
     with store.lock():
@@ -139,8 +138,7 @@ def done(project: Project, task: str, inst_id: str) -> dict[str, Any]:
             tip = project.tip(inst) or tip
 
         def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
-            check_transition(rec, i, "succeeded")
-            _finish(i, tip)
+            _finish(rec, i, tip)
 
         record, _ = store.update_instance(task, inst_id, apply, expected_attempt=inst["attempt"])
     inst = find_instance(record, inst_id)

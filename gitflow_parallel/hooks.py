@@ -447,7 +447,7 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
     # An instance commit is at stake: now read records, picks and evidence.
     from gitflow_parallel import selection
     from gitflow_parallel.project import Project
-    from gitflow_parallel.store import find_instance
+    from gitflow_parallel.model import find_instance
 
     project = Project.open(common_dir)
     candidates = candidates_of()

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from gitflow_parallel import gates, lifecycle, runner
 from gitflow_parallel.project import Project
-from gitflow_parallel.store import find_instance
+from gitflow_parallel.model import find_instance
 
 
 def _satisfied(record: dict[str, Any]) -> set[str]:

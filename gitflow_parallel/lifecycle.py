@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,14 @@ import pygit2
 
 from gitflow_parallel import config as C
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence, faults, worktrees
+from gitflow_parallel import evidence, faults, model, provenance, worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, utcnow
 from gitflow_parallel.gitrepo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project, instance_note, instance_process_alive, notes_instance_on
-from gitflow_parallel.store import FINISHED_RUN, RETRYABLE, SCHEMA_VERSION, TERMINAL, find_instance
+from gitflow_parallel.project import Project, instance_process_alive, notes_instance_on
+from gitflow_parallel.provenance import instance_note
+from gitflow_parallel.model import FINISHED_RUN, RETRYABLE, TERMINAL, find_instance
 
 MAX_INSTANCES = 64
 
@@ -72,16 +72,6 @@ def instance_ids(tracks: list[str], n: int) -> list[tuple[str, str]]:
     return [(t, f"{t}-{k}") for t in tracks for k in range(1, n + 1)]
 
 
-def new_instance(task: str, track: str, inst_id: str, root: Path, base_commit: str) -> dict[str, Any]:
-    return {
-        "id": inst_id, "track": track, "branch": f"parallel/{task}/{inst_id}",
-        "worktree": str(root / task / inst_id), "attempt": 0, "instance_revision": 1,
-        "status": "pending", "head": base_commit, "verdict": None, "score": None,
-        "evidence": None, "error": None, "history": [], "pid": None, "started_at": None,
-        "finished_at": None, "exit_code": None, "log": None, "removed": False,
-    }
-
-
 def live_instances(project: Project) -> int:
     records, _ = project.store.load_all()
     return sum(1 for r in records if r["status"] not in FINISHED_RUN
@@ -106,15 +96,9 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
         raise ParallelError(E.INVALID_NAME, f"-n {count} is out of range 1..{MAX_INSTANCES}",
                             hint="pass -n between 1 and 64")
     root = worktrees.resolve_root(repo, cfg["worktree_root"])
-    now = utcnow()
-    record: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "run_id": f"PR-{uuid.uuid4()}", "task": task,
-        "base": {"ref": base_ref, "commit": base_commit}, "run_revision": 1, "status": "pending",
-        "created_at": now, "updated_at": now, "tracks": tracks, "config": cfg,
-        "config_sha256": C.config_sha256(cfg), "config_source": source, "worktree_root": str(root),
-        "instances": [new_instance(task, t, i, root, base_commit) for t, i in instance_ids(tracks, count)],
-        "picks": {}, "merge": None,
-    }
+    record = model.new_run(
+        task, {"ref": base_ref, "commit": base_commit}, tracks, cfg, C.config_sha256(cfg), source, root,
+        [model.new_instance(task, t, i, root, base_commit) for t, i in instance_ids(tracks, count)], utcnow())
     store = project.store
     with store.lock():
         store.previous_run(task)  # "this task has a run" comes before "the repository is full"
@@ -306,8 +290,8 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
             # nothing: uncommitted work stays for the next attempt.)
             _check_removable(project, record, [inst], force, what="reset it to the base")
             if force and worktree_changes(path):
-                tip = commit_all(path, f"git-parallel: uncommitted work of {task}/{inst_id} attempt "
-                                 f"{inst['attempt']}, kept at retry", ref=None, parent=tip or start,
+                tip = commit_all(path, provenance.kept_at_retry_message(task, inst_id, inst["attempt"]),
+                                 ref=None, parent=tip or start,
                                  signature=repo.signature()) or tip
         notes_for = feedback.write(repo.parallel_dir, record, inst, tip, picks_of_track(project, record, inst["track"]))
         archived = None
@@ -338,17 +322,7 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
             worktrees.create(repo, task, start, [fresh])
 
         def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
-            i["history"].append({
-                "attempt": i["attempt"], "status": i["status"], "head": tip, "verdict": i["verdict"],
-                "score": i["score"], "evidence": i["evidence"], "error": i["error"], "exit_code": i.get("exit_code"),
-                "log": i.get("log"), "events": i.get("events"), "archive_ref": archived, "kept": kept,
-                "finished_at": i.get("finished_at"), "start": i.get("start"), "origin": i.get("origin"),
-                "feedback": i.get("feedback"),
-            })
-            i.update(attempt=i["attempt"] + 1, status="pending", head=start, verdict=None, score=None,
-                     evidence=None, error=None, pid=None, started_at=None, finished_at=None, exit_code=None,
-                     log=None, events=None, removed=False, origin=None, feedback=notes_for,
-                     start={"commit": start, "from": how})
+            model.reset_for_retry(i, start, how, tip, archived, kept, notes_for)
 
         record, _ = store.update_instance(task, inst_id, apply, expected_revision=expected_revision)
     inst = find_instance(record, inst_id)
@@ -444,9 +418,9 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
             for i in rec["instances"]:
                 if any(t["id"] == i["id"] for t in targets) and i["status"] not in TERMINAL:
                     tip = project.tip(i)
-                    i.update(status="aborted", error="aborted by the user", finished_at=now,
-                             head=tip or i["head"])
-                    i["instance_revision"] += 1
+                    model.finish(rec, i, "aborted", error="aborted by the user", finished_at=now,
+                                 head=tip or i["head"])
+                    model.bump(i)
 
         record, _ = store.update(task, apply)
     # Wait, without the lock (their runner needs it to finish), until the
@@ -475,10 +449,7 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
                     hint=hint.replace("and remove the worktree", f"and then `git parallel abort {task} --force`"),
                 ) from None
 
-            def finish(rec: dict[str, Any]) -> None:
-                rec["status"] = "aborted"
-
-            record, _ = store.update(task, finish)
+            record, _ = store.update(task, model.mark_aborted)
             removed = _remove_all(project, record, record["instances"], force)
     out = {"run": record, "stopped": stopped, "removed": removed}
     if inst_id is None:
@@ -522,8 +493,8 @@ def _remove_all(project: Project, record: dict[str, Any], insts: list[dict[str, 
         def apply(rec: dict[str, Any]) -> None:
             for i in rec["instances"]:
                 if i["id"] in ids:
-                    i["removed"] = True
-                    i["instance_revision"] += 1
+                    model.mark_removed(i)
+                    model.bump(i)
         project.store.update(record["task"], apply)
     return done
 

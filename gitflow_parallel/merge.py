@@ -50,13 +50,13 @@ from typing import Any, Callable
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import config, evidence, faults, notes, share
+from gitflow_parallel import config, evidence, faults, model, provenance, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, canonical_json, utcnow
 from gitflow_parallel.gitrepo import Repo
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project
-from gitflow_parallel.selection import pick_note, winner_check, winner_instances
+from gitflow_parallel.selection import winner_check, winner_instances
 
 BASE_SIDE_POLICIES = ("first_pass_wins",)
 WINNER_SIDE_POLICIES = ("last_pass_wins", "winner_takes_all")
@@ -541,26 +541,13 @@ def _check_clean(repo: Repo, worktree: Path | None, new_tree: pygit2.Tree | None
             raise _refuse_dirty(worktree, dirty)
 
 
-def landing_method(steps: list[dict[str, Any]]) -> str:
-    """``squash``, ``merge`` or ``fast-forward``: what the base moved by."""
-    return next((m for m in ("squash", "merge") if any(s["method"] == m for s in steps)), "fast-forward")
-
-
 def landing_notes(record: dict[str, Any], winners: list[tuple[dict[str, Any], dict[str, Any]]],
                   merge_record: dict[str, Any]) -> list[tuple[str, str]]:
     """The note lines on the commit that landed: each pick, the merge, one line for people."""
     landed = merge_record["landed"]
-    entries = [(landed, pick_note(p)) for p, _ in winners]
-    entries.append((landed, notes.line("merge", record["run_id"], task=record["task"], landed=landed,
-                                       previous=merge_record["previous"], base_ref=merge_record["base_ref"],
-                                       method=merge_record["method"], policy=merge_record["policy"],
-                                       merged_at=merge_record["merged_at"],
-                                       reproved=[{"track": v["track"], "passed": v["passed"],
-                                                  "gates": [g["name"] for g in v["gates"]]}
-                                                 for v in merge_record["verified"]],
-                                       winner_lines_dropped=sum(s.get("winner_lines_dropped", 0)
-                                                                for s in merge_record["steps"]))))
-    entries.append((landed, notes.landing_line(record, [(p, evidence.load(i)) for p, i in winners])))
+    entries = [(landed, provenance.pick_note(p)) for p, _ in winners]
+    entries.append((landed, provenance.merge_note(record, merge_record)))
+    entries.append((landed, provenance.landing_line(record, [(p, evidence.load(i)) for p, i in winners])))
     return entries
 
 
@@ -636,20 +623,12 @@ def merge(project: Project, task: str, onto: Any = None) -> dict[str, Any]:
             if proc.returncode != 0:
                 worktree_error = proc.stderr.decode(errors="replace").strip()
         faults.point("merge.after_worktree")
-        merge_record = {
-            "landed": landing["commit"], "previous": old, "base_ref": base_ref, "steps": landing["steps"],
-            "method": landing_method(landing["steps"]),
-            "resolved_files": landing["resolved_files"], "policy": cfg["policy"], "attempts": attempts,
-            **({"onto": landing["onto"]} if landing["onto"] != old else {}),
-            "retried": history, "verify": verify_mode(cfg), "verified": verified, "worktree": str(worktree) if worktree else None,
-            "worktree_error": worktree_error, "merged_at": utcnow(),
-        }
-
-        def apply(rec: dict[str, Any]) -> None:
-            rec["status"] = "merged"
-            rec["merge"] = merge_record
-
-        updated, _ = store.update(task, apply)
+        merge_record = model.new_merge(
+            landing["commit"], old, base_ref, landing["steps"], landing["resolved_files"], cfg["policy"], utcnow(),
+            attempts=attempts, retried=history, verified=verified, worktree=str(worktree) if worktree else None,
+            worktree_error=worktree_error, verify=verify_mode(cfg),
+            **({"onto": landing["onto"]} if landing["onto"] != old else {}))
+        updated, _ = store.update(task, lambda rec: model.mark_merged(rec, merge_record))
         clear_intent(project, updated)
         return updated, merge_record
 
@@ -813,11 +792,9 @@ def _reland(project: Project, record: dict[str, Any], remote: str, tip: str) -> 
                 worktree_error = proc.stderr.decode(errors="replace").strip()
 
         def apply(rec: dict[str, Any]) -> None:
-            mr = rec["merge"]
-            mr["relanded"] = list(mr.get("relanded") or []) + [
-                {"landed": landed, "onto": start, "remote_tip": tip, "at": utcnow()}]
-            mr.update(landed=landing["commit"], onto=tip, steps=landing["steps"], method=landing_method(landing["steps"]),
-                      resolved_files=landing["resolved_files"], verified=verified, worktree_error=worktree_error)
+            model.reland(rec["merge"], landing["commit"], landing["steps"], landing["resolved_files"], onto=tip,
+                         previous_landed=landed, previous_onto=start, verified=verified,
+                         worktree_error=worktree_error, at=utcnow())
 
         updated, _ = project.store.update(task, apply)
     project.mirror_notes(updated, landing_notes(updated, winners, updated["merge"]), "merge --push")

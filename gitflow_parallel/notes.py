@@ -9,6 +9,8 @@ published by compare-and-swap on the notes ref; if another writer moved the
 ref meanwhile, the batch is rebuilt on top of the new tip and tried again.
 pygit2's ``create_note`` is avoided: it makes one commit per note and is not
 safe under concurrency.
+
+This module only stores lines; ``provenance.py`` builds every one of them.
 """
 
 from __future__ import annotations
@@ -20,35 +22,9 @@ from typing import Any, Iterable
 
 import pygit2
 
-from gitflow_parallel.files import canonical_json
 from gitflow_parallel.gitrepo import create_ref_exclusive
 
-NOTE_VERSION = 1
 MAX_ATTEMPTS = 50
-
-
-def line(kind: str, run_id: str, **fields: Any) -> str:
-    """One note line: compact, key-sorted JSON."""
-    return canonical_json({"v": NOTE_VERSION, "kind": kind, "run_id": run_id, **fields})
-
-
-def landing_line(record: dict[str, Any], winners: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> str:
-    """The one line for people on a landed commit, beside the JSON lines:
-    ``git-parallel: fix-login won by 2 of 3 (tests pass, score 8), run PR-…``.
-
-    ``winners`` holds (pick record, evidence pack or None) per track.  It does
-    not start with ``{``, so readers of the JSON lines skip it, and it sorts
-    before them, so ``git log --notes`` shows it first."""
-    parts = []
-    for pick, pack in winners:
-        track = pick["track"]
-        size = sum(1 for i in record["instances"] if i["track"] == track)
-        passed = [g["name"] for g in (pack or {}).get("gates") or [] if g.get("mode") == "enforced" and g.get("passed")]
-        gates = f"{', '.join(passed)} pass" if passed else "no enforced gate"
-        score = "n/a" if pick.get("score") is None else pick["score"]
-        where = "" if record["tracks"] == ["main"] else f" in {track}"
-        parts.append(f"{pick['winner']['id']} of {size}{where} ({gates}, score {score})")
-    return f"git-parallel: {record['task']} won by {'; '.join(parts)}, run {record['run_id']}"
 
 
 def _find(tree: pygit2.Tree | None, oid: str) -> tuple[str, pygit2.Oid] | None:

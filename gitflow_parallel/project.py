@@ -40,15 +40,6 @@ class Project:
         return None
 
 
-def instance_note(record: dict[str, Any], inst: dict[str, Any], commit: str) -> str:
-    """The note line that mirrors an instance's record on its tip."""
-    return notes.line(
-        "instance", record["run_id"], task=record["task"], instance=inst["id"], track=inst["track"],
-        attempt=inst["attempt"], status=inst["status"], branch=inst["branch"], commit=commit,
-        base=record["base"]["commit"],
-    )
-
-
 def notes_instance_on(record: dict[str, Any], commit: str | None, inst: dict[str, Any] | None = None) -> bool:
     """Instance lines go on an attempt's own commits, never on a commit of
     the base branch (the spawn's base commit, or the base tip a ``retry

@@ -58,14 +58,14 @@ from typing import Any, Iterable
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence, notes, share
+from gitflow_parallel import evidence, model, notes, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, sha256_bytes, utcnow
 from gitflow_parallel.gitrepo import Repo
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project
 from gitflow_parallel.share import EVIDENCE_PREFIX, REMOTES_PREFIX as TRACKING_PREFIX, RUNS_PREFIX, check_remote, evidence_ref, notes_tracking_ref, run_ref, tree_file, tree_of_files
-from gitflow_parallel.store import FINISHED_RUN, find_instance
+from gitflow_parallel.model import FINISHED_RUN, find_instance
 
 CLAIMS_PREFIX = "refs/parallel/claims"
 CLAIM_VERSION = 1
@@ -478,10 +478,11 @@ def _take_result(project: Project, remote: str, record: dict[str, Any], inst: di
     def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
         if i["status"] != "pending":
             raise ParallelError(E.BRANCH_TERMINAL, f"instance {i['id']} became {i['status']} meanwhile")
-        i.update(status=status, head=tip, exit_code=result.get("exit_code"), error=result.get("error"),
-                 finished_at=result.get("finished_at"), origin="remote", worker=claim.get("worker"),
-                 evidence=binding, verdict=pack.get("verdict") if pack else None,
-                 score=pack.get("score") if pack else None)
+        model.finish(rec, i, status, head=tip, exit_code=result.get("exit_code"), error=result.get("error"),
+                     finished_at=result.get("finished_at"), origin="remote", worker=claim.get("worker"),
+                     evidence=None, verdict=None, score=None)
+        if binding is not None:
+            model.bind_evidence(i, binding, pack)
 
     project.store.update_instance(record["task"], inst["id"], apply, expected_attempt=inst["attempt"])
     return {"taken": status, "verdict": pack.get("verdict") if pack else None, "head": tip}

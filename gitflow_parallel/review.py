@@ -32,7 +32,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project, instance_process_alive
-from gitflow_parallel.store import find_instance
+from gitflow_parallel.model import find_instance
 from gitflow_parallel.worktrees import archive_ref
 
 TAIL_LINES = 5

@@ -80,14 +80,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import faults, reaper, slots
+from gitflow_parallel import faults, model, reaper, slots
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, INTERNAL_ENV, commit_all
+from gitflow_parallel.model import FINISHED_RUN, check_transition, find_instance
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project, instance_note, notes_instance_on, pid_alive
+from gitflow_parallel.project import Project, notes_instance_on, pid_alive
+from gitflow_parallel.provenance import instance_note, leftovers_message, stray_leftovers_message
 from gitflow_parallel.slots import Slot, Slots
-from gitflow_parallel.store import FINISHED_RUN, check_transition, find_instance
 
 KILL_GRACE = reaper.KILL_GRACE
 # How many more times a record write waits for the project lock (each wait
@@ -123,14 +124,6 @@ def substitute(argv: list[str], values: dict[str, str]) -> list[str]:
             arg = arg.replace("{" + key + "}", values[key])
         out.append(arg)
     return out
-
-
-def leftovers_message(task: str, run_id: str, inst_id: str, attempt: int, why: str) -> str:
-    """The message of the commit of what an attempt left uncommitted (by
-    ``run`` after its command, or by ``done`` for work done by hand)."""
-    return (f"git-parallel: leftovers of {task}/{inst_id}, attempt {attempt}\n\n{why}\n\n"
-            f"Parallel-Run: {run_id}\nParallel-Task: {task}\n"
-            f"Parallel-Instance: {inst_id}\nParallel-Attempt: {attempt}\n")
 
 
 def _signame(sig: int) -> str:
@@ -613,10 +606,9 @@ class _Runner:
             child.status, child.exit_code, child.error, child.duration = "failed", code, message, 0.0
             child.finished_at = now
             child.head = self.project.repo.ref_target(f"refs/heads/{child.branch}") or inst["head"]
-            check_transition(record, inst, "failed")
-            inst.update(status="failed", pid=None, started_at=now, finished_at=now, exit_code=code, error=message,
-                        head=child.head, log=str(child.log), events=str(child.events))
-            inst["instance_revision"] += 1
+            model.finish(record, inst, "failed", pid=None, started_at=now, finished_at=now, exit_code=code,
+                         error=message, head=child.head, log=str(child.log), events=str(child.events))
+            model.bump(inst)
             append_jsonl(child.events, {
                 "event": "engine_exited", "ts": now, "run_id": self.run_id, "instance": child.id,
                 "attempt": child.attempt, "exit_code": code, "duration_s": 0.0, "status": "failed", "error": message,
@@ -626,10 +618,8 @@ class _Runner:
         child.started = time.monotonic()
         if self.timeout is not None:
             child.deadline = child.started + self.timeout
-        inst.update(status="running", pid=child.pid, runner_pid=os.getpid(), started_at=now, finished_at=None,
-                    exit_code=None, error=None,
-                    log=str(child.log), events=str(child.events))
-        inst["instance_revision"] += 1
+        model.start(record, inst, child.pid, os.getpid(), now, str(child.log), str(child.events))
+        model.bump(inst)
 
     def _spawn(self, child: _Child) -> subprocess.Popen[bytes]:
         env = dict(self.base_env)
@@ -773,8 +763,7 @@ class _Runner:
         inst = {"id": child.id, "branch": child.branch, "attempt": child.attempt}
         heads = worktrees.worktree_heads(repo, repo.common_dir / "worktrees" / worktrees.admin_name(self.task, child.id))
         parent = next((h for h in heads if h != tip and repo.is_ancestor(base, h)), base)
-        message = (f"git-parallel: leftovers of {self.task}/{child.id}, attempt {child.attempt} "
-                   f"(its branch was gone)\n\nParallel-Run: {self.run_id}\n")
+        message = stray_leftovers_message(self.task, self.run_id, child.id, child.attempt)
         extra = [oid for oid in [commit_all(child.worktree, message, ref=None, parent=parent,
                                             signature=self.signature)] if oid]
         kept = worktrees.keep_strays(repo, self.run_id, self.task, inst, extra=extra)
@@ -796,10 +785,9 @@ class _Runner:
                            f"meanwhile (now {inst['status']}, attempt {inst['attempt']})")
             child.status = inst["status"]
             return
-        check_transition(record, inst, child.status or "failed")
-        inst.update(status=child.status, exit_code=child.exit_code, error=child.error,
-                    finished_at=child.finished_at, head=child.head)
-        inst["instance_revision"] += 1
+        model.finish(record, inst, child.status or "failed", exit_code=child.exit_code, error=child.error,
+                     finished_at=child.finished_at, head=child.head)
+        model.bump(inst)
 
     def _kill_everything(self, active: dict[int, _Child]) -> None:
         """On an unexpected error: leave nothing running, even unrecorded."""

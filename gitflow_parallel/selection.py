@@ -66,17 +66,16 @@ from typing import Any
 
 import pygit2
 
-from gitflow_parallel import __version__, config, evidence, faults, judge, notes
+from gitflow_parallel import __version__, config, evidence, faults, judge, model, provenance
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import create_exclusive, sha256_bytes, utcnow
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project
-from gitflow_parallel.store import find_instance
+from gitflow_parallel.model import HUMAN, find_instance
 
 SCHEMA_VERSION = 1
 ARBITER = f"git-parallel {__version__}"
-HUMAN = "human"  # the selection_method of a person's pick
 
 
 def pick_path(parallel_dir: Path, run_id: str, track: str) -> Path:
@@ -486,25 +485,10 @@ def pick_bytes(pick: dict[str, Any]) -> bytes:
     return (json.dumps(pick, sort_keys=True, indent=2) + "\n").encode("utf-8")
 
 
-def pick_note(pick: dict[str, Any]) -> str:
-    w = pick["winner"]
-    human = ({"picked_by": pick["picked_by"], "reason": pick.get("reason"), "forced": pick["forced"]}
-             if pick["selection_method"] == HUMAN else {})
-    return notes.line("pick", pick["run_id"], task=pick["task"], track=pick["track"], winner=w["id"],
-                      attempt=w["attempt"], commit=w["commit"], tree=w["tree"], evidence_sha256=w["evidence_sha256"],
-                      score=pick["score"], selection_method=pick["selection_method"],
-                      merge_policy=pick["merge_policy"], created_at=pick["created_at"], **human)
-
-
 def _bind(rec: dict[str, Any], written: list[tuple[dict[str, Any], Path, str]]) -> None:
     """Name each written pick file (path and sha256) in the run record."""
-    picks = rec.setdefault("picks", {}) or {}
-    rec["picks"] = picks
     for p, path, sha in written:
-        picks[p["track"]] = {"path": str(path), "sha256": sha, "winner": p["winner"]["id"],
-                             "commit": p["winner"]["commit"]}
-    if all(t in picks for t in rec["tracks"]) and rec["status"] not in ("merged", "aborted"):
-        rec["status"] = "picked"
+        model.bind_pick(rec, p["track"], path, sha, p)
 
 
 def _tracks_to_pick(project: Project, record: dict[str, Any], task: str, track: str | None) -> list[str]:
@@ -582,7 +566,7 @@ def pick(project: Project, task: str, track: str | None = None) -> dict[str, Any
             record, _ = store.update(task, lambda rec: _bind(rec, written))
     warning = None
     if written:
-        warning = project.mirror_notes(record, [(p["winner"]["commit"], pick_note(p)) for p, _, _ in written], "pick")
+        warning = project.mirror_notes(record, [(p["winner"]["commit"], provenance.pick_note(p)) for p, _, _ in written], "pick")
     return {"run_id": record["run_id"], "task": task, "notes_error": warning,
             "picks": [p for p, _, _ in written if p["track"] in created],
             "existing": existing, "status": record["status"]}
@@ -713,7 +697,7 @@ def pick_human(project: Project, task: str, inst_id: str, reason: str | None = N
                                 hint=f"see `git parallel status {task}`")
         faults.point("pick.after_record")
         record, _ = store.update(task, lambda rec: _bind(rec, [(chosen, path, sha256_bytes(data))]))
-    warning = project.mirror_notes(record, [(chosen["winner"]["commit"], pick_note(chosen))], "pick")
+    warning = project.mirror_notes(record, [(chosen["winner"]["commit"], provenance.pick_note(chosen))], "pick")
     return {"run_id": record["run_id"], "task": task, "notes_error": warning, "picks": [chosen], "existing": [],
             "status": record["status"]}
 
@@ -771,17 +755,8 @@ def unpick(project: Project, task: str, track: str | None = None) -> dict[str, A
                             "winner": bound[t]["winner"], "commit": bound[t].get("commit"),
                             "retired_by": person, "retired_at": now})
 
-        def apply(rec: dict[str, Any]) -> None:
-            for r in retired:
-                rec["picks"].pop(r["track"], None)
-            rec.setdefault("retired_picks", []).extend(retired)
-            if rec["status"] == "picked":
-                rec["status"] = "pending"  # re-derived from the instances by the store
-
-        record, _ = store.update(task, apply)
-    entries = [(r["commit"], notes.line("unpick", record["run_id"], task=task, track=r["track"], winner=r["winner"],
-                                        retired=r["path"], retired_by=person, retired_at=now))
-               for r in retired if r["commit"]]
+        record, _ = store.update(task, lambda rec: model.retire_picks(rec, retired))
+    entries = [(r["commit"], provenance.unpick_note(record, r)) for r in retired if r["commit"]]
     warning = project.mirror_notes(record, entries, "unpick") if entries else None
     return {"run_id": record["run_id"], "task": task, "retired": retired, "status": record["status"],
             "notes_error": warning}

@@ -54,7 +54,8 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.gitrepo import Repo
 from gitflow_parallel.project import Project
-from gitflow_parallel.store import FINISHED_RUN, dump, parse_yaml, validate_record
+from gitflow_parallel.model import FINISHED_RUN
+from gitflow_parallel.store import dump, parse_yaml, validate_record
 from gitflow_parallel.worktrees import ARCHIVE_PREFIX
 
 PARALLEL_PREFIX = "refs/parallel"

@@ -29,23 +29,8 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import faults
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, env_seconds, utcnow
-
-SCHEMA_VERSION = 1
-
-RUN_STATUSES = ("pending", "running", "completed", "picked", "merged", "failed", "aborted")
-INSTANCE_STATUSES = ("pending", "running", "succeeded", "failed", "aborted")
-TERMINAL = ("succeeded", "failed", "aborted")
-RETRYABLE = ("failed", "aborted")
-FINISHED_RUN = ("merged", "aborted")
-
-# Status moves an instance may make; anything else is refused.
-TRANSITIONS: dict[str, tuple[str, ...]] = {
-    "pending": ("running", "succeeded", "failed", "aborted"),  # succeeded: work done by hand (hand.py)
-    "running": ("succeeded", "failed", "aborted"),
-    "succeeded": (),
-    "failed": (),
-    "aborted": (),
-}
+from gitflow_parallel.model import (FINISHED_RUN, INSTANCE_STATUSES, RUN_STATUSES, SCHEMA_VERSION, derive_run_status,
+                                     bump, find_instance, move)
 
 LOCK_TIMEOUT = env_seconds("GIT_PARALLEL_LOCK_TIMEOUT", 60.0)
 
@@ -179,30 +164,6 @@ def parse_yaml(text: str) -> Any:
 
 def dump(record: dict[str, Any]) -> str:
     return yaml.safe_dump(record, sort_keys=True, default_flow_style=False, allow_unicode=True)
-
-
-def derive_run_status(record: dict[str, Any]) -> str:
-    """The run status implied by its instances, unless a later stage set it."""
-    if record["status"] in ("picked", "merged", "aborted"):
-        return record["status"]
-    statuses = [i["status"] for i in record["instances"]]
-    if any(s == "running" for s in statuses):
-        return "running"
-    if statuses and all(s in TERMINAL for s in statuses):
-        return "completed" if any(s == "succeeded" for s in statuses) else "failed"
-    return "pending"  # some instances still wait for `run`
-
-
-def find_instance(record: dict[str, Any], inst_id: str) -> dict[str, Any]:
-    for inst in record["instances"]:
-        if inst["id"] == inst_id:
-            return inst
-    known = ", ".join(i["id"] for i in record["instances"])
-    raise ParallelError(
-        E.BRANCH_NOT_FOUND,
-        f"run {record['run_id']} of task {record['task']!r} has no instance {inst_id!r} (it has: {known})",
-        hint=f"see `git parallel status {record['task']}`",
-    )
 
 
 class Store:
@@ -407,18 +368,16 @@ class Store:
                     hint=f"someone else changed it meanwhile; read it again (`git parallel status {task}`) and retry",
                 )
             result = mutate(record, inst)
-            inst["instance_revision"] += 1
+            bump(inst)
             return result
 
         return self.update(task, apply, expected_revision)
 
     def transition(self, task: str, inst_id: str, to: str, expected_instance_revision: int | None = None,
                    expected_attempt: int | None = None, **fields: Any) -> dict[str, Any]:
-        """Move one instance to status ``to`` (checked against TRANSITIONS)."""
+        """Move one instance to status ``to`` (checked by model.move)."""
         def apply(record: dict[str, Any], inst: dict[str, Any]) -> None:
-            check_transition(record, inst, to)
-            inst["status"] = to
-            inst.update(fields)
+            move(record, inst, to, **fields)  # type: ignore[arg-type]
 
         record, _ = self.update_instance(task, inst_id, apply, expected_instance_revision, expected_attempt)
         return record
@@ -493,20 +452,3 @@ class Store:
         if incremental and previous_text == text:
             return
         atomic_write(self.live_path, text)
-
-
-def check_transition(record: dict[str, Any], inst: dict[str, Any], to: str) -> None:
-    if to not in TRANSITIONS.get(inst["status"], ()):
-        if inst["status"] in TERMINAL:
-            hint = (f"`git parallel retry {record['task']} {inst['id']}` starts a new attempt"
-                    if inst["status"] in RETRYABLE else "a succeeded instance is final; check, pick or merge it")
-            raise ParallelError(
-                E.BRANCH_TERMINAL,
-                f"instance {inst['id']} is {inst['status']} (terminal) and cannot become {to}",
-                hint=hint,
-            )
-        raise ParallelError(
-            E.BRANCH_TERMINAL if to == "running" else E.RECORD_INVALID,
-            f"instance {inst['id']} cannot go from {inst['status']} to {to}",
-            hint=f"see `git parallel status {record['task']}`",
-        )

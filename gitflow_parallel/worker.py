@@ -51,14 +51,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gitflow_parallel import config, gates, lifecycle, remote as R, runner, share, worktrees
+from gitflow_parallel import config, gates, model, remote as R, runner, share, worktrees
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.gitrepo import Repo
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project
-from gitflow_parallel.store import FINISHED_RUN, SCHEMA_VERSION, Store, find_instance
+from gitflow_parallel.model import FINISHED_RUN, find_instance
+from gitflow_parallel.store import Store
 
 WORKER_DIR = "worker"
 _STOP = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
@@ -275,14 +276,11 @@ def _clear_leftover(project: Project, task: str, inst_id: str) -> None:
 
 
 def _mark_removed(store: Store, task: str, inst_id: str) -> None:
-    def apply(rec: dict[str, Any], inst: dict[str, Any]) -> None:
-        inst["removed"] = True
-
-    store.update_instance(task, inst_id, apply)
+    store.update_instance(task, inst_id, lambda rec, inst: model.mark_removed(inst))
 
 
 def _local_instance(record: dict[str, Any], inst: dict[str, Any], root: Path, start: str) -> dict[str, Any]:
-    local = lifecycle.new_instance(record["task"], inst["track"], inst["id"], root, start)
+    local = model.new_instance(record["task"], inst["track"], inst["id"], root, start)
     local.update(attempt=inst["attempt"], start=inst.get("start"))
     return local
 
@@ -306,13 +304,9 @@ def prepare(project: Project, record: dict[str, Any], inst: dict[str, Any], remo
     store = wp.store
     with store.lock():
         if not store.exists(task):
-            now = utcnow()
-            store.create({
-                "schema_version": SCHEMA_VERSION, "run_id": run_id, "task": task, "base": record["base"],
-                "run_revision": 1, "status": "pending", "created_at": now, "updated_at": now,
-                "tracks": record["tracks"], "config": record["config"], "config_sha256": record["config_sha256"],
-                "config_source": record.get("config_source"), "worktree_root": str(root), "instances": [local],
-                "picks": {}, "merge": None, "worker": {"remote": remote}})
+            store.create(model.new_run(
+                task, record["base"], record["tracks"], record["config"], record["config_sha256"],
+                record.get("config_source"), root, [local], utcnow(), run_id=run_id, worker={"remote": remote}))
         else:
             def apply(rec: dict[str, Any]) -> None:
                 rec["instances"] = [i for i in rec["instances"] if i["id"] != inst["id"]] + [local]

@@ -32,11 +32,11 @@ TRANSITION = textwrap.dedent("""
 NOTE_WRITER = textwrap.dedent("""
     import sys
     from gitflow_parallel.project import Project
-    from gitflow_parallel import notes
+    from gitflow_parallel import notes, provenance
     project = Project.open(".")
     oid, k = sys.argv[1], sys.argv[2]
     notes.add(project.repo.git, "refs/notes/parallel",
-              [(oid, notes.line("test", "PR-x", writer=int(k), part=p)) for p in range(3)], f"writer {k}")
+              [(oid, provenance.line("test", "PR-x", writer=int(k), part=p)) for p in range(3)], f"writer {k}")
 """)
 
 

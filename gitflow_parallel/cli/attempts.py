@@ -132,7 +132,7 @@ def retry(task: str, instance: str, revision: int | None, force: bool, onto_curr
     GIT_PARALLEL_FEEDBACK and {feedback}: why this attempt failed.  A
     worktree with uncommitted changes is refused unless --force."""
     from gitflow_parallel import lifecycle
-    from gitflow_parallel.store import find_instance
+    from gitflow_parallel.model import find_instance
 
     def render(r: dict[str, Any]) -> None:
         inst = find_instance(r, instance)

@@ -1,0 +1,335 @@
+"""The run record: its shape, its statuses and every change made to it.
+
+A run record (one per task, kept by ``store.py``) holds the run's base, its
+frozen config and one instance record per attempt slot; pick and merge
+records are bound into it.  This module is the one place that builds those
+records and changes their fields: every verb (spawn, run, check, pick, merge,
+retry, abort, cleanup, done, collect) and ``recover`` call the same named
+mutations, so a repair that finishes what an interrupted verb started writes
+exactly what that verb would have written.
+
+The mutations change the mapping they are given and nothing else: the store
+applies them under its lock, bumps ``run_revision`` (and, through
+``Store.update_instance``, ``instance_revision``) and saves.  A caller that
+changes an instance inside a plain ``Store.update`` bumps it with
+:func:`bump`.  Status moves are checked against :data:`TRANSITIONS`; a move
+it does not allow raises ``PARALLEL_BRANCH_TERMINAL`` (or
+``PARALLEL_RECORD_INVALID``) and changes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any, TypedDict
+
+from gitflow_parallel import errors as E
+from gitflow_parallel.errors import ParallelError
+
+SCHEMA_VERSION = 1
+
+RUN_STATUSES = ("pending", "running", "completed", "picked", "merged", "failed", "aborted")
+INSTANCE_STATUSES = ("pending", "running", "succeeded", "failed", "aborted")
+TERMINAL = ("succeeded", "failed", "aborted")
+RETRYABLE = ("failed", "aborted")
+FINISHED_RUN = ("merged", "aborted")
+HUMAN = "human"  # the selection_method of a person's pick
+
+# Status moves an instance may make; anything else is refused.
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "pending": ("running", "succeeded", "failed", "aborted"),  # succeeded: work done by hand (hand.py)
+    "running": ("succeeded", "failed", "aborted"),
+    "succeeded": (),
+    "failed": (),
+    "aborted": (),
+}
+
+
+# -- the shapes ------------------------------------------------------------------------
+# total=False: records written by older versions lack the newer optional keys
+# (``removed``, ``start``, ``origin``…), and store.validate_record is what
+# says which keys a loaded record must have.
+class EvidenceBinding(TypedDict, total=False):
+    path: str
+    sha256: str
+    instance_revision: int
+
+
+class InstanceRecord(TypedDict, total=False):
+    id: str
+    track: str
+    branch: str
+    worktree: str
+    attempt: int
+    instance_revision: int
+    status: str
+    head: str | None
+    verdict: str | None
+    score: int | None
+    evidence: EvidenceBinding | None
+    error: str | None
+    history: list[dict[str, Any]]
+    pid: int | None
+    runner_pid: int | None
+    started_at: str | None
+    finished_at: str | None
+    exit_code: int | None
+    log: str | None
+    events: str | None
+    removed: bool
+    origin: str | None
+    start: dict[str, Any] | None
+    feedback: Any
+    worker: Any
+
+
+class PickBinding(TypedDict, total=False):
+    path: str
+    sha256: str
+    winner: str
+    commit: str
+
+
+class PickRecord(TypedDict, total=False):
+    schema_version: int
+    run_id: str
+    task: str
+    track: str
+    winner: dict[str, Any]
+    score: int | None
+    selection_method: str
+    merge_policy: str
+    created_at: str
+    picked_by: str
+    reason: str | None
+    forced: bool
+
+
+class MergeRecord(TypedDict, total=False):
+    landed: str
+    previous: str | None
+    base_ref: str
+    steps: list[dict[str, Any]]
+    method: str
+    resolved_files: list[Any]
+    policy: str
+    attempts: int | None
+    onto: str
+    retried: list[dict[str, Any]]
+    verify: Any
+    verified: list[dict[str, Any]]
+    worktree: str | None
+    worktree_error: str | None
+    merged_at: str
+    recovered: dict[str, Any]
+    outside: bool
+    relanded: list[dict[str, Any]]
+
+
+class RunRecord(TypedDict, total=False):
+    schema_version: int
+    run_id: str
+    task: str
+    base: dict[str, str]
+    run_revision: int
+    status: str
+    created_at: str
+    updated_at: str
+    tracks: list[str]
+    config: dict[str, Any]
+    config_sha256: str
+    config_source: Any
+    worktree_root: str
+    instances: list[InstanceRecord]
+    picks: dict[str, PickBinding]
+    retired_picks: list[dict[str, Any]]
+    merge: MergeRecord | None
+    worker: dict[str, Any]
+
+
+# -- building ------------------------------------------------------------------------
+def new_instance(task: str, track: str, inst_id: str, root: Path, base_commit: str) -> InstanceRecord:
+    """A pending instance at attempt 0, its branch at ``base_commit``."""
+    return {
+        "id": inst_id, "track": track, "branch": f"parallel/{task}/{inst_id}",
+        "worktree": str(root / task / inst_id), "attempt": 0, "instance_revision": 1,
+        "status": "pending", "head": base_commit, "verdict": None, "score": None,
+        "evidence": None, "error": None, "history": [], "pid": None, "started_at": None,
+        "finished_at": None, "exit_code": None, "log": None, "removed": False,
+    }
+
+
+def new_run(task: str, base: dict[str, str], tracks: list[str], config: dict[str, Any], config_sha256: str,
+            config_source: Any, root: Path, instances: list[InstanceRecord], now: str,
+            run_id: str | None = None, **extra: Any) -> RunRecord:
+    """A pending run at revision 1 (a fresh run id unless ``run_id``)."""
+    return {
+        "schema_version": SCHEMA_VERSION, "run_id": run_id or f"PR-{uuid.uuid4()}", "task": task,
+        "base": base, "run_revision": 1, "status": "pending",
+        "created_at": now, "updated_at": now, "tracks": tracks, "config": config,
+        "config_sha256": config_sha256, "config_source": config_source, "worktree_root": str(root),
+        "instances": instances, "picks": {}, "merge": None, **extra,  # type: ignore[typeddict-item]
+    }
+
+
+def landing_method(steps: list[dict[str, Any]]) -> str:
+    """``squash``, ``merge`` or ``fast-forward``: what the base moved by."""
+    return next((m for m in ("squash", "merge") if any(s["method"] == m for s in steps)), "fast-forward")
+
+
+def new_merge(landed: str, previous: str | None, base_ref: str, steps: list[dict[str, Any]],
+              resolved_files: list[Any], policy: str, merged_at: str, *, attempts: int | None = None,
+              retried: list[dict[str, Any]] | None = None, verified: list[dict[str, Any]] | None = None,
+              worktree: str | None = None, worktree_error: str | None = None, **extra: Any) -> MergeRecord:
+    """The merge record of a landing (``extra``: ``onto``, ``verify``, or
+    ``recovered``/``outside`` for one that recover found)."""
+    return {
+        "landed": landed, "previous": previous, "base_ref": base_ref, "steps": steps,
+        "method": landing_method(steps), "resolved_files": resolved_files, "policy": policy,
+        "attempts": attempts, "retried": retried or [], "verified": verified or [], "worktree": worktree,
+        "worktree_error": worktree_error, "merged_at": merged_at, **extra,  # type: ignore[typeddict-item]
+    }
+
+
+# -- reading ---------------------------------------------------------------------------
+def derive_run_status(record: RunRecord) -> str:
+    """The run status implied by its instances, unless a later stage set it."""
+    if record["status"] in ("picked", "merged", "aborted"):
+        return record["status"]
+    statuses = [i["status"] for i in record["instances"]]
+    if any(s == "running" for s in statuses):
+        return "running"
+    if statuses and all(s in TERMINAL for s in statuses):
+        return "completed" if any(s == "succeeded" for s in statuses) else "failed"
+    return "pending"  # some instances still wait for `run`
+
+
+def find_instance(record: RunRecord, inst_id: str) -> InstanceRecord:
+    for inst in record["instances"]:
+        if inst["id"] == inst_id:
+            return inst
+    known = ", ".join(i["id"] for i in record["instances"])
+    raise ParallelError(
+        E.BRANCH_NOT_FOUND,
+        f"run {record['run_id']} of task {record['task']!r} has no instance {inst_id!r} (it has: {known})",
+        hint=f"see `git parallel status {record['task']}`",
+    )
+
+
+def check_transition(record: RunRecord, inst: InstanceRecord, to: str) -> None:
+    """Refuse a status move :data:`TRANSITIONS` does not allow."""
+    if to not in TRANSITIONS.get(inst["status"], ()):
+        if inst["status"] in TERMINAL:
+            hint = (f"`git parallel retry {record['task']} {inst['id']}` starts a new attempt"
+                    if inst["status"] in RETRYABLE else "a succeeded instance is final; check, pick or merge it")
+            raise ParallelError(
+                E.BRANCH_TERMINAL,
+                f"instance {inst['id']} is {inst['status']} (terminal) and cannot become {to}",
+                hint=hint,
+            )
+        raise ParallelError(
+            E.BRANCH_TERMINAL if to == "running" else E.RECORD_INVALID,
+            f"instance {inst['id']} cannot go from {inst['status']} to {to}",
+            hint=f"see `git parallel status {record['task']}`",
+        )
+
+
+# -- instance mutations -------------------------------------------------------------------
+def bump(inst: InstanceRecord) -> None:
+    """Count a change of an instance made inside a plain ``Store.update``."""
+    inst["instance_revision"] += 1
+
+
+def start(record: RunRecord, inst: InstanceRecord, pid: int, runner_pid: int, now: str,
+          log: str, events: str) -> None:
+    """``run`` started the attempt's command as process ``pid``."""
+    check_transition(record, inst, "running")
+    inst.update(status="running", pid=pid, runner_pid=runner_pid, started_at=now, finished_at=None,
+                exit_code=None, error=None, log=log, events=events)
+
+
+def move(record: RunRecord, inst: InstanceRecord, to: str, **fields: Any) -> None:
+    """Any allowed status move, with the fields that go with it."""
+    check_transition(record, inst, to)
+    inst["status"] = to
+    inst.update(fields)  # type: ignore[typeddict-item]
+
+
+def finish(record: RunRecord, inst: InstanceRecord, status: str, **fields: Any) -> None:
+    """The attempt ended as ``status`` (succeeded, failed or aborted); ``fields``
+    say how (head, finished_at, exit_code, error, origin…)."""
+    move(record, inst, status, **fields)
+
+
+def bind_evidence(inst: InstanceRecord, binding: dict[str, Any], pack: dict[str, Any]) -> None:
+    """Bind the evidence pack ``check`` wrote (its path and sha256) and its verdict."""
+    inst["evidence"] = {**binding, "instance_revision": pack["instance_revision"]}  # type: ignore[typeddict-item]
+    inst["verdict"] = pack.get("verdict")
+    inst["score"] = pack.get("score")
+
+
+def record_head(inst: InstanceRecord, head: str | None) -> None:
+    """The branch moved after the attempt ended; its tip is the head now."""
+    inst["head"] = head
+
+
+def reset_for_retry(inst: InstanceRecord, start_commit: str, how: str, tip: str | None,
+                    archived: str | None, kept: list[str], feedback: Any) -> None:
+    """Attempt + 1, pending at ``start_commit``; the old attempt goes to history."""
+    inst["history"].append({
+        "attempt": inst["attempt"], "status": inst["status"], "head": tip, "verdict": inst["verdict"],
+        "score": inst["score"], "evidence": inst["evidence"], "error": inst["error"],
+        "exit_code": inst.get("exit_code"), "log": inst.get("log"), "events": inst.get("events"),
+        "archive_ref": archived, "kept": kept, "finished_at": inst.get("finished_at"), "start": inst.get("start"),
+        "origin": inst.get("origin"), "feedback": inst.get("feedback"),
+    })
+    inst.update(attempt=inst["attempt"] + 1, status="pending", head=start_commit, verdict=None, score=None,
+                evidence=None, error=None, pid=None, started_at=None, finished_at=None, exit_code=None,
+                log=None, events=None, removed=False, origin=None, feedback=feedback,
+                start={"commit": start_commit, "from": how})
+
+
+def mark_removed(inst: InstanceRecord) -> None:
+    """Its worktree and branch are gone (its tip archived)."""
+    inst["removed"] = True
+
+
+# -- run mutations ---------------------------------------------------------------------
+def bind_pick(record: RunRecord, track: str, path: Path | str, sha256: str, pick: PickRecord) -> None:
+    """Name a written pick file in the record; once every track has one the run is picked."""
+    picks = record.get("picks") or {}
+    record["picks"] = picks
+    picks[track] = {"path": str(path), "sha256": sha256, "winner": pick["winner"]["id"],
+                    "commit": pick["winner"]["commit"]}
+    if all(t in picks for t in record["tracks"]) and record["status"] not in FINISHED_RUN:
+        record["status"] = "picked"
+
+
+def retire_picks(record: RunRecord, retired: list[dict[str, Any]]) -> None:
+    """``unpick``: the tracks' picks move to ``retired_picks``; a picked run
+    goes back to what its instances say."""
+    for r in retired:
+        record["picks"].pop(r["track"], None)
+    record.setdefault("retired_picks", []).extend(retired)
+    if record["status"] == "picked":
+        record["status"] = "pending"  # re-derived from the instances by the store
+
+
+def mark_merged(record: RunRecord, merge: MergeRecord) -> None:
+    record["status"] = "merged"
+    record["merge"] = merge
+
+
+def reland(merge: MergeRecord, landed: str, steps: list[dict[str, Any]], resolved_files: list[Any], *, onto: str,
+           previous_landed: str, previous_onto: str, verified: list[dict[str, Any]], worktree_error: str | None,
+           at: str) -> None:
+    """``merge --push`` landed the winners again on a remote base that moved;
+    the earlier landing is kept under ``relanded``."""
+    merge["relanded"] = list(merge.get("relanded") or []) + [
+        {"landed": previous_landed, "onto": previous_onto, "remote_tip": onto, "at": at}]
+    merge.update(landed=landed, onto=onto, steps=steps, method=landing_method(steps),
+                 resolved_files=resolved_files, verified=verified, worktree_error=worktree_error)
+
+
+def mark_aborted(record: RunRecord) -> None:
+    record["status"] = "aborted"

@@ -1,0 +1,116 @@
+"""Every line git-parallel writes into a note and every commit message of
+its own (the leftovers an attempt left uncommitted): the provenance that
+travels with the commits.
+
+One function per kind of line, called by the verb that makes the record it
+mirrors *and* by ``recover`` when it writes a line that verb never got to:
+the two must be the same bytes, so there is only one place that builds them.
+
+A JSON line is compact and key-sorted, with ``v``, ``kind`` and ``run_id``
+(see :func:`line`); the one line for people on a landed commit does not
+start with ``{`` so that readers of the JSON lines skip it.  ``notes.py``
+stores the lines; it does not build them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitflow_parallel.files import canonical_json
+from gitflow_parallel.model import HUMAN, InstanceRecord, MergeRecord, PickRecord, RunRecord
+
+NOTE_VERSION = 1
+
+
+def line(kind: str, run_id: str, **fields: Any) -> str:
+    """One note line: compact, key-sorted JSON."""
+    return canonical_json({"v": NOTE_VERSION, "kind": kind, "run_id": run_id, **fields})
+
+
+# -- note lines ------------------------------------------------------------------------
+def instance_note(record: RunRecord, inst: InstanceRecord, commit: str) -> str:
+    """The note line that mirrors an instance's record on its tip."""
+    return line(
+        "instance", record["run_id"], task=record["task"], instance=inst["id"], track=inst["track"],
+        attempt=inst["attempt"], status=inst["status"], branch=inst["branch"], commit=commit,
+        base=record["base"]["commit"],
+    )
+
+
+def evidence_note(record: RunRecord, inst_id: str, pack: dict[str, Any], sha256: str) -> str:
+    """The line on a checked commit, from the evidence pack bound to the record."""
+    return line("evidence", record["run_id"], task=record["task"], instance=inst_id,
+                attempt=pack.get("attempt"), commit=pack.get("commit"), tree=pack.get("tree"),
+                verdict=pack.get("verdict"), score=pack.get("score"), evidence_sha256=sha256,
+                proof_issued_at=pack.get("proof_issued_at"))
+
+
+def pick_note(pick: PickRecord) -> str:
+    """The line on a winner commit (and on the commit that landed it)."""
+    w = pick["winner"]
+    human = ({"picked_by": pick["picked_by"], "reason": pick.get("reason"), "forced": pick["forced"]}
+             if pick["selection_method"] == HUMAN else {})
+    return line("pick", pick["run_id"], task=pick["task"], track=pick["track"], winner=w["id"],
+                attempt=w["attempt"], commit=w["commit"], tree=w["tree"], evidence_sha256=w["evidence_sha256"],
+                score=pick["score"], selection_method=pick["selection_method"],
+                merge_policy=pick["merge_policy"], created_at=pick["created_at"], **human)
+
+
+def unpick_note(record: RunRecord, retired: dict[str, Any]) -> str:
+    """The line on a retired winner commit: ``unpick`` took its pick back."""
+    return line("unpick", record["run_id"], task=record["task"], track=retired["track"], winner=retired["winner"],
+                retired=retired["path"], retired_by=retired["retired_by"], retired_at=retired["retired_at"])
+
+
+def merge_note(record: RunRecord, m: MergeRecord) -> str:
+    """The line on the landed commit, from the run's merge record (made by
+    ``merge``, or by ``recover`` for a landing it found)."""
+    return line("merge", record["run_id"], task=record["task"], landed=m["landed"], previous=m["previous"],
+                base_ref=m["base_ref"], method=m["method"], policy=m["policy"], merged_at=m["merged_at"],
+                reproved=[{"track": v["track"], "passed": v["passed"], "gates": [g["name"] for g in v["gates"]]}
+                          for v in m.get("verified") or []],
+                winner_lines_dropped=sum(s.get("winner_lines_dropped", 0) for s in m["steps"]))
+
+
+def landing_line(record: RunRecord, winners: list[tuple[PickRecord, dict[str, Any] | None]]) -> str:
+    """The one line for people on a landed commit, beside the JSON lines:
+    ``git-parallel: fix-login won by 2 of 3 (tests pass, score 8), run PR-…``.
+
+    ``winners`` holds (pick record, evidence pack or None) per track.  It does
+    not start with ``{``, so readers of the JSON lines skip it, and it sorts
+    before them, so ``git log --notes`` shows it first."""
+    parts = []
+    for pick, pack in winners:
+        track = pick["track"]
+        size = sum(1 for i in record["instances"] if i["track"] == track)
+        passed = [g["name"] for g in (pack or {}).get("gates") or [] if g.get("mode") == "enforced" and g.get("passed")]
+        gates = f"{', '.join(passed)} pass" if passed else "no enforced gate"
+        score = "n/a" if pick.get("score") is None else pick["score"]
+        where = "" if record["tracks"] == ["main"] else f" in {track}"
+        parts.append(f"{pick['winner']['id']} of {size}{where} ({gates}, score {score})")
+    return f"git-parallel: {record['task']} won by {'; '.join(parts)}, run {record['run_id']}"
+
+
+# -- commit messages ---------------------------------------------------------------------
+def leftovers_message(task: str, run_id: str, inst_id: str, attempt: int, why: str,
+                      recovery_id: str | None = None) -> str:
+    """The message of the commit of what an attempt left uncommitted (by
+    ``run`` after its command, by ``done`` for work done by hand, or by
+    ``recover`` for an agent found dead, which adds its recovery id)."""
+    trailers = (f"Parallel-Run: {run_id}\nParallel-Task: {task}\n"
+                f"Parallel-Instance: {inst_id}\nParallel-Attempt: {attempt}\n")
+    if recovery_id is not None:
+        trailers += f"Parallel-Recovery: {recovery_id}\n"
+    return f"git-parallel: leftovers of {task}/{inst_id}, attempt {attempt}\n\n{why}\n\n{trailers}"
+
+
+def stray_leftovers_message(task: str, run_id: str, inst_id: str, attempt: int) -> str:
+    """The message of the leftovers kept under an archive ref because the
+    attempt's branch was gone when its command ended."""
+    return (f"git-parallel: leftovers of {task}/{inst_id}, attempt {attempt} "
+            f"(its branch was gone)\n\nParallel-Run: {run_id}\n")
+
+
+def kept_at_retry_message(task: str, inst_id: str, attempt: int) -> str:
+    """The message of the uncommitted work ``retry --force`` keeps on the archive ref."""
+    return f"git-parallel: uncommitted work of {task}/{inst_id} attempt {attempt}, kept at retry"

@@ -1,0 +1,73 @@
+"""The state every check of one run shares: the record, the worktrees as
+found, the findings so far and the note lines repairs will make due.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pygit2
+
+from gitflow_parallel.model import FINISHED_RUN
+from gitflow_parallel.recovery.gitwork import _only_files_of
+from gitflow_parallel.recovery.scan import Finding, Repair, Scan, WorktreeState, recovery_id
+
+
+class RunContext:
+    """The state shared by the checks of one run; ``rid`` names the recovery they would belong to."""
+
+    def __init__(self, scan: Scan, record: dict[str, Any]) -> None:
+        self.scan = scan
+        self.project = scan.project
+        self.repo = scan.repo
+        self.record = record
+        self.task = record["task"]
+        self.run_id = record["run_id"]
+        self.rid = recovery_id(self.run_id, record["run_revision"])
+        self.findings: list[Finding] = []
+        self.live = record["status"] not in FINISHED_RUN
+        self.states = {i["id"]: scan.worktree(self.task, i) for i in record["instances"] if not i.get("removed")}
+        self.rolling_back = False  # a rolled-back spawn leaves no tips to note
+        # Note lines that repairs will make due (a dead instance's tip once it
+        # is finished, a pick or pack once bound, a landing once recorded), so
+        # that the plan shows the notes step the apply will take.
+        self.will_note: list[str] = []
+
+    def add(self, code: str, severity: str, message: str, fix: str | None = None, instance: str | None = None,
+            repair: Repair | None = None, refusal: str | None = None) -> None:
+        if fix is None:
+            fix = f"git parallel recover {self.task}" if repair else f"git parallel status {self.task}"
+        self.findings.append(Finding(code, severity, message, fix, self.task, self.run_id, instance, repair, refusal))
+
+
+    def noted(self, commit: str, key: dict[str, Any]) -> bool:
+        """Is there a line of this run on ``commit`` sharing every field of ``key``?"""
+        have = self.scan.notes_on(self.record["config"]["notes_ref"], commit)
+        return any(h.get("run_id") == self.run_id and all(h.get(k) == v for k, v in key.items()) for h in have)
+
+    def describe_missing(self, inst: dict[str, Any]) -> str:
+        st = self.states[inst["id"]]
+        parts = []
+        if st.tip is None:
+            parts.append(f"branch {inst['branch']}")
+        if not st.path_exists:
+            parts.append(f"worktree folder {st.path}")
+        elif not st.linked:
+            parts.append(f"worktree link ({st.path}/.git <-> {st.admin})")
+        elif not st.index_ok:
+            parts.append(f"worktree index ({st.admin}/index: the checkout did not finish)")
+        if st.path_exists and st.linked and not st.head_ok:
+            parts.append(f"worktree HEAD on {inst['branch']}")
+        return ", ".join(parts) or "worktree"
+
+    def _partial_refusal(self, inst: dict[str, Any], st: WorktreeState, tree: pygit2.Tree | None) -> str | None:
+        """Why the half-made folder cannot be removed, or None."""
+        if not st.path_exists:
+            return None
+        if st.path.is_symlink() or not st.path.is_dir():
+            return f"{st.path} is not a folder git-parallel made"
+        foreign = _only_files_of(st.path, tree)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (" …" if len(foreign) > 5 else "")
+            return f"{st.path} holds files that are not in the commit ({shown}); removing it could lose work"
+        return None

@@ -1,0 +1,177 @@
+"""The two verbs: ``validate`` (every finding) and ``recover`` (repair
+them, or refuse and change nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from gitflow_parallel import errors as E
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.model import FINISHED_RUN
+from gitflow_parallel.names import check_name
+from gitflow_parallel.project import Project
+from gitflow_parallel.recovery.checks import RunCheck, _all_records, intent_findings, lock_findings, orphan_findings
+from gitflow_parallel.recovery.plan import _apply, _audit, _in_order, audit_path
+from gitflow_parallel.recovery.scan import ERROR, Finding, Scan, recovery_id
+
+
+# -- validate ------------------------------------------------------------------------
+def validate(project: Project, task: str | None = None) -> dict[str, Any]:
+    """Every inconsistency, as findings; ``ok`` is False when any is an error."""
+    if task is not None:
+        check_name(task, "task")
+    scan = Scan(project)
+    live, done, problems = _all_records(project)
+    findings: list[Finding] = []
+    for exc in problems:
+        path_task = _task_of_problem(exc)
+        if task is None or path_task == task:
+            findings.append(Finding(E.RECORD_INVALID, ERROR, exc.message, exc.hint or "", task=path_task))
+    checked = [r for r in live if task is None or r["task"] == task]
+    for rec in checked:
+        findings += RunCheck(scan, rec).run()
+    orphans = orphan_findings(scan, live + done, task)
+    findings += orphans
+    if task is None:
+        findings += intent_findings(project, live, done)
+    findings += lock_findings(scan, task)
+    if task is not None and not checked and not orphans and not any(f.code == E.RECORD_INVALID for f in findings):
+        project.store.load(task)  # raises PARALLEL_RUN_NOT_FOUND with its hint
+    errors = sum(1 for f in findings if f.severity == ERROR)
+    return {"ok": errors == 0, "task": task, "errors": errors, "warnings": len(findings) - errors,
+            "runs": [{"task": r["task"], "run_id": r["run_id"], "status": r["status"],
+                      "run_revision": r["run_revision"]} for r in checked],
+            "findings": [f.as_json() for f in findings]}
+
+
+def _task_of_problem(exc: ParallelError) -> str | None:
+    match = re.search(r"runs/([^/\s]+)\.yaml", exc.message)
+    return match.group(1) if match else None
+
+
+# -- recover --------------------------------------------------------------------------
+def _refuse_unloadable(project: Project, task: str, exc: ParallelError) -> ParallelError:
+    """A record that does not load cannot be reconciled; say so, in its audit
+    log if its run id can still be read."""
+    try:
+        raw = yaml.safe_load(project.store.path(task).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        raw = None
+    run_id = raw.get("run_id") if isinstance(raw, dict) else None
+    if isinstance(run_id, str) and re.fullmatch(r"PR-[0-9a-f-]{36}", run_id):
+        rev = raw.get("run_revision") if isinstance(raw.get("run_revision"), int) else 0
+        _audit(project, run_id, recovery_id(run_id, rev), None, task, "refused", run_revision=rev,
+               what="load the run record", why=exc.message)
+    return ParallelError(
+        E.RECOVERY_REFUSED,
+        f"cannot recover {task!r}: {exc.message}",
+        hint="the record itself is damaged; restore it from a backup (recover never rewrites what it cannot read)",
+    )
+
+
+def recover(project: Project, task: str, dry_run: bool = False) -> dict[str, Any]:
+    """Repair what a crash left, or refuse and change nothing."""
+    check_name(task, "task")
+    store = project.store
+    with store.lock():
+        try:
+            record = store.load(task)
+        except ParallelError as exc:
+            if exc.code == E.RECORD_INVALID:
+                raise _refuse_unloadable(project, task, exc) from None
+            if exc.code != E.RUN_NOT_FOUND:
+                raise
+            live, done, _ = _all_records(project)
+            orphans = orphan_findings(Scan(project), live + done, task)
+            if not orphans:
+                raise
+            raise ParallelError(
+                E.RECOVERY_REFUSED,
+                f"task {task!r} has no run record, but git holds leftovers named after it: "
+                + "; ".join(f.message for f in orphans),
+                hint="; ".join(dict.fromkeys(f.fix for f in orphans)),
+                findings=[f.as_json() for f in orphans],
+            ) from None
+        scan = Scan(project)
+        check = RunCheck(scan, record)
+        findings = check.run() + lock_findings(scan, task)
+        live, done, _ = _all_records(project)
+        findings += [f for f in orphan_findings(scan, live + done, task) if f.repair or f.refusal]
+        rid, run_id = check.rid, record["run_id"]
+        refused = [f for f in findings if f.refusal]
+        repairs = [f.repair for f in findings if f.repair is not None]
+        left = [f for f in findings if f.repair is None and f.refusal is None]
+        base = {"task": task, "run_id": run_id, "recovery_id": rid, "run_revision": record["run_revision"],
+                "dry_run": dry_run, "audit": str(audit_path(project, run_id))}
+        if refused:
+            if not dry_run:
+                _audit(project, run_id, rid, record, task, "refused",
+                       what="recover", why="; ".join(f.refusal or "" for f in refused),
+                       findings=[f.as_json() for f in refused])
+            raise ParallelError(
+                E.RECOVERY_REFUSED,
+                f"recover of {task!r} cannot decide {len(refused)} thing(s), so nothing was changed: "
+                + "; ".join(f.refusal or "" for f in refused),
+                hint="; ".join(dict.fromkeys(f.fix for f in refused)),
+                recovery_id=rid, findings=[f.as_json() for f in refused],
+            )
+        left_json = [f.as_json() for f in left] + _left_instances(record)
+        if not repairs:
+            if not dry_run:
+                _audit(project, run_id, rid, record, task, "idempotent_noop",
+                       what="recover", why="nothing to repair: the records agree with git",
+                       left=[f["message"] for f in left_json])
+            return {**base, "noop": True, "plan": [], "repaired": [], "left": left_json,
+                    "next": _next_steps(record)}
+        repairs = _in_order(repairs)
+        plan = [r.as_json() for r in repairs]
+        if dry_run:
+            return {**base, "noop": False, "plan": plan, "repaired": [], "left": left_json, "next": []}
+        _audit(project, run_id, rid, record, task, "validated", what="plan",
+               why="every candidate repair was decided before any change", plan=plan)
+        try:
+            done_steps = _apply(project, record, rid, repairs)
+        except BaseException as exc:
+            # Every step is idempotent, so what was done stays done and the
+            # next recover picks up from there; the log says where it stopped.
+            why = exc.message if isinstance(exc, ParallelError) else f"{type(exc).__name__}: {exc}"
+            _audit(project, run_id, rid, record, task, "refused", what="apply the plan",
+                   why=f"a step failed, the steps logged before it are done: {why}")
+            raise
+        record = store.load(task)
+        left_json = [f.as_json() for f in left] + _left_instances(record)
+        return {**base, "noop": False, "plan": plan, "repaired": done_steps, "left": left_json,
+                "run_revision_after": record["run_revision"], "status": record["status"],
+                "next": _next_steps(record)}
+
+
+def _left_instances(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Failed and aborted instances are consistent, but they are what a user
+    most likely wants to act on next; recover never retries them."""
+    if record["status"] in FINISHED_RUN:
+        return []
+    return [{"code": E.BRANCH_TERMINAL, "severity": "info", "task": record["task"], "run_id": record["run_id"],
+             "instance": i["id"], "message": f"instance {i['id']} is {i['status']}: {i.get('error') or 'no reason recorded'}",
+             "fix": f"git parallel retry {record['task']} {i['id']}", "repair": None, "refusal": None}
+            for i in record["instances"] if i["status"] in ("failed", "aborted") and not i.get("removed")]
+
+
+def _next_steps(record: dict[str, Any]) -> list[str]:
+    task, status = record["task"], record["status"]
+    if status == "merged":
+        if any(not i.get("removed") for i in record["instances"]):
+            return [f"git parallel cleanup {task}"]
+        return [f"git parallel spawn {task}"]
+    if status == "aborted":
+        return [f"git parallel spawn {task}"]
+    if status == "picked":
+        return [f"git parallel merge {task}"]
+    if any(i["status"] == "pending" for i in record["instances"]):
+        return [f"git parallel run {task} -- CMD"]
+    if any(i["status"] == "succeeded" for i in record["instances"]):
+        return [f"git parallel check {task}", f"git parallel pick {task}"]
+    return [f"git parallel retry {task} ID"]
