@@ -225,7 +225,7 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
     "selection_method": "human", who (git config user.email) and why
     (--reason).  It needs the same evidence unless --force, which is
     recorded too.  `git parallel unpick` retires a pick that has not landed."""
-    from gitflow_parallel import selection
+    from gitflow_parallel import model, selection
 
     def render(r: dict[str, Any]) -> None:
         for p in r["picks"] + r["existing"]:
@@ -233,7 +233,7 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
             again = " (already picked)" if p in r["existing"] else ""
             score = "unavailable" if p["score"] is None else p["score"]
             by = p["selection_method"]
-            if by == selection.HUMAN:
+            if by == model.HUMAN:
                 by = f"{p['picked_by']}" + (f" ({p['reason']})" if p.get("reason") else "")
                 if p["forced"]:
                     by += "; forced, waiving: " + ("; ".join(p.get("waived") or []) or "nothing")
