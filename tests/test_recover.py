@@ -318,8 +318,12 @@ def test_kill_9_of_run_while_agents_committed(tmp_path: Path, sealed: dict[str, 
 def test_live_agent_is_left_alone_until_it_is_gone(tmp_path: Path) -> None:
     repo, gp, tools = project(tmp_path)
     spawned = gp.json("spawn", "t", "-n", "1")
+    # The watchdog's SIGKILL comes a grace after its TERM: a 60 s grace keeps
+    # the agent alive for as long as validate and recover take on a loaded
+    # machine (with the default 3 s they raced it, and lost once in five suites).
     runner = subprocess.Popen(["git", "parallel", "run", "t", "--", PY, str(tools / "sleeper.py"), "ignore-term"],
-                              cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                              cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                              env=dict(os.environ, GIT_PARALLEL_KILL_GRACE="60"))
     deadline = time.monotonic() + 30
     while git(repo, "rev-parse", "parallel/t/1") == spawned["base"]["commit"]:
         assert time.monotonic() < deadline
