@@ -11,7 +11,6 @@ the status table and the landed commit's note.  No network, no real agent.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,8 @@ import textwrap
 import time
 from pathlib import Path
 from typing import Callable
+
+from gitflow_parallel.proc import env as proc_env
 
 TASK = "fix-calc"
 
@@ -80,12 +81,10 @@ class Demo:
         self.repo = root / "calc"
         self.echo = echo
         self.python = sys.executable
-        self.env = dict(os.environ)
+        self.env = proc_env.for_git()
         # The demo repository must not inherit the user's hooks path or identity.
         self.env.update({"GIT_AUTHOR_NAME": "git-parallel demo", "GIT_AUTHOR_EMAIL": "demo@localhost",
                          "GIT_COMMITTER_NAME": "git-parallel demo", "GIT_COMMITTER_EMAIL": "demo@localhost"})
-        self.env.pop("GIT_DIR", None)
-        self.env.pop("GIT_WORK_TREE", None)
 
     def step(self, text: str) -> None:
         self.echo("")

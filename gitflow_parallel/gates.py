@@ -130,16 +130,13 @@ protected paths of the commit it lands on, in a scratch checkout.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
 import os
 import re
-import select
-import signal
 import stat
-import subprocess
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -150,17 +147,17 @@ import pygit2
 from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import config, evidence, faults, model, provenance, reaper, scratch, share
+from gitflow_parallel import config, evidence, faults, model, provenance, scratch, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes, utcnow
-from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, worktree_changes
+from gitflow_parallel.gitrepo import worktree_changes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project
-from gitflow_parallel.runner import Watchdog
 from gitflow_parallel.model import FINISHED_RUN, find_instance
+from gitflow_parallel.proc import env as proc_env
+from gitflow_parallel.proc import reaper, supervise
+from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 
-# Grace between SIGTERM and SIGKILL for a gate past its timeout.
-KILL_GRACE = 2.0
 # A findings file larger than this is not read (it is not a findings file).
 MAX_FINDINGS_BYTES = 64 << 20
 
@@ -168,137 +165,39 @@ MAX_FINDINGS_BYTES = 64 << 20
 # -- running commands -------------------------------------------------------------
 def gate_env(extra: dict[str, str], facts: dict[str, str]) -> dict[str, str]:
     """The environment a gate or score command runs with (see the module doc)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("GIT_PARALLEL_") and k not in GIT_LOCATION_ENV}
+    env = proc_env.for_command()
     env.update(extra)
     env.update({f"GIT_PARALLEL_{k}": v for k, v in facts.items()})
     return env
 
 
-def _kill_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _cannot_start(argv: list[str], exc: OSError) -> str:
-    prog = argv[0]
-    if isinstance(exc, FileNotFoundError):
-        where = "in the worktree" if "/" in prog else "on PATH"
-        return f"command not found: {prog!r} does not exist {where}"
-    if isinstance(exc, PermissionError):
-        return f"cannot run {prog!r}: permission denied (is it executable?)"
-    return f"cannot run {prog!r}: {exc.strerror or exc}"
-
-
-def _exited_now(pid: int) -> bool:
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
-
-
-def _wait_unreaped(pid: int, timeout: float | None) -> bool:
-    """Wait until ``pid`` exits, at most ``timeout`` seconds, *without reaping
-    it*: while the leader is an unreaped zombie its pid - which is also its
-    process group id - cannot be recycled, so killing the group afterwards
-    cannot hit an unrelated process.  A pidfd wakes us at once; without one
-    (old kernels) we poll."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        fd = None
-    if fd is not None:
-        try:
-            poller = select.poll()
-            poller.register(fd, select.POLLIN)
-            while True:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if poller.poll(None if left is None else int(left * 1000) + 1):
-                    return True
-                if deadline is not None and time.monotonic() >= deadline:
-                    return _exited_now(pid)
-        finally:
-            os.close(fd)
-    delay = 0.001
-    while not _exited_now(pid):
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
-    return True
-
-
-_watchdog: Watchdog | None = None
-_watchdog_lock = threading.Lock()
-
-
-def watchdog() -> Watchdog:
-    """This process's watchdog for the gates it runs, started on first use
-    (``check`` starts it before its threads).  It is never told goodbye: at
-    a normal exit every gate has ended and it has nothing to stop; after a
-    ``kill -9`` it stops the gates still running (and what they daemonized)
-    instead of leaving them to PID 1."""
-    global _watchdog
-    with _watchdog_lock:
-        if _watchdog is None or _watchdog.pid is None:
-            _watchdog = Watchdog()
-            _watchdog.start()
-        return _watchdog
-
-
 def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             stdout: Path, stderr: Path | None = None) -> tuple[int | None, str | None, float]:
     """Run ``argv`` in its own process group with output to ``stdout`` (and
-    ``stderr``, or the same file).  Returns (exit code or None, error or None,
-    seconds)."""
+    ``stderr``, or the same file), stopped past ``timeout`` (``proc.supervise``).
+    Returns (exit code or None, error or None, seconds)."""
     stdout.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    # A token its processes inherit, to find those that leave the group.
-    env = {**env, reaper.SCOPE_ENV: f"gate-{os.getpid()}-{os.urandom(8).hex()}"}
     reaper.become_subreaper()
-    guard = watchdog()
-    with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else _Same()) as err:
+    with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err:
         try:
-            proc = subprocess.Popen(argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=err if stderr else subprocess.STDOUT, start_new_session=True,
-                                    close_fds=True)
+            proc = supervise.start(argv, cwd, env, out, err, supervise.new_scope("gate"), shared_watchdog())
         except OSError as exc:
-            message = _cannot_start(argv, exc)
+            _, message = supervise.cannot_start(argv[0], exc)
             out.write(f"git-parallel: {message}\n".encode())
             return None, message, time.monotonic() - start
-        guard.started(proc.pid, env[reaper.SCOPE_ENV])
-        error: str | None = None
         try:
-            if not _wait_unreaped(proc.pid, timeout):
-                _kill_group(proc.pid, signal.SIGTERM)
-                if not _wait_unreaped(proc.pid, KILL_GRACE):
-                    _kill_group(proc.pid, signal.SIGKILL)
-                error = f"timed out after {timeout:g}s; its process group was killed"
+            timed_out = proc.wait(timeout)
         finally:
-            # Whatever it left running in its group goes too (also when we
-            # were interrupted), then the leader is reaped.
-            _kill_group(proc.pid, signal.SIGKILL)
-            reaper.sweep({env[reaper.SCOPE_ENV]})  # daemonized out of the group
-            guard.ended(proc.pid)  # before the reap, so the group id is not reused under it
-            code = proc.wait()
-    if error:
+            # Whatever it left running goes too (also when we were
+            # interrupted), then the leader is reaped.
+            code = proc.end()
+    if timed_out:
+        error = f"timed out after {timeout:g}s; its process group was killed"
         with open(stdout, "ab") as out:
             out.write(f"\ngit-parallel: {error}\n".encode())
         return None, error, time.monotonic() - start
     return code, None, time.monotonic() - start
-
-
-class _Same:
-    """Stands in for a second log file when stderr goes to stdout's."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 # -- gates ----------------------------------------------------------------------
@@ -879,7 +778,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         errors: dict[str, dict[str, Any]] = {}
         entries: list[tuple[str, str]] = []
         warnings: list[str | None] = []  # evidence refs not written (push writes them)
-        watchdog()  # forked before the threads
+        shared_watchdog()  # forked before the threads
         with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
             futures: dict[Future[dict[str, Any]], dict[str, Any]] = {
                 pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected): inst

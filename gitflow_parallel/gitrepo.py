@@ -18,6 +18,7 @@ from typing import Iterable
 import pygit2
 
 from gitflow_parallel.errors import BASE_NOT_FOUND, NOT_A_REPO, ParallelError
+from gitflow_parallel.proc import env as proc_env
 
 # Set on every git subprocess we start, so our own hooks let our moves
 # through.  Its value is a random token naming a file under
@@ -26,9 +27,6 @@ from gitflow_parallel.errors import BASE_NOT_FOUND, NOT_A_REPO, ParallelError
 INTERNAL_ENV = "GIT_PARALLEL_INTERNAL"
 INTERNAL_DIR = "internal"
 _TOKENS: dict[str, str] = {}
-
-GIT_LOCATION_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_PREFIX", "GIT_NAMESPACE")
 
 # Instance branches; they are never a base (see ``resolve_base``).
 INSTANCE_PREFIX = "refs/heads/parallel/"
@@ -248,7 +246,7 @@ def internal_env(common_dir: str | os.PathLike[str]) -> dict[str, str]:
     """The environment of a git subprocess of ours: our own location
     variables dropped (an inherited GIT_DIR or GIT_WORK_TREE, say from
     `git --git-dir=… parallel`, would aim it elsewhere), our token added."""
-    env = {k: v for k, v in os.environ.items() if k not in GIT_LOCATION_ENV}
+    env = proc_env.for_git()
     env[INTERNAL_ENV] = internal_token(common_dir)
     return env
 
@@ -265,6 +263,21 @@ def create_ref_exclusive(git_dir: str | os.PathLike[str], name: str, new: str, m
     return proc.returncode == 0
 
 
+def read_gitdir_file(gitfile: str | os.PathLike[str]) -> Path | None:
+    """Where a linked worktree's ``.git`` file points (``gitdir: <path>``,
+    a relative path taken from the file's folder, as git does), or None when
+    it is missing, unreadable, a folder, or not such a file."""
+    gitfile = Path(gitfile)
+    try:
+        text = gitfile.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    target = Path(text[len("gitdir:"):].strip())
+    return target if target.is_absolute() else gitfile.parent / target
+
+
 def worktree_changes(path: str | os.PathLike[str]) -> list[str]:
     """Paths with uncommitted changes in a worktree (untracked included, ignored not)."""
     repo = pygit2.Repository(str(path))
@@ -275,7 +288,7 @@ def worktree_changes(path: str | os.PathLike[str]) -> list[str]:
 def git_env() -> dict[str, str]:
     """The environment of a git command we start: no inherited location
     variables (it names its repository by cwd), marked as ours for the hooks."""
-    env = {k: v for k, v in os.environ.items() if k not in GIT_LOCATION_ENV}
+    env = proc_env.for_git()
     env[INTERNAL_ENV] = "1"
     return env
 

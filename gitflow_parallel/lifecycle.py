@@ -23,6 +23,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, utcnow
 from gitflow_parallel.gitrepo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
+from gitflow_parallel.proc.supervise import KILL_GRACE, killpg, stop_groups
 from gitflow_parallel.project import Project, instance_process_alive, notes_instance_on
 from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.model import FINISHED_RUN, RETRYABLE, TERMINAL, find_instance
@@ -346,13 +347,7 @@ def _stop(record: dict[str, Any], inst: dict[str, Any]) -> bool:
     pid = inst.get("pid")
     # Only a process that is still the one recorded (not a recycled pid).
     if inst["status"] == "running" and instance_process_alive(inst):
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
+        killpg(pid, signal.SIGTERM)  # the grace and SIGKILL: _wait_stopped
         return True
     return False
 
@@ -361,33 +356,13 @@ def _wait_stopped(project: Project, record: dict[str, Any], insts: list[dict[str
     """Wait for the stopped agents' groups to end (SIGKILL after the grace),
     kill what they daemonized, then wait for their runner to let go of each
     instance (it commits the leftovers first)."""
-    import time
+    from gitflow_parallel.proc import reaper, slots
 
-    from gitflow_parallel import reaper, slots
-
-    def alive(pgid: int) -> bool:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-
-    groups = [i["pid"] for i in insts if i.get("pid")]
-    deadline = time.monotonic() + reaper.KILL_GRACE
-    while any(alive(g) for g in groups) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    for pgid in groups:
-        if alive(pgid):
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+    stop_groups([i["pid"] for i in insts if i.get("pid")], term=False)
     reaper.sweep({reaper.agent_scope(record["run_id"], i["id"], i["attempt"]) for i in insts})
     for inst in insts:
         # Bounded: a runner that is stuck must not hang abort forever.
-        slots.wait_unclaimed(project.repo.parallel_dir, record["task"], inst["id"], reaper.KILL_GRACE + 10.0)
+        slots.wait_unclaimed(project.repo.parallel_dir, record["task"], inst["id"], KILL_GRACE + 10.0)
 
 
 def abort(project: Project, task: str, inst_id: str | None = None, force: bool = False) -> dict[str, Any]:

@@ -53,7 +53,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import config, evidence, faults, model, provenance, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, canonical_json, utcnow
-from gitflow_parallel.gitrepo import Repo
+from gitflow_parallel.gitrepo import Repo, read_gitdir_file
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project
 from gitflow_parallel.selection import winner_check, winner_instances
@@ -85,12 +85,9 @@ def _head_ref(path: Path) -> str | None:
     if gitfile.is_dir():
         head = gitfile / "HEAD"
     elif gitfile.is_file():
-        text = gitfile.read_text().strip()
-        if not text.startswith("gitdir:"):
+        gitdir = read_gitdir_file(gitfile)
+        if gitdir is None:
             return None
-        gitdir = Path(text[len("gitdir:"):].strip())
-        if not gitdir.is_absolute():
-            gitdir = (path / gitdir).resolve()
         head = gitdir / "HEAD"
     else:
         return None

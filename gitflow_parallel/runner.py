@@ -67,12 +67,9 @@ window, and treats it exactly as the command itself.
 
 from __future__ import annotations
 
-import errno
 import os
-import select
 import signal
 import subprocess
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -80,31 +77,29 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import faults, model, reaper, slots
+from gitflow_parallel import faults, model
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import append_jsonl, utcnow
-from gitflow_parallel.gitrepo import GIT_LOCATION_ENV, INTERNAL_ENV, commit_all
+from gitflow_parallel.gitrepo import commit_all
 from gitflow_parallel.model import FINISHED_RUN, check_transition, find_instance
 from gitflow_parallel.names import check_name
 from gitflow_parallel.project import Project, notes_instance_on, pid_alive
 from gitflow_parallel.provenance import instance_note, leftovers_message, stray_leftovers_message
-from gitflow_parallel.slots import Slot, Slots
+from gitflow_parallel.proc import env as proc_env
+from gitflow_parallel.proc import reaper, slots
+from gitflow_parallel.proc.slots import Slot, Slots
+from gitflow_parallel.proc.supervise import (EXIT_NOT_EXECUTABLE, KILL_GRACE, POLL, Signals, cannot_start, exited,
+                                             killpg, signame)
+from gitflow_parallel.proc.watchdog import Watchdog
 
-KILL_GRACE = reaper.KILL_GRACE
 # How many more times a record write waits for the project lock (each wait
 # is GIT_PARALLEL_LOCK_TIMEOUT long) before the run gives up.
 LOCK_RETRIES = 10
 SLOT_POLL = 0.05  # seconds between looks for a slot another run freed
 TICK = 0.25  # progress refresh on a terminal
-NO_WAKEUP_POLL = 0.02  # when signals cannot wake us (not the main thread)
 
 PLACEHOLDERS = ("task", "instance", "track", "attempt", "worktree", "feedback")
 
-# Variables that would make the agent's git act on another repository (or
-# pass for git-parallel itself), instead of discovering its own worktree.
-_STRIPPED_ENV = (*GIT_LOCATION_ENV, faults.ENV, INTERNAL_ENV)
-_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
-EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126  # what a shell would report
 
 
 def logs_dir(parallel_dir: Path, run_id: str) -> Path:
@@ -124,205 +119,6 @@ def substitute(argv: list[str], values: dict[str, str]) -> list[str]:
             arg = arg.replace("{" + key + "}", values[key])
         out.append(arg)
     return out
-
-
-def _signame(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
-
-
-class Watchdog:
-    """A forked helper that stops the runner's process groups if the runner
-    dies without saying goodbye.
-
-    Protocol on the pipe, one line each: ``+PGID`` (started), ``-PGID``
-    (cleared and about to be reaped, so the id is never reused under us),
-    ``bye`` (the runner is exiting normally).  The helper is in its own
-    session (a Ctrl-C or a kill of the runner's group does not reach it),
-    ignores the stop signals, and holds no descriptor but its end of the
-    pipe, so it cannot keep a slot, the project lock or a caller's output
-    pipe open."""
-
-    def __init__(self) -> None:
-        self.pid: int | None = None
-        self._w = -1
-
-    def start(self) -> None:
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the helper: plain system calls only, then _exit
-            try:
-                os.setsid()
-                for sig in _STOP_SIGNALS:
-                    signal.signal(sig, signal.SIG_IGN)
-                null = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(null, fd)
-                os.closerange(3, r)
-                os.closerange(r + 1, 1 << 16)
-                _watch(r)
-            finally:
-                os._exit(0)
-        os.close(r)
-        self.pid, self._w = pid, w
-
-    def _send(self, line: str) -> None:
-        if self._w < 0:
-            return
-        try:
-            os.write(self._w, line.encode("ascii"))
-        except OSError:  # the helper is gone: we lose the safety net, not the run
-            os.close(self._w)
-            self._w = -1
-
-    def started(self, pgid: int, scope: str = "") -> None:
-        self._send(f"+{pgid} {scope}\n")
-
-    def ended(self, pgid: int) -> None:
-        self._send(f"-{pgid}\n")
-
-    def stop(self) -> None:
-        self._send("bye\n")
-        if self._w >= 0:
-            os.close(self._w)
-            self._w = -1
-        if self.pid is not None:
-            try:
-                os.waitpid(self.pid, 0)
-            except ChildProcessError:
-                pass
-            self.pid = None
-
-
-def _watch(fd: int) -> None:
-    """The helper's loop: track the groups; on a goodbye-less EOF, stop them."""
-    groups: set[int] = set()
-    scopes: dict[int, str] = {}
-    buf = b""
-    clean = False
-    while True:
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        *lines, buf = (buf + chunk).split(b"\n")
-        for line in lines:
-            if line == b"bye":
-                clean = True
-            elif line[:1] == b"+":
-                pgid, _, scope = line[1:].partition(b" ")
-                groups.add(int(pgid))
-                if scope:
-                    scopes[int(pgid)] = scope.decode(errors="replace")
-            elif line[:1] == b"-":
-                groups.discard(int(line[1:]))
-                scopes.pop(int(line[1:]), None)
-    if clean or not groups:
-        return
-    tokens = set(scopes.values())
-    for pgid in groups:
-        _killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + KILL_GRACE
-    while groups and time.monotonic() < deadline:
-        time.sleep(NO_WAKEUP_POLL)
-        groups = {g for g in groups if _group_exists(g)}
-    for pgid in groups:
-        _killpg(pgid, signal.SIGKILL)
-    # And what the agents daemonized out of their groups.
-    reaper.sweep(tokens)
-
-
-def _group_exists(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _exec_error(program: str, exc: OSError) -> tuple[int, str]:
-    """A shell-like exit code and a message for a command that never started."""
-    if isinstance(exc, FileNotFoundError):
-        where = "" if "/" in program else " on PATH"
-        return EXIT_NOT_FOUND, f"command not found: {program!r} (no such file{where})"
-    if isinstance(exc, PermissionError):
-        return EXIT_NOT_EXECUTABLE, f"command not executable: {program!r} (permission denied; chmod +x it?)"
-    if exc.errno == errno.ENOEXEC:
-        return EXIT_NOT_EXECUTABLE, f"command not executable: {program!r} (not a binary and no #! line)"
-    return EXIT_NOT_EXECUTABLE, f"cannot execute {program!r}: {exc.strerror or exc}"
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-    except PermissionError:
-        try:
-            os.kill(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-class _Signals:
-    """Stop signals become a flag, and they (and SIGCHLD) wake the loop's
-    wait through a pipe, so a child's exit or a Ctrl-C is seen at once
-    without busy polling.  Only the main thread can own signals; elsewhere
-    the loop polls."""
-
-    def __init__(self) -> None:
-        self.caught: list[int] = []
-        self.enabled = threading.current_thread() is threading.main_thread()
-        self._old: dict[int, Any] = {}
-        self._old_wakeup = -1
-        self._r = self._w = -1
-
-    def __enter__(self) -> "_Signals":
-        if not self.enabled:
-            return self
-        self._r, self._w = os.pipe()
-        os.set_blocking(self._r, False)
-        os.set_blocking(self._w, False)
-        self._old_wakeup = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
-        for sig in _STOP_SIGNALS:
-            self._old[sig] = signal.signal(sig, self._on_stop)
-        self._old[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, self._on_child)
-        for sig in self._old:
-            # Restart interrupted system calls (libgit2's among them); the
-            # wait below is woken by the pipe, which does not need EINTR.
-            signal.siginterrupt(sig, False)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if not self.enabled:
-            return
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-        signal.set_wakeup_fd(self._old_wakeup)
-        os.close(self._r)
-        os.close(self._w)
-
-    def _on_stop(self, signum: int, frame: object) -> None:
-        self.caught.append(signum)
-
-    def _on_child(self, signum: int, frame: object) -> None:
-        pass  # the wakeup byte is all we need
-
-    def wait(self, timeout: float | None) -> None:
-        if not self.enabled:
-            time.sleep(NO_WAKEUP_POLL if timeout is None else max(0.0, min(timeout, NO_WAKEUP_POLL)))
-            return
-        if timeout is not None and timeout <= 0:
-            timeout = 0
-        select.select([self._r], [], [], timeout)
-        try:
-            while os.read(self._r, 512):
-                pass
-        except BlockingIOError:
-            pass
 
 
 @dataclass
@@ -432,10 +228,10 @@ class _Runner:
         self.log_dir = logs_dir(parallel_dir, self.run_id)
         self.event_dir = events_dir(parallel_dir, self.run_id)
         self.children = [self._child(inst) for inst in chosen]
-        self.base_env = {k: v for k, v in os.environ.items() if k not in _STRIPPED_ENV}
+        self.base_env = proc_env.for_command()
         self.watchdog = Watchdog()
         self.signature = project.repo.signature()
-        self.signals = _Signals()
+        self.signals = Signals()
         self.stopping: str | None = None
         self.waiting_for_slot = False
         self.t0 = time.monotonic()
@@ -484,7 +280,7 @@ class _Runner:
         queue = deque(self.children)
         while queue or active:
             if self.signals.caught and not self.stopping:
-                self.stopping = _signame(self.signals.caught[0])
+                self.stopping = signame(self.signals.caught[0])
                 for child in queue:
                     child.error = f"not started: git parallel run received {self.stopping}"
                 queue.clear()
@@ -557,7 +353,7 @@ class _Runner:
         except BaseException:
             # Nothing was written: what was started here has no record.
             for child in spawned:
-                _killpg(child.pid, signal.SIGKILL)
+                killpg(child.pid, signal.SIGKILL)
                 self.watchdog.ended(child.pid)
                 child.popen.wait()  # type: ignore[union-attr]
                 child.popen = None
@@ -598,7 +394,7 @@ class _Runner:
         try:
             child.popen = self._spawn(child)
         except OSError as exc:
-            code, message = _exec_error(child.argv[0], exc)
+            code, message = cannot_start(child.argv[0], exc)
             if exc.filename == child.worktree or not os.path.isdir(child.worktree):
                 code, message = EXIT_NOT_EXECUTABLE, f"the worktree {child.worktree} is gone"
             with open(child.log, "a", encoding="utf-8") as handle:
@@ -654,10 +450,10 @@ class _Runner:
             if child.term_at is None and child.deadline is not None and now >= child.deadline:
                 child.reason = child.reason or "timeout"
                 child.term_at = now
-                _killpg(child.pid, signal.SIGTERM)
+                killpg(child.pid, signal.SIGTERM)
             elif child.term_at is not None and not child.killed and now >= child.term_at + KILL_GRACE:
                 child.killed = True
-                _killpg(child.pid, signal.SIGKILL)
+                killpg(child.pid, signal.SIGKILL)
 
     def _stop_all(self, active: dict[int, _Child]) -> None:
         now = time.monotonic()
@@ -668,23 +464,20 @@ class _Runner:
                 child.reason = self.stopping
             if child.term_at is None:
                 child.term_at = now
-                _killpg(child.pid, signal.SIGTERM)
+                killpg(child.pid, signal.SIGTERM)
 
     @staticmethod
     def _exited(child: _Child) -> bool:
         """Has the leader exited?  Asked without reaping it, so that its pid,
         and with it the process group id, stays reserved until we clear the
         group."""
-        try:
-            return os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-        except ChildProcessError:
-            return True
+        return exited(child.pid)
 
     def _finish(self, child: _Child) -> None:
         assert child.popen is not None
         # Anything the command left running in its group would go on writing
         # to the worktree after its work is committed.
-        _killpg(child.pid, signal.SIGKILL)
+        killpg(child.pid, signal.SIGKILL)
         # ... and whatever daemonized out of the group (setsid, double fork).
         reaper.sweep({child.scope})
         keep = {c.pid for c in self.children if c.popen is not None and c is not child and not self._exited(c)}
@@ -709,7 +502,7 @@ class _Runner:
             child.error = f"exited with status {rc}"
         else:
             child.status = "failed"
-            child.error = f"killed by {_signame(-rc)}"
+            child.error = f"killed by {signame(-rc)}"
         child.finished_at = utcnow()
         append_jsonl(child.events, {
             "event": "engine_exited", "ts": child.finished_at, "run_id": self.run_id, "instance": child.id,
@@ -792,13 +585,13 @@ class _Runner:
     def _kill_everything(self, active: dict[int, _Child]) -> None:
         """On an unexpected error: leave nothing running, even unrecorded."""
         for child in active.values():
-            _killpg(child.pid, signal.SIGTERM)
+            killpg(child.pid, signal.SIGTERM)
         deadline = time.monotonic() + KILL_GRACE
         while time.monotonic() < deadline and not all(self._exited(c) for c in active.values()):
-            time.sleep(NO_WAKEUP_POLL)
+            time.sleep(POLL)
         for child in active.values():
             assert child.popen is not None
-            _killpg(child.pid, signal.SIGKILL)  # before reaping: the leader still holds the group id
+            killpg(child.pid, signal.SIGKILL)  # before reaping: the leader still holds the group id
             self.watchdog.ended(child.pid)
             child.popen.wait()
             if child.slot is not None:

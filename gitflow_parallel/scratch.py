@@ -50,7 +50,7 @@ from filelock import FileLock, Timeout
 from gitflow_parallel import errors as E
 from gitflow_parallel.config import CONFIG_FILE
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.gitrepo import Repo
+from gitflow_parallel.gitrepo import Repo, read_gitdir_file
 
 SCRATCH = "scratch"
 # Who "wrote" a judged tree: fixed, so one tree gives one commit oid.
@@ -236,9 +236,10 @@ class Checkout:
         return proc.returncode == 0
 
     def _head(self) -> str | None:
+        admin = read_gitdir_file(self.path / ".git")
+        if admin is None:
+            return None
         try:
-            text = (self.path / ".git").read_text(encoding="utf-8").strip()
-            admin = Path(text[len("gitdir: "):])
             return (admin / "HEAD").read_text(encoding="ascii").strip()
         except (OSError, ValueError):
             return None
@@ -251,9 +252,8 @@ def admin_dirs(common_dir: Path, path: Path) -> list[Path]:
     if not folder.is_dir():
         return found
     want = {str(path / ".git"), str(path.resolve() / ".git")}
-    try:  # the worktree's own pointer, if git got as far as writing it
-        pointer = (path / ".git").read_text(encoding="utf-8").strip()
-        admin = Path(pointer[len("gitdir: "):]) if pointer.startswith("gitdir: ") else None
+    admin = read_gitdir_file(path / ".git")  # the worktree's own pointer, if git got as far as writing it
+    try:
         if admin is not None and admin.resolve().parent == folder.resolve():  # never rmtree anything else
             found.append(admin)
     except OSError:

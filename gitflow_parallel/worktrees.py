@@ -22,7 +22,7 @@ import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.gitrepo import Repo, commit_all, worktree_changes
+from gitflow_parallel.gitrepo import Repo, commit_all, read_gitdir_file, worktree_changes
 
 ARCHIVE_PREFIX = "refs/parallel/archive"
 
@@ -425,16 +425,9 @@ def keep_modules(repo: Repo, run_id: str, task: str, inst: dict[str, Any]) -> li
 def is_ours(repo: Repo, task: str, inst: dict[str, Any]) -> bool:
     """Is the folder at the instance's path the worktree git-parallel made?
     (Its ``.git`` file points at our admin folder.)"""
-    gitfile = Path(inst["worktree"]) / ".git"
-    try:
-        text = gitfile.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
+    target = read_gitdir_file(Path(inst["worktree"]) / ".git")
+    if target is None:
         return False
-    if not text.startswith("gitdir:"):
-        return False
-    target = Path(text[len("gitdir:"):].strip())
-    if not target.is_absolute():
-        target = gitfile.parent / target
     return os.path.realpath(target) == os.path.realpath(repo.common_dir / "worktrees" / admin_name(task, inst["id"]))
 
 

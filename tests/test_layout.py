@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gitflow_parallel"
 # Lowest first.  A module may import its own layer's modules and any lower layer's.
 LAYERS: dict[str, set[str]] = {
     "record": {"errors", "names", "files", "faults", "model", "provenance", "config", "evidence", "__init__"},
-    "git and state": {"gitrepo", "notes", "worktrees", "store", "project", "scratch", "share", "reaper", "slots",
+    "git and state": {"gitrepo", "notes", "worktrees", "store", "project", "scratch", "share", "proc",
                       "tmux", "feedback", "hand"},
     "judge": {"gates", "judge"},
     "verbs": {"lifecycle", "runner", "selection", "merge", "remote", "review", "report", "worker", "iterate",
@@ -36,14 +36,14 @@ KNOWN_VERB_IMPORTS = {
     ("hooks", "selection"), ("remote", "lifecycle"), ("review", "selection"), ("report", "review"),
     ("selection", "merge"), ("worker", "remote"), ("worker", "runner"),
 }
-# The judge layer reaches up into runner for the one watchdog (the process
-# supervisor is to move below both).
-KNOWN_UPWARD = {("gates", "runner")}
+# Imports that point up a layer (none left: the process supervisor, proc/,
+# sits below runner and gates).
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 MAX_MODULE_LINES, MAX_CLASS_LINES = 600, 250
 # Modules still over the line limit, with their size when this list was made:
 # they may shrink, never grow, and leave the list once under the limit.
-KNOWN_LONG = {"gates": 966, "runner": 958, "merge": 1071, "selection": 814, "hooks": 733, "share": 644}
-KNOWN_LONG_CLASSES = {"runner._Runner": 441, "store.Store": 286}
+KNOWN_LONG = {"gates": 860, "runner": 739, "merge": 1071, "selection": 814, "hooks": 733, "share": 644}
+KNOWN_LONG_CLASSES = {"runner._Runner": 438, "store.Store": 286}
 
 
 def top_name(path: Path) -> str:

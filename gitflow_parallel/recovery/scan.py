@@ -19,6 +19,7 @@ import pygit2
 
 from gitflow_parallel import evidence, notes, provenance, worktrees
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.gitrepo import read_gitdir_file
 from gitflow_parallel.project import Project, notes_instance_on
 
 
@@ -119,10 +120,9 @@ class Scan:
     def worktree(self, task: str, inst: dict[str, Any]) -> WorktreeState:
         path = Path(inst["worktree"])
         admin = self.repo.common_dir / "worktrees" / worktrees.admin_name(task, inst["id"])
-        gitfile = _read_text(path / ".git") if (path / ".git").is_file() else None
+        gitfile = read_gitdir_file(path / ".git") if (path / ".git").is_file() else None
         back = _read_text(admin / "gitdir")
-        linked = (gitfile is not None and gitfile.startswith("gitdir:")
-                  and _same_path(gitfile[len("gitdir:"):].strip(), admin)
+        linked = (gitfile is not None and _same_path(gitfile, admin)
                   and back is not None and _same_path(back, path / ".git"))
         return WorktreeState(
             path=path, admin=admin, tip=self.project.tip(inst), path_exists=os.path.lexists(path),

@@ -106,34 +106,6 @@ class Slots:
             return Slot(index, slot_path(self.parallel_dir, index), fd)
         return None
 
-    def busy(self) -> list[int]:
-        """Indexes of the slots held right now (by anyone), probed without waiting.
-
-        For diagnostics only: the probe itself holds each free slot for a
-        moment, so a concurrent ``try_acquire`` may pass over it then; runners
-        poll again, so that costs at most one poll interval."""
-        held = []
-        for index in range(self.total):
-            path = slot_path(self.parallel_dir, index)
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                held.append(index)
-            finally:
-                os.close(fd)  # also drops the probe's own lock, if it got one
-        return held
-
-    def holder(self, index: int) -> str:
-        """The note the last holder of slot ``index`` left (may be stale)."""
-        try:
-            return slot_path(self.parallel_dir, index).read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            return ""
-
 
 # -- instance claims -------------------------------------------------------------------
 # A runner holds one more lock per instance it selected, from selection until

@@ -31,11 +31,7 @@ import os
 import signal
 import time
 
-from gitflow_parallel.files import env_seconds
-
 SCOPE_ENV = "GIT_PARALLEL_SCOPE"
-# Seconds between SIGTERM and SIGKILL when an agent is stopped.
-KILL_GRACE = env_seconds("GIT_PARALLEL_KILL_GRACE", 3.0)
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 _ROUNDS = 50  # sweeps until a forking process has no child left to make
