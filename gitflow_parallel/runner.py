@@ -101,7 +101,6 @@ TICK = 0.25  # progress refresh on a terminal
 PLACEHOLDERS = ("task", "instance", "track", "attempt", "worktree", "feedback")
 
 
-
 def logs_dir(parallel_dir: Path, run_id: str) -> Path:
     return parallel_dir / "logs" / run_id
 

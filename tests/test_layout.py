@@ -42,7 +42,7 @@ KNOWN_UPWARD: set[tuple[str, str]] = set()
 MAX_MODULE_LINES, MAX_CLASS_LINES = 600, 250
 # Modules still over the line limit, with their size when this list was made:
 # they may shrink, never grow, and leave the list once under the limit.
-KNOWN_LONG = {"gates": 860, "runner": 739, "merge": 1071, "selection": 814, "hooks": 733, "share": 644}
+KNOWN_LONG = {"gates": 860, "runner": 738, "merge": 1071, "selection": 814, "hooks": 733, "share": 644}
 KNOWN_LONG_CLASSES = {"runner._Runner": 438, "store.Store": 286}
 
 

@@ -157,7 +157,6 @@ class Process:
     scope: str
     watchdog: "Watchdog"
     started: float
-    deadline: float | None = None  # when a timeout stops it
     term_at: float | None = None  # when it was sent SIGTERM
     killed: bool = False  # SIGKILL after the grace
     reason: str | None = None  # why it was stopped ("timeout", a signal name)
@@ -170,27 +169,11 @@ class Process:
         return exited(self.pid)
 
     def stop(self, reason: str | None, now: float | None = None) -> None:
-        """SIGTERM the group (once); ``enforce`` sends the SIGKILL after the grace."""
+        """SIGTERM the group (once); ``wait`` sends the SIGKILL after the grace."""
         self.reason = self.reason or reason
         if self.term_at is None:
             self.term_at = time.monotonic() if now is None else now
             killpg(self.pid, signal.SIGTERM)
-
-    def enforce(self, now: float) -> None:
-        """What is due at ``now``: the timeout's SIGTERM, the grace's SIGKILL."""
-        if self.term_at is None and self.deadline is not None and now >= self.deadline:
-            self.stop("timeout", now)
-        elif self.term_at is not None and not self.killed and now >= self.term_at + KILL_GRACE:
-            self.killed = True
-            killpg(self.pid, signal.SIGKILL)
-
-    def next_due(self, now: float) -> float | None:
-        """Seconds until ``enforce`` has something to do, if ever."""
-        if self.term_at is None and self.deadline is not None:
-            return self.deadline - now
-        if self.term_at is not None and not self.killed:
-            return self.term_at + KILL_GRACE - now
-        return None
 
     def wait(self, timeout: float | None) -> bool:
         """Wait for the leader to exit, stopping it past ``timeout``; True if
