@@ -30,6 +30,7 @@ import ctypes.util
 import os
 import signal
 import time
+from typing import Callable
 
 SCOPE_ENV = "GIT_PARALLEL_SCOPE"
 PR_SET_CHILD_SUBREAPER = 36
@@ -137,11 +138,26 @@ def _reap(pids: list[int]) -> None:
 def sweep(tokens: set[str]) -> list[int]:
     """SIGKILL every process carrying one of ``tokens`` until none is left;
     returns the pids killed."""
-    killed: list[int] = []
     if not tokens:
-        return killed
+        return []
+    return _kill_in_rounds(lambda killed: [p for p in scoped(tokens) if p not in killed or _alive(p)])
+
+
+def sweep_orphans(token: str, keep: set[int]) -> list[int]:
+    """SIGKILL the descendants of ours outside ``keep`` (and its groups' members)
+    that carry ``token`` or no scope at all (one that scrubbed its
+    environment: it came from whichever command just ended, as far as can be told)."""
+    return _kill_in_rounds(lambda killed: [p for p in descendants(prune=keep) if _alive(p)
+                                           and _scope(p) in (token, None) and _pgid(p) not in keep])
+
+
+def _kill_in_rounds(find: Callable[[list[int]], list[int]]) -> list[int]:
+    """SIGKILL what ``find`` (given those killed so far) returns, round after
+    round, until it finds nothing: a process forked meanwhile is caught by the
+    next round."""
+    killed: list[int] = []
     for _ in range(_ROUNDS):
-        found = [p for p in scoped(tokens) if p not in killed or _alive(p)]
+        found = find(killed)
         if not found:
             break
         for pid in found:
@@ -149,24 +165,6 @@ def sweep(tokens: set[str]) -> list[int]:
         killed.extend(p for p in found if p not in killed)
         time.sleep(0.005)
         _reap(found)
-    return killed
-
-
-def sweep_orphans(token: str, keep: set[int]) -> list[int]:
-    """SIGKILL the descendants of ours outside ``keep`` (and its groups' members)
-    that carry ``token`` or no scope at all (one that scrubbed its
-    environment: it came from whichever command just ended, as far as can be told)."""
-    killed: list[int] = []
-    for _ in range(_ROUNDS):
-        mine = [p for p in descendants(prune=keep) if _alive(p) and _scope(p) in (token, None)
-                and _pgid(p) not in keep]
-        if not mine:
-            break
-        for pid in mine:
-            _kill(pid, signal.SIGKILL)
-        killed.extend(p for p in mine if p not in killed)
-        time.sleep(0.005)
-        _reap(mine)
     return killed
 
 
