@@ -564,6 +564,19 @@ def clear_intent(project: Project, record: dict[str, Any]) -> None:
 
 
 # -- the verb --------------------------------------------------------------------------
+def _proven_winners(project: Project, record: dict[str, Any], task: str,
+                    doing: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each track's (pick, winner), refused unless the winner's tip still has
+    the fresh, passing evidence its pick was made on."""
+    winners = winner_instances(project, record)
+    for pick, inst in winners:
+        ok, code, why = winner_check(project, record, inst, project.tip(inst) or "")
+        if not ok:
+            raise ParallelError(code or E.EVIDENCE_MISMATCH, f"cannot {doing} track {pick['track']}: {why}",
+                                hint=f"run `git parallel check {task}`; a changed winner needs a new run or retry")
+    return winners
+
+
 def merge(project: Project, task: str, onto: Any = None) -> dict[str, Any]:
     """Land the run's winners on its base branch (see the module doc);
     ``onto`` as in :func:`_land`."""
@@ -590,12 +603,7 @@ def merge(project: Project, task: str, onto: Any = None) -> dict[str, Any]:
                 f"({intent_path(project, record)} is still there); nothing was changed",
                 hint=f"run `git parallel recover {task}`, which records or discards that merge, then merge again if needed",
             )
-        winners = winner_instances(project, record)
-        for pick, inst in winners:
-            ok, code, why = winner_check(project, record, inst, project.tip(inst) or "")
-            if not ok:
-                raise ParallelError(code or E.EVIDENCE_MISMATCH, f"cannot land track {pick['track']}: {why}",
-                                    hint=f"run `git parallel check {task}`; a changed winner needs a new run or retry")
+        winners = _proven_winners(project, record, task, "land")
         cfg = record["config"]["merge"]
         base_ref = record["base"]["ref"]
         if cfg["policy"] == "manual":
@@ -995,12 +1003,7 @@ def merge_pr(project: Project, task: str, remote: str = "origin") -> dict[str, A
         raise ParallelError(E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} is {record['status']}; "
                             "nothing to propose", hint=f"see `git parallel status {task}`")
     config.verify_frozen(repo, record)
-    winners = winner_instances(project, record)
-    for pick, inst in winners:
-        ok, code, why = winner_check(project, record, inst, project.tip(inst) or "")
-        if not ok:
-            raise ParallelError(code or E.EVIDENCE_MISMATCH, f"cannot propose track {pick['track']}: {why}",
-                                hint=f"run `git parallel check {task}`; a changed winner needs a new run or retry")
+    winners = _proven_winners(project, record, task, "propose")
     pushed = _push_branches(project, record, remote, winners)
     tool, found = _pr_tool(repo, remote)
     base = _branch(record["base"]["ref"])
