@@ -17,7 +17,7 @@ from typing import Iterable
 
 import pygit2
 
-from gitflow_parallel.errors import BASE_NOT_FOUND, NOT_A_REPO, ParallelError
+from gitflow_parallel.errors import BASE_NOT_FOUND, LOCK_HELD, NOT_A_REPO, ParallelError
 from gitflow_parallel.proc import env as proc_env
 
 # Set on every git subprocess we start, so our own hooks let our moves
@@ -162,7 +162,15 @@ class Repo:
             return False
         if expected is not None and str(ref.target) != expected:
             return False
-        ref.delete()
+        try:
+            ref.delete()
+        except OSError as exc:
+            # libgit2 found `<ref>.lock`: a git command is writing the ref, or
+            # a killed one left the lock (git itself refuses alike).
+            lock = Path(self.common_dir) / f"{name}.lock"
+            hint = ("wait for the git command working here; if none is, `git parallel recover TASK` "
+                    "removes a stale lock (or remove it by hand)")
+            raise ParallelError(LOCK_HELD, f"cannot delete {name}: {lock} is there ({exc})", hint=hint) from exc
         return True
 
     def refs_under(self, prefix: str) -> Iterable[tuple[str, str]]:

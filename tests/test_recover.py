@@ -414,6 +414,27 @@ def test_stale_git_locks_are_reported_and_removed(tmp_path: Path) -> None:
     assert_validate_clean(gp)
 
 
+def test_a_fresh_ref_lock_in_the_way_is_a_clear_refusal(tmp_path: Path) -> None:
+    # A killed command can leave `<branch>.lock` moments before recover runs:
+    # too young to call stale, so recover says so (no traceback) and, once
+    # the lock has aged, removes it and finishes.
+    repo, gp, tools = project(tmp_path)
+    proc = do_stage(gp, tools, "spawn", env={faults.ENV: "spawn.before_worktrees"}, code=None)
+    assert proc.returncode in KILLED
+    lock = common(repo) / "refs" / "heads" / "parallel" / "t" / "2.lock"
+    assert git(repo, "rev-parse", "--verify", "-q", "refs/heads/parallel/t/2")
+    lock.write_text("")
+    data = gp.json("recover", "t", code=1)
+    assert data["code"] == "PARALLEL_LOCK_HELD" and str(lock) in data["message"], data
+    assert "recover" in data["hint"]
+    old = time.time() - 3600
+    os.utime(lock, (old, old))
+    result = gp.json("recover", "t")
+    assert "remove_lock" in {s["step"] for s in result["repaired"]} and not lock.exists()
+    assert not git(repo, "branch", "--list", "parallel/t/*")
+    assert_validate_clean(gp)
+
+
 def test_dry_run_and_recovery_id(tmp_path: Path) -> None:
     repo, gp, tools = project(tmp_path)
     do_stage(gp, tools, "spawn")
