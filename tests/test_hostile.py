@@ -136,11 +136,19 @@ def test_protect_mode_refuse_fails_an_attempt_that_touched_a_protected_path(tmp_
 
 
 RECORD_FORGER = textwrap.dedent("""\
-    import os, pathlib, subprocess, yaml
+    import os, pathlib, subprocess, time, yaml
     from gitflow_parallel.config import config_sha256
     common = subprocess.check_output(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"], text=True)
     path = pathlib.Path(common.strip()) / "parallel" / "runs" / (os.environ["GIT_PARALLEL_TASK"] + ".yaml")
-    record = yaml.safe_load(path.read_text())
+    # Forge only once the runner has recorded this agent's start: a write
+    # before that would be overwritten by it, and the forgery never tried.
+    deadline = time.monotonic() + 60
+    while True:
+        record = yaml.safe_load(path.read_text())
+        me = next(i for i in record["instances"] if i["id"] == os.environ["GIT_PARALLEL_INSTANCE"])
+        if (me["status"] == "running" and me.get("pid")) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     record["config"]["gates"] = []
     record["config_sha256"] = config_sha256(record["config"])
     path.write_text(yaml.safe_dump(record, sort_keys=False))
