@@ -386,7 +386,7 @@ def _base_commit(run: LiveRun, common_dir: Path) -> str:
     if run.base_commit:
         return run.base_commit
     # An index written before it carried the base commit: read the record.
-    from gitflow_parallel.store import Store
+    from gitflow_parallel.state.store import Store
 
     return str(Store(common_dir / "parallel").load(run.task)["base"]["commit"])
 
@@ -446,7 +446,7 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
 
     # An instance commit is at stake: now read records, picks and evidence.
     from gitflow_parallel import selection
-    from gitflow_parallel.project import Project
+    from gitflow_parallel.state.project import Project
     from gitflow_parallel.model import find_instance
 
     project = Project.open(common_dir)
@@ -620,7 +620,7 @@ def _read_record(parallel_dir: Path, run: LiveRun) -> dict[str, Any]:
     instance branch, and the pure-Python parser is most of its cost."""
     import yaml
 
-    from gitflow_parallel.store import validate_record
+    from gitflow_parallel.state.store import validate_record
 
     path = parallel_dir / "runs" / f"{run.task}.yaml"
     try:

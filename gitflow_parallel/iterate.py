@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from gitflow_parallel import gates, lifecycle, runner
-from gitflow_parallel.project import Project
+from gitflow_parallel import lifecycle, runner
+from gitflow_parallel.judge import gates
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import find_instance
 
 

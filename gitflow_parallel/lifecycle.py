@@ -18,13 +18,14 @@ import pygit2
 
 from gitflow_parallel import config as C
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence, faults, model, provenance, worktrees
+from gitflow_parallel import evidence, faults, model, provenance
+from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, utcnow
-from gitflow_parallel.gitrepo import commit_all, worktree_changes
+from gitflow_parallel.git.repo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.proc.supervise import KILL_GRACE, killpg, stop_groups
-from gitflow_parallel.project import Project, instance_process_alive, notes_instance_on
+from gitflow_parallel.state.project import Project, instance_process_alive, notes_instance_on
 from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.model import FINISHED_RUN, RETRYABLE, TERMINAL, find_instance
 
@@ -39,7 +40,7 @@ def init(project: Project, force: bool = False, display: bool = False, remote: s
     top = project.repo.workdir or project.repo.main_workdir
     assert top is not None
     if remote is not None:
-        from gitflow_parallel import share
+        from gitflow_parallel.git import share
 
         share.check_remote(project.repo, remote)  # before anything is written
     path = Path(top) / C.CONFIG_FILE
@@ -178,7 +179,7 @@ def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def status(project: Project, task: str | None = None) -> dict[str, Any]:
     if task is None:
-        from gitflow_parallel import share
+        from gitflow_parallel.git import share
 
         records, problems = project.store.load_all()
         local = {r["task"] for r in records}
@@ -245,7 +246,7 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
     base branch's current tip (``onto_current``) or the attempt's own tip
     (``keep``); the old tip is archived first, and feedback on it is written
     for the new attempt's agent."""
-    from gitflow_parallel import feedback
+    from gitflow_parallel.state import feedback
     from gitflow_parallel.selection import picks_of_track
 
     check_name(task, "task")

@@ -50,12 +50,13 @@ from typing import Any, Callable
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import config, evidence, faults, model, provenance, share
+from gitflow_parallel import config, evidence, faults, model, provenance
+from gitflow_parallel.git import share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, canonical_json, utcnow
-from gitflow_parallel.gitrepo import Repo, read_gitdir_file
+from gitflow_parallel.git.repo import Repo, read_gitdir_file
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.selection import winner_check, winner_instances
 
 BASE_SIDE_POLICIES = ("first_pass_wins",)
@@ -395,7 +396,7 @@ def _verify(project: Project, record: dict[str, Any], landing: dict[str, Any],
     made, is then never the only thing that lets a tree land.  ``changed``
     skips the tracks whose winner's own tree is the landing tree; ``never``
     trusts the evidence."""
-    from gitflow_parallel import gates
+    from gitflow_parallel.judge import gates
 
     mode = verify_mode(record["config"]["merge"])
     if mode == "never":

@@ -58,13 +58,14 @@ from typing import Any, Iterable
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence, model, notes, share
+from gitflow_parallel import evidence, model
+from gitflow_parallel.git import notes, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, sha256_bytes, utcnow
-from gitflow_parallel.gitrepo import Repo
+from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project
-from gitflow_parallel.share import EVIDENCE_PREFIX, REMOTES_PREFIX as TRACKING_PREFIX, RUNS_PREFIX, check_remote, evidence_ref, notes_tracking_ref, run_ref, tree_file, tree_of_files
+from gitflow_parallel.state.project import Project
+from gitflow_parallel.git.share import EVIDENCE_PREFIX, REMOTES_PREFIX as TRACKING_PREFIX, RUNS_PREFIX, check_remote, evidence_ref, notes_tracking_ref, run_ref, tree_file, tree_of_files
 from gitflow_parallel.model import FINISHED_RUN, find_instance
 
 CLAIMS_PREFIX = "refs/parallel/claims"

@@ -26,7 +26,7 @@ from pygments.lexers import DiffLexer
 
 from gitflow_parallel import __version__
 from gitflow_parallel.files import atomic_write, utcnow
-from gitflow_parallel.project import Project
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.review import RunView, changes_between, gate_rows, open_view, outcome
 
 MAX_PATCH_CHARS = 200_000  # per attempt: a page a browser still opens quickly

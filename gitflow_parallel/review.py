@@ -27,13 +27,14 @@ from typing import Any, Iterator
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence, share
+from gitflow_parallel import evidence
+from gitflow_parallel.git import share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project, instance_process_alive
+from gitflow_parallel.state.project import Project, instance_process_alive
 from gitflow_parallel.model import find_instance
-from gitflow_parallel.worktrees import archive_ref
+from gitflow_parallel.git.worktrees import archive_ref
 
 TAIL_LINES = 5
 

@@ -80,10 +80,10 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import faults, model
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import append_jsonl, utcnow
-from gitflow_parallel.gitrepo import commit_all
+from gitflow_parallel.git.repo import commit_all
 from gitflow_parallel.model import FINISHED_RUN, check_transition, find_instance
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project, notes_instance_on, pid_alive
+from gitflow_parallel.state.project import Project, notes_instance_on, pid_alive
 from gitflow_parallel.provenance import instance_note, leftovers_message, stray_leftovers_message
 from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import reaper, slots
@@ -236,7 +236,7 @@ class _Runner:
         self.t0 = time.monotonic()
 
     def _child(self, inst: dict[str, Any]) -> _Child:
-        from gitflow_parallel import feedback
+        from gitflow_parallel.state import feedback
 
         values = {"task": self.task, "instance": inst["id"], "track": inst["track"],
                   "attempt": str(inst["attempt"]), "worktree": inst["worktree"], "feedback": feedback.read(inst)}
@@ -429,7 +429,7 @@ class _Runner:
         argv = child.argv
         if self.tmux is not None:
             # A stand-in that runs the command in a tmux window and exits with its status.
-            from gitflow_parallel import tmux
+            from gitflow_parallel.proc import tmux
 
             status = child.log.with_name(child.log.name[:-len(".log")] + ".tmux-status.json")
             argv = tmux.waiter_argv(self.tmux, tmux.session_name(self.task), child.id, child.worktree, child.log,
@@ -549,7 +549,7 @@ class _Runner:
         the command ran (a sibling's ``git update-ref -d``): committing on it
         would make a root commit and orphan the attempt's work.  Keep the
         commits HEAD reached, and the leftovers, under archive refs instead."""
-        from gitflow_parallel import worktrees
+        from gitflow_parallel.git import worktrees
 
         repo = self.project.repo
         inst = {"id": child.id, "branch": child.branch, "attempt": child.attempt}
@@ -664,7 +664,7 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
         raise ParallelError(E.EXECUTE_FAILED, f"--jobs {jobs} is below 1", hint="pass --jobs 1 or more")
     binary = None
     if tmux:
-        from gitflow_parallel.tmux import require_tmux
+        from gitflow_parallel.proc.tmux import require_tmux
 
         binary = require_tmux()
     for attempt in range(LOCK_RETRIES + 1):

@@ -66,12 +66,13 @@ from typing import Any
 
 import pygit2
 
-from gitflow_parallel import __version__, config, evidence, faults, judge, model, provenance
+from gitflow_parallel import __version__, config, evidence, faults, model, provenance
+from gitflow_parallel.judge import tournament
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import create_exclusive, sha256_bytes, utcnow
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import HUMAN, find_instance
 
 SCHEMA_VERSION = 1
@@ -359,7 +360,7 @@ def _bracket(project: Project, record: dict[str, Any], track: str,
         nxt = []
         for i in range(0, len(alive) - 1, 2):
             a, b = alive[i], alive[i + 1]
-            ran = judge.match(project, record, track, round_no, a, b)
+            ran = tournament.match(project, record, track, round_no, a, b)
             if ran["answer"] is not None:
                 won, decided_by = (a if ran["answer"] == "A" else b), "judge"
             else:  # no answer is a tie, broken by the next rule

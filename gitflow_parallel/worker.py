@@ -51,15 +51,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gitflow_parallel import config, gates, model, remote as R, runner, share, worktrees
+from gitflow_parallel import config, model, remote as R, runner
+from gitflow_parallel.judge import gates
+from gitflow_parallel.git import share, worktrees
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
-from gitflow_parallel.gitrepo import Repo
+from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN, find_instance
-from gitflow_parallel.store import Store
+from gitflow_parallel.state.store import Store
 
 WORKER_DIR = "worker"
 _STOP = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))

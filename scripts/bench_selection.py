@@ -55,7 +55,7 @@ from benchenv import ROOT, sh, workspace  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from gitflow_parallel import selection  # noqa: E402
-from gitflow_parallel.project import Project  # noqa: E402
+from gitflow_parallel.state.project import Project  # noqa: E402
 
 N = 5
 VOCAB = ("a an the cat dog bird tree house river stone cloud light night green quick brown lazy over under "

@@ -20,9 +20,11 @@ from typing import Any
 import pytest
 
 from conftest import GP, git, make_repo, without_scratch
-from gitflow_parallel import evidence, gates, scratch
+from gitflow_parallel import evidence
+from gitflow_parallel.judge import gates
+from gitflow_parallel.git import scratch
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.project import Project, pid_alive
+from gitflow_parallel.state.project import Project, pid_alive
 
 PY = sys.executable
 

@@ -120,7 +120,7 @@ def test_record_read_exactly_as_safe_load(repo: Path, gp: GP) -> None:
     libyaml would accept (a tab PyYAML refuses) is still refused, at PyYAML's line."""
     import yaml
 
-    from gitflow_parallel.store import parse_yaml
+    from gitflow_parallel.state.store import parse_yaml
 
     gp.json("spawn", "t", "-n", "2")
     path = repo / ".git" / "parallel" / "runs" / "t.yaml"

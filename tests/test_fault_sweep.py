@@ -116,7 +116,7 @@ def test_kill_9_at_a_random_moment(tmp_path: Path, verb: str, k: int) -> None:
             pass
     wrapper.communicate(timeout=60)
     # What the agents committed before the kill, and whatever the watchdog stopped.
-    from gitflow_parallel.project import pid_alive
+    from gitflow_parallel.state.project import pid_alive
     rec = _record(repo)
     deadline = time.monotonic() + 15
     while rec and any(pid_alive(i.get("pid")) for i in rec["instances"] if i["status"] == "running"):

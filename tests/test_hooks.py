@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import GP, git, make_repo
-from gitflow_parallel.gitrepo import internal_token
+from gitflow_parallel.git.repo import internal_token
 
 PY = sys.executable
 HOOKS = ("pre-merge-commit", "reference-transaction", "post-checkout")

@@ -249,7 +249,8 @@ def test_scratch_checkouts_are_a_pool_reused_from_run_to_run(tmp_path: Path) -> 
 
 
 def test_protected_patterns_and_conflict_hunks() -> None:
-    from gitflow_parallel import merge, scratch
+    from gitflow_parallel import merge
+    from gitflow_parallel.git import scratch
 
     assert scratch.matches("tests/unit/test_a.py", ["tests/**"])
     assert scratch.matches("tests/unit/test_a.py", ["tests"])  # a folder protects what is under it

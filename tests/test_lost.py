@@ -387,7 +387,7 @@ DAEMONIZE = """
 
 
 def _gone(pid: int) -> bool:
-    from gitflow_parallel.project import pid_alive
+    from gitflow_parallel.state.project import pid_alive
     import time
 
     deadline = time.monotonic() + 5  # killed before the report: this is only the kernel's tidying

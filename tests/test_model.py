@@ -11,7 +11,7 @@ import pytest
 from gitflow_parallel import model, provenance
 from gitflow_parallel.config import DEFAULTS, config_sha256
 from gitflow_parallel.errors import BRANCH_TERMINAL, BRANCH_NOT_FOUND, RECORD_INVALID, ParallelError
-from gitflow_parallel.store import validate_record
+from gitflow_parallel.state.store import validate_record
 
 BASE = "a" * 40
 TIP = "b" * 40

@@ -164,7 +164,7 @@ def finish_flow(repo: Path, gp: GP, tools: Path) -> None:
 
 
 def wait_for_dead(pids: list[int], timeout: float = 15) -> None:
-    from gitflow_parallel.project import pid_alive
+    from gitflow_parallel.state.project import pid_alive
 
     deadline = time.monotonic() + timeout
     while any(pid_alive(p) for p in pids):

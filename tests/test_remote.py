@@ -235,7 +235,7 @@ def _commit_files(repo: Path, files: dict[str, bytes], parents: list[str]) -> st
 
 # -- claims, leases, refusals (in one process where no agent runs) -------------------------------
 def _open(path: Path) -> Any:
-    from gitflow_parallel.project import Project
+    from gitflow_parallel.state.project import Project
 
     return Project.open(path)
 
@@ -298,7 +298,7 @@ def test_refusals_change_nothing(tmp_path: Path) -> None:
 def test_a_manifest_whose_config_was_weakened_is_refused(tmp_path: Path) -> None:
     from gitflow_parallel import remote as R
     from gitflow_parallel.config import config_sha256
-    from gitflow_parallel.store import dump
+    from gitflow_parallel.state.store import dump
 
     origin, coord, gp, (w,) = setup_remote(tmp_path, 1)
     run_id = spawn_published(gp, "fx", 1, GOOD_AGENT)

@@ -13,7 +13,7 @@ from conftest import GP, git
 
 TRANSITION = textwrap.dedent("""
     import json, sys
-    from gitflow_parallel.project import Project
+    from gitflow_parallel.state.project import Project
     from gitflow_parallel.errors import ParallelError
     task, inst, expected = sys.argv[1], sys.argv[2], sys.argv[3]
     project = Project.open(".")
@@ -31,8 +31,9 @@ TRANSITION = textwrap.dedent("""
 
 NOTE_WRITER = textwrap.dedent("""
     import sys
-    from gitflow_parallel.project import Project
-    from gitflow_parallel import notes, provenance
+    from gitflow_parallel.state.project import Project
+    from gitflow_parallel import provenance
+    from gitflow_parallel.git import notes
     project = Project.open(".")
     oid, k = sys.argv[1], sys.argv[2]
     notes.add(project.repo.git, "refs/notes/parallel",
@@ -110,7 +111,7 @@ def test_exclusive_ref_creation_has_one_winner(repo: Path) -> None:
     # creators can both "win"; create_ref_exclusive must never let that happen.
     script = textwrap.dedent("""
         import sys, time
-        from gitflow_parallel.gitrepo import create_ref_exclusive
+        from gitflow_parallel.git.repo import create_ref_exclusive
         start, oid = float(sys.argv[1]), sys.argv[2]
         while time.time() < start:
             pass

@@ -366,7 +366,7 @@ def done(task: str, instance: str, as_json: bool) -> None:
     with "origin": "hand", ready for check, pick and merge.  (`check` also
     takes pending instances whose branch moved, or that it is given with
     --instance.)"""
-    from gitflow_parallel import hand
+    from gitflow_parallel.state import hand
 
     def render(r: dict[str, Any]) -> None:
         extra = f"; leftovers committed as {r['committed'][:12]}" if r["committed"] else ""
@@ -390,7 +390,7 @@ def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: i
     instance's worktree (clean, at its branch tip), write an evidence pack
     per instance bound to that commit and tree, and set verdict and score.
     Exits 1 when any checked instance's verdict is fail."""
-    from gitflow_parallel import gates as G
+    from gitflow_parallel.judge import gates as G
 
     run_verb(as_json, lambda: G.check(_project(), task, instances=list(instances) or None,
                                       gates=list(gates) or None, jobs=jobs), render_check, ok=G.check_ok)
@@ -476,7 +476,7 @@ def attach(task: str, instance: str | None, as_json: bool) -> None:
     """Attach to the tmux session of `git parallel run TASK --tmux`
     (parallel-TASK), at INSTANCE's window if given; inside tmux, switch to
     it.  With --json, print the tmux commands instead of running them."""
-    from gitflow_parallel import tmux
+    from gitflow_parallel.proc import tmux
 
     def call() -> dict[str, Any]:
         _project().store.load(task)  # the task must have a run

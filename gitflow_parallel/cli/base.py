@@ -30,7 +30,7 @@ def _internal_log(exc: BaseException) -> Path | None:
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     try:
-        from gitflow_parallel.gitrepo import Repo
+        from gitflow_parallel.git.repo import Repo
 
         folder = Repo.open().parallel_dir / "logs"
     except Exception:  # no repository to keep it in: the temp folder will do
@@ -91,7 +91,7 @@ def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None]
 
 def project() -> Any:
     """The repository this command runs in (opened only when a verb runs)."""
-    from gitflow_parallel.project import Project
+    from gitflow_parallel.state.project import Project
 
     return Project.open()
 

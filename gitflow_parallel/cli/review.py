@@ -116,7 +116,7 @@ def push(remote: str, as_json: bool) -> None:
     logs, run records, archived tips) to REMOTE in one atomic push; notes
     that moved on the remote are merged first (cat_sort_uniq).  Packs and
     records not yet kept in git are committed first."""
-    from gitflow_parallel import share
+    from gitflow_parallel.git import share
 
     def render(r: dict[str, Any]) -> None:
         click.echo(f"pushed {len(r['pushed'])} ref(s) to {remote}"
@@ -137,7 +137,7 @@ def fetch(remote: str, as_json: bool) -> None:
     into yours (cat_sort_uniq), missing or older refs/parallel/ refs are
     fast-forwarded, and `status`, `show`, `diff`, `logs` and `report` can
     then read the runs a teammate pushed."""
-    from gitflow_parallel import share
+    from gitflow_parallel.git import share
 
     def render(r: dict[str, Any]) -> None:
         click.echo(f"fetched from {remote}: {len(r['updated'])} ref(s) updated")
@@ -158,7 +158,7 @@ def prune(older_than: str, dry_run: bool, as_json: bool) -> None:
     """Remove the archive, evidence and run refs (local and fetched copies)
     of finished runs older than AGE, printing each.  A live run's refs are
     never removed; notes and files under parallel/ are kept."""
-    from gitflow_parallel import share
+    from gitflow_parallel.git import share
 
     def render(r: dict[str, Any]) -> None:
         verb = "would remove" if r["dry_run"] else "removed"

@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence, model, provenance, worktrees
+from gitflow_parallel import evidence, model, provenance
+from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import BRANCH_MOVED, CLEANUP_INCOMPLETE, PROCESS_GONE, ParallelError
 from gitflow_parallel.files import utcnow
-from gitflow_parallel.gitrepo import commit_all, worktree_changes
+from gitflow_parallel.git.repo import commit_all, worktree_changes
 from gitflow_parallel.model import TERMINAL, find_instance
-from gitflow_parallel.project import instance_process_alive, notes_instance_on
+from gitflow_parallel.state.project import instance_process_alive, notes_instance_on
 from gitflow_parallel.recovery.base import RunContext
 from gitflow_parallel.recovery.gitwork import _dismantle
 from gitflow_parallel.recovery.scan import ERROR, Repair, WorktreeState

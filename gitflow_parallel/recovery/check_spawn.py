@@ -11,7 +11,7 @@ from gitflow_parallel import model
 from gitflow_parallel.errors import SPAWN_INCOMPLETE, WORKTREE_MISSING, ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.model import TERMINAL
-from gitflow_parallel.project import instance_process_alive
+from gitflow_parallel.state.project import instance_process_alive
 from gitflow_parallel.recovery.base import RunContext
 from gitflow_parallel.recovery.gitwork import _attach_worktree, _clear_partial, _dismantle
 from gitflow_parallel.recovery.scan import ERROR, Repair

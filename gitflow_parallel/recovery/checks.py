@@ -13,10 +13,10 @@ from typing import Any, Iterator
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import worktrees
+from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import (BASE_HAS_LOSER, LOCK_HELD, MERGE_INTENT_LEFT, NOTES_MISSING,
                                      OBJECT_MISSING, ORPHAN, REVISION_INVALID, STALE_LOCK, ParallelError)
-from gitflow_parallel.project import Project
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.recovery.check_instances import InstanceChecks
 from gitflow_parallel.recovery.check_landing import EvidenceChecks, LandingChecks
 from gitflow_parallel.recovery.check_spawn import SpawnChecks

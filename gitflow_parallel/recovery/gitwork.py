@@ -12,9 +12,9 @@ from typing import Any
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import worktrees
+from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.project import Project
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.recovery.scan import Scan, WorktreeState
 
 

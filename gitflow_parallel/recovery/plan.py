@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gitflow_parallel.files import append_jsonl, utcnow
-from gitflow_parallel.project import Project
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.recovery.scan import Repair, Scan, missing_notes
 
 

@@ -17,10 +17,11 @@ from typing import Any, Callable
 
 import pygit2
 
-from gitflow_parallel import evidence, notes, provenance, worktrees
+from gitflow_parallel import evidence, provenance
+from gitflow_parallel.git import notes, worktrees
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.gitrepo import read_gitdir_file
-from gitflow_parallel.project import Project, notes_instance_on
+from gitflow_parallel.git.repo import read_gitdir_file
+from gitflow_parallel.state.project import Project, notes_instance_on
 
 
 # A git lock file younger than this may belong to a command that is still

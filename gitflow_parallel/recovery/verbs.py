@@ -13,7 +13,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.model import FINISHED_RUN
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.recovery.checks import RunCheck, _all_records, intent_findings, lock_findings, orphan_findings
 from gitflow_parallel.recovery.plan import _apply, _audit, _in_order, audit_path
 from gitflow_parallel.recovery.scan import ERROR, Finding, Scan, recovery_id

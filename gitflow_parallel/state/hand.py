@@ -29,10 +29,10 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import model
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
-from gitflow_parallel.gitrepo import commit_all, worktree_changes
+from gitflow_parallel.git.repo import commit_all, worktree_changes
 from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.provenance import instance_note, leftovers_message
 
 HAND = "hand"

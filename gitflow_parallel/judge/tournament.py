@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from gitflow_parallel.files import sha256_file
-from gitflow_parallel.gates import execute, gate_env
-from gitflow_parallel.project import Project
+from gitflow_parallel.judge.gates import execute, gate_env
+from gitflow_parallel.state.project import Project
 
 ANSWERS = ("A", "B")
 # How much of the judge's stdout the pick record keeps (the log keeps all).

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 import pygit2
 
-from gitflow_parallel.gitrepo import create_ref_exclusive
+from gitflow_parallel.git.repo import create_ref_exclusive
 
 MAX_ATTEMPTS = 50
 

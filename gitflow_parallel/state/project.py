@@ -6,9 +6,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from gitflow_parallel import notes
-from gitflow_parallel.gitrepo import Repo
-from gitflow_parallel.store import Store
+from gitflow_parallel.git import notes
+from gitflow_parallel.git.repo import Repo
+from gitflow_parallel.state.store import Store
 
 
 @dataclass

@@ -52,11 +52,11 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import evidence
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
-from gitflow_parallel.gitrepo import Repo
-from gitflow_parallel.project import Project
+from gitflow_parallel.git.repo import Repo
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN
-from gitflow_parallel.store import dump, parse_yaml, validate_record
-from gitflow_parallel.worktrees import ARCHIVE_PREFIX
+from gitflow_parallel.state.store import dump, parse_yaml, validate_record
+from gitflow_parallel.git.worktrees import ARCHIVE_PREFIX
 
 PARALLEL_PREFIX = "refs/parallel"
 EVIDENCE_PREFIX = "refs/parallel/evidence"

@@ -22,7 +22,7 @@ import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.gitrepo import Repo, commit_all, read_gitdir_file, worktree_changes
+from gitflow_parallel.git.repo import Repo, commit_all, read_gitdir_file, worktree_changes
 
 ARCHIVE_PREFIX = "refs/parallel/archive"
 

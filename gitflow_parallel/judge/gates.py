@@ -147,12 +147,13 @@ import pygit2
 from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import config, evidence, faults, model, provenance, scratch, share
+from gitflow_parallel import config, evidence, faults, model, provenance
+from gitflow_parallel.git import scratch, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes, utcnow
-from gitflow_parallel.gitrepo import worktree_changes
+from gitflow_parallel.git.repo import worktree_changes
 from gitflow_parallel.names import check_name
-from gitflow_parallel.project import Project
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import reaper, supervise
@@ -761,7 +762,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
             hint=f"spawn a new run with `git parallel spawn {task}`")
     config.verify_frozen(project.repo, record)
     selected = _select_gates(record, gates)
-    from gitflow_parallel import hand
+    from gitflow_parallel.state import hand
 
     record = hand.adopt(project, record, instances)  # pending work done by hand counts as finished
     targets = _targets(record, instances)

@@ -50,7 +50,7 @@ from filelock import FileLock, Timeout
 from gitflow_parallel import errors as E
 from gitflow_parallel.config import CONFIG_FILE
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.gitrepo import Repo, read_gitdir_file
+from gitflow_parallel.git.repo import Repo, read_gitdir_file
 
 SCRATCH = "scratch"
 # Who "wrote" a judged tree: fixed, so one tree gives one commit oid.
