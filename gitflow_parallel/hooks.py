@@ -46,7 +46,7 @@ and the archived tips of earlier attempts.  If none is brought in, the update
 passes (an ordinary commit on the base does).  Otherwise the *approved*
 commits are the candidates - the merge heads; for a ref update the new value
 and its parents - that are a track's picked winner's commit and pass
-``selection.winner_check`` (picked, exact commit, fresh passing evidence).
+``picks.winner_check`` (picked, exact commit, fresh passing evidence).
 The update passes iff nothing brought in is an instance commit outside the
 history of an approved commit.  So: a fast-forward to the winner passes; a
 merge commit whose parents include the winner passes (also a hand-made join
@@ -445,7 +445,7 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
         return Verdict(True)
 
     # An instance commit is at stake: now read records, picks and evidence.
-    from gitflow_parallel import selection
+    from gitflow_parallel.state import picks
     from gitflow_parallel.state.project import Project
     from gitflow_parallel.model import find_instance
 
@@ -461,11 +461,11 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
         # against its picks as before the merge (a loser still lost).
         records[run.run_id] = record
         for track in record["tracks"]:
-            pick = selection.load_pick(project, record, track)
+            pick = picks.load_pick(project, record, track)
             if pick is None or pick["winner"]["commit"] not in candidates:
                 continue
             inst = find_instance(record, pick["winner"]["id"])
-            ok, _, _ = selection.winner_check(project, record, inst, pick["winner"]["commit"])
+            ok, _, _ = picks.winner_check(project, record, inst, pick["winner"]["commit"])
             if ok:
                 approved.append((pick["winner"]["commit"], record, inst))
     at_stake = set().union(*(by_run[r] for r in records)) if records else set()
@@ -502,7 +502,7 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
     inst = find_instance(record, culprit.instance)
     mine = set(_rev_list([culprit.tip], [_base_commit(culprit.run, common_dir)]))
     commit = next(c for c in remaining if c in mine) if culprit.tip not in brought_set else culprit.tip
-    ok, code, message = selection.winner_check(project, record, inst, commit)
+    ok, code, message = picks.winner_check(project, record, inst, commit)
     if ok:  # the winner's own commit, but brought in by something else than itself
         code, message = E.SELECTION_NO_PASS, "only the picked commit itself, or a merge of it, may land"
     return _refusal(doing, record, inst, code, message)

@@ -247,7 +247,7 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
     (``keep``); the old tip is archived first, and feedback on it is written
     for the new attempt's agent."""
     from gitflow_parallel.state import feedback
-    from gitflow_parallel.selection import picks_of_track
+    from gitflow_parallel.state.picks import picks_of_track
 
     check_name(task, "task")
     if onto_current and keep:

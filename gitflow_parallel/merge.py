@@ -54,49 +54,15 @@ from gitflow_parallel import config, evidence, faults, model, provenance
 from gitflow_parallel.git import share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, canonical_json, utcnow
-from gitflow_parallel.git.repo import Repo, read_gitdir_file
+from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.selection import winner_check, winner_instances
+from gitflow_parallel.state.picks import winner_check, winner_instances
+from gitflow_parallel.state.intent import clear_intent, intent_path
+from gitflow_parallel.git.worktrees import base_worktree
 
 BASE_SIDE_POLICIES = ("first_pass_wins",)
 WINNER_SIDE_POLICIES = ("last_pass_wins", "winner_takes_all")
-
-
-# -- the base branch's worktree ------------------------------------------------------
-def base_worktree(repo: Repo, base_ref: str) -> Path | None:
-    """The worktree that has ``base_ref`` checked out, if any."""
-    candidates: list[Path] = []
-    if repo.main_workdir is not None:
-        candidates.append(repo.main_workdir)
-    for name in repo.main.list_worktrees():
-        try:
-            candidates.append(Path(repo.main.lookup_worktree(name).path))
-        except (pygit2.GitError, KeyError):
-            continue
-    for path in candidates:
-        head = _head_ref(path)
-        if head == base_ref:
-            return path
-    return None
-
-
-def _head_ref(path: Path) -> str | None:
-    gitfile = path / ".git"
-    if gitfile.is_dir():
-        head = gitfile / "HEAD"
-    elif gitfile.is_file():
-        gitdir = read_gitdir_file(gitfile)
-        if gitdir is None:
-            return None
-        head = gitdir / "HEAD"
-    else:
-        return None
-    try:
-        content = head.read_text().strip()
-    except OSError:
-        return None
-    return content[len("ref: "):] if content.startswith("ref: ") else None
 
 
 def _landing_paths(repo: pygit2.Repository, old_tree: pygit2.Tree, new_tree: pygit2.Tree) -> set[str]:
@@ -547,21 +513,6 @@ def landing_notes(record: dict[str, Any], winners: list[tuple[dict[str, Any], di
     entries.append((landed, provenance.merge_note(record, merge_record)))
     entries.append((landed, provenance.landing_line(record, [(p, evidence.load(i)) for p, i in winners])))
     return entries
-
-
-# -- the intent file ---------------------------------------------------------------------
-def intent_path(project: Project, record: dict[str, Any]) -> Path:
-    """``parallel/merges/<run_id>.intent.json``: written just before the base
-    ref moves and removed once the record says merged (or the merge is
-    refused), so a crash in between tells recover the old and new oid."""
-    return project.repo.parallel_dir / "merges" / f"{record['run_id']}.intent.json"
-
-
-def clear_intent(project: Project, record: dict[str, Any]) -> None:
-    try:
-        intent_path(project, record).unlink()
-    except FileNotFoundError:
-        pass
 
 
 # -- the verb --------------------------------------------------------------------------

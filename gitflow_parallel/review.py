@@ -76,7 +76,7 @@ class RunView:
         return evidence.freshness(self.record, inst, self.tip(inst), loader=self.pack)
 
     def pick(self, track: str) -> dict[str, Any] | None:
-        from gitflow_parallel.selection import load_pick, validate_pick
+        from gitflow_parallel.state.picks import load_pick, validate_pick
 
         if not self.shared:
             return load_pick(self.project, self.record, track)

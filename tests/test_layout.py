@@ -28,12 +28,9 @@ VERBS = LAYERS["verbs"]
 # split removes them).  A new one fails the test; one that goes away must
 # leave this list too, so it only shrinks.
 KNOWN_VERB_IMPORTS = {
-    ("iterate", "lifecycle"), ("iterate", "runner"),
-    ("lifecycle", "remote"), ("lifecycle", "review"), ("lifecycle", "selection"),
-    ("merge", "lifecycle"), ("merge", "remote"), ("merge", "selection"),
-    ("recovery", "merge"), ("recovery", "selection"),
-    ("hooks", "selection"), ("remote", "lifecycle"), ("review", "selection"), ("report", "review"),
-    ("selection", "merge"), ("worker", "remote"), ("worker", "runner"),
+    ("iterate", "lifecycle"), ("iterate", "runner"), ("lifecycle", "remote"), ("lifecycle", "review"),
+    ("merge", "lifecycle"), ("merge", "remote"), ("remote", "lifecycle"), ("report", "review"),
+    ("worker", "remote"), ("worker", "runner"),
 }
 # Imports that point up a layer (none left: the process supervisor, proc/,
 # sits below runner and gates).
@@ -41,7 +38,7 @@ KNOWN_UPWARD: set[tuple[str, str]] = set()
 MAX_MODULE_LINES, MAX_CLASS_LINES = 600, 250
 # Modules still over the line limit, with their size when this list was made:
 # they may shrink, never grow, and leave the list once under the limit.
-KNOWN_LONG = {"judge.gates": 861, "runner": 738, "merge": 1071, "selection": 814, "hooks": 733, "git.share": 644}
+KNOWN_LONG = {"judge.gates": 861, "runner": 738, "merge": 1000, "hooks": 733, "git.share": 644}
 KNOWN_LONG_CLASSES = {"runner._Runner": 438, "state.store.Store": 286}
 
 

@@ -520,3 +520,39 @@ def reset(repo: Repo, inst: dict[str, Any], commit: str) -> None:
                     target.unlink()
                 except FileNotFoundError:
                     pass
+
+
+# -- the base branch's worktree ------------------------------------------------------
+def base_worktree(repo: Repo, base_ref: str) -> Path | None:
+    """The worktree that has ``base_ref`` checked out, if any."""
+    candidates: list[Path] = []
+    if repo.main_workdir is not None:
+        candidates.append(repo.main_workdir)
+    for name in repo.main.list_worktrees():
+        try:
+            candidates.append(Path(repo.main.lookup_worktree(name).path))
+        except (pygit2.GitError, KeyError):
+            continue
+    for path in candidates:
+        head = _head_ref(path)
+        if head == base_ref:
+            return path
+    return None
+
+
+def _head_ref(path: Path) -> str | None:
+    gitfile = path / ".git"
+    if gitfile.is_dir():
+        head = gitfile / "HEAD"
+    elif gitfile.is_file():
+        gitdir = read_gitdir_file(gitfile)
+        if gitdir is None:
+            return None
+        head = gitdir / "HEAD"
+    else:
+        return None
+    try:
+        content = head.read_text().strip()
+    except OSError:
+        return None
+    return content[len("ref: "):] if content.startswith("ref: ") else None

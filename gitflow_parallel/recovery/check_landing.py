@@ -20,6 +20,8 @@ from gitflow_parallel.files import utcnow
 from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.recovery.base import RunContext
 from gitflow_parallel.recovery.scan import ERROR, WARNING, PHASE_BASE_WORKTREE, Repair
+from gitflow_parallel.state import intent as merge_intent
+from gitflow_parallel.git import worktrees
 
 
 class EvidenceChecks(RunContext):
@@ -94,8 +96,7 @@ class EvidenceChecks(RunContext):
 class LandingChecks(RunContext):
     # -- picks, intent, base -----------------------------------------------------------
     def picks_and_merge(self) -> None:
-        from gitflow_parallel import merge as M
-        from gitflow_parallel.selection import load_pick, pick_path, winner_check
+        from gitflow_parallel.state.picks import load_pick, pick_path, winner_check
 
         rec = self.record
         picks: dict[str, dict[str, Any]] = {}
@@ -133,7 +134,7 @@ class LandingChecks(RunContext):
                                  f"(git branch -f {winner['branch']} {pick['winner']['commit']}), or start a new run")
         base_ref = rec["base"]["ref"]
         base_tip = self.repo.ref_target(base_ref)
-        intent_file = M.intent_path(self.project, rec)
+        intent_file = merge_intent.intent_path(self.project, rec)
         if intent_file.exists():
             self.intent(intent_file, base_tip)
         elif (rec["status"] not in FINISHED_RUN and base_tip is not None and picks
@@ -179,8 +180,7 @@ class LandingChecks(RunContext):
         return record
 
     def intent(self, path: Path, base_tip: str | None) -> None:
-        from gitflow_parallel import merge as M
-
+    
         rec, task, project = self.record, self.task, self.project
         try:
             intent = json.loads(path.read_text(encoding="utf-8"))
@@ -194,7 +194,7 @@ class LandingChecks(RunContext):
             return
 
         def drop() -> None:
-            M.clear_intent(project, rec)
+            merge_intent.clear_intent(project, rec)
 
         landed_now = base_tip is not None and (base_tip == landing or self.scan.contains(base_tip, landing))
         if rec["status"] == "merged" or landed_now:
@@ -239,10 +239,9 @@ class LandingChecks(RunContext):
         """After a crash between moving the base ref and updating its
         checkout: move a worktree still at the previous tree forward, as
         merge would have, only if git itself says nothing can be overwritten."""
-        from gitflow_parallel import merge as M
-
+    
         base_ref = self.record["base"]["ref"]
-        wt = M.base_worktree(self.repo, base_ref)
+        wt = worktrees.base_worktree(self.repo, base_ref)
         if wt is None:
             return
         run = self.repo.run_git

@@ -220,7 +220,7 @@ def required_notes(scan: Scan, record: dict[str, Any]) -> list[NoteNeed]:
     line on each tip, evidence lines on checked commits, the pick line on each
     winner commit, and for a merged run the pick and merge lines on the
     landed commit."""
-    from gitflow_parallel.selection import load_pick
+    from gitflow_parallel.state.picks import load_pick
 
     project = scan.project
     run_id = record["run_id"]

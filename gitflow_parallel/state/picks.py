@@ -1,0 +1,221 @@
+"""Pick records: where they live, how they are read and checked, and
+which instances a run's picks name.
+
+A pick is write-once (``picks/<run_id>/<track>.json``); ``unpick`` moves it
+to ``picks/<run_id>/retired/``.  Every reader (merge, the hooks, review,
+recovery) goes through this module; ``commands/pick`` writes them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitflow_parallel import __version__, evidence
+from gitflow_parallel import errors as E
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import sha256_bytes
+from gitflow_parallel.state.project import Project
+from gitflow_parallel.model import HUMAN, find_instance
+
+
+
+SCHEMA_VERSION = 1
+
+
+ARBITER = f"git-parallel {__version__}"
+
+
+def pick_path(parallel_dir: Path, run_id: str, track: str) -> Path:
+    return parallel_dir / "picks" / run_id / f"{track}.json"
+
+
+def _schema_invalid(path: Path, problem: str) -> ParallelError:
+    return ParallelError(
+        E.PICK_SCHEMA_INVALID,
+        f"pick record {path} is invalid: {problem}",
+        hint="pick records are write-once; restore it, or run `git parallel validate` to see what else is wrong",
+    )
+
+
+def is_forced(pick: dict[str, Any]) -> bool:
+    """A person's pick made with --force: its evidence was not required."""
+    return pick.get("selection_method") == HUMAN and pick.get("forced") is True
+
+
+def validate_pick(pick: Any, path: Path, record: dict[str, Any], track: str) -> dict[str, Any]:
+    if not isinstance(pick, dict):
+        raise _schema_invalid(path, "not a JSON object")
+    forced = is_forced(pick)
+    for key, types in (("schema_version", int), ("run_id", str), ("task", str), ("track", str), ("winner", dict),
+                       ("verdict", str), ("selection_method", str), ("arbiter", str), ("merge_policy", str),
+                       ("losers", list), ("created_at", str), ("proof_issued_at", str)):
+        if forced and key in ("verdict", "proof_issued_at") and pick.get(key) is None:
+            continue  # a forced pick may have no evidence at all
+        if not isinstance(pick.get(key), types) or isinstance(pick.get(key), bool):
+            raise _schema_invalid(path, f"field {key!r} is missing or not {types.__name__}")
+    if pick["selection_method"] == HUMAN:
+        if not isinstance(pick.get("picked_by"), str) or not isinstance(pick.get("forced"), bool):
+            raise _schema_invalid(path, "a human pick must name picked_by and say whether it was forced")
+        if pick.get("reason") is not None and not isinstance(pick["reason"], str):
+            raise _schema_invalid(path, "reason must be a string or null")
+    if pick["schema_version"] != SCHEMA_VERSION:
+        raise _schema_invalid(path, f"schema_version {pick['schema_version']} is not {SCHEMA_VERSION}")
+    if pick["run_id"] != record["run_id"] or pick["task"] != record["task"] or pick["track"] != track:
+        raise _schema_invalid(path, "it names another run, task or track")
+    if "score" not in pick or not (pick["score"] is None or (isinstance(pick["score"], int) and not isinstance(pick["score"], bool))):
+        raise _schema_invalid(path, "score must be an integer or null")
+    winner = pick["winner"]
+    for key in ("id", "commit", "tree", "evidence_sha256"):
+        if forced and key == "evidence_sha256" and winner.get(key) is None:
+            continue
+        if not isinstance(winner.get(key), str):
+            raise _schema_invalid(path, f"winner.{key} is missing")
+    if not isinstance(winner.get("attempt"), int):
+        raise _schema_invalid(path, "winner.attempt is missing")
+    if pick["verdict"] != "pass" and not forced:
+        raise _schema_invalid(path, f"verdict is {pick['verdict']!r}, a pick is always of a passing instance")
+    decision = pick.get("decision")  # picks written before it was recorded have none
+    if decision is not None and (not isinstance(decision, dict) or decision.get("rule") != pick["selection_method"]
+                                 or (decision.get("winner") or {}).get("id") != winner["id"]):
+        raise _schema_invalid(path, "its decision does not name its rule and winner")
+    return pick
+
+
+def load_pick(project: Project, record: dict[str, Any], track: str) -> dict[str, Any] | None:
+    """The validated pick record of ``track``, or None if it was not picked."""
+    path = pick_path(project.repo.parallel_dir, record["run_id"], track)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        pick = json.loads(data)
+    except ValueError:
+        raise _schema_invalid(path, "not valid JSON") from None
+    pick = validate_pick(pick, path, record, track)
+    binding = (record.get("picks") or {}).get(track)
+    if binding and binding.get("sha256") != sha256_bytes(data):
+        raise _schema_invalid(path, "its bytes no longer match the sha256 kept in the run record")
+    return pick
+
+
+def winner_check(project: Project, record: dict[str, Any], inst: dict[str, Any], commit: str) -> tuple[bool, str | None, str]:
+    """May ``commit`` of ``inst`` land?  Only as its track's picked winner,
+    with fresh, passing evidence for exactly that commit."""
+    try:
+        pick = load_pick(project, record, inst["track"])
+    except ParallelError as exc:
+        return False, exc.code, exc.message
+    if pick is None:
+        return False, E.SELECTION_NO_PASS, f"track {inst['track']} of {record['task']} has no pick yet"
+    winner = pick["winner"]
+    if winner["id"] != inst["id"]:
+        return False, E.SELECTION_NO_PASS, (f"instance {inst['id']} lost the pick of track {inst['track']} "
+                                            f"(winner: {winner['id']})")
+    if winner["commit"] != commit or winner["attempt"] != inst["attempt"]:
+        return False, E.EVIDENCE_MISMATCH, (f"the pick is for {winner['commit'][:12]} (attempt {winner['attempt']}), "
+                                            f"not {commit[:12]} (attempt {inst['attempt']})")
+    if is_forced(pick):
+        # A person took responsibility for this exact commit with --force;
+        # the record says so, and what it waived.
+        return True, None, f"instance {inst['id']} is the winner {pick['picked_by']} picked with --force"
+    fresh = evidence.freshness(record, inst, commit)
+    if fresh.state != "fresh":
+        return False, fresh.code, f"evidence of instance {inst['id']} is {fresh.state}: {fresh.reason}"
+    if not fresh.passing:
+        return False, E.SELECTION_NO_PASS, f"evidence of instance {inst['id']} does not pass"
+    if (inst.get("evidence") or {}).get("sha256") != winner["evidence_sha256"]:
+        return False, E.EVIDENCE_MISMATCH, "the evidence pack is not the one the pick was made from"
+    return True, None, f"instance {inst['id']} is the picked winner with fresh passing evidence"
+
+
+# -- candidates -------------------------------------------------------------------------
+def _id_key(inst_id: str) -> tuple[tuple[int, int, str], ...]:
+    """Ids in their natural order: "2" before "10", "a-2" before "a-10"."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", inst_id) if p)
+
+
+def pick_bytes(pick: dict[str, Any]) -> bytes:
+    return (json.dumps(pick, sort_keys=True, indent=2) + "\n").encode("utf-8")
+
+
+def winner_instances(project: Project, record: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(pick, instance) for every track in track order; JOIN_INCOMPLETE if any is missing."""
+    out, missing = [], []
+    for t in record["tracks"]:
+        p = load_pick(project, record, t)
+        if p is None:
+            missing.append(t)
+        else:
+            out.append((p, find_instance(record, p["winner"]["id"])))
+    if missing:
+        raise ParallelError(
+            E.JOIN_INCOMPLETE,
+            f"run {record['run_id']} of {record['task']!r} has no pick for track(s): {', '.join(missing)}",
+            hint=f"run `git parallel pick {record['task']}` first",
+        )
+    return out
+
+
+# -- a person's pick -------------------------------------------------------------------
+def who(project: Project) -> str:
+    """The person acting: ``git config user.email`` (the identity git would
+    commit with when it is unset)."""
+    try:
+        email = project.repo.git.config["user.email"]
+    except (KeyError, pygit2.GitError):
+        email = None
+    return email or project.repo.signature().email or "unknown"
+
+
+# -- unpick ----------------------------------------------------------------------------
+def retired_dir(parallel_dir: Path, run_id: str) -> Path:
+    return parallel_dir / "picks" / run_id / "retired"
+
+
+def _retire_file(path: Path, folder: Path, track: str) -> Path:
+    """Hard-link the pick file to the next free ``retired/<track>.<n>.json``,
+    then remove it from its place: at every moment one of the two holds it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        target = folder / f"{track}.{n}.json"
+        try:
+            os.link(path, target)
+            break
+        except FileExistsError:
+            n += 1
+    os.unlink(path)
+    return target
+
+
+def _find_retired(folder: Path, track: str, binding: dict[str, Any]) -> Path:
+    for candidate in sorted(folder.glob(f"{track}.*.json")):
+        if sha256_bytes(candidate.read_bytes()) == binding.get("sha256"):
+            return candidate
+    raise ParallelError(
+        E.PICK_MISSING, f"the pick record of track {track} ({binding.get('path')}) is gone, and not under {folder}",
+        hint="restore it from a backup; `git parallel validate` shows what else is off")
+
+
+def picks_of_track(project: Project, record: dict[str, Any], track: str) -> list[dict[str, Any]]:
+    """Every pick the track has had, oldest first: the retired ones, then the
+    current one.  Unreadable files are skipped (this feeds feedback only)."""
+    out = []
+    for r in record.get("retired_picks") or []:
+        if r.get("track") != track:
+            continue
+        try:
+            out.append(json.loads(Path(r["path"]).read_bytes()))
+        except (OSError, ValueError, KeyError):
+            continue
+    try:
+        current = load_pick(project, record, track)
+    except ParallelError:
+        current = None
+    return out + ([current] if current else [])
