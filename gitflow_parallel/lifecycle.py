@@ -28,6 +28,9 @@ from gitflow_parallel.proc.supervise import KILL_GRACE, killpg, stop_groups
 from gitflow_parallel.state.project import Project, instance_process_alive, notes_instance_on
 from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.model import FINISHED_RUN, RETRYABLE, TERMINAL, find_instance
+from gitflow_parallel.state import view
+from gitflow_parallel.git.retire import check_removable, remove_all
+from gitflow_parallel.git import transport
 
 MAX_INSTANCES = 64
 
@@ -199,9 +202,8 @@ def status(project: Project, task: str | None = None) -> dict[str, Any]:
     except ParallelError as exc:
         if exc.code != E.RUN_NOT_FOUND:
             raise
-        from gitflow_parallel import review
 
-        return review.shared_status(project, task)  # a run fetched from a teammate
+        return view.shared_status(project, task)  # a run fetched from a teammate
     return {"run": record, "rows": describe(project, record),
             "base_tip": project.repo.ref_target(record["base"]["ref"])}
 
@@ -290,7 +292,7 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
             # The reset below would destroy uncommitted work: refuse it, or
             # with --force keep it on the archive ref first.  (--keep resets
             # nothing: uncommitted work stays for the next attempt.)
-            _check_removable(project, record, [inst], force, what="reset it to the base")
+            check_removable(project, record, [inst], force, what="reset it to the base")
             if force and worktree_changes(path):
                 tip = commit_all(path, provenance.kept_at_retry_message(task, inst_id, inst["attempt"]),
                                  ref=None, parent=tip or start,
@@ -385,7 +387,7 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
                       else f"`git parallel abort {task}` aborts the whole run"),
             )
         if inst_id is None:
-            _check_removable(project, record, record["instances"], force)
+            check_removable(project, record, record["instances"], force)
         stopping = [i for i in targets if _stop(record, i)]
         stopped = [i["id"] for i in stopping]
 
@@ -412,7 +414,7 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
                 if any(i["status"] not in TERMINAL for i in record["instances"]):
                     raise ParallelError(E.RUN_REVISION_CONFLICT, "an instance was retried meanwhile",
                                         hint=f"see `git parallel status {task}`")
-                _check_removable(project, record, record["instances"], force)
+                check_removable(project, record, record["instances"], force)
             except ParallelError as late:
                 # The processes are stopped and recorded aborted (that cannot
                 # be undone); the run and every worktree stay as they were.
@@ -426,71 +428,11 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
                 ) from None
 
             record, _ = store.update(task, model.mark_aborted)
-            removed = _remove_all(project, record, record["instances"], force)
+            removed = remove_all(project, record, record["instances"], force)
     out = {"run": record, "stopped": stopped, "removed": removed}
     if inst_id is None:
-        from gitflow_parallel import remote
 
-        out["remote_warning"] = remote.withdraw(project, record)
+        out["remote_warning"] = transport.withdraw(project, record)
     return out
 
 
-def _check_removable(project: Project, record: dict[str, Any], insts: list[dict[str, Any]], force: bool,
-                     what: str = "remove the worktree") -> None:
-    """Refuse before anything changes if a worktree holds uncommitted work
-    (unless ``force``), or anything removal could not keep (even with it)."""
-    for inst in insts:
-        if not inst.get("removed"):
-            worktrees.check_removable(project.repo, record, inst)
-    if force:
-        return
-    for inst in insts:
-        path = Path(inst["worktree"])
-        if inst.get("removed") or not (path / ".git").exists():
-            continue
-        dirty = worktree_changes(path)
-        if dirty:
-            shown = ", ".join(dirty[:10]) + (" …" if len(dirty) > 10 else "")
-            raise ParallelError(
-                E.WORKTREE_CLEANUP_FAILED,
-                f"the worktree of instance {inst['id']} ({path}) has uncommitted changes: {shown}",
-                hint=f"commit or discard them, or pass --force to keep them on the archive ref and {what}",
-            )
-
-
-def _remove_all(project: Project, record: dict[str, Any], insts: list[dict[str, Any]], force: bool) -> list[dict[str, Any]]:
-    done = []
-    for inst in insts:
-        if inst.get("removed"):
-            continue
-        done.append(worktrees.remove(project.repo, record, inst, force=force))
-    ids = {d["id"] for d in done}
-    if ids:
-        def apply(rec: dict[str, Any]) -> None:
-            for i in rec["instances"]:
-                if i["id"] in ids:
-                    model.mark_removed(i)
-                    model.bump(i)
-        project.store.update(record["task"], apply)
-    return done
-
-
-def cleanup(project: Project, task: str, keep_losers: bool = False, force: bool = False) -> dict[str, Any]:
-    """Remove the worktrees and branches of a finished run, tips archived first
-    (with ``keep_losers``, only the winners')."""
-    check_name(task, "task")
-    store = project.store
-    with store.lock():
-        record = store.load(task)
-        if record["status"] not in FINISHED_RUN:
-            raise ParallelError(
-                E.WORKTREE_CLEANUP_FAILED,
-                f"run {record['run_id']} of {task!r} is {record['status']}, not merged or aborted",
-                hint=f"merge it (`git parallel merge {task}`) or abort it (`git parallel abort {task}`) first",
-            )
-        winners = {p.get("winner") for p in (record.get("picks") or {}).values()}
-        insts = [i for i in record["instances"] if not keep_losers or i["id"] in winners]
-        _check_removable(project, record, insts, force)
-        removed = _remove_all(project, record, insts, force)
-        record = store.load(task)
-    return {"run": record, "removed": removed, "kept": [i["id"] for i in record["instances"] if not i.get("removed")]}

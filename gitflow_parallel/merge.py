@@ -60,6 +60,8 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.picks import winner_check, winner_instances
 from gitflow_parallel.state.intent import clear_intent, intent_path
 from gitflow_parallel.git.worktrees import base_worktree
+from gitflow_parallel.git import retire
+from gitflow_parallel.git import transport
 
 BASE_SIDE_POLICIES = ("first_pass_wins",)
 WINNER_SIDE_POLICIES = ("last_pass_wins", "winner_takes_all")
@@ -596,19 +598,17 @@ def merge(project: Project, task: str, onto: Any = None) -> dict[str, Any]:
                 "raced": True}
     entries = landing_notes(record, winners, merge_record)
     notes_error = project.mirror_notes(record, entries, "merge") or share.mirror_run(project, record)
-    from gitflow_parallel import lifecycle
 
     try:
-        cleaned = lifecycle.cleanup(project, task, keep_losers=bool(record["config"]["keep_losers"]))
+        cleaned = retire.cleanup(project, task, keep_losers=bool(record["config"]["keep_losers"]))
         cleanup_error = None
     except ParallelError as exc:
         cleaned, cleanup_error = None, {"code": exc.code, "message": exc.message, "hint": exc.hint}
-    from gitflow_parallel import remote
 
     return {"already": False, "run_id": record["run_id"], "merge": merge_record,
             "cleanup": cleaned and {"removed": cleaned["removed"], "kept": cleaned["kept"]},
             "cleanup_error": cleanup_error, "notes_error": notes_error,
-            "remote_warning": remote.withdraw(project, record)}
+            "remote_warning": transport.withdraw(project, record)}
 
 
 # -- landing where the team lands: --push and --pr ------------------------------------------
@@ -633,7 +633,7 @@ def _has(repo: Repo, oid: str) -> bool:
 def _fetch_tip(project: Project, remote: str, base_ref: str, tip: str | None) -> None:
     """Bring the remote's ``tip`` of the base into ``refs/remotes/<remote>/<branch>``
     (forced, like any remote-tracking ref), so its history can be compared."""
-    from gitflow_parallel import remote as wire
+    from gitflow_parallel.git import transport as wire
 
     tracking = f"refs/remotes/{remote}/{_branch(base_ref)}"
     if tip is not None and project.repo.ref_target(tracking) != tip:
@@ -672,7 +672,7 @@ def _share_updates(project: Project, record: dict[str, Any], remote: str,
     snapshot and the run's evidence refs, each under a lease on what the
     remote has now.  A ref the remote has ahead of ours, or apart from it
     (a worker's newer pack), is left alone and named."""
-    from gitflow_parallel import remote as wire
+    from gitflow_parallel.git import transport as wire
 
     repo, run_id = project.repo, record["run_id"]
     share.backfill_run(project, record)
@@ -772,7 +772,7 @@ def push_landing(project: Project, task: str, remote: str) -> dict[str, Any]:
     """Move ``remote``'s base to what a merged run landed, with its notes,
     snapshot and evidence refs, in one atomic push under leases; idempotent
     (a remote that has it all is left as it is)."""
-    from gitflow_parallel import remote as wire
+    from gitflow_parallel.git import transport as wire
 
     repo = project.repo
     record = project.store.load(task)
@@ -826,7 +826,7 @@ def merge_push(project: Project, task: str, remote: str) -> dict[str, Any]:
     """``merge --push REMOTE``: land onto the remote's tip of the base (the
     local base fast-forwards with the landing), then push it with its
     provenance; a merged run is only pushed."""
-    from gitflow_parallel import remote as wire
+    from gitflow_parallel.git import transport as wire
 
     check_name(task, "task")
     share.check_remote(project.repo, remote)
@@ -913,7 +913,7 @@ def _push_branches(project: Project, record: dict[str, Any], remote: str,
                    winners: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
     """The winners' branches and the run's provenance in one atomic push;
     a remote branch with commits the winner lacks is never overwritten."""
-    from gitflow_parallel import remote as wire
+    from gitflow_parallel.git import transport as wire
 
     repo = project.repo
     refs = [f"refs/heads/{inst['branch']}" for _, inst in winners]

@@ -6,7 +6,7 @@ by the same inline sheet, and there is no script.  One column per attempt
 (verdict, score, gates with results and durations, the last lines of each
 gate's log, why it won or lost), a chart of gate durations and one of lines
 changed per attempt, the pick and its rule, the landing, then each attempt's
-diff against the base.  It reads the run through ``review.RunView``, so a
+diff against the base.  It reads the run through ``view.RunView``, so a
 run fetched from a teammate renders the same as one made here.
 
 Elements carry ``data-*`` attributes (``data-attempt``, ``data-winner``,
@@ -27,7 +27,7 @@ from pygments.lexers import DiffLexer
 from gitflow_parallel import __version__
 from gitflow_parallel.files import atomic_write, utcnow
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.review import RunView, changes_between, gate_rows, open_view, outcome
+from gitflow_parallel.state.view import RunView, changes_between, gate_rows, open_view, outcome
 
 MAX_PATCH_CHARS = 200_000  # per attempt: a page a browser still opens quickly
 LOG_LINES = 12

@@ -18,139 +18,17 @@ Nothing here writes anything.
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence
 from gitflow_parallel.git import share
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import sha256_bytes
-from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project, instance_process_alive
 from gitflow_parallel.model import find_instance
-from gitflow_parallel.git.worktrees import archive_ref
-
-TAIL_LINES = 5
-
-
-@dataclass
-class RunView:
-    project: Project
-    record: dict[str, Any]
-    snapshot: str | None = None  # the run's snapshot commit, when read from git
-
-    @property
-    def shared(self) -> bool:
-        return self.snapshot is not None
-
-    @property
-    def repo(self) -> pygit2.Repository:
-        return self.project.repo.git
-
-    def instance(self, inst_id: str) -> dict[str, Any]:
-        return find_instance(self.record, inst_id)
-
-    def tip(self, inst: dict[str, Any]) -> str | None:
-        """The attempt's commit: its branch here, else its archive ref, else the
-        head the record last saw (if this clone has it)."""
-        if not self.shared and not inst.get("removed"):
-            tip = self.project.tip(inst)
-            if tip is not None:
-                return tip
-        kept = share.lookup(self.project.repo, archive_ref(self.record["run_id"], inst["id"], inst["attempt"]))
-        if kept is not None:
-            return kept
-        head = inst.get("head")
-        return head if head and head in self.repo else None
-
-    def pack(self, inst: dict[str, Any]) -> dict[str, Any] | None:
-        return share.load_pack(self.project, self.record, inst["id"], inst["attempt"], inst.get("evidence"))
-
-    def freshness(self, inst: dict[str, Any]) -> evidence.Freshness:
-        return evidence.freshness(self.record, inst, self.tip(inst), loader=self.pack)
-
-    def pick(self, track: str) -> dict[str, Any] | None:
-        from gitflow_parallel.state.picks import load_pick, validate_pick
-
-        if not self.shared:
-            return load_pick(self.project, self.record, track)
-        data = share.shared_pick(self.project, self.snapshot or "", track)
-        binding = (self.record.get("picks") or {}).get(track)
-        if data is None or not binding or sha256_bytes(data) != binding.get("sha256"):
-            return None
-        return validate_pick(json.loads(data), Path(f"picks/{track}.json"), self.record, track)
-
-    def log(self, inst: dict[str, Any], path: str | None) -> tuple[bytes | None, str]:
-        """A log's bytes and where they came from ("file", "ref" or "none")."""
-        if not path:
-            return None, "none"
-        if not self.shared:
-            try:
-                return Path(path).read_bytes(), "file"
-            except OSError:
-                pass
-        kept = share.stored_log(self.project, self.record, inst["id"], inst["attempt"], Path(path).name)
-        return (kept, "ref") if kept is not None else (None, "none")
-
-
-def open_view(project: Project, task: str) -> RunView:
-    """The task's run: the local record, else the newest one kept in git."""
-    check_name(task, "task")
-    try:
-        return RunView(project, project.store.load(task))
-    except ParallelError as exc:
-        if exc.code != E.RUN_NOT_FOUND:
-            raise
-        found = share.shared_runs(project, task)
-        if not found:
-            raise ParallelError(
-                E.RUN_NOT_FOUND, f"no run for task {task!r}, here or in the fetched run records",
-                hint=f"start one with `git parallel spawn {task}`, or `git parallel fetch` a teammate's runs") from None
-        record, commit = found[0]
-        return RunView(project, record, commit)
-
-
-# -- status of a fetched run ------------------------------------------------------------
-def shared_status(project: Project, task: str) -> dict[str, Any]:
-    """``status TASK`` for a run this clone only fetched: no worktrees or
-    branches of it here, so no flags; evidence judged against the archived tips."""
-    view = open_view(project, task)
-    rows = []
-    for inst in view.record["instances"]:
-        fresh = view.freshness(inst)
-        rows.append({**inst, "tip": view.tip(inst), "evidence_state": fresh.state, "evidence_reason": fresh.reason,
-                     "flags": []})
-    return {"run": view.record, "rows": rows, "shared": share.run_ref(view.record["run_id"]),
-            "base_tip": project.repo.ref_target(view.record["base"]["ref"])}
-
-
-# -- diff -------------------------------------------------------------------------------------
-def changes_between(repo: pygit2.Repository, old: str, new: str, with_patch: bool) -> dict[str, Any]:
-    diff = repo.diff(repo.get(old).peel(pygit2.Commit).tree, repo.get(new).peel(pygit2.Commit).tree)
-    files = []
-    for patch in diff:
-        delta = patch.delta
-        binary = delta.is_binary
-        _, added, removed = patch.line_stats
-        files.append({"path": delta.new_file.path if delta.status_char() != "D" else delta.old_file.path,
-                      "status": delta.status_char(), "binary": binary,
-                      "added": None if binary else added, "removed": None if binary else removed})
-    out = {"files": files, "added": sum(f["added"] or 0 for f in files),
-           "removed": sum(f["removed"] or 0 for f in files)}
-    if with_patch:
-        out["patch"] = diff.patch or ""
-    return out
-
-
-def _attempt(view: RunView, inst: dict[str, Any]) -> dict[str, Any]:
-    return {"id": inst["id"], "track": inst["track"], "attempt": inst["attempt"], "status": inst["status"],
-            "commit": view.tip(inst)}
+from gitflow_parallel.state.view import RunView, TAIL_LINES, attempt_of, changes_between, gate_rows, log_path, open_view, outcome
 
 
 def diff(project: Project, task: str, ids: list[str] | None = None, stat: bool = False) -> dict[str, Any]:
@@ -162,13 +40,13 @@ def diff(project: Project, task: str, ids: list[str] | None = None, stat: bool =
     out: dict[str, Any] = {"task": task, "run_id": record["run_id"], "base": record["base"], "stat": stat,
                            "shared": view.shared}
     if ids and len(ids) == 2:
-        a, b = (_attempt(view, i) for i in insts)
+        a, b = (attempt_of(view, i) for i in insts)
         _need_commits(view, [a, b])
         out.update(mode="between", attempts=[a, b], **changes_between(view.repo, a["commit"], b["commit"], not stat))
         return out
     attempts = []
     for inst in insts:
-        row = _attempt(view, inst)
+        row = attempt_of(view, inst)
         if row["commit"] is None:
             row.update(files=[], added=0, removed=0, missing=True)
         else:
@@ -199,51 +77,6 @@ def _file_table(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-# -- show ------------------------------------------------------------------------------------
-def _tail(data: bytes | None, lines: int) -> list[str]:
-    if not data:
-        return []
-    text = data.decode("utf-8", "replace").rstrip("\n")
-    return text.splitlines()[-lines:] if lines else []
-
-
-def outcome(view: RunView, inst: dict[str, Any]) -> dict[str, Any]:
-    """Did it win its track, and why (or why not)?"""
-    pick = view.pick(inst["track"])
-    if pick is None:
-        fresh = view.freshness(inst)
-        if inst["status"] != "succeeded":
-            why = f"status {inst['status']}" + (f" ({inst['error']})" if inst.get("error") else "")
-        elif fresh.state != "fresh":
-            why = f"evidence {fresh.state}: {fresh.reason}"
-        elif not fresh.passing:
-            why = "its evidence does not pass every enforced gate" if (fresh.pack or {}).get("complete") \
-                else "its evidence is incomplete (not every gate ran)"
-        else:
-            why = "a candidate: fresh, complete, passing evidence"
-        return {"picked": False, "won": None, "why": f"track {inst['track']} is not picked yet; {why}"}
-    winner = pick["winner"]
-    if winner["id"] == inst["id"]:
-        score = "unavailable" if pick["score"] is None else pick["score"]
-        others = len(pick["losers"])
-        why = (f"won track {pick['track']} by {pick['selection_method']} over {others} other(s): score {score}, "
-               f"proof issued {pick['proof_issued_at']}")
-        return {"picked": True, "won": True, "why": why, "pick": pick}
-    lost = next((l for l in pick["losers"] if l["id"] == inst["id"]), None)
-    why = lost["reason"] if lost else "not a candidate"
-    return {"picked": True, "won": False, "why": f"lost track {pick['track']} to {winner['id']}: {why}",
-            "code": lost["code"] if lost else E.SELECTION_NO_PASS, "pick": pick}
-
-
-def gate_rows(view: RunView, inst: dict[str, Any], pack: dict[str, Any] | None, lines: int) -> list[dict[str, Any]]:
-    rows = []
-    for g in (pack or {}).get("gates") or []:
-        data, source = view.log(inst, g.get("log"))
-        rows.append({**g, "log_name": Path(g["log"]).name if g.get("log") else None, "log_source": source,
-                     "tail": _tail(data, lines)})
-    return rows
-
-
 def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> dict[str, Any]:
     """One attempt: its record, its gates with their last log lines, its
     score, and why it won or lost."""
@@ -269,29 +102,6 @@ def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> 
         "history": [{k: h.get(k) for k in ("attempt", "status", "verdict", "score", "error", "archive_ref")}
                     for h in inst.get("history") or []],
     }
-
-
-# -- logs ------------------------------------------------------------------------------------
-def log_path(view: RunView, inst: dict[str, Any], gate: str | None) -> str:
-    """The path the record or pack names for the agent's log or a gate's."""
-    if gate is None:
-        if not inst.get("log"):
-            raise ParallelError(E.EVIDENCE_MISSING, f"instance {inst['id']} has no agent log yet (attempt "
-                                f"{inst['attempt']} has not run)", hint=f"`git parallel run {view.record['task']} -- CMD`")
-        return inst["log"]
-    pack = view.pack(inst)
-    if pack is None:
-        raise ParallelError(E.EVIDENCE_MISSING, f"instance {inst['id']} has no evidence pack, so no gate logs",
-                            hint=f"`git parallel check {view.record['task']}` runs the gates")
-    names = [g["name"] for g in pack.get("gates") or []]
-    for g in pack.get("gates") or []:
-        if g["name"] == gate:
-            if not g.get("log"):
-                raise ParallelError(E.PREDECESSOR_INCOMPLETE, f"gate {gate} did not run for instance {inst['id']}: "
-                                    f"{g.get('error')}", hint="its log would be empty; see `git parallel show`")
-            return g["log"]
-    raise ParallelError(E.INVALID_NAME, f"instance {inst['id']}'s evidence has no gate {gate!r} "
-                        f"(it has: {', '.join(names) or 'no gates'})", hint="name one of those with --gate")
 
 
 def logs(project: Project, task: str, inst_id: str, gate: str | None = None) -> dict[str, Any]:

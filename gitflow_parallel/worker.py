@@ -5,7 +5,7 @@ A pipeline per instance, top-down:
 
 1. **Survey.**  Fetch the remote's manifests and claims; an instance is
    claimable when it has no claim, its claim is of an earlier attempt, was
-   released, or its lease expired (``remote.claim_state``).  Runs that are
+   released, or its lease expired (``transport.claim_state``).  Runs that are
    finished or picked, and runs published without an agent command, are
    left alone.
 2. **Claim.**  Push a claim commit with ``--force-with-lease=<ref>:`` (the
@@ -51,7 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gitflow_parallel import config, model, remote as R, runner
+from gitflow_parallel import config, model, runner
+from gitflow_parallel.git import transport as R
 from gitflow_parallel.judge import gates
 from gitflow_parallel.git import share, worktrees
 from gitflow_parallel import errors as E

@@ -247,7 +247,7 @@ def _targets(project: Any, task: str = "fx") -> list[Any]:
 
 
 def test_a_claim_is_exclusive_and_an_expired_one_is_taken_over(tmp_path: Path) -> None:
-    from gitflow_parallel import remote as R
+    from gitflow_parallel.git import transport as R
     from gitflow_parallel import worker
 
     origin, coord, gp, (a, b) = setup_remote(tmp_path, 2)
@@ -296,7 +296,7 @@ def test_refusals_change_nothing(tmp_path: Path) -> None:
 
 
 def test_a_manifest_whose_config_was_weakened_is_refused(tmp_path: Path) -> None:
-    from gitflow_parallel import remote as R
+    from gitflow_parallel.git import transport as R
     from gitflow_parallel.config import config_sha256
     from gitflow_parallel.state.store import dump
 

@@ -15,6 +15,7 @@ from gitflow_parallel.cli.render import (
     RunProgress, RunWaitNotice, figures_text, render_check, render_pr, render_published, render_push,
     render_rounds, render_run, render_status,
 )
+from gitflow_parallel.git import retire
 
 
 # -- init ---------------------------------------------------------------------------
@@ -184,7 +185,6 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
     """Remove the worktrees and branches of a merged or aborted run.  Every
     tip is first kept under refs/parallel/archive/<run_id>/<id>/<attempt>;
     a worktree with uncommitted changes is refused unless --force."""
-    from gitflow_parallel import lifecycle
 
     def render(r: dict[str, Any]) -> None:
         for d in r["removed"]:
@@ -195,7 +195,7 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
         if not r["removed"]:
             click.echo("nothing to remove")
 
-    run_verb(as_json, lambda: lifecycle.cleanup(_project(), task, keep_losers=keep_losers, force=force),
+    run_verb(as_json, lambda: retire.cleanup(_project(), task, keep_losers=keep_losers, force=force),
              render)
 
 

@@ -1,0 +1,289 @@
+"""The remote a run travels through: fetch and leased atomic pushes, run
+manifests, and the claim refs workers coordinate with.
+
+``publish``, ``collect``, ``worker`` and ``merge --push`` all move refs
+through this module."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import pygit2
+
+from gitflow_parallel import errors as E
+from gitflow_parallel.git import notes, share
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.git.repo import Repo
+from gitflow_parallel.state.project import Project
+from gitflow_parallel.git.share import REMOTES_PREFIX as TRACKING_PREFIX, RUNS_PREFIX, run_ref, tree_file, tree_of_files
+
+
+
+CLAIMS_PREFIX = "refs/parallel/claims"
+
+
+CLAIM_VERSION = 1
+
+
+DEFAULT_LEASE = 120.0
+
+
+NOTES_PUSH_ATTEMPTS = 8
+
+
+# -- ref names ---------------------------------------------------------------------
+def claim_ref(run_id: str, inst_id: str) -> str:
+    return f"{CLAIMS_PREFIX}/{run_id}/{inst_id}"
+
+
+def tracking(remote: str, ref: str) -> str:
+    """Where a fetched ``refs/parallel/…`` ref of ``remote`` is kept."""
+    return f"{TRACKING_PREFIX}/{remote}/{ref[len('refs/parallel/'):]}"
+
+
+def branch_tracking(remote: str, branch: str) -> str:
+    return f"refs/remotes/{remote}/{branch}"
+
+
+# -- the wire: ls-remote, fetch, atomic push with leases -------------------------------
+def _failed(what: str, proc: Any, hint: str) -> ParallelError:
+    text = (proc.stderr or proc.stdout or b"").decode(errors="replace").strip()
+    return ParallelError(E.REMOTE_FAILED, f"{what} failed: {text}", hint=hint)
+
+
+def ls_remote(repo: Repo, remote: str, patterns: list[str]) -> dict[str, str]:
+    proc = repo.run_git(["ls-remote", "--refs", remote, *patterns], check=False)
+    if proc.returncode != 0:
+        raise _failed(f"git ls-remote {remote}", proc, f"check that {remote} is reachable, then try again")
+    out = {}
+    for line in proc.stdout.decode(errors="replace").splitlines():
+        oid, _, name = line.partition("\t")
+        if name:
+            out[name] = oid
+    return out
+
+
+def fetch(repo: Repo, remote: str, specs: list[str]) -> None:
+    proc = repo.run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, *specs], check=False)
+    if proc.returncode != 0:
+        raise _failed(f"git fetch {remote}", proc, f"check that {remote} is reachable, then try again")
+
+
+@dataclass
+class Update:
+    """One ref a push moves: ``src`` (an oid) to ``dst``, only if the remote
+    has ``dst`` at ``expected`` now ("" for: it must not exist)."""
+
+    src: str
+    dst: str
+    expected: str
+
+
+@dataclass
+class Pushed:
+    ok: bool
+    output: str
+
+
+def push(repo: Repo, remote: str, updates: list[Update]) -> Pushed:
+    """All of ``updates`` or none, each under its lease.  Which lease failed
+    is asked of the remote afterwards (``moved``): a lease can fail in the
+    client (``stale info``) or in the remote's own ref transaction, where
+    ``--atomic`` reports every ref alike."""
+    if not updates:
+        return Pushed(True, "")
+    args = ["push", "--atomic", "--porcelain", "--no-verify"]
+    args += [f"--force-with-lease={u.dst}:{u.expected}" for u in updates]
+    args += [remote] + [f"{u.src}:{u.dst}" for u in updates]
+    proc = repo.run_git(args, check=False)
+    return Pushed(proc.returncode == 0, (proc.stdout + proc.stderr).decode(errors="replace").strip())
+
+
+def moved(repo: Repo, remote: str, updates: list[Update]) -> list[str]:
+    """The refs of ``updates`` the remote no longer has at their expected value."""
+    now = ls_remote(repo, remote, [u.dst for u in updates])
+    return [u.dst for u in updates if now.get(u.dst, "") != u.expected]
+
+
+# -- objects -----------------------------------------------------------------------------
+def _commit(repo: Repo, files: dict[str, bytes], message: str, parents: Iterable[str]) -> str:
+    sig = repo.signature()
+    tree = tree_of_files(repo, files)
+    return str(repo.git.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=p) for p in parents]))
+
+
+# -- the manifest ------------------------------------------------------------------------
+def manifest_commit(project: Project, record: dict[str, Any]) -> str:
+    """The record as a snapshot commit on top of the local manifest ref; the
+    ref itself is not moved (it moves once the remote took the push)."""
+    return share.snapshot_commit(project, record, project.repo.ref_target(run_ref(record["run_id"])))
+
+
+def read_manifest(repo: Repo, commit: str) -> dict[str, Any] | None:
+    """The run record a manifest commit holds, validated; None if it holds none."""
+    return share.shared_record(repo, commit)
+
+
+def withdraw(project: Project, record: dict[str, Any]) -> str | None:
+    """Publish a run's end (merged, aborted) to its remote, so that workers
+    stop taking its instances; a verb whose work is done calls it, so a
+    failure is a warning (workers also skip a task's older manifests)."""
+    info = record.get("remote") or {}
+    if not info.get("name"):
+        return None
+    repo, name = project.repo, run_ref(record["run_id"])
+    try:
+        manifest = manifest_commit(project, record)
+        there = ls_remote(repo, info["name"], [name]).get(name, "")
+        pushed = push(repo, info["name"], [Update(manifest, name, there)])
+        if not pushed.ok:
+            raise RuntimeError(pushed.output)
+        repo.cas_ref(name, manifest, repo.ref_target(name), "git-parallel: withdraw")
+    except Exception as exc:
+        return (f"the end of run {record['run_id']} was not published to {info['name']} ({type(exc).__name__}: "
+                f"{exc}); `git parallel publish` cannot publish a finished run, but workers skip it once the task "
+                "is spawned again")
+    return None
+
+
+# -- claims --------------------------------------------------------------------------------
+def read_claim(repo: Repo, commit: str | None) -> dict[str, Any] | None:
+    data = tree_file(repo, commit, "claim.json")
+    if data is None:
+        return None
+    try:
+        claim = json.loads(data)
+    except ValueError:
+        return None
+    return claim if isinstance(claim, dict) and claim.get("v") == CLAIM_VERSION else None
+
+
+def claim_commit(repo: Repo, claim: dict[str, Any], parents: list[str]) -> str:
+    text = (json.dumps(claim, sort_keys=True, indent=2) + "\n").encode()
+    message = (f"git-parallel: claim {claim['task']}/{claim['instance']} attempt {claim['attempt']} "
+               f"{claim['state']} by {claim['worker']}\n\nParallel-Run: {claim['run_id']}\n")
+    return _commit(repo, {"claim.json": text}, message, parents)
+
+
+def claim_state(claim: dict[str, Any] | None, attempt: int, now: float | None = None) -> str:
+    """``free`` (no claim, or one of an earlier attempt), ``held``, ``expired``,
+    ``released`` or ``done``."""
+    if claim is None or int(claim.get("attempt", -1)) < attempt:
+        return "free"
+    state = claim.get("state")
+    if state in ("done", "released"):
+        return str(state)
+    expires = claim.get("expires_epoch")
+    if not isinstance(expires, (int, float)) or (now if now is not None else time.time()) > expires:
+        return "expired"
+    return "held"
+
+
+def claimable(state: str) -> bool:
+    return state in ("free", "expired", "released")
+
+
+def claim_history(repo: Repo, commit: str | None) -> list[dict[str, Any]]:
+    """Every state of a claim chain, oldest first, each with its commit and
+    the work it carried (first parents are the chain; a second parent is
+    the attempt's tip at that renewal)."""
+    out = []
+    while commit is not None:
+        claim = read_claim(repo, commit)
+        if claim is None:
+            break
+        parents = [str(p) for p in repo.git.get(commit).parent_ids]
+        out.append({**claim, "commit": commit})
+        commit = parents[0] if parents else None
+    return list(reversed(out))
+
+
+# -- surveying a remote ----------------------------------------------------------------------
+def fetch_runs(project: Project, remote: str) -> None:
+    """Bring the remote's manifests and claims into tracking refs (one
+    ls-remote, and a fetch only when something moved)."""
+    repo = project.repo
+    have = ls_remote(repo, remote, [f"{RUNS_PREFIX}/*", f"{CLAIMS_PREFIX}/*"])
+    _prune_tracking(repo, remote, have, None)
+    specs = []
+    for prefix in (RUNS_PREFIX, CLAIMS_PREFIX):
+        mine = {n: o for n, o in have.items() if n.startswith(prefix + "/")}
+        if any(repo.ref_target(tracking(remote, n)) != o for n, o in mine.items()):
+            specs.append(f"+{prefix}/*:{tracking(remote, prefix)}/*")
+    if specs:
+        fetch(repo, remote, specs)
+
+
+def _prune_tracking(repo: Repo, remote: str, have: dict[str, str], run_id: str | None) -> None:
+    """Forget tracking copies of manifests and claims the remote no longer has."""
+    for prefix in (RUNS_PREFIX, CLAIMS_PREFIX):
+        local_prefix = tracking(remote, prefix + "/" + (run_id or ""))
+        for name, _ in list(repo.refs_under(local_prefix)):
+            original = "refs/parallel/" + name[len(f"{TRACKING_PREFIX}/{remote}/"):]
+            if original not in have:
+                repo.delete_ref(name)
+
+
+def published_runs(project: Project, remote: str, task: str | None = None) -> list[tuple[dict[str, Any], str]]:
+    """(manifest record, manifest commit) of every run on ``remote`` as last
+    fetched, oldest first."""
+    prefix = tracking(remote, RUNS_PREFIX) + "/"
+    out = []
+    for name, oid in project.repo.refs_under(prefix):
+        record = read_manifest(project.repo, oid)
+        if record is None or record["run_id"] != name[len(prefix):]:
+            continue
+        if task is None or record["task"] == task:
+            out.append((record, oid))
+    out.sort(key=lambda rc: rc[0]["created_at"])
+    return out
+
+
+def fetched_claim(project: Project, remote: str, run_id: str, inst_id: str) -> tuple[str | None, dict[str, Any] | None]:
+    oid = project.repo.ref_target(tracking(remote, claim_ref(run_id, inst_id)))
+    return oid, read_claim(project.repo, oid)
+
+
+def describe_claim(claim: dict[str, Any] | None, state: str, now: float) -> str:
+    if claim is None or state == "free":
+        return "unclaimed"
+    who = claim.get("worker")
+    if state == "held":
+        return f"claimed by {who}, lease {claim['expires_epoch'] - now:.0f}s left"
+    if state == "expired":
+        return f"claim of {who} expired {now - claim['expires_epoch']:.0f}s ago (a worker may take it over)"
+    if state == "released":
+        return f"released by {who}"
+    result = claim.get("result") or {}
+    return f"done by {who}: {result.get('status')}" + (f", {result['verdict']}" if result.get("verdict") else "")
+
+
+# -- notes that travel ---------------------------------------------------------------------------
+def run_note_lines(repo: Repo, notes_ref: str, run_id: str, commits: Iterable[str]) -> list[tuple[str, str]]:
+    """This run's note lines on ``commits`` (lines of other runs stay where they are)."""
+    out = []
+    for oid in dict.fromkeys(commits):
+        for text in notes.read(repo.git, notes_ref, oid):
+            try:
+                if json.loads(text).get("run_id") == run_id:
+                    out.append((oid, text))
+            except ValueError:
+                continue
+    return out
+
+
+def notes_on(repo: Repo, base: str | None, entries: list[tuple[str, str]], message: str) -> str | None:
+    """A notes commit: ``base`` (a notes commit, or None) with ``entries``
+    added, sorted and unique per note, as ``cat_sort_uniq`` would merge them.
+    Built on a scratch ref, which is removed again; None if nothing is new."""
+    scratch = f"refs/parallel-tmp/notes-{time.monotonic_ns()}"
+    if base is not None:
+        repo.git.references.create(scratch, pygit2.Oid(hex=base), force=True)
+    try:
+        made = notes.add(repo.git, scratch, entries, message, repo.signature())
+    finally:
+        repo.delete_ref(scratch)
+    return made
