@@ -21,6 +21,7 @@ LAYERS: dict[str, set[str]] = {
     "judge": {"judge"},
     "verbs": {"lifecycle", "runner", "selection", "merge", "remote", "review", "report", "worker", "iterate",
               "hooks", "recovery", "demo", "agents"},
+    "commands": {"commands"},
     "cli": {"cli", "manpage", "__main__"},
 }
 VERBS = LAYERS["verbs"]
@@ -101,6 +102,37 @@ def test_verbs_import_verbs_only_where_known() -> None:
     found = {(a, b) for a, b in edges() if a in VERBS and b in VERBS}
     assert found - KNOWN_VERB_IMPORTS == set(), "a verb imports another verb: move what it needs a layer down"
     assert KNOWN_VERB_IMPORTS - found == set(), "a known verb import is gone: take it off KNOWN_VERB_IMPORTS"
+
+
+def command_imports(path: Path) -> set[str]:
+    """The ``commands`` modules that ``path`` imports (``from gitflow_parallel.commands import x``
+    or ``from gitflow_parallel.commands.x import ...``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            parts = node.module.split(".")
+            if parts[:2] == ["gitflow_parallel", "commands"]:
+                found.update([parts[2]] if len(parts) > 2 else [a.name for a in node.names])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[2] for a in node.names
+                         if a.name.startswith("gitflow_parallel.commands."))
+    return found
+
+
+def test_no_command_imports_another_and_only_the_cli_imports_commands() -> None:
+    for path in modules():
+        here = top_name(path)
+        if here == "commands":
+            assert command_imports(path) == set(), f"{path.name} imports a command: move what it shares below"
+        elif here != "cli":
+            assert command_imports(path) == set(), f"{path.relative_to(PACKAGE)} imports a command"
+
+
+def test_an_added_command_import_is_caught(tmp_path: Path) -> None:
+    bad = tmp_path / "merge.py"
+    bad.write_text("def f():\n    from gitflow_parallel.commands import cleanup\n"
+                   "from gitflow_parallel.commands.spawn import spawn\n")
+    assert command_imports(bad) == {"cleanup", "spawn"}
 
 
 def test_an_added_upward_import_is_caught(tmp_path: Path) -> None:
