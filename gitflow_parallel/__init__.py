@@ -1,13 +1,12 @@
 """git-parallel: run several attempts at one task side by side in git worktrees.
 
-Each module owns one noun: ``config`` the configuration, ``store`` the run
-records, ``worktrees`` the branches and checkouts, ``notes`` the git notes,
-``runner`` and ``slots`` the agent processes, ``gates`` the checks and
-scores, ``evidence`` the evidence packs, ``selection`` the pick, ``merge``
-the landing, ``hooks`` the git hooks, ``recovery`` the repair after a crash,
-``lifecycle`` the remaining verbs.  ``gitrepo`` is the thin layer over
-pygit2; ``errors`` holds the one error type and its reason codes; ``cli``
-only parses and renders.
+Lowest first: the record (``errors``, ``names``, ``files``, ``model`` the run
+record and every change to it, ``provenance`` every note line, ``config``,
+``evidence``); ``git/`` the gateway to git, ``state/`` what is kept under
+``parallel/``, ``proc/`` every process started and stopped; ``judge/`` gates,
+checks and the pick rules; ``recovery/`` the repair after a crash;
+``commands/`` one module per verb, none importing another; ``cli/`` parsing
+and rendering.  ARCHITECTURE.md draws it; ``tests/test_layout.py`` holds it.
 """
 
 __version__ = "0.1.0"

@@ -421,12 +421,12 @@ def load_from_commit(repo: Any, commit_oid: str) -> tuple[dict[str, Any], str]:
     """Read and validate the config at ``commit_oid``; returns (config, source)."""
     import pygit2
 
-    commit = repo.git.get(commit_oid).peel(pygit2.Commit)
+    commit = repo.pygit.get(commit_oid).peel(pygit2.Commit)
     try:
         entry = commit.tree[CONFIG_FILE]
     except KeyError:
         return parse(None), "defaults"
-    blob = repo.git.get(entry.id)
+    blob = repo.pygit.get(entry.id)
     if not isinstance(blob, pygit2.Blob):
         raise _fail("(file)", f"{CONFIG_FILE} in {commit_oid[:12]} is not a file")
     return parse(blob.data), f"{commit_oid}:{CONFIG_FILE}"

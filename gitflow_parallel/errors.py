@@ -85,3 +85,9 @@ class ParallelError(Exception):
         if self.details:
             out["details"] = self.details
         return out
+
+
+HOOK_REFUSED = 10
+
+
+HOOK_INTERNAL = 3

@@ -1,6 +1,6 @@
 """The run record: its shape, its statuses and every change made to it.
 
-A run record (one per task, kept by ``store.py``) holds the run's base, its
+A run record (one per task, kept by ``state/store``) holds the run's base, its
 frozen config and one instance record per attempt slot; pick and merge
 records are bound into it.  This module is the one place that builds those
 records and changes their fields: every verb (spawn, run, check, pick, merge,
@@ -333,3 +333,32 @@ def reland(merge: MergeRecord, landed: str, steps: list[dict[str, Any]], resolve
 
 def mark_aborted(record: RunRecord) -> None:
     record["status"] = "aborted"
+
+
+def refuse_finished(record: dict[str, Any], verb: str) -> None:
+    if record["status"] in FINISHED_RUN:
+        raise ParallelError(
+            E.BRANCH_TERMINAL,
+            f"run {record['run_id']} of {record['task']!r} is {record['status']}; nothing to {verb}",
+            hint=f"spawn a new run with `git parallel spawn {record['task']}`",
+        )
+
+
+# -- rounds of run --until-pass ------------------------------------------------
+def satisfied_tracks(record: RunRecord) -> set[str]:
+    """Tracks with a passing attempt: ``run --until-pass`` is done with them."""
+    return {i["track"] for i in record["instances"] if i["status"] == "succeeded" and i["verdict"] == "pass"}
+
+
+def retry_candidates(record: RunRecord, ids: list[str]) -> list[str]:
+    """Of ``ids``, the instances the next ``--until-pass`` round retries: a
+    failed attempt (the agent or its gates) of a track with no passing one,
+    with retries left under ``rework_max``."""
+    done = satisfied_tracks(record)
+    out = []
+    for inst_id in ids:
+        inst = find_instance(record, inst_id)
+        failed = inst["status"] == "failed" or (inst["status"] == "succeeded" and inst["verdict"] == "fail")
+        if failed and inst["track"] not in done and inst["attempt"] < record["config"]["rework_max"]:
+            out.append(inst_id)
+    return out

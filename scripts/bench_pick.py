@@ -96,7 +96,7 @@ def main() -> int:
     try:
         repo = base / "repo"
         build(repo, env)
-        sh([sys.executable, "-c", "import gitflow_parallel.cli, gitflow_parallel.lifecycle, gitflow_parallel.selection"],
+        sh([sys.executable, "-c", "import gitflow_parallel.cli, gitflow_parallel.commands.spawn, gitflow_parallel.commands.pick"],
            repo, env)
         status = json.loads(sh(["git", "parallel", "status", "T", "--json"], repo, env).stdout)
         insts = status["run"]["instances"]

@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchenv import ROOT, sh, workspace  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
-from gitflow_parallel import selection  # noqa: E402
+from gitflow_parallel.judge import selection  # noqa: E402
 from gitflow_parallel.state.project import Project  # noqa: E402
 
 N = 5
@@ -269,6 +269,7 @@ pathlib.Path("solution.py").write_text(plan[os.environ["GIT_PARALLEL_INSTANCE"]]
 # smaller diff; an exact tie is said as such (the pick breaks it).
 JUDGE = """\
 import json, os, pathlib
+from gitflow_parallel.judge import selection
 def figures(side):
     d = pathlib.Path(os.environ["GIT_PARALLEL_JUDGE_" + side])
     pack = json.loads((d / "evidence.json").read_text())
@@ -362,10 +363,10 @@ def hidden_verdicts(task: dict[str, Any], project: Project, record: dict[str, An
     paths = {}
     for inst in record["instances"]:
         commit = project.tip(inst)
-        blob = project.repo.git.get(commit).peel(pygit2.Commit).tree["solution.py"]
+        blob = project.repo.pygit.get(commit).peel(pygit2.Commit).tree["solution.py"]
         path = folder / "judged" / inst["id"] / "solution.py"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(project.repo.git.get(blob.id).data)
+        path.write_bytes(project.repo.pygit.get(blob.id).data)
         paths[inst["id"]] = str(path)
     (folder / "hidden.json").write_text(json.dumps(task["hidden"]))
     (folder / "hidden.py").write_text(HIDDEN)

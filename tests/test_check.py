@@ -25,6 +25,7 @@ from gitflow_parallel.judge import gates
 from gitflow_parallel.git import scratch
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.state.project import Project, pid_alive
+from gitflow_parallel.commands import check
 
 PY = sys.executable
 
@@ -455,8 +456,8 @@ def test_output_fingerprints_hash_blobs_not_filtered_files(tmp_path: Path) -> No
     git(repo, "checkout", "--", "a.txt")  # checked out through the filter
     assert (repo / "a.txt").read_bytes() == b"one\r\ntwo\r\n"
     project = Project.open(repo)
-    fast = gates.output_fingerprints(project.repo.git, base, commit, repo)
-    slow = gates.output_fingerprints(project.repo.git, base, commit)
+    fast = gates.output_fingerprints(project.repo.pygit, base, commit, repo)
+    slow = gates.output_fingerprints(project.repo.pygit, base, commit)
     assert fast == slow
     assert fast["a.txt"] == {"sha256": hashlib.sha256(b"one\ntwo\n").hexdigest()}
     assert fast["b.dat"] == {"sha256": hashlib.sha256(b"\x00\x01raw").hexdigest()}
@@ -602,10 +603,10 @@ def test_in_process_check_matches_contract(tmp_path: Path) -> None:
     repo, gp, _ = setup(tmp_path, "gates:\n" + gate_cfg(t, "tests"), n=1)
     finish(repo, "1", {"verdict.txt": "good\n"})
     project = Project.open(repo)
-    result = gates.check(project, "t", instances=["1"], gates=None, jobs=1)
-    assert gates.check_ok(result) and result["instances"][0]["verdict"] == "pass"
+    result = check.check(project, "t", instances=["1"], gates=None, jobs=1)
+    assert check.check_ok(result) and result["instances"][0]["verdict"] == "pass"
     with pytest.raises(ParallelError) as err:
-        gates.check(project, "bad name")
+        check.check(project, "bad name")
     assert err.value.code == "PARALLEL_INVALID_NAME"
 
 

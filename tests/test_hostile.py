@@ -19,6 +19,7 @@ import yaml
 
 from conftest import GP, git, make_repo, snapshot
 from gitflow_parallel.files import sha256_bytes
+from gitflow_parallel.git import landing
 
 PY = sys.executable
 
@@ -249,7 +250,6 @@ def test_scratch_checkouts_are_a_pool_reused_from_run_to_run(tmp_path: Path) -> 
 
 
 def test_protected_patterns_and_conflict_hunks() -> None:
-    from gitflow_parallel import merge
     from gitflow_parallel.git import scratch
 
     assert scratch.matches("tests/unit/test_a.py", ["tests/**"])
@@ -261,6 +261,6 @@ def test_protected_patterns_and_conflict_hunks() -> None:
     ours = [b"a\n", b"B\n", b"c\n", b"d\n", b"e\n"]
     theirs = [b"a\n", b"W1\n", b"W2\n", b"c\n", b"d\n", b"E\n"]
     # Line 2 collides; the winner's change of line 5 is its own and merges.
-    assert merge.conflict_hunks(base, ours, theirs) == [
+    assert landing.conflict_hunks(base, ours, theirs) == [
         {"base_lines": [2, 2], "base_written": 1, "winner_lines": [2, 3], "winner_written": 2}]
-    assert merge.conflict_hunks(base, ours, ours) == []  # the same change on both sides
+    assert landing.conflict_hunks(base, ours, ours) == []  # the same change on both sides

@@ -1,6 +1,6 @@
 """The layout holds: imports point down the layers ARCHITECTURE.md names,
-verbs import verbs only where a known debt says so, and no module or class
-grows past the sizes a reader can take in.
+no command imports another command, only the CLI imports commands, and no
+module or class grows past the sizes a reader can take in.
 
 Read from the source with ``ast`` (every import, including those inside
 functions), so nothing is imported and the test takes milliseconds."""
@@ -19,26 +19,17 @@ LAYERS: dict[str, set[str]] = {
     "record": {"errors", "names", "files", "faults", "model", "provenance", "config", "evidence", "__init__"},
     "git and state": {"git", "state", "proc"},
     "judge": {"judge"},
-    "verbs": {"lifecycle", "runner", "selection", "merge", "remote", "review", "report", "worker", "iterate",
-              "hooks", "recovery", "demo", "agents"},
-    "commands": {"commands"},
+    "recovery": {"recovery"},
+    "commands": {"commands", "agents"},
     "cli": {"cli", "manpage", "__main__"},
 }
-VERBS = LAYERS["verbs"]
-# Verb modules that still import another verb module (issue 12's `commands/`
-# split removes them).  A new one fails the test; one that goes away must
-# leave this list too, so it only shrinks.
-KNOWN_VERB_IMPORTS = {
-    ("iterate", "lifecycle"), ("iterate", "runner"), ("remote", "lifecycle"), ("worker", "runner"),
-}
-# Imports that point up a layer (none left: the process supervisor, proc/,
-# sits below runner and gates).
+# Imports that point up a layer (none left).
 KNOWN_UPWARD: set[tuple[str, str]] = set()
 MAX_MODULE_LINES, MAX_CLASS_LINES = 600, 250
 # Modules still over the line limit, with their size when this list was made:
 # they may shrink, never grow, and leave the list once under the limit.
-KNOWN_LONG = {"judge.gates": 861, "runner": 738, "merge": 1000, "hooks": 733, "git.share": 644}
-KNOWN_LONG_CLASSES = {"runner._Runner": 438, "state.store.Store": 286}
+KNOWN_LONG = {"proc.agents": 736, "commands.merge": 644, "git.share": 644}
+KNOWN_LONG_CLASSES = {"proc.agents._Runner": 438, "state.store.Store": 277}
 
 
 def top_name(path: Path) -> str:
@@ -98,12 +89,6 @@ def test_imports_point_down() -> None:
     assert KNOWN_UPWARD <= upward(edges()), "a known upward import is gone: take it off KNOWN_UPWARD"
 
 
-def test_verbs_import_verbs_only_where_known() -> None:
-    found = {(a, b) for a, b in edges() if a in VERBS and b in VERBS}
-    assert found - KNOWN_VERB_IMPORTS == set(), "a verb imports another verb: move what it needs a layer down"
-    assert KNOWN_VERB_IMPORTS - found == set(), "a known verb import is gone: take it off KNOWN_VERB_IMPORTS"
-
-
 def command_imports(path: Path) -> set[str]:
     """The ``commands`` modules that ``path`` imports (``from gitflow_parallel.commands import x``
     or ``from gitflow_parallel.commands.x import ...``)."""
@@ -136,11 +121,11 @@ def test_an_added_command_import_is_caught(tmp_path: Path) -> None:
 
 
 def test_an_added_upward_import_is_caught(tmp_path: Path) -> None:
-    # The check itself can fail: the record layer importing a verb is found.
+    # The check itself can fail: the record layer importing a command is found.
     bad = tmp_path / "model.py"
-    bad.write_text("def f():\n    from gitflow_parallel import merge\n")
-    assert imports_of(bad) == {"merge"}
-    assert upward({("model", name) for name in imports_of(bad)}) == {("model", "merge")}
+    bad.write_text("def f():\n    from gitflow_parallel.commands import merge\n")
+    assert imports_of(bad) == {"commands"}
+    assert upward({("model", name) for name in imports_of(bad)}) == {("model", "commands")}
 
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))

@@ -241,14 +241,14 @@ def _open(path: Path) -> Any:
 
 
 def _targets(project: Any, task: str = "fx") -> list[Any]:
-    from gitflow_parallel import worker
+    from gitflow_parallel.commands import worker
 
     return worker.survey(project, "origin", task)
 
 
 def test_a_claim_is_exclusive_and_an_expired_one_is_taken_over(tmp_path: Path) -> None:
     from gitflow_parallel.git import transport as R
-    from gitflow_parallel import worker
+    from gitflow_parallel.commands import worker
 
     origin, coord, gp, (a, b) = setup_remote(tmp_path, 2)
     run_id = spawn_published(gp, "fx", 1, GOOD_AGENT)

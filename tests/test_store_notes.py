@@ -13,17 +13,18 @@ from conftest import GP, git
 
 TRANSITION = textwrap.dedent("""
     import json, sys
+    from gitflow_parallel import model
     from gitflow_parallel.state.project import Project
     from gitflow_parallel.errors import ParallelError
     task, inst, expected = sys.argv[1], sys.argv[2], sys.argv[3]
     project = Project.open(".")
+    start = lambda record, i: model.move(record, i, "running", pid=1)  # what run does, under the lock
     try:
+        rev = None
         if expected == "read":
             rec = project.store.load(task)
             rev = [i for i in rec["instances"] if i["id"] == inst][0]["instance_revision"]
-            record = project.store.transition(task, inst, "running", expected_instance_revision=rev, pid=1)
-        else:
-            record = project.store.transition(task, inst, "running", pid=1)
+        record, _ = project.store.update_instance(task, inst, start, expected_instance_revision=rev)
         print(json.dumps({"ok": True, "revision": record["run_revision"]}))
     except ParallelError as exc:
         print(json.dumps({"ok": False, "code": exc.code}))
@@ -36,7 +37,7 @@ NOTE_WRITER = textwrap.dedent("""
     from gitflow_parallel.git import notes
     project = Project.open(".")
     oid, k = sys.argv[1], sys.argv[2]
-    notes.add(project.repo.git, "refs/notes/parallel",
+    notes.add(project.repo.pygit, "refs/notes/parallel",
               [(oid, provenance.line("test", "PR-x", writer=int(k), part=p)) for p in range(3)], f"writer {k}")
 """)
 

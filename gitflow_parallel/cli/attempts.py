@@ -15,7 +15,6 @@ from gitflow_parallel.cli.render import (
     RunProgress, RunWaitNotice, figures_text, render_check, render_pr, render_published, render_push,
     render_rounds, render_run, render_status,
 )
-from gitflow_parallel.git import retire
 
 
 # -- init ---------------------------------------------------------------------------
@@ -31,7 +30,7 @@ def init(force: bool, display: bool, remote: str | None, as_json: bool) -> None:
     notes ref, so notes follow rebases and amends (`git log
     --notes=parallel` shows them; --display makes plain `git log` show
     them too).  Commit the file: spawn reads it from the base commit."""
-    from gitflow_parallel import lifecycle
+    from gitflow_parallel.commands import init as init_cmd
 
     def render(r: dict[str, Any]) -> None:
         click.echo(f"{'wrote' if r['wrote'] else 'kept existing'} {r['config']}")
@@ -44,7 +43,7 @@ def init(force: bool, display: bool, remote: str | None, as_json: bool) -> None:
             click.echo(f"share runs with `git parallel push {r['remote']}` and `git parallel fetch {r['remote']}`")
         click.echo("next: edit the gates, commit the file, then `git parallel spawn TASK`")
 
-    run_verb(as_json, lambda: lifecycle.init(_project(), force=force, display=display, remote=remote), render)
+    run_verb(as_json, lambda: init_cmd.init(_project(), force=force, display=display, remote=remote), render)
 
 
 # -- spawn --------------------------------------------------------------------------
@@ -65,7 +64,7 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
 
     All or nothing: if any branch or worktree cannot be made, everything is
     removed again.  Refused past max_total live instances in the repository."""
-    from gitflow_parallel import lifecycle
+    from gitflow_parallel.commands import spawn as spawn_cmd
 
     def render(r: dict[str, Any]) -> None:
         for w in r.get("warnings") or []:
@@ -81,10 +80,10 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
 
     def call() -> dict[str, Any]:
         if remote is not None:
-            from gitflow_parallel import remote as remote_mod
+            from gitflow_parallel.cli.compose import spawn_remote
 
-            return remote_mod.spawn(_project(), task, remote, n=instances, base=base, tracks=list(tracks))
-        return lifecycle.spawn(_project(), task, n=instances, base=base, tracks=list(tracks))
+            return spawn_remote(_project(), task, remote, n=instances, base=base, tracks=list(tracks))
+        return spawn_cmd.spawn(_project(), task, n=instances, base=base, tracks=list(tracks))
 
     run_verb(as_json, call, render)
 
@@ -96,10 +95,10 @@ def status(task: str | None, as_json: bool) -> None:
     """Without TASK, list the runs; with TASK, a table of its instances (id,
     track, status, attempt, head, verdict, score, evidence fresh/stale,
     branch, worktree).  --json prints {"ok": true, "run": <record>}."""
-    from gitflow_parallel import lifecycle
+    from gitflow_parallel.commands import status as status_cmd
 
     def call() -> dict[str, Any]:
-        result = lifecycle.status(_project(), task)
+        result = status_cmd.status(_project(), task)
         if as_json and task is not None:
             run = result["run"]
             for inst, row in zip(run["instances"], result["rows"]):
@@ -132,7 +131,7 @@ def retry(task: str, instance: str, revision: int | None, force: bool, onto_curr
     by one (at most rework_max times).  The new attempt's agent gets
     GIT_PARALLEL_FEEDBACK and {feedback}: why this attempt failed.  A
     worktree with uncommitted changes is refused unless --force."""
-    from gitflow_parallel import lifecycle
+    from gitflow_parallel.commands import retry as retry_cmd
     from gitflow_parallel.model import find_instance
 
     def render(r: dict[str, Any]) -> None:
@@ -150,7 +149,7 @@ def retry(task: str, instance: str, revision: int | None, force: bool, onto_curr
 
     if onto_current and keep:
         raise click.UsageError("--onto-current and --keep exclude each other")
-    run_verb(as_json, lambda: lifecycle.retry(_project(), task, instance, expected_revision=revision, force=force,
+    run_verb(as_json, lambda: retry_cmd.retry(_project(), task, instance, expected_revision=revision, force=force,
                                               onto_current=onto_current, keep=keep), render)
 
 
@@ -163,7 +162,7 @@ def abort(task: str, instance: str | None, force: bool, as_json: bool) -> None:
     """Abort one INSTANCE (stopped and marked aborted; its worktree stays for
     `retry`), or the whole run (every instance aborted, then cleaned up:
     tips archived under refs/parallel/archive/, worktrees and branches removed)."""
-    from gitflow_parallel import lifecycle
+    from gitflow_parallel.commands import abort as abort_cmd
 
     def render(r: dict[str, Any]) -> None:
         what = f"instance {instance}" if instance else f"run {r['run']['run_id']}"
@@ -173,7 +172,7 @@ def abort(task: str, instance: str | None, force: bool, as_json: bool) -> None:
         for d in r["removed"]:
             click.echo(f"  removed {d['id']}; tip kept at {d['archived']}")
 
-    run_verb(as_json, lambda: lifecycle.abort(_project(), task, instance, force=force), render)
+    run_verb(as_json, lambda: abort_cmd.abort(_project(), task, instance, force=force), render)
 
 
 @main_group.command()
@@ -195,7 +194,9 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
         if not r["removed"]:
             click.echo("nothing to remove")
 
-    run_verb(as_json, lambda: retire.cleanup(_project(), task, keep_losers=keep_losers, force=force),
+    from gitflow_parallel.commands import cleanup as cleanup_cmd
+
+    run_verb(as_json, lambda: cleanup_cmd.cleanup(_project(), task, keep_losers=keep_losers, force=force),
              render)
 
 
@@ -225,7 +226,8 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
     "selection_method": "human", who (git config user.email) and why
     (--reason).  It needs the same evidence unless --force, which is
     recorded too.  `git parallel unpick` retires a pick that has not landed."""
-    from gitflow_parallel import model, selection
+    from gitflow_parallel import model
+    from gitflow_parallel.commands import pick as pick_cmd
 
     def render(r: dict[str, Any]) -> None:
         for p in r["picks"] + r["existing"]:
@@ -259,10 +261,10 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
         if instance is None:
             if reason is not None or force:
                 raise click.UsageError("--reason and --force go with --instance ID (a person's pick)")
-            return selection.pick(_project(), task, track)
+            return pick_cmd.pick(_project(), task, track)
         if track is not None:
             raise click.UsageError("--instance picks the instance's own track; leave out --track")
-        return selection.pick_human(_project(), task, instance, reason=reason, force=force)
+        return pick_cmd.pick_human(_project(), task, instance, reason=reason, force=force)
 
     run_verb(as_json, call, render)
 
@@ -276,14 +278,14 @@ def unpick(task: str, track: str | None, as_json: bool) -> None:
     The pick record is never deleted: it moves to
     parallel/picks/<run_id>/retired/<track>.<n>.json and the run record
     lists it under retired_picks.  Refused once the run is merged."""
-    from gitflow_parallel import selection
+    from gitflow_parallel.commands import unpick as unpick_cmd
 
     def render(r: dict[str, Any]) -> None:
         for x in r["retired"]:
             click.echo(f"retired the pick of track {x['track']} (winner {x['winner']}); kept at {x['path']}")
         click.echo(f"next: git parallel pick {task} [--instance ID]")
 
-    run_verb(as_json, lambda: selection.unpick(_project(), task, track), render)
+    run_verb(as_json, lambda: unpick_cmd.unpick(_project(), task, track), render)
 
 
 @main_group.command()
@@ -310,14 +312,14 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
     another clone's commit is never overwritten; if REMOTE moved meanwhile
     the landing is computed again onto its new tip (up to merge.retries).
     --pr proposes the winner for review instead; the run stays picked."""
-    from gitflow_parallel import merge as merge_mod
+    from gitflow_parallel.commands import merge as merge_cmd
 
     if as_pr and push_remote:
         raise click.UsageError("--push and --pr exclude each other: --pr does not move the base")
     if pr_remote and not as_pr:
         raise click.UsageError("--remote goes with --pr (--push names its remote itself)")
     if as_pr:
-        run_verb(as_json, lambda: merge_mod.merge_pr(_project(), task, pr_remote or "origin"), render_pr)
+        run_verb(as_json, lambda: merge_cmd.merge_pr(_project(), task, pr_remote or "origin"), render_pr)
         return
 
     def render(r: dict[str, Any]) -> None:
@@ -350,9 +352,9 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
         render_push(r.get("push"))
 
     if push_remote:
-        run_verb(as_json, lambda: merge_mod.merge_push(_project(), task, push_remote), render)
+        run_verb(as_json, lambda: merge_cmd.merge_push(_project(), task, push_remote), render)
     else:
-        run_verb(as_json, lambda: merge_mod.merge(_project(), task), render)
+        run_verb(as_json, lambda: merge_cmd.merge(_project(), task), render)
 
 
 @main_group.command()
@@ -390,10 +392,10 @@ def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: i
     instance's worktree (clean, at its branch tip), write an evidence pack
     per instance bound to that commit and tree, and set verdict and score.
     Exits 1 when any checked instance's verdict is fail."""
-    from gitflow_parallel.judge import gates as G
+    from gitflow_parallel.commands import check as check_cmd
 
-    run_verb(as_json, lambda: G.check(_project(), task, instances=list(instances) or None,
-                                      gates=list(gates) or None, jobs=jobs), render_check, ok=G.check_ok)
+    run_verb(as_json, lambda: check_cmd.check(_project(), task, instances=list(instances) or None,
+                                      gates=list(gates) or None, jobs=jobs), render_check, ok=check_cmd.check_ok)
 
 
 @main_group.command()
@@ -428,21 +430,21 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
     Whatever CMD leaves uncommitted is committed on the instance branch
     (commit_leftovers).  Exit status 0 only when every selected instance
     succeeded."""
-    from gitflow_parallel import runner
+    from gitflow_parallel.commands import run as run_cmd
 
     if remote is not None:
         given = [o for o, v in (("--instance", instances), ("--jobs", jobs), ("--until-pass", until_pass),
                                 ("--tmux", use_tmux)) if v]
         if given:
             raise click.UsageError(f"{', '.join(given)} cannot go with --remote (workers run every instance)")
-        from gitflow_parallel import remote as remote_mod
+        from gitflow_parallel.commands import publish as publish_cmd
 
         def render(r: dict[str, Any]) -> None:
             render_published(r)
             click.echo(f"next: git parallel worker --remote {remote} --task {task}  (on each worker machine), "
                        f"then git parallel collect {task}")
 
-        run_verb(as_json, lambda: remote_mod.publish(_project(), task, remote, agent=list(command), timeout=timeout),
+        run_verb(as_json, lambda: publish_cmd.publish(_project(), task, remote, agent=list(command), timeout=timeout),
                  render)
         return
     live = sys.stderr.isatty() and not as_json
@@ -451,12 +453,12 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
     def call() -> dict[str, Any]:
         try:
             if until_pass is not None:
-                from gitflow_parallel import iterate
+                from gitflow_parallel.cli.compose import until_pass as run_until_pass
 
-                return iterate.until_pass(_project(), task, list(command), until_pass,
+                return run_until_pass(_project(), task, list(command), until_pass,
                                           instances=list(instances) or None, timeout=timeout, jobs=jobs,
                                           progress=progress, tmux=use_tmux)
-            return runner.run(_project(), task, list(command), instances=list(instances) or None,
+            return run_cmd.run(_project(), task, list(command), instances=list(instances) or None,
                               timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux)
         finally:
             if live:
@@ -465,7 +467,7 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
     if until_pass is not None:
         run_verb(as_json, call, render_rounds, ok=lambda r: bool(r["ok"]))
     else:
-        run_verb(as_json, call, render_run, ok=runner.succeeded)
+        run_verb(as_json, call, render_run, ok=run_cmd.succeeded)
 
 
 @main_group.command()

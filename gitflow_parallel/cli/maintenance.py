@@ -38,7 +38,7 @@ def demo(directory: str | None, keep: bool, as_json: bool) -> None:
     changes nothing), check, pick, install the hooks and watch a plain
     `git merge` of a loser be refused, merge the winner, and print the
     status table and the landed commit's note.  No network, no real agent."""
-    from gitflow_parallel.demo import run_demo
+    from gitflow_parallel.commands.demo import run_demo
 
     echo = (lambda s: click.echo(s, err=True)) if as_json else click.echo
     run_verb(as_json, lambda: run_demo(directory, keep, echo=echo))
@@ -60,9 +60,9 @@ def hooks_group() -> None:
 def hooks_install(as_json: bool) -> None:
     """Install pre-merge-commit, reference-transaction and post-checkout.
     Running it again only rewrites what changed."""
-    from gitflow_parallel import hooks
+    from gitflow_parallel.commands import hooks_install as hooks_install_cmd
 
-    run_verb(as_json, lambda: hooks.install(_project()), render_hooks)
+    run_verb(as_json, lambda: hooks_install_cmd.install(_project()), render_hooks)
 
 
 @hooks_group.command("uninstall")
@@ -70,18 +70,18 @@ def hooks_install(as_json: bool) -> None:
 def hooks_uninstall(as_json: bool) -> None:
     """Remove git-parallel's hook scripts (only those) and put back the hooks
     they replaced."""
-    from gitflow_parallel import hooks
+    from gitflow_parallel.commands import hooks_install as hooks_install_cmd
 
-    run_verb(as_json, lambda: hooks.uninstall(_project()), render_hooks)
+    run_verb(as_json, lambda: hooks_install_cmd.uninstall(_project()), render_hooks)
 
 
 @hooks_group.command("status")
 @json_option
 def hooks_status(as_json: bool) -> None:
     """Per hook: ours, foreign or absent, and where."""
-    from gitflow_parallel import hooks
+    from gitflow_parallel.commands import hooks_install as hooks_install_cmd
 
-    run_verb(as_json, lambda: hooks.status(_project()), render_hooks)
+    run_verb(as_json, lambda: hooks_install_cmd.status(_project()), render_hooks)
 
 
 @main_group.command("_hook", hidden=True, context_settings={"ignore_unknown_options": True})
@@ -92,9 +92,9 @@ def hooks_status(as_json: bool) -> None:
 def hook_cmd(name: str, common_dir: str, branch: str | None, args: tuple[str, ...]) -> None:
     """The slow path of the installed hook scripts (not for people): exit 0
     lets git go on, 10 refuses; reference-transaction reads its stdin."""
-    from gitflow_parallel import hooks
+    from gitflow_parallel.commands import hook_impl as hook_impl_cmd
 
-    sys.exit(hooks.run(name, list(args), common_dir, branch=branch, stdin=sys.stdin))
+    sys.exit(hook_impl_cmd.run(name, list(args), common_dir, branch=branch, stdin=sys.stdin))
 
 
 @main_group.command()
@@ -109,9 +109,9 @@ def recover(task: str, dry_run: bool, as_json: bool) -> None:
     first; if any cannot be, nothing changes (PARALLEL_RECOVERY_REFUSED).
     Each step goes to <common>/parallel/audit/<run_id>.jsonl; running it
     again is a no-op.  Failed instances are never retried."""
-    from gitflow_parallel import recovery
+    from gitflow_parallel.commands import recover as recover_cmd
 
-    run_verb(as_json, lambda: recovery.recover(_project(), task, dry_run=dry_run), render_recover)
+    run_verb(as_json, lambda: recover_cmd.recover(_project(), task, dry_run=dry_run), render_recover)
 
 
 @main_group.command()
@@ -122,6 +122,6 @@ def validate(task: str | None, as_json: bool) -> None:
     archive refs, evidence, picks, notes and git lock files, each with a
     code, a severity and the command that helps.  Exits 1 when any is an
     error."""
-    from gitflow_parallel import recovery
+    from gitflow_parallel.commands import validate as validate_cmd
 
-    run_verb(as_json, lambda: recovery.validate(_project(), task), render_validate, ok=lambda r: bool(r["ok"]))
+    run_verb(as_json, lambda: validate_cmd.validate(_project(), task), render_validate, ok=lambda r: bool(r["ok"]))

@@ -22,14 +22,14 @@ def publish(task: str, remote: str, as_json: bool) -> None:
     (the run record: frozen config and sha256, instances, agent command),
     in one atomic push.  Workers (`git parallel worker --remote R`) take
     their instances from there."""
-    from gitflow_parallel import remote as remote_mod
+    from gitflow_parallel.commands import publish as publish_cmd
 
     def render(r: dict[str, Any]) -> None:
         render_published(r)
         if not r["agent"]:
             click.echo(f"next: git parallel run {task} --remote {remote} -- <agent command>")
 
-    run_verb(as_json, lambda: remote_mod.publish(_project(), task, remote), render)
+    run_verb(as_json, lambda: publish_cmd.publish(_project(), task, remote), render)
 
 
 @main_group.command()
@@ -42,9 +42,9 @@ def diff(task: str, ids: tuple[str, ...], stat: bool, as_json: bool) -> None:
     IDs named); with exactly two IDs, the change from the first attempt to
     the second.  --stat prints a table of files with +added -removed per
     attempt instead of the patches."""
-    from gitflow_parallel import review
+    from gitflow_parallel.commands import diff as diff_cmd
 
-    run_verb(as_json, lambda: review.diff(_project(), task, list(ids) or None, stat=stat), render_diff)
+    run_verb(as_json, lambda: diff_cmd.diff(_project(), task, list(ids) or None, stat=stat), render_diff)
 
 
 @main_group.command()
@@ -56,9 +56,9 @@ def diff(task: str, ids: tuple[str, ...], stat: bool, as_json: bool) -> None:
 def show(task: str, instance: str, lines: int, as_json: bool) -> None:
     """One attempt: its record, its gates with the last lines of their
     logs, its score, and why it won or lost its track."""
-    from gitflow_parallel import review
+    from gitflow_parallel.commands import show as show_cmd
 
-    run_verb(as_json, lambda: review.show(_project(), task, instance, lines=lines), render_show)
+    run_verb(as_json, lambda: show_cmd.show(_project(), task, instance, lines=lines), render_show)
 
 
 @main_group.command()
@@ -72,19 +72,19 @@ def logs(task: str, instance: str, gate: str | None, agent: bool, follow: bool, 
     """Print an instance's agent log, or with --gate NAME one gate's log:
     from <common>/parallel/logs/, or from its evidence ref where the file is
     not here (a fetched run, a pruned log folder)."""
-    from gitflow_parallel import review
+    from gitflow_parallel.commands import logs as logs_cmd
 
     if gate and agent:
         raise click.UsageError("give --gate NAME or --agent, not both")
     if follow and not as_json:
         def stream() -> None:
-            for chunk in review.follow(_project(), task, instance, gate):
+            for chunk in logs_cmd.follow(_project(), task, instance, gate):
                 sys.stdout.buffer.write(chunk)
                 sys.stdout.buffer.flush()
 
         run_verb(False, stream)
         return
-    run_verb(as_json, lambda: review.logs(_project(), task, instance, gate),
+    run_verb(as_json, lambda: logs_cmd.logs(_project(), task, instance, gate),
              lambda r: click.echo(r["text"], nl=False))
 
 
@@ -98,13 +98,13 @@ def report(task: str, html_file: str | None, as_json: bool) -> None:
     external assets, no script): one column per attempt with verdict, score,
     gates and their durations, charts of gate durations and lines changed,
     the pick and why, the landing, and each attempt's highlighted diff."""
-    from gitflow_parallel import report as report_mod
+    from gitflow_parallel.commands import report as report_cmd
 
     def render(r: dict[str, Any]) -> None:
         click.echo(f"wrote {r['path']} ({len(r['attempts'])} attempts)")
         click.echo(f"open it: python3 -m webbrowser file://{r['path']}")
 
-    run_verb(as_json, lambda: report_mod.report(_project(), task, html_file), render)
+    run_verb(as_json, lambda: report_cmd.report(_project(), task, html_file), render)
 
 
 # -- share: push / fetch / prune --------------------------------------------------------
@@ -199,13 +199,13 @@ def worker(remote: str, task: str | None, once: bool, max_instances: int | None,
     that dies leaves a claim that expires, and its pushed commits stay
     reachable from the claim.  Exit 0 when every instance it claimed was
     delivered (whatever the agent's own outcome)."""
-    from gitflow_parallel import worker as worker_mod
+    from gitflow_parallel.commands import worker as worker_cmd
 
     def say(text: str) -> None:
         if not as_json:
             click.echo(f"git parallel worker: {text}", err=True)
 
-    run_verb(as_json, lambda: worker_mod.work(_project(), remote, task=task, once=once, max_instances=max_instances,
+    run_verb(as_json, lambda: worker_cmd.work(_project(), remote, task=task, once=once, max_instances=max_instances,
                                               instance=instance, index=index, lease_s=lease_s, wait=wait,
                                               name=name, progress=say),
              render_worker, ok=lambda r: all(row.get("delivered") for row in r["instances"]))
@@ -221,7 +221,7 @@ def collect(task: str, remote: str | None, as_json: bool) -> None:
     commit and its branch moved there; this run's note lines are copied.
     Says which instances are still claimed, by which worker, and for how
     long.  Then pick and merge as usual (merge re-proves the landing)."""
-    from gitflow_parallel import remote as remote_mod
+    from gitflow_parallel.commands import collect as collect_cmd
 
     def render(r: dict[str, Any]) -> None:
         click.echo(f"collected run {r['run_id']} of {r['task']} from {r['remote']}")
@@ -238,4 +238,4 @@ def collect(task: str, remote: str | None, as_json: bool) -> None:
         else:
             click.echo(f"next: git parallel pick {task}")
 
-    run_verb(as_json, lambda: remote_mod.collect(_project(), task, remote), render)
+    run_verb(as_json, lambda: collect_cmd.collect(_project(), task, remote), render)

@@ -39,7 +39,7 @@ class Repo:
     """A repository as git-parallel sees it: its common dir and main worktree."""
 
     def __init__(self, repo: pygit2.Repository, common_dir: Path) -> None:
-        self.git = repo
+        self.pygit = repo  # the pygit2 handle (the git CLI is run through run_git)
         self.common_dir = common_dir
         self.parallel_dir = common_dir / "parallel"
         # The worktree the command was started in (may be a linked one).
@@ -82,13 +82,13 @@ class Repo:
     # -- objects and refs ----------------------------------------------------
     def signature(self) -> pygit2.Signature:
         try:
-            return self.git.default_signature
+            return self.pygit.default_signature
         except (KeyError, pygit2.GitError):
             return pygit2.Signature(DEFAULT_NAME, DEFAULT_EMAIL)
 
     def ref_target(self, name: str) -> str | None:
         try:
-            ref = self.git.references[name]
+            ref = self.pygit.references[name]
         except (KeyError, pygit2.InvalidSpecError):
             return None
         try:
@@ -101,7 +101,7 @@ class Repo:
         because the winner is landed by moving it."""
         if spec is None:
             # The branch of the worktree the command runs in (a linked one too).
-            head = self.git.references.get("HEAD")
+            head = self.pygit.references.get("HEAD")
             if head is None or head.type != pygit2.enums.ReferenceType.SYMBOLIC:
                 raise ParallelError(
                     BASE_NOT_FOUND,
@@ -127,7 +127,7 @@ class Repo:
                 hint="pass --base with the branch the work should land on (spawning inside an instance's "
                      "worktree needs it too)",
             )
-        commit = self.git.get(oid)
+        commit = self.pygit.get(oid)
         if not isinstance(commit, pygit2.Commit):
             raise ParallelError(BASE_NOT_FOUND, f"base {name} does not point at a commit", hint="pass --base <branch>")
         return name, oid
@@ -136,7 +136,7 @@ class Repo:
         """Move ``name`` from ``old`` to ``new``; False if it is not at ``old``.
 
         ``old=None`` means the ref must not exist yet."""
-        refs = self.git.references
+        refs = self.pygit.references
         if old is None:
             return self.create_ref(name, new, message)
         try:
@@ -157,7 +157,7 @@ class Repo:
 
     def delete_ref(self, name: str, expected: str | None = None) -> bool:
         try:
-            ref = self.git.references[name]
+            ref = self.pygit.references[name]
         except KeyError:
             return False
         if expected is not None and str(ref.target) != expected:
@@ -174,7 +174,7 @@ class Repo:
         return True
 
     def refs_under(self, prefix: str) -> Iterable[tuple[str, str]]:
-        for name in self.git.references:
+        for name in self.pygit.references:
             if name.startswith(prefix):
                 target = self.ref_target(name)
                 if target:
@@ -183,13 +183,13 @@ class Repo:
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:
             return True
-        return self.git.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor))
+        return self.pygit.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor))
 
     def tree_of(self, commit: str) -> str:
-        return str(self.git.get(commit).peel(pygit2.Commit).tree_id)
+        return str(self.pygit.get(commit).peel(pygit2.Commit).tree_id)
 
     def _diff(self, old: str, new: str) -> pygit2.Diff:
-        return self.git.diff(self.git.get(old).peel(pygit2.Tree), self.git.get(new).peel(pygit2.Tree))
+        return self.pygit.diff(self.pygit.get(old).peel(pygit2.Tree), self.pygit.get(new).peel(pygit2.Tree))
 
     def changed_lines(self, old: str, new: str) -> int:
         """Lines added plus lines deleted from commit ``old`` to ``new``,

@@ -95,7 +95,7 @@ def lookup(repo: Repo, name: str) -> str | None:
 
 def _fetched_remotes(repo: Repo) -> list[str]:
     names = set()
-    for ref in repo.git.references:
+    for ref in repo.pygit.references:
         if ref.startswith(REMOTES_PREFIX + "/"):
             names.add(ref.split("/")[2])
     return sorted(names)
@@ -105,27 +105,27 @@ def tree_file(repo: Repo, commit: str | None, path: str) -> bytes | None:
     if commit is None:
         return None
     try:
-        entry = repo.git.get(commit).peel(pygit2.Commit).tree[path]
+        entry = repo.pygit.get(commit).peel(pygit2.Commit).tree[path]
     except (KeyError, ValueError, AttributeError, pygit2.GitError):
         return None
-    blob = repo.git.get(entry.id)
+    blob = repo.pygit.get(entry.id)
     return blob.data if isinstance(blob, pygit2.Blob) else None
 
 
 def tree_of_files(repo: Repo, files: dict[str, bytes]) -> pygit2.Oid:
     """A tree holding ``files`` (paths with at most one folder level)."""
     folders: dict[str, dict[str, bytes]] = {}
-    top = repo.git.TreeBuilder()
+    top = repo.pygit.TreeBuilder()
     for path, data in sorted(files.items()):
         folder, _, name = path.rpartition("/")
         if folder:
             folders.setdefault(folder, {})[name] = data
         else:
-            top.insert(name, repo.git.create_blob(data), pygit2.GIT_FILEMODE_BLOB)
+            top.insert(name, repo.pygit.create_blob(data), pygit2.GIT_FILEMODE_BLOB)
     for folder, entries in folders.items():
-        sub = repo.git.TreeBuilder()
+        sub = repo.pygit.TreeBuilder()
         for name, data in entries.items():
-            sub.insert(name, repo.git.create_blob(data), pygit2.GIT_FILEMODE_BLOB)
+            sub.insert(name, repo.pygit.create_blob(data), pygit2.GIT_FILEMODE_BLOB)
         top.insert(folder, sub.write(), pygit2.GIT_FILEMODE_TREE)
     return top.write()
 
@@ -193,12 +193,12 @@ def commit_pack(project: Project, record: dict[str, Any], inst_id: str, attempt:
         if current is not None and tree_file(repo, current, "pack.json") == pack_bytes:
             return None
         tree = tree_of_files(repo, _pack_files(pack_bytes, pack_logs(pack, agent_log), limit))
-        parents = [p for p in (pack.get("commit"), current) if p and p in repo.git]
+        parents = [p for p in (pack.get("commit"), current) if p and p in repo.pygit]
         sig = repo.signature()
         message = (f"git-parallel: evidence of {record['task']}/{inst_id} attempt {attempt} ({pack.get('verdict')})\n\n"
                    f"Parallel-Run: {record['run_id']}\nParallel-Commit: {pack.get('commit')}\n"
                    f"Evidence-Sha256: {binding['sha256']}\n")
-        return str(repo.git.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=p) for p in parents]))
+        return str(repo.pygit.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=p) for p in parents]))
 
     _publish(repo, name, build)
     return name
@@ -231,7 +231,7 @@ def load_pack(project: Project, record: dict[str, Any], inst_id: str, attempt: i
         if data is not None and sha256_bytes(data) == binding.get("sha256"):
             pack = json.loads(data)
             return pack if isinstance(pack, dict) else None
-        parents = project.repo.git.get(commit).parent_ids
+        parents = project.repo.pygit.get(commit).parent_ids
         commit = str(parents[-1]) if len(parents) > 1 else None
     return None
 
@@ -263,18 +263,18 @@ def snapshot_commit(project: Project, record: dict[str, Any], parent: str | None
     sig = repo.signature()
     message = (f"git-parallel: run {record['task']} {record['status']} (revision {record['run_revision']})\n\n"
                f"Parallel-Run: {record['run_id']}\n")
-    return str(repo.git.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=parent)] if parent else []))
+    return str(repo.pygit.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=parent)] if parent else []))
 
 
 def snapshot_run(project: Project, record: dict[str, Any]) -> str:
     """Keep the record (and its pick records) on ``refs/parallel/runs/<run_id>``
-    (also the manifest workers read, see ``remote.py``)."""
+    (also the manifest workers read, see ``git/transport``)."""
     repo = project.repo
     files = _snapshot_files(record)
     name = run_ref(record["run_id"])
 
     def build(current: str | None) -> str | None:
-        if current is not None and repo.git.get(current).peel(pygit2.Commit).tree_id == tree_of_files(repo, files):
+        if current is not None and repo.pygit.get(current).peel(pygit2.Commit).tree_id == tree_of_files(repo, files):
             return None
         return snapshot_commit(project, record, current, files)
 
@@ -402,7 +402,7 @@ def _git_failed(what: str, proc: Any, hint: str) -> ParallelError:
 def _identity(repo: Repo) -> list[str]:
     """``-c user.*`` for git commands that commit, when no identity is configured."""
     try:
-        repo.git.default_signature
+        repo.pygit.default_signature
         return []
     except (KeyError, pygit2.GitError):
         sig = repo.signature()
@@ -609,7 +609,7 @@ def _newest_commit_time(repo: Repo, refs: list[str]) -> float:
     for name in refs:
         oid = repo.ref_target(name)
         if oid is not None:
-            times.append(repo.git.get(oid).peel(pygit2.Commit).commit_time)
+            times.append(repo.pygit.get(oid).peel(pygit2.Commit).commit_time)
     return max(times) if times else 0.0
 
 

@@ -1,8 +1,52 @@
-"""The remote a run travels through: fetch and leased atomic pushes, run
-manifests, and the claim refs workers coordinate with.
+"""Runs that travel: run manifests, claims, and collecting the results,
+through one git remote.
 
-``publish``, ``collect``, ``worker`` and ``merge --push`` all move refs
-through this module."""
+A run whose attempts happen on other machines is coordinated by refs on a
+remote every machine can reach; git hosting gives compare-and-swap on refs
+(``git push --atomic --force-with-lease=<ref>:<expected>``) and nothing more
+is needed.
+
+``refs/parallel/runs/<run_id>`` (the **manifest**)
+    one commit per publication, each on the previous one, whose tree holds
+    ``record.yaml``: the run record as the coordinator has it, with the
+    frozen config and its sha256, the base, the instances (id, track,
+    branch, attempt, start) and ``remote`` (the remote's name, the agent
+    command from ``run --remote -- CMD``, its timeout).  It is the same
+    snapshot ``git/share`` keeps of every run, so the manifest never goes
+    stale when that module writes the ref.  A worker needs
+    nothing else from the coordinator: it re-derives the config from the
+    base commit's ``.gitparallel.yaml`` and refuses a manifest that differs.
+``refs/parallel/claims/<run_id>/<id>`` (a **claim**)
+    a chain of commits whose tree holds ``claim.json`` (below).  It is
+    created with an empty lease, so of two workers pushing at once exactly
+    one succeeds; every later state (renewal, takeover, done, released) is
+    a child of the previous one pushed with a lease on it, so the chain is
+    linear and every push of it a fast-forward.  While an agent runs, the
+    renewals carry the attempt's tip as a second parent: a worker that dies
+    leaves its commits reachable from the claim.
+``refs/heads/parallel/<task>/<id>``, ``refs/parallel/evidence/<run_id>/<id>/<attempt>``, the notes ref
+    what a worker delivers, in one atomic push with its final claim state.
+
+Leases.  A claim holds ``lease_s`` and ``expires_epoch`` (the holder's clock
+at its last renewal plus the lease); a worker renews every third of the
+lease.  Another worker may take over a claim whose expiry has passed on its
+own clock (machines' clocks must agree to well within a lease), by pushing
+a child commit with a lease on the expired one; the takeover names the
+claim, worker and work it replaced.  A claim whose attempt is older than
+the manifest's (a retried instance) is free again.
+
+On the coordinator, ``collect`` fetches claims, branches and evidence into
+tracking refs (``refs/parallel-remotes/<remote>/…``, forced, like any
+remote-tracking ref; branches into ``refs/remotes/<remote>/…``), binds each
+finished attempt's evidence to its pushed commit in the local record, moves
+the instance branch there, and copies this run's note lines.  ``merge``
+re-proves the landing on the coordinator (``merge.verify: always``), so a
+worker's evidence is never the only thing trusted.
+
+Ref names, the run snapshot, evidence commits and notes merging are
+``git/share``'s; this module adds the claims and the leased atomic pushes.
+``commands/publish`` and ``commands/collect`` are the verbs that use them.
+"""
 
 from __future__ import annotations
 
@@ -112,7 +156,7 @@ def moved(repo: Repo, remote: str, updates: list[Update]) -> list[str]:
 def _commit(repo: Repo, files: dict[str, bytes], message: str, parents: Iterable[str]) -> str:
     sig = repo.signature()
     tree = tree_of_files(repo, files)
-    return str(repo.git.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=p) for p in parents]))
+    return str(repo.pygit.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=p) for p in parents]))
 
 
 # -- the manifest ------------------------------------------------------------------------
@@ -195,7 +239,7 @@ def claim_history(repo: Repo, commit: str | None) -> list[dict[str, Any]]:
         claim = read_claim(repo, commit)
         if claim is None:
             break
-        parents = [str(p) for p in repo.git.get(commit).parent_ids]
+        parents = [str(p) for p in repo.pygit.get(commit).parent_ids]
         out.append({**claim, "commit": commit})
         commit = parents[0] if parents else None
     return list(reversed(out))
@@ -266,7 +310,7 @@ def run_note_lines(repo: Repo, notes_ref: str, run_id: str, commits: Iterable[st
     """This run's note lines on ``commits`` (lines of other runs stay where they are)."""
     out = []
     for oid in dict.fromkeys(commits):
-        for text in notes.read(repo.git, notes_ref, oid):
+        for text in notes.read(repo.pygit, notes_ref, oid):
             try:
                 if json.loads(text).get("run_id") == run_id:
                     out.append((oid, text))
@@ -281,9 +325,9 @@ def notes_on(repo: Repo, base: str | None, entries: list[tuple[str, str]], messa
     Built on a scratch ref, which is removed again; None if nothing is new."""
     scratch = f"refs/parallel-tmp/notes-{time.monotonic_ns()}"
     if base is not None:
-        repo.git.references.create(scratch, pygit2.Oid(hex=base), force=True)
+        repo.pygit.references.create(scratch, pygit2.Oid(hex=base), force=True)
     try:
-        made = notes.add(repo.git, scratch, entries, message, repo.signature())
+        made = notes.add(repo.pygit, scratch, entries, message, repo.signature())
     finally:
         repo.delete_ref(scratch)
     return made

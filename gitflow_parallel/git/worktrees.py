@@ -186,7 +186,7 @@ def create(repo: Repo, task: str, base_commit: str, instances: list[dict[str, An
     made_branches: list[str] = []
     made_paths: list[Path] = []
     made_admin: list[str] = []
-    commit = repo.git.get(base_commit)
+    commit = repo.pygit.get(base_commit)
     try:
         for inst in instances:
             path = Path(inst["worktree"])
@@ -195,7 +195,7 @@ def create(repo: Repo, task: str, base_commit: str, instances: list[dict[str, An
                 raise _create_failed(inst, f"the path {path} already exists")
             if (repo.common_dir / "worktrees" / name).exists():
                 raise _create_failed(inst, f"a worktree named {name} is already registered")
-            if inst["branch"] in repo.git.branches.local:
+            if inst["branch"] in repo.pygit.branches.local:
                 raise _create_failed(inst, f"the branch {inst['branch']} already exists")
             clash = _ref_in_the_way(repo, f"refs/heads/{inst['branch']}")
             if clash:
@@ -210,7 +210,7 @@ def create(repo: Repo, task: str, base_commit: str, instances: list[dict[str, An
         (repo.common_dir / "worktrees").mkdir(exist_ok=True)
         for inst in instances:
             try:
-                repo.git.branches.local.create(inst["branch"], commit)
+                repo.pygit.branches.local.create(inst["branch"], commit)
             except (OSError, pygit2.GitError, ValueError) as exc:
                 raise _create_failed(inst, f"git refused the branch {inst['branch']}: {exc}") from None
             made_branches.append(inst["branch"])
@@ -245,9 +245,9 @@ def _ref_in_the_way(repo: Repo, name: str) -> str | None:
     parts = name.split("/")
     for k in range(2, len(parts)):
         prefix = "/".join(parts[:k])
-        if prefix != "refs/heads" and prefix in repo.git.references:
+        if prefix != "refs/heads" and prefix in repo.pygit.references:
             return prefix
-    for other in repo.git.references:
+    for other in repo.pygit.references:
         if other.startswith(name + "/"):
             return other
     return None
@@ -274,7 +274,7 @@ def _rollback(repo: Repo, task: str, branches: list[str], paths: list[Path], adm
         shutil.rmtree(repo.common_dir / "worktrees" / name, ignore_errors=True)
     for branch in branches:
         try:
-            repo.git.branches.local.delete(branch)
+            repo.pygit.branches.local.delete(branch)
         except (KeyError, pygit2.GitError):
             pass
     # Remove empty task folders we may have created under the worktree root.
@@ -296,10 +296,10 @@ def archive(repo: Repo, run_id: str, inst_id: str, attempt: int, oid: str) -> st
         # archives the base next time): moving the ref would drop the tip.
         return name
     if current is None:
-        repo.git.references.create(name, pygit2.Oid(hex=oid), force=False)
+        repo.pygit.references.create(name, pygit2.Oid(hex=oid), force=False)
     elif repo.is_ancestor(current, oid):
         # The attempt produced more since it was archived: keep the newer tip.
-        repo.git.references[name].set_target(pygit2.Oid(hex=oid), "git-parallel: archive")
+        repo.pygit.references[name].set_target(pygit2.Oid(hex=oid), "git-parallel: archive")
     else:
         raise ParallelError(
             E.WORKTREE_CLEANUP_FAILED,
@@ -316,7 +316,7 @@ def _commit_oid(repo: Repo, text: str) -> str | None:
     if text.startswith("ref:"):
         return repo.ref_target(text[4:].strip())
     try:
-        obj = repo.git.get(text)
+        obj = repo.pygit.get(text)
     except (ValueError, pygit2.GitError):
         return None
     return str(obj.id) if isinstance(obj, pygit2.Commit) else None
@@ -422,7 +422,7 @@ def keep_modules(repo: Repo, run_id: str, task: str, inst: dict[str, Any]) -> li
     return made
 
 
-def is_ours(repo: Repo, task: str, inst: dict[str, Any]) -> bool:
+def is_our_worktree(repo: Repo, task: str, inst: dict[str, Any]) -> bool:
     """Is the folder at the instance's path the worktree git-parallel made?
     (Its ``.git`` file points at our admin folder.)"""
     target = read_gitdir_file(Path(inst["worktree"]) / ".git")
@@ -438,7 +438,7 @@ def check_removable(repo: Repo, record: dict[str, Any], inst: dict[str, Any]) ->
     path = Path(inst["worktree"])
     if not os.path.lexists(path):
         return
-    if not is_ours(repo, record["task"], inst):
+    if not is_our_worktree(repo, record["task"], inst):
         raise ParallelError(
             E.WORKTREE_CLEANUP_FAILED,
             f"{path} is not the worktree git-parallel made for instance {inst['id']}; it is left alone",
@@ -492,7 +492,7 @@ def remove(repo: Repo, record: dict[str, Any], inst: dict[str, Any], force: bool
     if admin.exists():
         shutil.rmtree(admin)
     try:
-        repo.git.branches.local.delete(branch)
+        repo.pygit.branches.local.delete(branch)
     except KeyError:
         pass
     try:
@@ -505,7 +505,7 @@ def remove(repo: Repo, record: dict[str, Any], inst: dict[str, Any], force: bool
 def reset(repo: Repo, inst: dict[str, Any], commit: str) -> None:
     """Point the instance's branch at ``commit`` and make its worktree match,
     untracked files removed (used by retry, after archiving)."""
-    branch_ref = repo.git.references[f"refs/heads/{inst['branch']}"]
+    branch_ref = repo.pygit.references[f"refs/heads/{inst['branch']}"]
     branch_ref.set_target(pygit2.Oid(hex=commit), "git-parallel: retry from base")
     path = Path(inst["worktree"])
     wt = pygit2.Repository(str(path))

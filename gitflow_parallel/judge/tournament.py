@@ -25,7 +25,7 @@ a judge.  Its stdout and stderr are kept in
 ``<common>/parallel/logs/<run_id>/judge-<track>-<round>.<a>-<b>.log`` (and
 ``…-stderr.log``), and the match record says what it answered.
 
-Who wins a match is the caller's business (selection.py): the judge only
+Who wins a match is the caller's business (``judge/selection``): the judge only
 ever sees candidates that passed every enforced gate.
 """
 

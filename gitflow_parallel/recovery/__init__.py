@@ -70,6 +70,6 @@ What recover decides, and why:
 from __future__ import annotations
 
 from gitflow_parallel.recovery.scan import Finding, Repair, Scan, missing_notes, recovery_id, required_notes
-from gitflow_parallel.recovery.verbs import recover, validate
+
 
 __all__ = ["Finding", "Repair", "Scan", "missing_notes", "recover", "recovery_id", "required_notes", "validate"]

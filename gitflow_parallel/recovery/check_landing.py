@@ -314,7 +314,7 @@ class LandingChecks(RunContext):
 
     def _previous_from_reflog(self, landed: str) -> str | None:
         try:
-            entries = list(self.repo.git.references[self.record["base"]["ref"]].log())
+            entries = list(self.repo.pygit.references[self.record["base"]["ref"]].log())
         except (KeyError, pygit2.GitError):
             return None
         for entry in entries:  # newest first

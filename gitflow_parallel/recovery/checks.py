@@ -55,7 +55,7 @@ class RunCheck(SpawnChecks, InstanceChecks, EvidenceChecks, LandingChecks):
             if self.scan.commit(tip) is None:
                 continue
             if walker is None:
-                walker = self.repo.git.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)
+                walker = self.repo.pygit.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)
                 walker.hide(pygit2.Oid(hex=hide))
             else:
                 walker.push(pygit2.Oid(hex=tip))
@@ -197,8 +197,8 @@ def lock_findings(scan: Scan, task: str | None) -> list[Finding]:
     return out
 
 
-def _all_records(project: Project) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[ParallelError]]:
-    """Live records, retired (runs/done/) records, and the errors of those that do not load."""
+def _all_records(project: Project) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, ParallelError]]]:
+    """Live records, retired (runs/done/) records, and (task, error) for those that do not load."""
     live, problems = project.store.load_all()
     done = []
     if project.store.done_dir.is_dir():

@@ -64,7 +64,7 @@ def _attach_worktree(project: Project, task: str, inst: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     (repo.common_dir / "worktrees").mkdir(exist_ok=True)
     try:
-        repo.git.add_worktree(name, str(path), repo.git.branches.local[inst["branch"]])
+        repo.pygit.add_worktree(name, str(path), repo.pygit.branches.local[inst["branch"]])
     except (pygit2.GitError, KeyError, ValueError) as exc:
         raise ParallelError(
             E.WORKTREE_CREATE_FAILED,

@@ -135,7 +135,7 @@ class Scan:
         if not oid:
             return None
         try:
-            obj = self.repo.git.get(oid)
+            obj = self.repo.pygit.get(oid)
         except (ValueError, pygit2.GitError):
             return None
         return obj if isinstance(obj, pygit2.Commit) else None
@@ -147,7 +147,7 @@ class Scan:
             return False
 
     def notes_on(self, notes_ref: str, oid: str) -> list[dict[str, Any]]:
-        return notes.records(self.repo.git, notes_ref, oid)
+        return notes.records(self.repo.pygit, notes_ref, oid)
 
     def git_users(self) -> list[tuple[int, str]] | None:
         """Live git (or git-parallel) processes working in this repository,

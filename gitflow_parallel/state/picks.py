@@ -167,7 +167,7 @@ def who(project: Project) -> str:
     """The person acting: ``git config user.email`` (the identity git would
     commit with when it is unset)."""
     try:
-        email = project.repo.git.config["user.email"]
+        email = project.repo.pygit.config["user.email"]
     except (KeyError, pygit2.GitError):
         email = None
     return email or project.repo.signature().email or "unknown"
@@ -219,3 +219,13 @@ def picks_of_track(project: Project, record: dict[str, Any], track: str) -> list
     except ParallelError:
         current = None
     return out + ([current] if current else [])
+
+
+def refuse_closed(record: dict[str, Any], verb: str) -> None:
+    if record["status"] in ("merged", "aborted"):
+        landed = (record.get("merge") or {}).get("landed")
+        raise ParallelError(
+            E.BRANCH_TERMINAL,
+            f"run {record['run_id']} of {record['task']!r} is {record['status']}"
+            + (f" (landed {landed[:12]})" if landed else "") + f"; nothing to {verb}",
+            hint=f"spawn a new run with `git parallel spawn {record['task']}`")

@@ -25,7 +25,7 @@ class Project:
         return self.repo.ref_target(f"refs/heads/{inst['branch']}")
 
     def add_notes(self, record: dict[str, Any], entries: Iterable[tuple[str, str]], what: str) -> str | None:
-        return notes.add(self.repo.git, record["config"]["notes_ref"], list(entries),
+        return notes.add(self.repo.pygit, record["config"]["notes_ref"], list(entries),
                          f"git-parallel: {what} ({record['task']}, {record['run_id']})", self.repo.signature())
 
     def mirror_notes(self, record: dict[str, Any], entries: Iterable[tuple[str, str]], what: str) -> str | None:

@@ -30,7 +30,7 @@ from gitflow_parallel import faults
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, env_seconds, utcnow
 from gitflow_parallel.model import (FINISHED_RUN, INSTANCE_STATUSES, RUN_STATUSES, SCHEMA_VERSION, derive_run_status,
-                                     bump, find_instance, move)
+                                     bump, find_instance)
 
 LOCK_TIMEOUT = env_seconds("GIT_PARALLEL_LOCK_TIMEOUT", 60.0)
 
@@ -233,14 +233,14 @@ class Store:
             return []
         return sorted(p.name[: -len(".yaml")] for p in self.runs_dir.glob("*.yaml"))
 
-    def load_all(self) -> tuple[list[dict[str, Any]], list[ParallelError]]:
-        """Every current record, plus the errors of those that failed to load."""
+    def load_all(self) -> tuple[list[dict[str, Any]], list[tuple[str, ParallelError]]]:
+        """Every current record, plus (task, error) for those that failed to load."""
         records, problems = [], []
         for task in self.tasks():
             try:
                 records.append(self.load(task))
             except ParallelError as exc:
-                problems.append(exc)
+                problems.append((task, exc))
         return records, problems
 
     # -- writing ---------------------------------------------------------------
@@ -372,15 +372,6 @@ class Store:
             return result
 
         return self.update(task, apply, expected_revision)
-
-    def transition(self, task: str, inst_id: str, to: str, expected_instance_revision: int | None = None,
-                   expected_attempt: int | None = None, **fields: Any) -> dict[str, Any]:
-        """Move one instance to status ``to`` (checked by model.move)."""
-        def apply(record: dict[str, Any], inst: dict[str, Any]) -> None:
-            move(record, inst, to, **fields)  # type: ignore[arg-type]
-
-        record, _ = self.update_instance(task, inst_id, apply, expected_instance_revision, expected_attempt)
-        return record
 
     # -- the hooks' index ---------------------------------------------------------
     def write_live_index(self, changed: dict[str, Any] | None = None) -> None:

@@ -1,7 +1,20 @@
-"""A run as a reader sees it: the record, its picks and packs, and each
-attempt's tip, read from the local store or, for a run this clone only
-fetched, from the shared refs.  ``status``, ``diff``, ``show``, ``logs``
-and ``report`` all read through it."""
+"""A run as a reader sees it (``status``, ``diff``, ``show``, ``logs``,
+``report``).
+
+A run is read through a ``RunView``, from one of two sources:
+
+* the local record (``<common>/parallel/runs/<task>.yaml``), with packs,
+  picks and logs from their files, falling back to the refs for what a
+  cleanup or another machine left only there;
+* in a clone that did not make the run, its snapshot on
+  ``refs/parallel/runs/<run_id>`` (fetched with ``git parallel fetch``; see
+  ``git/share``): packs and logs from the evidence refs, tips from the archive
+  refs, picks from the snapshot.  Every pack and pick is still checked
+  against the sha256 the record binds, so a fetched copy is judged exactly
+  as the original.
+
+Nothing here writes anything.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +52,7 @@ class RunView:
 
     @property
     def repo(self) -> pygit2.Repository:
-        return self.project.repo.git
+        return self.project.repo.pygit
 
     def instance(self, inst_id: str) -> dict[str, Any]:
         return find_instance(self.record, inst_id)

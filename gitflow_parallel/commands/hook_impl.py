@@ -62,7 +62,7 @@ Deciding whether anything is brought in reads only the live index and git
 (``git for-each-ref``, ``git rev-list``), never YAML or pygit2, because it runs
 on every fast-forward, reset and merge of a live base; records, picks and
 evidence are read (through
-``Project``, ``selection`` and ``evidence``) only when an instance commit is at
+``Project``, ``state/picks`` and ``evidence``) only when an instance commit is at
 stake.  A run whose record cannot be read then refuses, with its own code:
 what cannot be verified does not land.
 
@@ -100,9 +100,8 @@ an update that brings in its commits is then refused with
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable
 
@@ -112,249 +111,11 @@ from typing import IO, Any, Callable
 # they are used.
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import atomic_write
+from gitflow_parallel.state.live import LiveRun, read_live
+from gitflow_parallel.git.plain import git_out
+from gitflow_parallel.errors import HOOK_INTERNAL, HOOK_REFUSED
 
-HOOK_NAMES = ("pre-merge-commit", "reference-transaction", "post-checkout")
-VERSION = 1
-# Identifies scripts we wrote, whatever their version (pre-commit's model).
-HOOK_ID = "6f1d0c52-5b7e-4bb5-9a43-1f6a2e7c9d30"
-LEGACY_SUFFIX = ".legacy"
-HOOK_REFUSED = 10
-HOOK_INTERNAL = 3
-TEMPLATES = "gitflow_parallel.hook_templates"
 ZERO_OID = frozenset({"0" * 40, "0" * 64})
-
-
-# -- where the hooks go ---------------------------------------------------------
-def _git_out(args: list[str], cwd: str | os.PathLike[str] | None = None, check: bool = True) -> str:
-    """Run git (inheriting the environment, as a hook's git must) and return stdout."""
-    proc = subprocess.run(["git", *args], cwd=None if cwd is None else str(cwd), capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
-    return proc.stdout if proc.returncode == 0 else ""
-
-
-def _worktree_top(project: Any) -> Path:
-    top = project.repo.workdir or project.repo.main_workdir
-    assert top is not None, "Project.open refuses repositories without a worktree"
-    return Path(top)
-
-
-def hooks_dir(project: Any) -> Path:
-    """The folder git runs this worktree's hooks from, as git itself says."""
-    top = _worktree_top(project)
-    out = _git_out(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=top).strip()
-    return Path(out)
-
-
-def _layout(folder: Path, common: Path) -> str:
-    """``common`` when ``folder`` is ``<common>/hooks`` (the script can find the
-    common dir from its own path), else ``shared``."""
-    return "common" if os.path.realpath(folder) == os.path.realpath(common / "hooks") else "shared"
-
-
-def _core_hooks_path(project: Any) -> str | None:
-    out = _git_out(["config", "--get", "core.hooksPath"], cwd=_worktree_top(project), check=False).strip()
-    return out or None
-
-
-# -- the scripts -----------------------------------------------------------------
-def _template(name: str) -> str:
-    """A template from the source checkout this package was imported from
-    (its top-level hooks/, beside pyproject.toml), else from the installed
-    package.  The checkout comes first: with the package on PYTHONPATH while
-    an editable install of another checkout is in the environment,
-    ``gitflow_parallel.hook_templates`` names that other checkout's hooks/."""
-    import importlib.resources
-
-    top = Path(__file__).resolve().parent.parent
-    source = top / "hooks" / name
-    if (top / "pyproject.toml").is_file() and source.is_file():
-        return source.read_text(encoding="utf-8")
-    return importlib.resources.files(TEMPLATES).joinpath(name).read_text(encoding="utf-8")
-
-
-def render(hook: str, python: str, common_dir: str, layout: str) -> str:
-    """The script for ``hook``: the common part with the hook's body inlined,
-    so the installed file depends on nothing in the package at run time."""
-    import shlex
-
-    if hook not in HOOK_NAMES:
-        raise ValueError(f"not a git-parallel hook: {hook}")
-    values = {
-        "@VERSION@": str(VERSION), "@HOOK_ID@": HOOK_ID, "@HOOK@": hook, "@PYTHON@": shlex.quote(python),
-        "@COMMON_DIR@": shlex.quote(common_dir), "@LAYOUT@": layout, "@REFUSED@": str(HOOK_REFUSED),
-    }
-    text = _template("common.sh.tmpl").replace("@BODY@", _template(f"{hook}.sh").rstrip("\n"))
-    for key, value in values.items():
-        text = text.replace(key, value)
-    return text
-
-
-def _head_of_file(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(4096).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-
-
-def is_ours(path: Path) -> bool:
-    head = _head_of_file(path)
-    return head is not None and any(
-        line.startswith("# git-parallel hook v") and HOOK_ID in line for line in head.splitlines()[:5])
-
-
-def _present(path: Path) -> bool:
-    return path.exists() or path.is_symlink()
-
-
-def state_of(path: Path) -> str:
-    if not _present(path):
-        return "absent"
-    return "ours" if is_ours(path) else "foreign"
-
-
-def _recorded(path: Path) -> dict[str, str]:
-    """The values one of our scripts recorded (GP_PYTHON, GP_COMMON_DIR, GP_LAYOUT)."""
-    import shlex
-
-    out: dict[str, str] = {}
-    head = _head_of_file(path) or ""
-    for line in head.splitlines():
-        for key in ("GP_PYTHON", "GP_COMMON_DIR", "GP_LAYOUT"):
-            if line.startswith(key + "="):
-                try:
-                    parts = shlex.split(line[len(key) + 1:])
-                except ValueError:
-                    parts = []
-                out[key] = parts[0] if parts else ""
-    return out
-
-
-# -- install / uninstall / status ----------------------------------------------------
-def install(project: Any) -> dict[str, Any]:
-    """Install (or refresh) the three hooks; foreign ones are kept as ``.legacy``."""
-    folder = hooks_dir(project)
-    common = Path(project.repo.common_dir).resolve()
-    layout = _layout(folder, common)
-    python = os.path.abspath(sys.executable)
-    plan = []
-    for name in HOOK_NAMES:
-        path, legacy = folder / name, folder / f"{name}{LEGACY_SUFFIX}"
-        if path.is_dir() and not path.is_symlink():
-            raise ParallelError(
-                E.CONFIG_INVALID, f"{path} is a folder, where git expects the {name} hook",
-                hint="move it away, then run `git parallel hooks install` again")
-        state = state_of(path)
-        if state == "foreign" and _present(legacy):
-            # Moving the hook onto the .legacy would lose one of the two.
-            raise ParallelError(
-                E.CONFIG_INVALID,
-                f"{path} is a hook of someone else and {legacy.name} exists beside it; installing would have to "
-                "replace one of them; nothing was changed",
-                hint=f"merge the two by hand into {legacy} (which git-parallel runs first) and remove {path}, "
-                     "then run `git parallel hooks install` again")
-        plan.append((name, path, legacy, state))
-    folder.mkdir(parents=True, exist_ok=True)
-    results = []
-    for name, path, legacy, state in plan:
-        text = render(name, python, str(common), layout)
-        if state == "ours" and _head_of_file(path) is not None and path.read_text(encoding="utf-8") == text \
-                and os.access(path, os.X_OK):
-            action = "unchanged"
-        else:
-            if state == "foreign":
-                os.replace(path, legacy)
-            # git must never see a half-written hook, nor one without its x bit.
-            atomic_write(path, text, mode=0o755)
-            action = {"absent": "installed", "ours": "updated", "foreign": "installed"}[state]
-        results.append({"name": name, "path": str(path), "action": action,
-                        "legacy": str(legacy) if _present(legacy) else None,
-                        "kept_foreign": state == "foreign"})
-    return {"hooks_dir": str(folder), "layout": layout, "python": python, "common_dir": str(common),
-            "core_hooks_path": _core_hooks_path(project), "hooks": results}
-
-
-def uninstall(project: Any) -> dict[str, Any]:
-    """Remove our scripts and put each ``.legacy`` hook back; foreign hooks stay."""
-    folder = hooks_dir(project)
-    results = []
-    for name in HOOK_NAMES:
-        path, legacy = folder / name, folder / f"{name}{LEGACY_SUFFIX}"
-        state = state_of(path)
-        restored = False
-        if state == "ours":
-            path.unlink()
-        if state in ("ours", "absent") and _present(legacy):
-            os.replace(legacy, path)
-            restored = True
-        if state == "foreign":
-            action = "left alone (not ours)"
-        elif state == "ours":
-            action = "removed" + (f"; restored the hook kept as {legacy.name}" if restored else "")
-        else:
-            action = f"restored the hook kept as {legacy.name}" if restored else "absent"
-        results.append({"name": name, "path": str(path), "action": action, "state_before": state,
-                        "restored_legacy": restored})
-    return {"hooks_dir": str(folder), "hooks": results}
-
-
-def status(project: Any) -> dict[str, Any]:
-    """Per hook: ours, foreign or absent, where, and what ours recorded."""
-    folder = hooks_dir(project)
-    common = Path(project.repo.common_dir).resolve()
-    hooks = []
-    for name in HOOK_NAMES:
-        path, legacy = folder / name, folder / f"{name}{LEGACY_SUFFIX}"
-        state = state_of(path)
-        entry: dict[str, Any] = {"name": name, "path": str(path), "state": state,
-                                 "legacy": str(legacy) if _present(legacy) else None}
-        if state == "ours":
-            rec = _recorded(path)
-            python = rec.get("GP_PYTHON", "")
-            entry.update(python=python, python_exists=bool(python) and os.access(python, os.X_OK),
-                         recorded_common_dir=rec.get("GP_COMMON_DIR"), layout=rec.get("GP_LAYOUT"),
-                         current=path.read_text(encoding="utf-8") == render(
-                             name, python or sys.executable, rec.get("GP_COMMON_DIR") or str(common),
-                             rec.get("GP_LAYOUT") or _layout(folder, common)))
-        hooks.append(entry)
-    live = read_live(common / "parallel")
-    return {"hooks_dir": str(folder), "layout": _layout(folder, common), "common_dir": str(common),
-            "core_hooks_path": _core_hooks_path(project), "installed": all(h["state"] == "ours" for h in hooks),
-            "live_index": (common / "parallel" / "live").is_file(),
-            "live_runs": sorted(r.task for r in live.values()), "hooks": hooks}
-
-
-# -- the live index ------------------------------------------------------------------
-@dataclass
-class LiveRun:
-    """One live run as ``parallel/live`` lists it (see ``Store.write_live_index``)."""
-
-    run_id: str
-    task: str
-    base_ref: str
-    base_commit: str | None
-    branches: dict[str, str] = field(default_factory=dict)  # full ref -> instance id
-
-
-def read_live(parallel_dir: Path) -> dict[str, LiveRun]:
-    """The live runs by run id; empty when there is no index."""
-    try:
-        text = (parallel_dir / "live").read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):
-        return {}
-    runs: dict[str, LiveRun] = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 4 and parts[0] == "base":
-            run = runs.setdefault(parts[3], LiveRun(parts[3], parts[2], parts[1], None))
-            run.base_ref, run.task = parts[1], parts[2]
-            run.base_commit = parts[4] if len(parts) > 4 else None
-        elif len(parts) >= 5 and parts[0] == "branch":
-            run = runs.setdefault(parts[3], LiveRun(parts[3], parts[2], "", None))
-            run.branches[parts[1]] = parts[4]
-    return runs
 
 
 # -- what an update brings in ----------------------------------------------------------
@@ -379,7 +140,7 @@ class Verdict:
 def _rev_list(heads: list[str], exclude: list[str]) -> list[str]:
     if not heads:
         return []
-    return _git_out(["rev-list", *heads, "--not", *exclude, "--"]).split()
+    return git_out(["rev-list", *heads, "--not", *exclude, "--"]).split()
 
 
 def _base_commit(run: LiveRun, common_dir: Path) -> str:
@@ -395,7 +156,7 @@ def _owners(runs: list[LiveRun]) -> list[Owner]:
     patterns = []
     for run in runs:
         patterns += [f"refs/heads/parallel/{run.task}", f"refs/parallel/archive/{run.run_id}"]
-    out = _git_out(["for-each-ref", "--format=%(objectname) %(refname)", *patterns]) if patterns else ""
+    out = git_out(["for-each-ref", "--format=%(objectname) %(refname)", *patterns]) if patterns else ""
     owners = []
     for line in out.splitlines():
         oid, _, ref = line.partition(" ")
@@ -538,11 +299,11 @@ def merge_heads(environ: dict[str, str] | None = None) -> list[str]:
                    if key.startswith("GITHEAD_") and len(key) - len("GITHEAD_") in (40, 64))
     if heads:
         return heads
-    path = Path(_git_out(["rev-parse", "--git-path", "MERGE_HEAD"]).strip())
+    path = Path(git_out(["rev-parse", "--git-path", "MERGE_HEAD"]).strip())
     try:
         return [line.split()[0] for line in path.read_text().splitlines() if line.strip()]
     except OSError:
-        one = _git_out(["rev-parse", "-q", "--verify", "MERGE_HEAD^{commit}"], check=False).strip()
+        one = git_out(["rev-parse", "-q", "--verify", "MERGE_HEAD^{commit}"], check=False).strip()
         return [one] if one else []
 
 
@@ -554,7 +315,7 @@ def check_merge(common_dir: Path) -> Verdict:
     heads = merge_heads()
     if not heads:
         return Verdict(True)
-    head = _git_out(["rev-parse", "-q", "--verify", "HEAD^{commit}"], check=False).strip()
+    head = git_out(["rev-parse", "-q", "--verify", "HEAD^{commit}"], check=False).strip()
     owners = _owners(runs)
     doing = "merging " + ", ".join(_describe(h, owners) for h in heads)
     verdict = _judge(common_dir, runs, owners, heads, [head] if head else [], lambda: heads, doing)
@@ -579,14 +340,14 @@ def check_ref_updates(common_dir: Path, lines: list[str]) -> Verdict:
         if old in ZERO_OID:
             # git passes no old value for a forced update: the ref's value now
             # (still the old one while the transaction is only prepared).
-            old = _git_out(["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"], check=False).strip() or old
+            old = git_out(["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"], check=False).strip() or old
         exclude = [] if old in ZERO_OID else [old]
         short = ref[len("refs/heads/"):] if ref.startswith("refs/heads/") else ref
         owners = _owners(mine)
         doing = f"moving {short} to {_describe(new, owners)}"
 
         def new_and_parents(new: str = new) -> list[str]:
-            return _git_out(["rev-list", "--parents", "-n", "1", new]).split() or [new]
+            return git_out(["rev-list", "--parents", "-n", "1", new]).split() or [new]
 
         verdict = _judge(common_dir, mine, owners, [new], exclude, new_and_parents, doing)
         if not verdict.allowed:
@@ -608,10 +369,10 @@ def _checked_out_here(ref: str) -> bool:
     """Is ``ref`` the branch of the worktree the hook runs in?  receive-pack
     (``git push .``) runs hooks inside the git dir with ``GIT_DIR=.``, where
     git takes the git dir itself for a worktree; no files were touched there."""
-    git_dir = _git_out(["rev-parse", "--absolute-git-dir"], check=False).strip()
+    git_dir = git_out(["rev-parse", "--absolute-git-dir"], check=False).strip()
     if not git_dir or os.path.realpath(git_dir) == os.path.realpath(os.getcwd()):
         return False
-    return _git_out(["symbolic-ref", "-q", "HEAD"], check=False).strip() == ref
+    return git_out(["symbolic-ref", "-q", "HEAD"], check=False).strip() == ref
 
 
 def _read_record(parallel_dir: Path, run: LiveRun) -> dict[str, Any]:

@@ -1,6 +1,5 @@
-"""The two verbs: ``validate`` (every finding) and ``recover`` (repair
-them, or refuse and change nothing).
-"""
+"""``git parallel recover``: repair what ``validate`` finds, in the one order
+``recovery/plan`` keeps, or refuse and change nothing."""
 
 from __future__ import annotations
 
@@ -14,43 +13,9 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.model import FINISHED_RUN
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.recovery.checks import RunCheck, _all_records, intent_findings, lock_findings, orphan_findings
+from gitflow_parallel.recovery.checks import RunCheck, _all_records, lock_findings, orphan_findings
 from gitflow_parallel.recovery.plan import _apply, _audit, _in_order, audit_path
-from gitflow_parallel.recovery.scan import ERROR, Finding, Scan, recovery_id
-
-
-# -- validate ------------------------------------------------------------------------
-def validate(project: Project, task: str | None = None) -> dict[str, Any]:
-    """Every inconsistency, as findings; ``ok`` is False when any is an error."""
-    if task is not None:
-        check_name(task, "task")
-    scan = Scan(project)
-    live, done, problems = _all_records(project)
-    findings: list[Finding] = []
-    for exc in problems:
-        path_task = _task_of_problem(exc)
-        if task is None or path_task == task:
-            findings.append(Finding(E.RECORD_INVALID, ERROR, exc.message, exc.hint or "", task=path_task))
-    checked = [r for r in live if task is None or r["task"] == task]
-    for rec in checked:
-        findings += RunCheck(scan, rec).run()
-    orphans = orphan_findings(scan, live + done, task)
-    findings += orphans
-    if task is None:
-        findings += intent_findings(project, live, done)
-    findings += lock_findings(scan, task)
-    if task is not None and not checked and not orphans and not any(f.code == E.RECORD_INVALID for f in findings):
-        project.store.load(task)  # raises PARALLEL_RUN_NOT_FOUND with its hint
-    errors = sum(1 for f in findings if f.severity == ERROR)
-    return {"ok": errors == 0, "task": task, "errors": errors, "warnings": len(findings) - errors,
-            "runs": [{"task": r["task"], "run_id": r["run_id"], "status": r["status"],
-                      "run_revision": r["run_revision"]} for r in checked],
-            "findings": [f.as_json() for f in findings]}
-
-
-def _task_of_problem(exc: ParallelError) -> str | None:
-    match = re.search(r"runs/([^/\s]+)\.yaml", exc.message)
-    return match.group(1) if match else None
+from gitflow_parallel.recovery.scan import Scan, recovery_id
 
 
 # -- recover --------------------------------------------------------------------------

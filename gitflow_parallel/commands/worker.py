@@ -1,5 +1,5 @@
 """The worker: ``git parallel worker --remote R`` in any clone that can reach
-the remote a run was published to (``remote.py``).
+the remote a run was published to (``git/transport``).
 
 A pipeline per instance, top-down:
 
@@ -18,13 +18,13 @@ A pipeline per instance, top-down:
    worker can share a clone with other work) and makes the instance's
    branch and worktree at the attempt's start commit.
 4. **Run and keep the lease.**  The agent runs through the ordinary runner
-   (``runner.run``: process group, watchdog, timeout, leftovers committed).
+   (``proc/agents.run``: process group, watchdog, timeout, leftovers committed).
    A thread renews the claim every third of the lease, each renewal
    carrying the attempt's tip, so a worker that dies leaves its commits on
    the remote.  A renewal the remote refuses means another worker took
    over: the agent is stopped (SIGTERM to ourselves, which the runner turns
    into an orderly abort) and nothing is delivered.
-5. **Check.**  A succeeded agent's attempt is judged by ``gates.check`` in a
+5. **Check.**  A succeeded agent's attempt is judged by ``check.check`` in a
    clean checkout, as on one machine.
 6. **Deliver.**  One atomic push: the instance branch (leased on what the
    remote had), the evidence ref (must not exist), the claim's ``done``
@@ -51,9 +51,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gitflow_parallel import config, model, runner
+from gitflow_parallel import config, model
+from gitflow_parallel.proc import agents
 from gitflow_parallel.git import transport as R
-from gitflow_parallel.judge import gates
 from gitflow_parallel.git import share, worktrees
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
@@ -63,6 +63,7 @@ from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.state.store import Store
+from gitflow_parallel.judge import check
 
 WORKER_DIR = "worker"
 _STOP = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
@@ -296,7 +297,7 @@ def prepare(project: Project, record: dict[str, Any], inst: dict[str, Any], remo
     _refuse_coordinator(project, record)
     R.fetch(repo, remote, [f"+refs/heads/{inst['branch']}:{R.branch_tracking(remote, inst['branch'])}"])
     start = (inst.get("start") or {}).get("commit") or record["base"]["commit"]
-    if start not in repo.git:
+    if start not in repo.pygit:
         raise ParallelError(E.BASE_NOT_FOUND, f"the attempt's start {start[:12]} is not on {remote}",
                             hint=f"`git parallel publish {task} --remote {remote}` on the coordinator pushes it")
     config.verify_frozen(repo, record)  # the manifest's config must be the base commit's
@@ -340,7 +341,7 @@ def _evidence(wp: Project, task: str, inst_id: str) -> tuple[str | None, dict[st
     """(evidence commit, binding, what the check said) for the checked instance."""
     out: dict[str, Any] = {}
     try:
-        checked = gates.check(wp, task, instances=[inst_id])
+        checked = check.check(wp, task, instances=[inst_id])
     except ParallelError as exc:
         return None, None, {"error": f"error[{exc.code}]: {exc.message}"}
     if checked["errors"]:
@@ -368,7 +369,7 @@ def _deliver(project: Project, lease: Lease, record: dict[str, Any], inst: dict[
     branch_ref = f"refs/heads/{inst['branch']}"
     for _ in range(R.NOTES_PUSH_ATTEMPTS):
         theirs = R.ls_remote(repo, remote, [notes_ref]).get(notes_ref)
-        if theirs is not None and theirs not in repo.git:
+        if theirs is not None and theirs not in repo.pygit:
             R.fetch(repo, remote, [f"+{notes_ref}:{share.notes_tracking_ref(remote, notes_ref)}"])
         made = R.notes_on(repo, theirs, entries, f"git-parallel: worker {lease.worker} ({record['task']}, {run_id})")
         updates = [R.Update(done_claim, lease.ref, lease.oid or "")]
@@ -440,7 +441,7 @@ def run_one(project: Project, lease: Lease) -> Outcome:
     lease.on_lost = lost
     lease.keep_alive(inst["branch"])
     try:
-        summary = runner.run(wp, task, argv, instances=[inst["id"]], timeout=timeout)
+        summary = agents.run(wp, task, argv, instances=[inst["id"]], timeout=timeout)
         phase["agent"] = False
         ran = summary["instances"][0]
         tip = wp.tip(find_instance(wp.store.load(task), inst["id"])) or ran["head"]

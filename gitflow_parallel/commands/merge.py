@@ -39,10 +39,6 @@ pushed first; ``merge --pr`` pushes the winner's branch and asks ``gh`` or
 
 from __future__ import annotations
 
-import difflib
-import shlex
-import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -62,292 +58,8 @@ from gitflow_parallel.state.intent import clear_intent, intent_path
 from gitflow_parallel.git.worktrees import base_worktree
 from gitflow_parallel.git import retire
 from gitflow_parallel.git import transport
-
-BASE_SIDE_POLICIES = ("first_pass_wins",)
-WINNER_SIDE_POLICIES = ("last_pass_wins", "winner_takes_all")
-
-
-def _landing_paths(repo: pygit2.Repository, old_tree: pygit2.Tree, new_tree: pygit2.Tree) -> set[str]:
-    """Every path the landing changes, with the folders that hold them."""
-    out: set[str] = set()
-    for delta in repo.diff(old_tree, new_tree).deltas:
-        for rel in {delta.old_file.path, delta.new_file.path}:
-            parts = rel.split("/")
-            out.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
-    return out
-
-
-def _dirty(path: Path, new_tree: pygit2.Tree | None, old_tree: pygit2.Tree | None = None) -> list[str]:
-    """Changes in the base worktree that an update of it would endanger:
-    tracked changes to paths the landing changes (as ``git merge`` does,
-    changes elsewhere stay where they are), and untracked files the new tip
-    would overwrite.  Without the trees, every tracked change counts."""
-    wt = pygit2.Repository(str(path))
-    touched = _landing_paths(wt, old_tree, new_tree) if new_tree is not None and old_tree is not None else None
-    out = []
-    for rel, flags in wt.status(untracked_files="all", ignored=False).items():
-        if flags == pygit2.GIT_STATUS_CURRENT or flags & pygit2.GIT_STATUS_IGNORED:
-            continue
-        if touched is not None and flags != pygit2.GIT_STATUS_WT_NEW and rel.rstrip("/") not in touched:
-            continue  # the landing leaves this path alone: so does the update of the worktree
-        if flags == pygit2.GIT_STATUS_WT_NEW:
-            # An untracked file is in the way if the new tip has that path, or
-            # a file where one of its parent folders is.
-            if new_tree is None or not _in_the_way(new_tree, rel.rstrip("/")):
-                continue
-        out.append(rel)
-    return sorted(out)
-
-
-def _in_the_way(tree: pygit2.Tree, rel: str) -> bool:
-    parts = rel.split("/")
-    for i in range(1, len(parts) + 1):
-        try:
-            entry = tree["/".join(parts[:i])]
-        except KeyError:
-            return False
-        if i < len(parts) and entry.type_str != "tree":
-            return True  # a file of the new tip where our folder is
-    return True
-
-
-def _refuse_dirty(path: Path, dirty: list[str]) -> ParallelError:
-    shown = ", ".join(dirty[:10]) + (" …" if len(dirty) > 10 else "")
-    return ParallelError(
-        E.BASE_DIRTY,
-        f"the base branch is checked out in {path}, which has uncommitted changes the landing would "
-        f"overwrite: {shown}",
-        hint="commit or stash them there (git stash -u), then run `git parallel merge` again; nothing was changed",
-    )
-
-
-# -- computing the landing --------------------------------------------------------------
-def _lines(repo: pygit2.Repository, entry: pygit2.IndexEntry | None) -> list[bytes] | None:
-    """The lines of a conflict side, or None when it has no text (absent, binary)."""
-    if entry is None:
-        return None
-    data = repo.odb.read(entry.id)[1]
-    return None if b"\0" in data[:8000] else data.splitlines(keepends=True)
-
-
-def _changed_regions(old: list[bytes], new: list[bytes]) -> list[tuple[int, int, int, int]]:
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    return [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
-
-
-def conflict_hunks(ancestor: list[bytes], ours: list[bytes], theirs: list[bytes]) -> list[dict[str, Any]]:
-    """Where the two sides changed the same (or touching) lines of the
-    ancestor, differently: per hunk the 1-based line ranges in the base's
-    and in the winner's file, and how many lines each side wrote there."""
-    regions = sorted([(i1, i2, j1, j2, "ours") for i1, i2, j1, j2 in _changed_regions(ancestor, ours)]
-                     + [(i1, i2, j1, j2, "theirs") for i1, i2, j1, j2 in _changed_regions(ancestor, theirs)])
-    groups: list[list[tuple[int, int, int, int, str]]] = []
-    for region in regions:
-        if groups and region[0] <= max(r[1] for r in groups[-1]):
-            groups[-1].append(region)
-        else:
-            groups.append([region])
-    hunks = []
-    for group in groups:
-        sides = {r[4] for r in group}
-        ours_part = [ours[j1:j2] for i1, i2, j1, j2, side in group if side == "ours"]
-        theirs_part = [theirs[j1:j2] for i1, i2, j1, j2, side in group if side == "theirs"]
-        if sides != {"ours", "theirs"} or ours_part == theirs_part:
-            continue  # one side only, or both made the same change: git merges it
-        hunk: dict[str, Any] = {}
-        for side, lines in (("ours", ours), ("theirs", theirs)):
-            mine = [r for r in group if r[4] == side]
-            lo, hi = min(r[2] for r in mine), max(r[3] for r in mine)
-            hunk["base_lines" if side == "ours" else "winner_lines"] = [lo + 1, max(lo + 1, hi)]
-            hunk["base_written" if side == "ours" else "winner_written"] = sum(r[3] - r[2] for r in mine)
-        hunks.append(hunk)
-    return hunks
-
-
-def _folder_clash(tree: pygit2.Tree, path: str) -> bool:
-    """Is ``path`` a folder in ``tree``, or under a file of it?"""
-    parts = path.split("/")
-    for k in range(1, len(parts) + 1):
-        try:
-            entry = tree["/".join(parts[:k])]
-        except KeyError:
-            return False
-        if (k < len(parts)) != (entry.type_str == "tree"):
-            return True
-    return False
-
-
-def _conflicts(repo: pygit2.Repository, index: pygit2.Index, ours_tree: pygit2.Tree,
-               theirs_tree: pygit2.Tree) -> list[dict[str, Any]]:
-    """Every conflicted path with its hunks (text) or what kind of conflict it is."""
-    out = []
-    for ancestor, ours, theirs in index.conflicts:
-        path = (ancestor or ours or theirs).path
-        texts = [_lines(repo, e) for e in (ancestor, ours, theirs)]
-        if (ours is None and _folder_clash(ours_tree, path)) or (theirs is None and _folder_clash(theirs_tree, path)):
-            kind, hunks = "a file on one side, a folder on the other", []
-        elif ours is None or theirs is None:
-            kind, hunks = ("deleted by the base" if ours is None else "deleted by the winner"), []
-        elif texts[1] is None or texts[2] is None:
-            kind, hunks = "binary", []
-        else:
-            kind, hunks = "text", conflict_hunks(texts[0] or [], texts[1], texts[2])
-        out.append({"path": path, "kind": kind, "hunks": hunks,
-                    "winner_lines_dropped": sum(h["winner_written"] for h in hunks),
-                    "base_lines_dropped": sum(h["base_written"] for h in hunks)})
-    return sorted(out, key=lambda c: c["path"])
-
-
-def _describe_conflicts(conflicts: list[dict[str, Any]]) -> str:
-    parts = []
-    for c in conflicts:
-        if not c["hunks"]:
-            parts.append(f"{c['path']} ({c['kind']})")
-            continue
-        ranges = "; ".join(f"base lines {h['base_lines'][0]}-{h['base_lines'][1]}, "
-                           f"winner lines {h['winner_lines'][0]}-{h['winner_lines'][1]}" for h in c["hunks"])
-        parts.append(f"{c['path']} ({ranges})")
-    return "\n  ".join(parts)
-
-
-def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, policy: str,
-               message: str, sig: pygit2.Signature, what: str) -> tuple[pygit2.Oid, list[dict[str, Any]]]:
-    """A merge commit of ``theirs`` into ``ours`` resolved by ``policy``;
-    returns its oid and the conflicts the policy decided (with the lines of
-    each side it dropped)."""
-    plain = repo.merge_commits(ours, theirs)
-    conflicts = (_conflicts(repo, plain, repo.get(ours).peel(pygit2.Tree), repo.get(theirs).peel(pygit2.Tree))
-                 if plain.conflicts else [])
-    if conflicts and policy == "refuse":
-        raise ParallelError(
-            E.MERGE_CONFLICT,
-            f"{what} conflicts with the base:\n  {_describe_conflicts(conflicts)}\nnothing moved",
-            hint="start a new attempt from the base as it is now (`git parallel retry TASK ID --onto-current`, "
-                 "then run, check, pick), merge by hand (git merge), or choose merge.policy first_pass_wins "
-                 "or last_pass_wins in .gitparallel.yaml for new runs",
-            conflicts=conflicts)
-    if conflicts:
-        if policy == "manual":
-            raise AssertionError("manual policy never reaches the merge")
-        favor = pygit2.enums.MergeFavor.OURS if policy in BASE_SIDE_POLICIES else pygit2.enums.MergeFavor.THEIRS
-        index = repo.merge_commits(ours, theirs, favor=favor)
-        if index.conflicts:
-            # Conflicts no hunk-level favor can settle (modify/delete, add/add of
-            # binaries, modes): take the chosen side's whole entry.
-            for ancestor, our, their in list(index.conflicts):
-                side = our if policy in BASE_SIDE_POLICIES else their
-                path = (ancestor or our or their).path
-                del index.conflicts[path]
-                if side is None:
-                    try:
-                        index.remove(path)
-                    except (KeyError, OSError, pygit2.GitError):
-                        pass
-                else:
-                    index.add(pygit2.IndexEntry(side.path, side.id, side.mode))
-    else:
-        index = plain
-    collision = _file_dir_collision(index)
-    if collision:
-        # write_tree would keep one of the two silently, dropping the other
-        # side's work: refuse instead.
-        raise ParallelError(
-            E.MERGE_CONFLICT,
-            f"{collision} is a file on one side and a folder on the other; no policy can keep both",
-            hint="nothing moved; resolve it by hand (git merge) or make the sides agree and run the instance again",
-        )
-    tree = index.write_tree(repo)
-    if tree == repo.get(ours).peel(pygit2.Commit).tree_id:
-        dropped = sum(c["winner_lines_dropped"] for c in conflicts)
-        raise ParallelError(
-            E.MERGE_CONFLICT,
-            f"merging {what} would land nothing: the merged tree is the base's own"
-            + (f" (merge.policy {policy} dropped {dropped} line(s) of the winner)" if conflicts else ""),
-            hint="nothing moved; start a new attempt from the current base "
-                 "(`git parallel retry TASK ID --onto-current`) or merge by hand",
-            conflicts=conflicts)
-    commit = repo.create_commit(None, sig, sig, message, tree, [ours, theirs])
-    for c in conflicts:
-        c["kept"] = "base" if policy in BASE_SIDE_POLICIES else "winner"
-    return commit, conflicts
-
-
-def _file_dir_collision(index: pygit2.Index) -> str | None:
-    """A path that is both a file and a folder in ``index``, if any."""
-    paths = sorted(entry.path for entry in index)
-    files = set(paths)
-    for path in paths:
-        parts = path.split("/")
-        for i in range(1, len(parts)):
-            prefix = "/".join(parts[:i])
-            if prefix in files:
-                return prefix
-    return None
-
-
-DEFAULT_MESSAGE = ("git-parallel: merge {task} track {track} winner {winner}\n\n"
-                   "Run: {run_id}\nWinner: {branch} at {commit}\nPolicy: {policy}\n")
-MESSAGE_FIELDS = ("task", "track", "winner", "branch", "commit", "run_id", "policy", "reason")
-
-
-def landing_message(record: dict[str, Any], pick: dict[str, Any], inst: dict[str, Any]) -> str:
-    """The message of a commit that lands a winner (a merge or a squash):
-    ``merge.message`` or the default, with only the documented ``{field}``s
-    replaced (other braces stay as written)."""
-    template = record["config"]["merge"].get("message") or DEFAULT_MESSAGE
-    values = {"task": record["task"], "track": pick["track"], "winner": inst["id"], "branch": inst["branch"],
-              "commit": pick["winner"]["commit"], "run_id": record["run_id"],
-              "policy": record["config"]["merge"]["policy"], "reason": pick.get("reason") or ""}
-    for key in MESSAGE_FIELDS:
-        template = template.replace("{" + key + "}", values[key])
-    return template if template.endswith("\n") else template + "\n"
-
-
-def _dropped(conflicts: list[dict[str, Any]]) -> int:
-    """Lines the winner wrote in the hunks a policy decided for the base."""
-    return sum(c["winner_lines_dropped"] for c in conflicts if c.get("kept") == "base")
-
-
-def compute(project: Project, record: dict[str, Any], start: str,
-            winners: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
-    """The commit the base would move to from ``start``, track by track."""
-    repo = project.repo.git
-    policy = record["config"]["merge"]["policy"]
-    sig = project.repo.signature()
-    current = pygit2.Oid(hex=start)
-    steps, resolved = [], []
-    squash = bool(record["config"]["merge"].get("squash"))
-    for pick, inst in winners:
-        w = pygit2.Oid(hex=pick["winner"]["commit"])
-        if current == w or repo.descendant_of(current, w):
-            steps.append({"track": pick["track"], "winner": inst["id"], "method": "already-contained"})
-            continue
-        message = landing_message(record, pick, inst)
-        what = f"the winner {inst['id']} of track {pick['track']} ({inst['branch']} at {str(w)[:12]})"
-        if squash:
-            # One new commit on the base with the tree the merge would have.
-            conflicts: list[dict[str, Any]] = []
-            if repo.descendant_of(w, current):
-                tree = repo.get(w).tree_id
-            else:
-                merged, conflicts = _merge_one(repo, current, w, policy, message, sig, what)
-                tree = repo.get(merged).tree_id
-            current = repo.create_commit(None, sig, sig, message, tree, [current])
-            resolved += [{"track": pick["track"], **c} for c in conflicts]
-            steps.append({"track": pick["track"], "winner": inst["id"], "method": "squash", "commit": str(current),
-                          "resolved_files": [c["path"] for c in conflicts],
-                          "winner_lines_dropped": _dropped(conflicts)})
-            continue
-        if repo.descendant_of(w, current):
-            current = w
-            steps.append({"track": pick["track"], "winner": inst["id"], "method": "fast-forward", "commit": str(w)})
-            continue
-        current, conflicts = _merge_one(repo, current, w, policy, message, sig, what)
-        resolved += [{"track": pick["track"], **c} for c in conflicts]
-        steps.append({"track": pick["track"], "winner": inst["id"], "method": "merge", "commit": str(current),
-                      "resolved_files": [c["path"] for c in conflicts],
-                      "winner_lines_dropped": _dropped(conflicts)})
-    return {"commit": str(current), "steps": steps, "resolved_files": resolved}
+from gitflow_parallel.git.landing import compute, dirty_paths, refuse_dirty
+from gitflow_parallel.git.pull_request import pr_body, pr_command, pr_title, pr_tool, run_tool
 
 
 def verify_mode(cfg: dict[str, Any]) -> str:
@@ -443,8 +155,8 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
         start = onto(old) if onto is not None else old
         landing = compute(project, record, start, winners)
         landing["onto"] = start
-        new_tree = repo.git.get(landing["commit"]).tree
-        old_tree = repo.git.get(old).peel(pygit2.Commit).tree
+        new_tree = repo.pygit.get(landing["commit"]).tree
+        old_tree = repo.pygit.get(old).peel(pygit2.Commit).tree
         _check_clean(repo, worktree, new_tree, old_tree)
         verified = _verify(project, record, landing, winners, start)
         if time.monotonic() > deadline:
@@ -468,7 +180,7 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
             _check_clean(repo, worktree, new_tree, old_tree)
             moved = False
             try:
-                ref = repo.git.references[base_ref]
+                ref = repo.pygit.references[base_ref]
             except KeyError:
                 raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {base_ref} no longer exists",
                                     hint="recreate it, or abort the run") from None
@@ -502,9 +214,9 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
 def _check_clean(repo: Repo, worktree: Path | None, new_tree: pygit2.Tree | None,
                  old_tree: pygit2.Tree | None = None) -> None:
     if worktree is not None:
-        dirty = _dirty(worktree, new_tree, old_tree)
+        dirty = dirty_paths(worktree, new_tree, old_tree)
         if dirty:
-            raise _refuse_dirty(worktree, dirty)
+            raise refuse_dirty(worktree, dirty)
 
 
 def landing_notes(record: dict[str, Any], winners: list[tuple[dict[str, Any], dict[str, Any]]],
@@ -625,7 +337,7 @@ def _branch(ref: str) -> str:
 
 def _has(repo: Repo, oid: str) -> bool:
     try:
-        return repo.git.get(oid) is not None
+        return repo.pygit.get(oid) is not None
     except (ValueError, pygit2.GitError):
         return False
 
@@ -728,8 +440,8 @@ def _reland(project: Project, record: dict[str, Any], remote: str, tip: str) -> 
     winners = winner_instances(project, record)
     landing = compute(project, record, tip, winners)
     worktree = base_worktree(repo, base_ref)
-    new_tree = repo.git.get(landing["commit"]).tree
-    old_tree = repo.git.get(landed).peel(pygit2.Commit).tree
+    new_tree = repo.pygit.get(landing["commit"]).tree
+    old_tree = repo.pygit.get(landed).peel(pygit2.Commit).tree
     _check_clean(repo, worktree, new_tree, old_tree)
     verified = _verify(project, record, landing, winners, tip)
     with project.store.lock():
@@ -852,63 +564,6 @@ def merge_push(project: Project, task: str, remote: str) -> dict[str, Any]:
     return result
 
 
-# -- --pr: propose the winner instead of landing it -------------------------------------------
-def _pr_tool(repo: Repo, remote: str) -> tuple[str, str | None]:
-    """``gh`` or ``glab`` (by the remote's host, then by what is on PATH), and its path if found."""
-    url = repo.run_git(["remote", "get-url", remote], check=False).stdout.decode(errors="replace")
-    order = ["glab", "gh"] if "gitlab" in url.lower() else ["gh", "glab"]
-    for name in order:
-        found = shutil.which(name)
-        if found:
-            return name, found
-    return order[0], None
-
-
-def pr_title(record: dict[str, Any], pick: dict[str, Any], inst: dict[str, Any]) -> str:
-    where = "" if record["tracks"] == ["main"] else f" (track {pick['track']})"
-    return f"git-parallel: {record['task']}{where}, winner {inst['id']} of run {record['run_id']}"
-
-
-def pr_body(record: dict[str, Any], pick: dict[str, Any], inst: dict[str, Any], pack: dict[str, Any] | None,
-            remote: str) -> str:
-    """The evidence summary a reviewer reads: the run, the winner and why,
-    each gate's verdict and duration, the score, where the evidence is."""
-    w, run_id = pick["winner"], record["run_id"]
-    size = sum(1 for i in record["instances"] if i["track"] == pick["track"])
-    why = pick["selection_method"] + (f" ({pick['reason']})" if pick.get("reason") else "")
-    score = "unavailable" if pick.get("score") is None else str(pick["score"])
-    ref = share.evidence_ref(run_id, w["id"], w["attempt"])
-    lines = [f"## git-parallel: {record['task']}", "",
-             f"- Run: `{run_id}`",
-             f"- Track: `{pick['track']}`, {size} attempt(s)",
-             f"- Winner: instance `{w['id']}` (`{inst['branch']}` at `{w['commit']}`, attempt {w['attempt']})",
-             f"- Why: {why}",
-             f"- Score: {score}",
-             f"- Verdict: {(pack or {}).get('verdict') or 'unknown'}",
-             "", "| gate | mode | verdict | duration |", "|---|---|---|---|"]
-    for g in (pack or {}).get("gates") or []:
-        took = "" if g.get("duration_s") is None else f"{float(g['duration_s']):.2f}s"
-        lines.append(f"| {g.get('name')} | {g.get('mode')} | {'pass' if g.get('passed') else 'fail'} | {took} |")
-    lines += ["", "Evidence (pushed with this branch):", "",
-              f"- `{ref}` (the pack and the gate logs)",
-              f"- `{share.run_ref(run_id)}` (the run record and the pick)",
-              f"- `{record['config']['notes_ref']}` (`git notes --ref={record['config']['notes_ref'][len('refs/notes/'):]}"
-              f" show {w['commit'][:12]}`)",
-              "", f"Read them with `git parallel fetch {remote}` and `git parallel show {record['task']}`.", ""]
-    return "\n".join(lines)
-
-
-def _pr_command(tool: str, base: str, branch: str, title: str, body_file: Path) -> tuple[list[str], str]:
-    """(argv to run, the command as a person would type it)."""
-    if tool == "glab":
-        argv = ["glab", "mr", "create", "--target-branch", base, "--source-branch", branch, "--title", title,
-                "--description", body_file.read_text(), "--yes"]
-        shown = shlex.join(argv[:-3]) + f' --description "$(cat {shlex.quote(str(body_file))})" --yes'
-        return argv, shown
-    argv = ["gh", "pr", "create", "--base", base, "--head", branch, "--title", title, "--body-file", str(body_file)]
-    return argv, shlex.join(argv)
-
-
 def _push_branches(project: Project, record: dict[str, Any], remote: str,
                    winners: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
     """The winners' branches and the run's provenance in one atomic push;
@@ -957,19 +612,19 @@ def merge_pr(project: Project, task: str, remote: str = "origin") -> dict[str, A
     config.verify_frozen(repo, record)
     winners = _proven_winners(project, record, task, "propose")
     pushed = _push_branches(project, record, remote, winners)
-    tool, found = _pr_tool(repo, remote)
+    tool, found = pr_tool(repo, remote)
     base = _branch(record["base"]["ref"])
     folder = repo.parallel_dir / "prs"
     proposals = []
     for pick, inst in winners:
         body_file = folder / f"{record['run_id']}-{pick['track']}.md"
         atomic_write(body_file, pr_body(record, pick, inst, evidence.load(inst), remote).encode())
-        argv, shown = _pr_command(tool, base, inst["branch"], pr_title(record, pick, inst), body_file)
+        argv, shown = pr_command(tool, base, inst["branch"], pr_title(record, pick, inst), body_file)
         entry: dict[str, Any] = {"track": pick["track"], "winner": inst["id"], "branch": inst["branch"],
                                  "commit": pick["winner"]["commit"], "body_file": str(body_file), "command": shown,
                                  "tool": tool, "ran": bool(found), "url": None, "error": None}
         if found:
-            entry.update(_run_tool([found, *argv[1:]], repo))
+            entry.update(run_tool([found, *argv[1:]], repo))
         proposals.append(entry)
     info = {"remote": remote, "base": base, "requested_at": utcnow(), "proposals": proposals}
 
@@ -987,14 +642,3 @@ def merge_pr(project: Project, task: str, remote: str = "origin") -> dict[str, A
     return result
 
 
-def _run_tool(argv: list[str], repo: Repo) -> dict[str, Any]:
-    """Run ``gh``/``glab`` (an argument list, no shell) where the repository is."""
-    cwd = repo.main_workdir or Path.cwd()
-    try:
-        proc = subprocess.run(argv, cwd=str(cwd), capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    if proc.returncode != 0:
-        return {"error": (proc.stderr or proc.stdout).strip() or f"exit status {proc.returncode}"}
-    urls = [w for w in proc.stdout.split() if w.startswith(("https://", "http://"))]
-    return {"url": urls[-1] if urls else None, "output": proc.stdout.strip()}

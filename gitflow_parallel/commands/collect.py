@@ -1,51 +1,5 @@
-"""Runs that travel: run manifests, claims, and collecting the results,
-through one git remote.
-
-A run whose attempts happen on other machines is coordinated by refs on a
-remote every machine can reach; git hosting gives compare-and-swap on refs
-(``git push --atomic --force-with-lease=<ref>:<expected>``) and nothing more
-is needed.
-
-``refs/parallel/runs/<run_id>`` (the **manifest**)
-    one commit per publication, each on the previous one, whose tree holds
-    ``record.yaml``: the run record as the coordinator has it, with the
-    frozen config and its sha256, the base, the instances (id, track,
-    branch, attempt, start) and ``remote`` (the remote's name, the agent
-    command from ``run --remote -- CMD``, its timeout).  It is the same
-    snapshot ``share.py`` keeps of every run, so the manifest never goes
-    stale when that module writes the ref.  A worker needs
-    nothing else from the coordinator: it re-derives the config from the
-    base commit's ``.gitparallel.yaml`` and refuses a manifest that differs.
-``refs/parallel/claims/<run_id>/<id>`` (a **claim**)
-    a chain of commits whose tree holds ``claim.json`` (below).  It is
-    created with an empty lease, so of two workers pushing at once exactly
-    one succeeds; every later state (renewal, takeover, done, released) is
-    a child of the previous one pushed with a lease on it, so the chain is
-    linear and every push of it a fast-forward.  While an agent runs, the
-    renewals carry the attempt's tip as a second parent: a worker that dies
-    leaves its commits reachable from the claim.
-``refs/heads/parallel/<task>/<id>``, ``refs/parallel/evidence/<run_id>/<id>/<attempt>``, the notes ref
-    what a worker delivers, in one atomic push with its final claim state.
-
-Leases.  A claim holds ``lease_s`` and ``expires_epoch`` (the holder's clock
-at its last renewal plus the lease); a worker renews every third of the
-lease.  Another worker may take over a claim whose expiry has passed on its
-own clock (machines' clocks must agree to well within a lease), by pushing
-a child commit with a lease on the expired one; the takeover names the
-claim, worker and work it replaced.  A claim whose attempt is older than
-the manifest's (a retried instance) is free again.
-
-On the coordinator, ``collect`` fetches claims, branches and evidence into
-tracking refs (``refs/parallel-remotes/<remote>/…``, forced, like any
-remote-tracking ref; branches into ``refs/remotes/<remote>/…``), binds each
-finished attempt's evidence to its pushed commit in the local record, moves
-the instance branch there, and copies this run's note lines.  ``merge``
-re-proves the landing on the coordinator (``merge.verify: always``), so a
-worker's evidence is never the only thing trusted.
-
-Ref names, the run snapshot, evidence commits and notes merging are
-``share.py``'s; this module adds the claims and the leased atomic pushes.
-"""
+"""``git parallel collect``: bring the workers' results home: branches, evidence
+refs and notes fetched, the record brought up to date, claims reported."""
 
 from __future__ import annotations
 
@@ -58,83 +12,12 @@ from typing import Any
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, model
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import atomic_write, sha256_bytes, utcnow
+from gitflow_parallel.files import atomic_write, sha256_bytes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.git.share import EVIDENCE_PREFIX, check_remote, evidence_ref, notes_tracking_ref, run_ref, tree_file
-from gitflow_parallel.model import FINISHED_RUN, find_instance
-from gitflow_parallel.git.transport import CLAIMS_PREFIX, Update, _prune_tracking, branch_tracking, claim_history, claim_state, describe_claim, fetch, fetched_claim, ls_remote, manifest_commit, push, run_note_lines, tracking
-
-
-def _refuse_finished(record: dict[str, Any], verb: str) -> None:
-    if record["status"] in FINISHED_RUN:
-        raise ParallelError(E.BRANCH_TERMINAL, f"run {record['run_id']} of {record['task']!r} is {record['status']}; "
-                            f"nothing to {verb}", hint=f"spawn a new run with `git parallel spawn {record['task']}`")
-
-
-def publish(project: Project, task: str, remote: str, agent: list[str] | None = None,
-            timeout: float | None = None) -> dict[str, Any]:
-    """Push the run's instance branches (and with them the base commit) and
-    its manifest to ``remote``, atomically; with ``agent``, the manifest
-    names the command workers run.  The record then says where it went."""
-    check_name(task, "task")
-    repo = project.repo
-    check_remote(repo, remote)
-    if agent is not None and (not agent or not agent[0]):
-        raise ParallelError(E.EXECUTE_FAILED, "no command to run",
-                            hint=f"give it after --: `git parallel run {task} --remote {remote} -- CMD [ARG...]`")
-    record = project.store.load(task)
-    _refuse_finished(record, "publish")
-    before = record.get("remote") or {}
-    if before.get("name") not in (None, remote):
-        raise ParallelError(E.REMOTE_FAILED, f"run {record['run_id']} is published to {before['name']!r}, "
-                            f"not {remote!r}", hint=f"publish it with --remote {before['name']}")
-    info = {"name": remote, "agent": agent if agent is not None else before.get("agent"),
-            "timeout": timeout if agent is not None else before.get("timeout"), "published_at": utcnow()}
-    # The manifest is built from the record as it will be stored, and the
-    # record changes only once the remote took the push.
-    manifest = manifest_commit(project, {**record, "remote": info})
-    name = run_ref(record["run_id"])
-    there = ls_remote(repo, remote, [name, f"refs/heads/parallel/{task}/*"])
-    updates = [Update(manifest, name, there.get(name, ""))]
-    kept = []
-    for inst in record["instances"]:
-        ref, tip = f"refs/heads/{inst['branch']}", project.tip(inst)
-        if tip is None or there.get(ref) == tip:
-            continue
-        if ref in there:
-            kept.append(inst["id"])  # a worker's work is there: never overwritten from here
-            continue
-        updates.append(Update(tip, ref, ""))
-    pushed = push(repo, remote, updates)
-    if not pushed.ok:
-        raise ParallelError(E.REMOTE_FAILED, f"git push --atomic to {remote} was refused; nothing was pushed: "
-                            f"{pushed.output}", hint=f"see the message; `git parallel publish {task} --remote "
-                            f"{remote}` tries again")
-    repo.cas_ref(name, manifest, repo.ref_target(name), f"git-parallel: publish {task}")
-
-    def apply(rec: dict[str, Any]) -> None:
-        rec["remote"] = info
-
-    record, _ = project.store.update(task, apply)
-    return {"task": task, "run_id": record["run_id"], "remote": remote, "manifest": manifest, "ref": name,
-            "agent": info["agent"], "timeout": info["timeout"], "branches": [u.dst for u in updates[1:]],
-            "kept_remote": kept, "instances": [i["id"] for i in record["instances"]]}
-
-
-def spawn(project: Project, task: str, remote: str, **options: Any) -> dict[str, Any]:
-    """``spawn`` and ``publish`` in one: the run exists here and on ``remote``."""
-    from gitflow_parallel import lifecycle
-
-    check_remote(project.repo, remote)  # before anything is made
-    ls_remote(project.repo, remote, ["refs/parallel/runs/none"])  # reachable?
-    record = lifecycle.spawn(project, task, **options)
-    try:
-        published = publish(project, task, remote)
-    except ParallelError as exc:
-        raise ParallelError(exc.code, f"spawned run {record['run_id']} here, but did not publish it: {exc.message}",
-                            hint=f"`git parallel publish {task} --remote {remote}` once {remote} takes pushes") from None
-    return {**record, "published": published}
+from gitflow_parallel.git.share import EVIDENCE_PREFIX, check_remote, evidence_ref, notes_tracking_ref, tree_file
+from gitflow_parallel.model import find_instance
+from gitflow_parallel.git.transport import CLAIMS_PREFIX, _prune_tracking, branch_tracking, claim_history, claim_state, describe_claim, fetch, fetched_claim, ls_remote, run_note_lines, tracking
 
 
 # -- collect ----------------------------------------------------------------------------------------

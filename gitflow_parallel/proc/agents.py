@@ -646,13 +646,8 @@ class _Runner:
         }
 
 
-def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
-        timeout: float | None = None, jobs: int | None = None,
-        progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False) -> dict[str, Any]:
-    """Run ``argv`` in every selected instance; returns the summary.
-
-    ``progress``, if given, is called with a small state dict whenever
-    something changes (and a few times a second while anything runs)."""
+def refuse_options(task: str, argv: list[str], timeout: float | None, jobs: int | None) -> None:
+    """Refuse a run that cannot start, before anything is claimed."""
     check_name(task, "task")
     if not argv or not argv[0]:
         raise ParallelError(E.EXECUTE_FAILED, "no command to run",
@@ -662,6 +657,16 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
                             hint="pass --timeout S with S > 0, or leave it out for no limit")
     if jobs is not None and jobs < 1:
         raise ParallelError(E.EXECUTE_FAILED, f"--jobs {jobs} is below 1", hint="pass --jobs 1 or more")
+
+
+def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
+        timeout: float | None = None, jobs: int | None = None,
+        progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False) -> dict[str, Any]:
+    """Run ``argv`` in every selected instance; returns the summary.
+
+    ``progress``, if given, is called with a small state dict whenever
+    something changes (and a few times a second while anything runs)."""
+    refuse_options(task, argv, timeout, jobs)
     binary = None
     if tmux:
         from gitflow_parallel.proc.tmux import require_tmux
@@ -729,10 +734,3 @@ def _take_claims(project: Project, record: dict[str, Any], chosen: list[dict[str
                  f"`git parallel abort {task} ID`",
         )
     return taken
-
-
-def succeeded(summary: dict[str, Any]) -> bool:
-    """True when every selected instance ran and succeeded, the run was not
-    interrupted, and the notes were written."""
-    return (not summary["interrupted"] and summary["notes_error"] is None
-            and all(r["ran"] and r["status"] == "succeeded" for r in summary["instances"]))

@@ -1,0 +1,80 @@
+"""The CLI commands made of several commands.
+
+``spawn --remote`` is ``spawn`` then ``publish``; ``run --until-pass`` is
+rounds of ``run``, ``check`` and ``retry``.  A command never imports another
+(``commands/``), so the composition lives here, in the one layer that may
+call several commands, and each step is the ordinary verb: records, notes,
+logs and refusals are exactly theirs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.model import find_instance, retry_candidates, satisfied_tracks
+from gitflow_parallel.state.project import Project
+
+
+def spawn_remote(project: Project, task: str, remote: str, **options: Any) -> dict[str, Any]:
+    """``spawn`` and ``publish`` in one: the run exists here and on ``remote``."""
+    from gitflow_parallel.commands import publish as publish_cmd
+    from gitflow_parallel.commands import spawn as spawn_cmd
+    from gitflow_parallel.git.share import check_remote
+    from gitflow_parallel.git.transport import ls_remote
+
+    check_remote(project.repo, remote)  # before anything is made
+    ls_remote(project.repo, remote, ["refs/parallel/runs/none"])  # reachable?
+    record = spawn_cmd.spawn(project, task, **options)
+    try:
+        published = publish_cmd.publish(project, task, remote)
+    except ParallelError as exc:
+        raise ParallelError(exc.code, f"spawned run {record['run_id']} here, but did not publish it: {exc.message}",
+                            hint=f"`git parallel publish {task} --remote {remote}` once {remote} takes pushes") from None
+    return {**record, "published": published}
+
+
+def until_pass(project: Project, task: str, argv: list[str], rounds: int, instances: list[str] | None = None,
+               timeout: float | None = None, jobs: int | None = None,
+               progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False) -> dict[str, Any]:
+    """``run --until-pass K``: at most ``rounds`` rounds of run → check → retry.
+
+    One round is a ``run`` of the round's instances, then a ``check`` of those
+    that succeeded.  A track is satisfied once any of its instances has verdict
+    ``pass``.  The next round retries (from the spawn's base, with feedback on
+    the failure) every instance of an unsatisfied track whose attempt failed
+    (the agent failed, or its gates did) and that has retries left under
+    ``rework_max``; it stops after ``K`` rounds, when every track is
+    satisfied, when nothing is left to retry, or when the run was interrupted."""
+    from gitflow_parallel.commands import check as check_cmd
+    from gitflow_parallel.commands import retry as retry_cmd
+    from gitflow_parallel.commands import run as run_cmd
+
+    history: list[dict[str, Any]] = []
+    wanted = instances
+    ids: list[str] = []
+    while True:
+        summary = run_cmd.run(project, task, argv, instances=wanted, timeout=timeout, jobs=jobs, progress=progress,
+                              tmux=tmux)
+        ids = ids or [r["id"] for r in summary["instances"]]
+        succeeded = [r["id"] for r in summary["instances"] if r["status"] == "succeeded"]
+        checked = check_cmd.check(project, task, instances=succeeded) if succeeded else None
+        step: dict[str, Any] = {"round": len(history) + 1, "run": summary, "check": checked, "retried": []}
+        history.append(step)
+        record = project.store.load(task)
+        if summary["interrupted"] or len(history) >= rounds:
+            break
+        again = retry_candidates(record, ids)
+        if not again:
+            break
+        for inst_id in again:
+            retry_cmd.retry(project, task, inst_id)
+        step["retried"] = again
+        wanted = again
+    record = project.store.load(task)
+    tracks = {find_instance(record, i)["track"] for i in ids}
+    passed = sorted(i for i in ids if find_instance(record, i)["verdict"] == "pass")
+    return {"task": task, "run_id": record["run_id"], "rounds": history, "passed": passed,
+            "tracks_passed": sorted(satisfied_tracks(record) & tracks), "tracks": sorted(tracks),
+            "ok": tracks <= satisfied_tracks(record) and not history[-1]["run"]["interrupted"],
+            "notes_error": next((s["run"]["notes_error"] for s in history if s["run"]["notes_error"]), None)}

@@ -1,0 +1,61 @@
+"""``git parallel logs``: an agent's or a gate's log of one attempt, or
+``--follow`` while it is written."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+
+from gitflow_parallel import errors as E
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.state.project import Project, instance_process_alive
+from gitflow_parallel.model import find_instance
+from gitflow_parallel.state.view import log_path, open_view
+
+
+def logs(project: Project, task: str, inst_id: str, gate: str | None = None) -> dict[str, Any]:
+    view = open_view(project, task)
+    inst = view.instance(inst_id)
+    path = log_path(view, inst, gate)
+    data, source = view.log(inst, path)
+    if data is None:
+        raise ParallelError(E.EVIDENCE_MISSING, f"the log {path} is gone, and no evidence ref keeps it",
+                            hint="logs live under <common>/parallel/logs/ and on refs/parallel/evidence/")
+    return {"task": task, "run_id": view.record["run_id"], "instance": inst_id, "attempt": inst["attempt"],
+            "which": f"gate {gate}" if gate else "agent", "path": path, "source": source,
+            "text": data.decode("utf-8", "replace")}
+
+
+def follow(project: Project, task: str, inst_id: str, gate: str | None = None,
+           poll: float = 0.2) -> Iterator[bytes]:
+    """The agent's log as it grows, until its instance stops running."""
+    view = open_view(project, task)
+    inst = view.instance(inst_id)
+    path = Path(log_path(view, inst, gate))
+    offset = 0
+
+    def more() -> bytes:
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                return handle.read()
+        except FileNotFoundError:
+            return b""
+
+    while True:
+        chunk = more()
+        if chunk:
+            offset += len(chunk)
+            yield chunk
+            continue
+        current = find_instance(project.store.load(task), inst_id) if not view.shared else inst
+        if current["status"] != "running" or current["attempt"] != inst["attempt"] \
+                or not instance_process_alive(current):
+            # What it wrote between our last read and its end.
+            chunk = more()
+            if chunk:
+                yield chunk
+            return
+        time.sleep(poll)

@@ -1,0 +1,147 @@
+"""``git parallel retry``: the next attempt of an instance, its old tip archived first."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+
+from gitflow_parallel import errors as E
+from gitflow_parallel import model, provenance
+from gitflow_parallel.git import worktrees
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.git.repo import commit_all, worktree_changes
+from gitflow_parallel.names import check_name
+from gitflow_parallel.state.project import Project, notes_instance_on
+from gitflow_parallel.provenance import instance_note
+from gitflow_parallel.model import RETRYABLE, find_instance
+from gitflow_parallel.git.retire import check_removable
+from gitflow_parallel.model import refuse_finished
+
+
+START_BASE, START_BASE_TIP, START_KEEP = "base", "base-tip", "previous-attempt"
+
+def attempt_start(record: dict[str, Any], inst: dict[str, Any]) -> str:
+    """The commit the instance's current attempt started from: the spawn's
+    base unless a retry said otherwise (``--onto-current``, ``--keep``)."""
+    return (inst.get("start") or {}).get("commit") or record["base"]["commit"]
+
+
+def _refuse_retry(project: Project, record: dict[str, Any], inst: dict[str, Any], force: bool) -> None:
+    """May this attempt be replaced by a new one?  Failed and aborted ones
+    may; a succeeded one whose verdict is fail may (it failed its gates); any
+    other succeeded one only with ``force``; a picked winner never (unpick it)."""
+    task, inst_id = record["task"], inst["id"]
+    winners = {p.get("winner"): t for t, p in (record.get("picks") or {}).items()}
+    if inst_id in winners:
+        raise ParallelError(
+            E.BRANCH_TERMINAL, f"instance {inst_id} won the pick of track {winners[inst_id]}; its work is final",
+            hint=f"`git parallel unpick {task} --track {winners[inst_id]}` first, if it should not land")
+    if inst["status"] in RETRYABLE or (inst["status"] == "succeeded" and (inst["verdict"] == "fail" or force)):
+        return
+    if inst["status"] == "succeeded":
+        verdict = "passed its gates" if inst["verdict"] == "pass" else "not been checked"
+        raise ParallelError(
+            E.BRANCH_TERMINAL,
+            f"instance {inst_id} succeeded and has {verdict}; only failed attempts (a failed run or a fail "
+            "verdict) or aborted ones are retried without --force",
+            hint=f"`git parallel retry {task} {inst_id} --force` replaces it anyway (its tip is archived)")
+    raise ParallelError(
+        E.BRANCH_TERMINAL, f"instance {inst_id} is {inst['status']}; only finished instances can be retried",
+        hint=f"wait for it to finish, or `git parallel abort {task} {inst_id}` first")
+
+
+def retry(project: Project, task: str, inst_id: str, expected_revision: int | None = None,
+          force: bool = False, onto_current: bool = False, keep: bool = False) -> dict[str, Any]:
+    """Start attempt + 1 of an instance: from the spawn's base (default), the
+    base branch's current tip (``onto_current``) or the attempt's own tip
+    (``keep``); the old tip is archived first, and feedback on it is written
+    for the new attempt's agent."""
+    from gitflow_parallel.state import feedback
+    from gitflow_parallel.state.picks import picks_of_track
+
+    check_name(task, "task")
+    if onto_current and keep:
+        raise ParallelError(E.INVALID_NAME, "--onto-current and --keep exclude each other",
+                            hint="--keep goes on from the attempt's tip; --onto-current starts afresh on the base's tip")
+    check_name(inst_id, "instance")
+    repo, store = project.repo, project.store
+    with store.lock():
+        record = store.load(task)
+        inst = find_instance(record, inst_id)
+        refuse_finished(record, "retry")
+        _refuse_retry(project, record, inst, force)
+        rework_max = record["config"]["rework_max"]
+        if inst["attempt"] >= rework_max:
+            raise ParallelError(
+                E.BRANCH_TERMINAL,
+                f"instance {inst_id} has used its {rework_max} retries (rework_max)",
+                hint="raise rework_max in .gitparallel.yaml for new runs, or spawn a new run",
+            )
+        if expected_revision is not None and record["run_revision"] != expected_revision:
+            raise ParallelError(
+                E.RUN_REVISION_CONFLICT,
+                f"run {record['run_id']} is at revision {record['run_revision']}, not {expected_revision} as read",
+                hint=f"someone else changed it meanwhile; read it again (`git parallel status {task}`) and retry",
+            )
+        tip = project.tip(inst)
+        if onto_current:
+            start, how = repo.ref_target(record["base"]["ref"]), START_BASE_TIP
+            if start is None:
+                raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {record['base']['ref']} no longer exists",
+                                    hint="recreate it, or retry without --onto-current")
+        elif keep:
+            start, how = tip or inst["head"] or attempt_start(record, inst), START_KEEP
+        else:
+            start, how = record["base"]["commit"], START_BASE
+        path = Path(inst["worktree"])
+        # Our worktree whose branch was deleted under it is reset like any other.
+        usable = (path / ".git").exists() and (tip is not None or worktrees.is_our_worktree(repo, task, inst))
+        if usable and not keep:
+            # The reset below would destroy uncommitted work: refuse it, or
+            # with --force keep it on the archive ref first.  (--keep resets
+            # nothing: uncommitted work stays for the next attempt.)
+            check_removable(project, record, [inst], force, what="reset it to the base")
+            if force and worktree_changes(path):
+                tip = commit_all(path, provenance.kept_at_retry_message(task, inst_id, inst["attempt"]),
+                                 ref=None, parent=tip or start,
+                                 signature=repo.signature()) or tip
+        notes_for = feedback.write(repo.parallel_dir, record, inst, tip, picks_of_track(project, record, inst["track"]))
+        archived = None
+        if tip is not None:
+            archived = worktrees.archive(repo, record["run_id"], inst_id, inst["attempt"], tip)
+        # The reset (or the new worktree) starts a fresh HEAD: keep what the
+        # old one reached that the branch does not hold (a detached HEAD).
+        kept = worktrees.keep_strays(repo, record["run_id"], task, inst)
+        if usable:
+            if project.tip(inst) is None:
+                repo.pygit.branches.local.create(inst["branch"], repo.pygit.get(start))
+            if not keep:
+                worktrees.reset(repo, inst, start)
+        else:
+            # Gone (aborted and cleaned, or lost): make branch and worktree again.
+            fresh = dict(inst)
+            if os.path.lexists(path):
+                raise ParallelError(
+                    E.WORKTREE_CREATE_FAILED, f"{path} exists but is not the instance's worktree",
+                    hint="move it away and retry")
+            # A worktree whose folder was deleted by hand leaves git's admin
+            # folder behind; it points at nothing, so it is safe to drop.
+            admin = repo.common_dir / "worktrees" / worktrees.admin_name(task, inst_id)
+            if admin.is_dir():
+                shutil.rmtree(admin)
+            if tip is not None:
+                repo.pygit.branches.local.delete(inst["branch"])  # its tip is archived above
+            worktrees.create(repo, task, start, [fresh])
+
+        def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
+            model.reset_for_retry(i, start, how, tip, archived, kept, notes_for)
+
+        record, _ = store.update_instance(task, inst_id, apply, expected_revision=expected_revision)
+    inst = find_instance(record, inst_id)
+    if not notes_instance_on(record, start, inst):
+        return record  # a fresh attempt on a base commit: nothing to note yet
+    warning = project.mirror_notes(record, [(start, instance_note(record, inst, start))], f"retry {inst_id}")
+    return {**record, "notes_error": warning} if warning else record

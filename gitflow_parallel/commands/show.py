@@ -1,0 +1,38 @@
+"""``git parallel show``: one attempt's record, its gates with their last log
+lines, its score, and why it won or lost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+from gitflow_parallel.git import share
+from gitflow_parallel.state.project import Project
+from gitflow_parallel.state.view import TAIL_LINES, gate_rows, open_view, outcome
+
+
+def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> dict[str, Any]:
+    """One attempt: its record, its gates with their last log lines, its
+    score, and why it won or lost."""
+    view = open_view(project, task)
+    record = view.record
+    inst = view.instance(inst_id)
+    pack = view.pack(inst)
+    fresh = view.freshness(inst)
+    fate = outcome(view, inst)
+    merged = record.get("merge") if record["status"] == "merged" else None
+    return {
+        "task": task, "run_id": record["run_id"], "run_status": record["status"], "shared": view.shared,
+        "base": record["base"], "instance": {k: inst.get(k) for k in (
+            "id", "track", "status", "attempt", "branch", "worktree", "error", "exit_code", "started_at",
+            "finished_at", "verdict", "score", "removed")},
+        "commit": view.tip(inst), "evidence": {"state": fresh.state, "reason": fresh.reason,
+                                               "ref": share.evidence_ref(record["run_id"], inst_id, inst["attempt"])},
+        "pack": pack and {k: pack.get(k) for k in ("commit", "tree", "verdict", "complete", "score", "score_error",
+                                                   "proof_issued_at", "engine_evidence")},
+        "gates": gate_rows(view, inst, pack, lines),
+        "outcome": {k: v for k, v in fate.items() if k != "pick"},
+        "landed": merged["landed"] if merged and fate.get("won") else None,
+        "history": [{k: h.get(k) for k in ("attempt", "status", "verdict", "score", "error", "archive_ref")}
+                    for h in inst.get("history") or []],
+    }

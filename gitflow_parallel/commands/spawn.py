@@ -1,0 +1,103 @@
+"""``git parallel spawn``: a run record first (so a crash leaves something ``recover``\ncan see), then every branch and worktree, all or nothing, under the project\nlock and the repository-wide cap on live instances; with ``--remote`` the run\nis published too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitflow_parallel import config as C
+from gitflow_parallel import errors as E
+from gitflow_parallel import faults, model
+from gitflow_parallel.git import worktrees
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import utcnow
+from gitflow_parallel.names import check_name
+from gitflow_parallel.state.project import Project
+from gitflow_parallel.model import FINISHED_RUN, TERMINAL
+
+
+MAX_INSTANCES = 64
+
+
+# -- spawn ---------------------------------------------------------------------
+def instance_ids(tracks: list[str], n: int) -> list[tuple[str, str]]:
+    if tracks == ["main"]:
+        return [("main", str(k)) for k in range(1, n + 1)]
+    return [(t, f"{t}-{k}") for t in tracks for k in range(1, n + 1)]
+
+
+def live_instances(project: Project) -> int:
+    records, _ = project.store.load_all()
+    return sum(1 for r in records if r["status"] not in FINISHED_RUN
+               for i in r["instances"] if i["status"] not in TERMINAL)
+
+
+def spawn(project: Project, task: str, n: int | None = None, base: str | None = None,
+          tracks: list[str] | None = None) -> dict[str, Any]:
+    check_name(task, "task")
+    tracks = list(tracks or ["main"])
+    for t in tracks:
+        check_name(t, "track")
+    if len(set(tracks)) != len(tracks):
+        raise ParallelError(E.INVALID_NAME, f"track names repeat: {', '.join(tracks)}",
+                            hint="give each --track once")
+    repo = project.repo
+    base_ref, base_commit = repo.resolve_base(base)
+    cfg, source = C.load_from_commit(repo, base_commit)
+    warnings = _config_drift(repo, base_commit)
+    count = cfg["instances"] if n is None else n
+    if not 1 <= count <= MAX_INSTANCES:
+        raise ParallelError(E.INVALID_NAME, f"-n {count} is out of range 1..{MAX_INSTANCES}",
+                            hint="pass -n between 1 and 64")
+    root = worktrees.resolve_root(repo, cfg["worktree_root"])
+    record = model.new_run(
+        task, {"ref": base_ref, "commit": base_commit}, tracks, cfg, C.config_sha256(cfg), source, root,
+        [model.new_instance(task, t, i, root, base_commit) for t, i in instance_ids(tracks, count)], utcnow())
+    store = project.store
+    with store.lock():
+        store.previous_run(task)  # "this task has a run" comes before "the repository is full"
+        live = live_instances(project)
+        wanted = len(record["instances"])
+        if live + wanted > cfg["max_total"]:
+            raise ParallelError(
+                E.RESOURCE_CAP_EXHAUSTED,
+                f"spawning {wanted} instances would make {live + wanted} live ones, over max_total {cfg['max_total']}",
+                hint="finish or abort other runs (`git parallel status`), spawn fewer (-n), or raise max_total",
+            )
+        store.create(record)
+        faults.point("spawn.after_record")
+        try:
+            worktrees.create(repo, task, base_commit, record["instances"], fault=faults.point)
+        except BaseException:
+            store.remove(task)
+            raise
+        store.mark_spawned(record["run_id"])
+        faults.point("spawn.after_worktrees")
+    # No notes: every tip is still the base commit (see project.notes_instance_on).
+    return {**record, "warnings": warnings} if warnings else record
+
+
+def _config_drift(repo: Any, base_commit: str) -> list[str]:
+    """A warning when the .gitparallel.yaml of the worktree spawn runs in is
+    not the base commit's: the gates used are the committed ones."""
+    top = repo.workdir or repo.main_workdir
+    if top is None:
+        return []
+    here = Path(top) / C.CONFIG_FILE
+    try:
+        mine: bytes | None = here.read_bytes()
+    except OSError:
+        mine = None
+    tree = repo.pygit.get(base_commit).peel(pygit2.Commit).tree
+    try:
+        committed: bytes | None = repo.pygit.get(tree[C.CONFIG_FILE].id).data
+    except KeyError:
+        committed = None
+    if mine == committed:
+        return []
+    what = "is not in the base commit" if committed is None else (
+        "was deleted here" if mine is None else "differs from the base commit's")
+    return [f"{here} {what}; the run uses the configuration committed at {base_commit[:12]} "
+            f"(commit the file first to use it)"]

@@ -1,0 +1,71 @@
+"""``git parallel status``: every run, or one run's instances with their flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+from gitflow_parallel import errors as E
+from gitflow_parallel import evidence
+from gitflow_parallel.git import worktrees
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.names import check_name
+from gitflow_parallel.state.project import Project, instance_process_alive
+from gitflow_parallel.state import view
+
+
+# -- status --------------------------------------------------------------------
+def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per instance: what the record says plus what git and the OS say now."""
+    rows = []
+    winners = {p.get("winner") for p in (record.get("picks") or {}).values()}
+    for inst in record["instances"]:
+        tip = project.tip(inst)
+        if inst.get("removed"):
+            # Its branch is gone; its last tip lives on in the archive ref.
+            tip = project.repo.ref_target(worktrees.archive_ref(record["run_id"], inst["id"], inst["attempt"]))
+        fresh = evidence.freshness(record, inst, tip)
+        flags = []
+        if inst["status"] == "running" and not instance_process_alive(inst):
+            flags.append("process gone")
+        if inst["status"] == "pending" and tip is not None and tip != inst["head"]:
+            flags.append("hand work: `check` takes it")
+        if not inst.get("removed"):
+            if tip is None:
+                flags.append("branch missing")
+            if not Path(inst["worktree"]).exists():
+                flags.append("worktree missing")
+        if inst["id"] in winners:
+            flags.append("picked winner")
+        rows.append({**inst, "tip": tip, "evidence_state": fresh.state, "evidence_reason": fresh.reason,
+                     "flags": flags})
+    return rows
+
+
+def status(project: Project, task: str | None = None) -> dict[str, Any]:
+    if task is None:
+        from gitflow_parallel.git import share
+
+        records, problems = project.store.load_all()
+        local = {r["task"] for r in records}
+        # The newest fetched run of each task that has no record here.
+        fetched = {}
+        for rec, _ in share.shared_runs(project):
+            if rec["task"] not in local:
+                fetched.setdefault(rec["task"], rec)
+        return {"runs": [{"task": r["task"], "run_id": r["run_id"], "status": r["status"],
+                          "base": r["base"]["ref"], "instances": len(r["instances"]),
+                          "updated_at": r["updated_at"], "fetched": r["task"] in fetched}
+                         for r in records + sorted(fetched.values(), key=lambda r: r["task"])],
+                "problems": [{"code": p.code, "message": p.message} for _, p in problems]}
+    check_name(task, "task")
+    try:
+        record = project.store.load(task)
+    except ParallelError as exc:
+        if exc.code != E.RUN_NOT_FOUND:
+            raise
+
+        return view.shared_status(project, task)  # a run fetched from a teammate
+    return {"run": record, "rows": describe(project, record),
+            "base_tip": project.repo.ref_target(record["base"]["ref"])}

@@ -1,0 +1,318 @@
+"""The check engine: judge each succeeded (or named) instance in a clean
+checkout and record the evidence.
+
+``check``, ``worker`` and ``run --until-pass`` all judge through here; the
+gates themselves, fingerprints and scores are ``judge/gates``'s.  See
+``judge/gates`` for what a gate sees and what a pack proves."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import pygit2
+from filelock import FileLock, Timeout
+
+from gitflow_parallel import errors as E
+from gitflow_parallel import config, evidence, faults, model, provenance
+from gitflow_parallel.git import scratch, share
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import sha256_bytes, utcnow
+from gitflow_parallel.git.repo import worktree_changes
+from gitflow_parallel.names import check_name
+from gitflow_parallel.state.project import Project
+from gitflow_parallel.model import FINISHED_RUN, find_instance
+from gitflow_parallel.proc.watchdog import shared as shared_watchdog
+from gitflow_parallel.judge.gates import (Place, applicable, complete_of, gate_facts, input_fingerprints, output_fingerprints,
+                                         read_regular, refused_protected, run_gates, score, verdict_of, what_is_judged)
+
+
+# -- engine evidence --------------------------------------------------------------
+def engine_evidence(inst: dict[str, Any]) -> dict[str, Any]:
+    """Counts by event name from the instance's events log, or unavailable.
+
+    Nothing observed is null, never 0: an empty or absent log does not prove
+    that an agent did nothing, only that it told us nothing."""
+    path = inst.get("events")
+    data = read_regular(Path(path)) if path else None
+    lines = [l for l in (data or b"").decode("utf-8", "replace").splitlines() if l.strip()]
+    if not lines:
+        return {"status": "unavailable", "counts": None}
+    counts: dict[str, int] = {}
+    malformed = 0
+    for line in lines:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            item = None
+        name = item.get("event") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            malformed += 1
+            continue
+        counts[name] = counts.get(name, 0) + 1
+    return {"status": "observed", "counts": dict(sorted(counts.items())), "lines": len(lines),
+            "malformed": malformed, "path": str(path), "sha256": sha256_bytes(data or b"")}
+
+
+# -- check ----------------------------------------------------------------------
+def _head_of(worktree: Path) -> str | None:
+    try:
+        wt = pygit2.Repository(str(worktree))
+        return None if wt.head_is_unborn else str(wt.head.target)
+    except (pygit2.GitError, KeyError):
+        return None
+
+
+def _tracked_changes(worktree: Path) -> list[str]:
+    """Tracked paths a gate modified or deleted (new untracked files are byproducts)."""
+    wt = pygit2.Repository(str(worktree))
+    new = pygit2.GIT_STATUS_WT_NEW | pygit2.GIT_STATUS_IGNORED
+    return sorted(p for p, f in wt.status(untracked_files="no").items()
+                  if f != pygit2.GIT_STATUS_CURRENT and not f & new)
+
+
+def _picked_winners(record: dict[str, Any]) -> set[str]:
+    return {p.get("winner") for p in (record.get("picks") or {}).values() if isinstance(p, dict)}
+
+
+def _targets(record: dict[str, Any], instances: list[str] | None) -> list[dict[str, Any]]:
+    """The instances to check.  A picked winner is never re-checked: its pack
+    would be rewritten in place, and the write-once pick record, which names
+    that pack's sha256, would then refuse to merge forever."""
+    task = record["task"]
+    winners = _picked_winners(record)
+    if instances:
+        chosen = []
+        for inst_id in dict.fromkeys(instances):
+            inst = find_instance(record, inst_id)
+            if inst.get("removed"):
+                raise ParallelError(
+                    E.BRANCH_NOT_FOUND, f"instance {inst_id} was cleaned up; its worktree and branch are gone",
+                    hint=f"its tip is kept under refs/parallel/archive/{record['run_id']}/{inst_id}/")
+            if inst["status"] in ("failed", "aborted"):
+                raise ParallelError(
+                    E.BRANCH_TERMINAL, f"instance {inst_id} is {inst['status']}; only succeeded instances are checked",
+                    hint=f"`git parallel retry {task} {inst_id}`, then `git parallel run {task} --instance {inst_id} -- CMD`")
+            if inst["status"] != "succeeded":
+                raise ParallelError(
+                    E.EVIDENCE_MISSING,
+                    f"instance {inst_id} is {inst['status']}: it has not finished a run, so there is nothing to check",
+                    hint=f"`git parallel run {task} --instance {inst_id} -- CMD` first, and check once it succeeded")
+            if inst_id in winners:
+                raise ParallelError(
+                    E.BRANCH_TERMINAL,
+                    f"instance {inst_id} won the pick of track {inst['track']}; the evidence the pick names is final",
+                    hint=f"merge it with `git parallel merge {task}`; to judge new work, spawn a new run")
+            chosen.append(inst)
+        return chosen
+    succeeded = [i for i in record["instances"] if i["status"] == "succeeded" and not i.get("removed")]
+    chosen = [i for i in succeeded if i["id"] not in winners]
+    if succeeded and not chosen:
+        raise ParallelError(
+            E.BRANCH_TERMINAL, f"every succeeded instance of {task!r} is a picked winner; their evidence is final",
+            hint=f"merge with `git parallel merge {task}`")
+    if not chosen:
+        states = ", ".join(f"{i['id']} {i['status']}" for i in record["instances"])
+        raise ParallelError(
+            E.EVIDENCE_MISSING, f"run {record['run_id']} of {task!r} has no succeeded instance to check ({states})",
+            hint=f"`git parallel run {task} -- CMD` first; `git parallel status {task}` shows where each stands")
+    return chosen
+
+
+def _preflight(project: Project, record: dict[str, Any], inst: dict[str, Any]) -> str:
+    """Refuse an instance whose worktree does not hold exactly its branch tip;
+    returns the tip."""
+    task, inst_id = record["task"], inst["id"]
+    tip = project.tip(inst)
+    path = Path(inst["worktree"])
+    if tip is None:
+        raise ParallelError(E.BRANCH_NOT_FOUND, f"the branch {inst['branch']} of instance {inst_id} is missing",
+                            hint=f"`git parallel validate {task}` and `git parallel recover {task}`")
+    if not (path / ".git").exists():
+        raise ParallelError(E.BRANCH_NOT_FOUND, f"the worktree of instance {inst_id} ({path}) is missing",
+                            hint=f"`git parallel validate {task}` and `git parallel recover {task}`")
+    dirty = worktree_changes(path)
+    if dirty:
+        shown = ", ".join(dirty[:10]) + (" …" if len(dirty) > 10 else "")
+        raise ParallelError(
+            E.EVIDENCE_MISMATCH,
+            f"the worktree of instance {inst_id} ({path}) has uncommitted changes ({shown}); "
+            "evidence must describe a commit",
+            # `git parallel run` commits left-overs, but only runs pending
+            # instances; a succeeded one is final, so commit or discard here.
+            hint=f"commit them on {inst['branch']} (git -C {path} add -A && git -C {path} commit) or discard them "
+                 f"(git -C {path} stash -u), then check again",
+            paths=dirty)
+    head = _head_of(path)
+    if head != tip:
+        raise ParallelError(
+            E.EVIDENCE_MISMATCH,
+            f"the worktree of instance {inst_id} is at {str(head)[:12]}, its branch {inst['branch']} at {tip[:12]}",
+            hint=f"check out {inst['branch']} in {path} (git -C {path} checkout {inst['branch']}) and check again")
+    return tip
+
+
+def _lock(project: Project, task: str, inst_id: str) -> FileLock:
+    folder = project.repo.parallel_dir / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder / f"check-{task}-{inst_id}.lock"), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise ParallelError(
+            E.RESOURCE_LOCK_FAILED, f"instance {inst_id} of {task!r} is being checked by another git parallel check",
+            hint="wait for it to finish and read its result with `git parallel status`") from None
+    return lock
+
+
+def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], commit: str,
+               selected: set[str] | None) -> dict[str, Any]:
+    """Run the gates and score of one instance in a clean checkout of its
+    commit; returns its pack (not yet written)."""
+    repo = pygit2.Repository(str(project.repo.common_dir))  # one handle per thread
+    base_commit = record["base"]["commit"]
+    cfg = record["config"]
+    tree = str(repo.get(commit).peel(pygit2.Commit).tree_id)
+    judged = what_is_judged(repo, record, commit, base_commit)
+    gates = applicable(cfg["gates"], inst["track"])
+    pack = {
+        "schema_version": evidence.SCHEMA_VERSION, "origin": evidence.ORIGIN, "run_id": record["run_id"],
+        "task": record["task"], "instance": inst["id"], "track": inst["track"], "attempt": inst["attempt"],
+        "instance_revision": inst["instance_revision"], "commit": commit, "tree": tree,
+        "base_commit": base_commit, "config_sha256": record["config_sha256"], **judged, "refused": None,
+        "engine_evidence": engine_evidence(inst),
+    }
+    if judged["protected_changes"] and cfg["protect_mode"] == "refuse":
+        # Judged as it is, it would be tested against its own tests; restored,
+        # it would not be the attempt any more.  Nothing runs.
+        return {**pack, "gates": [], "verdict": "fail", "complete": True, "score": None, "score_source": None,
+                "score_error": None, "refused": refused_protected(judged), "input_fingerprints": {},
+                "output_fingerprints": output_fingerprints(repo, base_commit, commit), "proof_issued_at": utcnow()}
+    with scratch.borrow(project.repo) as checkout:
+        path = checkout.prepare(judged["judged_commit"])
+        place = Place(worktree=path, log_dir=project.repo.parallel_dir / "logs" / record["run_id"],
+                      log_prefix=f"{inst['id']}.{inst['attempt']}",
+                      facts=gate_facts(record, inst, inst["track"], path, commit))
+        # Both fingerprints are taken before any gate can touch the checkout.
+        outputs = output_fingerprints(repo, base_commit, commit,
+                                      path if judged["judged_commit"] == commit else None)
+        inputs = input_fingerprints(repo, judged["judged_tree"],
+                                    [p for g in gates if selected is None or g["name"] in selected
+                                     for p in g.get("inputs") or []])
+        results = run_gates(gates, inst["track"], place, selected)
+        value, source, error = score(cfg["score"], place)
+        _still_judged(path, judged["judged_commit"], inst["id"])
+    return {**pack, "gates": results, "verdict": verdict_of(results), "score": value, "score_source": source,
+            "score_error": error, "input_fingerprints": inputs, "output_fingerprints": outputs,
+            "proof_issued_at": utcnow(), "complete": complete_of(results)}
+
+
+def _still_judged(path: Path, commit: str, what: str) -> None:
+    """Gates may leave byproducts, but what they ran on must still be the
+    judged commit: a gate that moved HEAD or rewrote tracked files has
+    judged something else (and the gates after it saw that)."""
+    moved = _head_of(path)
+    changed = _tracked_changes(path)
+    if moved != commit or changed:
+        what_changed = (f"HEAD moved to {str(moved)[:12]}" if moved != commit
+                        else "tracked files changed: " + ", ".join(changed[:10]) + (" …" if len(changed) > 10 else ""))
+        raise ParallelError(
+            E.EVIDENCE_MISMATCH,
+            f"while {what} was checked, a gate changed its clean checkout ({what_changed}), so the gates did not "
+            f"all test {commit[:12]}; no evidence was written",
+            hint="make the gates leave tracked files alone (write to untracked, ignored paths) and check again")
+
+
+def _select_gates(record: dict[str, Any], gates: list[str] | None) -> set[str] | None:
+    if not gates:
+        return None
+    known = [g["name"] for g in record["config"]["gates"]]
+    for name in gates:
+        if name not in known:
+            raise ParallelError(
+                E.INVALID_NAME,
+                f"no gate named {name!r} in the configuration frozen for run {record['run_id']}"
+                f" (it has: {', '.join(known) or 'no gates'})",
+                hint="name one of those with --gate; gates come from .gitparallel.yaml at the base commit, "
+                     "as it was at spawn")
+    return set(gates)
+
+
+def _store_pack(project: Project, task: str, pack: dict[str, Any]) -> dict[str, Any]:
+    binding = evidence.write(project.repo.parallel_dir, pack)
+    faults.point("check.after_pack")
+
+    def apply(record: dict[str, Any], inst: dict[str, Any]) -> None:
+        if inst["status"] != "succeeded":
+            raise ParallelError(E.BRANCH_TERMINAL, f"instance {inst['id']} became {inst['status']} during the check",
+                                hint=f"see `git parallel status {task}`")
+        model.bind_evidence(inst, binding, pack)
+
+    project.store.update_instance(task, pack["instance"], apply, expected_attempt=pack["attempt"])
+    return binding
+
+
+def check(project: Project, task: str, instances: list[str] | None = None, gates: list[str] | None = None,
+          jobs: int | None = None) -> dict[str, Any]:
+    """Run the gates of every succeeded (or each named) instance and record
+    the evidence.  Refusals before anything runs raise; what goes wrong for
+    one instance afterwards is reported under ``errors``."""
+    check_name(task, "task")
+    record = project.store.load(task)
+    if record["status"] in FINISHED_RUN:
+        raise ParallelError(
+            E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} is {record['status']}; nothing to check",
+            hint=f"spawn a new run with `git parallel spawn {task}`")
+    config.verify_frozen(project.repo, record)
+    selected = _select_gates(record, gates)
+    from gitflow_parallel.state import hand
+
+    record = hand.adopt(project, record, instances)  # pending work done by hand counts as finished
+    targets = _targets(record, instances)
+    jobs = jobs or int(record["config"]["max_total"])
+    if jobs < 1:
+        raise ParallelError(E.RESOURCE_CAP_EXHAUSTED, f"--jobs {jobs} is below 1", hint="pass --jobs 1 or more")
+    locks: list[FileLock] = []
+    try:
+        commits = {}
+        for inst in targets:
+            locks.append(_lock(project, task, inst["id"]))
+            commits[inst["id"]] = _preflight(project, record, inst)
+        checked: dict[str, dict[str, Any]] = {}
+        errors: dict[str, dict[str, Any]] = {}
+        entries: list[tuple[str, str]] = []
+        warnings: list[str | None] = []  # evidence refs not written (push writes them)
+        shared_watchdog()  # forked before the threads
+        with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
+            futures: dict[Future[dict[str, Any]], dict[str, Any]] = {
+                pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected): inst
+                for inst in targets}
+            for future in as_completed(futures):
+                inst = futures[future]
+                try:
+                    pack = future.result()
+                    binding = _store_pack(project, task, pack)
+                    warnings.append(share.store_evidence(project, record, {**inst, "evidence": binding}))
+                except ParallelError as exc:
+                    errors[inst["id"]] = {"id": inst["id"], "code": exc.code, "message": exc.message, "hint": exc.hint}
+                    continue
+                checked[inst["id"]] = {
+                    "id": inst["id"], "track": inst["track"], "attempt": inst["attempt"], "commit": pack["commit"],
+                    "tree": pack["tree"], "verdict": pack["verdict"], "complete": pack["complete"],
+                    "score": pack["score"], "score_error": pack["score_error"], "gates": pack["gates"],
+                    "evidence": binding, "proof_issued_at": pack["proof_issued_at"],
+                    "protected_changes": pack["protected_changes"], "refused": pack["refused"]}
+                entries.append((pack["commit"], provenance.evidence_note(record, inst["id"], pack, binding["sha256"])))
+    finally:
+        for lock in locks:
+            lock.release()
+    notes_error = project.mirror_notes(record, entries, "check") if entries else None
+    notes_error = "; ".join(w for w in (notes_error, *warnings) if w) or None
+    order = [i["id"] for i in targets]
+    return {"task": task, "run_id": record["run_id"], "notes_error": notes_error,
+            "instances": [checked[i] for i in order if i in checked],
+            "errors": [errors[i] for i in order if i in errors]}
+
+
