@@ -263,7 +263,7 @@ def _bracket(project: Project, record: dict[str, Any], track: str,
     return alive[0], final, matches
 
 
-def _rank(project: Project, record: dict[str, Any], track: str, method: str,
+def rank(project: Project, record: dict[str, Any], track: str, method: str,
           candidates: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]:
     """(winner, decision, loser reasons by id, extra pick-record fields) under ``method``."""
     ranked = sorted(candidates, key=_critic_key)
@@ -317,7 +317,7 @@ def _rank_tournament(project: Project, record: dict[str, Any], track: str, group
     return winner, decision, reasons, extra
 
 
-def _threshold(cfg: dict[str, Any], winner: dict[str, Any], track: str) -> None:
+def refuse_below_threshold(cfg: dict[str, Any], winner: dict[str, Any], track: str) -> None:
     threshold = cfg["score"]["threshold"]
     if winner["score_source"] is None and not cfg["score"]["command"] and not cfg["score"]["findings"]:
         return
@@ -348,8 +348,8 @@ def decide(project: Project, record: dict[str, Any], track: str) -> tuple[dict[s
             f"no instance of track {track} of {record['task']!r} has fresh, complete, passing evidence ({why})",
             hint=f"run `git parallel check {record['task']}` after the agents finish, or retry failed instances",
         )
-    winner, decision, reasons, extra = _rank(project, record, track, method, candidates)
-    _threshold(cfg, winner, track)
+    winner, decision, reasons, extra = rank(project, record, track, method, candidates)
+    refuse_below_threshold(cfg, winner, track)
     losers += [{"id": i, "code": E.SELECTION_NO_PASS, "reason": r} for i, r in reasons.items()]
     losers.sort(key=lambda l: _id_key(l["id"]))
     pick = {
