@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pygit2
 
@@ -60,6 +60,7 @@ from gitflow_parallel.git import retire
 from gitflow_parallel.git import transport
 from gitflow_parallel.git.landing import compute, dirty_paths, refuse_dirty
 from gitflow_parallel.git.pull_request import pr_body, pr_command, pr_title, pr_tool, run_tool
+from gitflow_parallel.git.remote_landing import branch_name, diverged, fetch_tip, has_object, onto_remote, pushed_result, refused_push, share_updates, wanted_refs
 
 
 def verify_mode(cfg: dict[str, Any]) -> str:
@@ -331,90 +332,6 @@ def merge(project: Project, task: str, onto: Any = None) -> dict[str, Any]:
 # fails because another clone pushed meanwhile is answered by computing the
 # landing again onto the new tip, never by forcing.
 
-def _branch(ref: str) -> str:
-    return ref[len("refs/heads/"):] if ref.startswith("refs/heads/") else ref
-
-
-def _has(repo: Repo, oid: str) -> bool:
-    try:
-        return repo.pygit.get(oid) is not None
-    except (ValueError, pygit2.GitError):
-        return False
-
-
-def _fetch_tip(project: Project, remote: str, base_ref: str, tip: str | None) -> None:
-    """Bring the remote's ``tip`` of the base into ``refs/remotes/<remote>/<branch>``
-    (forced, like any remote-tracking ref), so its history can be compared."""
-    from gitflow_parallel.git import transport as wire
-
-    tracking = f"refs/remotes/{remote}/{_branch(base_ref)}"
-    if tip is not None and project.repo.ref_target(tracking) != tip:
-        wire.fetch(project.repo, remote, [f"+{base_ref}:{tracking}"])
-
-
-def _diverged(record: dict[str, Any], remote: str, local: str, tip: str, state: str) -> ParallelError:
-    base, task = _branch(record["base"]["ref"]), record["task"]
-    return ParallelError(
-        E.REMOTE_DIVERGED,
-        f"{base} here (at {local[:12]}) and on {remote} (at {tip[:12]}) have diverged: each has commits the "
-        f"other lacks; {state}",
-        hint=f"bring them together first (`git pull {remote} {base}` where {base} is checked out), then "
-             f"`git parallel merge {task} --push {remote}` again")
-
-
-def _onto_remote(project: Project, record: dict[str, Any], remote: str, tip: str | None) -> Callable[[str], str]:
-    """``onto`` for :func:`_land`: the remote's tip when the local base is
-    behind it, the local base when it is level or ahead; refused when they
-    diverged (nothing has moved yet)."""
-    repo = project.repo
-
-    def onto(old: str) -> str:
-        if tip is None or repo.is_ancestor(tip, old):
-            return old
-        if repo.is_ancestor(old, tip):
-            return tip
-        raise _diverged(record, remote, old, tip, "nothing was changed")
-
-    return onto
-
-
-def _share_updates(project: Project, record: dict[str, Any], remote: str,
-                   there: dict[str, str]) -> tuple[list[Any], list[str]]:
-    """The notes ref (merged with the remote's first, cat_sort_uniq), the run
-    snapshot and the run's evidence refs, each under a lease on what the
-    remote has now.  A ref the remote has ahead of ours, or apart from it
-    (a worker's newer pack), is left alone and named."""
-    from gitflow_parallel.git import transport as wire
-
-    repo, run_id = project.repo, record["run_id"]
-    share.backfill_run(project, record)
-    notes_ref = record["config"]["notes_ref"]
-    theirs = there.get(notes_ref)
-    if theirs is not None:
-        tracking = share.notes_tracking_ref(remote, notes_ref)
-        if repo.ref_target(tracking) != theirs:
-            wire.fetch(repo, remote, [f"+{notes_ref}:{tracking}"])
-        share.merge_notes(project, notes_ref, theirs)
-    names = [notes_ref, share.run_ref(run_id)] + sorted(
-        n for n, _ in repo.refs_under(f"{share.EVIDENCE_PREFIX}/{run_id}/"))
-    updates, kept = [], []
-    for name in names:
-        mine, theirs = repo.ref_target(name), there.get(name)
-        if mine is None or mine == theirs:
-            continue
-        if theirs is not None and not (_has(repo, theirs) and repo.is_ancestor(theirs, mine)):
-            kept.append(name)
-            continue
-        updates.append(wire.Update(mine, name, theirs or ""))
-    return updates, kept
-
-
-def _wanted(record: dict[str, Any], extra: list[str]) -> list[str]:
-    """What one ls-remote asks about: the base, the notes, the run's refs, ``extra``."""
-    run_id = record["run_id"]
-    return [record["base"]["ref"], record["config"]["notes_ref"], share.run_ref(run_id),
-            f"{share.EVIDENCE_PREFIX}/{run_id}/*", *extra]
-
 
 def _reland(project: Project, record: dict[str, Any], remote: str, tip: str) -> dict[str, Any]:
     """A merged run whose landing the remote has not taken, because its base
@@ -430,13 +347,13 @@ def _reland(project: Project, record: dict[str, Any], remote: str, tip: str) -> 
     if local != landed:
         raise ParallelError(
             E.REMOTE_DIVERGED,
-            f"{_branch(base_ref)} here moved on after the landing ({landed[:12]} -> {str(local)[:12]}) and "
+            f"{branch_name(base_ref)} here moved on after the landing ({landed[:12]} -> {str(local)[:12]}) and "
             f"{remote} has commits it lacks; {not_pushed}",
-            hint=f"`git pull {remote} {_branch(base_ref)}` where it is checked out, then `git push {remote} "
-                 f"{_branch(base_ref)}` and `git parallel push {remote}`")
+            hint=f"`git pull {remote} {branch_name(base_ref)}` where it is checked out, then `git push {remote} "
+                 f"{branch_name(base_ref)}` and `git parallel push {remote}`")
     start = m.get("onto") or m["previous"]
     if not repo.is_ancestor(start, tip):
-        raise _diverged(record, remote, start, tip, not_pushed)
+        raise diverged(record, remote, start, tip, not_pushed)
     winners = winner_instances(project, record)
     landing = compute(project, record, tip, winners)
     worktree = base_worktree(repo, base_ref)
@@ -452,7 +369,7 @@ def _reland(project: Project, record: dict[str, Any], remote: str, tip: str) -> 
         _check_clean(repo, worktree, new_tree, old_tree)
         if not repo.cas_ref(base_ref, landing["commit"], landed,
                             f"git-parallel: land {task} ({record['run_id']}) again, onto {remote}'s tip"):
-            raise ParallelError(E.MERGE_CONFLICT, f"{_branch(base_ref)} moved here meanwhile; {not_pushed}",
+            raise ParallelError(E.MERGE_CONFLICT, f"{branch_name(base_ref)} moved here meanwhile; {not_pushed}",
                                 hint=f"`git parallel merge {task} --push {remote}` again")
         worktree_error = None
         if worktree is not None:
@@ -471,15 +388,6 @@ def _reland(project: Project, record: dict[str, Any], remote: str, tip: str) -> 
     return updated
 
 
-def _not_pushed(record: dict[str, Any], remote: str, what: str, hint: str, code: str = E.REMOTE_FAILED) -> ParallelError:
-    landed = record["merge"]["landed"]
-    return ParallelError(
-        code, f"run {record['run_id']} landed on {_branch(record['base']['ref'])} here at {landed[:12]}, but "
-              f"{remote} did not take it: {what}; nothing was pushed",
-        hint=hint + f"; `git parallel merge {record['task']} --push {remote}` pushes it then (a merged run is "
-                    "only pushed)", landed=landed, pushed=False)
-
-
 def push_landing(project: Project, task: str, remote: str) -> dict[str, Any]:
     """Move ``remote``'s base to what a merged run landed, with its notes,
     snapshot and evidence refs, in one atomic push under leases; idempotent
@@ -492,46 +400,29 @@ def push_landing(project: Project, task: str, remote: str) -> dict[str, Any]:
     retries = int(record["config"]["merge"]["retries"])
     relanded: list[dict[str, Any]] = []
     for attempt in range(1, retries + wire.NOTES_PUSH_ATTEMPTS + 2):
-        there = wire.ls_remote(repo, remote, _wanted(record, []))
+        there = wire.ls_remote(repo, remote, wanted_refs(record, []))
         tip = there.get(base_ref)
-        _fetch_tip(project, remote, base_ref, tip)
+        fetch_tip(project, remote, base_ref, tip)
         landed = record["merge"]["landed"]
         updates = []
         if tip is None or (tip != landed and not repo.is_ancestor(landed, tip)):
             if tip is not None and not repo.is_ancestor(tip, landed):
                 if len(relanded) >= retries:
-                    raise _not_pushed(record, remote, f"its {_branch(base_ref)} kept moving ({attempt} attempts)",
+                    raise refused_push(record, remote, f"its {branch_name(base_ref)} kept moving ({attempt} attempts)",
                                       "wait for the other pushes to finish", E.REMOTE_MOVED)
                 relanded.append({"landed": landed, "remote_tip": tip})
                 record = _reland(project, record, remote, tip)
                 landed = record["merge"]["landed"]
             if landed != tip:  # a landing computed again may be the remote's tip itself
                 updates.append(wire.Update(landed, base_ref, tip or ""))
-        shared, kept = _share_updates(project, record, remote, there)
+        shared, kept = share_updates(project, record, remote, there)
         pushed = wire.push(repo, remote, updates + shared)
         if pushed.ok:
-            return _pushed(project, record, remote, updates + shared, kept, attempt, relanded)
+            return pushed_result(project, record, remote, updates + shared, kept, attempt, relanded)
         if not wire.moved(repo, remote, updates + shared):
-            raise _not_pushed(record, remote, f"the atomic push was refused: {pushed.output}",
+            raise refused_push(record, remote, f"the atomic push was refused: {pushed.output}",
                               f"see the message (a protected branch? a hook of {remote}?)")
-    raise _not_pushed(record, remote, "its refs kept moving", "wait for the other pushes to finish", E.REMOTE_MOVED)
-
-
-def _pushed(project: Project, record: dict[str, Any], remote: str, updates: list[Any], kept: list[str],
-            attempts: int, relanded: list[dict[str, Any]]) -> dict[str, Any]:
-    """Say in the record (and the result) what the remote now has."""
-    base_ref, landed = record["base"]["ref"], record["merge"]["landed"]
-    moved_base = any(u.dst == base_ref for u in updates)
-    if moved_base or not (record["merge"].get("pushed") or {}).get("landed") == landed:
-        info = {"remote": remote, "landed": landed, "pushed_at": utcnow(), "attempts": attempts}
-
-        def apply(rec: dict[str, Any]) -> None:
-            rec["merge"]["pushed"] = info
-
-        project.store.update(record["task"], apply)
-    return {"remote": remote, "base_ref": base_ref, "landed": landed, "moved_base": moved_base,
-            "refs": [u.dst for u in updates], "kept_remote": kept, "attempts": attempts, "relanded": relanded,
-            "up_to_date": not updates}
+    raise refused_push(record, remote, "its refs kept moving", "wait for the other pushes to finish", E.REMOTE_MOVED)
 
 
 def merge_push(project: Project, task: str, remote: str) -> dict[str, Any]:
@@ -547,8 +438,8 @@ def merge_push(project: Project, task: str, remote: str) -> dict[str, Any]:
     if record["status"] != "merged":
         base_ref = record["base"]["ref"]
         tip = wire.ls_remote(project.repo, remote, [base_ref]).get(base_ref)
-        _fetch_tip(project, remote, base_ref, tip)
-        onto = _onto_remote(project, record, remote, tip)
+        fetch_tip(project, remote, base_ref, tip)
+        onto = onto_remote(project, record, remote, tip)
     result = merge(project, task, onto=onto)
     try:
         result["push"] = push_landing(project, task, remote)
@@ -556,7 +447,7 @@ def merge_push(project: Project, task: str, remote: str) -> dict[str, Any]:
         if "pushed" in exc.details:
             raise
         landed = result["merge"]["landed"]
-        raise ParallelError(exc.code, f"run {result['run_id']} landed on {_branch(result['merge']['base_ref'])} here "
+        raise ParallelError(exc.code, f"run {result['run_id']} landed on {branch_name(result['merge']['base_ref'])} here "
                             f"at {landed[:12]}, but was not pushed to {remote}: {exc.message}",
                             hint=f"{exc.hint or 'see the message'}; then `git parallel merge {task} --push {remote}` "
                                  "pushes it (a merged run is only pushed)", landed=landed, pushed=False) from None
@@ -574,18 +465,18 @@ def _push_branches(project: Project, record: dict[str, Any], remote: str,
     refs = [f"refs/heads/{inst['branch']}" for _, inst in winners]
     output = ""
     for attempt in range(1, wire.NOTES_PUSH_ATTEMPTS + 1):
-        there = wire.ls_remote(repo, remote, _wanted(record, refs))
+        there = wire.ls_remote(repo, remote, wanted_refs(record, refs))
         updates = []
         for (_, inst), ref in zip(winners, refs):
             tip, theirs = project.tip(inst), there.get(ref)
             if tip is None or tip == theirs:
                 continue
-            if theirs is not None and not (_has(repo, theirs) and repo.is_ancestor(theirs, tip)):
+            if theirs is not None and not (has_object(repo, theirs) and repo.is_ancestor(theirs, tip)):
                 raise ParallelError(E.REMOTE_DIVERGED, f"{remote} has {inst['branch']} at {theirs[:12]}, with "
                                     f"commits the winner ({tip[:12]}) lacks; nothing was pushed",
                                     hint=f"see `git log {remote}/{inst['branch']}`; delete it there if it is stale")
             updates.append(wire.Update(tip, ref, theirs or ""))
-        shared, kept = _share_updates(project, record, remote, there)
+        shared, kept = share_updates(project, record, remote, there)
         pushed = wire.push(repo, remote, updates + shared)
         if pushed.ok:
             return {"refs": [u.dst for u in updates + shared], "kept_remote": kept, "attempts": attempt,
@@ -613,7 +504,7 @@ def merge_pr(project: Project, task: str, remote: str = "origin") -> dict[str, A
     winners = _proven_winners(project, record, task, "propose")
     pushed = _push_branches(project, record, remote, winners)
     tool, found = pr_tool(repo, remote)
-    base = _branch(record["base"]["ref"])
+    base = branch_name(record["base"]["ref"])
     folder = repo.parallel_dir / "prs"
     proposals = []
     for pick, inst in winners:
