@@ -379,6 +379,6 @@ def test_checks_in_different_orders_pick_the_same_winner(tmp_path: Path, selecti
 
 
 def test_ids_sort_naturally() -> None:
-    from gitflow_parallel.state.picks import _id_key
+    from gitflow_parallel.state.picks import id_key
 
-    assert sorted(["10", "2", "1", "a-10", "a-2", "b-1"], key=_id_key) == ["1", "2", "10", "a-2", "a-10", "b-1"]
+    assert sorted(["10", "2", "1", "a-10", "a-2", "b-1"], key=id_key) == ["1", "2", "10", "a-2", "a-10", "b-1"]

@@ -13,7 +13,7 @@ import pytest
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.judge.selection import candidate_basis, rank, refuse_below_threshold
-from gitflow_parallel.state.picks import _id_key
+from gitflow_parallel.state.picks import id_key
 
 
 def cand(id: str, score: int | None = None, lines: int = 10, tree: str | None = None,
@@ -29,8 +29,8 @@ def winner_of(method: str, *cands: dict[str, Any]) -> tuple[str, dict[str, Any],
 
 
 def test_ids_order_naturally() -> None:
-    assert sorted(["10", "2", "1"], key=_id_key) == ["1", "2", "10"]
-    assert sorted(["b10", "b9", "a"], key=_id_key) == ["a", "b9", "b10"]
+    assert sorted(["10", "2", "1"], key=id_key) == ["1", "2", "10"]
+    assert sorted(["b10", "b9", "a"], key=id_key) == ["a", "b9", "b10"]
 
 
 def test_highest_score_wins_and_a_null_score_comes_last() -> None:

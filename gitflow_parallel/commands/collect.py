@@ -17,7 +17,9 @@ from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.git.share import EVIDENCE_PREFIX, check_remote, evidence_ref, notes_tracking_ref, tree_file
 from gitflow_parallel.model import find_instance
-from gitflow_parallel.git.transport import CLAIMS_PREFIX, _prune_tracking, branch_tracking, claim_history, claim_state, describe_claim, fetch, fetched_claim, ls_remote, run_note_lines, tracking
+from gitflow_parallel.git.transport import (
+    CLAIMS_PREFIX, prune_tracking, branch_tracking, claim_history, claim_state, describe_claim, fetch,
+    fetched_claim, ls_remote, run_note_lines, tracking)
 
 
 # -- collect ----------------------------------------------------------------------------------------
@@ -124,7 +126,7 @@ def collect(project: Project, task: str, remote: str | None = None) -> dict[str,
     run_id = record["run_id"]
     have = ls_remote(repo, remote, [f"refs/heads/parallel/{task}/*", f"{CLAIMS_PREFIX}/{run_id}/*",
                                     f"{EVIDENCE_PREFIX}/{run_id}/*", record["config"]["notes_ref"]])
-    _prune_tracking(repo, remote, have, run_id)
+    prune_tracking(repo, remote, have, run_id)
     fetch(repo, remote, _collect_specs(remote, record, have))
     now = time.time()
     rows, tips = [], []

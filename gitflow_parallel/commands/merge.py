@@ -60,7 +60,9 @@ from gitflow_parallel.git import retire
 from gitflow_parallel.git import transport
 from gitflow_parallel.git.landing import compute, dirty_paths, refuse_dirty
 from gitflow_parallel.git.pull_request import pr_body, pr_command, pr_title, pr_tool, run_tool
-from gitflow_parallel.git.remote_landing import branch_name, diverged, fetch_tip, has_object, onto_remote, pushed_result, refused_push, share_updates, wanted_refs
+from gitflow_parallel.git.remote_landing import (
+    branch_name, diverged, fetch_tip, has_object, onto_remote, pushed_result, refused_push, share_updates,
+    wanted_refs)
 
 
 def verify_mode(cfg: dict[str, Any]) -> str:

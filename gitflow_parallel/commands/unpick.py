@@ -13,7 +13,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.state.picks import _find_retired, _retire_file, load_pick, pick_path, retired_dir, who
+from gitflow_parallel.state.picks import find_retired, retire_file, load_pick, pick_path, retired_dir, who
 from gitflow_parallel.state import intent
 from gitflow_parallel.state.picks import refuse_closed
 
@@ -44,7 +44,7 @@ def unpick(project: Project, task: str, track: str | None = None) -> dict[str, A
             pick = load_pick(project, record, t)  # refuses an edited pick file
             path = pick_path(project.repo.parallel_dir, record["run_id"], t)
             # Half done by a crash: the file already moved, the record not yet.
-            target = _retire_file(path, folder, t) if pick is not None else _find_retired(folder, t, bound[t])
+            target = retire_file(path, folder, t) if pick is not None else find_retired(folder, t, bound[t])
             retired.append({"track": t, "path": str(target), "sha256": bound[t]["sha256"],
                             "winner": bound[t]["winner"], "commit": bound[t].get("commit"),
                             "retired_by": person, "retired_at": now})

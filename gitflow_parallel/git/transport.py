@@ -251,7 +251,7 @@ def fetch_runs(project: Project, remote: str) -> None:
     ls-remote, and a fetch only when something moved)."""
     repo = project.repo
     have = ls_remote(repo, remote, [f"{RUNS_PREFIX}/*", f"{CLAIMS_PREFIX}/*"])
-    _prune_tracking(repo, remote, have, None)
+    prune_tracking(repo, remote, have, None)
     specs = []
     for prefix in (RUNS_PREFIX, CLAIMS_PREFIX):
         mine = {n: o for n, o in have.items() if n.startswith(prefix + "/")}
@@ -261,7 +261,7 @@ def fetch_runs(project: Project, remote: str) -> None:
         fetch(repo, remote, specs)
 
 
-def _prune_tracking(repo: Repo, remote: str, have: dict[str, str], run_id: str | None) -> None:
+def prune_tracking(repo: Repo, remote: str, have: dict[str, str], run_id: str | None) -> None:
     """Forget tracking copies of manifests and claims the remote no longer has."""
     for prefix in (RUNS_PREFIX, CLAIMS_PREFIX):
         local_prefix = tracking(remote, prefix + "/" + (run_id or ""))

@@ -70,7 +70,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, _id_key
+from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, id_key
 
 
 
@@ -136,7 +136,7 @@ def _critic_key(c: dict[str, Any]) -> tuple[Any, ...]:
     """Highest score (a null score after every number), then fewest changed
     lines against the base, then id: never the time a check happened to end."""
     score = c["score"]
-    return (score is None, -(score or 0), c["changed_lines"], _id_key(c["id"]))
+    return (score is None, -(score or 0), c["changed_lines"], id_key(c["id"]))
 
 
 def _figures(c: dict[str, Any], group: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -221,7 +221,7 @@ def _group_reasons(groups: list[list[dict[str, Any]]], what: str) -> dict[str, s
 
 
 def _clusters_record(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    return [{"signature": g[0]["probes"], "members": sorted((c["id"] for c in g), key=_id_key), "size": len(g)}
+    return [{"signature": g[0]["probes"], "members": sorted((c["id"] for c in g), key=id_key), "size": len(g)}
             for g in groups]
 
 
@@ -237,7 +237,7 @@ def _bracket(project: Project, record: dict[str, Any], track: str,
              entrants: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
     """A single-elimination bracket in id order (an odd one out gets a bye);
     returns (winner, its last match or None, every match)."""
-    alive = sorted(entrants, key=lambda c: _id_key(c["id"]))
+    alive = sorted(entrants, key=lambda c: id_key(c["id"]))
     matches: list[dict[str, Any]] = []
     round_no = 0
     while len(alive) > 1:
@@ -275,7 +275,7 @@ def rank(project: Project, record: dict[str, Any], track: str, method: str,
         return winner, decision, reasons, extra
     if method == "majority_vote":
         groups = _groups(ranked, lambda c: c["tree"])
-        extra["tree_groups"] = [{"tree": g[0]["tree"], "members": sorted((c["id"] for c in g), key=_id_key),
+        extra["tree_groups"] = [{"tree": g[0]["tree"], "members": sorted((c["id"] for c in g), key=id_key),
                                  "size": len(g)} for g in groups]
         return groups[0][0], _group_decision(method, groups, "tree_group_size"), _group_reasons(groups, "tree"), extra
     groups = _groups(ranked, _cluster_key)
@@ -292,7 +292,7 @@ def _rank_tournament(project: Project, record: dict[str, Any], track: str, group
     # not tell them apart on behaviour, so the judge may.
     entrants = [c for g in groups if len(g) == len(groups[0]) for c in g]
     winner, final, matches = _bracket(project, record, track, entrants)
-    extra["tournament"] = {"entrants": sorted((c["id"] for c in entrants), key=_id_key),
+    extra["tournament"] = {"entrants": sorted((c["id"] for c in entrants), key=id_key),
                            "judge": list(record["config"]["judge"]["command"]), "matches": matches}
     reasons = {}
     for m in matches:
@@ -351,7 +351,7 @@ def decide(project: Project, record: dict[str, Any], track: str) -> tuple[dict[s
     winner, decision, reasons, extra = rank(project, record, track, method, candidates)
     refuse_below_threshold(cfg, winner, track)
     losers += [{"id": i, "code": E.SELECTION_NO_PASS, "reason": r} for i, r in reasons.items()]
-    losers.sort(key=lambda l: _id_key(l["id"]))
+    losers.sort(key=lambda l: id_key(l["id"]))
     pick = {
         "schema_version": SCHEMA_VERSION, "run_id": record["run_id"], "task": record["task"], "track": track,
         "winner": {k: winner[k] for k in ("id", "attempt", "commit", "tree", "evidence_sha256")},

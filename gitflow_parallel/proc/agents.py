@@ -80,13 +80,12 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import faults, model
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import append_jsonl, utcnow
-from gitflow_parallel.git.repo import commit_all
 from gitflow_parallel.model import FINISHED_RUN, check_transition, find_instance
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project, notes_instance_on, pid_alive
-from gitflow_parallel.provenance import instance_note, leftovers_message, stray_leftovers_message
+from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.proc import env as proc_env
-from gitflow_parallel.proc import reaper, slots
+from gitflow_parallel.proc import leftovers, reaper, slots
 from gitflow_parallel.proc.slots import Slot, Slots
 from gitflow_parallel.proc.supervise import (EXIT_NOT_EXECUTABLE, KILL_GRACE, POLL, Signals, cannot_start, exited,
                                              killpg, signame)
@@ -205,6 +204,166 @@ def _select(project: Project, record: dict[str, Any], wanted: list[str] | None) 
     return chosen
 
 
+# -- one agent's process ----------------------------------------------------------
+def _start_agent(child: _Child, base_env: dict[str, str], task: str, run_id: str,
+                 tmux_binary: str | None) -> subprocess.Popen[bytes]:
+    """Start the agent of ``child`` in its worktree, in a session (process group)
+    of its own, its output appended to its log; under ``--tmux`` a stand-in runs
+    it in a tmux window and exits with its status."""
+    env = dict(base_env)
+    env.update({
+        "GIT_PARALLEL_TASK": task, "GIT_PARALLEL_RUN_ID": run_id,
+        "GIT_PARALLEL_INSTANCE": child.id, "GIT_PARALLEL_TRACK": child.track,
+        "GIT_PARALLEL_ATTEMPT": str(child.attempt), "GIT_PARALLEL_WORKTREE": child.worktree,
+        "GIT_PARALLEL_EVENTS": str(child.events), reaper.SCOPE_ENV: child.scope,
+    })
+    if child.feedback:
+        env["GIT_PARALLEL_FEEDBACK"] = child.feedback
+    argv = child.argv
+    if tmux_binary is not None:
+        # A stand-in that runs the command in a tmux window and exits with its status.
+        from gitflow_parallel.proc import tmux
+
+        status = child.log.with_name(child.log.name[:-len(".log")] + ".tmux-status.json")
+        argv = tmux.waiter_argv(tmux_binary, tmux.session_name(task), child.id, child.worktree, child.log,
+                                status, child.argv)
+    fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        return subprocess.Popen(
+            argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+            start_new_session=True,
+        )
+    finally:
+        os.close(fd)  # the child has its own copy
+
+
+def _exited(child: _Child) -> bool:
+    """Has the leader exited?  Asked without reaping it, so that its pid,
+    and with it the process group id, stays reserved until we clear the
+    group."""
+    return exited(child.pid)
+
+
+def _release_claim(child: _Child) -> None:
+    if child.claim is not None:
+        child.claim.release()
+        child.claim = None
+
+
+def _record_finish(record: dict[str, Any], child: _Child) -> None:
+    inst = find_instance(record, child.id)
+    if inst["attempt"] != child.attempt or inst["instance_revision"] != child.revision or inst["status"] != "running":
+        # Someone (abort, recover) decided about it meanwhile; theirs stands.
+        child.error = (f"{child.error + '; ' if child.error else ''}not recorded: the instance changed "
+                       f"meanwhile (now {inst['status']}, attempt {inst['attempt']})")
+        child.status = inst["status"]
+        return
+    model.finish(record, inst, child.status or "failed", exit_code=child.exit_code, error=child.error,
+                 finished_at=child.finished_at, head=child.head)
+    model.bump(inst)
+
+
+def _next_wait(active: dict[int, _Child], queued: bool, waiting_for_slot: bool, progress: bool) -> float | None:
+    """How long the loop may sleep: until the next deadline or kill, a slot
+    poll, or a progress tick."""
+    now = time.monotonic()
+    waits: list[float] = []
+    for child in active.values():
+        if child.term_at is None and child.deadline is not None:
+            waits.append(child.deadline - now)
+        elif child.term_at is not None and not child.killed:
+            waits.append(child.term_at + KILL_GRACE - now)
+    if queued and waiting_for_slot:
+        waits.append(SLOT_POLL)
+    if progress:
+        waits.append(TICK)
+    return max(0.0, min(waits)) if waits else None
+
+
+def _write_notes(project: Project, record: dict[str, Any], children: list[_Child]) -> str | None:
+    """Note the instances that ran; an error text if the notes could not be
+    written (the record is right, and recover can write them again)."""
+    touched = [c for c in children if c.ran]
+    entries = []
+    for child in touched:
+        inst = find_instance(record, child.id)
+        tip = project.tip(inst) or inst["head"]
+        if notes_instance_on(record, tip, inst):
+            entries.append((tip, instance_note(record, inst, tip)))
+    if not entries:
+        return None
+    try:
+        project.add_notes(record, entries, f"run {', '.join(c.id for c in touched)}")
+    except Exception as exc:  # the record is right; the mirror can be rewritten by recover
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _summary_rows(record: dict[str, Any], children: list[_Child]) -> list[dict[str, Any]]:
+    """One row per selected instance for the summary (what ran, else the record's state)."""
+    rows = []
+    for child in children:
+        inst = find_instance(record, child.id)
+        rows.append({
+            "id": child.id, "track": child.track, "attempt": child.attempt, "ran": child.ran,
+            "status": child.status if child.ran else inst["status"], "exit_code": child.exit_code,
+            "error": child.error, "duration_s": child.duration, "head": child.head or inst["head"],
+            "committed": child.committed, "pid": child.popen.pid if child.popen else None,
+            "log": str(child.log) if child.ran else None, "events": str(child.events) if child.ran else None,
+        })
+    return rows
+
+
+def _make_child(project: Project, record: dict[str, Any], argv: list[str], inst: dict[str, Any]) -> _Child:
+    """The runner's view of one claimed instance: its command with the
+    placeholders filled in, its log and events files."""
+    from gitflow_parallel.state import feedback
+
+    values = {"task": record["task"], "instance": inst["id"], "track": inst["track"],
+              "attempt": str(inst["attempt"]), "worktree": inst["worktree"], "feedback": feedback.read(inst)}
+    name = f"{inst['id']}.{inst['attempt']}"
+    return _Child(scope=reaper.agent_scope(record["run_id"], inst["id"], inst["attempt"]),
+        id=inst["id"], track=inst["track"], attempt=inst["attempt"], revision=inst["instance_revision"],
+        worktree=inst["worktree"], branch=inst["branch"], argv=substitute(argv, values),
+        log=logs_dir(project.repo.parallel_dir, record["run_id"]) / f"{name}.log",
+        events=events_dir(project.repo.parallel_dir, record["run_id"]) / f"{name}.jsonl",
+        feedback=inst.get("feedback"),
+    )
+
+
+def _record_cannot_start(project: Project, record: dict[str, Any], inst: dict[str, Any], child: _Child, exc: OSError,
+                          now: str) -> None:
+    """The command could not be started (not found, not executable, the
+    worktree gone): the instance fails, said in its log, events and record."""
+    code, message = cannot_start(child.argv[0], exc)
+    if exc.filename == child.worktree or not os.path.isdir(child.worktree):
+        code, message = EXIT_NOT_EXECUTABLE, f"the worktree {child.worktree} is gone"
+    with open(child.log, "a", encoding="utf-8") as handle:
+        handle.write(f"git-parallel: {message}\n")
+    child.status, child.exit_code, child.error, child.duration = "failed", code, message, 0.0
+    child.finished_at = now
+    child.head = project.repo.ref_target(f"refs/heads/{child.branch}") or inst["head"]
+    model.finish(record, inst, "failed", pid=None, started_at=now, finished_at=now, exit_code=code,
+                 error=message, head=child.head, log=str(child.log), events=str(child.events))
+    model.bump(inst)
+    append_jsonl(child.events, {
+        "event": "engine_exited", "ts": now, "run_id": record["run_id"], "instance": child.id,
+        "attempt": child.attempt, "exit_code": code, "duration_s": 0.0, "status": "failed", "error": message,
+    })
+
+
+def _enforce_deadlines(active: dict[int, _Child], now: float) -> None:
+    """SIGTERM a group past its timeout; SIGKILL it once the grace has passed too."""
+    for child in active.values():
+        if child.term_at is None and child.deadline is not None and now >= child.deadline:
+            child.reason = child.reason or "timeout"
+            child.term_at = now
+            killpg(child.pid, signal.SIGTERM)
+        elif child.term_at is not None and not child.killed and now >= child.term_at + KILL_GRACE:
+            child.killed = True
+            killpg(child.pid, signal.SIGKILL)
+
+
 # -- the runner --------------------------------------------------------------------
 class _Runner:
     def __init__(self, project: Project, record: dict[str, Any], chosen: list[dict[str, Any]], argv: list[str],
@@ -226,7 +385,7 @@ class _Runner:
         self.slots = Slots(parallel_dir, self.max_total)
         self.log_dir = logs_dir(parallel_dir, self.run_id)
         self.event_dir = events_dir(parallel_dir, self.run_id)
-        self.children = [self._child(inst) for inst in chosen]
+        self.children = [_make_child(project, record, self.argv, inst) for inst in chosen]
         self.base_env = proc_env.for_command()
         self.watchdog = Watchdog()
         self.signature = project.repo.signature()
@@ -234,20 +393,6 @@ class _Runner:
         self.stopping: str | None = None
         self.waiting_for_slot = False
         self.t0 = time.monotonic()
-
-    def _child(self, inst: dict[str, Any]) -> _Child:
-        from gitflow_parallel.state import feedback
-
-        values = {"task": self.task, "instance": inst["id"], "track": inst["track"],
-                  "attempt": str(inst["attempt"]), "worktree": inst["worktree"], "feedback": feedback.read(inst)}
-        name = f"{inst['id']}.{inst['attempt']}"
-        return _Child(scope=reaper.agent_scope(self.run_id, inst["id"], inst["attempt"]),
-            id=inst["id"], track=inst["track"], attempt=inst["attempt"], revision=inst["instance_revision"],
-            worktree=inst["worktree"], branch=inst["branch"], argv=substitute(self.argv, values),
-            log=logs_dir(self.project.repo.parallel_dir, self.run_id) / f"{name}.log",
-            events=events_dir(self.project.repo.parallel_dir, self.run_id) / f"{name}.jsonl",
-            feedback=inst.get("feedback"),
-        )
 
     # -- the loop ------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -265,13 +410,13 @@ class _Runner:
                 except BaseException:
                     self._kill_everything(active)
                     raise
-                notes_error = self._write_notes()
+                notes_error = _write_notes(self.project, self.record, self.children)
         finally:
             # Nothing the agents started outlives the report.
             reaper.sweep({c.scope for c in self.children if c.ran})
             reaper.sweep_descendants({self.watchdog.pid} if self.watchdog.pid else set())
             for child in self.children:
-                self._release_claim(child)
+                _release_claim(child)
             self.watchdog.stop()
         return self._summary(notes_error)
 
@@ -285,8 +430,8 @@ class _Runner:
                 queue.clear()
                 self._stop_all(active)
             now = time.monotonic()
-            self._enforce_deadlines(active, now)
-            finished = [c for c in active.values() if self._exited(c)]
+            _enforce_deadlines(active, now)
+            finished = [c for c in active.values() if _exited(c)]
             for child in finished:
                 del active[child.pid]
                 self._finish(child)
@@ -310,21 +455,7 @@ class _Runner:
             self._report(active, queue)
             if not queue and not active:
                 break
-            self.signals.wait(self._next_wait(active, bool(queue)))
-
-    def _next_wait(self, active: dict[int, _Child], queued: bool) -> float | None:
-        now = time.monotonic()
-        waits: list[float] = []
-        for child in active.values():
-            if child.term_at is None and child.deadline is not None:
-                waits.append(child.deadline - now)
-            elif child.term_at is not None and not child.killed:
-                waits.append(child.term_at + KILL_GRACE - now)
-        if queued and self.waiting_for_slot:
-            waits.append(SLOT_POLL)
-        if self.progress is not None:
-            waits.append(TICK)
-        return max(0.0, min(waits)) if waits else None
+            self.signals.wait(_next_wait(active, bool(queue), self.waiting_for_slot, self.progress is not None))
 
     # -- starting --------------------------------------------------------------------
     def _write(self, finished: list[_Child], starting: list[_Child]) -> None:
@@ -333,7 +464,7 @@ class _Runner:
 
         def mutate(record: dict[str, Any]) -> None:
             for child in finished:
-                self._record_finish(record, child)
+                _record_finish(record, child)
             for child in starting:
                 self._claim(record, child)
                 if child.popen is not None:
@@ -391,23 +522,9 @@ class _Runner:
         })
         child.ran = True
         try:
-            child.popen = self._spawn(child)
+            child.popen = _start_agent(child, self.base_env, self.task, self.run_id, self.tmux)
         except OSError as exc:
-            code, message = cannot_start(child.argv[0], exc)
-            if exc.filename == child.worktree or not os.path.isdir(child.worktree):
-                code, message = EXIT_NOT_EXECUTABLE, f"the worktree {child.worktree} is gone"
-            with open(child.log, "a", encoding="utf-8") as handle:
-                handle.write(f"git-parallel: {message}\n")
-            child.status, child.exit_code, child.error, child.duration = "failed", code, message, 0.0
-            child.finished_at = now
-            child.head = self.project.repo.ref_target(f"refs/heads/{child.branch}") or inst["head"]
-            model.finish(record, inst, "failed", pid=None, started_at=now, finished_at=now, exit_code=code,
-                         error=message, head=child.head, log=str(child.log), events=str(child.events))
-            model.bump(inst)
-            append_jsonl(child.events, {
-                "event": "engine_exited", "ts": now, "run_id": self.run_id, "instance": child.id,
-                "attempt": child.attempt, "exit_code": code, "duration_s": 0.0, "status": "failed", "error": message,
-            })
+            _record_cannot_start(self.project, record, inst, child, exc, now)
             return
         self.watchdog.started(child.pid, child.scope)
         child.started = time.monotonic()
@@ -416,61 +533,17 @@ class _Runner:
         model.start(record, inst, child.pid, os.getpid(), now, str(child.log), str(child.events))
         model.bump(inst)
 
-    def _spawn(self, child: _Child) -> subprocess.Popen[bytes]:
-        env = dict(self.base_env)
-        env.update({
-            "GIT_PARALLEL_TASK": self.task, "GIT_PARALLEL_RUN_ID": self.run_id,
-            "GIT_PARALLEL_INSTANCE": child.id, "GIT_PARALLEL_TRACK": child.track,
-            "GIT_PARALLEL_ATTEMPT": str(child.attempt), "GIT_PARALLEL_WORKTREE": child.worktree,
-            "GIT_PARALLEL_EVENTS": str(child.events), reaper.SCOPE_ENV: child.scope,
-        })
-        if child.feedback:
-            env["GIT_PARALLEL_FEEDBACK"] = child.feedback
-        argv = child.argv
-        if self.tmux is not None:
-            # A stand-in that runs the command in a tmux window and exits with its status.
-            from gitflow_parallel.proc import tmux
-
-            status = child.log.with_name(child.log.name[:-len(".log")] + ".tmux-status.json")
-            argv = tmux.waiter_argv(self.tmux, tmux.session_name(self.task), child.id, child.worktree, child.log,
-                                    status, child.argv)
-        fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        try:
-            return subprocess.Popen(
-                argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
-                start_new_session=True,
-            )
-        finally:
-            os.close(fd)  # the child has its own copy
-
     # -- watching and ending -----------------------------------------------------------
-    def _enforce_deadlines(self, active: dict[int, _Child], now: float) -> None:
-        for child in active.values():
-            if child.term_at is None and child.deadline is not None and now >= child.deadline:
-                child.reason = child.reason or "timeout"
-                child.term_at = now
-                killpg(child.pid, signal.SIGTERM)
-            elif child.term_at is not None and not child.killed and now >= child.term_at + KILL_GRACE:
-                child.killed = True
-                killpg(child.pid, signal.SIGKILL)
-
     def _stop_all(self, active: dict[int, _Child]) -> None:
         now = time.monotonic()
         for child in active.values():
-            if self._exited(child):
+            if _exited(child):
                 continue  # it finished on its own before we asked
             if child.reason is None:
                 child.reason = self.stopping
             if child.term_at is None:
                 child.term_at = now
                 killpg(child.pid, signal.SIGTERM)
-
-    @staticmethod
-    def _exited(child: _Child) -> bool:
-        """Has the leader exited?  Asked without reaping it, so that its pid,
-        and with it the process group id, stays reserved until we clear the
-        group."""
-        return exited(child.pid)
 
     def _finish(self, child: _Child) -> None:
         assert child.popen is not None
@@ -479,29 +552,14 @@ class _Runner:
         killpg(child.pid, signal.SIGKILL)
         # ... and whatever daemonized out of the group (setsid, double fork).
         reaper.sweep({child.scope})
-        keep = {c.pid for c in self.children if c.popen is not None and c is not child and not self._exited(c)}
+        keep = {c.pid for c in self.children if c.popen is not None and c is not child and not _exited(c)}
         reaper.sweep_orphans(child.scope, keep | {self.watchdog.pid or 0, child.pid})
         self.watchdog.ended(child.pid)
         rc = child.popen.wait()
         child.duration = round(time.monotonic() - child.started, 3)
         if child.slot is not None:
             child.slot.release()
-        child.exit_code = rc if rc >= 0 else 128 - rc
-        if child.reason == "timeout":
-            child.status = "failed"
-            child.error = (f"timed out after {self.timeout:g}s; its process group was sent SIGTERM"
-                           + (f", then SIGKILL {KILL_GRACE:g}s later" if child.killed else ""))
-        elif child.reason is not None:
-            child.status = "aborted"
-            child.error = f"stopped: git parallel run received {child.reason}"
-        elif rc == 0:
-            child.status = "succeeded"
-        elif rc > 0:
-            child.status = "failed"
-            child.error = f"exited with status {rc}"
-        else:
-            child.status = "failed"
-            child.error = f"killed by {signame(-rc)}"
+        leftovers.classify_exit(child, rc, self.timeout)
         child.finished_at = utcnow()
         append_jsonl(child.events, {
             "event": "engine_exited", "ts": child.finished_at, "run_id": self.run_id, "instance": child.id,
@@ -509,84 +567,18 @@ class _Runner:
             "status": child.status, "error": child.error,
         })
         if self.commit_leftovers:
-            self._commit_leftovers(child, rc)
+            leftovers.commit(self.project, self.record, child, self.signature)
         faults.point("run.after_commit")
         child.head = self.project.repo.ref_target(f"refs/heads/{child.branch}")
         # Done with the worktree: an abort waiting on the claim may go on.
-        self._release_claim(child)
-
-    def _commit_leftovers(self, child: _Child, rc: int) -> None:
-        import pygit2
-
-        problem = None
-        try:
-            wt = pygit2.Repository(child.worktree)
-            head = wt.references.get("HEAD")
-            on = head.target if head is not None and isinstance(head.target, str) else None
-            tip = self.project.repo.ref_target(f"refs/heads/{child.branch}")
-            base = self.record["base"]["commit"]
-            if on != f"refs/heads/{child.branch}":
-                where = on or "a detached HEAD"
-                problem = f"the command left the worktree on {where}, not {child.branch}; its leftovers were not committed"
-            elif tip is None or not self.project.repo.is_ancestor(base, tip):
-                problem = self._keep_broken_branch(child, tip, base)
-            else:
-                message = leftovers_message(self.task, self.run_id, child.id, child.attempt,
-                                            f"Uncommitted when the command exited ({child.status}, "
-                                            f"exit {child.exit_code}).")
-                child.committed = commit_all(child.worktree, message, signature=self.signature)
-        except Exception as exc:  # a broken worktree fails this instance, not the run
-            problem = f"its leftovers could not be committed: {type(exc).__name__}: {exc}"
-        if problem:
-            if child.status == "succeeded":
-                child.status = "failed"
-                child.error = f"exited 0 but {problem}"
-            else:
-                child.error = f"{child.error}; {problem}"
-
-    def _keep_broken_branch(self, child: _Child, tip: str | None, base: str) -> str:
-        """The branch was deleted, or moved to history without the base, while
-        the command ran (a sibling's ``git update-ref -d``): committing on it
-        would make a root commit and orphan the attempt's work.  Keep the
-        commits HEAD reached, and the leftovers, under archive refs instead."""
-        from gitflow_parallel.git import worktrees
-
-        repo = self.project.repo
-        inst = {"id": child.id, "branch": child.branch, "attempt": child.attempt}
-        heads = worktrees.worktree_heads(repo, repo.common_dir / "worktrees" / worktrees.admin_name(self.task, child.id))
-        parent = next((h for h in heads if h != tip and repo.is_ancestor(base, h)), base)
-        message = stray_leftovers_message(self.task, self.run_id, child.id, child.attempt)
-        extra = [oid for oid in [commit_all(child.worktree, message, ref=None, parent=parent,
-                                            signature=self.signature)] if oid]
-        kept = worktrees.keep_strays(repo, self.run_id, self.task, inst, extra=extra)
-        what = "was deleted" if tip is None else f"was moved to {tip[:12]}, which does not descend from the base"
-        where = f"; its work is kept at {', '.join(kept)}" if kept else ""
-        return f"its branch {child.branch} {what} while the command ran, so nothing was committed on it{where}"
-
-    @staticmethod
-    def _release_claim(child: _Child) -> None:
-        if child.claim is not None:
-            child.claim.release()
-            child.claim = None
-
-    def _record_finish(self, record: dict[str, Any], child: _Child) -> None:
-        inst = find_instance(record, child.id)
-        if inst["attempt"] != child.attempt or inst["instance_revision"] != child.revision or inst["status"] != "running":
-            # Someone (abort, recover) decided about it meanwhile; theirs stands.
-            child.error = (f"{child.error + '; ' if child.error else ''}not recorded: the instance changed "
-                           f"meanwhile (now {inst['status']}, attempt {inst['attempt']})")
-            child.status = inst["status"]
-            return
-        model.finish(record, inst, child.status or "failed", exit_code=child.exit_code, error=child.error,
-                     finished_at=child.finished_at, head=child.head)
-        model.bump(inst)
+        _release_claim(child)
 
     def _kill_everything(self, active: dict[int, _Child]) -> None:
         """On an unexpected error: leave nothing running, even unrecorded."""
         for child in active.values():
             killpg(child.pid, signal.SIGTERM)
         deadline = time.monotonic() + KILL_GRACE
-        while time.monotonic() < deadline and not all(self._exited(c) for c in active.values()):
+        while time.monotonic() < deadline and not all(_exited(c) for c in active.values()):
             time.sleep(POLL)
         for child in active.values():
             assert child.popen is not None
@@ -610,33 +602,8 @@ class _Runner:
             "max_total": self.max_total, "stopping": self.stopping,
         })
 
-    def _write_notes(self) -> str | None:
-        touched = [c for c in self.children if c.ran]
-        entries = []
-        for child in touched:
-            inst = find_instance(self.record, child.id)
-            tip = self.project.tip(inst) or inst["head"]
-            if notes_instance_on(self.record, tip, inst):
-                entries.append((tip, instance_note(self.record, inst, tip)))
-        if not entries:
-            return None
-        try:
-            self.project.add_notes(self.record, entries, f"run {', '.join(c.id for c in touched)}")
-        except Exception as exc:  # the record is right; the mirror can be rewritten by recover
-            return f"{type(exc).__name__}: {exc}"
-        return None
-
     def _summary(self, notes_error: str | None) -> dict[str, Any]:
-        rows = []
-        for child in self.children:
-            inst = find_instance(self.record, child.id)
-            rows.append({
-                "id": child.id, "track": child.track, "attempt": child.attempt, "ran": child.ran,
-                "status": child.status if child.ran else inst["status"], "exit_code": child.exit_code,
-                "error": child.error, "duration_s": child.duration, "head": child.head or inst["head"],
-                "committed": child.committed, "pid": child.popen.pid if child.popen else None,
-                "log": str(child.log) if child.ran else None, "events": str(child.events) if child.ran else None,
-            })
+        rows = _summary_rows(self.record, self.children)
         counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("succeeded", "failed", "aborted")}
         return {
             "task": self.task, "run_id": self.run_id, "command": self.argv, "jobs": self.jobs,

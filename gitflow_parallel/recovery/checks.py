@@ -20,7 +20,8 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.recovery.check_instances import InstanceChecks
 from gitflow_parallel.recovery.check_landing import EvidenceChecks, LandingChecks
 from gitflow_parallel.recovery.check_spawn import SpawnChecks
-from gitflow_parallel.recovery.scan import ERROR, PHASE_LOCKS, STALE_LOCK_SECONDS, WARNING, Finding, Repair, Scan, _read_text, missing_notes
+from gitflow_parallel.recovery.scan import (
+    ERROR, PHASE_LOCKS, STALE_LOCK_SECONDS, WARNING, Finding, Repair, Scan, _read_text, missing_notes)
 
 
 class RunCheck(SpawnChecks, InstanceChecks, EvidenceChecks, LandingChecks):

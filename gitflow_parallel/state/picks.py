@@ -135,7 +135,7 @@ def winner_check(project: Project, record: dict[str, Any], inst: dict[str, Any],
 
 
 # -- candidates -------------------------------------------------------------------------
-def _id_key(inst_id: str) -> tuple[tuple[int, int, str], ...]:
+def id_key(inst_id: str) -> tuple[tuple[int, int, str], ...]:
     """Ids in their natural order: "2" before "10", "a-2" before "a-10"."""
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", inst_id) if p)
 
@@ -178,7 +178,7 @@ def retired_dir(parallel_dir: Path, run_id: str) -> Path:
     return parallel_dir / "picks" / run_id / "retired"
 
 
-def _retire_file(path: Path, folder: Path, track: str) -> Path:
+def retire_file(path: Path, folder: Path, track: str) -> Path:
     """Hard-link the pick file to the next free ``retired/<track>.<n>.json``,
     then remove it from its place: at every moment one of the two holds it."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -194,7 +194,7 @@ def _retire_file(path: Path, folder: Path, track: str) -> Path:
     return target
 
 
-def _find_retired(folder: Path, track: str, binding: dict[str, Any]) -> Path:
+def find_retired(folder: Path, track: str, binding: dict[str, Any]) -> Path:
     for candidate in sorted(folder.glob(f"{track}.*.json")):
         if sha256_bytes(candidate.read_bytes()) == binding.get("sha256"):
             return candidate

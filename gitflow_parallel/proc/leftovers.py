@@ -1,0 +1,91 @@
+"""What an agent leaves when it exits: how its exit reads (succeeded, failed,
+aborted, and why), and its uncommitted work, committed on its branch the way
+git would (``git add -A``, so clean filters run) or, when the branch was
+deleted or moved off the base meanwhile, kept under archive refs instead.
+
+``proc/agents`` calls these once per finished agent, before the finish is
+recorded; the agent is untrusted, so a worktree left on another branch or a
+detached HEAD fails the instance rather than committing where it points."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitflow_parallel.git.repo import commit_all
+from gitflow_parallel.proc.supervise import KILL_GRACE, signame
+from gitflow_parallel.provenance import leftovers_message, stray_leftovers_message
+from gitflow_parallel.state.project import Project
+
+
+def classify_exit(child: Any, rc: int, timeout: float | None) -> None:
+    """Set ``child``'s exit code, status and error from its wait status ``rc``
+    and why it was stopped (``child.reason``: timeout or a signal to run)."""
+    child.exit_code = rc if rc >= 0 else 128 - rc
+    if child.reason == "timeout":
+        child.status = "failed"
+        child.error = (f"timed out after {timeout:g}s; its process group was sent SIGTERM"
+                       + (f", then SIGKILL {KILL_GRACE:g}s later" if child.killed else ""))
+    elif child.reason is not None:
+        child.status = "aborted"
+        child.error = f"stopped: git parallel run received {child.reason}"
+    elif rc == 0:
+        child.status = "succeeded"
+    elif rc > 0:
+        child.status = "failed"
+        child.error = f"exited with status {rc}"
+    else:
+        child.status = "failed"
+        child.error = f"killed by {signame(-rc)}"
+
+
+def commit(project: Project, record: dict[str, Any], child: Any, signature: Any) -> None:
+    """Commit what the agent left uncommitted on its branch (``child.committed``),
+    or fail the instance saying why it could not be done."""
+    import pygit2
+
+    task, run_id = record["task"], record["run_id"]
+    problem = None
+    try:
+        wt = pygit2.Repository(child.worktree)
+        head = wt.references.get("HEAD")
+        on = head.target if head is not None and isinstance(head.target, str) else None
+        tip = project.repo.ref_target(f"refs/heads/{child.branch}")
+        base = record["base"]["commit"]
+        if on != f"refs/heads/{child.branch}":
+            where = on or "a detached HEAD"
+            problem = f"the command left the worktree on {where}, not {child.branch}; its leftovers were not committed"
+        elif tip is None or not project.repo.is_ancestor(base, tip):
+            problem = _keep_broken_branch(project, task, run_id, child, tip, base, signature)
+        else:
+            message = leftovers_message(task, run_id, child.id, child.attempt,
+                                        f"Uncommitted when the command exited ({child.status}, "
+                                        f"exit {child.exit_code}).")
+            child.committed = commit_all(child.worktree, message, signature=signature)
+    except Exception as exc:  # a broken worktree fails this instance, not the run
+        problem = f"its leftovers could not be committed: {type(exc).__name__}: {exc}"
+    if problem:
+        if child.status == "succeeded":
+            child.status = "failed"
+            child.error = f"exited 0 but {problem}"
+        else:
+            child.error = f"{child.error}; {problem}"
+
+
+def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, tip: str | None, base: str,
+                        signature: Any) -> str:
+    """The branch was deleted, or moved to history without the base, while
+    the command ran (a sibling's ``git update-ref -d``): committing on it
+    would make a root commit and orphan the attempt's work.  Keep the
+    commits HEAD reached, and the leftovers, under archive refs instead."""
+    from gitflow_parallel.git import worktrees
+
+    repo = project.repo
+    inst = {"id": child.id, "branch": child.branch, "attempt": child.attempt}
+    heads = worktrees.worktree_heads(repo, repo.common_dir / "worktrees" / worktrees.admin_name(task, child.id))
+    parent = next((h for h in heads if h != tip and repo.is_ancestor(base, h)), base)
+    message = stray_leftovers_message(task, run_id, child.id, child.attempt)
+    extra = [oid for oid in [commit_all(child.worktree, message, ref=None, parent=parent, signature=signature)] if oid]
+    kept = worktrees.keep_strays(repo, run_id, task, inst, extra=extra)
+    what = "was deleted" if tip is None else f"was moved to {tip[:12]}, which does not descend from the base"
+    where = f"; its work is kept at {', '.join(kept)}" if kept else ""
+    return f"its branch {child.branch} {what} while the command ran, so nothing was committed on it{where}"
