@@ -29,7 +29,7 @@ MAX_MODULE_LINES, MAX_CLASS_LINES = 600, 250
 # Modules still over the line limit, with their size when this list was made:
 # they may shrink, never grow, and leave the list once under the limit.
 KNOWN_LONG = {"proc.agents": 703, "git.share": 644}
-KNOWN_LONG_CLASSES = {"state.store.Store": 277}
+KNOWN_LONG_CLASSES: dict[str, int] = {}
 
 
 def top_name(path: Path) -> str:

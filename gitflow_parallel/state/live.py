@@ -1,12 +1,85 @@
 """The live index, ``parallel/live``: the live base refs and instance branches,
 one line each, that the hooks read on every ref update without loading a
-record.  Written by ``state/store`` (``Store.write_live_index``, under the
-project lock) and read here; standard library only, so the hooks stay fast."""
+record.  This module owns the format, its writing and its reading;
+``Store.write_live_index`` decides which records it holds (under the project
+lock).  Standard library only, so the hooks stay fast.
+
+One line per live base ref and per instance branch (a finished run keeps its
+lines while some of its worktrees are kept), fields separated by single
+spaces (no field can hold one: refs, task names, run ids and oids never do)::
+
+    base <base ref> <task> <run_id> <base commit>
+    branch refs/heads/parallel/<task>/<id> <task> <run_id> <id> <track>
+
+The hooks' sh reads the first two fields of each line (lines starting with
+``#`` match neither kind); their Python reads the rest (``read_live``), so
+deciding that a ref update brings in no instance commit needs neither YAML
+nor pygit2.  No live run at all is no file: the hooks' cheapest "nothing to
+do"."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+HEADER = "# git-parallel live index v1: base REF TASK RUN_ID BASE_COMMIT | branch REF TASK RUN_ID INSTANCE TRACK"
+
+
+# -- writing -----------------------------------------------------------------------
+def run_lines(record: dict[str, Any], finished: bool) -> list[str]:
+    """The lines of one run: its base, and each instance branch.  A finished
+    run keeps only the instances not yet removed (kept losers stay guarded
+    until cleanup: a plain ``git merge`` of one must not land what lost its
+    pick), and no line at all once every one is removed."""
+    insts = record["instances"]
+    if finished:
+        insts = [i for i in insts if not i.get("removed")]
+        if not insts:
+            return []
+    task, run_id = record["task"], record["run_id"]
+    lines = [f"base {record['base']['ref']} {task} {run_id} {record['base']['commit']}"]
+    lines += [f"branch refs/heads/{i['branch']} {task} {run_id} {i['id']} {i['track']}" for i in insts]
+    return lines
+
+
+def read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def lines_by_task(text: str) -> dict[str, list[str]]:
+    """The index's run lines grouped by task (to keep those not recomputed)."""
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] in ("base", "branch"):
+            out.setdefault(parts[2], []).append(line)
+    return out
+
+
+def write(path: Path, lines: list[str], previous_text: str | None) -> None:
+    """Write the index (atomically), or remove it when no run is live; left
+    alone when the text would not change, so most record writes cost no
+    second fsync."""
+    from gitflow_parallel.files import atomic_write
+
+    if not lines:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        return
+    text = "\n".join([HEADER, *lines]) + "\n"
+    if previous_text == text:
+        return
+    atomic_write(path, text)
+
+
+# -- reading -----------------------------------------------------------------------
 
 
 

@@ -29,6 +29,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import faults
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, env_seconds, utcnow
+from gitflow_parallel.state import live
 from gitflow_parallel.model import (FINISHED_RUN, INSTANCE_STATUSES, RUN_STATUSES, SCHEMA_VERSION, derive_run_status,
                                      bump, find_instance)
 
@@ -375,41 +376,17 @@ class Store:
 
     # -- the hooks' index ---------------------------------------------------------
     def write_live_index(self, changed: dict[str, Any] | None = None) -> None:
-        """Rewrite ``parallel/live`` from the live records (called under the lock).
-
-        With ``changed`` (the record just written), only that task's lines are
-        recomputed and the others are taken from the current index, which
-        every write keeps exact; without it (or with no index to start from)
-        every record is read.  The file is left alone when its text would not
-        change, so most record writes cost no second fsync.
-
-        One line per live base ref and per instance branch (a finished run
-        keeps its lines while some of its worktrees are kept), fields separated
-        by single spaces (no field can hold one: refs, task names, run ids
-        and oids never do)::
-
-            base <base ref> <task> <run_id> <base commit>
-            branch refs/heads/parallel/<task>/<id> <task> <run_id> <id> <track>
-
-        The hooks' sh reads the first two fields of each line (lines starting
-        with ``#`` match neither kind); their Python reads the rest, so that
-        deciding that a ref update brings in no instance commit needs neither
-        YAML nor pygit2.  A record that no longer loads keeps the lines the
-        index last had for it, so the hooks go on guarding its branches (and
-        refuse what they cannot verify) until it is repaired."""
-        previous: dict[str, list[str]] = {}
-        previous_text = None
-        try:
-            previous_text = self.live_path.read_text(encoding="utf-8")
-            for line in previous_text.splitlines():
-                parts = line.split()
-                if len(parts) >= 3 and parts[0] in ("base", "branch"):
-                    previous.setdefault(parts[2], []).append(line)
-        except (OSError, UnicodeDecodeError):
-            pass
-        lines = ["# git-parallel live index v1: base REF TASK RUN_ID BASE_COMMIT | "
-                 "branch REF TASK RUN_ID INSTANCE TRACK"]
-        incremental = changed is not None and self.live_path.exists()
+        """Rewrite ``parallel/live`` (format: ``state/live``) from the live
+        records, called under the lock.  With ``changed`` (the record just
+        written), only that task's lines are recomputed and the others are
+        taken from the current index, which every write keeps exact; without
+        it (or with no index to start from) every record is read.  A record
+        that no longer loads keeps the lines the index last had for it, so the
+        hooks go on guarding its branches until it is repaired."""
+        previous_text = live.read_text(self.live_path)
+        previous = live.lines_by_task(previous_text or "")
+        incremental = changed is not None and previous_text is not None
+        lines: list[str] = []
         for task in self.tasks():
             if incremental and task != changed["task"]:
                 lines.extend(previous.get(task, []))
@@ -421,25 +398,5 @@ class Store:
             except ParallelError:
                 lines.extend(previous.get(task, []))
                 continue
-            insts = record["instances"]
-            if record["status"] in FINISHED_RUN:
-                # Kept losers stay guarded until cleanup removes them: a plain
-                # `git merge` of one must not land what lost its pick.
-                insts = [i for i in insts if not i.get("removed")]
-                if not insts:
-                    continue
-            lines.append(f"base {record['base']['ref']} {task} {record['run_id']} {record['base']['commit']}")
-            for inst in insts:
-                lines.append(f"branch refs/heads/{inst['branch']} {task} {record['run_id']} {inst['id']} "
-                             f"{inst['track']}")
-        if len(lines) == 1:
-            # No live run: an absent file is the hooks' cheapest "nothing to do".
-            try:
-                os.unlink(self.live_path)
-            except FileNotFoundError:
-                pass
-            return
-        text = "\n".join(lines) + "\n"
-        if incremental and previous_text == text:
-            return
-        atomic_write(self.live_path, text)
+            lines.extend(live.run_lines(record, finished=record["status"] in FINISHED_RUN))
+        live.write(self.live_path, lines, previous_text if incremental else None)
