@@ -107,7 +107,7 @@ def report(task: str, html_file: str | None, as_json: bool) -> None:
     run_verb(as_json, lambda: report_cmd.report(_project(), task, html_file), render)
 
 
-# -- share: push / fetch / prune --------------------------------------------------------
+# -- sharing: push / fetch / prune ------------------------------------------------------
 @main_group.command()
 @click.argument("remote", default="origin")
 @json_option
@@ -116,7 +116,7 @@ def push(remote: str, as_json: bool) -> None:
     logs, run records, archived tips) to REMOTE in one atomic push; notes
     that moved on the remote are merged first (cat_sort_uniq).  Packs and
     records not yet kept in git are committed first."""
-    from gitflow_parallel.git import share
+    from gitflow_parallel.commands import push as push_cmd
 
     def render(r: dict[str, Any]) -> None:
         click.echo(f"pushed {len(r['pushed'])} ref(s) to {remote}"
@@ -126,7 +126,7 @@ def push(remote: str, as_json: bool) -> None:
         for why in r["skipped"]:
             click.echo(f"warning: not kept in git: {why}", err=True)
 
-    run_verb(as_json, lambda: share.push(_project(), remote), render)
+    run_verb(as_json, lambda: push_cmd.push(_project(), remote), render)
 
 
 @main_group.command()
@@ -137,7 +137,7 @@ def fetch(remote: str, as_json: bool) -> None:
     into yours (cat_sort_uniq), missing or older refs/parallel/ refs are
     fast-forwarded, and `status`, `show`, `diff`, `logs` and `report` can
     then read the runs a teammate pushed."""
-    from gitflow_parallel.git import share
+    from gitflow_parallel.commands import fetch as fetch_cmd
 
     def render(r: dict[str, Any]) -> None:
         click.echo(f"fetched from {remote}: {len(r['updated'])} ref(s) updated")
@@ -146,7 +146,7 @@ def fetch(remote: str, as_json: bool) -> None:
         for name in r["kept_local"]:
             click.echo(f"  kept yours (ahead of {remote}): {name}")
 
-    run_verb(as_json, lambda: share.fetch(_project(), remote), render)
+    run_verb(as_json, lambda: fetch_cmd.fetch(_project(), remote), render)
 
 
 @main_group.command()
@@ -158,7 +158,7 @@ def prune(older_than: str, dry_run: bool, as_json: bool) -> None:
     """Remove the archive, evidence and run refs (local and fetched copies)
     of finished runs older than AGE, printing each.  A live run's refs are
     never removed; notes and files under parallel/ are kept."""
-    from gitflow_parallel.git import share
+    from gitflow_parallel.commands import prune as prune_cmd
 
     def render(r: dict[str, Any]) -> None:
         verb = "would remove" if r["dry_run"] else "removed"
@@ -169,7 +169,7 @@ def prune(older_than: str, dry_run: bool, as_json: bool) -> None:
         live = sum(1 for k in r["kept"] if k["why"] == "live")
         click.echo(f"{verb} {r['count']} ref(s); kept {len(r['kept'])} run(s) ({live} live)")
 
-    run_verb(as_json, lambda: share.prune(_project(), older_than, dry_run=dry_run), render)
+    run_verb(as_json, lambda: prune_cmd.prune(_project(), older_than, dry_run=dry_run), render)
 
 
 @main_group.command()

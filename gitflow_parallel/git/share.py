@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -54,9 +53,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.model import FINISHED_RUN
 from gitflow_parallel.state.store import dump, parse_yaml, validate_record
-from gitflow_parallel.git.worktrees import ARCHIVE_PREFIX
 
 PARALLEL_PREFIX = "refs/parallel"
 EVIDENCE_PREFIX = "refs/parallel/evidence"
@@ -86,14 +83,14 @@ def lookup(repo: Repo, name: str) -> str | None:
     if oid is not None or not name.startswith(PARALLEL_PREFIX + "/"):
         return oid
     rest = name[len(PARALLEL_PREFIX) + 1:]
-    for remote in _fetched_remotes(repo):
+    for remote in fetched_remotes(repo):
         oid = repo.ref_target(f"{REMOTES_PREFIX}/{remote}/{rest}")
         if oid is not None:
             return oid
     return None
 
 
-def _fetched_remotes(repo: Repo) -> list[str]:
+def fetched_remotes(repo: Repo) -> list[str]:
     names = set()
     for ref in repo.pygit.references:
         if ref.startswith(REMOTES_PREFIX + "/"):
@@ -295,7 +292,7 @@ def mirror_run(project: Project, record: dict[str, Any]) -> str | None:
 def _snapshots(repo: Repo) -> dict[str, str]:
     """run_id -> snapshot commit, local ones first, then fetched ones."""
     found: dict[str, str] = {}
-    prefixes = [RUNS_PREFIX + "/"] + [f"{REMOTES_PREFIX}/{r}/runs/" for r in _fetched_remotes(repo)]
+    prefixes = [RUNS_PREFIX + "/"] + [f"{REMOTES_PREFIX}/{r}/runs/" for r in fetched_remotes(repo)]
     for prefix in prefixes:
         for name, oid in repo.refs_under(prefix):
             found.setdefault(name[len(prefix):], oid)
@@ -395,7 +392,7 @@ def notes_refs(project: Project) -> list[str]:
     return sorted(refs or {DEFAULTS["notes_ref"]})
 
 
-def _git_failed(what: str, proc: Any, hint: str) -> ParallelError:
+def git_failed(what: str, proc: Any, hint: str) -> ParallelError:
     return ParallelError(E.REMOTE_FAILED, f"{what} failed: {proc.stderr.decode(errors='replace').strip()}", hint=hint)
 
 
@@ -434,7 +431,7 @@ def merge_notes(project: Project, notes_ref: str, theirs: str) -> str:
             proc = repo.run_git([*_identity(repo), "notes", f"--ref={scratch}", "merge", "-q", "-s", "cat_sort_uniq",
                                  theirs], check=False)
             if proc.returncode != 0:
-                raise _git_failed("git notes merge", proc, "see the message; nothing of the notes was changed")
+                raise git_failed("git notes merge", proc, "see the message; nothing of the notes was changed")
             merged = repo.ref_target(scratch)
         finally:
             repo.run_git(["update-ref", "-d", scratch], check=False)
@@ -443,109 +440,11 @@ def merge_notes(project: Project, notes_ref: str, theirs: str) -> str:
     raise RuntimeError(f"could not merge into {notes_ref}: it kept moving")
 
 
-def _refs_snapshot(repo: Repo, prefixes: Iterable[str]) -> dict[str, str]:
+def refs_snapshot(repo: Repo, prefixes: Iterable[str]) -> dict[str, str]:
     out = {}
     for prefix in prefixes:
         out.update(dict(repo.refs_under(prefix)))
     return out
-
-
-def fetch(project: Project, remote: str = "origin") -> dict[str, Any]:
-    """Bring the remote's notes, evidence, archive and run refs (see the module doc)."""
-    repo = project.repo
-    check_remote(repo, remote)
-    tracking = f"{REMOTES_PREFIX}/{remote}/"
-    wanted = notes_refs(project)
-    # Only our notes refs, and only those the remote has (a fresh remote has none).
-    remote_notes = [n for n in _remote_notes_refs(repo, remote) if n in wanted]
-    specs = [f"+{PARALLEL_PREFIX}/*:{tracking}*"] + [f"+{n}:{notes_tracking_ref(remote, n)}" for n in remote_notes]
-    proc = repo.run_git(["fetch", "--no-tags", "--no-write-fetch-head", remote, *specs], check=False)
-    if proc.returncode != 0:
-        raise _git_failed(f"git fetch {remote}", proc, f"check that {remote} is reachable, then fetch again")
-    before = _refs_snapshot(repo, [PARALLEL_PREFIX + "/"])
-    updated, kept_ahead = [], []
-    for name, oid in sorted(repo.refs_under(tracking)):
-        local = PARALLEL_PREFIX + "/" + name[len(tracking):]
-        current = before.get(local)
-        if current == oid:
-            continue
-        if current is None or repo.is_ancestor(current, oid):
-            if repo.cas_ref(local, oid, current, f"git-parallel: fetch {remote}"):
-                updated.append(local)
-        else:
-            kept_ahead.append(local)
-    merged = {}
-    for n in remote_notes:
-        theirs = repo.ref_target(notes_tracking_ref(remote, n))
-        if theirs is not None:
-            merged[n] = merge_notes(project, n, theirs)
-    return {"remote": remote, "updated": updated, "kept_local": kept_ahead, "notes": merged}
-
-
-def _remote_notes_refs(repo: Repo, remote: str) -> list[str]:
-    """Our notes refs that the remote has (so a missing one is not an error)."""
-    proc = repo.run_git(["ls-remote", "--refs", remote, "refs/notes/*"], check=False)
-    if proc.returncode != 0:
-        raise _git_failed(f"git ls-remote {remote}", proc, f"check that {remote} is reachable")
-    names = [line.split("\t", 1)[1] for line in proc.stdout.decode(errors="replace").splitlines() if "\t" in line]
-    return [n for n in names if not n.startswith("refs/notes/remotes/")]
-
-
-def push(project: Project, remote: str = "origin") -> dict[str, Any]:
-    """Publish the notes and every ``refs/parallel/`` ref in one atomic push.
-
-    A push the remote rejects because its notes moved (a teammate pushed
-    theirs) is answered by merging their notes and pushing again."""
-    repo = project.repo
-    check_remote(repo, remote)
-    filled = backfill(project)
-    wanted = [n for n in notes_refs(project) if repo.ref_target(n) is not None]
-    last = None
-    for attempt in range(1, PUSH_ATTEMPTS + 1):
-        specs = [f"{n}:{n}" for n in wanted] + [f"{PARALLEL_PREFIX}/*:{PARALLEL_PREFIX}/*"]
-        proc = repo.run_git(["push", "--atomic", "--porcelain", remote, *specs], check=False)
-        if proc.returncode == 0:
-            return {"remote": remote, "attempts": attempt, "pushed": _pushed(proc.stdout), **filled,
-                    "notes_refs": wanted}
-        last = proc
-        rejected = _rejected(proc.stdout)
-        notes_only = rejected and all(r in wanted for r in rejected)
-        if not notes_only:
-            break
-        # Their notes moved: bring them in, merge, and go again.
-        specs = [f"+{n}:{notes_tracking_ref(remote, n)}" for n in rejected]
-        got = repo.run_git(["fetch", "--no-tags", "--no-write-fetch-head", remote, *specs], check=False)
-        if got.returncode != 0:
-            raise _git_failed(f"git fetch {remote}", got, f"check that {remote} is reachable, then push again")
-        for n in rejected:
-            theirs = repo.ref_target(notes_tracking_ref(remote, n))
-            if theirs is not None:
-                merge_notes(project, n, theirs)
-    assert last is not None
-    out = (last.stdout + last.stderr).decode(errors="replace").strip()
-    raise ParallelError(
-        E.REMOTE_FAILED, f"git push --atomic to {remote} was refused; nothing was pushed: {out}",
-        hint=f"`git parallel fetch {remote}` brings what the remote has, then push again")
-
-
-def _porcelain(stdout: bytes) -> list[tuple[str, str, str]]:
-    """(flag, local:remote, summary) from ``git push --porcelain``."""
-    out = []
-    for line in stdout.decode(errors="replace").splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 2 and len(parts[0]) == 1:
-            out.append((parts[0], parts[1], parts[2] if len(parts) > 2 else ""))
-    return out
-
-
-def _pushed(stdout: bytes) -> list[str]:
-    return [spec.split(":", 1)[-1] for flag, spec, _ in _porcelain(stdout) if flag in ("*", "+", "-")]
-
-
-def _rejected(stdout: bytes) -> list[str]:
-    """The refs the remote itself refused (not those --atomic held back with them)."""
-    return [spec.split(":", 1)[-1] for flag, spec, summary in _porcelain(stdout)
-            if flag == "!" and "atomic push failed" not in summary]
 
 
 def configure_remote(project: Project, remote: str, notes: list[str] | None = None) -> dict[str, list[str]]:
@@ -566,79 +465,12 @@ def configure_remote(project: Project, remote: str, notes: list[str] | None = No
     return {key: wanted, "added": added}
 
 
-# -- prune ------------------------------------------------------------------------------
-_DURATION = re.compile(r"(\d+)([smhdw]?)")
-_UNIT = {"": 86400, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-def parse_age(text: str) -> int:
-    """``30d``, ``12h``, ``2w``, ``90m``, ``45s`` (a bare number is days) in seconds."""
-    match = _DURATION.fullmatch(text.strip())
-    if not match:
-        raise ParallelError(E.INVALID_NAME, f"--older-than {text!r} is not a duration",
-                            hint="give a number and a unit: 30d, 12h, 2w, 90m, 45s (0 means every finished run)")
-    return int(match.group(1)) * _UNIT[match.group(2)]
-
-
-def _run_refs(repo: Repo) -> dict[str, list[str]]:
-    """run_id -> every ref of that run under our prefixes (local and fetched)."""
-    out: dict[str, list[str]] = {}
-    prefixes = [(ARCHIVE_PREFIX + "/", 3), (EVIDENCE_PREFIX + "/", 3), (RUNS_PREFIX + "/", 3)]
-    for remote in _fetched_remotes(repo):
-        for kind in ("archive", "evidence", "runs"):
-            prefixes.append((f"{REMOTES_PREFIX}/{remote}/{kind}/", 4))
-    for prefix, depth in prefixes:
-        for name, _ in repo.refs_under(prefix):
-            out.setdefault(name.split("/")[depth], []).append(name)
-    return out
-
-
-def _finished_at(record: dict[str, Any]) -> str:
-    merged = (record.get("merge") or {}).get("merged_at")
-    return merged or record["updated_at"]
-
-
-def _epoch(stamp: str) -> float:
-    import datetime as _dt
-
-    return _dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc).timestamp()
-
-
-def _newest_commit_time(repo: Repo, refs: list[str]) -> float:
-    times = []
-    for name in refs:
-        oid = repo.ref_target(name)
-        if oid is not None:
-            times.append(repo.pygit.get(oid).peel(pygit2.Commit).commit_time)
-    return max(times) if times else 0.0
-
-
-def prune(project: Project, older_than: str = "30d", dry_run: bool = False) -> dict[str, Any]:
-    """Delete the refs of finished runs that finished before the cut-off."""
-    repo = project.repo
-    cutoff = time.time() - parse_age(older_than)
-    with project.store.lock():
-        known = {r["run_id"]: r for r in local_records(project)}
-        for rec, _ in shared_runs(project):
-            known.setdefault(rec["run_id"], rec)
-        live = {r["run_id"] for r in project.store.load_all()[0] if r["status"] not in FINISHED_RUN}
-        removed, kept = [], []
-        for run_id, refs in sorted(_run_refs(repo).items()):
-            rec = known.get(run_id)
-            if run_id in live or (rec is not None and rec["status"] not in FINISHED_RUN):
-                kept.append({"run_id": run_id, "why": "live", "refs": len(refs)})
-                continue
-            # A run with no record anywhere is not live (a live run always has
-            # one); its age is that of its newest ref.
-            when = _epoch(_finished_at(rec)) if rec is not None else _newest_commit_time(repo, refs)
-            if when > cutoff:
-                kept.append({"run_id": run_id, "why": "newer than the cut-off", "refs": len(refs)})
-                continue
-            removed.append({"run_id": run_id, "task": rec["task"] if rec else None,
-                            "status": rec["status"] if rec else "unknown", "refs": sorted(refs)})
-        if not dry_run:
-            for entry in removed:
-                for name in entry["refs"]:
-                    repo.delete_ref(name)
-    return {"dry_run": dry_run, "older_than": older_than, "removed": removed, "kept": kept,
-            "count": sum(len(e["refs"]) for e in removed)}
+def remote_notes_refs(repo: Repo, remote: str) -> list[str]:
+    """Our notes refs that the remote has (so a missing one is not an error)."""
+    proc = repo.run_git(["ls-remote", "--refs", remote, "refs/notes/*"], check=False)
+    if proc.returncode != 0:
+        raise git_failed(f"git ls-remote {remote}", proc, f"check that {remote} is reachable")
+    names = [line.split("\t", 1)[1] for line in proc.stdout.decode(errors="replace").splitlines() if "\t" in line]
+    return [n for n in names if not n.startswith("refs/notes/remotes/")]

@@ -1,0 +1,43 @@
+"""``git parallel fetch [REMOTE]``: the notes (merged with ``cat_sort_uniq``),
+archive, evidence and run refs of a remote, so a teammate's runs can be read
+here (``status``, ``show``, ``report``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+from gitflow_parallel.state.project import Project
+from gitflow_parallel.git.share import PARALLEL_PREFIX, REMOTES_PREFIX, check_remote, git_failed, merge_notes, notes_refs, notes_tracking_ref, refs_snapshot, remote_notes_refs
+
+
+def fetch(project: Project, remote: str = "origin") -> dict[str, Any]:
+    """Bring the remote's notes, evidence, archive and run refs (see the module doc)."""
+    repo = project.repo
+    check_remote(repo, remote)
+    tracking = f"{REMOTES_PREFIX}/{remote}/"
+    wanted = notes_refs(project)
+    # Only our notes refs, and only those the remote has (a fresh remote has none).
+    remote_notes = [n for n in remote_notes_refs(repo, remote) if n in wanted]
+    specs = [f"+{PARALLEL_PREFIX}/*:{tracking}*"] + [f"+{n}:{notes_tracking_ref(remote, n)}" for n in remote_notes]
+    proc = repo.run_git(["fetch", "--no-tags", "--no-write-fetch-head", remote, *specs], check=False)
+    if proc.returncode != 0:
+        raise git_failed(f"git fetch {remote}", proc, f"check that {remote} is reachable, then fetch again")
+    before = refs_snapshot(repo, [PARALLEL_PREFIX + "/"])
+    updated, kept_ahead = [], []
+    for name, oid in sorted(repo.refs_under(tracking)):
+        local = PARALLEL_PREFIX + "/" + name[len(tracking):]
+        current = before.get(local)
+        if current == oid:
+            continue
+        if current is None or repo.is_ancestor(current, oid):
+            if repo.cas_ref(local, oid, current, f"git-parallel: fetch {remote}"):
+                updated.append(local)
+        else:
+            kept_ahead.append(local)
+    merged = {}
+    for n in remote_notes:
+        theirs = repo.ref_target(notes_tracking_ref(remote, n))
+        if theirs is not None:
+            merged[n] = merge_notes(project, n, theirs)
+    return {"remote": remote, "updated": updated, "kept_local": kept_ahead, "notes": merged}

@@ -1,0 +1,100 @@
+"""``git parallel prune [--older-than 30d] [--dry-run]``: remove the archive and
+evidence refs of finished runs older than that (never those of a live run),
+after printing what goes."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pygit2
+
+from gitflow_parallel import errors as E
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.git.repo import Repo
+from gitflow_parallel.state.project import Project
+from gitflow_parallel.model import FINISHED_RUN
+from gitflow_parallel.git.worktrees import ARCHIVE_PREFIX
+from gitflow_parallel.git.share import REMOTES_PREFIX
+from gitflow_parallel.git.share import EVIDENCE_PREFIX, RUNS_PREFIX, fetched_remotes, local_records, shared_runs
+
+
+# -- prune ------------------------------------------------------------------------------
+_DURATION = re.compile(r"(\d+)([smhdw]?)")
+
+
+_UNIT = {"": 86400, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> int:
+    """``30d``, ``12h``, ``2w``, ``90m``, ``45s`` (a bare number is days) in seconds."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match:
+        raise ParallelError(E.INVALID_NAME, f"--older-than {text!r} is not a duration",
+                            hint="give a number and a unit: 30d, 12h, 2w, 90m, 45s (0 means every finished run)")
+    return int(match.group(1)) * _UNIT[match.group(2)]
+
+
+def _run_refs(repo: Repo) -> dict[str, list[str]]:
+    """run_id -> every ref of that run under our prefixes (local and fetched)."""
+    out: dict[str, list[str]] = {}
+    prefixes = [(ARCHIVE_PREFIX + "/", 3), (EVIDENCE_PREFIX + "/", 3), (RUNS_PREFIX + "/", 3)]
+    for remote in fetched_remotes(repo):
+        for kind in ("archive", "evidence", "runs"):
+            prefixes.append((f"{REMOTES_PREFIX}/{remote}/{kind}/", 4))
+    for prefix, depth in prefixes:
+        for name, _ in repo.refs_under(prefix):
+            out.setdefault(name.split("/")[depth], []).append(name)
+    return out
+
+
+def _finished_at(record: dict[str, Any]) -> str:
+    merged = (record.get("merge") or {}).get("merged_at")
+    return merged or record["updated_at"]
+
+
+def _epoch(stamp: str) -> float:
+    import datetime as _dt
+
+    return _dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+
+
+def _newest_commit_time(repo: Repo, refs: list[str]) -> float:
+    times = []
+    for name in refs:
+        oid = repo.ref_target(name)
+        if oid is not None:
+            times.append(repo.pygit.get(oid).peel(pygit2.Commit).commit_time)
+    return max(times) if times else 0.0
+
+
+def prune(project: Project, older_than: str = "30d", dry_run: bool = False) -> dict[str, Any]:
+    """Delete the refs of finished runs that finished before the cut-off."""
+    repo = project.repo
+    cutoff = time.time() - parse_age(older_than)
+    with project.store.lock():
+        known = {r["run_id"]: r for r in local_records(project)}
+        for rec, _ in shared_runs(project):
+            known.setdefault(rec["run_id"], rec)
+        live = {r["run_id"] for r in project.store.load_all()[0] if r["status"] not in FINISHED_RUN}
+        removed, kept = [], []
+        for run_id, refs in sorted(_run_refs(repo).items()):
+            rec = known.get(run_id)
+            if run_id in live or (rec is not None and rec["status"] not in FINISHED_RUN):
+                kept.append({"run_id": run_id, "why": "live", "refs": len(refs)})
+                continue
+            # A run with no record anywhere is not live (a live run always has
+            # one); its age is that of its newest ref.
+            when = _epoch(_finished_at(rec)) if rec is not None else _newest_commit_time(repo, refs)
+            if when > cutoff:
+                kept.append({"run_id": run_id, "why": "newer than the cut-off", "refs": len(refs)})
+                continue
+            removed.append({"run_id": run_id, "task": rec["task"] if rec else None,
+                            "status": rec["status"] if rec else "unknown", "refs": sorted(refs)})
+        if not dry_run:
+            for entry in removed:
+                for name in entry["refs"]:
+                    repo.delete_ref(name)
+    return {"dry_run": dry_run, "older_than": older_than, "removed": removed, "kept": kept,
+            "count": sum(len(e["refs"]) for e in removed)}
