@@ -465,3 +465,53 @@ def test_kill_9_of_check_stops_its_gates(tmp_path: Path) -> None:
     (out / "gate.pid").unlink()
     script.write_text("import sys\nsys.exit(0)\n")
     gp("check", "t", code=None)
+
+
+AGENT_THAT_WAITS = DAEMONIZE + """
+    open(os.path.join(out, "agent.pid"), "w").write(str(os.getpid()))
+    time.sleep(120)
+"""
+
+
+def test_kill_9_of_run_stops_a_daemon_that_scrubbed_its_environment(repo: Path, gp: GP, tmp_path: Path) -> None:
+    """The one the scope and the subreaper cannot catch: the daemon carries no
+    scope, and the runner that would reap it is gone.  Its cgroup holds it."""
+    import signal
+    import time
+
+    from gitflow_parallel.proc import cgroup
+
+    if cgroup.base() is None:
+        pytest.skip("cgroup v2 is not writable here: the scope and the subreaper are the fences")
+    out = tmp_path / "pids"
+    out.mkdir()
+    gp("spawn", "t", "-n", "1")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), GIT_PARALLEL_KILL_GRACE="0.5")
+    run = subprocess.Popen([PY, "-m", "gitflow_parallel", "run", "t", "--",
+                            *agent(tmp_path, "daemon", AGENT_THAT_WAITS), str(out), "scrub"],
+                           cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (out / "agent.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    daemon = int((out / "1.pid").read_text())
+    assert not _gone_within(daemon, 0.2)  # it is running, outside the agent's group, with no scope
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    assert _gone_within(daemon, 30), f"the scrubbed daemon {daemon} outlived a kill -9 of `git parallel run`"
+    inst = record(repo)["instances"][0]
+    [dispatched] = [json.loads(line) for line in Path(inst["events"]).read_text().splitlines()
+                    if json.loads(line)["event"] == "engine_dispatched"]
+    assert dispatched["fence"] == "cgroup"
+    left = [p.name for p in cgroup.base().glob("git-parallel-*") if record(repo)["run_id"] in p.name]
+    assert left == [], f"the watchdog left the cgroups {left}"
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    import time
+
+    from gitflow_parallel.state.project import pid_alive
+
+    deadline = time.monotonic() + seconds
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not pid_alive(pid)

@@ -69,10 +69,8 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -85,10 +83,10 @@ from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project, notes_instance_on, pid_alive
 from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.proc import env as proc_env
-from gitflow_parallel.proc import leftovers, reaper, slots
+from gitflow_parallel.proc import child as child_proc
+from gitflow_parallel.proc import cgroup, leftovers, reaper, slots
 from gitflow_parallel.proc.slots import Slot, Slots
-from gitflow_parallel.proc.supervise import (EXIT_NOT_EXECUTABLE, KILL_GRACE, POLL, Signals, cannot_start, exited,
-                                             killpg, signame)
+from gitflow_parallel.proc.supervise import KILL_GRACE, POLL, Signals, killpg, signame
 from gitflow_parallel.proc.watchdog import Watchdog
 
 # How many more times a record write waits for the project lock (each wait
@@ -96,66 +94,6 @@ from gitflow_parallel.proc.watchdog import Watchdog
 LOCK_RETRIES = 10
 SLOT_POLL = 0.05  # seconds between looks for a slot another run freed
 TICK = 0.25  # progress refresh on a terminal
-
-PLACEHOLDERS = ("task", "instance", "track", "attempt", "worktree", "feedback")
-
-
-def logs_dir(parallel_dir: Path, run_id: str) -> Path:
-    return parallel_dir / "logs" / run_id
-
-
-def events_dir(parallel_dir: Path, run_id: str) -> Path:
-    return parallel_dir / "events" / run_id
-
-
-def substitute(argv: list[str], values: dict[str, str]) -> list[str]:
-    """Replace the documented placeholders only; every other character,
-    braces included, stays as given."""
-    out = []
-    for arg in argv:
-        for key in PLACEHOLDERS:
-            arg = arg.replace("{" + key + "}", values[key])
-        out.append(arg)
-    return out
-
-
-@dataclass
-class _Child:
-    """One selected instance as the runner tracks it."""
-
-    id: str
-    track: str
-    attempt: int
-    revision: int  # instance_revision expected by the next write
-    worktree: str
-    branch: str
-    argv: list[str]
-    log: Path
-    events: Path
-    feedback: str | None = None  # the path of the feedback on the previous attempt
-    slot: Slot | None = None
-    claim: Slot | None = None  # this runner's claim on the instance (see slots)
-    scope: str = ""  # GIT_PARALLEL_SCOPE of its processes (see reaper)
-    popen: subprocess.Popen[bytes] | None = None
-    started: float = 0.0
-    deadline: float | None = None
-    term_at: float | None = None
-    killed: bool = False
-    reason: str | None = None  # "timeout" or the name of the stop signal
-    # outcome
-    ran: bool = False
-    status: str | None = None
-    exit_code: int | None = None
-    error: str | None = None
-    duration: float | None = None
-    committed: str | None = None
-    head: str | None = None
-    finished_at: str | None = None
-
-    @property
-    def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
 
 
 # -- selection ---------------------------------------------------------------------
@@ -204,66 +142,7 @@ def _select(project: Project, record: dict[str, Any], wanted: list[str] | None) 
     return chosen
 
 
-# -- one agent's process ----------------------------------------------------------
-def _start_agent(child: _Child, base_env: dict[str, str], task: str, run_id: str,
-                 tmux_binary: str | None) -> subprocess.Popen[bytes]:
-    """Start the agent of ``child`` in its worktree, in a session (process group)
-    of its own, its output appended to its log; under ``--tmux`` a stand-in runs
-    it in a tmux window and exits with its status."""
-    env = dict(base_env)
-    env.update({
-        "GIT_PARALLEL_TASK": task, "GIT_PARALLEL_RUN_ID": run_id,
-        "GIT_PARALLEL_INSTANCE": child.id, "GIT_PARALLEL_TRACK": child.track,
-        "GIT_PARALLEL_ATTEMPT": str(child.attempt), "GIT_PARALLEL_WORKTREE": child.worktree,
-        "GIT_PARALLEL_EVENTS": str(child.events), reaper.SCOPE_ENV: child.scope,
-    })
-    if child.feedback:
-        env["GIT_PARALLEL_FEEDBACK"] = child.feedback
-    argv = child.argv
-    if tmux_binary is not None:
-        # A stand-in that runs the command in a tmux window and exits with its status.
-        from gitflow_parallel.proc import tmux
-
-        status = child.log.with_name(child.log.name[:-len(".log")] + ".tmux-status.json")
-        argv = tmux.waiter_argv(tmux_binary, tmux.session_name(task), child.id, child.worktree, child.log,
-                                status, child.argv)
-    fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-    try:
-        return subprocess.Popen(
-            argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
-            start_new_session=True,
-        )
-    finally:
-        os.close(fd)  # the child has its own copy
-
-
-def _exited(child: _Child) -> bool:
-    """Has the leader exited?  Asked without reaping it, so that its pid,
-    and with it the process group id, stays reserved until we clear the
-    group."""
-    return exited(child.pid)
-
-
-def _release_claim(child: _Child) -> None:
-    if child.claim is not None:
-        child.claim.release()
-        child.claim = None
-
-
-def _record_finish(record: dict[str, Any], child: _Child) -> None:
-    inst = find_instance(record, child.id)
-    if inst["attempt"] != child.attempt or inst["instance_revision"] != child.revision or inst["status"] != "running":
-        # Someone (abort, recover) decided about it meanwhile; theirs stands.
-        child.error = (f"{child.error + '; ' if child.error else ''}not recorded: the instance changed "
-                       f"meanwhile (now {inst['status']}, attempt {inst['attempt']})")
-        child.status = inst["status"]
-        return
-    model.finish(record, inst, child.status or "failed", exit_code=child.exit_code, error=child.error,
-                 finished_at=child.finished_at, head=child.head)
-    model.bump(inst)
-
-
-def _next_wait(active: dict[int, _Child], queued: bool, waiting_for_slot: bool, progress: bool) -> float | None:
+def _next_wait(active: dict[int, child_proc.Child], queued: bool, waiting_for_slot: bool, progress: bool) -> float | None:
     """How long the loop may sleep: until the next deadline or kill, a slot
     poll, or a progress tick."""
     now = time.monotonic()
@@ -280,7 +159,7 @@ def _next_wait(active: dict[int, _Child], queued: bool, waiting_for_slot: bool, 
     return max(0.0, min(waits)) if waits else None
 
 
-def _write_notes(project: Project, record: dict[str, Any], children: list[_Child]) -> str | None:
+def _write_notes(project: Project, record: dict[str, Any], children: list[child_proc.Child]) -> str | None:
     """Note the instances that ran; an error text if the notes could not be
     written (the record is right, and recover can write them again)."""
     touched = [c for c in children if c.ran]
@@ -299,7 +178,7 @@ def _write_notes(project: Project, record: dict[str, Any], children: list[_Child
     return None
 
 
-def _summary_rows(record: dict[str, Any], children: list[_Child]) -> list[dict[str, Any]]:
+def _summary_rows(record: dict[str, Any], children: list[child_proc.Child]) -> list[dict[str, Any]]:
     """One row per selected instance for the summary (what ran, else the record's state)."""
     rows = []
     for child in children:
@@ -312,56 +191,6 @@ def _summary_rows(record: dict[str, Any], children: list[_Child]) -> list[dict[s
             "log": str(child.log) if child.ran else None, "events": str(child.events) if child.ran else None,
         })
     return rows
-
-
-def _make_child(project: Project, record: dict[str, Any], argv: list[str], inst: dict[str, Any]) -> _Child:
-    """The runner's view of one claimed instance: its command with the
-    placeholders filled in, its log and events files."""
-    from gitflow_parallel.state import feedback
-
-    values = {"task": record["task"], "instance": inst["id"], "track": inst["track"],
-              "attempt": str(inst["attempt"]), "worktree": inst["worktree"], "feedback": feedback.read(inst)}
-    name = f"{inst['id']}.{inst['attempt']}"
-    return _Child(scope=reaper.agent_scope(record["run_id"], inst["id"], inst["attempt"]),
-        id=inst["id"], track=inst["track"], attempt=inst["attempt"], revision=inst["instance_revision"],
-        worktree=inst["worktree"], branch=inst["branch"], argv=substitute(argv, values),
-        log=logs_dir(project.repo.parallel_dir, record["run_id"]) / f"{name}.log",
-        events=events_dir(project.repo.parallel_dir, record["run_id"]) / f"{name}.jsonl",
-        feedback=inst.get("feedback"),
-    )
-
-
-def _record_cannot_start(project: Project, record: dict[str, Any], inst: dict[str, Any], child: _Child, exc: OSError,
-                          now: str) -> None:
-    """The command could not be started (not found, not executable, the
-    worktree gone): the instance fails, said in its log, events and record."""
-    code, message = cannot_start(child.argv[0], exc)
-    if exc.filename == child.worktree or not os.path.isdir(child.worktree):
-        code, message = EXIT_NOT_EXECUTABLE, f"the worktree {child.worktree} is gone"
-    with open(child.log, "a", encoding="utf-8") as handle:
-        handle.write(f"git-parallel: {message}\n")
-    child.status, child.exit_code, child.error, child.duration = "failed", code, message, 0.0
-    child.finished_at = now
-    child.head = project.repo.ref_target(f"refs/heads/{child.branch}") or inst["head"]
-    model.finish(record, inst, "failed", pid=None, started_at=now, finished_at=now, exit_code=code,
-                 error=message, head=child.head, log=str(child.log), events=str(child.events))
-    model.bump(inst)
-    append_jsonl(child.events, {
-        "event": "engine_exited", "ts": now, "run_id": record["run_id"], "instance": child.id,
-        "attempt": child.attempt, "exit_code": code, "duration_s": 0.0, "status": "failed", "error": message,
-    })
-
-
-def _enforce_deadlines(active: dict[int, _Child], now: float) -> None:
-    """SIGTERM a group past its timeout; SIGKILL it once the grace has passed too."""
-    for child in active.values():
-        if child.term_at is None and child.deadline is not None and now >= child.deadline:
-            child.reason = child.reason or "timeout"
-            child.term_at = now
-            killpg(child.pid, signal.SIGTERM)
-        elif child.term_at is not None and not child.killed and now >= child.term_at + KILL_GRACE:
-            child.killed = True
-            killpg(child.pid, signal.SIGKILL)
 
 
 # -- the runner --------------------------------------------------------------------
@@ -383,9 +212,9 @@ class _Runner:
         self.progress = progress
         parallel_dir = project.repo.parallel_dir
         self.slots = Slots(parallel_dir, self.max_total)
-        self.log_dir = logs_dir(parallel_dir, self.run_id)
-        self.event_dir = events_dir(parallel_dir, self.run_id)
-        self.children = [_make_child(project, record, self.argv, inst) for inst in chosen]
+        self.log_dir = child_proc.logs_dir(parallel_dir, self.run_id)
+        self.event_dir = child_proc.events_dir(parallel_dir, self.run_id)
+        self.children = [child_proc.make_child(project, record, self.argv, inst) for inst in chosen]
         self.base_env = proc_env.for_command()
         self.watchdog = Watchdog()
         self.signature = project.repo.signature()
@@ -404,7 +233,7 @@ class _Runner:
         reaper.become_subreaper()
         try:
             with self.signals:
-                active: dict[int, _Child] = {}
+                active: dict[int, child_proc.Child] = {}
                 try:
                     self._loop(active)
                 except BaseException:
@@ -416,11 +245,11 @@ class _Runner:
             reaper.sweep({c.scope for c in self.children if c.ran})
             reaper.sweep_descendants({self.watchdog.pid} if self.watchdog.pid else set())
             for child in self.children:
-                _release_claim(child)
+                child_proc.release_claim(child)
             self.watchdog.stop()
         return self._summary(notes_error)
 
-    def _loop(self, active: dict[int, _Child]) -> None:
+    def _loop(self, active: dict[int, child_proc.Child]) -> None:
         queue = deque(self.children)
         while queue or active:
             if self.signals.caught and not self.stopping:
@@ -430,12 +259,12 @@ class _Runner:
                 queue.clear()
                 self._stop_all(active)
             now = time.monotonic()
-            _enforce_deadlines(active, now)
-            finished = [c for c in active.values() if _exited(c)]
+            child_proc.enforce_deadlines(active, now)
+            finished = [c for c in active.values() if child_proc.exited(c)]
             for child in finished:
                 del active[child.pid]
                 self._finish(child)
-            starting: list[_Child] = []
+            starting: list[child_proc.Child] = []
             self.waiting_for_slot = False
             while queue and len(active) + len(starting) < self.jobs:
                 slot = self.slots.try_acquire(f"task={self.task} run={self.run_id} instance={queue[0].id}")
@@ -458,13 +287,13 @@ class _Runner:
             self.signals.wait(_next_wait(active, bool(queue), self.waiting_for_slot, self.progress is not None))
 
     # -- starting --------------------------------------------------------------------
-    def _write(self, finished: list[_Child], starting: list[_Child]) -> None:
+    def _write(self, finished: list[child_proc.Child], starting: list[child_proc.Child]) -> None:
         """One store write: record what finished and claim-and-start what is due."""
-        spawned: list[_Child] = []
+        spawned: list[child_proc.Child] = []
 
         def mutate(record: dict[str, Any]) -> None:
             for child in finished:
-                _record_finish(record, child)
+                child_proc.record_finish(record, child)
             for child in starting:
                 self._claim(record, child)
                 if child.popen is not None:
@@ -497,7 +326,7 @@ class _Runner:
             if child.ran:
                 child.revision = find_instance(record, child.id)["instance_revision"]
 
-    def _claim(self, record: dict[str, Any], child: _Child) -> None:
+    def _claim(self, record: dict[str, Any], child: child_proc.Child) -> None:
         """Under the project lock: check the instance is still as read, start
         the command, and mark it running (or failed if it cannot start)."""
         if record["status"] in FINISHED_RUN:
@@ -518,13 +347,13 @@ class _Runner:
         append_jsonl(child.events, {
             "event": "engine_dispatched", "ts": now, "run_id": self.run_id, "task": self.task,
             "instance": child.id, "track": child.track, "attempt": child.attempt, "argv": child.argv,
-            "cwd": child.worktree,
+            "cwd": child.worktree, "fence": cgroup.in_force(),
         })
         child.ran = True
         try:
-            child.popen = _start_agent(child, self.base_env, self.task, self.run_id, self.tmux)
+            child.popen = child_proc.start(child, self.base_env, self.task, self.run_id, self.tmux)
         except OSError as exc:
-            _record_cannot_start(self.project, record, inst, child, exc, now)
+            child_proc.record_cannot_start(self.project, record, inst, child, exc, now)
             return
         self.watchdog.started(child.pid, child.scope)
         child.started = time.monotonic()
@@ -534,10 +363,10 @@ class _Runner:
         model.bump(inst)
 
     # -- watching and ending -----------------------------------------------------------
-    def _stop_all(self, active: dict[int, _Child]) -> None:
+    def _stop_all(self, active: dict[int, child_proc.Child]) -> None:
         now = time.monotonic()
         for child in active.values():
-            if _exited(child):
+            if child_proc.exited(child):
                 continue  # it finished on its own before we asked
             if child.reason is None:
                 child.reason = self.stopping
@@ -545,14 +374,14 @@ class _Runner:
                 child.term_at = now
                 killpg(child.pid, signal.SIGTERM)
 
-    def _finish(self, child: _Child) -> None:
+    def _finish(self, child: child_proc.Child) -> None:
         assert child.popen is not None
         # Anything the command left running in its group would go on writing
         # to the worktree after its work is committed.
         killpg(child.pid, signal.SIGKILL)
         # ... and whatever daemonized out of the group (setsid, double fork).
         reaper.sweep({child.scope})
-        keep = {c.pid for c in self.children if c.popen is not None and c is not child and not _exited(c)}
+        keep = {c.pid for c in self.children if c.popen is not None and c is not child and not child_proc.exited(c)}
         reaper.sweep_orphans(child.scope, keep | {self.watchdog.pid or 0, child.pid})
         self.watchdog.ended(child.pid)
         rc = child.popen.wait()
@@ -571,14 +400,14 @@ class _Runner:
         faults.point("run.after_commit")
         child.head = self.project.repo.ref_target(f"refs/heads/{child.branch}")
         # Done with the worktree: an abort waiting on the claim may go on.
-        _release_claim(child)
+        child_proc.release_claim(child)
 
-    def _kill_everything(self, active: dict[int, _Child]) -> None:
+    def _kill_everything(self, active: dict[int, child_proc.Child]) -> None:
         """On an unexpected error: leave nothing running, even unrecorded."""
         for child in active.values():
             killpg(child.pid, signal.SIGTERM)
         deadline = time.monotonic() + KILL_GRACE
-        while time.monotonic() < deadline and not all(_exited(c) for c in active.values()):
+        while time.monotonic() < deadline and not all(child_proc.exited(c) for c in active.values()):
             time.sleep(POLL)
         for child in active.values():
             assert child.popen is not None
@@ -590,7 +419,7 @@ class _Runner:
         active.clear()
 
     # -- reporting -------------------------------------------------------------------
-    def _report(self, active: dict[int, _Child], queue: deque[_Child]) -> None:
+    def _report(self, active: dict[int, child_proc.Child], queue: deque[child_proc.Child]) -> None:
         if self.progress is None:
             return
         done = [c for c in self.children if c.finished_at is not None]

@@ -16,10 +16,9 @@ catch it here:
   scrubbed its environment stays a descendant, and ``sweep_descendants``
   stops those at the end of the verb, before it reports.
 
-cgroup v2 would fence better (a cgroup per instance, ``cgroup.kill``), but it
-needs a delegated, writable hierarchy, which an ordinary user's session
-usually lacks; git-parallel does not use it (yet), even where one is writable.  Linux only; elsewhere ``prctl`` is
-absent and only the scope sweep (where ``/proc`` exists) and the process
+Where cgroup v2 is writable, a third fence holds: a cgroup per scope
+(``cgroup``), which ``sweep`` kills first.  Linux only; elsewhere ``prctl``
+is absent and only the scope sweep (where ``/proc`` exists) and the process
 groups remain.
 """
 
@@ -31,6 +30,8 @@ import os
 import signal
 import time
 from typing import Callable
+
+from gitflow_parallel.proc import cgroup
 
 SCOPE_ENV = "GIT_PARALLEL_SCOPE"
 PR_SET_CHILD_SUBREAPER = 36
@@ -140,7 +141,7 @@ def sweep(tokens: set[str]) -> list[int]:
     returns the pids killed."""
     if not tokens:
         return []
-    return _kill_in_rounds(lambda killed: [p for p in scoped(tokens) if p not in killed or _alive(p)])
+    return cgroup.kill(tokens) + _kill_in_rounds(lambda killed: [p for p in scoped(tokens) if p not in killed or _alive(p)])
 
 
 def sweep_orphans(token: str, keep: set[int]) -> list[int]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from gitflow_parallel.files import env_seconds
-from gitflow_parallel.proc import reaper
+from gitflow_parallel.proc import cgroup, reaper
 
 if TYPE_CHECKING:
     from gitflow_parallel.proc.watchdog import Watchdog
@@ -211,7 +211,8 @@ def start(argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Output,
     """Start ``argv`` as its own process group (``stderr`` None: into
     ``stdout``).  Raises ``OSError`` when it cannot start (see
     ``cannot_start``).  The caller has made itself a subreaper (``reaper``)."""
-    popen = subprocess.Popen(argv, cwd=str(cwd), env={**env, reaper.SCOPE_ENV: scope}, stdin=subprocess.DEVNULL,
+    env = {**env, reaper.SCOPE_ENV: scope}
+    popen = subprocess.Popen(cgroup.wrap(argv, scope, cwd, env), cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
                              stdout=stdout, stderr=subprocess.STDOUT if stderr is None else stderr,
                              start_new_session=True)
     watchdog.started(popen.pid, scope)

@@ -1,0 +1,193 @@
+"""One agent's process as the runner tracks it: its command with the
+placeholders filled in, its log and events files, how it starts (in a
+session of its own, in its scope's cgroup where there is one), how its
+start, finish or failure to start is recorded, and its deadline."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gitflow_parallel import model
+from gitflow_parallel.files import append_jsonl
+from gitflow_parallel.model import find_instance
+from gitflow_parallel.state.project import Project
+from gitflow_parallel.proc import cgroup, reaper
+from gitflow_parallel.proc.slots import Slot
+from gitflow_parallel.proc.supervise import EXIT_NOT_EXECUTABLE, KILL_GRACE, cannot_start, killpg
+from gitflow_parallel.proc.supervise import exited as _leader_exited
+
+PLACEHOLDERS = ("task", "instance", "track", "attempt", "worktree", "feedback")
+
+
+def logs_dir(parallel_dir: Path, run_id: str) -> Path:
+    return parallel_dir / "logs" / run_id
+
+
+def events_dir(parallel_dir: Path, run_id: str) -> Path:
+    return parallel_dir / "events" / run_id
+
+
+def substitute(argv: list[str], values: dict[str, str]) -> list[str]:
+    """Replace the documented placeholders only; every other character,
+    braces included, stays as given."""
+    out = []
+    for arg in argv:
+        for key in PLACEHOLDERS:
+            arg = arg.replace("{" + key + "}", values[key])
+        out.append(arg)
+    return out
+
+
+@dataclass
+class Child:
+    """One selected instance as the runner tracks it."""
+
+    id: str
+    track: str
+    attempt: int
+    revision: int  # instance_revision expected by the next write
+    worktree: str
+    branch: str
+    argv: list[str]
+    log: Path
+    events: Path
+    feedback: str | None = None  # the path of the feedback on the previous attempt
+    slot: Slot | None = None
+    claim: Slot | None = None  # this runner's claim on the instance (see slots)
+    scope: str = ""  # GIT_PARALLEL_SCOPE of its processes (see reaper)
+    popen: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    deadline: float | None = None
+    term_at: float | None = None
+    killed: bool = False
+    reason: str | None = None  # "timeout" or the name of the stop signal
+    # outcome
+    ran: bool = False
+    status: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    duration: float | None = None
+    committed: str | None = None
+    head: str | None = None
+    finished_at: str | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+
+def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
+                 tmux_binary: str | None) -> subprocess.Popen[bytes]:
+    """Start the agent of ``child`` in its worktree, in a session (process group)
+    of its own, its output appended to its log; under ``--tmux`` a stand-in runs
+    it in a tmux window and exits with its status."""
+    env = dict(base_env)
+    env.update({
+        "GIT_PARALLEL_TASK": task, "GIT_PARALLEL_RUN_ID": run_id,
+        "GIT_PARALLEL_INSTANCE": child.id, "GIT_PARALLEL_TRACK": child.track,
+        "GIT_PARALLEL_ATTEMPT": str(child.attempt), "GIT_PARALLEL_WORKTREE": child.worktree,
+        "GIT_PARALLEL_EVENTS": str(child.events), reaper.SCOPE_ENV: child.scope,
+    })
+    if child.feedback:
+        env["GIT_PARALLEL_FEEDBACK"] = child.feedback
+    argv = child.argv
+    if tmux_binary is not None:
+        # A stand-in that runs the command in a tmux window and exits with its status.
+        from gitflow_parallel.proc import tmux
+
+        status = child.log.with_name(child.log.name[:-len(".log")] + ".tmux-status.json")
+        argv = tmux.waiter_argv(tmux_binary, tmux.session_name(task), child.id, child.worktree, child.log,
+                                status, child.argv)
+    else:
+        argv = cgroup.wrap(argv, child.scope, child.worktree, env)
+    fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        return subprocess.Popen(
+            argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+            start_new_session=True,
+        )
+    finally:
+        os.close(fd)  # the child has its own copy
+
+
+def exited(child: Child) -> bool:
+    """Has the leader exited?  Asked without reaping it, so that its pid,
+    and with it the process group id, stays reserved until we clear the
+    group."""
+    return _leader_exited(child.pid)
+
+
+def release_claim(child: Child) -> None:
+    if child.claim is not None:
+        child.claim.release()
+        child.claim = None
+
+
+def record_finish(record: dict[str, Any], child: Child) -> None:
+    inst = find_instance(record, child.id)
+    if inst["attempt"] != child.attempt or inst["instance_revision"] != child.revision or inst["status"] != "running":
+        # Someone (abort, recover) decided about it meanwhile; theirs stands.
+        child.error = (f"{child.error + '; ' if child.error else ''}not recorded: the instance changed "
+                       f"meanwhile (now {inst['status']}, attempt {inst['attempt']})")
+        child.status = inst["status"]
+        return
+    model.finish(record, inst, child.status or "failed", exit_code=child.exit_code, error=child.error,
+                 finished_at=child.finished_at, head=child.head)
+    model.bump(inst)
+
+
+def make_child(project: Project, record: dict[str, Any], argv: list[str], inst: dict[str, Any]) -> Child:
+    """The runner's view of one claimed instance: its command with the
+    placeholders filled in, its log and events files."""
+    from gitflow_parallel.state import feedback
+
+    values = {"task": record["task"], "instance": inst["id"], "track": inst["track"],
+              "attempt": str(inst["attempt"]), "worktree": inst["worktree"], "feedback": feedback.read(inst)}
+    name = f"{inst['id']}.{inst['attempt']}"
+    return Child(scope=reaper.agent_scope(record["run_id"], inst["id"], inst["attempt"]),
+        id=inst["id"], track=inst["track"], attempt=inst["attempt"], revision=inst["instance_revision"],
+        worktree=inst["worktree"], branch=inst["branch"], argv=substitute(argv, values),
+        log=logs_dir(project.repo.parallel_dir, record["run_id"]) / f"{name}.log",
+        events=events_dir(project.repo.parallel_dir, record["run_id"]) / f"{name}.jsonl",
+        feedback=inst.get("feedback"),
+    )
+
+
+def record_cannot_start(project: Project, record: dict[str, Any], inst: dict[str, Any], child: Child, exc: OSError,
+                          now: str) -> None:
+    """The command could not be started (not found, not executable, the
+    worktree gone): the instance fails, said in its log, events and record."""
+    code, message = cannot_start(child.argv[0], exc)
+    if exc.filename == child.worktree or not os.path.isdir(child.worktree):
+        code, message = EXIT_NOT_EXECUTABLE, f"the worktree {child.worktree} is gone"
+    with open(child.log, "a", encoding="utf-8") as handle:
+        handle.write(f"git-parallel: {message}\n")
+    child.status, child.exit_code, child.error, child.duration = "failed", code, message, 0.0
+    child.finished_at = now
+    child.head = project.repo.ref_target(f"refs/heads/{child.branch}") or inst["head"]
+    model.finish(record, inst, "failed", pid=None, started_at=now, finished_at=now, exit_code=code,
+                 error=message, head=child.head, log=str(child.log), events=str(child.events))
+    model.bump(inst)
+    append_jsonl(child.events, {
+        "event": "engine_exited", "ts": now, "run_id": record["run_id"], "instance": child.id,
+        "attempt": child.attempt, "exit_code": code, "duration_s": 0.0, "status": "failed", "error": message,
+    })
+
+
+def enforce_deadlines(active: dict[int, Child], now: float) -> None:
+    """SIGTERM a group past its timeout; SIGKILL it once the grace has passed too."""
+    for child in active.values():
+        if child.term_at is None and child.deadline is not None and now >= child.deadline:
+            child.reason = child.reason or "timeout"
+            child.term_at = now
+            killpg(child.pid, signal.SIGTERM)
+        elif child.term_at is not None and not child.killed and now >= child.term_at + KILL_GRACE:
+            child.killed = True
+            killpg(child.pid, signal.SIGKILL)
+
