@@ -37,7 +37,7 @@ from benchenv import MIN_ROUNDS, ROOT, Side, alternating, figure, print_load, ra
 
 sys.path.insert(0, str(ROOT))
 
-from gitflow_parallel import gates  # noqa: E402
+from gitflow_parallel.judge import gates  # noqa: E402
 
 FILES = 2000
 FILE_BYTES = 20_000

@@ -11,22 +11,25 @@ network's):
 - 8 instances of a 2-second agent, done by 1, 2 and 4 worker processes, each
   in a clone of its own: the wall time from starting the workers until the
   last one exits, and ``scaling_K`` = wall(K) / wall(1), where the ideal is
-  1/K (``efficiency_K`` = wall(1) / (K * wall(K)), ideal 1).
+  1/K (``efficiency_K`` = wall(1) / (K * wall(K)), ideal 1).  Each round
+  times the three side by side (fresh remotes and clones made untimed
+  before each, a sync before each timed side, the order rotating), and the
+  figures are medians with their spread over the rounds.
 
-    python scripts/bench_remote.py
+    python scripts/bench_remote.py [--rounds N]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import sh, workspace  # noqa: E402
+from benchenv import MIN_ROUNDS, Side, alternating, figure, print_load, sh, workspace  # noqa: E402
 
 CONFIG = "max_total: 16\ngates:\n  - name: ok\n    run: [\"true\"]\n"
 INSTANCES = 8
@@ -60,23 +63,32 @@ def start(clone: Path, env: dict[str, str], name: str) -> subprocess.Popen[str]:
                             text=True)
 
 
-def wall(base: Path, env: dict[str, str], workers: int) -> tuple[float, list[dict[str, object]]]:
-    _, clones = remote_run(base, env, f"scale{workers}", ["sleep", "2"], workers)
-    t0 = time.perf_counter()
-    procs = [start(c, env, f"w{k}") for k, c in enumerate(clones)]
-    rows = []
-    for p in procs:
-        out, err = p.communicate(timeout=600)
-        if p.returncode != 0:
-            raise SystemExit(f"a worker failed ({p.returncode}): {err}{out}")
-        rows += json.loads(out)["instances"]
-    elapsed = time.perf_counter() - t0
-    if sorted(r["id"] for r in rows) != sorted(str(k) for k in range(1, INSTANCES + 1)):
-        raise SystemExit(f"the instances were not each done once: {[r['id'] for r in rows]}")
-    return elapsed, rows
+def workers_side(base: Path, env: dict[str, str], workers: int) -> Side:
+    """``workers`` worker processes doing the 8 instances of a fresh run."""
+    clones: list[Path] = []
+
+    def before(k: int) -> None:
+        clones[:] = remote_run(base, env, f"scale{workers}-r{k}", ["sleep", "2"], workers)[1]
+
+    def run(k: int) -> None:
+        procs = [start(c, env, f"w{n}") for n, c in enumerate(clones)]
+        rows = []
+        for p in procs:
+            out, err = p.communicate(timeout=600)
+            if p.returncode != 0:
+                raise SystemExit(f"a worker failed ({p.returncode}): {err}{out}")
+            rows += json.loads(out)["instances"]
+        if sorted(r["id"] for r in rows) != sorted(str(n) for n in range(1, INSTANCES + 1)):
+            raise SystemExit(f"the instances were not each done once: {[r['id'] for r in rows]}")
+
+    return Side(f"wall_{workers}", run, before=before)
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=MIN_ROUNDS, help=f"rounds of the scaling sides (default {MIN_ROUNDS})")
+    args = ap.parse_args()
+    print_load()
     base, env = workspace("gp-bench-remote-")
     _, (clone,) = remote_run(base, env, "overhead", ["true"], 1)
     p = start(clone, env, "w0")
@@ -84,17 +96,18 @@ def main() -> None:
     if p.returncode != 0:
         raise SystemExit(f"the worker failed: {err}{out}")
     rows = json.loads(out)["instances"]
-    claim = statistics.median(r["claim_s"] for r in rows) * 1000
-    deliver = statistics.median(r["deliver_s"] for r in rows) * 1000
-    print(f"claim push, median of {len(rows)}: {claim:.1f} ms; delivery: {deliver:.1f} ms")
-    print(f"claim_overhead_ms: {claim + deliver:.1f}")
-    walls = {}
+    claim = [r["claim_s"] * 1000 for r in rows]
+    deliver = [r["deliver_s"] * 1000 for r in rows]
+    print(f"claim push, median of {len(rows)}: {statistics.median(claim):.1f} ms; "
+          f"delivery: {statistics.median(deliver):.1f} ms")
+    figure("claim_overhead_ms", [c + d for c, d in zip(claim, deliver)], 1)
+    walls = alternating([workers_side(base, env, k) for k in (1, 2, 4)], args.rounds)
     for k in (1, 2, 4):
-        walls[k], _ = wall(base, env, k)
-        print(f"wall_{k}_s: {walls[k]:.2f}")
+        figure(f"wall_{k}_s", walls[f"wall_{k}"])
     for k in (2, 4):
-        print(f"scaling_{k}: {walls[k] / walls[1]:.2f}   (ideal {1 / k:.2f})")
-        print(f"efficiency_{k}: {walls[1] / (k * walls[k]):.2f}")
+        figure(f"scaling_{k}", [w / w1 for w, w1 in zip(walls[f"wall_{k}"], walls["wall_1"])])
+        print(f"  (scaling_{k} ideal {1 / k:.2f})")
+        figure(f"efficiency_{k}", [w1 / (k * w) for w, w1 in zip(walls[f"wall_{k}"], walls["wall_1"])])
 
 
 if __name__ == "__main__":

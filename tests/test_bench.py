@@ -62,3 +62,17 @@ def test_every_target_is_printed_by_some_benchmark() -> None:
     for name in bench.TARGETS:
         stem = name.removesuffix("_n4").removesuffix("_n8")
         assert stem in text, f"no benchmark prints {name}"
+
+
+@pytest.mark.parametrize("script", ["bench.py"] + sorted(p.name for p in Path(bench.__file__).resolve().parent.glob("bench_*.py")))
+def test_every_benchmark_starts(script: str) -> None:
+    """``--help`` imports everything a benchmark uses (a module moved under
+    it fails here, not in the next benchmark run) and measures nothing."""
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(bench.__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, str(Path(bench.__file__).resolve().parent / script), "--help"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "usage:" in out.stdout

@@ -81,10 +81,21 @@ def wrap(argv: list[str], scope: str, cwd: str | Path, env: dict[str, str]) -> l
 
 
 def _runnable(program: str, cwd: str | Path, env: dict[str, str]) -> bool:
+    """Would ``execve`` run it?  (``sh``'s ``exec`` would also run a file
+    that is neither ``#!`` nor a binary, as a script, where starting it
+    directly fails: such a file is left to fail as it would have.)"""
     if "/" in program:
-        full = os.path.join(cwd, program)
-        return os.path.isfile(full) and os.access(full, os.X_OK)
-    return shutil.which(program, path=env.get("PATH", os.defpath)) is not None
+        full: str | None = os.path.join(cwd, program)
+    else:
+        full = shutil.which(program, path=env.get("PATH", os.defpath))
+    if full is None or not os.path.isfile(full) or not os.access(full, os.X_OK):
+        return False
+    try:
+        with open(full, "rb") as handle:
+            head = handle.read(4)
+    except OSError:
+        return False
+    return head == b"\x7fELF" or head[:2] == b"#!"
 
 
 def kill(scopes: set[str]) -> list[int]:

@@ -83,7 +83,7 @@ class Child:
 
 
 def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
-                 tmux_binary: str | None) -> subprocess.Popen[bytes]:
+          tmux_binary: str | None) -> subprocess.Popen[bytes]:
     """Start the agent of ``child`` in its worktree, in a session (process group)
     of its own, its output appended to its log; under ``--tmux`` a stand-in runs
     it in a tmux window and exits with its status."""
