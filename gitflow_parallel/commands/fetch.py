@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-
+from gitflow_parallel.git.share import (PARALLEL_PREFIX, REMOTES_PREFIX, check_remote, git_failed, merge_notes,
+                                        notes_refs, notes_tracking_ref, refs_snapshot, remote_notes_refs)
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.git.share import PARALLEL_PREFIX, REMOTES_PREFIX, check_remote, git_failed, merge_notes, notes_refs, notes_tracking_ref, refs_snapshot, remote_notes_refs
 
 
 def fetch(project: Project, remote: str = "origin") -> dict[str, Any]:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.git.share import (PARALLEL_PREFIX, PUSH_ATTEMPTS, backfill, check_remote, git_failed,
+                                        merge_notes, notes_refs, notes_tracking_ref)
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.git.share import PARALLEL_PREFIX, check_remote, git_failed, merge_notes, notes_refs, notes_tracking_ref
-from gitflow_parallel.git.share import PUSH_ATTEMPTS, backfill
 
 
 def push(project: Project, remote: str = "origin") -> dict[str, Any]:
