@@ -268,6 +268,11 @@ def test_kill_9_of_runner_frees_slots_at_once(tmp_path: Path) -> None:
                               stdout=log, stderr=subprocess.STDOUT)
     try:
         infos = [json.loads(p.read_text()) for p in wait_files(pids, "*.json", 3)]
+        # The agents start inside the record write that claims them, so they
+        # can be running before it lands: kill once the record has them.
+        deadline = time.monotonic() + 20
+        while not all(i["pid"] for i in record(gp, "A")["instances"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait()
         # All 3 slots were the dead runner's; the next run must get them now.
