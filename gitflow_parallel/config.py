@@ -28,6 +28,7 @@ SELECTION_METHODS = ("critic_first_pass", "majority_vote", "cluster", "tournamen
 GATE_MODES = ("enforced", "observe", "probe")
 VERIFY_MODES = ("always", "changed", "never")
 PROTECT_MODES = ("restore", "refuse")
+ADDED_TESTS_MODES = ("observe", "enforced", "off")
 MAX_SECONDS = 7 * 24 * 3600  # a week: a longer timeout is a typo
 
 DEFAULTS: dict[str, Any] = {
@@ -42,6 +43,9 @@ DEFAULTS: dict[str, Any] = {
     "selection": "critic_first_pass",
     "protect": [],
     "protect_mode": "restore",
+    "protect_defaults": True,
+    "added_tests": "observe",
+    "setup": None,
     "merge": {"policy": "refuse", "retries": 2, "timeout": 60, "verify": "always", "squash": False,
               "message": None},
     "score": {"threshold": 6, "command": None, "findings": None, "timeout": 300},
@@ -57,6 +61,17 @@ GATE_DEFAULTS: dict[str, Any] = {
     "inputs": [],
     "outputs": [],
     "env": {},
+    "setup": True,
+    "hidden": None,
+}
+
+SETUP_DEFAULTS: dict[str, Any] = {
+    "run": None,
+    "cache_key": [],
+    "keep": [],
+    "path": [],
+    "timeout": 1800,
+    "worktrees": False,
 }
 
 TEMPLATE = """\
@@ -252,6 +267,12 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             out[key] = list(value)
         elif key == "protect_mode":
             out[key] = want_choice(key, value, PROTECT_MODES)
+        elif key == "protect_defaults":
+            out[key] = want_bool(key, value)
+        elif key == "added_tests":
+            out[key] = want_choice(key, value, ADDED_TESTS_MODES)
+        elif key == "setup":
+            out[key] = _setup(value, lines)
         elif key == "evidence_log_bytes":
             out[key] = want_int(key, value, 0, 1 << 30)
         elif key in ("keep_losers", "commit_leftovers"):
@@ -343,6 +364,61 @@ def _judge(judge: Any, selection: str, lines: dict[str, int]) -> dict[str, Any]:
     return out
 
 
+def _relative_paths(value: Any, path: str, lines: dict[str, int]) -> list[str]:
+    """A list of paths (or globs) relative to the top of the checkout, inside it."""
+    if not isinstance(value, list) or not all(isinstance(p, str) and p.strip("/") for p in value):
+        raise _fail(path, "must be a list of relative paths", lines.get(path))
+    for p in value:
+        parts = p.split("/")
+        if p.startswith("/") or ".." in parts or parts[0] == ".git":
+            raise _fail(path, f"{p!r} must be relative to the top of the checkout, inside it and not in .git",
+                        lines.get(path))
+    return [p.strip("/") for p in value]
+
+
+def _setup(value: Any, lines: dict[str, int]) -> dict[str, Any] | None:
+    """``setup``: the command that builds the judged checkout's environment
+    (a command alone, or a mapping with what caches and what it provides)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, list)):
+        value = {"run": value}
+    if not isinstance(value, dict):
+        raise _fail("setup", "must be a command or a mapping with run, cache_key, keep, path, timeout, worktrees",
+                    lines.get("setup"))
+    out = copy.deepcopy(SETUP_DEFAULTS)
+    for key, item in value.items():
+        path = f"setup.{key}"
+        if key not in SETUP_DEFAULTS:
+            raise _fail(path, f"unknown key (known: {', '.join(sorted(SETUP_DEFAULTS))})", lines.get(path))
+        if key == "run":
+            out[key] = _argv(item, path, lines.get(path))
+        elif key in ("cache_key", "keep", "path"):
+            out[key] = _relative_paths(item, path, lines)
+        elif key == "timeout":
+            out[key] = _seconds(path, item, lines.get(path))
+        elif key == "worktrees":
+            if not isinstance(item, bool):
+                raise _fail(path, f"must be true or false, got {item!r}", lines.get(path))
+            out[key] = item
+    if not out["run"]:
+        raise _fail("setup.run", "setup needs a run command", lines.get("setup"))
+    if out["keep"] and not out["cache_key"]:
+        raise _fail("setup.keep", "what setup keeps is reused only while the cache_key files are unchanged: "
+                    "name them in setup.cache_key", lines.get("setup.keep"))
+    return out
+
+
+def _hidden(value: Any, path: str, lines: dict[str, int]) -> str | None:
+    """A gate's hidden tests: a folder outside the repository (absolute, or
+    from ``~``), laid over the judged checkout for that gate only."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not (value.startswith("/") or value.startswith("~")):
+        raise _fail(path, "must be the absolute path of a folder outside the repository", lines.get(path))
+    return value
+
+
 def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
     if value is None:
         return []
@@ -395,6 +471,13 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
             if bad:
                 raise _fail(f"{here}.env", f"{bad[0]!r} is not a valid variable name", lines.get(f"{here}.env"))
             gate["env"] = {k: str(v) for k, v in env.items()}
+        if "setup" in raw:
+            if not isinstance(raw["setup"], bool):
+                raise _fail(f"{here}.setup", "must be true (run after the project's setup) or false",
+                            lines.get(f"{here}.setup"))
+            gate["setup"] = raw["setup"]
+        if "hidden" in raw:
+            gate["hidden"] = _hidden(raw["hidden"], f"{here}.hidden", lines)
         if gate["outputs"] and gate["mode"] != "probe":
             raise _fail(f"{here}.outputs", "only a probe gate (mode: probe) hashes outputs",
                         lines.get(f"{here}.outputs"))

@@ -81,6 +81,7 @@ class InstanceRecord(TypedDict, total=False):
     start: dict[str, Any] | None
     feedback: Any
     worker: Any
+    protected_changes: list[dict[str, Any]]
 
 
 class PickBinding(TypedDict, total=False):
@@ -103,6 +104,7 @@ class PickRecord(TypedDict, total=False):
     picked_by: str
     reason: str | None
     forced: bool
+    protected_changes: list[dict[str, Any]]
 
 
 class MergeRecord(TypedDict, total=False):
@@ -266,6 +268,7 @@ def bind_evidence(inst: InstanceRecord, binding: dict[str, Any], pack: dict[str,
     inst["evidence"] = {**binding, "instance_revision": pack["instance_revision"]}  # type: ignore[typeddict-item]
     inst["verdict"] = pack.get("verdict")
     inst["score"] = pack.get("score")
+    inst["protected_changes"] = pack.get("protected_detail") or []
 
 
 def record_head(inst: InstanceRecord, head: str | None) -> None:
@@ -287,6 +290,7 @@ def reset_for_retry(inst: InstanceRecord, start_commit: str, how: str, tip: str 
                 evidence=None, error=None, pid=None, started_at=None, finished_at=None, exit_code=None,
                 log=None, events=None, removed=False, origin=None, feedback=feedback,
                 start={"commit": start_commit, "from": how})
+    inst.pop("protected_changes", None)
 
 
 def mark_removed(inst: InstanceRecord) -> None:

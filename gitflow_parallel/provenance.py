@@ -53,7 +53,14 @@ def pick_note(pick: PickRecord) -> str:
     return line("pick", pick["run_id"], task=pick["task"], track=pick["track"], winner=w["id"],
                 attempt=w["attempt"], commit=w["commit"], tree=w["tree"], evidence_sha256=w["evidence_sha256"],
                 score=pick["score"], selection_method=pick["selection_method"],
-                merge_policy=pick["merge_policy"], created_at=pick["created_at"], **human)
+                merge_policy=pick["merge_policy"], created_at=pick["created_at"], **human,
+                **({"protected_changes": protected_summary(pick["protected_changes"])}
+                   if pick.get("protected_changes") else {}))
+
+
+def protected_summary(changes: list[dict[str, Any]]) -> list[str]:
+    """One short line per protected change: ``tests/test_a.py deleted -120``."""
+    return [f"{c['path']} {c['change']} +{c['lines_added']} -{c['lines_deleted']}" for c in changes]
 
 
 def unpick_note(record: RunRecord, retired: dict[str, Any]) -> str:

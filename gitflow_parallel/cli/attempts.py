@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from gitflow_parallel.provenance import protected_summary
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
     RunProgress, RunWaitNotice, figures_text, render_check, render_pr, render_published, render_push,
@@ -340,6 +341,11 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
                        f"{'pass' if v['passed'] else 'fail'} ({names})")
         if not m["verified"] and m.get("verify") == "never":
             click.echo("  not re-proved (merge.verify: never)")
+        for landed in r.get("protected_landed") or []:
+            click.echo(f"warning: track {landed['track']} landed protected change(s) of instance "
+                       f"{landed['winner']}, picked by a person:", err=True)
+            for line in protected_summary(landed["changes"]):
+                click.echo(f"  {line}", err=True)
         if m.get("worktree_error"):
             click.echo(f"warning: could not update {m['worktree']}: {m['worktree_error']}", err=True)
         if r.get("cleanup_error"):

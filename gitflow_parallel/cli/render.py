@@ -8,6 +8,9 @@ from typing import Any
 
 import click
 
+from gitflow_parallel.git.scratch import blocks_pick
+from gitflow_parallel.provenance import protected_summary
+
 
 def render_published(p: dict[str, Any]) -> None:
     click.echo(f"published run {p['run_id']} to {p['remote']}: manifest {p['ref']} at {p['manifest'][:12]}, "
@@ -154,6 +157,9 @@ def render_show(r: dict[str, Any]) -> None:
                    f"score {score}, proof {p['proof_issued_at']}")
         if p["score_error"]:
             click.echo(f"  score unavailable: {p['score_error']}")
+        if p.get("protected_detail"):
+            click.echo("  protected paths it changed (judged with the base's version):")
+            render_protected(p["protected_detail"], "    ")
     for g in r["gates"]:
         mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
         what = g["error"] if g["skipped"] or g["exit_code"] is None else f"exit {g['exit_code']} in {g['duration_s']:.2f}s"
@@ -166,6 +172,15 @@ def render_show(r: dict[str, Any]) -> None:
     for h in r["history"]:
         click.echo(f"earlier attempt {h['attempt']}: {h['status']}, verdict {h['verdict'] or '-'}"
                    + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
+
+
+def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20) -> None:
+    """Each protected change, and whether it keeps the attempt out of an automatic pick."""
+    for change, line in list(zip(changes, protected_summary(changes)))[:limit]:
+        click.echo(f"{indent}{line}" + ("  (blocks an automatic pick)" if blocks_pick(change) else
+                                        "  (a new test: run as added tests)"))
+    if len(changes) > limit:
+        click.echo(f"{indent}… and {len(changes) - limit} more")
 
 
 # -- check --------------------------------------------------------------------------
@@ -181,8 +196,8 @@ def render_check(r: dict[str, Any]) -> None:
         if inst.get("refused"):
             click.echo(f"    [{inst['refused']['code']}] {inst['refused']['message']}; no gate ran")
         elif inst.get("protected_changes"):
-            click.echo(f"    judged with the base's version of the protected path(s) it changed: "
-                       f"{', '.join(inst['protected_changes'][:10])}")
+            click.echo("    judged with the base's version of the protected path(s) it changed:")
+            render_protected(inst.get("protected_detail") or [], "      ")
         if not inst.get("refused") and not any(g["mode"] == "enforced" for g in inst["gates"]):
             click.echo("    no enforced gate applies to this track: the verdict proves only which commit was seen")
         for g in inst["gates"]:

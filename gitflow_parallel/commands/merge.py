@@ -117,6 +117,14 @@ def _verify(project: Project, record: dict[str, Any], landing: dict[str, Any],
     return results
 
 
+def protected_landed(winners: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """What the winners change of the tests, the harness or the config: a
+    person picked them knowing (an automatic pick never chooses such a
+    winner), and the landing says so."""
+    return [{"track": pick["track"], "winner": pick["winner"]["id"], "changes": pick["protected_changes"]}
+            for pick, _ in winners if pick.get("protected_changes")]
+
+
 class _MergedMeanwhile(Exception):
     """Another merge of the same run landed while this one computed."""
 
@@ -321,6 +329,7 @@ def merge(project: Project, task: str, onto: Any = None) -> dict[str, Any]:
         cleaned, cleanup_error = None, {"code": exc.code, "message": exc.message, "hint": exc.hint}
 
     return {"already": False, "run_id": record["run_id"], "merge": merge_record,
+            "protected_landed": protected_landed(winners),
             "cleanup": cleaned and {"removed": cleaned["removed"], "kept": cleaned["kept"]},
             "cleanup_error": cleanup_error, "notes_error": notes_error,
             "remote_warning": transport.withdraw(project, record)}

@@ -165,7 +165,9 @@ def choose_human(project: Project, record: dict[str, Any], inst_id: str, reason:
         "verdict": pack.get("verdict") if pack else None, "score": pack.get("score") if pack else None,
         "proof_issued_at": pack.get("proof_issued_at") if pack else None,
         "selection_method": HUMAN, "picked_by": person, "reason": reason, "forced": bool(force),
-        "waived": wanted if force else [], "arbiter": ARBITER, "merge_policy": record["config"]["merge"]["policy"],
+        "waived": wanted if force else [],
+        # What it changed of the tests, the harness or the config lands with it: said here, in the notes, by merge.
+        "protected_changes": (pack.get("protected_detail") or []) if pack else [], "arbiter": ARBITER, "merge_policy": record["config"]["merge"]["policy"],
         "losers": losers, "created_at": utcnow(),
     }
 

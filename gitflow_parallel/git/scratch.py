@@ -48,6 +48,7 @@ import pygit2
 from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
+from gitflow_parallel import harness
 from gitflow_parallel.config import CONFIG_FILE
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.repo import Repo, read_gitdir_file
@@ -104,33 +105,88 @@ def _named_paths(argv: Iterable[str], tree: pygit2.Tree) -> list[str]:
 
 
 def protected_patterns(config: dict[str, Any], base_tree: pygit2.Tree) -> list[str]:
-    """Every pattern protected for a run with ``config`` on ``base_tree``."""
+    """Every pattern protected for a run with ``config`` on ``base_tree``:
+    the config file, the paths the gates' and score's commands name, the
+    ``protect`` globs and, unless ``protect_defaults: false``, the harness
+    files (``harness.HARNESS_PATTERNS``)."""
     named = [CONFIG_FILE]
     for gate in config.get("gates") or []:
         named += _named_paths(gate["run"], base_tree)
     named += _named_paths((config.get("score") or {}).get("command") or [], base_tree)
     literal = [re.sub(r"([*?])", r"[\1]", p) for p in named]  # a file named "a*b" is literal
-    return sorted(set(literal) | set(config.get("protect") or []))
+    defaults = list(harness.HARNESS_PATTERNS) if config.get("protect_defaults", True) else []
+    return sorted(set(literal) | set(config.get("protect") or []) | set(defaults))
+
+
+def _line_counts(patch: pygit2.Patch | None) -> tuple[int, int]:
+    if patch is None or patch.delta.is_binary:
+        return 0, 0
+    _, added, deleted = patch.line_stats
+    return added, deleted
+
+
+def _blob_data(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes | None:
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    return repo.odb.read(entry.id)[1] if entry.type_str == "blob" else None
 
 
 def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pygit2.Tree,
-                      patterns: list[str]) -> list[str]:
-    """The protected paths whose entry differs between the two trees."""
-    out = set()
-    for delta in repo.diff(base_tree, tree).deltas:
+                      patterns: list[str], config: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The protected paths whose entry differs between the two trees, each
+    with how (``added``, ``deleted``, ``modified``), its line counts and
+    whether it is the harness's (``harness``).  A mixed file
+    (``harness.MIXED_FILES``) counts only when its harness sections differ."""
+    config = config or {}
+    mixed = config.get("protect_defaults", True)
+    scripts = harness.npm_scripts(g["run"] for g in config.get("gates") or [])
+    out: dict[str, dict[str, Any]] = {}
+    diff = repo.diff(base_tree, tree)
+    for i, delta in enumerate(diff.deltas):
         for path in {delta.old_file.path, delta.new_file.path}:
+            if path in out:
+                continue
+            is_mixed = mixed and harness.is_mixed(path)
             if matches(path, patterns):
-                out.add(path)
-    return sorted(out)
+                harness_file = is_mixed or matches(path, harness.HARNESS_PATTERNS, folders=False)
+            elif is_mixed and harness.harness_changed(path, _blob_data(repo, base_tree, path),
+                                                      _blob_data(repo, tree, path), scripts):
+                harness_file = True
+            else:
+                continue
+            added, deleted = _line_counts(diff[i])  # a patch only for what is shown
+            status = delta.status
+            change = ("added" if status == pygit2.enums.DeltaStatus.ADDED
+                      else "deleted" if status == pygit2.enums.DeltaStatus.DELETED else "modified")
+            out[path] = {"path": path, "change": change, "lines_added": added, "lines_deleted": deleted,
+                         "harness": harness_file or path == CONFIG_FILE}
+    return [out[p] for p in sorted(out)]
 
 
-def judged_commit(repo: pygit2.Repository, commit: str, base: str, patterns: list[str]) -> tuple[str, str, list[str]]:
+def blocks_pick(change: dict[str, Any]) -> bool:
+    """Does this protected change keep its attempt out of an automatic pick?
+    Every change does but a new test file: a changed config or harness, a
+    deleted or rewritten test, would land and change how later runs judge."""
+    return change["harness"] or change["change"] != "added"
+
+
+def added_tests(changes: list[dict[str, Any]]) -> list[str]:
+    """The new files under protected paths that are not the harness's: tests
+    the attempt added, run as a second stage (``judge/check``)."""
+    return [c["path"] for c in changes if not blocks_pick(c)]
+
+
+def judged_commit(repo: pygit2.Repository, commit: str, base: str, patterns: list[str],
+                  config: dict[str, Any] | None = None) -> tuple[str, str, list[dict[str, Any]]]:
     """What is checked out to judge ``commit``: (commit oid, tree oid, the
-    protected paths the attempt changed).  The commit is ``commit`` itself
-    when it changed no protected path."""
+    protected changes the attempt made, as :func:`changed_protected`).  The
+    commit is ``commit`` itself when it changed no protected path."""
     target = repo.get(commit).peel(pygit2.Commit)
     base_tree = repo.get(base).peel(pygit2.Tree)
-    changed = changed_protected(repo, base_tree, target.tree, patterns)
+    details = changed_protected(repo, base_tree, target.tree, patterns, config)
+    changed = [c["path"] for c in details]
     if not changed:
         return commit, str(target.tree_id), []
     index = pygit2.Index()
@@ -158,7 +214,7 @@ def judged_commit(repo: pygit2.Repository, commit: str, base: str, patterns: lis
     sig = pygit2.Signature(name, email, 0, 0)
     message = f"git-parallel: {commit} judged with protected paths from {base}\n"
     oid = repo.create_commit(None, sig, sig, message, tree, [target.id])
-    return str(oid), str(tree), changed
+    return str(oid), str(tree), details
 
 
 # -- scratch checkouts -------------------------------------------------------------

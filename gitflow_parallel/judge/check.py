@@ -303,7 +303,8 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
                     "tree": pack["tree"], "verdict": pack["verdict"], "complete": pack["complete"],
                     "score": pack["score"], "score_error": pack["score_error"], "gates": pack["gates"],
                     "evidence": binding, "proof_issued_at": pack["proof_issued_at"],
-                    "protected_changes": pack["protected_changes"], "refused": pack["refused"]}
+                    "protected_changes": pack["protected_changes"], "protected_detail": pack["protected_detail"],
+                    "refused": pack["refused"]}
                 entries.append((pack["commit"], provenance.evidence_note(record, inst["id"], pack, binding["sha256"])))
     finally:
         for lock in locks:

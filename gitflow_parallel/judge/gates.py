@@ -552,9 +552,11 @@ def what_is_judged(repo: pygit2.Repository, record: dict[str, Any], commit: str,
     tree checked out, and the protected paths the attempt changed."""
     cfg = record["config"]
     patterns = scratch.protected_patterns(cfg, repo.get(base).peel(pygit2.Tree))
-    judged, judged_tree, changed = scratch.judged_commit(repo, commit, base, patterns)
+    judged, judged_tree, details = scratch.judged_commit(repo, commit, base, patterns, cfg)
     return {"checkout": "clean", "protected": patterns, "protect_mode": cfg["protect_mode"],
-            "protected_changes": changed, "judged_commit": judged, "judged_tree": judged_tree}
+            "protected_changes": [c["path"] for c in details], "protected_detail": details,
+            "protected_blocking": [c["path"] for c in details if scratch.blocks_pick(c)],
+            "judged_commit": judged, "judged_tree": judged_tree}
 
 
 def refused_protected(judged: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,11 @@ configured rule (the pick record itself is ``commands/pick``'s and
 ``state/picks``').
 
 Candidates are the instances whose latest evidence is complete, fresh (bound
-to the branch's current tip) and passes every enforced gate; no rule ever
-looks at anyone else.  Four rules (``selection`` in the frozen config):
+to the branch's current tip), passes every enforced gate and names no
+blocking protected change (``git/scratch.blocks_pick``: a changed config or
+harness file, a deleted or rewritten protected test; only a person's
+``pick --instance`` can choose such an attempt); no rule ever looks at
+anyone else.  Four rules (``selection`` in the frozen config):
 
 * ``critic_first_pass`` (default): the critic order - highest score first (a
   null score after every number), then **fewest changed lines** against the
@@ -116,6 +119,12 @@ def track_candidates(project: Project, record: dict[str, Any], track: str) -> tu
             losers.append({"id": inst["id"], "code": E.SELECTION_NO_PASS,
                            "reason": "failed enforced gates: " + (", ".join(failed) or "(verdict fail)")})
             continue
+        blocking = pack.get("protected_blocking") or []
+        if blocking:
+            losers.append({"id": inst["id"], "code": E.PROTECTED_PATH_CHANGED,
+                           "reason": "changed protected path(s) " + _shown(blocking) + "; only a person's "
+                                     "`pick --instance` can choose it"})
+            continue
         candidates.append({"id": inst["id"], "attempt": inst["attempt"], "commit": pack["commit"], "tree": pack["tree"],
                            "evidence_sha256": inst["evidence"]["sha256"], "evidence_path": inst["evidence"]["path"],
                            "score": pack.get("score"), "score_source": pack.get("score_source"),
@@ -124,6 +133,10 @@ def track_candidates(project: Project, record: dict[str, Any], track: str) -> tu
                            "changed_lines": project.repo.changed_lines(base, pack["commit"]),
                            "probes": _probe_signature(pack), "worktree": inst["worktree"]})
     return candidates, losers
+
+
+def _shown(paths: list[str], limit: int = 5) -> str:
+    return ", ".join(paths[:limit]) + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
 def candidate_basis(candidates: list[dict[str, Any]]) -> list[tuple[str, int, str, str]]:
@@ -343,6 +356,13 @@ def decide(project: Project, record: dict[str, Any], track: str) -> tuple[dict[s
     candidates, losers = track_candidates(project, record, track)
     if not candidates:
         why = "; ".join(f"{l['id']}: {l['reason']}" for l in losers) or "it has no instances"
+        protected = [l["id"] for l in losers if l["code"] == E.PROTECTED_PATH_CHANGED]
+        if protected:
+            raise ParallelError(
+                E.PROTECTED_PATH_CHANGED,
+                f"no instance of track {track} of {record['task']!r} can be picked automatically ({why})",
+                hint=f"read what each changed with `git parallel show {record['task']} {protected[0]}`; to land it "
+                     f"anyway, `git parallel pick {record['task']} --instance {protected[0]} --reason WHY`")
         raise ParallelError(
             E.SELECTION_NO_PASS,
             f"no instance of track {track} of {record['task']!r} has fresh, complete, passing evidence ({why})",
