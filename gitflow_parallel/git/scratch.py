@@ -257,10 +257,13 @@ class Checkout:
         self.path = path
         self._last_error = ""
 
-    def prepare(self, commit: str) -> Path:
-        """Make the checkout hold exactly ``commit``'s tracked files."""
+    def prepare(self, commit: str, keep: Iterable[str] = ()) -> Path:
+        """Make the checkout hold exactly ``commit``'s tracked files, and
+        nothing else but the untracked ``keep`` paths (what ``setup`` built,
+        which ``judge/environment`` vouches for or removes)."""
+        spare = [arg for p in keep for arg in ("-e", "/" + p.strip("/"))]
         if (self.path / ".git").is_file() and self._git(["checkout", "-q", "--force", "--detach", commit]) \
-                and self._git(["clean", "-q", "-ffdx"]) and self._head() == commit:
+                and self._git(["clean", "-q", "-ffdx", *spare]) and self._head() == commit:
             return self.path
         remove_checkout(self.repo, self.path)
         if not self._add(commit) or not self._git(["reset", "-q", "--hard"]) or self._head() != commit:

@@ -25,8 +25,9 @@ from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
-from gitflow_parallel.judge.gates import (Place, applicable, complete_of, gate_facts, input_fingerprints, output_fingerprints,
-                                         read_regular, refused_protected, run_gates, score, verdict_of, what_is_judged)
+from gitflow_parallel.judge.gates import (Place, applicable, complete_of, gate_facts, input_fingerprints, judge_checkout,
+                                         kept_paths, output_fingerprints, read_regular, refused_protected, score,
+                                         verdict_of, what_is_judged)
 
 
 # -- engine evidence --------------------------------------------------------------
@@ -188,10 +189,10 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
         # Judged as it is, it would be tested against its own tests; restored,
         # it would not be the attempt any more.  Nothing runs.
         return {**pack, "gates": [], "verdict": "fail", "complete": True, "score": None, "score_source": None,
-                "score_error": None, "refused": refused_protected(judged), "input_fingerprints": {},
+                "score_error": None, "refused": refused_protected(judged), "input_fingerprints": {}, "setup": None,
                 "output_fingerprints": output_fingerprints(repo, base_commit, commit), "proof_issued_at": utcnow()}
     with scratch.borrow(project.repo) as checkout:
-        path = checkout.prepare(judged["judged_commit"])
+        path = checkout.prepare(judged["judged_commit"], keep=kept_paths(cfg))
         place = Place(worktree=path, log_dir=project.repo.parallel_dir / "logs" / record["run_id"],
                       log_prefix=f"{inst['id']}.{inst['attempt']}",
                       facts=gate_facts(record, inst, inst["track"], path, commit))
@@ -201,10 +202,10 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
         inputs = input_fingerprints(repo, judged["judged_tree"],
                                     [p for g in gates if selected is None or g["name"] in selected
                                      for p in g.get("inputs") or []])
-        results = run_gates(gates, inst["track"], place, selected)
+        setup, results = judge_checkout(repo, cfg, gates, inst["track"], place, judged["judged_tree"], selected)
         value, source, error = score(cfg["score"], place)
         _still_judged(path, judged["judged_commit"], inst["id"])
-    return {**pack, "gates": results, "verdict": verdict_of(results), "score": value, "score_source": source,
+    return {**pack, "setup": setup, "gates": results, "verdict": verdict_of(results), "score": value, "score_source": source,
             "score_error": error, "input_fingerprints": inputs, "output_fingerprints": outputs,
             "proof_issued_at": utcnow(), "complete": complete_of(results)}
 

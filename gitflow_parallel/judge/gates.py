@@ -137,8 +137,9 @@ import json
 import os
 import re
 import stat
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -146,6 +147,7 @@ import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.git import scratch
+from gitflow_parallel.judge import environment
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.state.project import Project
@@ -158,9 +160,17 @@ MAX_FINDINGS_BYTES = 64 << 20
 
 
 # -- running commands -------------------------------------------------------------
-def gate_env(extra: dict[str, str], facts: dict[str, str]) -> dict[str, str]:
-    """The environment a gate or score command runs with (see the module doc)."""
+def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[str] = ()) -> dict[str, str]:
+    """The environment a gate or score command runs with (see the module
+    doc): ``path_first`` (what ``setup`` built) first on the ``PATH``, and
+    never git-parallel's own virtual environment, whose interpreter is not
+    the project's."""
     env = proc_env.for_command()
+    own = os.path.join(sys.prefix, "bin") if sys.prefix != sys.base_prefix else None
+    parts = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != own]
+    if own and env.get("VIRTUAL_ENV") == sys.prefix:
+        del env["VIRTUAL_ENV"]
+    env["PATH"] = os.pathsep.join([*path_first, *parts])
     env.update(extra)
     env.update({f"GIT_PARALLEL_{k}": v for k, v in facts.items()})
     return env
@@ -204,6 +214,7 @@ class Place:
     facts: dict[str, str]
     log_dir: Path
     log_prefix: str
+    path: list[str] = field(default_factory=list)  # what setup built, first on the PATH
 
     def log(self, what: str) -> Path:
         return self.log_dir / f"{self.log_prefix}.{what}.log"
@@ -224,7 +235,7 @@ def _result(gate: dict[str, Any], **fields: Any) -> dict[str, Any]:
 
 def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
     log = place.log(f"gate-{gate['name']}")
-    env = gate_env(gate.get("env") or {}, place.facts)
+    env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else ())
     # A probe's stdout is its behaviour; stderr (warnings, timings) is kept
     # apart so that it cannot split candidates that behave alike.
     err_log = place.log(f"gate-{gate['name']}-stderr") if gate["mode"] == "probe" else None
@@ -314,6 +325,37 @@ def run_gates(gates: list[dict[str, Any]], track: str, place: Place,
         results.append(result)
         passed[gate["name"]] = result["passed"]
     return results
+
+
+def judge_checkout(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[str, Any]], track: str,
+                   place: Place, tree: str, selected: set[str] | None = None
+                   ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """Build the checkout's environment (``setup``), refuse gates that would
+    import code from outside it, then run ``gates``: (setup entry, results).
+    A failed setup fails every gate (``judge/environment``)."""
+    running = [g for g in gates if selected is None or g["name"] in selected]
+    setup = environment.needed(cfg, running)
+    entry = None
+    if setup is not None:
+        def run(argv: list[str], timeout: float) -> tuple[int | None, str | None, float, Path]:
+            log = place.log("setup")
+            return (*execute(argv, place.worktree, gate_env({}, place.facts), timeout, log), log)
+
+        entry = environment.prepare(repo, setup, tree, place.worktree, run)
+        if not entry["passed"]:
+            return entry, [_result(g, code=E.EXECUTE_FAILED, log=entry["log"],
+                                   error=f"not run: setup failed ({entry['error']}); see {entry['log']}")
+                           for g in gates]
+        place.path = environment.path_entries(setup, place.worktree)
+    packages = environment.provided_packages(repo, tree)
+    seen: set[str] = set()
+    for gate in running:
+        env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else ())
+        python = environment.interpreter(list(gate["run"]), place.worktree, env)
+        if python and python not in seen:
+            seen.add(python)
+            environment.check_imports(python, packages, place.worktree, env)
+    return entry, run_gates(gates, track, place, selected)
 
 
 def verdict_of(results: list[dict[str, Any]]) -> str:
@@ -465,7 +507,7 @@ def score(config: dict[str, Any], place: Place) -> tuple[int | None, dict[str, A
     command, findings = config.get("command"), config.get("findings")
     if command:
         log, err_log = place.log("score"), place.log("score-stderr")
-        code, error, _ = execute(list(command), place.worktree, gate_env({}, place.facts),
+        code, error, _ = execute(list(command), place.worktree, gate_env({}, place.facts, place.path),
                                  float(config.get("timeout") or 300), log, err_log)
         source = {"kind": "command", "argv": list(command), "exit_code": code, "log": str(log),
                   "log_sha256": _sha256_path(log), "stderr_log": str(err_log)}
@@ -531,12 +573,17 @@ def verify_tree(project: Project, record: dict[str, Any], track: str, commit: st
     if not wanted:
         return {**outcome, "passed": True, "gates": []}
     with scratch.borrow(repo) as checkout:
-        path = checkout.prepare(judged["judged_commit"])
+        path = checkout.prepare(judged["judged_commit"], keep=kept_paths(record["config"]))
         place = Place(worktree=path, log_dir=repo.parallel_dir / "logs" / record["run_id"],
                       log_prefix=f"verify-{track}-{commit[:12]}", facts={**gate_facts(record, None, track, path, commit),
                                                                           "VERIFY": commit})
-        results = run_gates(wanted, track, place)
-    return {**outcome, "passed": verdict_of(results) == "pass", "gates": results}
+        setup, results = judge_checkout(repo.pygit, record["config"], wanted, track, place, judged["judged_tree"])
+    return {**outcome, "passed": verdict_of(results) == "pass", "gates": results, "setup": setup}
+
+
+def kept_paths(cfg: dict[str, Any]) -> list[str]:
+    """What the clean of a scratch checkout spares: what setup built."""
+    return list((cfg.get("setup") or {}).get("keep") or [])
 
 
 def gate_facts(record: dict[str, Any], inst: dict[str, Any] | None, track: str, path: Path, commit: str) -> dict[str, str]:

@@ -1,0 +1,265 @@
+"""The judged checkout's own environment: ``setup``, built from the attempt,
+and the check that gates import the checkout's code, not someone else's.
+
+A gate that runs the project's tests with whatever ``python`` is on the
+``PATH`` usually tests the wrong code: with the common editable install
+(``pip install -e .``) that interpreter imports the *main worktree's*
+sources, whichever folder it runs in.  ``setup`` is the remedy: a command run
+in the clean checkout before its gates (``python -m venv .venv &&
+.venv/bin/pip install -e .``, ``npm ci``, ``uv sync``), whose ``path`` folders
+then come first on the gates' ``PATH``, so the gates import and run what
+the checkout holds.
+
+Building an environment takes a while, so it is reused.  The scratch
+checkout a check borrows is switched between commits in place
+(``git/scratch``), and the clean that resets it spares the ``keep`` paths.
+What was built is reused when both hold:
+
+* its **key** is unchanged: the setup command and the content of the
+  ``cache_key`` files *in the judged tree* (read from git objects), so an
+  attempt that changes its dependencies gets them installed;
+* its **manifest** is unchanged: every file under ``keep`` with its size,
+  mode and change time (``ctime``, which no unprivileged process can set
+  back), hashed after setup and again before each reuse.  The gates of one
+  attempt run in that checkout and can write there; anything they change
+  in the kept environment (a planted ``sitecustomize.py``, an edited
+  package) changes the manifest, and the next check builds afresh rather
+  than trusting it.
+
+The stamp that records key and manifest lives beside the checkout, not in
+it (``<common>/parallel/scratch/scratch+<k>.setup.json``).  The pack says
+what happened (``setup``: the command, key, whether the cache held, exit
+code, seconds, log).  A setup that fails fails every gate of the check: the
+gates could only have judged some other environment.
+
+What a gate imports.  Before the gates run, the Python each gate starts (its
+``argv[0]``, or the interpreter its ``#!`` line or ``sh -c`` names) is asked,
+in the gate's own environment and folder, where it would import each
+package the checkout provides (folders with ``__init__.py`` at the top or
+under ``src/``, and modules under ``src/``).  One that would come from
+anywhere else - the main worktree through an editable install, a copy
+installed in site-packages - means the gates would judge other code than
+the commit: the check is refused with ``PARALLEL_GATE_OUTSIDE_CHECKOUT``,
+naming the package, the path and the ``setup:`` that fixes it.  Folders
+that hold tests or tooling (``tests``, ``docs``, ...) are not asked about.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitflow_parallel import errors as E
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import atomic_write, canonical_json, sha256_bytes
+from gitflow_parallel.git import scratch
+
+
+def stamp_path(checkout: Path) -> Path:
+    return checkout.parent / f"{checkout.name}.setup.json"
+
+
+def cache_key(repo: pygit2.Repository, tree: str, setup: dict[str, Any]) -> str:
+    """The command, what it keeps and provides, and the content of the
+    ``cache_key`` files of ``tree`` (from git objects: the attempt's own)."""
+    index = pygit2.Index()
+    index.read_tree(repo.get(tree).peel(pygit2.Tree))
+    files = {e.path: str(e.id) for e in index if scratch.matches(e.path, setup["cache_key"], folders=False)}
+    data = {"run": setup["run"], "keep": setup["keep"], "path": setup["path"], "files": dict(sorted(files.items()))}
+    return sha256_bytes(canonical_json(data).encode())
+
+
+def manifest(checkout: Path, keep: list[str]) -> str:
+    """sha256 over every entry under the ``keep`` paths: path, type, mode,
+    size and ctime (no symlink followed)."""
+    digest = hashlib.sha256()
+    for rel in sorted(keep):
+        top = checkout / rel
+        for entry in _walk(top):
+            try:
+                st = os.lstat(entry)
+            except OSError:
+                continue
+            name = os.path.relpath(entry, checkout)
+            digest.update(f"{name}\0{st.st_mode:o}\0{st.st_size}\0{st.st_ctime_ns}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def _walk(top: Path) -> list[str]:
+    if not os.path.lexists(top):
+        return []
+    out = [str(top)]
+    if stat.S_ISDIR(os.lstat(top).st_mode):
+        for folder, dirs, files in os.walk(top):
+            dirs.sort()
+            out += [os.path.join(folder, n) for n in sorted(dirs + files)]
+    return out
+
+
+def _read_stamp(checkout: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(stamp_path(checkout).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _drop(checkout: Path, keep: list[str]) -> None:
+    """Remove what an earlier setup kept (and the stamp that vouched for it)."""
+    stamp_path(checkout).unlink(missing_ok=True)
+    for rel in keep:
+        path = checkout / rel
+        if path.is_symlink() or path.is_file():
+            path.unlink(missing_ok=True)
+        elif path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def needed(cfg: dict[str, Any], gates: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The setup to run before ``gates`` (None: no setup, or no gate wants it)."""
+    setup = cfg.get("setup")
+    if not setup or not any(g.get("setup", True) for g in gates):
+        return None
+    return dict(setup)
+
+
+def prepare(repo: pygit2.Repository, setup: dict[str, Any], tree: str, checkout: Path,
+            run: Any) -> dict[str, Any]:
+    """Build (or reuse) the environment of ``checkout``, which holds ``tree``.
+
+    ``run(argv, timeout)`` runs the command in the checkout the way gates
+    run and returns (exit code or None, error or None, seconds, log path).
+    Returns the pack's ``setup`` entry; ``passed`` false when it failed."""
+    key = cache_key(repo, tree, setup)
+    stamp = _read_stamp(checkout)
+    entry: dict[str, Any] = {"argv": list(setup["run"]), "key": key, "keep": list(setup["keep"]),
+                             "path": list(setup["path"]), "cached": False, "exit_code": None, "duration_s": None,
+                             "log": None, "passed": False, "code": None, "error": None}
+    if setup["keep"] and stamp.get("key") == key and stamp.get("manifest") == manifest(checkout, setup["keep"]):
+        return {**entry, "cached": True, "passed": True}
+    _drop(checkout, setup["keep"])
+    code, error, seconds, log = run(list(setup["run"]), float(setup["timeout"]))
+    entry.update(exit_code=code, duration_s=round(seconds, 3), log=str(log))
+    if error is not None or code != 0:
+        _drop(checkout, setup["keep"])  # half built is not built
+        return {**entry, "code": E.EXECUTE_FAILED, "error": error or f"setup exited {code}"}
+    if setup["keep"]:
+        atomic_write(stamp_path(checkout), json.dumps({"key": key, "manifest": manifest(checkout, setup["keep"])}))
+    return {**entry, "passed": True}
+
+
+def path_entries(setup: dict[str, Any] | None, checkout: Path) -> list[str]:
+    """The folders the gates find first on their ``PATH``."""
+    return [str(checkout / p) for p in (setup or {}).get("path") or []]
+
+
+# -- what the gates import ------------------------------------------------------------
+# Folders that hold tests or tooling, not the product: never asked about.
+_NOT_PRODUCT = {"tests", "test", "testing", "docs", "doc", "examples", "example", "benchmarks", "scripts",
+                "tools", "build", "dist", "site-packages"}
+_PYTHON = re.compile(r"python[0-9.]*$")
+_FIND = """
+import importlib.util, json, sys
+out = {}
+for name in sys.argv[1:]:
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception:
+        spec = None
+    if spec is not None:
+        out[name] = [p for p in (list(spec.submodule_search_locations or []) or [spec.origin]) if p]
+print(json.dumps(out))
+"""
+
+
+def provided_packages(repo: pygit2.Repository, tree: str) -> list[str]:
+    """Top-level import names the judged tree provides (from git objects)."""
+    root = repo.get(tree).peel(pygit2.Tree)
+    names = set()
+    for folder in (root, _subtree(repo, root, "src")):
+        if folder is None:
+            continue
+        for entry in folder:
+            name = entry.name
+            if entry.type_str == "tree" and name.isidentifier() and name not in _NOT_PRODUCT:
+                sub = repo.get(entry.id)
+                if any(e.name == "__init__.py" for e in sub):
+                    names.add(name)
+            elif folder is not root and name.endswith(".py") and name[:-3].isidentifier():
+                names.add(name[:-3])
+    return sorted(names)
+
+
+def _subtree(repo: pygit2.Repository, tree: pygit2.Tree, name: str) -> pygit2.Tree | None:
+    try:
+        entry = tree[name]
+    except KeyError:
+        return None
+    return repo.get(entry.id) if entry.type_str == "tree" else None
+
+
+def interpreter(argv: list[str], cwd: Path, env: dict[str, str]) -> str | None:
+    """The Python a gate's command starts, if it is one we can tell."""
+    first = argv[0]
+    if Path(first).name in ("sh", "bash", "dash") and len(argv) >= 3 and argv[1] == "-c":
+        try:
+            words = shlex.split(argv[2])
+        except ValueError:
+            return None
+        return interpreter(words, cwd, env) if words else None
+    path = str(cwd / first) if "/" in first and not first.startswith("/") else first
+    found = path if "/" in path else shutil.which(path, path=env.get("PATH", ""))
+    if not found:
+        return None
+    if _PYTHON.match(Path(found).name):
+        return found
+    try:
+        with open(found, "rb") as handle:
+            line = handle.readline(256).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not line.startswith("#!"):
+        return None
+    words = line[2:].split()
+    if words and Path(words[0]).name == "env" and len(words) > 1:
+        words = words[1:]
+    if words and _PYTHON.match(Path(words[0]).name):
+        return words[0] if "/" in words[0] else shutil.which(words[0], path=env.get("PATH", ""))
+    return None
+
+
+def check_imports(python: str, packages: list[str], cwd: Path, env: dict[str, str]) -> None:
+    """Refuse when ``python`` would import a package of the checkout from
+    anywhere else (see the module doc)."""
+    if not packages:
+        return
+    try:
+        proc = subprocess.run([python, "-c", _FIND, *packages], cwd=cwd, env=env, capture_output=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+        found = json.loads(proc.stdout or b"{}")
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return  # it cannot even start: the gate will fail loudly on its own
+    top = os.path.realpath(cwd)
+    for name, places in sorted(found.items()) if isinstance(found, dict) else []:
+        outside = [p for p in places if isinstance(p, str)
+                   and os.path.commonpath([top, os.path.realpath(p)]) != top]
+        if outside:
+            raise ParallelError(
+                E.GATE_OUTSIDE_CHECKOUT,
+                f"the gates' {python} would import {name!r} from {outside[0]}, not from the checkout being judged; "
+                "every verdict would be about that code",
+                hint="give .gitparallel.yaml a setup that builds the checkout's own environment, e.g. "
+                     "setup: {run: [sh, -c, 'python3 -m venv .venv && .venv/bin/pip install -q -e .'], "
+                     "cache_key: [pyproject.toml], keep: [.venv], path: [.venv/bin]} "
+                     "(`git parallel init` writes one)",
+                package=name, path=outside[0])
