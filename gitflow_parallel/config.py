@@ -478,6 +478,9 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
             gate["setup"] = raw["setup"]
         if "hidden" in raw:
             gate["hidden"] = _hidden(raw["hidden"], f"{here}.hidden", lines)
+        if gate["hidden"] and gate["mode"] == "probe":
+            raise _fail(f"{here}.hidden", "a probe's output is its signature; hidden tests go on an enforced "
+                        "or observe gate", lines.get(f"{here}.hidden"))
         if gate["outputs"] and gate["mode"] != "probe":
             raise _fail(f"{here}.outputs", "only a probe gate (mode: probe) hashes outputs",
                         lines.get(f"{here}.outputs"))

@@ -319,3 +319,83 @@ def test_gates_never_use_git_parallels_own_virtualenv(tmp_path: Path, monkeypatc
     if sys.prefix != sys.base_prefix:
         assert own not in env["PATH"].split(os.pathsep)
     assert env["PATH"].split(os.pathsep)[0] == "/x/.venv/bin"
+
+
+# -- tests the attempt adds ------------------------------------------------------------------
+ADDED_FAILING = "from calc import mul\n\n\ndef test_mul_zero():\n    assert mul(5, 0) == 5\n"
+
+
+@pytest.mark.parametrize("mode, verdict", [("observe", "pass"), ("enforced", "fail")])
+def test_an_added_test_runs_as_a_second_stage(tmp_path: Path, mode: str, verdict: str) -> None:
+    repo = make_repo(tmp_path / "repo", {"calc/__init__.py": CALC, "tests/test_calc.py": TESTS},
+                     config=PYTEST_GATE + f"added_tests: {mode}\n")
+    project, worktrees = start(repo, 1)
+    commit_in(worktrees["1"], {"tests/test_new.py": ADDED_FAILING})
+    assert verdicts(check.check(project, "t")) == {"1": verdict}
+    pack = packs(project)["1"]
+    stage = pack["added_tests"]
+    assert stage["mode"] == mode and stage["paths"] == ["tests/test_new.py"] and stage["passed"] is False
+    assert [g["passed"] for g in pack["gates"]] == [True]  # the base's tests alone pass
+    log = Path(stage["gates"][0]["log"]).read_text()
+    assert "1 failed, 2 passed" in log and "test_mul_zero" in log
+    assert stage["gates"][0]["log"].endswith(".0.added.gate-tests.log")
+    scratch_dir = Path(log.split("rootdir: ", 1)[1].split()[0]) if "rootdir: " in log else None
+    assert scratch_dir is None or not (scratch_dir / "tests" / "test_new.py").exists()  # taken out again
+    from gitflow_parallel.commands import report
+
+    page = Path(report.report(project, "t")["path"]).read_text()
+    assert "tests/test_new.py" in page
+
+
+# -- hidden tests ---------------------------------------------------------------------------
+HIDDEN_TEST = ("from calc import mul\n\n\ndef test_hidden_secret_square():\n"
+               "    assert mul(7, 7) == 49  # SECRET-HIDDEN-MARKER\n")
+
+
+def test_hidden_tests_decide_and_never_leak(tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden"
+    (hidden / "tests").mkdir(parents=True)
+    (hidden / "tests" / "test_hidden.py").write_text(HIDDEN_TEST)
+    config = (f"gates:\n  - name: tests\n    run: [{PY}, -m, pytest, -q, -p, no:cacheprovider, tests]\n"
+              f"  - name: hidden\n    run: [{PY}, -m, pytest, -q, -p, no:cacheprovider, tests]\n"
+              f"    hidden: {hidden}\n")
+    repo = make_repo(tmp_path / "repo", {"calc/__init__.py": CALC, "tests/test_calc.py": TESTS}, config=config)
+    project, worktrees = start(repo, 2)
+    # 1 passes the visible tests only: mul is right for 2*3 and wrong for 7*7.
+    commit_in(worktrees["1"], {"calc/__init__.py": CALC.replace("return a * b", "return 6 if (a, b) == (2, 3) else 0")})
+    commit_in(worktrees["2"], {"calc/__init__.py": CALC.replace("a * b", "b * a")})
+    result = check.check(project, "t")
+    assert verdicts(result) == {"1": "fail", "2": "pass"}
+    by_id = packs(project)
+    gate = by_id["1"]["gates"][1]
+    assert gate["name"] == "hidden" and not gate["passed"] and gate["log"] is None
+    assert gate["hidden"] == {"files": 1, "summary": "1 failed, 2 passed"}
+    assert by_id["2"]["gates"][1]["hidden"] == {"files": 1, "summary": "3 passed"}
+    assert pick.pick(project, "t")["picks"][0]["winner"]["id"] == "2"
+
+    # Nothing of the hidden file anywhere the agents (or anyone) can read.
+    gp = GP(repo)
+    gp("retry", "t", "1")
+    feedback = Path(project.store.load("t")["instances"][0]["feedback"]).read_text()
+    assert "1 failed, 2 passed" in feedback and "tests you cannot see" in feedback
+    merge.merge(project, "t")
+    for where in [repo, tmp_path / "repo.parallel"]:
+        for path in where.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                assert b"SECRET-HIDDEN-MARKER" not in data and b"test_hidden_secret_square" not in data, path
+    objects = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=repo,
+                             capture_output=True).stdout
+    assert b"SECRET-HIDDEN-MARKER" not in objects
+    assert "SECRET" not in git(repo, "log", "--all", "-p", "--notes=parallel")
+
+
+def test_hidden_folder_inside_the_repository_is_refused(tmp_path: Path) -> None:
+    repo_dir = tmp_path / "repo"
+    config = (f"gates:\n  - name: hidden\n    run: [{PY}, -c, 'pass']\n    hidden: {repo_dir / 'secret'}\n")
+    repo = make_repo(repo_dir, {"calc/__init__.py": CALC, "secret/t.py": "x\n"}, config=config)
+    project, worktrees = start(repo, 1)
+    commit_in(worktrees["1"], {"calc/__init__.py": CALC + "\n"})
+    result = check.check(project, "t")
+    assert result["errors"][0]["code"] == "PARALLEL_CONFIG_INVALID"
+    assert "inside the repository" in result["errors"][0]["message"]

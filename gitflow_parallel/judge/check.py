@@ -25,9 +25,10 @@ from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
+from gitflow_parallel.judge import hidden
 from gitflow_parallel.judge.gates import (Place, applicable, complete_of, gate_facts, input_fingerprints, judge_checkout,
-                                         kept_paths, output_fingerprints, read_regular, refused_protected, score,
-                                         verdict_of, what_is_judged)
+                                         kept_paths, output_fingerprints, read_regular, refused_protected,
+                                         repository_of, run_gates, score, verdict_of, what_is_judged)
 
 
 # -- engine evidence --------------------------------------------------------------
@@ -190,12 +191,14 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
         # it would not be the attempt any more.  Nothing runs.
         return {**pack, "gates": [], "verdict": "fail", "complete": True, "score": None, "score_source": None,
                 "score_error": None, "refused": refused_protected(judged), "input_fingerprints": {}, "setup": None,
+                "added_tests": None,
                 "output_fingerprints": output_fingerprints(repo, base_commit, commit), "proof_issued_at": utcnow()}
     with scratch.borrow(project.repo) as checkout:
         path = checkout.prepare(judged["judged_commit"], keep=kept_paths(cfg))
         place = Place(worktree=path, log_dir=project.repo.parallel_dir / "logs" / record["run_id"],
                       log_prefix=f"{inst['id']}.{inst['attempt']}",
-                      facts=gate_facts(record, inst, inst["track"], path, commit))
+                      facts=gate_facts(record, inst, inst["track"], path, commit),
+                      repository=repository_of(project.repo))
         # Both fingerprints are taken before any gate can touch the checkout.
         outputs = output_fingerprints(repo, base_commit, commit,
                                       path if judged["judged_commit"] == commit else None)
@@ -205,9 +208,46 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
         setup, results = judge_checkout(repo, cfg, gates, inst["track"], place, judged["judged_tree"], selected)
         value, source, error = score(cfg["score"], place)
         _still_judged(path, judged["judged_commit"], inst["id"])
-    return {**pack, "setup": setup, "gates": results, "verdict": verdict_of(results), "score": value, "score_source": source,
+        added = _added_stage(repo, cfg, gates, inst, place, commit, judged, results, selected)
+        _still_judged(path, judged["judged_commit"], inst["id"])
+    verdict = verdict_of(results)
+    if added and added["mode"] == "enforced" and not added["passed"]:
+        verdict = "fail"
+    return {**pack, "setup": setup, "gates": results, "added_tests": added, "verdict": verdict, "score": value,
+            "score_source": source,
             "score_error": error, "input_fingerprints": inputs, "output_fingerprints": outputs,
             "proof_issued_at": utcnow(), "complete": complete_of(results)}
+
+
+def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[str, Any]], inst: dict[str, Any],
+                 place: Place, commit: str, judged: dict[str, Any], results: list[dict[str, Any]],
+                 selected: set[str] | None) -> dict[str, Any] | None:
+    """The tests the attempt added under protected paths, which its judging
+    left out: once the enforced gates passed on the base's tests, they run
+    again with the added files in the checkout (``added_tests``: observe
+    records the result, enforced also fails the attempt on it).  Gates
+    with hidden tests are not run again."""
+    paths = scratch.added_tests(judged.get("protected_detail") or [])
+    mode = cfg.get("added_tests", "observe")
+    if not paths or mode == "off" or verdict_of(results) != "pass":
+        return None
+    again = [g for g in gates if g["mode"] == "enforced" and not g.get("hidden")
+             and (selected is None or g["name"] in selected)]
+    tree = repo.get(commit).peel(pygit2.Commit).tree
+    written = []
+    try:
+        for rel in paths:
+            target = hidden.safe_target(place.worktree, rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(repo.odb.read(tree[rel].id)[1])
+            written.append(target)
+        stage = Place(worktree=place.worktree, log_dir=place.log_dir, log_prefix=f"{place.log_prefix}.added",
+                      facts=place.facts, path=place.path, repository=place.repository)
+        ran = run_gates(again, inst["track"], stage)
+    finally:
+        for target in written:
+            target.unlink(missing_ok=True)
+    return {"mode": mode, "paths": paths, "gates": ran, "passed": verdict_of(ran) == "pass"}
 
 
 def _still_judged(path: Path, commit: str, what: str) -> None:

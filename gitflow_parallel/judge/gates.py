@@ -147,7 +147,7 @@ import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.git import scratch
-from gitflow_parallel.judge import environment
+from gitflow_parallel.judge import environment, hidden
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.state.project import Project
@@ -215,6 +215,7 @@ class Place:
     log_dir: Path
     log_prefix: str
     path: list[str] = field(default_factory=list)  # what setup built, first on the PATH
+    repository: list[Path] = field(default_factory=list)  # where hidden tests must not be
 
     def log(self, what: str) -> Path:
         return self.log_dir / f"{self.log_prefix}.{what}.log"
@@ -234,8 +235,10 @@ def _result(gate: dict[str, Any], **fields: Any) -> dict[str, Any]:
 
 
 def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
-    log = place.log(f"gate-{gate['name']}")
     env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else ())
+    if gate.get("hidden"):
+        return _run_hidden(gate, place, env)
+    log = place.log(f"gate-{gate['name']}")
     # A probe's stdout is its behaviour; stderr (warnings, timings) is kept
     # apart so that it cannot split candidates that behave alike.
     err_log = place.log(f"gate-{gate['name']}-stderr") if gate["mode"] == "probe" else None
@@ -247,6 +250,22 @@ def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
         result["stderr_log"] = str(err_log)
         result["signature"] = probe_signature(gate, place.worktree, log, code, error)
     return result
+
+
+def _run_hidden(gate: dict[str, Any], place: Place, env: dict[str, str]) -> dict[str, Any]:
+    """A gate with hidden tests (``judge/hidden``): they are in the checkout
+    only while it runs, and nothing of its output but the counts is kept."""
+    root = hidden.folder_of(gate["hidden"], place.repository)
+    log = hidden.scratch_log()
+    try:
+        with hidden.overlaid(root, place.worktree) as files:
+            code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log)
+        counts = hidden.summary(log)
+    finally:
+        log.unlink(missing_ok=True)
+    return _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
+                   code=E.EXECUTE_FAILED if error else None, error=error,
+                   hidden={"files": len(files), "summary": counts})
 
 
 def _files_written(checkout: Path, patterns: Iterable[str]) -> dict[str, str]:
@@ -576,9 +595,15 @@ def verify_tree(project: Project, record: dict[str, Any], track: str, commit: st
         path = checkout.prepare(judged["judged_commit"], keep=kept_paths(record["config"]))
         place = Place(worktree=path, log_dir=repo.parallel_dir / "logs" / record["run_id"],
                       log_prefix=f"verify-{track}-{commit[:12]}", facts={**gate_facts(record, None, track, path, commit),
-                                                                          "VERIFY": commit})
+                                                                          "VERIFY": commit},
+                      repository=repository_of(repo))
         setup, results = judge_checkout(repo.pygit, record["config"], wanted, track, place, judged["judged_tree"])
     return {**outcome, "passed": verdict_of(results) == "pass", "gates": results, "setup": setup}
+
+
+def repository_of(repo: Any) -> list[Path]:
+    """The folders of the repository (its main worktree and common dir)."""
+    return [Path(p) for p in (repo.main_workdir, repo.common_dir) if p]
 
 
 def kept_paths(cfg: dict[str, Any]) -> list[str]:

@@ -75,6 +75,11 @@ def text(record: dict[str, Any], inst: dict[str, Any], tip: str | None, picks: l
     for g in failing:
         what = ("skipped: " + (g.get("error") or "") if g.get("skipped")
                 else f"exit {g['exit_code']}" if g.get("exit_code") is not None else (g.get("error") or "did not run"))
+        if g.get("hidden"):
+            # Its output could quote the hidden tests: only their counts.
+            out += [f"## Gate {g['name']}: {what}", "",
+                    f"It runs tests you cannot see; their result: {g['hidden'].get('summary') or 'no summary'}.", ""]
+            continue
         lines = tail(g.get("log"), TAIL_LINES)
         out += _block(f"## Gate {g['name']}: {what}\n\nThe last {len(lines)} lines of its log ({g.get('log')}):",
                       lines) if lines else [f"## Gate {g['name']}: {what}", ""]

@@ -1,0 +1,129 @@
+"""Hidden tests: tests the agents never see, laid over the judged checkout
+for one gate.
+
+A gate with ``hidden: /path/to/folder`` names a folder outside the
+repository whose files mirror the repository's layout
+(``tests/test_hidden.py`` there lands at ``tests/test_hidden.py`` in the
+checkout), the way a benchmark applies its held-out test patch after the
+attempt's changes.  Just before that gate runs, each file is written into
+the clean checkout (replacing the attempt's file of the same path); right
+after, every path is put back as the judged commit has it.  So the files
+are in the checkout only while that gate runs, and never in an agent's
+worktree, a commit, a ref or a note.
+
+What the gate printed would show them (a failing assertion quotes its
+line), so its output is not kept: the result holds the exit code and the
+counts of a test runner's summary line (``3 passed, 1 failed``), and
+``log`` is null, so neither the pack, its copy on
+``refs/parallel/evidence/``, the report nor retry feedback can carry it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from gitflow_parallel import errors as E
+from gitflow_parallel.errors import ParallelError
+
+_SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
+
+
+def folder_of(value: str, repository: list[Path]) -> Path:
+    """The hidden folder a gate names, refused if it is missing or inside
+    the repository (whose files every agent can read)."""
+    root = Path(os.path.expanduser(value)).resolve()
+    if not root.is_dir():
+        raise ParallelError(E.CONFIG_INVALID, f"the hidden tests folder {value} is not a folder on this machine",
+                            hint="create it, or fix the gate's hidden: in .gitparallel.yaml on the base branch")
+    for top in repository:
+        top = top.resolve()
+        if root == top or top in root.parents:
+            raise ParallelError(E.CONFIG_INVALID, f"the hidden tests folder {root} is inside the repository ({top}), "
+                                "where every agent can read it",
+                                hint="keep hidden tests in a folder outside the repository")
+    return root
+
+
+def _files(root: Path) -> list[str]:
+    """Regular files under ``root``, relative (no symlink followed)."""
+    out = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(folder, d)))
+        for name in sorted(names):
+            full = os.path.join(folder, name)
+            if stat.S_ISREG(os.lstat(full).st_mode):
+                out.append(os.path.relpath(full, root))
+    return out
+
+
+def safe_target(checkout: Path, rel: str) -> Path:
+    """``checkout/rel``, refused when a folder on the way is a symlink (an
+    attempt's committed link must not carry what we write elsewhere)."""
+    path = checkout
+    for part in Path(rel).parts[:-1]:
+        path = path / part
+        if path.is_symlink():
+            raise ParallelError(E.EVIDENCE_MISMATCH, f"{path.relative_to(checkout)} is a symlink in the judged "
+                                "commit; no test file is written through it",
+                                hint="the attempt must not turn a test folder into a symlink")
+    return checkout / rel
+
+
+@contextmanager
+def overlaid(root: Path, checkout: Path) -> Iterator[list[str]]:
+    """The hidden files written over ``checkout`` for the ``with`` body;
+    afterwards every path holds what it held before (or is gone)."""
+    saved: dict[str, tuple[bytes, int] | None] = {}
+    made: list[Path] = []
+    try:
+        for rel in _files(root):
+            target = safe_target(checkout, rel)
+            saved[rel] = ((target.read_bytes(), target.stat().st_mode) if target.is_file() and not target.is_symlink()
+                          else None)
+            for parent in reversed(target.relative_to(checkout).parents[:-1]):
+                if not (checkout / parent).exists():
+                    (checkout / parent).mkdir()
+                    made.append(checkout / parent)
+            if target.is_symlink() or target.exists():
+                target.unlink()
+            target.write_bytes((root / rel).read_bytes())
+        yield sorted(saved)
+    finally:
+        for rel, data in saved.items():
+            target = checkout / rel
+            target.unlink(missing_ok=True)
+            if data is not None:
+                target.write_bytes(data[0])
+                target.chmod(stat.S_IMODE(data[1]))
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+
+
+def scratch_log() -> Path:
+    """Where a hidden gate's output goes while it runs (outside every repository)."""
+    fd, name = tempfile.mkstemp(prefix="git-parallel-hidden-", suffix=".log")
+    os.close(fd)
+    return Path(name)
+
+
+def summary(log: Path) -> str | None:
+    """The one line of a hidden gate's output that is kept: a test runner's
+    counts, else nothing (any other line may quote a hidden test)."""
+    try:
+        text = log.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in reversed(text.splitlines()):
+        if _SUMMARY.search(line):
+            counts = [m.group(0) for m in _SUMMARY.finditer(line)]
+            return ", ".join(counts)
+    return None
