@@ -28,7 +28,8 @@ from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 from gitflow_parallel.judge import hidden
 from gitflow_parallel.judge.gates import (Place, applicable, complete_of, gate_facts, input_fingerprints, judge_checkout,
                                          kept_paths, output_fingerprints, read_regular, refused_protected,
-                                         repository_of, run_gates, score, verdict_of, what_is_judged)
+                                         repository_of, run_gates, verdict_of, what_is_judged)
+from gitflow_parallel.judge.score import score
 
 
 # -- engine evidence --------------------------------------------------------------

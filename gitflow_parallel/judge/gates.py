@@ -135,7 +135,6 @@ import glob
 import hashlib
 import json
 import os
-import re
 import stat
 import sys
 import time
@@ -154,9 +153,6 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import reaper, supervise
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
-
-# A findings file larger than this is not read (it is not a findings file).
-MAX_FINDINGS_BYTES = 64 << 20
 
 
 # -- running commands -------------------------------------------------------------
@@ -244,7 +240,7 @@ def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
     err_log = place.log(f"gate-{gate['name']}-stderr") if gate["mode"] == "probe" else None
     code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log, err_log)
     result = _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
-                     log=str(log), log_sha256=_sha256_path(log),
+                     log=str(log), log_sha256=sha256_path(log),
                      code=E.EXECUTE_FAILED if error else None, error=error)
     if gate["mode"] == "probe":
         result["stderr_log"] = str(err_log)
@@ -415,7 +411,7 @@ def read_regular(path: Path, limit: int | None = None) -> bytes | None:
         return handle.read()
 
 
-def _sha256_path(path: Path) -> str | None:
+def sha256_path(path: Path) -> str | None:
     data = read_regular(path)
     return None if data is None else sha256_bytes(data)
 
@@ -475,84 +471,6 @@ def input_fingerprints(repo: pygit2.Repository, tree: str, patterns: Iterable[st
         if any(scratch.matches(entry.path, [p], folders=False) for p in patterns):
             out[entry.path] = sha256_bytes(repo.odb.read(entry.id)[1])
     return dict(sorted(out.items()))
-
-
-# -- scores -----------------------------------------------------------------------
-_MD_SCORE = re.compile(r"^[\s>*_#-]*anti_slop_score[*_]*\s*:\s*[*_`]*([^\s*_`]*)", re.IGNORECASE | re.MULTILINE)
-_INT = re.compile(r"[+-]?[0-9]+")
-
-
-def _score_value(text: str) -> int | None:
-    if not _INT.fullmatch(text.strip()):
-        return None
-    value = int(text)
-    return value if 0 <= value <= 10 else None
-
-
-def score_from_findings(text: str, jsonl: bool) -> tuple[int | None, str | None]:
-    """(score, error) from a findings file's text."""
-    if jsonl:
-        values = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except ValueError:
-                return None, f"line {n} is not JSON"
-            if not isinstance(item, dict) or "anti_slop_score" not in item:
-                continue  # other findings may share the file
-            value = item["anti_slop_score"]
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10:
-                return None, f"line {n}: anti_slop_score {value!r} is not an integer 0..10"
-            values.append(value)
-        if not values:
-            return None, "no line has an anti_slop_score"
-        return min(values), None
-    found = _MD_SCORE.findall(text)
-    if not found:
-        return None, "no line 'anti_slop_score: N'"
-    values = []
-    for raw in found:
-        value = _score_value(raw)
-        if value is None:
-            return None, f"anti_slop_score {raw!r} is not an integer 0..10"
-        values.append(value)
-    return min(values), None
-
-
-def score(config: dict[str, Any], place: Place) -> tuple[int | None, dict[str, Any] | None, str | None]:
-    """(score, score_source, score_error) for the worktree of ``place``."""
-    command, findings = config.get("command"), config.get("findings")
-    if command:
-        log, err_log = place.log("score"), place.log("score-stderr")
-        code, error, _ = execute(list(command), place.worktree, gate_env({}, place.facts, place.path),
-                                 float(config.get("timeout") or 300), log, err_log)
-        source = {"kind": "command", "argv": list(command), "exit_code": code, "log": str(log),
-                  "log_sha256": _sha256_path(log), "stderr_log": str(err_log)}
-        if error:
-            return None, source, error
-        if code != 0:
-            return None, source, f"the score command exited {code}"
-        lines = [l for l in (read_regular(log) or b"").decode("utf-8", "replace").splitlines() if l.strip()]
-        if not lines:
-            return None, source, "the score command printed nothing"
-        value = _score_value(lines[-1])
-        if value is None:
-            return None, source, f"its last line {lines[-1].strip()[:80]!r} is not an integer 0..10"
-        return value, source, None
-    if findings:
-        path = place.worktree / findings
-        jsonl = findings.endswith(".jsonl")
-        data = read_regular(path, limit=MAX_FINDINGS_BYTES)
-        source = {"kind": "findings", "path": findings, "format": "jsonl" if jsonl else "markdown",
-                  "sha256": None if data is None else sha256_bytes(data)}
-        if data is None:
-            why = "is not a regular file" if os.path.lexists(path) else "does not exist"
-            return None, source, f"the findings file {findings} {why} in the worktree"
-        value, error = score_from_findings(data.decode("utf-8", "replace"), jsonl)
-        return value, source, (f"{findings}: {error}" if error else None)
-    return None, None, None
 
 
 # -- verify a tree (merge) ---------------------------------------------------------------
