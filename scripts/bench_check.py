@@ -18,11 +18,14 @@ writeback does not land on the other.  It prints each pair, then
 
     check_cold_ratio: X   (first check: ours makes 3 scratch checkouts)
     check_warm_ratio: Y   (a check again: the checkouts are reused)
+    check_setup_cold_ms: C   (one round: each checkout builds its venv)
+    check_setup_warm_ratio: W   (a check whose setup is reused, against no setup)
     merge_verify_always_ratio: Z
     merge_verify_added_ms: M
 
 each the median over the pairs of the pair's ratio (or difference), with
-min and max.  Target (issue 11): the check ratio at most 1.5.
+min and max.  Targets: the check ratio at most 1.5 (issue 11); a warm
+check with ``setup:`` at most 1.2 of one without (issue 24).
 """
 
 from __future__ import annotations
@@ -42,7 +45,14 @@ BASELINE = "903f955"  # the last revision whose check ran gates in the worktree
 TARGET = 1.5
 
 
-def build(where: Path, env: dict[str, str], verify: str | None = None) -> Path:
+# A real environment per checkout: a venv with pip (about a thousand files),
+# rebuilt only when pyproject.toml changes.
+SETUP = ("setup:\n  run: [python3, -m, venv, .venv]\n  cache_key: [pyproject.toml]\n  keep: [.venv]\n"
+         "  path: [.venv/bin]\n")
+SETUP_TARGET = 1.2
+
+
+def build(where: Path, env: dict[str, str], verify: str | None = None, setup: bool = False) -> Path:
     repo = where
     repo.mkdir(parents=True)
     sh(["git", "init", "-q", "-b", "main"], repo, env)
@@ -53,6 +63,9 @@ def build(where: Path, env: dict[str, str], verify: str | None = None) -> Path:
     config = "max_total: 30\ngates:\n  - name: ok\n    run: [\"true\"]\n"
     if verify:
         config += f"merge:\n  verify: {verify}\n"
+    if setup:
+        config += SETUP
+    (repo / "pyproject.toml").write_text('[project]\nname = "bench"\nversion = "1"\n')
     (repo / ".gitparallel.yaml").write_text(config)
     sh(["git", "add", "-A"], repo, env)
     sh(["git", "commit", "-q", "-m", "initial"], repo, env)
@@ -64,6 +77,22 @@ def ready(repo: Path, env: dict[str, str], task: str) -> None:
     sh(["git", "parallel", "spawn", task, "-n", "3"], repo, env)
     script = "for f in pkg00/mod0000.py pkg01/mod0001.py pkg02/mod0002.py; do echo \"# {instance}\" >> $f; done"
     sh(["git", "parallel", "run", task, "--", "sh", "-c", script], repo, env)
+
+
+def timed(action: Callable[[], object]) -> float:
+    import os
+    import time
+
+    os.sync()
+    start = time.monotonic()
+    action()
+    return time.monotonic() - start
+
+
+def again_flag(env: dict[str, str]) -> bool:
+    """Does this check re-judge fresh evidence only with --again?"""
+    out = subprocess.run(["git", "parallel", "check", "--help"], capture_output=True, text=True, env=env)
+    return "--again" in out.stdout
 
 
 def paired(name: str, ours: Callable[[], object], theirs: Callable[[], object], pairs: int,
@@ -117,6 +146,22 @@ def main() -> int:
         warm = paired("warm check", check_ours, check_old, pairs)
         figure("check_warm_ratio", warm)
 
+        # setup: a check whose environment is built (cold) or reused (warm),
+        # against the same check with no setup.
+        with_setup, without = build(base / "setup", env, setup=True), build(base / "nosetup", env)
+        for repo in (with_setup, without):
+            ready(repo, env, "S")
+        cold_setup = timed(lambda: sh(["git", "parallel", "check", "S"], with_setup, env))
+        cold_plain = timed(lambda: sh(["git", "parallel", "check", "S"], without, env))
+        print(f"check_setup_cold_ms: {cold_setup * 1000:.0f} (one round: 3 venvs built) against "
+              f"{cold_plain * 1000:.0f} without setup")
+        setup_warm = paired("setup warm check", lambda: sh(["git", "parallel", "check", "S", "--again"]
+                                                           if again_flag(env) else ["git", "parallel", "check", "S"],
+                                                           with_setup, env),
+                            lambda: sh(["git", "parallel", "check", "S", "--again"] if again_flag(env)
+                                       else ["git", "parallel", "check", "S"], without, env), pairs)
+        figure("check_setup_warm_ratio", setup_warm)
+
         # merge.verify: always against never, on fresh runs picked the same way.
         always, never = build(base / "always", env, "always"), build(base / "never", env, "never")
         counter = iter(range(1000))
@@ -146,7 +191,8 @@ def main() -> int:
         figure("merge_verify_always_ratio", ratios(merges["always"], merges["never"]))
         figure("merge_verify_added_ms", differences_ms(merges["always"], merges["never"]), 0)
         print(f"target: check ratio <= {TARGET}: cold {'met' if median(cold) <= TARGET else 'NOT met'}, "
-              f"warm {'met' if median(warm) <= TARGET else 'NOT met'}")
+              f"warm {'met' if median(warm) <= TARGET else 'NOT met'}; warm check with setup <= {SETUP_TARGET}: "
+              f"{'met' if median(setup_warm) <= SETUP_TARGET else 'NOT met'}")
         return 0
     finally:
         shutil.rmtree(base, ignore_errors=True)
