@@ -74,7 +74,9 @@ SETUP_DEFAULTS: dict[str, Any] = {
     "worktrees": False,
 }
 
-TEMPLATE = """\
+# The commented template `git parallel init` writes: the settings, then the
+# environment and the gates, which init replaces by what it finds in the project.
+TEMPLATE_SETTINGS = """\
 # git-parallel configuration (read from the base commit at spawn time).
 # Every key is optional; the values shown are the defaults.
 
@@ -89,9 +91,14 @@ TEMPLATE = """\
 # selection: critic_first_pass   # majority_vote (identical trees) | cluster | tournament
 
 # Gates judge a clean checkout of the commit, with protected paths taken from
-# the base commit: .gitparallel.yaml, every path a gate's `run` names, and:
-# protect: []             # more globs, e.g. [tests/**, conftest.py]
+# the base commit: .gitparallel.yaml, every path a gate's `run` names (so name
+# the test folder: `pytest tests`), the harness files (conftest.py, pytest.ini,
+# tox.ini, Makefile, ...; the test sections of pyproject.toml, setup.cfg and
+# package.json) and:
+# protect: []             # more globs, e.g. [tests/**, "**/*_test.go"]
 # protect_mode: restore   # or refuse: an attempt that changed one fails
+# protect_defaults: true  # false: the harness files are not protected
+# added_tests: observe    # tests an attempt adds run after the gates: observe | enforced | off
 
 # merge:
 #   policy: refuse               # a conflict stops, like git; or first_pass_wins |
@@ -111,10 +118,21 @@ TEMPLATE = """\
 # judge:                         # only with selection: tournament
 #   command: null                # e.g. [python, judge.py]; last stdout line A or B
 #   timeout: 300                 # seconds per match
+"""
+
+TEMPLATE_RUN = """\
+
+# setup:                         # builds the judged checkout's own environment before the gates
+#   run: [sh, -c, "python3 -m venv .venv && .venv/bin/python -m pip install -q -e . pytest"]
+#   cache_key: [pyproject.toml]  # a built environment is reused while these files are unchanged
+#   keep: [.venv]                # what setup builds, kept between checks
+#   path: [.venv/bin]            # put first on the gates' PATH
+#   timeout: 1800
+#   worktrees: false             # also run it in each agent worktree at spawn
 
 # gates:
 #   - name: tests
-#     run: [python, -m, pytest, -q]
+#     run: [.venv/bin/python, -m, pytest, -q, tests]   # naming tests/ protects it
 #     mode: enforced             # observe (recorded, never blocks) | probe (a behaviour signature)
 #     timeout: 600
 #     tracks: null               # or a list of track names
@@ -122,7 +140,11 @@ TEMPLATE = """\
 #     inputs: []                 # globs of files to fingerprint
 #     outputs: []                # probe only: globs of files its signature hashes (default: stdout)
 #     env: {}
+#     setup: true                # false: run without the project's setup
+#     hidden: null               # a folder outside the repository with tests the agents never see
 """
+
+TEMPLATE = TEMPLATE_SETTINGS + TEMPLATE_RUN
 
 
 def _fail(key: str, problem: str, line: int | None = None) -> ParallelError:

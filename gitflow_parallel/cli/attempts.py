@@ -4,6 +4,7 @@ merge, done, attach, status, retry, abort, cleanup."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from typing import Any
@@ -20,21 +21,40 @@ from gitflow_parallel.cli.render import (
 
 # -- init ---------------------------------------------------------------------------
 @main_group.command()
-@click.option("--force", is_flag=True, help="Overwrite an existing .gitparallel.yaml with the template.")
+@click.option("--force", is_flag=True, help="Overwrite an existing .gitparallel.yaml with what init finds now.")
 @click.option("--display", is_flag=True,
               help="Also set notes.displayRef, so plain `git log` prints the notes (every JSON line).")
 @click.option("--remote", default=None, metavar="REMOTE",
               help="Add fetch refspecs to REMOTE for the notes and refs/parallel/ (into tracking refs).")
+@click.option("--check", "explain", is_flag=True,
+              help="Write nothing: explain the worktree's .gitparallel.yaml (what each gate protects, what it "
+                   "does not, which fence holds).")
 @json_option
-def init(force: bool, display: bool, remote: str | None, as_json: bool) -> None:
-    """Write a commented .gitparallel.yaml and set notes.rewriteRef to the
-    notes ref, so notes follow rebases and amends (`git log
-    --notes=parallel` shows them; --display makes plain `git log` show
-    them too).  Commit the file: spawn reads it from the base commit."""
+def init(force: bool, display: bool, remote: str | None, explain: bool, as_json: bool) -> None:
+    """Write a .gitparallel.yaml for the project's test runner and set
+    notes.rewriteRef to the notes ref, so notes follow rebases and amends
+    (`git log --notes=parallel` shows them; --display makes plain `git log`
+    show them too).  Commit the file: spawn reads it from the base commit.
+
+    init recognises pytest, npm/pnpm/yarn test, go test, cargo test and
+    make test: the gate names the test folder (which protects it), and
+    `setup:` builds the environment in the judged checkout from the
+    attempt's own files.  With none found it writes the commented template."""
     from gitflow_parallel.commands import init as init_cmd
+
+    if explain and (force or display or remote):
+        raise click.UsageError("--check writes nothing: give it alone (with --json if wanted)")
 
     def render(r: dict[str, Any]) -> None:
         click.echo(f"{'wrote' if r['wrote'] else 'kept existing'} {r['config']}")
+        if r["gate"]:
+            found = next(d for d in r["detected"] if d["run"])
+            click.echo(f"found {found['tool']} ({', '.join(found['found_in'])}): gate `{shlex.join(r['gate'])}`"
+                       + (f", setup `{shlex.join(r['setup']['run'])}`" if r["setup"] else ""))
+        else:
+            click.echo("found no test runner: the gates in the file are comments; write one naming the tests")
+        if not r["wrote"]:
+            click.echo("(`git parallel init --force` writes what was found now; `init --check` explains the file)")
         for k, v in r["git_config"].items():
             click.echo(f"git config {k} {v}")
         if r["refspecs"]:
@@ -42,9 +62,39 @@ def init(force: bool, display: bool, remote: str | None, as_json: bool) -> None:
                 state = "added" if spec in r["refspecs"]["added"] else "already there"
                 click.echo(f"git config --add remote.{r['remote']}.fetch {spec}  ({state})")
             click.echo(f"share runs with `git parallel push {r['remote']}` and `git parallel fetch {r['remote']}`")
-        click.echo("next: edit the gates, commit the file, then `git parallel spawn TASK`")
+        click.echo("next: review the file, commit it, then `git parallel spawn TASK`")
 
-    run_verb(as_json, lambda: init_cmd.init(_project(), force=force, display=display, remote=remote), render)
+    if explain:
+        run_verb(as_json, lambda: init_cmd.check(_project()), render_init_check)
+    else:
+        run_verb(as_json, lambda: init_cmd.init(_project(), force=force, display=display, remote=remote), render)
+
+
+def render_init_check(r: dict[str, Any]) -> None:
+    state = "committed" if r["committed"] else "not committed" if r["exists"] else "absent"
+    click.echo(f"config: {r['config']} ({state})")
+    setup = r["setup"]
+    if setup:
+        click.echo(f"setup: `{shlex.join(setup['run'])}` in the judged checkout"
+                   + (f", reused while {', '.join(setup['cache_key'])} are unchanged" if setup["keep"] else "")
+                   + (f"; PATH starts with {', '.join(setup['path'])}" if setup["path"] else ""))
+    else:
+        click.echo("setup: none (gates run with the tools on PATH)")
+    for gate in r["gates"]:
+        click.echo(f"gate {gate['name']} ({gate['mode']}{', after setup' if gate['setup'] else ''}): "
+                   f"{shlex.join(gate['run'])}")
+        click.echo(f"  its run protects: {', '.join(gate['names']) or 'nothing'}")
+        if gate["hidden"]:
+            click.echo(f"  hidden tests from {gate['hidden']}")
+        for w in gate["warnings"]:
+            click.echo(f"  warning: {w}")
+    sections = "; the test sections of pyproject.toml, setup.cfg, package.json" if r["protect_defaults"] else ""
+    click.echo(f"protected for every gate: {', '.join(r['protected'])}{sections}")
+    click.echo(f"tests in HEAD: {r['tests']}, not protected: {len(r['unprotected_tests'])}; "
+               f"tests an attempt adds: {r['added_tests']}")
+    for w in r["warnings"]:
+        click.echo(f"warning: {w}")
+    click.echo(f"fence: {r['fence']['holds']}: {r['fence']['why']}")
 
 
 # -- spawn --------------------------------------------------------------------------

@@ -1,0 +1,298 @@
+"""``git parallel init`` writes a gate from what the project is, and
+``init --check`` explains a configuration.
+
+Real repositories, the real CLI: each ecosystem's file must validate and
+protect every test file of its project; on a generated pytest project the
+gate init writes keeps an attempt that deletes a failing test from winning."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pygit2
+import pytest
+import yaml
+
+from conftest import GP, ROOT, git, make_repo, snapshot
+from gitflow_parallel import config as C
+from gitflow_parallel.commands.init import landlock_abi
+from gitflow_parallel.git import scratch
+
+PY = sys.executable
+
+PYPROJECT = textwrap.dedent("""\
+    [build-system]
+    requires = ["setuptools>=64"]
+    build-backend = "setuptools.build_meta"
+
+    [project]
+    name = "pkg"
+    version = "0.1"
+
+    [project.optional-dependencies]
+    test = ["pytest"]
+""")
+APP_BUGGY = "def add(a, b):\n    return a - b\n"
+APP_FIXED = "def add(a, b):\n    return a + b\n"
+TEST_ADD = "from pkg import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+TEST_OTHER = "def test_truth():\n    assert True\n"
+
+# The judge runs `setup:` once the lead's branch is merged; until then the
+# end-to-end test with init's file as written is skipped.
+SETUP_RUNS = any('["setup"]' in p.read_text() for p in (ROOT / "gitflow_parallel" / "judge").glob("*.py"))
+
+
+def pytest_project(path: Path, app: str = APP_BUGGY, pyproject: str = PYPROJECT) -> Path:
+    return make_repo(path, files={
+        "pyproject.toml": pyproject, "src/pkg/__init__.py": app, "tests/test_add.py": TEST_ADD,
+        "tests/test_other.py": TEST_OTHER, ".gitignore": ".venv/\n",
+    })
+
+
+def written(repo: Path) -> tuple[str, dict]:
+    text = (repo / ".gitparallel.yaml").read_text()
+    return text, C.parse(text)  # what init writes must validate
+
+
+def commit_config(repo: Path, cfg: dict | None = None) -> None:
+    if cfg is not None:
+        (repo / ".gitparallel.yaml").write_text(yaml.safe_dump(cfg))
+    git(repo, "add", ".gitparallel.yaml")
+    git(repo, "commit", "-q", "-m", "git-parallel config")
+
+
+def act(gp: GP, inst: str, script: str) -> None:
+    gp("run", "t", "--instance", inst, "--", "sh", "-c", script)
+
+
+def unprotected_tests(repo: Path, cfg: dict, tests: list[str]) -> list[str]:
+    tree = pygit2.Repository(str(repo)).head.peel(pygit2.Commit).tree
+    patterns = scratch.protected_patterns(cfg, tree)
+    return [t for t in tests if not scratch.matches(t, patterns)]
+
+
+# -- the gate init writes holds ---------------------------------------------------------
+def deleter_loses(repo: Path, gp: GP) -> None:
+    gp("spawn", "t", "-n", "2")
+    act(gp, "1", f"printf '{APP_FIXED}' > src/pkg/__init__.py")
+    act(gp, "2", "git rm -q tests/test_add.py")  # the bug stays; the test that shows it goes
+    run = gp.json("status", "t")["run"]
+    deleter = Path(next(i["worktree"] for i in run["instances"] if i["id"] == "2"))
+    in_worktree = subprocess.run([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=deleter,
+                                 env={**os.environ, "PYTHONPATH": "src"}, capture_output=True)
+    assert in_worktree.returncode == 0  # the trick works where the agent left it
+    result = gp.json("check", "t", code=1)
+    verdicts = {i["id"]: i["verdict"] for i in result["instances"]}
+    assert verdicts == {"1": "pass", "2": "fail"}
+    packs = {i["id"]: json.loads(Path(i["evidence"]["path"]).read_text()) for i in result["instances"]}
+    assert packs["2"]["protected_changes"] == ["tests/test_add.py"]
+    assert gp.json("pick", "t")["picks"][0]["winner"]["id"] == "1"
+    gp("merge", "t")
+    assert git(repo, "show", "main:tests/test_add.py") == TEST_ADD.strip()
+    assert git(repo, "show", "main:src/pkg/__init__.py") == APP_FIXED.strip()
+
+
+def test_the_gate_init_writes_for_a_pytest_project_keeps_a_test_deleter_from_winning(tmp_path: Path) -> None:
+    repo = pytest_project(tmp_path / "repo")
+    gp = GP(repo)
+    out = gp.json("init")
+    assert out["wrote"] and out["gate"] == [".venv/bin/python", "-m", "pytest", "-q", "tests"]
+    assert [d["tool"] for d in out["detected"]] == ["pytest"]
+    _, cfg = written(repo)
+    assert cfg["setup"]["keep"] == [".venv"] and cfg["setup"]["path"] == [".venv/bin"]
+    # This branch's judge does not run setup yet: the same gate with the
+    # suite's interpreter and the code taken from the judged checkout's src/.
+    raw = yaml.safe_load((repo / ".gitparallel.yaml").read_text())
+    del raw["setup"]
+    raw["gates"][0]["run"][0] = PY
+    raw["gates"][0]["env"] = {"PYTHONPATH": "src"}
+    commit_config(repo, raw)
+    deleter_loses(repo, gp)
+
+
+@pytest.mark.skipif(not SETUP_RUNS, reason="the judge on this branch does not run setup: yet")
+def test_the_file_init_writes_judges_as_written(tmp_path: Path) -> None:
+    repo = pytest_project(tmp_path / "repo")
+    gp = GP(repo)
+    gp("init")
+    commit_config(repo)
+    deleter_loses(repo, gp)
+
+
+@pytest.mark.skipif(shutil.which("python3") is None, reason="setup runs python3 from PATH")
+def test_the_setup_init_writes_builds_an_environment_the_gate_runs_in(tmp_path: Path) -> None:
+    repo = pytest_project(tmp_path / "repo", app=APP_FIXED)
+    GP(repo)("init")
+    _, cfg = written(repo)
+    checkout = tmp_path / "checkout"
+    git(tmp_path, "clone", "-q", str(repo), str(checkout))  # the committed files only, as a judged checkout
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    setup = subprocess.run(cfg["setup"]["run"], cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
+    assert setup.returncode == 0, setup.stderr
+    gate = subprocess.run(cfg["gates"][0]["run"], cwd=checkout, env=env, capture_output=True, text=True)
+    assert gate.returncode == 0 and "2 passed" in gate.stdout, gate.stdout + gate.stderr
+    # The venv imports the checkout's own code, not the repository it was cloned from.
+    where = subprocess.run([".venv/bin/python", "-c", "import pkg; print(pkg.__file__)"], cwd=checkout, env=env,
+                           capture_output=True, text=True)
+    assert where.stdout.strip() == str(checkout / "src" / "pkg" / "__init__.py")
+
+
+# -- each ecosystem ------------------------------------------------------------------
+NO_EXTRAS = '[project]\nname = "pkg"\nversion = "0.1"\n'
+CASES = {
+    "pytest-extra": ({"pyproject.toml": PYPROJECT, "src/pkg/__init__.py": "", "tests/test_a.py": TEST_OTHER},
+                     [".venv/bin/python", "-m", "pytest", "-q", "tests"], "pip install -q -e '.[test]'"),
+    "pytest-no-extra": ({"pyproject.toml": NO_EXTRAS, "pkg/__init__.py": "", "test/test_a.py": TEST_OTHER},
+                        [".venv/bin/python", "-m", "pytest", "-q", "test"], "pip install -q -e . pytest"),
+    "setup.py": ({"setup.py": "from setuptools import setup\nsetup(name='pkg')\n", "pkg/__init__.py": "",
+                  "tests/test_a.py": TEST_OTHER, "requirements-dev.txt": "pytest-cov\n"},
+                 [".venv/bin/python", "-m", "pytest", "-q", "tests"],
+                 "pip install -q -e '.[test]' -r requirements-dev.txt pytest"),
+    "testpaths": ({"pyproject.toml": NO_EXTRAS + '\n[tool.pytest.ini_options]\ntestpaths = ["checks"]\n',
+                   "checks/test_a.py": TEST_OTHER, "tests/data.txt": "x\n"},
+                  [".venv/bin/python", "-m", "pytest", "-q", "checks"], "-e . pytest"),
+    "tests-in-package": ({"setup.cfg": "[metadata]\nname = pkg\n[options.extras_require]\ntesting =\n  pytest\n",
+                          "pkg/__init__.py": "", "pkg/tests/test_a.py": TEST_OTHER, "pkg/core_test.py": TEST_OTHER},
+                         [".venv/bin/python", "-m", "pytest", "-q", "pkg/tests"], "-e '.[testing]'"),
+    "uv": ({"pyproject.toml": PYPROJECT, "uv.lock": 'version = 1\n[[package]]\nname = "pytest"\n',
+            "tests/test_a.py": TEST_OTHER},
+           [".venv/bin/python", "-m", "pytest", "-q", "tests"], "uv sync --frozen --extra test"),
+    "npm": ({"package.json": json.dumps({"scripts": {"test": "node --test test/"}}), "package-lock.json": "{}",
+             "test/a.test.js": "", "src/b.spec.js": "", "index.js": ""}, ["npm", "test"], "npm ci"),
+    "pnpm": ({"package.json": json.dumps({"scripts": {"test": "vitest run"}}), "pnpm-lock.yaml": "",
+              "tests/a.js": ""}, ["pnpm", "test"], "pnpm install --frozen-lockfile"),
+    "go": ({"go.mod": "module example.com/m\n", "a.go": "package m\n", "a_test.go": "package m\n",
+            "sub/testdata/x.txt": "x\n"}, ["go", "test", "./..."], "go mod download"),
+    "cargo": ({"Cargo.toml": "[package]\nname = \"m\"\n", "src/lib.rs": "", "tests/it.rs": ""},
+              ["cargo", "test"], "cargo fetch"),
+    "make": ({"Makefile": "all:\n\ttrue\n\ntest:\n\t./run-tests\n", "run-tests": "#!/bin/sh\n",
+              "tests/a.sh": ""}, ["make", "test"], None),
+}
+TEST_FILES = {"tests/test_a.py", "test/test_a.py", "checks/test_a.py", "pkg/tests/test_a.py", "pkg/core_test.py",
+              "test/a.test.js", "src/b.spec.js", "tests/a.js", "a_test.go", "sub/testdata/x.txt", "tests/it.rs",
+              "tests/a.sh"}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_init_writes_a_valid_gate_that_protects_every_test_file(tmp_path: Path, case: str) -> None:
+    files, run, setup = CASES[case]
+    repo = make_repo(tmp_path / "repo", files=files)
+    out = GP(repo).json("init")
+    text, cfg = written(repo)
+    assert out["gate"] == run and cfg["gates"][0]["run"] == run
+    assert cfg["gates"][0]["name"] == "tests" and cfg["gates"][0]["mode"] == "enforced"
+    if setup is None:
+        assert cfg["setup"] is None
+    else:
+        assert " ".join(cfg["setup"]["run"]).endswith(setup)
+        assert all((repo / key).is_file() for key in cfg["setup"]["cache_key"])
+    assert "# Protected:" in text and "conftest.py" in text
+    commit_config(repo)
+    tests = sorted(TEST_FILES & set(files))
+    assert tests and unprotected_tests(repo, cfg, tests) == []
+    # A file that is neither a test nor the harness stays the attempt's to change.
+    product = next(f for f in files if f not in TEST_FILES and not f.endswith(("Makefile", ".toml", ".json")))
+    assert unprotected_tests(repo, cfg, [product]) == [product]
+
+
+def test_init_notes_tox_and_writes_what_else_it_found_as_comments(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", files={
+        "pyproject.toml": PYPROJECT, "tests/test_a.py": TEST_OTHER, "tox.ini": "[tox]\nenvlist = py\n",
+        "package.json": json.dumps({"scripts": {"test": "jest"}}), "Makefile": "test:\n\ttox\n",
+    })
+    out = GP(repo).json("init")
+    assert [d["tool"] for d in out["detected"]] == ["pytest", "npm test", "make test"]
+    text, cfg = written(repo)
+    assert [g["name"] for g in cfg["gates"]] == ["tests"]
+    assert "tox is configured" in text
+    assert "#  - name: npm-test\n#    run: [npm, test]" in text and "#    run: [make, test]" in text
+
+
+def test_init_without_a_test_runner_writes_the_commented_template(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", files={"README.md": "hi\n", "package.json": "{}"})
+    out = GP(repo).json("init")
+    text, cfg = written(repo)
+    assert out["gate"] is None and cfg == C.parse(None)
+    assert text.endswith(C.TEMPLATE) and "found no test runner" in text and "package.json has no test script" in text
+
+
+def test_init_keeps_an_existing_file_and_force_rewrites_it(tmp_path: Path) -> None:
+    repo = pytest_project(tmp_path / "repo")
+    (repo / ".gitparallel.yaml").write_text("instances: 2\n")
+    gp = GP(repo)
+    assert gp.json("init")["wrote"] is False
+    assert (repo / ".gitparallel.yaml").read_text() == "instances: 2\n"
+    assert "kept existing" in gp("init").stdout
+    assert gp.json("init", "--force")["wrote"] is True
+    assert written(repo)[1]["gates"][0]["run"][-1] == "tests"
+
+
+# -- init --check ----------------------------------------------------------------------
+def test_check_explains_a_gate_that_names_the_test_folder(tmp_path: Path) -> None:
+    repo = pytest_project(tmp_path / "repo")
+    gp = GP(repo)
+    gp("init")
+    out = gp.json("init", "--check")
+    assert out["exists"] and not out["committed"]
+    assert any("differs from HEAD" in w for w in out["warnings"])
+    commit_config(repo)
+    before = snapshot(repo), git(repo, "config", "--list", "--local")
+    out = gp.json("init", "--check")
+    assert (snapshot(repo), git(repo, "config", "--list", "--local")) == before  # --check writes nothing
+    [gate] = out["gates"]
+    assert gate["names"] == ["tests"] and gate["setup"] is True and gate["warnings"] == []
+    assert out["warnings"] == [] and out["unprotected_tests"] == [] and out["tests"] == 2
+    assert "tests" in out["protected"] and "**/conftest.py" in out["protected"]
+    abi, _ = landlock_abi()
+    assert out["fence"]["landlock_abi"] == abi
+    assert out["fence"]["holds"] == ("landlock" if abi else "outside-checkout check")
+    text = gp("init", "--check").stdout
+    assert "gate tests (enforced, after setup): .venv/bin/python -m pytest -q tests" in text
+    assert "its run protects: tests" in text and "fence: " in text and "warning" not in text
+
+
+def test_check_says_what_a_gate_without_a_test_folder_leaves_open(tmp_path: Path) -> None:
+    repo = pytest_project(tmp_path / "repo")
+    commit_config(repo, {"protect_defaults": False, "gates": [{"name": "tests", "run": ["python", "-m", "pytest"]}]})
+    out = GP(repo).json("init", "--check")
+    [gate] = out["gates"]
+    assert gate["names"] == [] and gate["setup"] is False
+    assert any("deleting a test file would not be noticed" in w for w in gate["warnings"])
+    assert any("without setup" in w for w in gate["warnings"])
+    assert out["unprotected_tests"] == ["tests/test_add.py", "tests/test_other.py"]
+    assert any("protect_defaults: false" in w for w in out["warnings"])
+    assert "**/conftest.py" not in out["protected"]
+    text = GP(repo)("init", "--check").stdout  # exit 0: it explains, it does not refuse
+    assert "deleting a test file would not be noticed" in text and "2 test file(s) are not protected" in text
+
+
+def test_check_finds_an_editable_install_that_points_at_the_main_worktree(tmp_path: Path) -> None:
+    repo = pytest_project(tmp_path / "repo")
+    venv = tmp_path / "venv"
+    subprocess.run([PY, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / "__editable__.pkg-0.1.pth").write_text(f"{repo / 'src'}\n")  # what `pip install -e .` leaves
+    commit_config(repo, {"gates": [{"name": "tests", "run": [str(venv / "bin" / "python"), "-m", "pytest", "tests"]}]})
+    [gate] = GP(repo).json("init", "--check")["gates"]
+    hits = [w for w in gate["warnings"] if "__editable__.pkg-0.1.pth" in w]
+    assert hits and str(repo) in hits[0] and "not the attempt's" in hits[0]
+
+
+def test_check_without_a_file_and_with_a_broken_one(tmp_path: Path) -> None:
+    repo = pytest_project(tmp_path / "repo")
+    gp = GP(repo)
+    out = gp.json("init", "--check")
+    assert not out["exists"] and out["gates"] == []
+    assert any("no .gitparallel.yaml" in w for w in out["warnings"])
+    assert not (repo / ".gitparallel.yaml").exists()
+    (repo / ".gitparallel.yaml").write_text("gates: 3\n")
+    proc = gp("init", "--check", code=1)
+    assert "error[PARALLEL_CONFIG_INVALID]" in proc.stderr
+    proc = gp("init", "--check", "--force", code=2)
+    assert "--check writes nothing" in proc.stderr
