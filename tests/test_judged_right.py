@@ -399,3 +399,20 @@ def test_hidden_folder_inside_the_repository_is_refused(tmp_path: Path) -> None:
     result = check.check(project, "t")
     assert result["errors"][0]["code"] == "PARALLEL_CONFIG_INVALID"
     assert "inside the repository" in result["errors"][0]["message"]
+
+
+def test_setup_worktrees_prepares_each_agent_worktree_at_spawn(tmp_path: Path) -> None:
+    config = ("setup:\n  run: [sh, -c, 'mkdir -p .venv && echo \"$GIT_PARALLEL_INSTANCE\" > .venv/built']\n"
+              "  worktrees: true\n" + GATE)
+    repo = make_repo(tmp_path / "repo", {"src/calc/__init__.py": CALC, "tests/check.py": CHECK_SCRIPT,
+                                         ".gitignore": ".venv/\n"}, config=config)
+    _, worktrees = start(repo, 2)
+    assert {i: (w / ".venv" / "built").read_text().strip() for i, w in worktrees.items()} == {"1": "1", "2": "2"}
+    assert git(worktrees["1"], "status", "--porcelain") == ""  # ignored: never a leftover
+
+
+def test_a_failing_worktree_setup_is_a_warning(tmp_path: Path) -> None:
+    config = "setup:\n  run: [sh, -c, 'exit 4']\n  worktrees: true\n" + GATE
+    repo = make_repo(tmp_path / "repo", {"src/calc/__init__.py": CALC}, config=config)
+    result = spawn.spawn(Project.open(repo), "t", 1)
+    assert any("setup in the worktree of instance 1 failed (exit 4)" in w for w in result["warnings"])

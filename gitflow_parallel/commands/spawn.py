@@ -75,8 +75,39 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
             raise
         store.mark_spawned(record["run_id"])
         faults.point("spawn.after_worktrees")
+    warnings += _prepare_worktrees(project, record)
     # No notes: every tip is still the base commit (see project.notes_instance_on).
     return {**record, "warnings": warnings} if warnings else record
+
+
+def _prepare_worktrees(project: Project, record: dict[str, Any]) -> list[str]:
+    """``setup.worktrees``: the same setup the judge runs, in each new agent
+    worktree (side by side), so an agent starts with the project's
+    environment built; a failure is a warning, never a refusal (the agent
+    may build it itself).  Returns the warnings."""
+    setup = record["config"].get("setup") or {}
+    if not setup.get("worktrees"):
+        return []
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gitflow_parallel.judge import gates
+    from gitflow_parallel.proc.watchdog import shared as shared_watchdog
+
+    log_dir = project.repo.parallel_dir / "logs" / record["run_id"]
+
+    def one(inst: dict[str, Any]) -> str | None:
+        log = log_dir / f"{inst['id']}.{inst['attempt']}.setup.log"
+        facts = {"TASK": record["task"], "RUN_ID": record["run_id"], "INSTANCE": inst["id"],
+                 "TRACK": inst["track"], "WORKTREE": inst["worktree"]}
+        code, error, _ = gates.execute(list(setup["run"]), Path(inst["worktree"]), gates.gate_env({}, facts),
+                                       float(setup["timeout"]), log)
+        if code == 0 and error is None:
+            return None
+        return f"setup in the worktree of instance {inst['id']} failed ({error or f'exit {code}'}); see {log}"
+
+    shared_watchdog()  # forked before the threads
+    with ThreadPoolExecutor(max_workers=min(len(record["instances"]), int(record["config"]["max_total"]))) as pool:
+        return [w for w in pool.map(one, record["instances"]) if w]
 
 
 def _config_drift(repo: Any, base_commit: str) -> list[str]:
