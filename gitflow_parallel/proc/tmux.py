@@ -28,7 +28,11 @@ at the top, so it runs without the package on ``sys.path``):
 tmux itself is found on PATH; without it ``run --tmux`` is refused with a
 message naming the package.  The tmux server is whichever one ``tmux``
 reaches (``$TMUX`` inside tmux, else the default socket; ``TMUX_TMPDIR``
-moves it).
+moves it).  When none runs, the runner starts it (``start_server``) before
+any agent, with no ``GIT_PARALLEL_*`` variable and outside its subreaper,
+so the sweeps that stop an agent's leftovers cannot reach it and take
+every other window with it; ``exit-empty`` is off until the run is over
+(``release_server``), so the server outlives the moments between windows.
 """
 
 from __future__ import annotations
@@ -70,6 +74,29 @@ def require_tmux() -> str:
         raise ParallelError(E.EXECUTE_FAILED, "tmux is not installed (not found on PATH); --tmux and attach need it",
                             hint=PACKAGE_HINT)
     return found
+
+
+def start_server(tmux: str) -> bool:
+    """Start the tmux server if none runs; True if this call started it.
+
+    Started by the first window's ``new-session`` instead, the server would
+    be a descendant of the runner carrying that agent's scope, and the sweep
+    after that agent ends would kill it and every other window (SIGHUP)."""
+    from gitflow_parallel.proc import env as proc_env
+    from gitflow_parallel.proc import reaper
+
+    if _tmux(tmux, "list-sessions").returncode == 0:
+        return False
+    with reaper.not_reaping():
+        started = subprocess.run([tmux, "start-server", ";", "set-option", "-s", "exit-empty", "off"],
+                                 capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                 env=proc_env.for_command(), cwd="/")
+    return started.returncode == 0
+
+
+def release_server(tmux: str) -> None:
+    """Let a server ``start_server`` started exit once it has no session (tmux's default)."""
+    _tmux(tmux, "set-option", "-s", "exit-empty", "on")
 
 
 def waiter_argv(tmux: str, session: str, window: str, cwd: str, log: Path, status: Path,

@@ -1,0 +1,120 @@
+"""What real use hit (issue 26): run --tmux with no tmux server yet, a picked
+winner rebased in one command, feedback too long or with a NUL byte for an
+argument, a ref lock in merge's way, check skipping fresh evidence, and the
+wording of merge, help and attach.  Real git, real tmux, real agents."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import GP, git, make_repo, snapshot
+
+PY = sys.executable
+
+# An agent whose instance 1 ends at once and whose others wait for a marker
+# file (the test's go-ahead), then write their answer.
+WAITER = textwrap.dedent("""
+    import pathlib, sys, time
+    instance, marker = sys.argv[1], pathlib.Path(sys.argv[2])
+    if instance != "1":
+        deadline = time.monotonic() + 90
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    pathlib.Path("done.txt").write_text(instance + "\\n")
+""")
+
+
+def _wait_for(what, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _instances(gp: GP, task: str) -> dict[str, dict]:
+    return {i["id"]: i for i in gp.json("status", task)["run"]["instances"]}
+
+
+# -- 1. run --tmux starting the tmux server ---------------------------------------------------
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+def test_run_tmux_that_starts_the_server_keeps_the_other_agents(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", config="max_total: 4\n")
+    gp = GP(repo)
+    agent, marker = tmp_path / "agent.py", tmp_path / "go"
+    agent.write_text(WAITER)
+    sock = Path(tempfile.mkdtemp(prefix="gpt-", dir="/tmp"))  # a private tmux server, not running yet
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    env["TMUX_TMPDIR"] = str(sock)
+
+    def tmux(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", *args], capture_output=True, text=True, env=env)
+
+    assert tmux("list-sessions").returncode != 0  # no server
+    gp("spawn", "t", "-n", "3")
+    runner = subprocess.Popen(["git", "parallel", "run", "t", "--tmux", "--json", "--", PY, str(agent),
+                               "{instance}", str(marker)], cwd=repo, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        # Instance 1 ended and was recorded: the sweeps after its end are done.
+        _wait_for(lambda: _instances(gp, "t")["1"]["status"] == "succeeded", 90)
+        windows = tmux("list-windows", "-t", "=parallel-t", "-F", "#{window_name}")
+        assert windows.returncode == 0 and sorted(windows.stdout.split()) == ["2", "3"], windows.stderr
+        marker.write_text("go\n")
+        out, err = runner.communicate(timeout=120)
+        # The server it started ends with its last window, as tmux's own would.
+        _wait_for(lambda: tmux("list-sessions").returncode != 0, 10)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        tmux("kill-server")
+        shutil.rmtree(sock, ignore_errors=True)
+    assert runner.returncode == 0, err
+    rows = {r["id"]: r for r in json.loads(out)["instances"]}
+    assert {k: (r["status"], r["exit_code"]) for k, r in rows.items()} == {
+        "1": ("succeeded", 0), "2": ("succeeded", 0), "3": ("succeeded", 0)}
+    for inst in ("1", "2", "3"):
+        assert git(repo, "show", f"parallel/t/{inst}:done.txt") == inst
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+def test_tmux_server_started_by_a_subreaper_is_not_its_descendant(tmp_path: Path) -> None:
+    # A second round of `run --until-pass --tmux` starts the server again from
+    # a process that is a subreaper already.
+    sock = Path(tempfile.mkdtemp(prefix="gpt-", dir="/tmp"))
+    probe = textwrap.dedent("""
+        import json, os, subprocess
+        from gitflow_parallel.proc import reaper, tmux
+        assert reaper.become_subreaper()
+        binary = tmux.find_tmux()
+        started = tmux.start_server(binary)
+        pid = int(subprocess.run([binary, "display-message", "-p", "#{pid}"], capture_output=True,
+                                 text=True).stdout)
+        print(json.dumps({"started": started, "again": tmux.start_server(binary), "subreaper": reaper.is_subreaper(),
+                          "ours": pid in reaper.descendants(), "scope": reaper._scope(pid)}))
+        tmux.release_server(binary)
+    """)
+    env = dict(os.environ, TMUX_TMPDIR=str(sock), GIT_PARALLEL_SCOPE="outer/1/0")
+    env.pop("TMUX", None)
+    try:
+        out = subprocess.run([PY, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == {"started": True, "again": False, "subreaper": True, "ours": False,
+                                          "scope": None}
+        _wait_for(lambda: subprocess.run(["tmux", "list-sessions"], capture_output=True, env=env).returncode != 0, 10)
+    finally:
+        subprocess.run(["tmux", "kill-server"], capture_output=True, env=env)
+        shutil.rmtree(sock, ignore_errors=True)
