@@ -118,3 +118,87 @@ def test_tmux_server_started_by_a_subreaper_is_not_its_descendant(tmp_path: Path
     finally:
         subprocess.run(["tmux", "kill-server"], capture_output=True, env=env)
         shutil.rmtree(sock, ignore_errors=True)
+
+
+# -- a small project with one gate, for items 4 to 13 ----------------------------------------
+AGENT = textwrap.dedent("""
+    import sys, pathlib
+    for arg in sys.argv[1:]:
+        name, _, content = arg.partition("=")
+        path = pathlib.Path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content.replace("\\\\n", "\\n"))
+""")
+
+# Passes unless a file FAIL exists; prints OUTPUT's bytes (for feedback) first.
+GATE = textwrap.dedent("""
+    import pathlib, sys
+    out = pathlib.Path("OUTPUT")
+    if out.exists():
+        sys.stdout.buffer.write(out.read_bytes())
+        sys.stdout.flush()
+    sys.exit(1 if pathlib.Path("FAIL").exists() else 0)
+""")
+
+
+def project(tmp_path: Path, extra: str = "") -> tuple[Path, GP]:
+    tools = tmp_path / "tools"
+    tools.mkdir(exist_ok=True)
+    (tools / "agent.py").write_text(AGENT)
+    (tools / "gate.py").write_text(GATE)
+    config = textwrap.dedent(f"""
+        max_total: 4
+        gates:
+          - name: tests
+            run: [{PY}, {tools / 'gate.py'}]
+    """) + extra
+    repo = make_repo(tmp_path / "repo", files={"README.md": "hello\n", "shared.txt": "a\nb\nc\n"}, config=config)
+    return repo, GP(repo)
+
+
+def agent(gp: GP, task: str, inst: str, *files: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    return gp("run", task, "--instance", inst, "--", PY, str(gp.cwd.parent / "tools" / "agent.py"), *files,
+              code=code)
+
+
+def commit_on_base(repo: Path, name: str, content: str) -> str:
+    (repo / name).write_text(content)
+    git(repo, "add", name)
+    git(repo, "commit", "-q", "-m", f"base: {name}")
+    return git(repo, "rev-parse", "HEAD")
+
+
+# -- 4. a picked winner that no longer lands, started again in one command ---------------------
+def test_retry_onto_current_of_a_picked_winner_unpicks_it_in_one_command(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "shared.txt=a\\nWINNER\\nc\\n")
+    gp("check", "t")
+    gp("pick", "t")
+    won = _instances(gp, "t")["1"]["head"]
+    moved = commit_on_base(repo, "shared.txt", "a\nBASE\nc\n")
+    proc = gp("merge", "t", code=1)
+    assert "error[PARALLEL_DEV_MERGE_CONFLICT]" in proc.stderr
+    assert "`git parallel retry t 1 --onto-current`" in proc.stderr  # the real task and id
+    plain = gp("retry", "t", "1", code=1)  # without --onto-current the winner stays
+    assert "git parallel retry t 1 --onto-current" in plain.stderr
+
+    gp("retry", "t", "1", "--onto-current")
+    run = gp.json("status", "t")["run"]
+    inst = _instances(gp, "t")["1"]
+    assert run["status"] != "picked" and not run.get("picks")
+    assert [(r["track"], r["winner"], r["commit"]) for r in run["retired_picks"]] == [("main", "1", won)]
+    assert inst["status"] == "pending" and inst["attempt"] == 1
+    assert inst["start"] == {"commit": moved, "from": "base-tip"} and git(repo, "rev-parse", "parallel/t/1") == moved
+    told = Path(inst["feedback"]).read_text()
+    assert "## The base moved" in told and "won the pick of track main" in told
+    assert "conflicts with the base in: shared.txt" in told and won in told
+    assert git(repo, "rev-parse", "refs/parallel/archive/" + run["run_id"] + "/1/0") == won
+    assert any('"kind":"unpick"' in line.replace(" ", "") for line in
+               git(repo, "notes", "--ref=parallel", "show", won).splitlines())
+
+    agent(gp, "t", "1", "shared.txt=a\\nBASE\\nWINNER\\nc\\n")
+    gp("check", "t")
+    gp("pick", "t")
+    gp("merge", "t")
+    assert git(repo, "show", "main:shared.txt") == "a\nBASE\nWINNER\nc"

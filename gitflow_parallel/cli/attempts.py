@@ -118,7 +118,8 @@ def status(task: str | None, as_json: bool) -> None:
               help="Retry a succeeded instance that did not fail its gates, and one whose worktree has "
                    "uncommitted changes (kept on the archive ref first).")
 @click.option("--onto-current", is_flag=True,
-              help="Start the new attempt from the base branch's current tip instead of the spawn's base.")
+              help="Start the new attempt from the base branch's current tip instead of the spawn's base; "
+                   "on a picked winner that no longer lands, its pick is retired first.")
 @click.option("--keep", is_flag=True,
               help="Start the new attempt from this attempt's own tip (iterate on the same work); nothing is reset.")
 @json_option
@@ -130,7 +131,9 @@ def retry(task: str, instance: str, revision: int | None, force: bool, onto_curr
     --onto-current, or left at its tip with --keep), and its attempt goes up
     by one (at most rework_max times).  The new attempt's agent gets
     GIT_PARALLEL_FEEDBACK and {feedback}: why this attempt failed.  A
-    worktree with uncommitted changes is refused unless --force."""
+    worktree with uncommitted changes is refused unless --force.  A picked
+    winner is retried only with --onto-current (the base moved and it no
+    longer lands): that retires its pick in the same step."""
     from gitflow_parallel.commands import retry as retry_cmd
     from gitflow_parallel.model import find_instance
 

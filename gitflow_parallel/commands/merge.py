@@ -111,8 +111,9 @@ def _verify(project: Project, record: dict[str, Any], landing: dict[str, Any],
                    else ", although the winner passed alone (a semantic conflict)"),
                 hint="nothing moved; " + (f"check it again (`git parallel check {record['task']}`) and see the gate "
                                           "logs" if same else
-                                          "start a new attempt from the current base (git parallel retry "
-                                          "--onto-current, then run, check, pick), or merge by hand"),
+                                          f"start a new attempt from the current base (`git parallel retry "
+                                          f"{record['task']} {inst['id']} --onto-current`, then run, check, "
+                                          "pick), or merge by hand"),
             )
     return results
 

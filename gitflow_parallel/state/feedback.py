@@ -57,8 +57,22 @@ def _lost(record: dict[str, Any], inst: dict[str, Any], picks: list[dict[str, An
     return []
 
 
-def text(record: dict[str, Any], inst: dict[str, Any], tip: str | None, picks: list[dict[str, Any]]) -> str:
-    """The feedback on ``inst``'s current attempt, for the attempt after it."""
+def _moved(tip: str | None, moved: dict[str, Any] | None) -> list[str]:
+    """A retry onto the base as it is now: why, and where the old work is."""
+    if not moved:
+        return []
+    won = f"It won the pick of track {moved['won']}, but " if moved.get("won") else ""
+    lands = (f"it conflicts with the base in: {', '.join(moved['conflicts'])}" if moved.get("conflicts")
+             else "it has to be proved again on it")
+    return ["## The base moved", f"{won}{moved['ref']} moved to {moved['commit']} since this attempt started, and "
+            f"{lands}. The next attempt starts on {moved['ref']} as it is now; the previous attempt's commit "
+            f"{tip} is archived (`git show {tip}` shows its work, to carry over).", ""]
+
+
+def text(record: dict[str, Any], inst: dict[str, Any], tip: str | None, picks: list[dict[str, Any]],
+         moved: dict[str, Any] | None = None) -> str:
+    """The feedback on ``inst``'s current attempt, for the attempt after it
+    (``moved``: it is retried onto the base's current tip, see ``_moved``)."""
     task, attempt = record["task"], inst["attempt"]
     out = [f"# git-parallel feedback: {task}, instance {inst['id']}, attempt {attempt + 1}", "",
            f"The previous attempt ({attempt}) did not make it. What git-parallel recorded about it:", "",
@@ -82,15 +96,16 @@ def text(record: dict[str, Any], inst: dict[str, Any], tip: str | None, picks: l
         lines = tail(inst.get("log"), AGENT_TAIL_LINES)
         if lines:
             out += _block(f"## The agent's own output (last {len(lines)} lines of {inst.get('log')})", lines)
+    out += _moved(tip, moved)
     out += _lost(record, inst, picks)
     return "\n".join(out).rstrip("\n") + "\n"
 
 
 def write(parallel_dir: Path, record: dict[str, Any], inst: dict[str, Any], tip: str | None,
-          picks: list[dict[str, Any]]) -> str:
+          picks: list[dict[str, Any]], moved: dict[str, Any] | None = None) -> str:
     """Write the feedback for the attempt after ``inst``'s current one; returns its path."""
     path = feedback_path(parallel_dir, record["run_id"], inst["id"], inst["attempt"] + 1)
-    atomic_write(path, text(record, inst, tip, picks))
+    atomic_write(path, text(record, inst, tip, picks, moved))
     return str(path)
 
 
