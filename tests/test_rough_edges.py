@@ -130,13 +130,16 @@ AGENT = textwrap.dedent("""
         path.write_text(content.replace("\\\\n", "\\n"))
 """)
 
-# Passes unless a file FAIL exists; prints OUTPUT's bytes (for feedback) first.
+# Passes unless a file FAIL exists; BIG makes it print 300 lines of 1 KB,
+# NUL a line with a NUL byte and terminal escapes.
 GATE = textwrap.dedent("""
     import pathlib, sys
-    out = pathlib.Path("OUTPUT")
-    if out.exists():
-        sys.stdout.buffer.write(out.read_bytes())
-        sys.stdout.flush()
+    if pathlib.Path("BIG").exists():
+        for i in range(300):
+            print(f"line {i:03d} " + "x" * 1000)
+    if pathlib.Path("NUL").exists():
+        sys.stdout.buffer.write(b"before\\x00after \\x1b[2Jcleared\\ttab\\x07\\r\\n")
+    sys.stdout.flush()
     sys.exit(1 if pathlib.Path("FAIL").exists() else 0)
 """)
 
@@ -202,3 +205,41 @@ def test_retry_onto_current_of_a_picked_winner_unpicks_it_in_one_command(tmp_pat
     gp("pick", "t")
     gp("merge", "t")
     assert git(repo, "show", "main:shared.txt") == "a\nBASE\nWINNER\nc"
+
+
+# -- 6 and 7. feedback that cannot be an argument as it is --------------------------------------
+def _failed_then_retried(gp: GP, *files: str) -> dict:
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "FAIL=x", *files)
+    gp("check", "t", code=1)
+    gp("retry", "t", "1")
+    return _instances(gp, "t")["1"]
+
+
+def test_feedback_over_the_argument_limit_is_cut_to_its_tail(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    inst = _failed_then_retried(gp, "BIG=x")
+    full = Path(inst["feedback"]).read_bytes()
+    assert len(full) > 128 * 1024  # over Linux's MAX_ARG_STRLEN
+    agent(gp, "t", "1", "got.txt={feedback}")
+    after = _instances(gp, "t")["1"]
+    assert after["status"] == "succeeded" and after["exit_code"] == 0, after["error"]
+    got = git(repo, "show", "parallel/t/1:got.txt").encode() + b"\n"
+    assert len(got) <= 64 * 1024
+    assert b"cut" in got.splitlines()[0] and b"GIT_PARALLEL_FEEDBACK" in got.splitlines()[0]
+    assert full.endswith(got.split(b"\n", 1)[1])  # the tail, whole lines
+    assert b"line 299 " in got and b"line 100 " not in got
+    assert Path(inst["feedback"]).read_bytes() == full  # the file keeps it all
+
+
+def test_nul_and_escapes_in_gate_output_reach_the_agent_as_plain_text(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    inst = _failed_then_retried(gp, "NUL=x")
+    proc = agent(gp, "t", "1", "got.txt={feedback}")
+    assert "Traceback" not in proc.stderr
+    after = _instances(gp, "t")["1"]
+    assert after["status"] == "succeeded", after["error"]
+    got = git(repo, "show", "parallel/t/1:got.txt")
+    assert "beforeafter cleared\ttab" in got
+    assert not any(ord(c) < 32 and c not in "\t\n" for c in got)
+    assert "\0" not in Path(inst["feedback"]).read_text()

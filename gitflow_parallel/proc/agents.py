@@ -87,7 +87,7 @@ from gitflow_parallel.proc import child as child_proc
 from gitflow_parallel.proc import cgroup, leftovers, reaper, slots
 from gitflow_parallel.proc import tmux as tmux_proc
 from gitflow_parallel.proc.slots import Slot, Slots
-from gitflow_parallel.proc.supervise import KILL_GRACE, POLL, Signals, killpg, signame
+from gitflow_parallel.proc.supervise import KILL_GRACE, POLL, START_ERRORS, Signals, killpg, signame
 from gitflow_parallel.proc.watchdog import Watchdog
 
 # How many more times a record write waits for the project lock (each wait
@@ -356,7 +356,7 @@ class _Runner:
         child.ran = True
         try:
             child.popen = child_proc.start(child, self.base_env, self.task, self.run_id, self.tmux)
-        except OSError as exc:
+        except START_ERRORS as exc:
             child_proc.record_cannot_start(self.project, record, inst, child, exc, now)
             return
         self.watchdog.started(child.pid, child.scope)

@@ -223,9 +223,9 @@ def pane_main(spec_path: str) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed window: the agent's group gets the hang-up
     try:
         child = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=env, preexec_fn=_child_setup)
-    except OSError as exc:
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
-        print(f"git-parallel: cannot run {spec['argv'][0]!r}: {exc.strerror or exc}", flush=True)
+        print(f"git-parallel: cannot run {spec['argv'][0]!r}: {getattr(exc, 'strerror', None) or exc}", flush=True)
         _write_status(status, code)
         return code
     while True:
