@@ -130,10 +130,14 @@ AGENT = textwrap.dedent("""
         path.write_text(content.replace("\\\\n", "\\n"))
 """)
 
-# Passes unless a file FAIL exists; BIG makes it print 300 lines of 1 KB,
+# Passes unless a file FAIL exists (and counts its runs in the file its
+# argument names); BIG makes it print 300 lines of 1 KB,
 # NUL a line with a NUL byte and terminal escapes.
 GATE = textwrap.dedent("""
-    import pathlib, sys
+    import os, pathlib, sys
+    with open(sys.argv[1], "a") as runs:  # one line per gate run: what it judged
+        runs.write(("verify " if os.environ.get("GIT_PARALLEL_VERIFY") else "check ")
+                   + os.environ["GIT_PARALLEL_COMMIT"] + "\\n")
     if pathlib.Path("BIG").exists():
         for i in range(300):
             print(f"line {i:03d} " + "x" * 1000)
@@ -153,7 +157,7 @@ def project(tmp_path: Path, extra: str = "") -> tuple[Path, GP]:
         max_total: 4
         gates:
           - name: tests
-            run: [{PY}, {tools / 'gate.py'}]
+            run: [{PY}, {tools / 'gate.py'}, {tools / 'runs.txt'}]
     """) + extra
     repo = make_repo(tmp_path / "repo", files={"README.md": "hello\n", "shared.txt": "a\nb\nc\n"}, config=config)
     return repo, GP(repo)
@@ -243,3 +247,25 @@ def test_nul_and_escapes_in_gate_output_reach_the_agent_as_plain_text(tmp_path: 
     assert "beforeafter cleared\ttab" in got
     assert not any(ord(c) < 32 and c not in "\t\n" for c in got)
     assert "\0" not in Path(inst["feedback"]).read_text()
+
+
+# -- 9. a lock file in the way of the base ref -------------------------------------------------
+def test_merge_with_the_base_ref_locked_says_lock_held_and_retries_nothing(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "w.txt=work")
+    gp("check", "t")
+    gp("pick", "t")
+    commit_on_base(repo, "other.txt", "moved")  # not a fast-forward: merge re-proves the landing
+    lock = repo / ".git" / "refs" / "heads" / "main.lock"
+    lock.write_text("left by a killed git\n")
+    before = snapshot(repo)
+    proc = gp("merge", "t", code=1)
+    assert "error[PARALLEL_LOCK_HELD]" in proc.stderr and str(lock) in proc.stderr, proc.stderr
+    assert "kept moving" not in proc.stderr and "hint:" in proc.stderr and "git parallel recover t" in proc.stderr
+    assert snapshot(repo) == before and lock.exists()
+    runs = (tmp_path / "tools" / "runs.txt").read_text().split()
+    assert runs.count("verify") == 1  # the landing was proved once, not again for every "retry"
+    lock.unlink()
+    gp("merge", "t")
+    assert git(repo, "show", "main:w.txt") == "work"

@@ -47,7 +47,7 @@ def _refuse_retry(project: Project, record: dict[str, Any], inst: dict[str, Any]
                  f"on the base as it is now (for a winner that no longer lands); `git parallel unpick {task} "
                  f"--track {winners[inst_id]}` only retires the pick")
     if inst["status"] in RETRYABLE or (inst["status"] == "succeeded" and (inst["verdict"] == "fail" or force)):
-        return
+        return None
     if inst["status"] == "succeeded":
         verdict = "passed its gates" if inst["verdict"] == "pass" else "not been checked"
         raise ParallelError(
