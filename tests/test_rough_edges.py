@@ -269,3 +269,30 @@ def test_merge_with_the_base_ref_locked_says_lock_held_and_retries_nothing(tmp_p
     lock.unlink()
     gp("merge", "t")
     assert git(repo, "show", "main:w.txt") == "work"
+
+
+# -- 12. check leaves fresh evidence alone unless told --again ----------------------------------
+def test_check_skips_fresh_evidence_unless_again(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    runs = tmp_path / "tools" / "runs.txt"
+    gp("spawn", "t", "-n", "2")
+    agent(gp, "t", "1", "a.txt=1")
+    agent(gp, "t", "2", "b.txt=2")
+    gp("check", "t")
+    assert len(runs.read_text().splitlines()) == 2
+    first = gp.json("check", "t")
+    assert len(runs.read_text().splitlines()) == 2  # nothing ran again
+    assert first["instances"] == [] and [s["id"] for s in first["skipped"]] == ["1", "2"]
+    text = gp("check", "t").stdout
+    assert "skipped" in text and "fresh" in text and "--again" in text
+    # Instance 2 moves on by hand: only its evidence is stale now.
+    worktree = Path(_instances(gp, "t")["2"]["worktree"])
+    (worktree / "b.txt").write_text("3\n")
+    git(worktree, "commit", "-qam", "by hand")
+    second = gp.json("check", "t")
+    assert [i["id"] for i in second["instances"]] == ["2"] and [s["id"] for s in second["skipped"]] == ["1"]
+    assert len(runs.read_text().splitlines()) == 3
+    again = gp.json("check", "t", "--again")
+    assert [i["id"] for i in again["instances"]] == ["1", "2"] and again["skipped"] == []
+    assert len(runs.read_text().splitlines()) == 5
+

@@ -389,16 +389,22 @@ def done(task: str, instance: str, as_json: bool) -> None:
                    "the evidence is then incomplete and not a pick candidate.")
 @click.option("--jobs", type=click.IntRange(1, 1024), default=None,
               help="Instances checked at once (default: max_total from the config).")
+@click.option("--again", is_flag=True,
+              help="Check again the instances whose evidence is still fresh (skipped by default).")
 @json_option
-def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: int | None, as_json: bool) -> None:
+def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: int | None, again: bool,
+          as_json: bool) -> None:
     """Run the gates of the run's frozen configuration in each succeeded
     instance's worktree (clean, at its branch tip), write an evidence pack
     per instance bound to that commit and tree, and set verdict and score.
-    Exits 1 when any checked instance's verdict is fail."""
+    An instance whose evidence is still fresh (its branch did not move since)
+    is skipped unless named with --instance, or with --again.  Exits 1 when
+    any checked or skipped instance's verdict is fail."""
     from gitflow_parallel.commands import check as check_cmd
 
     run_verb(as_json, lambda: check_cmd.check(_project(), task, instances=list(instances) or None,
-                                      gates=list(gates) or None, jobs=jobs), render_check, ok=check_cmd.check_ok)
+                                              gates=list(gates) or None, jobs=jobs, again=again),
+             render_check, ok=check_cmd.check_ok)
 
 
 @main_group.command()
