@@ -296,3 +296,37 @@ def test_check_skips_fresh_evidence_unless_again(tmp_path: Path) -> None:
     assert [i["id"] for i in again["instances"]] == ["1", "2"] and again["skipped"] == []
     assert len(runs.read_text().splitlines()) == 5
 
+
+# -- 13. wording: merge's tries, help run, attach without a terminal ---------------------------
+def test_merge_output_does_not_read_as_the_winners_attempt(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "w.txt=work")
+    gp("check", "t")
+    gp("pick", "t")
+    out = gp("merge", "t").stdout
+    assert out.startswith("landed fast-forward on refs/heads/main: ") and "attempt" not in out.splitlines()[0]
+
+
+def test_help_run_names_feedback() -> None:
+    text = subprocess.run(["git", "parallel", "help", "run"], capture_output=True, text=True, check=True).stdout
+    assert "{feedback}" in text and "GIT_PARALLEL_FEEDBACK" in text
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+def test_attach_without_a_terminal_says_so(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    sock = Path(tempfile.mkdtemp(prefix="gpt-", dir="/tmp"))
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    env["TMUX_TMPDIR"] = str(sock)
+    try:
+        subprocess.run(["tmux", "new-session", "-d", "-s", "parallel-t", "sleep", "60"], env=env, check=True)
+        proc = subprocess.run(["git", "parallel", "attach", "t"], cwd=repo, env=env, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=60)
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True)
+        shutil.rmtree(sock, ignore_errors=True)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error[PARALLEL_DEV_EXECUTE_FAILED]: ") and "terminal" in proc.stderr
+    assert "hint: " in proc.stderr and "tmux attach -t parallel-t" in proc.stderr

@@ -331,8 +331,9 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
             click.echo(f"already merged: {m['base_ref']} at {m['landed'][:12]}")
             render_push(r.get("push"))
             return
+        moved = m["attempts"] - 1  # the landing is computed again each time the base moves under it
         click.echo(f"landed {m['method']} on {m['base_ref']}: {m['previous'][:12]} -> {m['landed'][:12]}"
-                   f" (attempts {m['attempts']})")
+                   + (f" (the base moved during the merge: computed again {moved} time(s))" if moved else ""))
         for f in m["resolved_files"]:
             dropped = f.get("winner_lines_dropped", 0) if f.get("kept") == "base" else 0
             click.echo(f"  resolved by {m['policy']}: {f['path']} (track {f['track']}; "
@@ -432,10 +433,14 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
     at once and at most max_total in the whole repository.
 
     Arguments go to CMD as given, never through a shell; {task}, {instance},
-    {track}, {attempt} and {worktree} in them are replaced, and the
-    environment has GIT_PARALLEL_TASK, _RUN_ID, _INSTANCE, _TRACK, _ATTEMPT,
-    _WORKTREE and _EVENTS (a JSONL file the command may append to).  Output
-    goes to <git common dir>/parallel/logs/<run_id>/<id>.<attempt>.log.
+    {track}, {attempt}, {worktree} and {feedback} in them are replaced, and
+    the environment has GIT_PARALLEL_TASK, _RUN_ID, _INSTANCE, _TRACK,
+    _ATTEMPT, _WORKTREE and _EVENTS (a JSONL file the command may append
+    to).  On a retried attempt, GIT_PARALLEL_FEEDBACK names a file saying
+    why the previous attempt failed (its gates' and its own output), and
+    {feedback} is that text (empty on attempt 0; its last 64 KiB when
+    longer), e.g. claude -p "Fix what failed: {feedback}".  Output goes to
+    <git common dir>/parallel/logs/<run_id>/<id>.<attempt>.log.
     Whatever CMD leaves uncommitted is committed on the instance branch
     (commit_leftovers).  Exit status 0 only when every selected instance
     succeeded."""
@@ -492,6 +497,8 @@ def attach(task: str, instance: str | None, as_json: bool) -> None:
     def call() -> dict[str, Any]:
         _project().store.load(task)  # the task must have a run
         session, steps = tmux.attach_target(task, instance)
+        if not as_json:
+            tmux.refuse_without_terminal(session)
         return {"session": session, "commands": steps}
 
     if as_json:

@@ -281,5 +281,20 @@ def attach_target(task: str, inst_id: str | None) -> tuple[str, list[list[str]]]
     return session, steps
 
 
+def refuse_without_terminal(session: str) -> None:
+    """``attach`` outside tmux shows the session in this terminal: without
+    one, tmux would only say ``open terminal failed: not a terminal``."""
+    from gitflow_parallel import errors as E
+    from gitflow_parallel.errors import ParallelError
+
+    if os.environ.get("TMUX") or (sys.stdin.isatty() and sys.stdout.isatty()):
+        return
+    raise ParallelError(
+        E.EXECUTE_FAILED, f"attach shows the tmux session {session} in a terminal, and this command has none "
+        "(its input or output is not a terminal)",
+        hint=f"run it in a terminal (or `tmux attach -t {session}` there); `tmux capture-pane -p -t {session}` prints a "
+             "window's text here, and --json prints the tmux commands")
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
