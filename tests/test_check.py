@@ -116,7 +116,7 @@ def test_pass_and_fail_verdicts_with_exit_codes_logs_and_notes(tmp_path: Path) -
     bad = finish(repo, "2", {"verdict.txt": "bad\n"})
     proc = gp("check", "t", code=1)  # one verdict is fail
     assert "FAIL" in proc.stdout and "tests" in proc.stdout and "Traceback" not in proc.stderr
-    data = json.loads(gp("check", "t", "--json", code=1).stdout)
+    data = json.loads(gp("check", "t", "--json", "--again", code=1).stdout)
     assert data["ok"] is False and data["errors"] == []
     by_id = {i["id"]: i for i in data["instances"]}
     assert by_id["1"]["verdict"] == "pass" and by_id["2"]["verdict"] == "fail"
@@ -542,7 +542,7 @@ def test_picked_winner_is_not_rechecked(tmp_path: Path) -> None:
     winner = run_record(gp)["instances"][0]
     proc = gp("check", "t", "--instance", "1", code=1)
     assert "error[PARALLEL_BRANCH_TERMINAL]" in proc.stderr and "won the pick" in proc.stderr
-    data = gp.json("check", "t", code=1)  # the loser may still be checked
+    data = gp.json("check", "t", "--again", code=1)  # the loser may still be checked
     assert [i["id"] for i in data["instances"]] == ["2"]
     assert run_record(gp)["instances"][0]["evidence"] == winner["evidence"]
 

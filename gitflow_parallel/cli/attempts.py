@@ -169,7 +169,8 @@ def status(task: str | None, as_json: bool) -> None:
               help="Retry a succeeded instance that did not fail its gates, and one whose worktree has "
                    "uncommitted changes (kept on the archive ref first).")
 @click.option("--onto-current", is_flag=True,
-              help="Start the new attempt from the base branch's current tip instead of the spawn's base.")
+              help="Start the new attempt from the base branch's current tip instead of the spawn's base; "
+                   "on a picked winner that no longer lands, its pick is retired first.")
 @click.option("--keep", is_flag=True,
               help="Start the new attempt from this attempt's own tip (iterate on the same work); nothing is reset.")
 @json_option
@@ -181,7 +182,9 @@ def retry(task: str, instance: str, revision: int | None, force: bool, onto_curr
     --onto-current, or left at its tip with --keep), and its attempt goes up
     by one (at most rework_max times).  The new attempt's agent gets
     GIT_PARALLEL_FEEDBACK and {feedback}: why this attempt failed.  A
-    worktree with uncommitted changes is refused unless --force."""
+    worktree with uncommitted changes is refused unless --force.  A picked
+    winner is retried only with --onto-current (the base moved and it no
+    longer lands): that retires its pick in the same step."""
     from gitflow_parallel.commands import retry as retry_cmd
     from gitflow_parallel.model import find_instance
 
@@ -379,8 +382,9 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
             click.echo(f"already merged: {m['base_ref']} at {m['landed'][:12]}")
             render_push(r.get("push"))
             return
+        moved = m["attempts"] - 1  # the landing is computed again each time the base moves under it
         click.echo(f"landed {m['method']} on {m['base_ref']}: {m['previous'][:12]} -> {m['landed'][:12]}"
-                   f" (attempts {m['attempts']})")
+                   + (f" (the base moved during the merge: computed again {moved} time(s))" if moved else ""))
         for f in m["resolved_files"]:
             dropped = f.get("winner_lines_dropped", 0) if f.get("kept") == "base" else 0
             click.echo(f"  resolved by {m['policy']}: {f['path']} (track {f['track']}; "
@@ -442,16 +446,22 @@ def done(task: str, instance: str, as_json: bool) -> None:
                    "the evidence is then incomplete and not a pick candidate.")
 @click.option("--jobs", type=click.IntRange(1, 1024), default=None,
               help="Instances checked at once (default: max_total from the config).")
+@click.option("--again", is_flag=True,
+              help="Check again the instances whose evidence is still fresh (skipped by default).")
 @json_option
-def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: int | None, as_json: bool) -> None:
+def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: int | None, again: bool,
+          as_json: bool) -> None:
     """Run the gates of the run's frozen configuration in each succeeded
     instance's worktree (clean, at its branch tip), write an evidence pack
     per instance bound to that commit and tree, and set verdict and score.
-    Exits 1 when any checked instance's verdict is fail."""
+    An instance whose evidence is still fresh (its branch did not move since)
+    is skipped unless named with --instance, or with --again.  Exits 1 when
+    any checked or skipped instance's verdict is fail."""
     from gitflow_parallel.commands import check as check_cmd
 
     run_verb(as_json, lambda: check_cmd.check(_project(), task, instances=list(instances) or None,
-                                      gates=list(gates) or None, jobs=jobs), render_check, ok=check_cmd.check_ok)
+                                              gates=list(gates) or None, jobs=jobs, again=again),
+             render_check, ok=check_cmd.check_ok)
 
 
 @main_group.command()
@@ -479,10 +489,14 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
     at once and at most max_total in the whole repository.
 
     Arguments go to CMD as given, never through a shell; {task}, {instance},
-    {track}, {attempt} and {worktree} in them are replaced, and the
-    environment has GIT_PARALLEL_TASK, _RUN_ID, _INSTANCE, _TRACK, _ATTEMPT,
-    _WORKTREE and _EVENTS (a JSONL file the command may append to).  Output
-    goes to <git common dir>/parallel/logs/<run_id>/<id>.<attempt>.log.
+    {track}, {attempt}, {worktree} and {feedback} in them are replaced, and
+    the environment has GIT_PARALLEL_TASK, _RUN_ID, _INSTANCE, _TRACK,
+    _ATTEMPT, _WORKTREE and _EVENTS (a JSONL file the command may append
+    to).  On a retried attempt, GIT_PARALLEL_FEEDBACK names a file saying
+    why the previous attempt failed (its gates' and its own output), and
+    {feedback} is that text (empty on attempt 0; its last 64 KiB when
+    longer), e.g. claude -p "Fix what failed: {feedback}".  Output goes to
+    <git common dir>/parallel/logs/<run_id>/<id>.<attempt>.log.
     Whatever CMD leaves uncommitted is committed on the instance branch
     (commit_leftovers).  Exit status 0 only when every selected instance
     succeeded."""
@@ -539,6 +553,8 @@ def attach(task: str, instance: str | None, as_json: bool) -> None:
     def call() -> dict[str, Any]:
         _project().store.load(task)  # the task must have a run
         session, steps = tmux.attach_target(task, instance)
+        if not as_json:
+            tmux.refuse_without_terminal(session)
         return {"session": session, "commands": steps}
 
     if as_json:

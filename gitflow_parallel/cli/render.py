@@ -213,6 +213,15 @@ def render_check(r: dict[str, Any]) -> None:
             click.echo(f"    {mark:<4} {g['name']:<16} {g['mode']:<8} {code}{what}")
             if g["log"] and not g["passed"] and g["mode"] != "probe":
                 click.echo(f"         log: {g['log']}")
+    skipped = r.get("skipped") or []
+    for inst in skipped:
+        why = (f"; [{inst['refused']['code']}]" if inst.get("refused")
+               else f"; failed {', '.join(inst['failing'])}" if inst.get("failing") else "")
+        click.echo(f"  {inst['id']:<10} {inst['verdict']:<6} skipped: its evidence is fresh (commit "
+                   f"{inst['commit'][:12]}{why}; {inst['evidence']['path']})")
+    if skipped:
+        click.echo(f"skipped {len(skipped)} instance(s) whose branch did not move since their check; "
+                   f"`git parallel check {r['task']} --again` checks them again")
     for err in r["errors"]:
         click.echo(f"error[{err['code']}]: instance {err['id']}: {err['message']}", err=True)
         if err["hint"]:

@@ -4,23 +4,48 @@ record its evidence.
 The engine is ``judge/check`` (clean checkouts, gates and scores, the pack,
 its binding and notes), because ``worker`` and ``run --until-pass`` judge
 through it too; this module is the verb's contract: the result and when it
-counts as passed (exit 0)."""
+counts as passed (exit 0), and which instances it leaves alone because their
+evidence is fresh."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from gitflow_parallel import evidence
 from gitflow_parallel.judge import check as engine
 from gitflow_parallel.state.project import Project
 
 
 def check(project: Project, task: str, instances: list[str] | None = None, gates: list[str] | None = None,
-          jobs: int | None = None) -> dict[str, Any]:
+          jobs: int | None = None, again: bool = False) -> dict[str, Any]:
     """Judge the instances; refusals before anything runs raise, what goes
-    wrong for one instance afterwards is reported under ``errors``."""
-    return engine.check(project, task, instances=instances, gates=gates, jobs=jobs)
+    wrong for one instance afterwards is reported under ``errors``.
+
+    Without ``instances``, ``gates`` or ``again``, an instance whose evidence
+    is fresh and complete (its branch has not moved since it was judged, under
+    the same configuration) is not judged again: it is listed under
+    ``skipped``, and its verdict still counts for the exit status."""
+    skipped: list[dict[str, Any]] = []
+
+    def fresh(record: dict[str, Any], inst: dict[str, Any]) -> bool:
+        state = evidence.freshness(record, inst, project.tip(inst))
+        if not state.fresh or state.pack is None or not state.pack.get("complete"):
+            return False
+        pack = state.pack
+        skipped.append({"id": inst["id"], "track": inst["track"], "attempt": inst["attempt"],
+                        "commit": pack["commit"], "verdict": pack["verdict"], "score": pack.get("score"),
+                        "evidence": inst["evidence"], "refused": pack.get("refused"),
+                        "failing": [g["name"] for g in pack.get("gates") or []
+                                    if g.get("mode") == "enforced" and not g.get("passed")]})
+        return True
+
+    every = not (instances or gates or again)
+    result = engine.check(project, task, instances=instances, gates=gates, jobs=jobs, skip=fresh if every else None)
+    return {**result, "skipped": skipped}
 
 
 def check_ok(result: dict[str, Any]) -> bool:
-    """What the exit status says: no instance failed its verdict or its check."""
-    return not result["errors"] and all(i["verdict"] == "pass" for i in result["instances"])
+    """What the exit status says: no instance failed its verdict or its check
+    (the skipped ones by the verdict of their fresh evidence)."""
+    return not result["errors"] and all(i["verdict"] == "pass"
+                                        for i in result["instances"] + result.get("skipped", []))

@@ -111,8 +111,9 @@ def _verify(project: Project, record: dict[str, Any], landing: dict[str, Any],
                    else ", although the winner passed alone (a semantic conflict)"),
                 hint="nothing moved; " + (f"check it again (`git parallel check {record['task']}`) and see the gate "
                                           "logs" if same else
-                                          "start a new attempt from the current base (git parallel retry "
-                                          "--onto-current, then run, check, pick), or merge by hand"),
+                                          f"start a new attempt from the current base (`git parallel retry "
+                                          f"{record['task']} {inst['id']} --onto-current`, then run, check, "
+                                          "pick), or merge by hand"),
             )
     return results
 
@@ -190,12 +191,11 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
                 )
             _check_clean(repo, worktree, new_tree, old_tree)
             moved = False
-            try:
-                ref = repo.pygit.references[base_ref]
-            except KeyError:
+            tip = repo.ref_target(base_ref)
+            if tip is None:
                 raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {base_ref} no longer exists",
-                                    hint="recreate it, or abort the run") from None
-            if str(ref.target) == old:
+                                    hint="recreate it, or abort the run")
+            if tip == old:
                 if landing["commit"] == old:
                     moved = True  # everything already on the base
                 else:
@@ -206,11 +206,13 @@ def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str
                               "resolved_files": landing["resolved_files"], "written_at": utcnow()}
                     atomic_write(intent_path(project, record), canonical_json(intent))
                     try:
-                        ref.set_target(pygit2.Oid(hex=landing["commit"]),
-                                       f"git-parallel: land {task} ({record['run_id']})")
-                        moved = True
-                    except (pygit2.GitError, ValueError, OSError):
-                        clear_intent(project, record)
+                        # False only when the base moved (a lost race, retried
+                        # below); a lock in the way raises PARALLEL_LOCK_HELD.
+                        moved = repo.cas_ref(base_ref, landing["commit"], old,
+                                             f"git-parallel: land {task} ({record['run_id']})", task=task)
+                    finally:
+                        if not moved:
+                            clear_intent(project, record)
             if moved:
                 return finish(landing, old, attempts, history, verified)
         history.append({"attempt": attempts, "base_was": old, "computed": landing["commit"]})

@@ -10,7 +10,7 @@ from typing import Any
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import model, provenance
-from gitflow_parallel.git import worktrees
+from gitflow_parallel.git import landing, worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.repo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
@@ -29,18 +29,25 @@ def attempt_start(record: dict[str, Any], inst: dict[str, Any]) -> str:
     return (inst.get("start") or {}).get("commit") or record["base"]["commit"]
 
 
-def _refuse_retry(project: Project, record: dict[str, Any], inst: dict[str, Any], force: bool) -> None:
+def _refuse_retry(project: Project, record: dict[str, Any], inst: dict[str, Any], force: bool,
+                  onto_current: bool) -> str | None:
     """May this attempt be replaced by a new one?  Failed and aborted ones
     may; a succeeded one whose verdict is fail may (it failed its gates); any
-    other succeeded one only with ``force``; a picked winner never (unpick it)."""
+    other succeeded one only with ``force``; a picked winner only onto the
+    current base (it no longer lands on it): returns the track whose pick
+    that retires."""
     task, inst_id = record["task"], inst["id"]
     winners = {p.get("winner"): t for t, p in (record.get("picks") or {}).items()}
     if inst_id in winners:
+        if onto_current:
+            return winners[inst_id]
         raise ParallelError(
             E.BRANCH_TERMINAL, f"instance {inst_id} won the pick of track {winners[inst_id]}; its work is final",
-            hint=f"`git parallel unpick {task} --track {winners[inst_id]}` first, if it should not land")
+            hint=f"`git parallel retry {task} {inst_id} --onto-current` retires the pick and starts a new attempt "
+                 f"on the base as it is now (for a winner that no longer lands); `git parallel unpick {task} "
+                 f"--track {winners[inst_id]}` only retires the pick")
     if inst["status"] in RETRYABLE or (inst["status"] == "succeeded" and (inst["verdict"] == "fail" or force)):
-        return
+        return None
     if inst["status"] == "succeeded":
         verdict = "passed its gates" if inst["verdict"] == "pass" else "not been checked"
         raise ParallelError(
@@ -60,7 +67,7 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
     (``keep``); the old tip is archived first, and feedback on it is written
     for the new attempt's agent."""
     from gitflow_parallel.state import feedback
-    from gitflow_parallel.state.picks import picks_of_track
+    from gitflow_parallel.state.picks import picks_of_track, retire_picks
 
     check_name(task, "task")
     if onto_current and keep:
@@ -72,7 +79,7 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
         record = store.load(task)
         inst = find_instance(record, inst_id)
         refuse_finished(record, "retry")
-        _refuse_retry(project, record, inst, force)
+        unpicked = _refuse_retry(project, record, inst, force, onto_current)
         rework_max = record["config"]["rework_max"]
         if inst["attempt"] >= rework_max:
             raise ParallelError(
@@ -108,7 +115,10 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
                 tip = commit_all(path, provenance.kept_at_retry_message(task, inst_id, inst["attempt"]),
                                  ref=None, parent=tip or start,
                                  signature=repo.signature()) or tip
-        notes_for = feedback.write(repo.parallel_dir, record, inst, tip, picks_of_track(project, record, inst["track"]))
+        moved = _base_moved(project, record, inst, tip, start, unpicked) if onto_current else None
+        retired = retire_picks(project, record, [unpicked]) if unpicked else []
+        notes_for = feedback.write(repo.parallel_dir, record, inst, tip, picks_of_track(project, record, inst["track"]),
+                                   moved)
         archived = None
         if tip is not None:
             archived = worktrees.archive(repo, record["run_id"], inst_id, inst["attempt"], tip)
@@ -137,11 +147,26 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
             worktrees.create(repo, task, start, [fresh])
 
         def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
+            if retired:
+                model.retire_picks(rec, retired)
             model.reset_for_retry(i, start, how, tip, archived, kept, notes_for)
 
         record, _ = store.update_instance(task, inst_id, apply, expected_revision=expected_revision)
     inst = find_instance(record, inst_id)
-    if not notes_instance_on(record, start, inst):
-        return record  # a fresh attempt on a base commit: nothing to note yet
-    warning = project.mirror_notes(record, [(start, instance_note(record, inst, start))], f"retry {inst_id}")
+    entries = [(r["commit"], provenance.unpick_note(record, r)) for r in retired if r["commit"]]
+    if notes_instance_on(record, start, inst):  # not a fresh attempt on a base commit
+        entries.append((start, instance_note(record, inst, start)))
+    if not entries:
+        return record
+    warning = project.mirror_notes(record, entries, f"retry {inst_id}")
     return {**record, "notes_error": warning} if warning else record
+
+
+def _base_moved(project: Project, record: dict[str, Any], inst: dict[str, Any], tip: str | None, start: str,
+                unpicked: str | None) -> dict[str, Any] | None:
+    """What the feedback says about an attempt retried onto the moved base:
+    the base's tip, whether it had won the pick, the files it conflicts in."""
+    if tip is None or tip == start or project.repo.is_ancestor(tip, start):
+        return None
+    return {"ref": record["base"]["ref"], "commit": start, "won": unpicked,
+            "conflicts": landing.conflicting_paths(project.repo.pygit, start, tip)}

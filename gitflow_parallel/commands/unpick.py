@@ -10,12 +10,9 @@ from typing import Any
 from gitflow_parallel import model, provenance
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import utcnow
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.state.picks import find_retired, retire_file, load_pick, pick_path, retired_dir, who
-from gitflow_parallel.state import intent
-from gitflow_parallel.state.picks import refuse_closed
+from gitflow_parallel.state.picks import refuse_closed, retire_picks
 
 
 def unpick(project: Project, task: str, track: str | None = None) -> dict[str, Any]:
@@ -29,26 +26,12 @@ def unpick(project: Project, task: str, track: str | None = None) -> dict[str, A
         if track is not None and track not in record["tracks"]:
             raise ParallelError(E.TRACK_MISMATCH, f"run {record['run_id']} has no track {track!r} "
                                 f"(tracks: {', '.join(record['tracks'])})", hint="pass one of its tracks to --track")
-        if intent.intent_path(project, record).exists():
-            raise ParallelError(
-                E.MERGE_CONFLICT, f"a merge of run {record['run_id']} was interrupted; its pick may have landed",
-                hint=f"run `git parallel recover {task}` first")
         bound = record.get("picks") or {}
         tracks = [track] if track else [t for t in record["tracks"] if t in bound]
         if not tracks or any(t not in bound for t in tracks):
             raise ParallelError(E.NOT_PICKED, f"track {track or 'of ' + repr(task)} has no pick to retire",
                                 hint=f"`git parallel status {task}` shows the picks")
-        folder = retired_dir(project.repo.parallel_dir, record["run_id"])
-        person, now, retired = who(project), utcnow(), []
-        for t in tracks:
-            pick = load_pick(project, record, t)  # refuses an edited pick file
-            path = pick_path(project.repo.parallel_dir, record["run_id"], t)
-            # Half done by a crash: the file already moved, the record not yet.
-            target = retire_file(path, folder, t) if pick is not None else find_retired(folder, t, bound[t])
-            retired.append({"track": t, "path": str(target), "sha256": bound[t]["sha256"],
-                            "winner": bound[t]["winner"], "commit": bound[t].get("commit"),
-                            "retired_by": person, "retired_at": now})
-
+        retired = retire_picks(project, record, tracks)
         record, _ = store.update(task, lambda rec: model.retire_picks(rec, retired))
     entries = [(r["commit"], provenance.unpick_note(record, r)) for r in retired if r["commit"]]
     warning = project.mirror_notes(record, entries, "unpick") if entries else None

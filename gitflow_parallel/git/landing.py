@@ -150,6 +150,12 @@ def _conflicts(repo: pygit2.Repository, index: pygit2.Index, ours_tree: pygit2.T
     return sorted(out, key=lambda c: c["path"])
 
 
+def conflicting_paths(repo: pygit2.Repository, ours: str, theirs: str) -> list[str]:
+    """The paths a merge of ``theirs`` into ``ours`` would leave conflicted."""
+    index = repo.merge_commits(pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs))
+    return sorted({(a or o or t).path for a, o, t in index.conflicts}) if index.conflicts else []
+
+
 def _describe_conflicts(conflicts: list[dict[str, Any]]) -> str:
     parts = []
     for c in conflicts:
@@ -163,10 +169,11 @@ def _describe_conflicts(conflicts: list[dict[str, Any]]) -> str:
 
 
 def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, policy: str,
-               message: str, sig: pygit2.Signature, what: str) -> tuple[pygit2.Oid, list[dict[str, Any]]]:
+               message: str, sig: pygit2.Signature, what: str, again: str) -> tuple[pygit2.Oid, list[dict[str, Any]]]:
     """A merge commit of ``theirs`` into ``ours`` resolved by ``policy``;
     returns its oid and the conflicts the policy decided (with the lines of
-    each side it dropped)."""
+    each side it dropped).  ``again`` is the retry that starts the winner
+    afresh on the base, for the hints."""
     plain = repo.merge_commits(ours, theirs)
     conflicts = (_conflicts(repo, plain, repo.get(ours).peel(pygit2.Tree), repo.get(theirs).peel(pygit2.Tree))
                  if plain.conflicts else [])
@@ -174,7 +181,7 @@ def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, po
         raise ParallelError(
             E.MERGE_CONFLICT,
             f"{what} conflicts with the base:\n  {_describe_conflicts(conflicts)}\nnothing moved",
-            hint="start a new attempt from the base as it is now (`git parallel retry TASK ID --onto-current`, "
+            hint=f"start a new attempt from the base as it is now (`{again}` retires the pick; "
                  "then run, check, pick), merge by hand (git merge), or choose merge.policy first_pass_wins "
                  "or last_pass_wins in .gitparallel.yaml for new runs",
             conflicts=conflicts)
@@ -215,8 +222,7 @@ def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, po
             E.MERGE_CONFLICT,
             f"merging {what} would land nothing: the merged tree is the base's own"
             + (f" (merge.policy {policy} dropped {dropped} line(s) of the winner)" if conflicts else ""),
-            hint="nothing moved; start a new attempt from the current base "
-                 "(`git parallel retry TASK ID --onto-current`) or merge by hand",
+            hint=f"nothing moved; start a new attempt from the current base (`{again}`) or merge by hand",
             conflicts=conflicts)
     commit = repo.create_commit(None, sig, sig, message, tree, [ours, theirs])
     for c in conflicts:
@@ -278,13 +284,14 @@ def compute(project: Project, record: dict[str, Any], start: str,
             continue
         message = landing_message(record, pick, inst)
         what = f"the winner {inst['id']} of track {pick['track']} ({inst['branch']} at {str(w)[:12]})"
+        again = f"git parallel retry {record['task']} {inst['id']} --onto-current"
         if squash:
             # One new commit on the base with the tree the merge would have.
             conflicts: list[dict[str, Any]] = []
             if repo.descendant_of(w, current):
                 tree = repo.get(w).tree_id
             else:
-                merged, conflicts = _merge_one(repo, current, w, policy, message, sig, what)
+                merged, conflicts = _merge_one(repo, current, w, policy, message, sig, what, again)
                 tree = repo.get(merged).tree_id
             current = repo.create_commit(None, sig, sig, message, tree, [current])
             resolved += [{"track": pick["track"], **c} for c in conflicts]
@@ -296,7 +303,7 @@ def compute(project: Project, record: dict[str, Any], start: str,
             current = w
             steps.append({"track": pick["track"], "winner": inst["id"], "method": "fast-forward", "commit": str(w)})
             continue
-        current, conflicts = _merge_one(repo, current, w, policy, message, sig, what)
+        current, conflicts = _merge_one(repo, current, w, policy, message, sig, what, again)
         resolved += [{"track": pick["track"], **c} for c in conflicts]
         steps.append({"track": pick["track"], "winner": inst["id"], "method": "merge", "commit": str(current),
                       "resolved_files": [c["path"] for c in conflicts],

@@ -35,6 +35,15 @@ DEFAULT_NAME = "git-parallel"
 DEFAULT_EMAIL = "git-parallel@localhost"
 
 
+
+def _lock_held(what: str, lock: Path, exc: Exception, task: str | None) -> ParallelError:
+    """libgit2 found ``<ref>.lock``: a git command is writing the ref, or a
+    killed one left the lock (git itself refuses alike)."""
+    return ParallelError(
+        LOCK_HELD, f"{what}: {lock} is there, so git or another program is writing it ({exc}); nothing moved",
+        hint=f"wait for the git command working here; if none is, `git parallel recover {task or 'TASK'}` removes "
+             f"a stale lock, or remove it by hand (rm {lock}), then run the command again")
+
 class Repo:
     """A repository as git-parallel sees it: its common dir and main worktree."""
 
@@ -132,8 +141,11 @@ class Repo:
             raise ParallelError(BASE_NOT_FOUND, f"base {name} does not point at a commit", hint="pass --base <branch>")
         return name, oid
 
-    def cas_ref(self, name: str, new: str, old: str | None, message: str) -> bool:
-        """Move ``name`` from ``old`` to ``new``; False if it is not at ``old``.
+    def cas_ref(self, name: str, new: str, old: str | None, message: str, task: str | None = None) -> bool:
+        """Move ``name`` from ``old`` to ``new``; False if it is not at ``old``
+        (a lost race).  A ``<name>.lock`` in the way is no race: it raises
+        ``PARALLEL_LOCK_HELD`` (``task`` names the run in its hint), and any
+        other failure to write the ref is raised as it is.
 
         ``old=None`` means the ref must not exist yet."""
         refs = self.pygit.references
@@ -147,8 +159,13 @@ class Repo:
             return False
         try:
             ref.set_target(pygit2.Oid(hex=new), message)
-        except (pygit2.GitError, ValueError):
-            return False
+        except (pygit2.GitError, ValueError, OSError) as exc:
+            if self.ref_target(name) != old:
+                return False  # it moved under us: libgit2's own compare-and-swap said no
+            lock = Path(self.common_dir) / f"{name}.lock"
+            if lock.exists():
+                raise _lock_held(f"cannot move {name}", lock, exc, task) from exc
+            raise
         return True
 
     def create_ref(self, name: str, new: str, message: str) -> bool:
@@ -167,10 +184,7 @@ class Repo:
         except OSError as exc:
             # libgit2 found `<ref>.lock`: a git command is writing the ref, or
             # a killed one left the lock (git itself refuses alike).
-            lock = Path(self.common_dir) / f"{name}.lock"
-            hint = ("wait for the git command working here; if none is, `git parallel recover TASK` "
-                    "removes a stale lock (or remove it by hand)")
-            raise ParallelError(LOCK_HELD, f"cannot delete {name}: {lock} is there ({exc})", hint=hint) from exc
+            raise _lock_held(f"cannot delete {name}", Path(self.common_dir) / f"{name}.lock", exc, None) from exc
         return True
 
     def refs_under(self, prefix: str) -> Iterable[tuple[str, str]]:

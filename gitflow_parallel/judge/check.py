@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pygit2
 from filelock import FileLock, Timeout
@@ -297,10 +297,12 @@ def _store_pack(project: Project, task: str, pack: dict[str, Any]) -> dict[str, 
 
 
 def check(project: Project, task: str, instances: list[str] | None = None, gates: list[str] | None = None,
-          jobs: int | None = None) -> dict[str, Any]:
+          jobs: int | None = None, skip: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None
+          ) -> dict[str, Any]:
     """Run the gates of every succeeded (or each named) instance and record
     the evidence.  Refusals before anything runs raise; what goes wrong for
-    one instance afterwards is reported under ``errors``."""
+    one instance afterwards is reported under ``errors``.  ``skip(record,
+    inst)`` leaves an instance out (``check`` without --again: fresh evidence)."""
     check_name(task, "task")
     record = project.store.load(task)
     if record["status"] in FINISHED_RUN:
@@ -312,10 +314,12 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
     from gitflow_parallel.state import hand
 
     record = hand.adopt(project, record, instances)  # pending work done by hand counts as finished
-    targets = _targets(record, instances)
+    targets = [i for i in _targets(record, instances) if skip is None or not skip(record, i)]
     jobs = jobs or int(record["config"]["max_total"])
     if jobs < 1:
         raise ParallelError(E.RESOURCE_CAP_EXHAUSTED, f"--jobs {jobs} is below 1", hint="pass --jobs 1 or more")
+    if not targets:
+        return {"task": task, "run_id": record["run_id"], "notes_error": None, "instances": [], "errors": []}
     locks: list[FileLock] = []
     try:
         commits = {}

@@ -183,7 +183,7 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err:
         try:
             proc = supervise.start(argv, cwd, env, out, err, supervise.new_scope("gate"), shared_watchdog())
-        except OSError as exc:
+        except supervise.START_ERRORS as exc:
             _, message = supervise.cannot_start(argv[0], exc)
             out.write(f"git-parallel: {message}\n".encode())
             return None, message, time.monotonic() - start

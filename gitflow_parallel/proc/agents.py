@@ -85,8 +85,9 @@ from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import child as child_proc
 from gitflow_parallel.proc import cgroup, leftovers, reaper, slots
+from gitflow_parallel.proc import tmux as tmux_proc
 from gitflow_parallel.proc.slots import Slot, Slots
-from gitflow_parallel.proc.supervise import KILL_GRACE, POLL, Signals, killpg, signame
+from gitflow_parallel.proc.supervise import KILL_GRACE, POLL, START_ERRORS, Signals, killpg, signame
 from gitflow_parallel.proc.watchdog import Watchdog
 
 # How many more times a record write waits for the project lock (each wait
@@ -229,6 +230,7 @@ class _Runner:
         self.event_dir.mkdir(parents=True, exist_ok=True)
         # Forked before any slot, lock or signal pipe exists, so it holds none.
         self.watchdog.start()
+        server_started = self.tmux is not None and tmux_proc.start_server(self.tmux)
         # Orphans of the agents become our children, not PID 1's (see reaper).
         reaper.become_subreaper()
         try:
@@ -246,6 +248,8 @@ class _Runner:
             reaper.sweep_descendants({self.watchdog.pid} if self.watchdog.pid else set())
             for child in self.children:
                 child_proc.release_claim(child)
+            if server_started:
+                tmux_proc.release_server(self.tmux)  # type: ignore[arg-type]
             self.watchdog.stop()
         return self._summary(notes_error)
 
@@ -352,7 +356,7 @@ class _Runner:
         child.ran = True
         try:
             child.popen = child_proc.start(child, self.base_env, self.task, self.run_id, self.tmux)
-        except OSError as exc:
+        except START_ERRORS as exc:
             child_proc.record_cannot_start(self.project, record, inst, child, exc, now)
             return
         self.watchdog.started(child.pid, child.scope)
@@ -465,9 +469,7 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
     refuse_options(task, argv, timeout, jobs)
     binary = None
     if tmux:
-        from gitflow_parallel.proc.tmux import require_tmux
-
-        binary = require_tmux()
+        binary = tmux_proc.require_tmux()
     for attempt in range(LOCK_RETRIES + 1):
         try:
             record, claims = _select_and_claim(project, task, instances)

@@ -148,7 +148,7 @@ def make_child(project: Project, record: dict[str, Any], argv: list[str], inst: 
     from gitflow_parallel.state import feedback
 
     values = {"task": record["task"], "instance": inst["id"], "track": inst["track"],
-              "attempt": str(inst["attempt"]), "worktree": inst["worktree"], "feedback": feedback.read(inst)}
+              "attempt": str(inst["attempt"]), "worktree": inst["worktree"], "feedback": feedback.argument(inst)}
     name = f"{inst['id']}.{inst['attempt']}"
     return Child(scope=reaper.agent_scope(record["run_id"], inst["id"], inst["attempt"]),
         id=inst["id"], track=inst["track"], attempt=inst["attempt"], revision=inst["instance_revision"],
@@ -159,12 +159,12 @@ def make_child(project: Project, record: dict[str, Any], argv: list[str], inst: 
     )
 
 
-def record_cannot_start(project: Project, record: dict[str, Any], inst: dict[str, Any], child: Child, exc: OSError,
-                          now: str) -> None:
+def record_cannot_start(project: Project, record: dict[str, Any], inst: dict[str, Any], child: Child,
+                        exc: Exception, now: str) -> None:
     """The command could not be started (not found, not executable, the
     worktree gone): the instance fails, said in its log, events and record."""
     code, message = cannot_start(child.argv[0], exc)
-    if exc.filename == child.worktree or not os.path.isdir(child.worktree):
+    if getattr(exc, "filename", None) == child.worktree or not os.path.isdir(child.worktree):
         code, message = EXIT_NOT_EXECUTABLE, f"the worktree {child.worktree} is gone"
     with open(child.log, "a", encoding="utf-8") as handle:
         handle.write(f"git-parallel: {message}\n")

@@ -24,12 +24,13 @@ groups remain.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
 import signal
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from gitflow_parallel.proc import cgroup
 
@@ -55,6 +56,22 @@ def _prctl(option: int, arg: int) -> int:
 def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (idempotent)."""
     return _prctl(PR_SET_CHILD_SUBREAPER, 1) == 0
+
+
+@contextlib.contextmanager
+def not_reaping() -> Iterator[None]:
+    """While inside, an orphaned descendant goes to PID 1 (or a subreaper
+    above us), not to us: for starting a daemon no sweep of ours may reach
+    (the tmux server ``run --tmux`` starts).  Leave only once the command
+    that daemonized has been reaped: its orphans are placed by then."""
+    was = is_subreaper()
+    if was:
+        _prctl(PR_SET_CHILD_SUBREAPER, 0)
+    try:
+        yield
+    finally:
+        if was:
+            become_subreaper()
 
 
 def is_subreaper() -> bool:

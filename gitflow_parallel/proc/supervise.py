@@ -53,15 +53,25 @@ def signame(sig: int) -> str:
         return f"signal {sig}"
 
 
-def cannot_start(program: str, exc: OSError) -> tuple[int, str]:
+# What starting a command can raise: the OS's refusals, a NUL byte in an
+# argument or environment value (ValueError), a failed child setup.
+START_ERRORS = (OSError, ValueError, subprocess.SubprocessError)
+
+
+def cannot_start(program: str, exc: Exception) -> tuple[int, str]:
     """A shell-like exit code and a message for a command that never started."""
     if isinstance(exc, FileNotFoundError):
         where = "" if "/" in program else " on PATH"
         return EXIT_NOT_FOUND, f"command not found: {program!r} (no such file{where})"
     if isinstance(exc, PermissionError):
         return EXIT_NOT_EXECUTABLE, f"command not executable: {program!r} (permission denied; chmod +x it?)"
+    if not isinstance(exc, OSError):
+        return EXIT_NOT_EXECUTABLE, f"cannot execute {program!r}: {exc}"
     if exc.errno == errno.ENOEXEC:
         return EXIT_NOT_EXECUTABLE, f"command not executable: {program!r} (not a binary and no #! line)"
+    if exc.errno == errno.E2BIG:
+        return EXIT_NOT_EXECUTABLE, (f"cannot execute {program!r}: its arguments or environment are over the "
+                                     "system's limit (Argument list too long; one argument: 128 KiB on Linux)")
     return EXIT_NOT_EXECUTABLE, f"cannot execute {program!r}: {exc.strerror or exc}"
 
 
@@ -209,7 +219,7 @@ def new_scope(kind: str) -> str:
 def start(argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Output, stderr: Output | None,
           scope: str, watchdog: "Watchdog") -> Process:
     """Start ``argv`` as its own process group (``stderr`` None: into
-    ``stdout``).  Raises ``OSError`` when it cannot start (see
+    ``stdout``).  Raises one of ``START_ERRORS`` when it cannot start (see
     ``cannot_start``).  The caller has made itself a subreaper (``reaper``)."""
     env = {**env, reaper.SCOPE_ENV: scope}
     popen = subprocess.Popen(cgroup.wrap(argv, scope, cwd, env), cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,

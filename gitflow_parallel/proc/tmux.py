@@ -28,7 +28,11 @@ at the top, so it runs without the package on ``sys.path``):
 tmux itself is found on PATH; without it ``run --tmux`` is refused with a
 message naming the package.  The tmux server is whichever one ``tmux``
 reaches (``$TMUX`` inside tmux, else the default socket; ``TMUX_TMPDIR``
-moves it).
+moves it).  When none runs, the runner starts it (``start_server``) before
+any agent, with no ``GIT_PARALLEL_*`` variable and outside its subreaper,
+so the sweeps that stop an agent's leftovers cannot reach it and take
+every other window with it; ``exit-empty`` is off until the run is over
+(``release_server``), so the server outlives the moments between windows.
 """
 
 from __future__ import annotations
@@ -70,6 +74,29 @@ def require_tmux() -> str:
         raise ParallelError(E.EXECUTE_FAILED, "tmux is not installed (not found on PATH); --tmux and attach need it",
                             hint=PACKAGE_HINT)
     return found
+
+
+def start_server(tmux: str) -> bool:
+    """Start the tmux server if none runs; True if this call started it.
+
+    Started by the first window's ``new-session`` instead, the server would
+    be a descendant of the runner carrying that agent's scope, and the sweep
+    after that agent ends would kill it and every other window (SIGHUP)."""
+    from gitflow_parallel.proc import env as proc_env
+    from gitflow_parallel.proc import reaper
+
+    if _tmux(tmux, "list-sessions").returncode == 0:
+        return False
+    with reaper.not_reaping():
+        started = subprocess.run([tmux, "start-server", ";", "set-option", "-s", "exit-empty", "off"],
+                                 capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                 env=proc_env.for_command(), cwd="/")
+    return started.returncode == 0
+
+
+def release_server(tmux: str) -> None:
+    """Let a server ``start_server`` started exit once it has no session (tmux's default)."""
+    _tmux(tmux, "set-option", "-s", "exit-empty", "on")
 
 
 def waiter_argv(tmux: str, session: str, window: str, cwd: str, log: Path, status: Path,
@@ -196,9 +223,9 @@ def pane_main(spec_path: str) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed window: the agent's group gets the hang-up
     try:
         child = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=env, preexec_fn=_child_setup)
-    except OSError as exc:
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
-        print(f"git-parallel: cannot run {spec['argv'][0]!r}: {exc.strerror or exc}", flush=True)
+        print(f"git-parallel: cannot run {spec['argv'][0]!r}: {getattr(exc, 'strerror', None) or exc}", flush=True)
         _write_status(status, code)
         return code
     while True:
@@ -252,6 +279,21 @@ def attach_target(task: str, inst_id: str | None) -> tuple[str, list[list[str]]]
     inside = bool(os.environ.get("TMUX"))
     steps.append([tmux, "switch-client" if inside else "attach-session", "-t", f"={session}"])
     return session, steps
+
+
+def refuse_without_terminal(session: str) -> None:
+    """``attach`` outside tmux shows the session in this terminal: without
+    one, tmux would only say ``open terminal failed: not a terminal``."""
+    from gitflow_parallel import errors as E
+    from gitflow_parallel.errors import ParallelError
+
+    if os.environ.get("TMUX") or (sys.stdin.isatty() and sys.stdout.isatty()):
+        return
+    raise ParallelError(
+        E.EXECUTE_FAILED, f"attach shows the tmux session {session} in a terminal, and this command has none "
+        "(its input or output is not a terminal)",
+        hint=f"run it in a terminal (or `tmux attach -t {session}` there); `tmux capture-pane -p -t {session}` prints a "
+             "window's text here, and --json prints the tmux commands")
 
 
 if __name__ == "__main__":

@@ -11,10 +11,18 @@ code and the last ``TAIL_LINES`` lines of its log, the tail of the agent's
 own log when the agent itself failed, and the pick's reason when the attempt
 lost a pick.  Everything in it comes from the records and logs git-parallel
 wrote itself; it is built here, once, for every verb that retries.
+
+Logs hold whatever the agent and the gates printed.  The feedback is plain
+text: terminal escape sequences and control characters other than tab and
+newline are dropped (a NUL byte cannot be in an argument at all), and
+``{feedback}`` is cut to its last ``ARGUMENT_MAX`` bytes, whole lines, with
+a first line saying so (Linux refuses an argument over 128 KiB); the file
+keeps the whole text.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +31,15 @@ from gitflow_parallel.files import atomic_write
 
 TAIL_LINES = 200  # of each failing gate's log
 AGENT_TAIL_LINES = 50  # of the agent's log, when the agent failed
+ARGUMENT_MAX = 64 * 1024  # bytes of {feedback}: half of Linux's MAX_ARG_STRLEN, room for the rest of the argument
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def plain(text: str) -> str:
+    """``text`` without terminal escape sequences and control characters
+    (tab and newline stay)."""
+    return _CONTROL.sub("", _ESCAPE.sub("", text))
 
 
 def feedback_path(parallel_dir: Path, run_id: str, inst_id: str, attempt: int) -> Path:
@@ -57,8 +74,22 @@ def _lost(record: dict[str, Any], inst: dict[str, Any], picks: list[dict[str, An
     return []
 
 
-def text(record: dict[str, Any], inst: dict[str, Any], tip: str | None, picks: list[dict[str, Any]]) -> str:
-    """The feedback on ``inst``'s current attempt, for the attempt after it."""
+def _moved(tip: str | None, moved: dict[str, Any] | None) -> list[str]:
+    """A retry onto the base as it is now: why, and where the old work is."""
+    if not moved:
+        return []
+    won = f"It won the pick of track {moved['won']}, but " if moved.get("won") else ""
+    lands = (f"it conflicts with the base in: {', '.join(moved['conflicts'])}" if moved.get("conflicts")
+             else "it has to be proved again on it")
+    return ["## The base moved", f"{won}{moved['ref']} moved to {moved['commit']} since this attempt started, and "
+            f"{lands}. The next attempt starts on {moved['ref']} as it is now; the previous attempt's commit "
+            f"{tip} is archived (`git show {tip}` shows its work, to carry over).", ""]
+
+
+def text(record: dict[str, Any], inst: dict[str, Any], tip: str | None, picks: list[dict[str, Any]],
+         moved: dict[str, Any] | None = None) -> str:
+    """The feedback on ``inst``'s current attempt, for the attempt after it
+    (``moved``: it is retried onto the base's current tip, see ``_moved``)."""
     task, attempt = record["task"], inst["attempt"]
     out = [f"# git-parallel feedback: {task}, instance {inst['id']}, attempt {attempt + 1}", "",
            f"The previous attempt ({attempt}) did not make it. What git-parallel recorded about it:", "",
@@ -87,15 +118,16 @@ def text(record: dict[str, Any], inst: dict[str, Any], tip: str | None, picks: l
         lines = tail(inst.get("log"), AGENT_TAIL_LINES)
         if lines:
             out += _block(f"## The agent's own output (last {len(lines)} lines of {inst.get('log')})", lines)
+    out += _moved(tip, moved)
     out += _lost(record, inst, picks)
     return "\n".join(out).rstrip("\n") + "\n"
 
 
 def write(parallel_dir: Path, record: dict[str, Any], inst: dict[str, Any], tip: str | None,
-          picks: list[dict[str, Any]]) -> str:
+          picks: list[dict[str, Any]], moved: dict[str, Any] | None = None) -> str:
     """Write the feedback for the attempt after ``inst``'s current one; returns its path."""
     path = feedback_path(parallel_dir, record["run_id"], inst["id"], inst["attempt"] + 1)
-    atomic_write(path, text(record, inst, tip, picks))
+    atomic_write(path, plain(text(record, inst, tip, picks, moved)))
     return str(path)
 
 
@@ -105,6 +137,22 @@ def read(inst: dict[str, Any]) -> str:
     if not path:
         return ""
     try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
+        return plain(Path(path).read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return ""
+
+
+def argument(inst: dict[str, Any]) -> str:
+    """What ``{feedback}`` becomes: the text, or its last ``ARGUMENT_MAX``
+    bytes (whole lines) after a line saying it was cut."""
+    whole = read(inst)
+    data = whole.encode("utf-8")
+    if len(data) <= ARGUMENT_MAX:
+        return whole
+    notice = (f"[git-parallel: feedback cut to its last lines ({len(data)} bytes in all); the whole text is in "
+              f"the file $GIT_PARALLEL_FEEDBACK names]\n")
+    kept = data[len(data) - (ARGUMENT_MAX - len(notice.encode("utf-8"))):]
+    newline = kept.find(b"\n")
+    if 0 <= newline < len(kept) - 1:
+        kept = kept[newline + 1:]  # whole lines
+    return notice + kept.decode("utf-8", "ignore")

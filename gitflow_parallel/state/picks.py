@@ -18,7 +18,7 @@ import pygit2
 from gitflow_parallel import __version__, evidence
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import sha256_bytes
+from gitflow_parallel.files import sha256_bytes, utcnow
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import HUMAN, find_instance
 
@@ -201,6 +201,30 @@ def find_retired(folder: Path, track: str, binding: dict[str, Any]) -> Path:
     raise ParallelError(
         E.PICK_MISSING, f"the pick record of track {track} ({binding.get('path')}) is gone, and not under {folder}",
         hint="restore it from a backup; `git parallel validate` shows what else is off")
+
+
+def retire_picks(project: Project, record: dict[str, Any], tracks: list[str]) -> list[dict[str, Any]]:
+    """Move the pick files of ``tracks`` to ``retired/`` (under the project
+    lock); returns the entries ``model.retire_picks`` records.  Refused while
+    a merge of the run is interrupted: its pick may have landed."""
+    from gitflow_parallel.state import intent
+
+    if intent.intent_path(project, record).exists():
+        raise ParallelError(
+            E.MERGE_CONFLICT, f"a merge of run {record['run_id']} was interrupted; its pick may have landed",
+            hint=f"run `git parallel recover {record['task']}` first")
+    bound = record.get("picks") or {}
+    folder = retired_dir(project.repo.parallel_dir, record["run_id"])
+    person, now, retired = who(project), utcnow(), []
+    for t in tracks:
+        pick = load_pick(project, record, t)  # refuses an edited pick file
+        path = pick_path(project.repo.parallel_dir, record["run_id"], t)
+        # Half done by a crash: the file already moved, the record not yet.
+        target = retire_file(path, folder, t) if pick is not None else find_retired(folder, t, bound[t])
+        retired.append({"track": t, "path": str(target), "sha256": bound[t]["sha256"],
+                        "winner": bound[t]["winner"], "commit": bound[t].get("commit"),
+                        "retired_by": person, "retired_at": now})
+    return retired
 
 
 def picks_of_track(project: Project, record: dict[str, Any], track: str) -> list[dict[str, Any]]:
