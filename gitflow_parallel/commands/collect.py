@@ -15,6 +15,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, sha256_bytes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.git import share
 from gitflow_parallel.git.share import EVIDENCE_PREFIX, check_remote, evidence_ref, notes_tracking_ref, tree_file
 from gitflow_parallel.model import find_instance
 from gitflow_parallel.git.transport import (
@@ -81,9 +82,10 @@ def _take_result(project: Project, remote: str, record: dict[str, Any], inst: di
     if not repo.is_ancestor(start, tip) and tip != start:
         return {"problem": f"{tip[:12]} is not built on the attempt's start {start[:12]}"}
     binding, pack = None, None
+    ev_name = evidence_ref(run_id, inst["id"], inst["attempt"])
+    ev_commit = repo.ref_target(tracking(remote, ev_name))
     if result.get("evidence"):
-        data = tree_file(repo, repo.ref_target(tracking(remote, evidence_ref(run_id, inst["id"], inst["attempt"]))),
-                         "pack.json")
+        data = tree_file(repo, ev_commit, "pack.json")
         if data is None or sha256_bytes(data) != result.get("evidence_sha256"):
             return {"problem": "its evidence ref is missing or does not hold the pack the claim names"}
         pack = json.loads(data)
@@ -108,6 +110,11 @@ def _take_result(project: Project, remote: str, record: dict[str, Any], inst: di
             model.bind_evidence(i, binding, pack)
 
     project.store.update_instance(record["task"], inst["id"], apply, expected_attempt=inst["attempt"])
+    if binding is not None and ev_commit is not None:
+        # The worker's evidence commit becomes ours (not a copy made from the
+        # pack later), so this clone and the remote hold one commit and
+        # `push` and `merge --push` have nothing to reconcile.
+        share.adopt(repo, ev_name, ev_commit, "collect")
     return {"taken": status, "verdict": pack.get("verdict") if pack else None, "head": tip}
 
 
