@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import git
+from conftest import GP, git
 from test_remote import GOOD_AGENT, claim_chain, finish, remote_refs, setup_remote, spawn_published, start_worker
 
 
@@ -54,3 +56,49 @@ def test_push_after_collect_pick_and_merge_push_is_not_refused(tmp_path: Path) -
     assert err["hint"].startswith(f"keep origin's copy: `git update-ref {archived} ")
     git(coord, *err["hint"].split("`")[1].split()[1:])
     assert gp.json("push", "origin")["pushed"] == []
+
+
+def _wait_for(path: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cleaner", ["worker", "recover"])
+def test_what_a_worker_killed_with_kill_9_left_is_taken_apart(tmp_path: Path, cleaner: str) -> None:
+    origin, coord, gp, (a, b) = setup_remote(tmp_path, 2)
+    marker = tmp_path / "agent-started"
+    # The first agent writes, says it started, then hangs until it is killed.
+    agent = ["sh", "-c", f'echo "good $GIT_PARALLEL_INSTANCE" > out.txt; '
+                         f'if [ ! -e {marker} ]; then touch {marker}; exec sleep 300; fi']
+    run_id = spawn_published(gp, "fx", 1, agent)
+    killed = start_worker(a, tmp_path, "wa", "--once", "--lease", "3")
+    _wait_for(marker)
+    os.kill(killed.pid, signal.SIGKILL)  # the worker's own python process, not a wrapper
+    killed.wait()
+    # B takes the instance over once A's lease ran out, and delivers it.
+    taken = finish(start_worker(b, tmp_path, "wb", "--once", "--wait", "--lease", "30"))
+    assert taken["exit"] == 0 and taken["instances"][0]["takeover"]["worker"] == "wa"
+    found = GP(a).json("validate", code=1)
+    assert [f["code"] for f in found["findings"]] == ["PARALLEL_PROCESS_GONE"]  # not two orphans
+    assert "worker wa" in found["findings"][0]["message"]
+    if cleaner == "worker":
+        out = finish(start_worker(a, tmp_path, "wa2", "--once", "--lease", "30"))
+        assert out["exit"] == 0 and out["instances"] == [] and [t["id"] for t in out["tidied"]] == ["1"]
+    else:
+        out = GP(a).json("recover", "fx")
+        assert [s["step"] for s in out["repaired"]] == ["take_apart_worker_instance"]
+        assert GP(a).json("recover", "fx")["noop"]  # a second recover has nothing to do
+    assert GP(a).json("validate")["ok"]
+    assert git(a, "branch", "--list", "parallel/*") == ""
+    assert not (a.parent / "a.parallel").exists() and "fx" not in git(a, "worktree", "list")
+    archived = git(a, "rev-parse", f"refs/parallel/archive/{run_id}/1/0")
+    assert git(a, "show", f"{archived}:out.txt") == "good 1"  # the killed agent's uncommitted work is kept
+    record = json.loads(subprocess.run(
+        [sys.executable, "-c", "import json,sys,yaml;print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+         str(a / ".git" / "parallel" / "worker" / run_id / "runs" / "fx.yaml")],
+        capture_output=True, text=True, check=True).stdout)
+    inst = record["instances"][0]
+    assert inst["status"] == "aborted" and inst["removed"] and "is gone" in inst["error"]
