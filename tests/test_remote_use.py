@@ -102,3 +102,57 @@ def test_what_a_worker_killed_with_kill_9_left_is_taken_apart(tmp_path: Path, cl
         capture_output=True, text=True, check=True).stdout)
     inst = record["instances"][0]
     assert inst["status"] == "aborted" and inst["removed"] and "is gone" in inst["error"]
+
+
+@pytest.mark.slow
+def test_a_remote_failure_reads_on_the_coordinator_and_the_suggested_retry_works(tmp_path: Path) -> None:
+    origin, coord, gp, (w,) = setup_remote(tmp_path, 1)
+    # Attempt 0 of instance 1 fails in the agent; instance 2's agent runs but its gate fails.
+    agent = ["sh", "-c", 'if [ "$GIT_PARALLEL_ATTEMPT" = 0 ] && [ "$GIT_PARALLEL_INSTANCE" = 1 ]; then '
+                         'echo "agent 1 says: cannot find the module" >&2; exit 3; fi; '
+                         'if [ "$GIT_PARALLEL_ATTEMPT" = 0 ]; then echo "bad" > out.txt; '
+                         'else echo "good $GIT_PARALLEL_INSTANCE" > out.txt; fi; echo "agent $GIT_PARALLEL_INSTANCE done"']
+    spawn_published(gp, "fx", 2, agent)
+    assert finish(start_worker(w, tmp_path, "w1", "--lease", "30"))["exit"] == 0
+    collected = gp.json("collect", "fx")
+    assert [(r["id"], r["status"], r["verdict"]) for r in collected["instances"]] == [
+        ("1", "failed", None), ("2", "succeeded", "fail")]
+    assert collected["next"] == ["git parallel logs fx 1", "git parallel retry fx 1", "git parallel retry fx 2",
+                                 "git parallel publish fx --remote origin"]
+    text = gp("collect", "fx").stdout
+    assert "next: git parallel retry fx 1" in text and "git parallel pick" not in text
+    assert "cannot find the module" in gp("logs", "fx", "1").stdout  # the worker's log came home
+    assert "agent 2 done" in gp("logs", "fx", "2").stdout
+    shown = gp.json("show", "fx", "1")
+    assert shown["agent"]["log_source"] == "file" and "cannot find the module" in shown["agent"]["tail"][-1]
+    assert "cannot find the module" in gp("show", "fx", "1").stdout
+    # What collect suggests works as it says: retry, publish, a worker, collect, pick.
+    for step in collected["next"][1:]:
+        gp(*step.split()[2:])
+    again = finish(start_worker(w, tmp_path, "w1", "--lease", "30"))
+    assert again["exit"] == 0 and sorted(r["id"] for r in again["instances"]) == ["1", "2"]
+    assert [r["takeover"] for r in again["instances"]] == [None, None]  # its own claims, done: no takeover
+    assert gp.json("collect", "fx")["next"] == ["git parallel pick fx"]
+    gp("pick", "fx")
+
+
+def test_a_worker_taking_back_its_own_released_claim_is_no_takeover(tmp_path: Path) -> None:
+    from gitflow_parallel.commands import worker
+    from gitflow_parallel.git import transport as R
+    from gitflow_parallel.state.project import Project
+
+    origin, coord, gp, (a,) = setup_remote(tmp_path, 1)
+    run_id = spawn_published(gp, "fx", 1, GOOD_AGENT)
+    project = Project.open(a)
+    first = worker.Lease(project, "origin", worker.survey(project, "origin", "fx")[0], "wa", lease_s=30.0)
+    assert first.acquire()
+    worker._release(project, first, None)
+    again = worker.survey(project, "origin", "fx")[0]
+    assert again.state == "released"
+    mine = worker.Lease(project, "origin", again, "wa", lease_s=30.0)
+    assert mine.acquire() and mine.data["takeover"] is None
+    assert claim_chain(origin, R.claim_ref(run_id, "1"))[-1]["takeover"] is None
+    # Another worker taking a claim released by "wa" is a takeover, and says whose.
+    worker._release(project, mine, None)
+    other = worker.Lease(project, "origin", worker.survey(project, "origin", "fx")[0], "wb", lease_s=30.0)
+    assert other.acquire() and other.data["takeover"]["worker"] == "wa"

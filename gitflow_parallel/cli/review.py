@@ -242,7 +242,9 @@ def collect(task: str, remote: str | None, as_json: bool) -> None:
                 click.echo(f"           not taken: {row['problem']}")
         if r["pending"]:
             click.echo(f"pending: {', '.join(r['pending'])}; collect again when the workers are done")
-        else:
-            click.echo(f"next: git parallel pick {task}")
+        elif not r["next"][0].startswith("git parallel pick"):
+            click.echo("no attempt passed: nothing can be picked")
+        for step in [] if r["pending"] else r["next"]:
+            click.echo(f"next: {step}")
 
     run_verb(as_json, lambda: collect_cmd.collect(_project(), task, remote), render)

@@ -154,12 +154,18 @@ class Lease:
         return {**self.data, "state": state, "renewed_at": utcnow(), "expires_epoch": round(now + self.lease_s, 3),
                 **extra}
 
+    def replaces_nobody(self) -> bool:
+        """Taking a claim this worker (by name) released, or one of an earlier
+        attempt that was done, is no takeover: nobody's work is replaced."""
+        old = self.target.claim or {}
+        return old.get("state") == "done" or (old.get("state") == "released" and old.get("worker") == self.worker)
+
     def acquire(self) -> bool:
         """Take the instance; False if another worker got there first."""
         t = self.target
         now = time.time()
         takeover = None
-        if t.claim is not None:
+        if t.claim is not None and not self.replaces_nobody():
             old = t.claim
             takeover = {"worker": old.get("worker"), "claim": t.claim_oid, "state": t.state,
                         "attempt": old.get("attempt"), "expires_epoch": old.get("expires_epoch"),
@@ -236,13 +242,14 @@ class Lease:
         if self._thread is not None:
             self._thread.join()
 
-    def final(self, state: str, result: dict[str, Any] | None, work: str | None) -> str:
-        """The commit of our last state (done or released), not pushed yet."""
+    def final(self, state: str, result: dict[str, Any] | None, work: str | None, log: bytes | None = None) -> str:
+        """The commit of our last state (done or released, with the agent's
+        log beside it), not pushed yet."""
         assert self.oid is not None
         data = {**self.data, "state": state, "renewed_at": utcnow(), "finished_at": utcnow(), "result": result,
                 "work": work or self.data.get("work")}
         parents = [self.oid] + ([work] if work and work != self.data.get("work") else [])
-        return R.claim_commit(self.repo, data, parents)
+        return R.claim_commit(self.repo, data, parents, log)
 
 
 # -- 3. prepare ------------------------------------------------------------------------------
@@ -451,7 +458,10 @@ def run_one(project: Project, lease: Lease) -> Outcome:
               "head": tip, "finished_at": utcnow(), "verdict": checked.get("verdict"), "score": checked.get("score"),
               "evidence": share.evidence_ref(run_id, inst["id"], inst["attempt"]) if ev else None,
               "evidence_sha256": binding["sha256"] if binding else None}
-    done = lease.final("done", result, tip)
+    # The agent's log goes with the result, passed or failed: the coordinator reads a failure from it.
+    log = share.capped_log(find_instance(wp.store.load(task), inst["id"]).get("log"), share.log_limit(record))
+    result["log"] = log[1] if log else None
+    done = lease.final("done", result, tip, log[0] if log else None)
     t1 = time.perf_counter()
     try:
         _deliver(project, lease, record, inst, tip, expected_branch, ev, done)
@@ -559,7 +569,7 @@ def _claim_and_run(project: Project, remote: str, targets: list[Target], worker:
         lease = Lease(project, remote, t, worker, lease_s)
         if not lease.acquire():
             continue  # another worker was faster
-        how = f" (took over from {t.claim.get('worker')}, {t.state})" if t.claim else ""
+        how = f" (took over from {t.claim.get('worker')}, {t.state})" if lease.data.get("takeover") else ""
         say(f"claimed {t.record['task']}/{t.inst['id']} of {t.record['run_id']}{how}")
         try:
             return run_one(project, lease), "claimed"

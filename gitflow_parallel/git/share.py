@@ -161,17 +161,30 @@ def pack_logs(pack: dict[str, Any], agent_log: str | None) -> list[Path]:
     return [Path(p) for p in dict.fromkeys(p for p in paths if isinstance(p, str) and p)]
 
 
+def capped_log(path: str | Path | None, limit: int) -> tuple[bytes, dict[str, Any]] | None:
+    """A log's bytes capped at ``limit`` (:func:`capped`) and what was kept
+    of it (its full size and sha256, whether it was cut); None if unreadable."""
+    try:
+        data = Path(path).read_bytes() if path else None
+    except OSError:
+        return None
+    if data is None:
+        return None
+    kept = capped(data, limit)
+    return kept, {"bytes": len(data), "sha256": sha256_bytes(data), "truncated": kept is not data}
+
+
+def log_limit(record: dict[str, Any]) -> int:
+    return int(record["config"].get("evidence_log_bytes", DEFAULT_LOG_BYTES))
+
+
 def _pack_files(pack_bytes: bytes, logs: list[Path], limit: int) -> dict[str, bytes]:
     files = {"pack.json": pack_bytes}
     manifest = {}
     for path in logs:
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        kept = capped(data, limit)
-        files[f"logs/{path.name}"] = kept
-        manifest[path.name] = {"bytes": len(data), "sha256": sha256_bytes(data), "truncated": kept is not data}
+        got = capped_log(path, limit)
+        if got is not None:
+            files[f"logs/{path.name}"], manifest[path.name] = got
     files["logs.json"] = (json.dumps(manifest, sort_keys=True, indent=2) + "\n").encode()
     return files
 
@@ -187,7 +200,7 @@ def commit_pack(project: Project, record: dict[str, Any], inst_id: str, attempt:
         raise ValueError(f"the evidence pack {binding['path']} no longer matches its sha256")
     pack = json.loads(pack_bytes)
     name = evidence_ref(record["run_id"], inst_id, attempt)
-    limit = int(record["config"].get("evidence_log_bytes", DEFAULT_LOG_BYTES))
+    limit = log_limit(record)
 
     def build(current: str | None) -> str | None:
         if current is not None and tree_file(repo, current, "pack.json") == pack_bytes:
