@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from gitflow_parallel import errors as E
-from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.errors import ParallelError, is_no_space, no_space
 from gitflow_parallel.model import FINISHED_RUN
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
@@ -69,8 +69,20 @@ def _recover_workers(project: Project, task: str, dry_run: bool) -> dict[str, An
 
 
 def recover(project: Project, task: str, dry_run: bool = False) -> dict[str, Any]:
-    """Repair what a crash left, or refuse and change nothing."""
+    """Repair what a crash left, or refuse and change nothing; on a full
+    disk, refuse with ``PARALLEL_NO_SPACE`` (what was done stays done)."""
     check_name(task, "task")
+    try:
+        return _recover(project, task, dry_run)
+    except Exception as exc:
+        if not is_no_space(exc):
+            raise
+        raise no_space(f"recover of {task!r} stopped ({exc})",
+                       f"`git parallel recover {task}` again: every step is idempotent, and "
+                       f"{project.repo.parallel_dir / 'audit'} says which were done") from None
+
+
+def _recover(project: Project, task: str, dry_run: bool) -> dict[str, Any]:
     store = project.store
     if not store.exists(task):
         # A worker's clone keeps its runs apart from its own: they are reconciled on their own.
@@ -140,8 +152,11 @@ def recover(project: Project, task: str, dry_run: bool = False) -> dict[str, Any
             # Every step is idempotent, so what was done stays done and the
             # next recover picks up from there; the log says where it stopped.
             why = exc.message if isinstance(exc, ParallelError) else f"{type(exc).__name__}: {exc}"
-            _audit(project, run_id, rid, record, task, "refused", what="apply the plan",
-                   why=f"a step failed, the steps logged before it are done: {why}")
+            try:
+                _audit(project, run_id, rid, record, task, "refused", what="apply the plan",
+                       why=f"a step failed, the steps logged before it are done: {why}")
+            except OSError:
+                pass  # a full disk: the error itself says so
             raise
         record = store.load(task)
         left_json = [f.as_json() for f in left] + _left_instances(record)
