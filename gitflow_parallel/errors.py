@@ -7,6 +7,8 @@ saying what was found, and a hint saying what to run next.  The CLI maps it to
 
 from __future__ import annotations
 
+import errno
+
 INVALID_NAME = "PARALLEL_INVALID_NAME"
 NOT_A_REPO = "PARALLEL_NOT_A_REPO"
 CONFIG_INVALID = "PARALLEL_CONFIG_INVALID"
@@ -45,6 +47,7 @@ REMOTE_FAILED = "PARALLEL_REMOTE_FAILED"
 REMOTE_DIVERGED = "PARALLEL_REMOTE_DIVERGED"
 REMOTE_MOVED = "PARALLEL_REMOTE_MOVED"
 CLAIM_LOST = "PARALLEL_CLAIM_LOST"
+NO_SPACE = "PARALLEL_NO_SPACE"
 
 # Findings of `git parallel validate` (what `recover` repairs or reports).
 REVISION_INVALID = "PARALLEL_REVISION_INVALID"
@@ -86,6 +89,19 @@ class ParallelError(Exception):
         if self.details:
             out["details"] = self.details
         return out
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """A full disk (ENOSPC), whether Python saw it or a git child said so."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "No space left on device" in str(exc) or "Disk quota exceeded" in str(exc)
+
+
+def no_space(what: str, hint: str) -> ParallelError:
+    """The refusal for a full disk: what could not be done, and what to run once space is freed."""
+    return ParallelError(NO_SPACE, f"{what}: no space left on device (ENOSPC)",
+                         hint=f"free space on the disk that holds the repository and its worktrees, then {hint}")
 
 
 HOOK_REFUSED = 10

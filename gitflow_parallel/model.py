@@ -82,6 +82,7 @@ class InstanceRecord(TypedDict, total=False):
     feedback: Any
     worker: Any
     protected_changes: list[dict[str, Any]]
+    claim: dict[str, Any] | None
 
 
 class PickBinding(TypedDict, total=False):
@@ -296,6 +297,25 @@ def reset_for_retry(inst: InstanceRecord, start_commit: str, how: str, tip: str 
 def mark_removed(inst: InstanceRecord) -> None:
     """Its worktree and branch are gone (its tip archived)."""
     inst["removed"] = True
+
+
+# -- a worker's own record of an instance (``git parallel worker``) ---------------------
+def new_claim_holder(worker: str, host: str, pid: int, generation: int, since: str) -> dict[str, Any]:
+    """Who holds an instance's claim, as the worker's own record keeps it:
+    the worker's name and process, the claim's generation, when it was taken."""
+    return {"worker": worker, "host": host, "pid": pid, "generation": generation, "since": since}
+
+
+def hold_claim(inst: InstanceRecord, holder: dict[str, Any]) -> None:
+    inst["claim"] = holder
+
+
+def worker_gone(record: RunRecord, inst: InstanceRecord, why: str, now: str) -> None:
+    """The worker that held this instance is gone (killed, its machine
+    stopped) and its claim is no longer its: an unfinished attempt is aborted
+    with ``why``; the instance is then taken apart (:func:`mark_removed`)."""
+    if inst["status"] in ("pending", "running"):
+        move(record, inst, "aborted", finished_at=now, error=why)
 
 
 # -- run mutations ---------------------------------------------------------------------

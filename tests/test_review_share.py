@@ -242,13 +242,13 @@ def test_a_run_merged_in_one_clone_reads_in_another(tmp_path: Path) -> None:
     assert f"refs/parallel/runs/{run['run_id']}" in pushed["pushed"]
 
     # Meanwhile B made notes of its own: the remote's notes moved under B,
-    # so B's push merges them (cat_sort_uniq) and goes again.
+    # so B's push merges them (cat_sort_uniq) before it pushes.
     gb("spawn", "u", "-n", "1")
     agent(gb, t, "u", "1", "c.num=1")
     gb("check", "u")
     b_tip = git(b, "rev-parse", "parallel/u/1")
     pushed_b = gb.json("push")
-    assert pushed_b["attempts"] == 2
+    assert pushed_b["attempts"] == 1 and pushed_b["notes"] == {"refs/notes/parallel": "merged"}
 
     # B reads A's run as A does.
     git(b, "pull", "-q", "--ff-only")

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import click
 
 from gitflow_parallel import __version__
-from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.errors import ParallelError, is_no_space, no_space
 
 # 0 done and 2 usage error come from click itself.
 EXIT_REFUSED, EXIT_INTERNAL = 1, 3
@@ -25,7 +25,9 @@ def emit_json(obj: Any) -> None:
 
 
 def _internal_log(exc: BaseException) -> Path | None:
-    """Keep the traceback of an unexpected error in the common dir's parallel/logs."""
+    """Keep the traceback of an unexpected error in the common dir's
+    parallel/logs; where it cannot be written whole (a full disk), no empty
+    file is left and the traceback goes to stderr instead."""
     from gitflow_parallel.files import utcnow
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -37,13 +39,32 @@ def _internal_log(exc: BaseException) -> Path | None:
         import tempfile
 
         folder = Path(tempfile.gettempdir()) / "git-parallel-logs"
+    path = folder / f"internal-error-{utcnow().replace(':', '')}-{os.getpid()}.log"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"internal-error-{utcnow().replace(':', '')}-{os.getpid()}.log"
-        path.write_text(text, encoding="utf-8")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
         return path
-    except OSError:
+    except OSError as why:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        click.echo(f"git-parallel: the traceback could not be kept in {folder} ({why}); here it is:", err=True)
+        click.echo(text.rstrip("\n"), err=True)
         return None
+
+
+def _refused(as_json: bool, exc: ParallelError) -> None:
+    if as_json:
+        emit_json(exc.as_json())
+    else:
+        click.echo(f"error[{exc.code}]: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+    sys.exit(EXIT_REFUSED)
 
 
 def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None] | None = None,
@@ -52,19 +73,16 @@ def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None]
     try:
         result = fn()
     except ParallelError as exc:
-        if as_json:
-            emit_json(exc.as_json())
-        else:
-            click.echo(f"error[{exc.code}]: {exc.message}", err=True)
-            if exc.hint:
-                click.echo(f"hint: {exc.hint}", err=True)
-        sys.exit(EXIT_REFUSED)
+        _refused(as_json, exc)
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
         raise
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
     except Exception as exc:  # the one place unexpected errors surface
+        if is_no_space(exc):  # not a bug: the disk is full; say so as a refusal, with what to run
+            _refused(as_json, no_space(f"git parallel stopped ({exc})",
+                                       "run it again (`git parallel recover TASK` finishes what was cut short)"))
         log = _internal_log(exc)
         where = f"; the traceback is in {log}" if log else ""
         msg = f"internal error: {type(exc).__name__}: {exc}{where}"

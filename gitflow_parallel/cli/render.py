@@ -166,6 +166,11 @@ def render_show(r: dict[str, Any]) -> None:
         click.echo(f"  {mark:<4} {g['name']:<16} {g['mode']:<8} {what}")
         for line in g["tail"]:
             click.echo(f"       | {line}")
+    agent = r.get("agent") or {}
+    if i["status"] in ("failed", "aborted") and agent.get("tail"):
+        click.echo(f"  agent log ({agent['log_source']}), last lines:")
+        for line in agent["tail"]:
+            click.echo(f"       | {line}")
     click.echo(f"outcome: {r['outcome']['why']}")
     if r["landed"]:
         click.echo(f"landed at {r['landed'][:12]}")

@@ -115,7 +115,9 @@ def push(remote: str, as_json: bool) -> None:
     """Publish the notes and every refs/parallel/ ref (evidence packs and
     logs, run records, archived tips) to REMOTE in one atomic push; notes
     that moved on the remote are merged first (cat_sort_uniq).  Packs and
-    records not yet kept in git are committed first."""
+    records not yet kept in git are committed first.  A ref that says what
+    REMOTE's says is skipped; one that diverged from it refuses the push,
+    with the two ways out."""
     from gitflow_parallel.commands import push as push_cmd
 
     def render(r: dict[str, Any]) -> None:
@@ -123,6 +125,8 @@ def push(remote: str, as_json: bool) -> None:
                    + (f" after {r['attempts']} attempts" if r["attempts"] > 1 else ""))
         for name in r["pushed"]:
             click.echo(f"  {name}")
+        for name in r.get("kept_remote", []):
+            click.echo(f"  {remote} has it ahead (`git parallel fetch {remote}` brings it): {name}")
         for why in r["skipped"]:
             click.echo(f"warning: not kept in git: {why}", err=True)
 
@@ -145,6 +149,9 @@ def fetch(remote: str, as_json: bool) -> None:
             click.echo(f"  {n}: {how}")
         for name in r["kept_local"]:
             click.echo(f"  kept yours (ahead of {remote}): {name}")
+        for name in r.get("diverged", []):
+            click.echo(f"  diverged (each has commits the other lacks; `git parallel push {remote}` says how "
+                       f"to settle it): {name}")
 
     run_verb(as_json, lambda: fetch_cmd.fetch(_project(), remote), render)
 
@@ -235,7 +242,9 @@ def collect(task: str, remote: str | None, as_json: bool) -> None:
                 click.echo(f"           not taken: {row['problem']}")
         if r["pending"]:
             click.echo(f"pending: {', '.join(r['pending'])}; collect again when the workers are done")
-        else:
-            click.echo(f"next: git parallel pick {task}")
+        elif not r["next"][0].startswith("git parallel pick"):
+            click.echo("no attempt passed: nothing can be picked")
+        for step in [] if r["pending"] else r["next"]:
+            click.echo(f"next: {step}")
 
     run_verb(as_json, lambda: collect_cmd.collect(_project(), task, remote), render)

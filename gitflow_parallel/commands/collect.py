@@ -15,10 +15,13 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, sha256_bytes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.git.share import EVIDENCE_PREFIX, check_remote, evidence_ref, notes_tracking_ref, tree_file
+from gitflow_parallel.git import share
+from gitflow_parallel.git.share import (EVIDENCE_PREFIX, capped, check_remote, evidence_ref, log_limit,
+                                        notes_tracking_ref, tree_file)
+from gitflow_parallel.proc.child import logs_dir
 from gitflow_parallel.model import find_instance
 from gitflow_parallel.git.transport import (
-    CLAIMS_PREFIX, prune_tracking, branch_tracking, claim_history, claim_state, describe_claim, fetch,
+    CLAIM_LOG, CLAIMS_PREFIX, prune_tracking, branch_tracking, claim_history, claim_state, describe_claim, fetch,
     fetched_claim, ls_remote, run_note_lines, tracking)
 
 
@@ -68,8 +71,19 @@ def _move_branch(project: Project, inst: dict[str, Any], tip: str) -> str | None
     return None
 
 
+def _keep_log(project: Project, record: dict[str, Any], inst: dict[str, Any], claim_oid: str | None) -> str | None:
+    """The agent's log the worker put beside its done claim, as this clone's
+    log of the attempt (capped again: the worker is not trusted to have)."""
+    data = tree_file(project.repo, claim_oid, CLAIM_LOG)
+    if data is None:
+        return None
+    path = logs_dir(project.repo.parallel_dir, record["run_id"]) / f"{inst['id']}.{inst['attempt']}.log"
+    atomic_write(path, capped(data, log_limit(record)))
+    return str(path)
+
+
 def _take_result(project: Project, remote: str, record: dict[str, Any], inst: dict[str, Any],
-                 claim: dict[str, Any]) -> dict[str, Any]:
+                 claim: dict[str, Any], claim_oid: str | None) -> dict[str, Any]:
     """Bring one finished remote attempt into the local record."""
     repo, run_id = project.repo, record["run_id"]
     result = claim.get("result") or {}
@@ -81,9 +95,10 @@ def _take_result(project: Project, remote: str, record: dict[str, Any], inst: di
     if not repo.is_ancestor(start, tip) and tip != start:
         return {"problem": f"{tip[:12]} is not built on the attempt's start {start[:12]}"}
     binding, pack = None, None
+    ev_name = evidence_ref(run_id, inst["id"], inst["attempt"])
+    ev_commit = repo.ref_target(tracking(remote, ev_name))
     if result.get("evidence"):
-        data = tree_file(repo, repo.ref_target(tracking(remote, evidence_ref(run_id, inst["id"], inst["attempt"]))),
-                         "pack.json")
+        data = tree_file(repo, ev_commit, "pack.json")
         if data is None or sha256_bytes(data) != result.get("evidence_sha256"):
             return {"problem": "its evidence ref is missing or does not hold the pack the claim names"}
         pack = json.loads(data)
@@ -97,17 +112,23 @@ def _take_result(project: Project, remote: str, record: dict[str, Any], inst: di
     if problem:
         return {"problem": problem}
     status = "succeeded" if result.get("status") == "succeeded" else "failed"
+    log = _keep_log(project, record, inst, claim_oid)
 
     def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
         if i["status"] != "pending":
             raise ParallelError(E.BRANCH_TERMINAL, f"instance {i['id']} became {i['status']} meanwhile")
         model.finish(rec, i, status, head=tip, exit_code=result.get("exit_code"), error=result.get("error"),
                      finished_at=result.get("finished_at"), origin="remote", worker=claim.get("worker"),
-                     evidence=None, verdict=None, score=None)
+                     evidence=None, verdict=None, score=None, log=log)
         if binding is not None:
             model.bind_evidence(i, binding, pack)
 
     project.store.update_instance(record["task"], inst["id"], apply, expected_attempt=inst["attempt"])
+    if binding is not None and ev_commit is not None:
+        # The worker's evidence commit becomes ours (not a copy made from the
+        # pack later), so this clone and the remote hold one commit and
+        # `push` and `merge --push` have nothing to reconcile.
+        share.adopt(repo, ev_name, ev_commit, "collect")
     return {"taken": status, "verdict": pack.get("verdict") if pack else None, "head": tip}
 
 
@@ -141,7 +162,7 @@ def collect(project: Project, task: str, remote: str | None = None) -> dict[str,
             row["lease_left_s"] = round(claim["expires_epoch"] - now, 1)  # type: ignore[index]
             row["claimed_at"] = claim.get("claimed_at")  # type: ignore[union-attr]
         if state == "done" and inst["status"] == "pending":
-            row.update(_take_result(project, remote, record, inst, claim or {}))
+            row.update(_take_result(project, remote, record, inst, claim or {}, oid))
         if state == "done":
             tips.append((claim or {}).get("result", {}).get("head"))
         rows.append(row)
@@ -150,8 +171,23 @@ def collect(project: Project, task: str, remote: str | None = None) -> dict[str,
     for row in rows:
         inst = find_instance(record, row["id"])
         row.update(status=inst["status"], verdict=inst["verdict"], head=inst["head"])
+    pending = [r["id"] for r in rows if r["status"] == "pending"]
     return {"task": task, "run_id": run_id, "remote": remote, "instances": rows, "notes_error": notes_error,
-            "pending": [r["id"] for r in rows if r["status"] == "pending"]}
+            "pending": pending, "next": _next(record, remote, pending)}
+
+
+def _next(record: dict[str, Any], remote: str, pending: list[str]) -> list[str]:
+    """What to run now: collect again, pick, or (when nothing can be picked)
+    retry the attempts that failed and publish the run again for the workers."""
+    task = record["task"]
+    if pending:
+        return [f"git parallel collect {task}"]
+    if any(i["status"] == "succeeded" and i["verdict"] == "pass" for i in record["instances"]):
+        return [f"git parallel pick {task}"]
+    failed = [i["id"] for i in record["instances"] if i["status"] in ("failed", "aborted")
+              or (i["status"] == "succeeded" and i["verdict"] != "pass")]
+    return ([f"git parallel logs {task} {failed[0]}"] + [f"git parallel retry {task} {i}" for i in failed]
+            + [f"git parallel publish {task} --remote {remote}"])
 
 
 def _copy_notes(project: Project, record: dict[str, Any], remote: str, tips: list[str]) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitflow_parallel.git.share import (PARALLEL_PREFIX, REMOTES_PREFIX, check_remote, git_failed, merge_notes,
-                                        notes_refs, notes_tracking_ref, refs_snapshot, remote_notes_refs)
+                                        notes_refs, notes_tracking_ref, refs_snapshot, relation, remote_notes_refs)
 from gitflow_parallel.state.project import Project
 
 
@@ -24,20 +24,22 @@ def fetch(project: Project, remote: str = "origin") -> dict[str, Any]:
     if proc.returncode != 0:
         raise git_failed(f"git fetch {remote}", proc, f"check that {remote} is reachable, then fetch again")
     before = refs_snapshot(repo, [PARALLEL_PREFIX + "/"])
-    updated, kept_ahead = [], []
+    updated, kept_ahead, diverged = [], [], []
     for name, oid in sorted(repo.refs_under(tracking)):
         local = PARALLEL_PREFIX + "/" + name[len(tracking):]
         current = before.get(local)
-        if current == oid:
-            continue
-        if current is None or repo.is_ancestor(current, oid):
+        how = relation(repo, local, current, oid)
+        if how in ("behind", "same") and current != oid:
+            # Behind, or one content in two commits: take theirs, so the next push has nothing to reconcile.
             if repo.cas_ref(local, oid, current, f"git-parallel: fetch {remote}"):
                 updated.append(local)
-        else:
+        elif how == "ahead":
             kept_ahead.append(local)
+        elif how == "diverged":
+            diverged.append(local)
     merged = {}
     for n in remote_notes:
         theirs = repo.ref_target(notes_tracking_ref(remote, n))
         if theirs is not None:
             merged[n] = merge_notes(project, n, theirs)
-    return {"remote": remote, "updated": updated, "kept_local": kept_ahead, "notes": merged}
+    return {"remote": remote, "updated": updated, "kept_local": kept_ahead, "diverged": diverged, "notes": merged}

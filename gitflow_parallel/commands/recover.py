@@ -9,12 +9,13 @@ from typing import Any
 import yaml
 
 from gitflow_parallel import errors as E
-from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.errors import ParallelError, is_no_space, no_space
 from gitflow_parallel.model import FINISHED_RUN
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.recovery.checks import RunCheck, _all_records, lock_findings, orphan_findings
 from gitflow_parallel.recovery.plan import _apply, _audit, _in_order, audit_path
+from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.scan import Scan, recovery_id
 
 
@@ -38,10 +39,56 @@ def _refuse_unloadable(project: Project, task: str, exc: ParallelError) -> Paral
     )
 
 
+def _recover_workers(project: Project, task: str, dry_run: bool) -> dict[str, Any] | None:
+    """Take apart what a worker of this clone that is gone left of ``task``
+    (``recovery/workers``); None when no worker here ever worked on it."""
+    kept = [rec for _, rec in workers.worker_records(project, task)]
+    if not kept:
+        return None
+    left = workers.left_behind(project, task)
+    record = next((i.record for i in left if not i.waiting), kept[-1])
+    rid, run_id = recovery_id(record["run_id"], record["run_revision"]), record["run_id"]
+    plan = [{"step": "take_apart_worker_instance", "why": "its worker is gone and its claim is no longer its",
+             "what": f"archive the tip of worker instance {i.inst['id']} of run {i.record['run_id']} "
+                     f"({i.inst['status']}), remove its branch and worktree, record it aborted",
+             "details": {"run_id": i.record["run_id"], "instance": i.inst["id"], "claim": i.inst.get("claim")}}
+            for i in left if not i.waiting]
+    waiting = [f.as_json() for f in workers.findings(project, task) if f.severity != "error"]
+    base = {"task": task, "run_id": run_id, "recovery_id": rid, "run_revision": record["run_revision"],
+            "dry_run": dry_run, "audit": str(audit_path(project, run_id)), "worker": True, "plan": plan,
+            "left": waiting, "next": [], "noop": not plan, "repaired": []}
+    if dry_run or not plan:
+        return base
+    _audit(project, run_id, rid, record, task, "validated", what="plan", why="worker instances left behind", plan=plan)
+    repaired = []
+    for step, done in zip(plan, workers.tidy(project, [i for i in left if not i.waiting])):
+        repaired.append({**step, "details": {**step["details"], **done}})
+        _audit(project, done["run_id"], rid, record, task, "repaired", **repaired[-1])
+    after = next((rec for _, rec in workers.worker_records(project, task) if rec["run_id"] == run_id), record)
+    return {**base, "repaired": repaired, "run_revision_after": after["run_revision"], "status": after["status"]}
+
+
 def recover(project: Project, task: str, dry_run: bool = False) -> dict[str, Any]:
-    """Repair what a crash left, or refuse and change nothing."""
+    """Repair what a crash left, or refuse and change nothing; on a full
+    disk, refuse with ``PARALLEL_NO_SPACE`` (what was done stays done)."""
     check_name(task, "task")
+    try:
+        return _recover(project, task, dry_run)
+    except Exception as exc:
+        if not is_no_space(exc):
+            raise
+        raise no_space(f"recover of {task!r} stopped ({exc})",
+                       f"`git parallel recover {task}` again: every step is idempotent, and "
+                       f"{project.repo.parallel_dir / 'audit'} says which were done") from None
+
+
+def _recover(project: Project, task: str, dry_run: bool) -> dict[str, Any]:
     store = project.store
+    if not store.exists(task):
+        # A worker's clone keeps its runs apart from its own: they are reconciled on their own.
+        from_workers = _recover_workers(project, task, dry_run)
+        if from_workers is not None:
+            return from_workers
     with store.lock():
         try:
             record = store.load(task)
@@ -51,7 +98,7 @@ def recover(project: Project, task: str, dry_run: bool = False) -> dict[str, Any
             if exc.code != E.RUN_NOT_FOUND:
                 raise
             live, done, _ = _all_records(project)
-            orphans = orphan_findings(Scan(project), live + done, task)
+            orphans = orphan_findings(Scan(project), live + done + workers.records(project), task)
             if not orphans:
                 raise
             raise ParallelError(
@@ -65,7 +112,8 @@ def recover(project: Project, task: str, dry_run: bool = False) -> dict[str, Any
         check = RunCheck(scan, record)
         findings = check.run() + lock_findings(scan, task)
         live, done, _ = _all_records(project)
-        findings += [f for f in orphan_findings(scan, live + done, task) if f.repair or f.refusal]
+        orphans = orphan_findings(scan, live + done + workers.records(project), task)
+        findings += [f for f in orphans if f.repair or f.refusal]
         rid, run_id = check.rid, record["run_id"]
         refused = [f for f in findings if f.refusal]
         repairs = [f.repair for f in findings if f.repair is not None]
@@ -104,8 +152,11 @@ def recover(project: Project, task: str, dry_run: bool = False) -> dict[str, Any
             # Every step is idempotent, so what was done stays done and the
             # next recover picks up from there; the log says where it stopped.
             why = exc.message if isinstance(exc, ParallelError) else f"{type(exc).__name__}: {exc}"
-            _audit(project, run_id, rid, record, task, "refused", what="apply the plan",
-                   why=f"a step failed, the steps logged before it are done: {why}")
+            try:
+                _audit(project, run_id, rid, record, task, "refused", what="apply the plan",
+                       why=f"a step failed, the steps logged before it are done: {why}")
+            except OSError:
+                pass  # a full disk: the error itself says so
             raise
         record = store.load(task)
         left_json = [f.as_json() for f in left] + _left_instances(record)

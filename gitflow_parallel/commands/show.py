@@ -8,7 +8,7 @@ from typing import Any
 
 from gitflow_parallel.git import share
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.state.view import TAIL_LINES, gate_rows, open_view, outcome
+from gitflow_parallel.state.view import TAIL_LINES, agent_row, gate_rows, open_view, outcome
 
 
 def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> dict[str, Any]:
@@ -32,6 +32,7 @@ def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> 
                                                    "proof_issued_at", "engine_evidence", "protected_detail",
                                                    "protected_blocking", "setup", "added_tests", "fence")},
         "gates": gate_rows(view, inst, pack, lines),
+        "agent": agent_row(view, inst, lines),
         "outcome": {k: v for k, v in fate.items() if k != "pick"},
         "landed": merged["landed"] if merged and fate.get("won") else None,
         "history": [{k: h.get(k) for k in ("attempt", "status", "verdict", "score", "error", "archive_ref")}

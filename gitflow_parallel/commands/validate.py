@@ -10,6 +10,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.recovery.checks import RunCheck, _all_records, intent_findings, lock_findings, orphan_findings
+from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.scan import ERROR, Finding, Scan
 
 
@@ -27,12 +28,14 @@ def validate(project: Project, task: str | None = None) -> dict[str, Any]:
     checked = [r for r in live if task is None or r["task"] == task]
     for rec in checked:
         findings += RunCheck(scan, rec).run()
-    orphans = orphan_findings(scan, live + done, task)
+    orphans = orphan_findings(scan, live + done + workers.records(project), task)
     findings += orphans
+    gone = workers.findings(project, task)
+    findings += gone
     if task is None:
         findings += intent_findings(project, live, done)
     findings += lock_findings(scan, task)
-    if task is not None and not checked and not orphans and not any(f.code == E.RECORD_INVALID for f in findings):
+    if task is not None and not checked and not orphans and not gone and not any(f.code == E.RECORD_INVALID for f in findings):
         project.store.load(task)  # raises PARALLEL_RUN_NOT_FOUND with its hint
     errors = sum(1 for f in findings if f.severity == ERROR)
     return {"ok": errors == 0, "task": task, "errors": errors, "warnings": len(findings) - errors,

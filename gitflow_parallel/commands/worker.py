@@ -32,7 +32,9 @@ A pipeline per instance, top-down:
    top of the remote's notes, leased; rebuilt and pushed again if another
    worker's notes won).  A lost claim refuses the whole push.
 7. **Tidy.**  The local worktree and branch go (tips kept
-   under the local archive refs); the work lives on the remote.
+   under the local archive refs); the work lives on the remote.  What a
+   worker of this clone that is gone (``kill -9``) left is taken apart
+   after every survey, once its claim is no longer its (``recovery/workers``).
 
 Stop signals between instances end the loop after the current delivery;
 during the agent, the runner stops it and the claim is released with the
@@ -62,10 +64,9 @@ from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN, find_instance
-from gitflow_parallel.state.store import Store
 from gitflow_parallel.judge import check
-
-WORKER_DIR = "worker"
+from gitflow_parallel.recovery import workers
+from gitflow_parallel.recovery.workers import dismantle, worker_project
 _STOP = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 
@@ -83,12 +84,6 @@ class Target:
 
 def default_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def worker_project(project: Project, run_id: str) -> Project:
-    """The project as the worker sees one run: the clone's repository with a
-    record store of its own for that run."""
-    return Project(project.repo, Store(project.repo.parallel_dir / WORKER_DIR / run_id))
 
 
 # -- 1. survey ------------------------------------------------------------------------------
@@ -159,12 +154,18 @@ class Lease:
         return {**self.data, "state": state, "renewed_at": utcnow(), "expires_epoch": round(now + self.lease_s, 3),
                 **extra}
 
+    def replaces_nobody(self) -> bool:
+        """Taking a claim this worker (by name) released, or one of an earlier
+        attempt that was done, is no takeover: nobody's work is replaced."""
+        old = self.target.claim or {}
+        return old.get("state") == "done" or (old.get("state") == "released" and old.get("worker") == self.worker)
+
     def acquire(self) -> bool:
         """Take the instance; False if another worker got there first."""
         t = self.target
         now = time.time()
         takeover = None
-        if t.claim is not None:
+        if t.claim is not None and not self.replaces_nobody():
             old = t.claim
             takeover = {"worker": old.get("worker"), "claim": t.claim_oid, "state": t.state,
                         "attempt": old.get("attempt"), "expires_epoch": old.get("expires_epoch"),
@@ -188,6 +189,11 @@ class Lease:
             return False
         raise ParallelError(E.REMOTE_FAILED, f"claiming {self.ref} on {self.remote} failed: {pushed.output}",
                             hint=f"check that {self.remote} is reachable and takes pushes")
+
+    def holder(self) -> dict[str, Any]:
+        """Who holds the claim, for the worker's own record (``recovery/workers``)."""
+        return model.new_claim_holder(self.worker, self.data["host"], self.data["pid"], self.data["generation"],
+                                      self.data["claimed_at"])
 
     def _push_state(self, data: dict[str, Any], work: str | None, repo: Repo) -> bool:
         assert self.oid is not None
@@ -236,13 +242,14 @@ class Lease:
         if self._thread is not None:
             self._thread.join()
 
-    def final(self, state: str, result: dict[str, Any] | None, work: str | None) -> str:
-        """The commit of our last state (done or released), not pushed yet."""
+    def final(self, state: str, result: dict[str, Any] | None, work: str | None, log: bytes | None = None) -> str:
+        """The commit of our last state (done or released, with the agent's
+        log beside it), not pushed yet."""
         assert self.oid is not None
         data = {**self.data, "state": state, "renewed_at": utcnow(), "finished_at": utcnow(), "result": result,
                 "work": work or self.data.get("work")}
         parents = [self.oid] + ([work] if work and work != self.data.get("work") else [])
-        return R.claim_commit(self.repo, data, parents)
+        return R.claim_commit(self.repo, data, parents, log)
 
 
 # -- 3. prepare ------------------------------------------------------------------------------
@@ -264,32 +271,26 @@ def _clear_leftover(project: Project, task: str, inst_id: str) -> None:
     archived; one that no worker record owns is refused."""
     repo = project.repo
     branch = f"parallel/{task}/{inst_id}"
-    root = repo.parallel_dir / WORKER_DIR
-    for folder in sorted(root.iterdir()) if root.is_dir() else []:
-        store = Store(folder)
-        if not store.exists(task):
-            continue
-        rec = store.load(task)
+    for store, rec in workers.worker_records(project, task):
         for inst in rec["instances"]:
             if inst["id"] == inst_id and not inst.get("removed"):
-                _dismantle(repo, store, rec, inst)
+                dismantle(repo, store, rec, inst)
     if repo.ref_target(f"refs/heads/{branch}") is not None:
         raise ParallelError(
             E.WORKTREE_CREATE_FAILED, f"this clone has a branch {branch} that no worker made",
             hint="run the worker in a clone of its own, or remove the branch (its work stays on the remote)")
 
 
-def _mark_removed(store: Store, task: str, inst_id: str) -> None:
-    store.update_instance(task, inst_id, lambda rec, inst: model.mark_removed(inst))
-
-
-def _local_instance(record: dict[str, Any], inst: dict[str, Any], root: Path, start: str) -> dict[str, Any]:
+def _local_instance(record: dict[str, Any], inst: dict[str, Any], root: Path, start: str,
+                    holder: dict[str, Any]) -> dict[str, Any]:
     local = model.new_instance(record["task"], inst["track"], inst["id"], root, start)
     local.update(attempt=inst["attempt"], start=inst.get("start"))
+    model.hold_claim(local, holder)
     return local
 
 
-def prepare(project: Project, record: dict[str, Any], inst: dict[str, Any], remote: str) -> Project:
+def prepare(project: Project, record: dict[str, Any], inst: dict[str, Any], remote: str,
+            holder: dict[str, Any]) -> Project:
     """The worker's own record of the run with this instance in it, and its
     branch and worktree at the attempt's start; returns the worker project."""
     repo = project.repo
@@ -304,7 +305,7 @@ def prepare(project: Project, record: dict[str, Any], inst: dict[str, Any], remo
     _clear_leftover(project, task, inst["id"])
     wp = worker_project(project, run_id)
     root = worktrees.resolve_root(repo, record["config"]["worktree_root"])
-    local = _local_instance(record, inst, root, start)
+    local = _local_instance(record, inst, root, start, holder)
     store = wp.store
     with store.lock():
         if not store.exists(task):
@@ -396,24 +397,9 @@ def _deliver(project: Project, lease: Lease, record: dict[str, Any], inst: dict[
                         hint="run the worker again: the claim expires and the instance is taken up again")
 
 
-def _dismantle(repo: Repo, store: Store, record: dict[str, Any], inst: dict[str, Any]) -> None:
-    """Remove an instance's worktree and branch here, its
-    tip (uncommitted work included) archived.  A clone may do one attempt
-    twice (a claim it released, then took again): the earlier tip is set
-    aside under ``refs/parallel/worker-kept/…`` rather than refused."""
-    name = worktrees.archive_ref(record["run_id"], inst["id"], inst["attempt"])
-    old = repo.ref_target(name)
-    if old is not None:
-        kept = f"refs/parallel/worker-kept/{record['run_id']}/{inst['id']}/{inst['attempt']}-{time.time_ns()}"
-        repo.cas_ref(kept, old, None, "git-parallel: worker keeps an earlier tip")
-        repo.delete_ref(name, old)
-    worktrees.remove(repo, record, inst, force=True)
-    _mark_removed(store, record["task"], inst["id"])
-
-
 def _tidy(wp: Project, task: str, inst_id: str) -> None:
     record = wp.store.load(task)
-    _dismantle(wp.repo, wp.store, record, find_instance(record, inst_id))
+    dismantle(wp.repo, wp.store, record, find_instance(record, inst_id))
 
 
 def run_one(project: Project, lease: Lease) -> Outcome:
@@ -425,7 +411,7 @@ def run_one(project: Project, lease: Lease) -> Outcome:
                            "takeover": lease.data.get("takeover"), "claim": lease.ref}
     t0 = time.monotonic()
     try:
-        wp = prepare(project, record, inst, lease.remote)
+        wp = prepare(project, record, inst, lease.remote, lease.holder())
     except ParallelError as exc:
         _release(project, lease, None)
         raise ParallelError(exc.code, f"{task}/{inst['id']}: {exc.message} (the claim was released)",
@@ -472,7 +458,10 @@ def run_one(project: Project, lease: Lease) -> Outcome:
               "head": tip, "finished_at": utcnow(), "verdict": checked.get("verdict"), "score": checked.get("score"),
               "evidence": share.evidence_ref(run_id, inst["id"], inst["attempt"]) if ev else None,
               "evidence_sha256": binding["sha256"] if binding else None}
-    done = lease.final("done", result, tip)
+    # The agent's log goes with the result, passed or failed: the coordinator reads a failure from it.
+    log = share.capped_log(find_instance(wp.store.load(task), inst["id"]).get("log"), share.log_limit(record))
+    result["log"] = log[1] if log else None
+    done = lease.final("done", result, tip, log[0] if log else None)
     t1 = time.perf_counter()
     try:
         _deliver(project, lease, record, inst, tip, expected_branch, ev, done)
@@ -535,6 +524,7 @@ def work(project: Project, remote: str, task: str | None = None, once: bool = Fa
     wait = wait or instance is not None or index is not None
     say = progress or (lambda text: None)
     rows: list[dict[str, Any]] = []
+    tidied: list[dict[str, Any]] = []
     idle = "nothing to claim"
     with _Stop() as stop:
         while limit is None or len(rows) < limit:
@@ -542,6 +532,10 @@ def work(project: Project, remote: str, task: str | None = None, once: bool = Fa
                 idle = "stopped by a signal"
                 break
             targets = _narrow(survey(project, remote, task), task, instance, index)
+            for gone in workers.tidy(project, workers.left_behind(project)):
+                tidied.append(gone)
+                say(f"took apart {gone['task']}/{gone['id']} of {gone['run_id']}, left by a worker that is gone "
+                    f"(its tip is kept under {gone['archived']})")
             outcome, idle = _claim_and_run(project, remote, targets, worker, lease_s, say)
             if outcome is not None:
                 rows.append(outcome.row)
@@ -557,7 +551,7 @@ def work(project: Project, remote: str, task: str | None = None, once: bool = Fa
             break
     delivered = [r for r in rows if r.get("delivered")]
     return {"worker": worker, "remote": remote, "task": task, "lease_s": lease_s, "instances": rows,
-            "delivered": len(delivered), "stopped": idle}
+            "delivered": len(delivered), "stopped": idle, "tidied": tidied}
 
 
 def claimable(t: Target) -> bool:
@@ -575,7 +569,7 @@ def _claim_and_run(project: Project, remote: str, targets: list[Target], worker:
         lease = Lease(project, remote, t, worker, lease_s)
         if not lease.acquire():
             continue  # another worker was faster
-        how = f" (took over from {t.claim.get('worker')}, {t.state})" if t.claim else ""
+        how = f" (took over from {t.claim.get('worker')}, {t.state})" if lease.data.get("takeover") else ""
         say(f"claimed {t.record['task']}/{t.inst['id']} of {t.record['run_id']}{how}")
         try:
             return run_one(project, lease), "claimed"

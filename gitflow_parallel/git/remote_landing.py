@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import pygit2
-
 from gitflow_parallel import errors as E
 from gitflow_parallel.git import share
 from gitflow_parallel.errors import ParallelError
@@ -20,11 +18,7 @@ def branch_name(ref: str) -> str:
     return ref[len("refs/heads/"):] if ref.startswith("refs/heads/") else ref
 
 
-def has_object(repo: Repo, oid: str) -> bool:
-    try:
-        return repo.pygit.get(oid) is not None
-    except (ValueError, pygit2.GitError):
-        return False
+has_object = share.has_object
 
 
 def fetch_tip(project: Project, remote: str, base_ref: str, tip: str | None) -> None:
@@ -67,8 +61,10 @@ def share_updates(project: Project, record: dict[str, Any], remote: str,
                    there: dict[str, str]) -> tuple[list[Any], list[str]]:
     """The notes ref (merged with the remote's first, cat_sort_uniq), the run
     snapshot and the run's evidence refs, each under a lease on what the
-    remote has now.  A ref the remote has ahead of ours, or apart from it
-    (a worker's newer pack), is left alone and named."""
+    remote has now.  A ref that says what the remote's says (a worker's
+    evidence commit and our copy of its pack) is not pushed; one the remote
+    has ahead of ours, or apart from it (a worker's newer pack), is left
+    alone and named."""
     from gitflow_parallel.git import transport as wire
 
     repo, run_id = project.repo, record["run_id"]
@@ -85,12 +81,11 @@ def share_updates(project: Project, record: dict[str, Any], remote: str,
     updates, kept = [], []
     for name in names:
         mine, theirs = repo.ref_target(name), there.get(name)
-        if mine is None or mine == theirs:
-            continue
-        if theirs is not None and not (has_object(repo, theirs) and repo.is_ancestor(theirs, mine)):
+        how = "same" if mine is None else share.relation(repo, name, mine, theirs)
+        if how == "ahead":
+            updates.append(wire.Update(mine, name, theirs or ""))
+        elif how != "same":
             kept.append(name)
-            continue
-        updates.append(wire.Update(mine, name, theirs or ""))
     return updates, kept
 
 

@@ -9,15 +9,17 @@ which libgit2 refuses when the ref moved in between.
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import secrets
 import subprocess
+import time
 from pathlib import Path
 from typing import Iterable
 
 import pygit2
 
-from gitflow_parallel.errors import BASE_NOT_FOUND, LOCK_HELD, NOT_A_REPO, ParallelError
+from gitflow_parallel.errors import BASE_NOT_FOUND, LOCK_HELD, NOT_A_REPO, ParallelError, is_no_space
 from gitflow_parallel.proc import env as proc_env
 
 # Set on every git subprocess we start, so our own hooks let our moves
@@ -316,12 +318,36 @@ def git_env() -> dict[str, str]:
 
 
 def stage_all(path: str | os.PathLike[str]) -> None:
-    """``git add -A`` in a worktree: everything, .gitignore respected, filters run."""
+    """``git add -A`` in a worktree: everything, .gitignore respected, filters run.
+
+    On a full disk git dies leaving the object it was writing as a
+    ``tmp_obj_*`` file that fills what space was left; that garbage is
+    removed (only files made since this add began), so the caller can still
+    record why the commit failed, and ``ENOSPC`` is raised."""
+    started = time.time() - 1.0
     proc = subprocess.run(["git", "add", "-A", "--", "."], cwd=str(path), env=git_env(),
                           stdin=subprocess.DEVNULL, capture_output=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"git add -A in {path} failed ({proc.returncode}): "
-                           f"{proc.stderr.decode(errors='replace').strip()}")
+    if proc.returncode == 0:
+        return
+    said = proc.stderr.decode(errors="replace").strip()
+    if is_no_space(RuntimeError(said)):
+        _drop_temp_objects(path, started)
+        raise OSError(errno.ENOSPC, f"git add -A in {path}: {os.strerror(errno.ENOSPC).lower()}")
+    raise RuntimeError(f"git add -A in {path} failed ({proc.returncode}): {said}")
+
+
+def _drop_temp_objects(path: str | os.PathLike[str], since: float) -> None:
+    proc = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-path", "objects"], cwd=str(path),
+                          env=git_env(), stdin=subprocess.DEVNULL, capture_output=True)
+    objects = Path(proc.stdout.decode(errors="replace").strip())
+    if proc.returncode != 0 or not objects.is_dir():
+        return
+    for tmp in [*objects.glob("tmp_obj_*"), *objects.glob("??/tmp_obj_*")]:
+        try:
+            if tmp.stat().st_mtime >= since:
+                tmp.unlink()
+        except OSError:
+            continue
 
 
 def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HEAD",

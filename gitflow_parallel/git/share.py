@@ -26,8 +26,10 @@ cat_sort_uniq`` (our note lines are sorted, unique, one record per line).
 and the notes into ``refs/notes/remotes/<remote>/<name>`` (forced: these are
 tracking refs, so a plain ``git fetch`` with the refspecs ``init --remote``
 adds can never fail on them), then fast-forwards the local ``refs/parallel/``
-refs that are missing or behind and merges the notes.  A local ref that is
-ahead (newer evidence not pushed yet) is left alone.  Readers look up a ref
+refs that are missing or behind, takes the remote's commit of a ref that
+says the same (``relation``), and merges the notes.  A local ref that is
+ahead (newer evidence not pushed yet) is left alone; ``push`` skips refs
+that say what the remote's say and refuses diverged ones, named.  Readers look up a ref
 locally first, then in every ``refs/parallel-remotes/*/``.
 
 No push refspec is ever configured: a ``remote.<name>.push`` entry replaces
@@ -52,6 +54,7 @@ from gitflow_parallel import evidence
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.git.repo import Repo
+from gitflow_parallel.git.worktrees import ARCHIVE_PREFIX
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.store import dump, parse_yaml, validate_record
 
@@ -158,17 +161,30 @@ def pack_logs(pack: dict[str, Any], agent_log: str | None) -> list[Path]:
     return [Path(p) for p in dict.fromkeys(p for p in paths if isinstance(p, str) and p)]
 
 
+def capped_log(path: str | Path | None, limit: int) -> tuple[bytes, dict[str, Any]] | None:
+    """A log's bytes capped at ``limit`` (:func:`capped`) and what was kept
+    of it (its full size and sha256, whether it was cut); None if unreadable."""
+    try:
+        data = Path(path).read_bytes() if path else None
+    except OSError:
+        return None
+    if data is None:
+        return None
+    kept = capped(data, limit)
+    return kept, {"bytes": len(data), "sha256": sha256_bytes(data), "truncated": kept is not data}
+
+
+def log_limit(record: dict[str, Any]) -> int:
+    return int(record["config"].get("evidence_log_bytes", DEFAULT_LOG_BYTES))
+
+
 def _pack_files(pack_bytes: bytes, logs: list[Path], limit: int) -> dict[str, bytes]:
     files = {"pack.json": pack_bytes}
     manifest = {}
     for path in logs:
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        kept = capped(data, limit)
-        files[f"logs/{path.name}"] = kept
-        manifest[path.name] = {"bytes": len(data), "sha256": sha256_bytes(data), "truncated": kept is not data}
+        got = capped_log(path, limit)
+        if got is not None:
+            files[f"logs/{path.name}"], manifest[path.name] = got
     files["logs.json"] = (json.dumps(manifest, sort_keys=True, indent=2) + "\n").encode()
     return files
 
@@ -184,7 +200,7 @@ def commit_pack(project: Project, record: dict[str, Any], inst_id: str, attempt:
         raise ValueError(f"the evidence pack {binding['path']} no longer matches its sha256")
     pack = json.loads(pack_bytes)
     name = evidence_ref(record["run_id"], inst_id, attempt)
-    limit = int(record["config"].get("evidence_log_bytes", DEFAULT_LOG_BYTES))
+    limit = log_limit(record)
 
     def build(current: str | None) -> str | None:
         if current is not None and tree_file(repo, current, "pack.json") == pack_bytes:
@@ -438,6 +454,72 @@ def merge_notes(project: Project, notes_ref: str, theirs: str) -> str:
         if merged and repo.cas_ref(notes_ref, merged, ours, "git-parallel: merge notes (cat_sort_uniq)"):
             return "merged"
     raise RuntimeError(f"could not merge into {notes_ref}: it kept moving")
+
+
+def has_object(repo: Repo, oid: str) -> bool:
+    try:
+        return repo.pygit.get(oid) is not None
+    except (ValueError, pygit2.GitError):
+        return False
+
+
+def same_content(repo: Repo, name: str, mine: str, theirs: str) -> bool:
+    """Two commits of ``name`` that say the same: one tree, or, for an
+    evidence ref, one pack (the bytes the record's sha256 binds; the logs
+    kept beside it are what the pack's writer had).  An archive ref keeps a
+    commit with its history, so only that commit is the same."""
+    if name.startswith(ARCHIVE_PREFIX + "/"):
+        return False
+    if repo.tree_of(mine) == repo.tree_of(theirs):
+        return True
+    if not name.startswith(EVIDENCE_PREFIX + "/"):
+        return False
+    pack = tree_file(repo, mine, "pack.json")
+    return pack is not None and pack == tree_file(repo, theirs, "pack.json")
+
+
+def relation(repo: Repo, name: str, mine: str | None, theirs: str | None) -> str:
+    """How our ``name`` stands to another copy of it (a remote's): "same"
+    (one commit or one content: nothing to move), "ahead" (ours
+    fast-forwards theirs, or they have none), "behind", "diverged" (each
+    has what the other lacks) or "unknown" (their commit is not here)."""
+    if mine == theirs:
+        return "same"
+    if theirs is None:
+        return "ahead"
+    if not has_object(repo, theirs):
+        return "unknown"
+    if mine is None:
+        return "behind"
+    if same_content(repo, name, mine, theirs):
+        return "same"
+    if repo.is_ancestor(theirs, mine):
+        return "ahead"
+    return "behind" if repo.is_ancestor(mine, theirs) else "diverged"
+
+
+def adopt(repo: Repo, name: str, theirs: str, why: str) -> bool:
+    """Make our ``name`` the fetched commit ``theirs`` when ours is missing,
+    behind it or says the same, so that both sides hold one commit and later
+    pushes are fast-forwards; True if ours is ``theirs`` now."""
+    mine = repo.ref_target(name)
+    if mine == theirs:
+        return True
+    if relation(repo, name, mine, theirs) not in ("same", "behind"):
+        return False
+    return repo.cas_ref(name, theirs, mine, f"git-parallel: {why}")
+
+
+def diverged_refs(remote: str, names: list[str], there: dict[str, str]) -> ParallelError:
+    """The refusal for refs that both sides changed apart, with the two ways out."""
+    first = names[0]
+    return ParallelError(
+        E.REMOTE_DIVERGED,
+        f"{len(names)} ref(s) here and on {remote} have diverged (each has commits the other lacks): "
+        + ", ".join(names) + "; nothing was pushed",
+        hint=f"keep {remote}'s copy: `git update-ref {first} {there[first]}`, or replace it: `git push "
+             f"--force-with-lease={first}:{there[first]} {remote} {first}`; then push again",
+        diverged=names)
 
 
 def refs_snapshot(repo: Repo, prefixes: Iterable[str]) -> dict[str, str]:

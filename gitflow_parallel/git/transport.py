@@ -25,7 +25,10 @@ is needed.
     renewals carry the attempt's tip as a second parent: a worker that dies
     leaves its commits reachable from the claim.
 ``refs/heads/parallel/<task>/<id>``, ``refs/parallel/evidence/<run_id>/<id>/<attempt>``, the notes ref
-    what a worker delivers, in one atomic push with its final claim state.
+    what a worker delivers, in one atomic push with its final claim state,
+    whose tree also holds ``agent.log`` (the agent's log, capped at
+    ``evidence_log_bytes``), passed or failed, so a failure reads on the
+    coordinator as it would have here.
 
 Leases.  A claim holds ``lease_s`` and ``expires_epoch`` (the holder's clock
 at its last renewal plus the lease); a worker renews every third of the
@@ -205,11 +208,15 @@ def read_claim(repo: Repo, commit: str | None) -> dict[str, Any] | None:
     return claim if isinstance(claim, dict) and claim.get("v") == CLAIM_VERSION else None
 
 
-def claim_commit(repo: Repo, claim: dict[str, Any], parents: list[str]) -> str:
+CLAIM_LOG = "agent.log"  # beside claim.json in a done claim: the agent's log, capped
+
+
+def claim_commit(repo: Repo, claim: dict[str, Any], parents: list[str], log: bytes | None = None) -> str:
     text = (json.dumps(claim, sort_keys=True, indent=2) + "\n").encode()
     message = (f"git-parallel: claim {claim['task']}/{claim['instance']} attempt {claim['attempt']} "
                f"{claim['state']} by {claim['worker']}\n\nParallel-Run: {claim['run_id']}\n")
-    return _commit(repo, {"claim.json": text}, message, parents)
+    files = {"claim.json": text} if log is None else {"claim.json": text, CLAIM_LOG: log}
+    return _commit(repo, files, message, parents)
 
 
 def claim_state(claim: dict[str, Any] | None, attempt: int, now: float | None = None) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gitflow_parallel.errors import is_no_space
 from gitflow_parallel.git.repo import commit_all
 from gitflow_parallel.proc.supervise import KILL_GRACE, signame
 from gitflow_parallel.provenance import leftovers_message, stray_leftovers_message
@@ -61,8 +62,9 @@ def commit(project: Project, record: dict[str, Any], child: Any, signature: Any)
                                         f"Uncommitted when the command exited ({child.status}, "
                                         f"exit {child.exit_code}).")
             child.committed = commit_all(child.worktree, message, signature=signature)
-    except Exception as exc:  # a broken worktree fails this instance, not the run
-        problem = f"its leftovers could not be committed: {type(exc).__name__}: {exc}"
+    except Exception as exc:  # a broken worktree, or a full disk, fails this instance, not the run
+        problem = ("could not commit leftovers: no space left on device" if is_no_space(exc)
+                   else f"its leftovers could not be committed: {type(exc).__name__}: {exc}")
     if problem:
         if child.status == "succeeded":
             child.status = "failed"

@@ -101,6 +101,15 @@ def instance_process_alive(inst: dict[str, Any]) -> bool:
     return False
 
 
+def process_alive_since(pid: Any, since: str | None) -> bool:
+    """Is ``pid`` alive and the process that was there at ``since`` (a
+    recorded UTC time), not a later one that got the same pid?"""
+    if not pid_alive(pid):
+        return False
+    started, when = _process_start_epoch(pid), _recorded_epoch({"started_at": since})
+    return started is None or when is None or started <= when + 5.0
+
+
 def pid_alive(pid: Any) -> bool:
     if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 1 << 31:
         return False

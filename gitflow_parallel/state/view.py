@@ -199,10 +199,23 @@ def gate_rows(view: RunView, inst: dict[str, Any], pack: dict[str, Any] | None, 
     return rows
 
 
+def agent_row(view: RunView, inst: dict[str, Any], lines: int) -> dict[str, Any]:
+    """The agent's log of the attempt: where it is read from and its last lines
+    (a worker's comes home with its result, see ``collect``)."""
+    data, source = view.log(inst, inst.get("log"))
+    return {"log": inst.get("log"), "log_source": source, "tail": tail_lines(data, lines)}
+
+
 # -- logs ------------------------------------------------------------------------------------
 def log_path(view: RunView, inst: dict[str, Any], gate: str | None) -> str:
     """The path the record or pack names for the agent's log or a gate's."""
     if gate is None:
+        remote = view.record.get("remote") or {}
+        if not inst.get("log") and remote.get("agent"):
+            raise ParallelError(E.EVIDENCE_MISSING, f"instance {inst['id']} has no agent log here: attempt "
+                                f"{inst['attempt']} runs on a worker ({remote.get('name')})",
+                                hint=f"`git parallel collect {view.record['task']}` brings each finished attempt's "
+                                     "log with its result")
         if not inst.get("log"):
             raise ParallelError(E.EVIDENCE_MISSING, f"instance {inst['id']} has no agent log yet (attempt "
                                 f"{inst['attempt']} has not run)", hint=f"`git parallel run {view.record['task']} -- CMD`")
