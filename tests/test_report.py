@@ -7,6 +7,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import textwrap
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from conftest import GP, make_repo
 from test_review_share import config, three_attempts, tools
 
 CHROMIUM = shutil.which("chromium")
+PY = sys.executable
 
 
 class Attempts(HTMLParser):
@@ -97,3 +100,125 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert taken.returncode == 0, taken.stderr
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a page, not a blank
+
+
+def rendered(page: Path, tmp_path: Path) -> str:
+    """The page as the browser built it (headless Chromium's DOM), or its
+    text where no Chromium is installed."""
+    if CHROMIUM is None:
+        return page.read_text()
+    dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / f"profile-{page.stem}")
+    assert dom.returncode == 0, dom.stderr
+    return dom.stdout
+
+
+class Page(HTMLParser):
+    """Texts of the elements that carry a given data-* attribute, by its value."""
+
+    def __init__(self, attr: str) -> None:
+        super().__init__()
+        self.attr, self.stack, self.found = attr, [], {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("br", "meta", "rect"):
+            return
+        value = dict(attrs).get(self.attr)
+        self.stack.append(value)
+        if value is not None:
+            self.found.setdefault(value, "")
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.stack and tag not in ("br", "meta", "rect"):
+            self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        for value in {v for v in self.stack if v is not None}:
+            self.found[value] += data
+
+
+def texts(dom: str, attr: str) -> dict[str, str]:
+    parser = Page(attr)
+    parser.feed(dom)
+    return parser.found
+
+
+def test_report_says_the_rule_that_picked_the_losers_own_evidence_and_earlier_attempts(tmp_path: Path) -> None:
+    t = tools(tmp_path)
+    repo = make_repo(tmp_path / "repo", files={"README.md": "hello\n"}, config=config(t))
+    gp = GP(repo)
+    three_attempts(gp, t)  # 1 passes (score 7), 2 passes (score 5), 3 fails: picked 1
+    gp("unpick", "t")
+    gp("retry", "t", "3")
+    gp("run", "t", "--instance", "3", "--", PY, str(t / "agent.py"), "a.num=4")
+    gp("check", "t", "--instance", "3")
+    gp("pick", "t")
+    page = tmp_path / "rule.html"
+    gp("report", "t", "--html", str(page))
+    dom = rendered(page, tmp_path)
+    assert "earliest proof" not in dom and "fewest changed lines" in dom
+    rule = texts(dom, "data-role")["rule"]
+    assert "highest score, then fewest changed lines against the base, then id" in rule
+    assert "decided by score: 1 (score 7, 1 changed lines) over 3 (score 6, 1 changed lines)" in rule
+    losers = texts(dom, "data-standing")
+    assert set(losers) == {"passed"}  # 2 and 3 passed; they were ranked below, not failed
+    assert "PARALLEL_DEV_SELECTION_NO_PASS" not in texts(dom, "data-losers")["2"]
+    earlier = texts(dom, "data-earlier-attempt")
+    assert list(earlier) == ["0"] and "verdict fail" in earlier["0"] and "sum 20" in earlier["0"]
+    assert 'data-earlier-attempt="0" data-verdict="fail"' in dom
+    assert "refs/parallel/archive/" in earlier["0"]
+
+    # A person's pick: no rule, the person and the reason once, losers as they stand.
+    gp("unpick", "t")
+    reason = "the retried attempt reads best; the reviewers asked for it in the design meeting"
+    gp("pick", "t", "--instance", "3", "--reason", reason)
+    gp("report", "t", "--html", str(page))
+    dom = rendered(page, tmp_path)
+    rule = texts(dom, "data-role")["rule"]
+    assert rule.startswith("chosen by ") and reason in rule and "highest score" not in rule
+    assert dom.count(reason) == 1
+    rows = texts(dom, "data-losers")
+    assert list(rows) == ["1 2"] and "not chosen" in rows["1 2"]
+    assert "PARALLEL_DEV_SELECTION_NO_PASS" not in dom
+
+
+CALC_TESTS = textwrap.dedent("""
+    import pytest
+
+    import calc
+
+
+    @pytest.mark.parametrize("n", range(120))
+    def test_double_of_a_number_is_that_number_added_to_itself_for_every_small_integer(n):
+        assert calc.double(n) == n + n
+""")
+
+
+def test_report_cards_show_the_test_summary_and_every_failing_test(tmp_path: Path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text("import pathlib, sys\npathlib.Path('calc.py').write_text(sys.argv[1] + '\\n')\n")
+    repo = make_repo(tmp_path / "repo", files={"tests/test_calc.py": CALC_TESTS, "calc.py": "def double(n): pass\n"},
+                     config=textwrap.dedent(f"""
+                         gates:
+                           - name: tests
+                             run: [{PY}, -m, pytest, -q, -p, no:cacheprovider, tests]
+                     """))
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "2")
+    gp("run", "t", "--instance", "1", "--", PY, str(agent), "def double(n): return 2 * n")
+    gp("run", "t", "--instance", "2", "--", PY, str(agent), "def double(n): return 2 * n + n % 4 // 3")
+    gp("check", "t", code=1)
+    page = tmp_path / "tests.html"
+    gp("report", "t", "--html", str(page))
+    gates = Attempts()
+    dom = rendered(page, tmp_path)
+    gates.feed(dom)
+    assert [a["gates"] for a in gates.attempts] == [{"tests": "pass"}, {"tests": "fail"}]
+    cards = texts(dom, "data-attempt")  # each card, then its diff
+    passing = cards["1"]
+    assert re.search(r"120 passed in [\d.]+s", passing), passing
+    assert "....." not in passing  # no progress dots
+    failing = cards["2"]
+    assert re.search(r"30 failed, 90 passed in [\d.]+s", failing)
+    for n in range(3, 120, 4):  # every failing test, named in full
+        name = f"tests/test_calc.py::test_double_of_a_number_is_that_number_added_to_itself_for_every_small_integer[{n}]"
+        assert f"FAILED {name}" in failing, n

@@ -4,12 +4,14 @@ internal error with a traceback log), ``--json`` and the project opener."""
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import click
 
@@ -18,6 +20,43 @@ from gitflow_parallel.errors import ParallelError, is_no_space, no_space
 
 # 0 done and 2 usage error come from click itself.
 EXIT_REFUSED, EXIT_INTERNAL = 1, 3
+
+
+# Control characters a terminal would obey: C0 but tab and newline, a carriage
+# return not ending a line, DEL, C1 (0x9b is a CSI on some terminals), and the
+# bidirectional overrides that reorder what a line appears to say.
+_CONTROL = re.compile(r"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(value: Any) -> Any:
+    """``value`` with every control character in its strings written as a
+    visible escape (``\\x1b``): text from agents, gates and remotes is
+    printed as what it says, never obeyed (a cursor move cannot turn a FAIL
+    line into a pass).  Dicts and lists are walked, keys included."""
+    if isinstance(value, str):
+        return _CONTROL.sub(_escape, value)
+    if isinstance(value, dict):
+        return {visible(k): visible(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(visible(v) for v in value)
+    return value
+
+
+def visible_stream(chunks: Iterable[bytes]) -> Iterator[str]:
+    """``visible`` over a byte stream read in pieces: a character or a CRLF
+    split between two pieces still reads as one."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    held = ""
+    for chunk in chunks:
+        text = held + decoder.decode(chunk)
+        text, held = (text[:-1], "\r") if text.endswith("\r") else (text, "")
+        yield visible(text)
+    yield visible(held + decoder.decode(b"", final=True))
 
 
 def emit_json(obj: Any) -> None:
@@ -61,9 +100,9 @@ def _refused(as_json: bool, exc: ParallelError) -> None:
     if as_json:
         emit_json(exc.as_json())
     else:
-        click.echo(f"error[{exc.code}]: {exc.message}", err=True)
+        click.echo(f"error[{exc.code}]: {visible(exc.message)}", err=True)
         if exc.hint:
-            click.echo(f"hint: {exc.hint}", err=True)
+            click.echo(f"hint: {visible(exc.hint)}", err=True)
     sys.exit(EXIT_REFUSED)
 
 
@@ -94,15 +133,15 @@ def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None]
         sys.exit(EXIT_INTERNAL)
     success = ok(result) if ok else True
     if not as_json and isinstance(result, dict) and result.get("notes_error"):
-        click.echo(f"warning: {result['notes_error']}", err=True)
+        click.echo(f"warning: {visible(result['notes_error'])}", err=True)
     if not as_json and isinstance(result, dict) and result.get("remote_warning"):
-        click.echo(f"warning: {result['remote_warning']}", err=True)
+        click.echo(f"warning: {visible(result['remote_warning'])}", err=True)
     if as_json:
         payload = dict(result) if isinstance(result, dict) else {"result": result}
         payload.setdefault("ok", success)
         emit_json(payload)
     elif render is not None:
-        render(result)
+        render(visible(result))  # text only: --json escapes control characters itself
     if not success:
         sys.exit(EXIT_REFUSED)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
+from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb, visible_stream
 from gitflow_parallel.cli.render import render_diff, render_published, render_show, render_worker
 
 
@@ -67,22 +67,34 @@ def show(task: str, instance: str, lines: int, as_json: bool) -> None:
 @click.option("--gate", default=None, metavar="NAME", help="The log of this gate (from the instance's evidence).")
 @click.option("--agent", is_flag=True, help="The agent's log (the default).")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing as the log grows, while the instance runs.")
+@click.option("--raw", is_flag=True, help="The log's bytes as written, control characters included.")
 @json_option
-def logs(task: str, instance: str, gate: str | None, agent: bool, follow: bool, as_json: bool) -> None:
+def logs(task: str, instance: str, gate: str | None, agent: bool, follow: bool, raw: bool, as_json: bool) -> None:
     """Print an instance's agent log, or with --gate NAME one gate's log:
     from <common>/parallel/logs/, or from its evidence ref where the file is
-    not here (a fetched run, a pruned log folder)."""
+    not here (a fetched run, a pruned log folder).  Control characters other
+    than tab and newline print as escapes (\\x1b) unless --raw."""
     from gitflow_parallel.commands import logs as logs_cmd
 
     if gate and agent:
         raise click.UsageError("give --gate NAME or --agent, not both")
+    if raw and as_json:
+        raise click.UsageError("give --raw or --json, not both")
+
+    def write(chunk: bytes) -> None:
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+
     if follow and not as_json:
         def stream() -> None:
-            for chunk in logs_cmd.follow(_project(), task, instance, gate):
-                sys.stdout.buffer.write(chunk)
-                sys.stdout.buffer.flush()
+            chunks = logs_cmd.follow(_project(), task, instance, gate)
+            for chunk in (chunks if raw else (text.encode("utf-8") for text in visible_stream(chunks))):
+                write(chunk)
 
         run_verb(False, stream)
+        return
+    if raw:
+        run_verb(False, lambda: write(logs_cmd.raw(_project(), task, instance, gate)))
         return
     run_verb(as_json, lambda: logs_cmd.logs(_project(), task, instance, gate),
              lambda r: click.echo(r["text"], nl=False))

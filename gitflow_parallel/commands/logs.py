@@ -15,7 +15,7 @@ from gitflow_parallel.model import find_instance
 from gitflow_parallel.state.view import log_path, open_view
 
 
-def logs(project: Project, task: str, inst_id: str, gate: str | None = None) -> dict[str, Any]:
+def _read(project: Project, task: str, inst_id: str, gate: str | None) -> tuple[dict[str, Any], bytes]:
     view = open_view(project, task)
     inst = view.instance(inst_id)
     path = log_path(view, inst, gate)
@@ -24,8 +24,18 @@ def logs(project: Project, task: str, inst_id: str, gate: str | None = None) -> 
         raise ParallelError(E.EVIDENCE_MISSING, f"the log {path} is gone, and no evidence ref keeps it",
                             hint="logs live under <common>/parallel/logs/ and on refs/parallel/evidence/")
     return {"task": task, "run_id": view.record["run_id"], "instance": inst_id, "attempt": inst["attempt"],
-            "which": f"gate {gate}" if gate else "agent", "path": path, "source": source,
-            "text": data.decode("utf-8", "replace")}
+            "which": f"gate {gate}" if gate else "agent", "path": path, "source": source}, data
+
+
+def logs(project: Project, task: str, inst_id: str, gate: str | None = None) -> dict[str, Any]:
+    """The log as text (bytes that are not UTF-8 replaced)."""
+    info, data = _read(project, task, inst_id, gate)
+    return {**info, "text": data.decode("utf-8", "replace")}
+
+
+def raw(project: Project, task: str, inst_id: str, gate: str | None = None) -> bytes:
+    """The log's bytes, exactly as the agent or gate wrote them."""
+    return _read(project, task, inst_id, gate)[1]
 
 
 def follow(project: Project, task: str, inst_id: str, gate: str | None = None,

@@ -3,20 +3,24 @@
 The page needs no network and loads nothing: its CSS is inline, the charts
 are inline SVG, the diffs are highlighted by pygments into ``<span>``s styled
 by the same inline sheet, and there is no script.  One column per attempt
-(verdict, score, gates with results and durations, the last lines of each
-gate's log, why it won or lost), a chart of gate durations and one of lines
-changed per attempt, the pick and its rule, the landing, then each attempt's
-diff against the base.  It reads the run through ``view.RunView``, so a
+(verdict, score, gates with results and durations, each gate's log digest:
+a pass's last line, a fail's last line and every failing test it names;
+why it won or lost; the earlier attempts a retry replaced), a chart of gate
+durations and one of lines changed per attempt, the pick and the rule that
+made it (or the person), each loser with its own evidence, the landing,
+then each attempt's diff against the base.  It reads the run through ``view.RunView``, so a
 run fetched from a teammate renders the same as one made here.
 
 Elements carry ``data-*`` attributes (``data-attempt``, ``data-winner``,
-``data-gate``, ``data-result``) so that tools (and the tests, through a
+``data-gate``, ``data-result``, ``data-earlier-attempt``, ``data-method``,
+``data-losers``, ``data-standing``) so that tools (and the tests, through a
 headless browser's rendered DOM) can find them without parsing prose.
 """
 
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +30,17 @@ from pygments.lexers import DiffLexer
 
 from gitflow_parallel import __version__
 from gitflow_parallel.files import atomic_write, utcnow
+from gitflow_parallel.judge.selection import RULE_TEXT
+from gitflow_parallel.model import HUMAN
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.state.view import RunView, changes_between, gate_rows, open_view, outcome
+from gitflow_parallel.state.view import RunView, changes_between, open_view, outcome
 
 MAX_PATCH_CHARS = 200_000  # per attempt: a page a browser still opens quickly
 LOG_LINES = 12
+MAX_FAILURES = 50  # failing test names listed per gate
+# A test runner's line naming one failing test: pytest's short summary
+# (FAILED/ERROR node id), unittest's (FAIL:/ERROR: name), go test's (--- FAIL:).
+FAILURE_LINE = re.compile(r"^(?:(?:FAILED|ERROR) \S|(?:FAIL|ERROR): \S|--- FAIL: \S)")
 BAR_WIDTH = 360
 
 CSS = """
@@ -45,7 +55,8 @@ code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
 .badge.fail{background:#ffebe9;color:#a40e26}.badge.none{background:#eaeef2;color:#59636e}
 ul.gates{list-style:none;padding:0;margin:8px 0}ul.gates li{margin:4px 0}
 .res-pass{color:#1a7f37;font-weight:600}.res-fail{color:#cf222e;font-weight:600}.res-skip{color:#59636e;font-weight:600}
-pre.log{background:#f6f8fa;border-radius:6px;padding:6px;margin:4px 0;white-space:pre-wrap;max-height:180px;overflow:auto}
+pre.log{background:#f6f8fa;border-radius:6px;padding:6px;margin:4px 0;white-space:pre-wrap;overflow-wrap:anywhere;max-height:360px;overflow:auto}
+.earlier{margin-top:8px;font-size:13px;border-top:1px dashed #d0d7de;padding-top:6px}
 .why{margin-top:8px;font-size:13px}table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #eaeef2;text-align:left}
 .chart text{font-size:12px;fill:#1f2328}.highlight{border:1px solid #d0d7de;border-radius:6px;overflow:auto}
 .highlight pre{margin:0;padding:8px}
@@ -56,6 +67,43 @@ def _e(value: Any) -> str:
     return html.escape("-" if value is None else str(value))
 
 
+def digest(data: bytes | None, passed: bool) -> list[str]:
+    """The lines of a gate's log worth a card: a pass shows its last line
+    (a test runner's summary, not its progress dots); a fail shows that
+    line and every failing test the log names, whole, else its last lines."""
+    lines = [line.rstrip() for line in (data or b"").decode("utf-8", "replace").splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    if not lines:
+        return []
+    if passed:
+        return lines[-1:]
+    failures = [line for line in lines if FAILURE_LINE.match(line)]
+    if not failures:
+        return lines[-LOG_LINES:]
+    more = len(failures) - MAX_FAILURES
+    return ([lines[-1]] + failures[:MAX_FAILURES]
+            + ([f"... and {more} more (`git parallel logs` shows the whole log)"] if more > 0 else []))
+
+
+def _gates(view: RunView, inst: dict[str, Any], pack: dict[str, Any] | None) -> list[dict[str, Any]]:
+    rows = []
+    for g in (pack or {}).get("gates") or []:
+        data = view.log(inst, g.get("log"))[0] if g.get("log") else None
+        rows.append({**g, "digest": digest(data, bool(g.get("passed")))})
+    return rows
+
+
+def _earlier(view: RunView, inst: dict[str, Any]) -> list[dict[str, Any]]:
+    """The attempts a retry replaced, oldest first, with their gates."""
+    out = []
+    for h in inst.get("history") or []:
+        past = {"id": inst["id"], "track": inst["track"], **h}
+        pack = view.pack(past)
+        out.append({**h, "pack": pack, "gates": _gates(view, past, pack)})
+    return out
+
+
 def _attempt_data(view: RunView, inst: dict[str, Any]) -> dict[str, Any]:
     base = view.record["base"]["commit"]
     tip = view.tip(inst)
@@ -63,17 +111,36 @@ def _attempt_data(view: RunView, inst: dict[str, Any]) -> dict[str, Any]:
     changes = changes_between(view.repo, base, tip, True) if tip else {"files": [], "added": 0, "removed": 0, "patch": ""}
     fate = outcome(view, inst)
     return {"inst": inst, "tip": tip, "pack": pack, "fresh": view.freshness(inst), "changes": changes,
-            "gates": gate_rows(view, inst, pack, LOG_LINES), "outcome": fate}
+            "gates": _gates(view, inst, pack), "outcome": fate, "earlier": _earlier(view, inst)}
 
 
 def _gate_item(g: dict[str, Any]) -> str:
     result = "skip" if g["skipped"] else ("pass" if g["passed"] else "fail")
     took = "" if g["duration_s"] is None else f" in {g['duration_s']:.2f}s"
     detail = _e(g["error"]) if g["error"] else f"exit {_e(g['exit_code'])}{took}"
-    log = f'<pre class="log">{_e(chr(10).join(g["tail"]))}</pre>' if g["tail"] else ""
+    log = f'<pre class="log">{_e(chr(10).join(g["digest"]))}</pre>' if g["digest"] else ""
     return (f'<li class="gate" data-gate="{_e(g["name"])}" data-result="{result}">'
             f'<span class="res-{result}">{result.upper()}</span> <b>{_e(g["name"])}</b> '
             f'<span class="meta">{_e(g["mode"])}, {detail}</span>{log}</li>')
+
+
+def _earlier_item(h: dict[str, Any]) -> str:
+    verdict = (h["pack"] or {}).get("verdict") or h.get("verdict") or "none"
+    what = f"{_e(h['status'])}" + (f" ({_e(h['error'])})" if h.get("error") else "")
+    kept = f'; kept at <span class="mono">{_e(h["archive_ref"])}</span>' if h.get("archive_ref") else ""
+    gates = "".join(_gate_item(g) for g in h["gates"])
+    return (f'<div class="earlier" data-earlier-attempt="{_e(h["attempt"])}" data-verdict="{_e(verdict)}">'
+            f'earlier attempt {_e(h["attempt"])}: {what}, verdict <b>{_e(verdict)}</b>, score {_e(h.get("score"))}, '
+            f'commit <span class="mono">{_e((h.get("head") or "")[:12] or None)}</span>{kept}'
+            + (f'<ul class="gates">{gates}</ul>' if gates else "") + "</div>")
+
+
+def _why(fate: dict[str, Any]) -> str:
+    """Why it won or lost; a person's reason is printed once, with the pick."""
+    pick = fate.get("pick")
+    if pick and pick["selection_method"] == HUMAN and not fate["won"]:
+        return f"lost track {pick['track']} to {pick['winner']['id']}: not chosen by {pick.get('picked_by')} (see Pick)"
+    return fate["why"]
 
 
 def _column(a: dict[str, Any]) -> str:
@@ -93,7 +160,8 @@ def _column(a: dict[str, Any]) -> str:
             f'<div>score <b data-role="score">{_e(score)}</b>; evidence {_e(a["fresh"].state)}; '
             f'{len(a["changes"]["files"])} file(s), <span class="res-pass">+{a["changes"]["added"]}</span> '
             f'<span class="res-fail">-{a["changes"]["removed"]}</span></div>'
-            f'<ul class="gates">{gates}</ul><div class="why" data-role="why">{_e(fate["why"])}</div></section>')
+            f'<ul class="gates">{gates}</ul><div class="why" data-role="why">{_e(_why(fate))}</div>'
+            f'{"".join(_earlier_item(h) for h in a["earlier"])}</section>')
 
 
 def _bars(title: str, rows: list[tuple[str, list[tuple[str, float, str]]]], unit: str) -> str:
@@ -125,7 +193,60 @@ def _charts(attempts: list[dict[str, Any]]) -> str:
     return _bars("Gate durations", durations, "s") + _bars("Lines changed against the base", lines, "")
 
 
-def _pick_section(view: RunView) -> str:
+def _figures(f: dict[str, Any] | None) -> str:
+    if not f:
+        return ""
+    score = "unavailable" if f.get("score") is None else f["score"]
+    return f"{_e(f['id'])} (score {_e(score)}, {_e(f.get('changed_lines'))} changed lines)"
+
+
+def _rule(pick: dict[str, Any]) -> str:
+    """How this pick was made, in words: the rule it ran, or the person."""
+    method = pick["selection_method"]
+    if method == HUMAN:
+        text = f"chosen by <b>{_e(pick.get('picked_by'))}</b>" + (f": &ldquo;{_e(pick['reason'])}&rdquo;"
+                                                              if pick.get("reason") else " (no reason given)")
+        if pick.get("forced"):
+            text += f"; forced, waiving: {_e('; '.join(pick.get('waived') or []))}"
+        return text
+    text = f"by <b>{_e(method)}</b> ({_e(RULE_TEXT.get(method, 'its rule'))})"
+    d = pick.get("decision")
+    if d:
+        against = f" over {_figures(d['runner_up'])}" if d.get("runner_up") else ""
+        text += f"; decided by {_e(d['stage'])}: {_figures(d['winner'])}{against}"
+    return text
+
+
+def _standing(a: dict[str, Any] | None) -> str:
+    """A loser's own evidence, so a loser that passed never reads as failed."""
+    if a is None:
+        return "unknown"
+    fresh = a["fresh"]
+    if fresh.passing:
+        return "passed"
+    if fresh.state == "fresh":
+        return "failed" if (fresh.pack or {}).get("complete") else "incomplete"
+    return {"none": "not checked", "missing": "evidence missing"}.get(fresh.state, f"evidence {fresh.state}")
+
+
+def _losers(pick: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str:
+    """One row per distinct (standing, why): a person's pick names its reason
+    once, above, not once per loser."""
+    rows: dict[tuple[str, str, str], list[str]] = {}
+    for lost in pick["losers"]:
+        standing = _standing(by_id.get(lost["id"]))
+        why = "not chosen" if pick["selection_method"] == HUMAN else lost["reason"]
+        code = "" if standing == "passed" else lost.get("code") or ""
+        rows.setdefault((standing, code, why), []).append(lost["id"])
+    body = "".join(f'<tr data-losers="{_e(" ".join(ids))}" data-standing="{_e(standing)}"><td>{_e(", ".join(ids))}</td>'
+                   f'<td>{_e(standing)}</td><td>{_e(code) or "-"}</td><td>{_e(why)}</td></tr>'
+                   for (standing, code, why), ids in rows.items())
+    return ("<table><tr><th>lost</th><th>its evidence</th><th>code</th><th>why</th></tr>" + body + "</table>"
+            if body else "")
+
+
+def _pick_section(view: RunView, attempts: list[dict[str, Any]]) -> str:
+    by_id = {a["inst"]["id"]: a for a in attempts}
     out = []
     for track in view.record["tracks"]:
         pick = view.pick(track)
@@ -133,15 +254,12 @@ def _pick_section(view: RunView) -> str:
             out.append(f'<p data-track="{_e(track)}">track <b>{_e(track)}</b>: not picked yet</p>')
             continue
         w = pick["winner"]
-        losers = "".join(f'<tr><td>{_e(l["id"])}</td><td>{_e(l["code"])}</td><td>{_e(l["reason"])}</td></tr>'
-                         for l in pick["losers"])
-        out.append(f'<p data-track="{_e(track)}" data-pick-winner="{_e(w["id"])}">track <b>{_e(track)}</b>: '
+        out.append(f'<p data-track="{_e(track)}" data-pick-winner="{_e(w["id"])}" '
+                   f'data-method="{_e(pick["selection_method"])}">track <b>{_e(track)}</b>: '
                    f'winner <b>{_e(w["id"])}</b> (attempt {_e(w["attempt"])}, commit '
-                   f'<span class="mono">{_e(w["commit"][:12])}</span>), score {_e(pick["score"])}, by '
-                   f'<b>{_e(pick["selection_method"])}</b> (highest score, then earliest proof, then id'
-                   f'{"; the largest group of identical trees first" if pick["selection_method"] == "majority_vote" else ""}'
-                   f'), merge policy {_e(pick["merge_policy"])}, picked {_e(pick["created_at"])}</p>'
-                   + (f"<table><tr><th>lost</th><th>code</th><th>why</th></tr>{losers}</table>" if losers else ""))
+                   f'<span class="mono">{_e(w["commit"][:12])}</span>), score {_e(pick["score"])}, '
+                   f'<span data-role="rule">{_rule(pick)}</span>; merge policy {_e(pick["merge_policy"])}, '
+                   f'picked {_e(pick["created_at"])}</p>' + _losers(pick, by_id))
     return "".join(out)
 
 
@@ -151,7 +269,7 @@ def _landing(record: dict[str, Any]) -> str:
         return f'<p data-role="landing">not landed (run {_e(record["status"])})</p>'
     return (f'<p data-role="landing" data-landed="{_e(m["landed"])}">{_e(m["method"])} on {_e(m["base_ref"])}: '
             f'<span class="mono">{_e(m["previous"][:12])}</span> &rarr; <span class="mono">{_e(m["landed"][:12])}</span>'
-            f' at {_e(m["merged_at"])} (policy {_e(m["policy"])}, {_e(m["attempts"])} attempt(s)); '
+            f' at {_e(m["merged_at"])} (policy {_e(m["policy"])}, landed on merge try {_e(m["attempts"])}); '
             f'<code>git notes --ref=parallel show {_e(m["landed"][:12])}</code></p>')
 
 
@@ -184,7 +302,7 @@ def render(view: RunView, attempts: list[dict[str, Any]]) -> str:
         f'{source} &middot; made {_e(utcnow())} by git-parallel {_e(__version__)}</div>'
         f'<h2>Attempts</h2><div class="grid">{"".join(_column(a) for a in attempts)}</div>'
         f"<h2>Charts</h2>{_charts(attempts)}"
-        f"<h2>Pick</h2>{_pick_section(view)}"
+        f"<h2>Pick</h2>{_pick_section(view, attempts)}"
         f"<h2>Landing</h2>{_landing(record)}"
         f"<h2>Diffs against the base</h2>{_diffs(attempts)}"
         "</body></html>\n")

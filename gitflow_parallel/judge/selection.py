@@ -145,6 +145,16 @@ def candidate_basis(candidates: list[dict[str, Any]]) -> list[tuple[str, int, st
 
 
 # -- ranking ----------------------------------------------------------------------------
+CRITIC_ORDER = "highest score, then fewest changed lines against the base, then id"
+# What each rule ranks by, in words (the report prints it with the pick).
+RULE_TEXT = {
+    "critic_first_pass": CRITIC_ORDER,
+    "majority_vote": f"the largest group of identical trees; ties by {CRITIC_ORDER}",
+    "cluster": f"the largest group whose probes saw the same behaviour; ties by {CRITIC_ORDER}",
+    "tournament": f"a judge's bracket among the largest behaviour groups; unanswered matches by {CRITIC_ORDER}",
+}
+
+
 def _critic_key(c: dict[str, Any]) -> tuple[Any, ...]:
     """Highest score (a null score after every number), then fewest changed
     lines against the base, then id: never the time a check happened to end."""
