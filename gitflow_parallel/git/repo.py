@@ -20,11 +20,19 @@ import pygit2
 from gitflow_parallel.errors import BASE_NOT_FOUND, LOCK_HELD, NOT_A_REPO, ParallelError
 from gitflow_parallel.proc import env as proc_env
 
-# Set on every git subprocess we start, so our own hooks let our moves
-# through.  Its value is a random token naming a file under
-# <common>/parallel/internal/ that exists while this process runs: a bare
-# "1" set by hand (or by an agent) names none and gets no pass.
-INTERNAL_ENV = "GIT_PARALLEL_INTERNAL"
+# The pass our hooks honour: a random token naming a file under
+# <common>/parallel/internal/ that exists while the process that made it
+# runs (a bare "1" set by hand, or by an agent, names none).  Our own git
+# commands do not carry it: they run no hooks at all (``HARDENED``), and a
+# filter or fsmonitor they start must never hold a pass.
+INTERNAL_ENV = proc_env.INTERNAL_ENV
+# What every git command of ours runs with, whatever the repository's config
+# (which a linked worktree's agent can write) says: no fsmonitor, no hooks,
+# no external diff, no ext:: transport.  Filters cannot be named off (their
+# names come from attributes); judged checkouts are written by libgit2,
+# which runs none (see ``scratch``).
+HARDENED = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "diff.external=",
+            "-c", "protocol.ext.allow=never"]
 INTERNAL_DIR = "internal"
 _TOKENS: dict[str, str] = {}
 
@@ -206,7 +214,7 @@ class Repo:
     def run_git(self, args: list[str], cwd: str | os.PathLike[str] | None = None,
                 check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         # Our git calls name their repository by cwd.
-        proc = subprocess.run(["git", *args], cwd=str(cwd or self.main_workdir), env=internal_env(self.common_dir),
+        proc = subprocess.run(["git", *HARDENED, *args], cwd=str(cwd or self.main_workdir), env=proc_env.for_host_git(),
                               input=input, capture_output=True)
         if check and proc.returncode != 0:
             raise RuntimeError(f"git {' '.join(args)} failed ({proc.returncode}): "
@@ -250,15 +258,6 @@ def internal_token(common_dir: str | os.PathLike[str]) -> str:
     return token
 
 
-def internal_env(common_dir: str | os.PathLike[str]) -> dict[str, str]:
-    """The environment of a git subprocess of ours: our own location
-    variables dropped (an inherited GIT_DIR or GIT_WORK_TREE, say from
-    `git --git-dir=… parallel`, would aim it elsewhere), our token added."""
-    env = proc_env.for_git()
-    env[INTERNAL_ENV] = internal_token(common_dir)
-    return env
-
-
 def create_ref_exclusive(git_dir: str | os.PathLike[str], name: str, new: str, message: str) -> bool:
     """Create a ref only if it does not exist yet; False if it does.
 
@@ -266,8 +265,8 @@ def create_ref_exclusive(git_dir: str | os.PathLike[str], name: str, new: str, m
     ``references.create(force=False)`` at once can both succeed, the second
     silently replacing the first.  git's update-ref with the null oid as the
     old value makes that check under the lock."""
-    proc = subprocess.run(["git", f"--git-dir={git_dir}", "update-ref", "-m", message, name, new, "0" * len(new)],
-                          env=internal_env(git_dir), capture_output=True)
+    proc = subprocess.run(["git", *HARDENED, f"--git-dir={git_dir}", "update-ref", "-m", message, name, new,
+                           "0" * len(new)], env=proc_env.for_host_git(), capture_output=True)
     return proc.returncode == 0
 
 
@@ -293,17 +292,9 @@ def worktree_changes(path: str | os.PathLike[str]) -> list[str]:
     return sorted(p for p, f in flags.items() if f != pygit2.GIT_STATUS_CURRENT and not f & pygit2.GIT_STATUS_IGNORED)
 
 
-def git_env() -> dict[str, str]:
-    """The environment of a git command we start: no inherited location
-    variables (it names its repository by cwd), marked as ours for the hooks."""
-    env = proc_env.for_git()
-    env[INTERNAL_ENV] = "1"
-    return env
-
-
 def stage_all(path: str | os.PathLike[str]) -> None:
     """``git add -A`` in a worktree: everything, .gitignore respected, filters run."""
-    proc = subprocess.run(["git", "add", "-A", "--", "."], cwd=str(path), env=git_env(),
+    proc = subprocess.run(["git", *HARDENED, "add", "-A", "--", "."], cwd=str(path), env=proc_env.for_host_git(),
                           stdin=subprocess.DEVNULL, capture_output=True)
     if proc.returncode != 0:
         raise RuntimeError(f"git add -A in {path} failed ({proc.returncode}): "
