@@ -81,6 +81,7 @@ class InstanceRecord(TypedDict, total=False):
     start: dict[str, Any] | None
     feedback: Any
     worker: Any
+    tampered: list[str] | None  # what the attempt changed that no attempt may (restored)
 
 
 class PickBinding(TypedDict, total=False):
@@ -246,6 +247,7 @@ def start(record: RunRecord, inst: InstanceRecord, pid: int, runner_pid: int, no
     check_transition(record, inst, "running")
     inst.update(status="running", pid=pid, runner_pid=runner_pid, started_at=now, finished_at=None,
                 exit_code=None, error=None, log=log, events=events)
+    inst.pop("tampered", None)
 
 
 def move(record: RunRecord, inst: InstanceRecord, to: str, **fields: Any) -> None:

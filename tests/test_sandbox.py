@@ -14,6 +14,11 @@ from conftest import GP, git
 from test_hostile import APP_BUGGY, APP_FIXED, HONEST, act, project
 
 
+# The tamper check alone, without the Landlock fence (which would refuse the
+# writes in the first place).
+UNFENCED = {"GIT_PARALLEL_SANDBOX": "off"}
+
+
 def _status(gp: GP, task: str) -> dict[str, dict]:
     return {i["id"]: i for i in gp.json("status", task)["run"]["instances"]}
 
@@ -67,11 +72,72 @@ def _hijacks(tmp_path: Path) -> tuple[Path, str]:
 def test_nothing_an_agent_configures_runs_during_check_pick_or_merge(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     marks, agent = _hijacks(tmp_path)
+    config_before = (repo / ".git" / "config").read_bytes()
     gp("spawn", "t", "-n", "2")
     act(gp, "t", "1", HONEST)
-    gp("run", "t", "--instance", "2", "--", "sh", "-c", agent, code=None)
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", agent, code=None, env=UNFENCED)
+    # The hooks it wrote are gone, and so is what it put in the config.
+    assert (repo / ".git" / "config").read_bytes() == config_before
+    assert not (repo / ".git" / "hooks" / "post-checkout").exists()
+    hijacker = _status(gp, "t")["2"]
+    assert hijacker["status"] == "failed" and "PARALLEL_AGENT_TAMPERED" in hijacker["error"]
+    assert {"config", "hooks/post-checkout", "hooks/reference-transaction"} <= set(hijacker["tampered"])
     gp("check", "t", code=None)
     gp("pick", "t")
     gp("merge", "t")
     assert sorted(p.name for p in marks.iterdir()) == []
     assert git(repo, "show", "main:app.py") == APP_FIXED.strip()
+
+
+FORGER = """\
+echo '# mine' >> app.py && git commit -qam mine &&
+git update-ref refs/heads/main HEAD &&
+git update-ref "refs/parallel/evidence/$GIT_PARALLEL_RUN_ID/1/0" HEAD &&
+git update-ref refs/notes/parallel HEAD
+"""
+
+
+def test_refs_an_agent_moves_or_forges_are_restored_and_its_attempt_fails(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    act(gp, "t", "1", HONEST)
+    base = git(repo, "rev-parse", "main")
+    notes = git(repo, "rev-parse", "refs/notes/parallel")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", FORGER, code=1, env=UNFENCED)
+    forger = _status(gp, "t")["2"]
+    assert forger["status"] == "failed" and "PARALLEL_AGENT_TAMPERED" in forger["error"], forger
+    run_id = gp.json("status", "t")["run"]["run_id"]
+    assert sorted(forger["tampered"]) == sorted(["refs/heads/main", f"refs/parallel/evidence/{run_id}/1/0",
+                                                 "refs/notes/parallel"])
+    assert git(repo, "rev-parse", "main") == base
+    # Restored, then the run's own notes commit went on top of it.
+    assert git(repo, "rev-parse", "refs/notes/parallel^") == notes
+    assert git(repo, "for-each-ref", "refs/parallel/evidence") == ""
+    events = [json.loads(line) for line in Path(forger["events"]).read_text().splitlines()]
+    [tampered] = [e for e in events if e["event"] == "engine_tampered"]
+    assert tampered["code"] == "PARALLEL_AGENT_TAMPERED" and len(tampered["restored"]) == 3
+    # Nothing it forged is used: the honest attempt is checked, picked and landed.
+    result = gp.json("check", "t")
+    assert [(i["id"], i["verdict"]) for i in result["instances"]] == [("1", "pass")]
+    gp("pick", "t")
+    gp("merge", "t")
+    assert git(repo, "show", "main:app.py") == APP_FIXED.strip()
+
+
+def test_a_user_committing_on_main_meanwhile_is_no_tampering(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    # The agent waits until the user has committed on main in the main worktree.
+    mark = tmp_path / "committed"
+    agent = f"while [ ! -e {mark} ]; do sleep 0.05; done; printf '{APP_FIXED}' > app.py"
+    import subprocess
+
+    runner = subprocess.Popen(["git", "parallel", "run", "t", "--", "sh", "-c", agent], cwd=repo,
+                              env=dict(os.environ, **UNFENCED))
+    (repo / "notes.txt").write_text("mine\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "the user's own work")
+    mark.write_text("")
+    assert runner.wait(timeout=120) == 0
+    assert _status(gp, "t")["1"]["status"] == "succeeded"
+    assert git(repo, "log", "-1", "--format=%s", "main") == "the user's own work"

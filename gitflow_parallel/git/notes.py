@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 import pygit2
 
-from gitflow_parallel.git.repo import create_ref_exclusive
+from gitflow_parallel.git.repo import common_path, create_ref_exclusive, note_write
 
 MAX_ATTEMPTS = 50
 
@@ -123,6 +123,7 @@ def add(repo: pygit2.Repository, notes_ref: str, entries: Iterable[tuple[str, st
             return None
         parents = [parent.id] if parent is not None else []
         commit = repo.create_commit(None, signature, signature, message, new_tree.id, parents)
+        note_write(common_path(repo))
         try:
             if ref is None:
                 if not create_ref_exclusive(repo.path, notes_ref, str(commit), message):

@@ -39,6 +39,11 @@ _TOKENS: dict[str, str] = {}
 # Instance branches; they are never a base (see ``resolve_base``).
 INSTANCE_PREFIX = "refs/heads/parallel/"
 
+# One byte is appended to <common>/parallel/<WRITES_FILE> before every write
+# of ours to a ref, the config or the scratch pool, so that the tamper check
+# around an agent (``tamper``) can tell that git-parallel itself wrote meanwhile.
+WRITES_FILE = "writes"
+
 DEFAULT_NAME = "git-parallel"
 DEFAULT_EMAIL = "git-parallel@localhost"
 
@@ -145,6 +150,7 @@ class Repo:
 
         ``old=None`` means the ref must not exist yet."""
         refs = self.pygit.references
+        note_write(self.common_dir)
         if old is None:
             return self.create_ref(name, new, message)
         try:
@@ -170,6 +176,7 @@ class Repo:
             return False
         if expected is not None and str(ref.target) != expected:
             return False
+        note_write(self.common_dir)
         try:
             ref.delete()
         except OSError as exc:
@@ -214,12 +221,39 @@ class Repo:
     def run_git(self, args: list[str], cwd: str | os.PathLike[str] | None = None,
                 check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         # Our git calls name their repository by cwd.
+        note_write(self.common_dir)
         proc = subprocess.run(["git", *HARDENED, *args], cwd=str(cwd or self.main_workdir), env=proc_env.for_host_git(),
                               input=input, capture_output=True)
+        note_write(self.common_dir)  # and after: a tamper check may have started meanwhile
         if check and proc.returncode != 0:
             raise RuntimeError(f"git {' '.join(args)} failed ({proc.returncode}): "
                                f"{proc.stderr.decode(errors='replace').strip()}")
         return proc
+
+
+def common_path(repo: pygit2.Repository) -> str:
+    """The common dir of ``repo`` (a linked worktree's ``path`` is its admin folder)."""
+    path = Path(repo.path)
+    try:
+        return str((path / (path / "commondir").read_text(encoding="utf-8").strip()).resolve())
+    except OSError:
+        return str(path)
+
+
+def note_write(common_dir: str | os.PathLike[str]) -> None:
+    """Say that git-parallel is writing a ref, the config or the scratch
+    pool (see ``WRITES_FILE``); called before such a write and again after."""
+    try:
+        fd = os.open(os.path.join(common_dir, "parallel", WRITES_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.join(common_dir, "parallel"), exist_ok=True)
+        fd = os.open(os.path.join(common_dir, "parallel", WRITES_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:
+        return
+    try:
+        os.write(fd, b".")
+    finally:
+        os.close(fd)
 
 
 def _forget_token(path: Path, owner: int) -> None:
@@ -265,6 +299,7 @@ def create_ref_exclusive(git_dir: str | os.PathLike[str], name: str, new: str, m
     ``references.create(force=False)`` at once can both succeed, the second
     silently replacing the first.  git's update-ref with the null oid as the
     old value makes that check under the lock."""
+    note_write(git_dir)
     proc = subprocess.run(["git", *HARDENED, f"--git-dir={git_dir}", "update-ref", "-m", message, name, new,
                            "0" * len(new)], env=proc_env.for_host_git(), capture_output=True)
     return proc.returncode == 0
@@ -315,6 +350,7 @@ def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HE
     # as modified.  With ref=None the worktree is about to be removed (or
     # reset), so staging into its own index is harmless.
     stage_all(path)
+    note_write(common_path(repo))  # the instance's branch moves (see tamper)
     index = repo.index
     index.read(True)
     tree = index.write_tree()
@@ -324,4 +360,5 @@ def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HE
         sig = pygit2.Signature(DEFAULT_NAME, DEFAULT_EMAIL)
     parents = [pygit2.Oid(hex=parent)] if parent else ([repo.head.target] if not repo.head_is_unborn else [])
     oid = repo.create_commit(ref, sig, sig, message, tree, parents)
+    note_write(common_path(repo))
     return str(oid)

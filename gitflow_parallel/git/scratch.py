@@ -54,7 +54,7 @@ from filelock import FileLock, Timeout
 from gitflow_parallel import errors as E
 from gitflow_parallel.config import CONFIG_FILE
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.git.repo import Repo, read_gitdir_file
+from gitflow_parallel.git.repo import Repo, note_write, read_gitdir_file
 
 SCRATCH = "scratch"
 # Who "wrote" a judged tree: fixed, so one tree gives one commit oid.
@@ -223,6 +223,7 @@ class Checkout:
         no fsmonitor runs) and detach HEAD at it."""
         pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, 0)
         strategy = pygit2.enums.CheckoutStrategy
+        note_write(self.repo.common_dir)
         try:
             wt = pygit2.Repository(str(self.path))
             target = wt.get(commit).peel(pygit2.Commit)
@@ -231,6 +232,8 @@ class Checkout:
         except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
             self._last_error = f"{type(exc).__name__}: {exc}"
             return False
+        finally:
+            note_write(self.repo.common_dir)
         return True
 
     def _clean(self, keep: Iterable[str]) -> bool:

@@ -145,7 +145,7 @@ from typing import Any, Iterable
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel.git import scratch
+from gitflow_parallel.git import scratch, tamper
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.state.project import Project
@@ -174,6 +174,7 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     stdout.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     reaper.become_subreaper()
+    before = tamper.before_command(cwd)  # what no command may change, as it is now
     with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err:
         try:
             proc = supervise.start(argv, cwd, env, out, err, supervise.new_scope("gate"), shared_watchdog())
@@ -187,6 +188,13 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             # Whatever it left running goes too (also when we were
             # interrupted), then the leader is reaped.
             code = proc.end()
+    if before is not None:
+        finding = tamper.after_command(cwd, before)
+        if finding.changes:
+            error = f"{E.AGENT_TAMPERED}: the command changed what no command may change: {finding.describe()}"
+            with open(stdout, "ab") as out:
+                out.write(f"\ngit-parallel: {error}\n".encode())
+            return None, error, time.monotonic() - start
     if timed_out:
         error = f"timed out after {timeout:g}s; its process group was killed"
         with open(stdout, "ab") as out:

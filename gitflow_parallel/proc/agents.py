@@ -88,6 +88,7 @@ from gitflow_parallel.proc import cgroup, leftovers, reaper, slots
 from gitflow_parallel.proc.slots import Slot, Slots
 from gitflow_parallel.proc.supervise import KILL_GRACE, POLL, Signals, killpg, signame
 from gitflow_parallel.proc.watchdog import Watchdog
+from gitflow_parallel.git import tamper
 
 # How many more times a record write waits for the project lock (each wait
 # is GIT_PARALLEL_LOCK_TIMEOUT long) before the run gives up.
@@ -344,6 +345,7 @@ class _Runner:
             child.error = f"not run: {exc.message}"
             return
         now = utcnow()
+        child.snapshot = tamper.take(self.project.repo.common_dir, child.branch)
         append_jsonl(child.events, {
             "event": "engine_dispatched", "ts": now, "run_id": self.run_id, "task": self.task,
             "instance": child.id, "track": child.track, "attempt": child.attempt, "argv": child.argv,
@@ -389,6 +391,7 @@ class _Runner:
         if child.slot is not None:
             child.slot.release()
         leftovers.classify_exit(child, rc, self.timeout)
+        child_proc.check_tamper(self.project, self.run_id, child)
         child.finished_at = utcnow()
         append_jsonl(child.events, {
             "event": "engine_exited", "ts": child.finished_at, "run_id": self.run_id, "instance": child.id,

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gitflow_parallel import errors as E
 from gitflow_parallel import model
-from gitflow_parallel.files import append_jsonl
+from gitflow_parallel.files import append_jsonl, utcnow
+from gitflow_parallel.git import tamper
 from gitflow_parallel.model import find_instance
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import cgroup, reaper
@@ -75,6 +77,9 @@ class Child:
     committed: str | None = None
     head: str | None = None
     finished_at: str | None = None
+    snapshot: Any = None  # what no attempt may change, as it was at the start (git/tamper)
+    fence: Any = None  # the fence it runs in (proc/sandbox)
+    tampered: list[str] | None = None  # what it changed of that (restored)
 
     @property
     def pid(self) -> int:
@@ -137,8 +142,9 @@ def record_finish(record: dict[str, Any], child: Child) -> None:
                        f"meanwhile (now {inst['status']}, attempt {inst['attempt']})")
         child.status = inst["status"]
         return
+    extra = {"tampered": child.tampered} if child.tampered else {}
     model.finish(record, inst, child.status or "failed", exit_code=child.exit_code, error=child.error,
-                 finished_at=child.finished_at, head=child.head)
+                 finished_at=child.finished_at, head=child.head, **extra)
     model.bump(inst)
 
 
@@ -191,3 +197,23 @@ def enforce_deadlines(active: dict[int, Child], now: float) -> None:
             child.killed = True
             killpg(child.pid, signal.SIGKILL)
 
+
+
+def check_tamper(project: Project, run_id: str, child: Child) -> None:
+    """After the attempt ended: restore what it changed that no attempt may
+    (``git/tamper``); such an attempt fails with ``PARALLEL_AGENT_TAMPERED``,
+    said in its error, its record (``tampered``) and an ``engine_tampered`` event."""
+    if child.snapshot is None:
+        return
+    # Every other instance branch is its own agent's to move (see tamper).
+    finding = tamper.check(project.repo.pygit, child.snapshot, [tamper.INSTANCE_BRANCHES])
+    if not finding.changes:
+        return
+    child.tampered = finding.paths
+    said = f"{E.AGENT_TAMPERED}: it changed what no attempt may change: {finding.describe()}"
+    child.status = "failed"
+    child.error = f"{child.error}; {said}" if child.error else said
+    append_jsonl(child.events, {
+        "event": "engine_tampered", "ts": utcnow(), "run_id": run_id, "instance": child.id,
+        "attempt": child.attempt, "code": E.AGENT_TAMPERED, "paths": finding.paths,
+        "restored": [c.path for c in finding.changes if c.restored]})
