@@ -24,6 +24,7 @@ from gitflow_parallel.git.repo import worktree_changes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN, find_instance
+from gitflow_parallel.proc import sandbox
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 from gitflow_parallel.judge.gates import (Place, applicable, complete_of, gate_facts, input_fingerprints, output_fingerprints,
                                          read_regular, refused_protected, run_gates, score, verdict_of, what_is_judged)
@@ -194,7 +195,8 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
         path = checkout.prepare(judged["judged_commit"])
         place = Place(worktree=path, log_dir=project.repo.parallel_dir / "logs" / record["run_id"],
                       log_prefix=f"{inst['id']}.{inst['attempt']}",
-                      facts=gate_facts(record, inst, inst["track"], path, commit))
+                      facts=gate_facts(record, inst, inst["track"], path, commit),
+                      fence=sandbox.GatePlan(project.repo.common_dir, project.repo.main_workdir, path, cfg))
         # Both fingerprints are taken before any gate can touch the checkout.
         outputs = output_fingerprints(repo, base_commit, commit,
                                       path if judged["judged_commit"] == commit else None)
@@ -204,7 +206,8 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
         results = run_gates(gates, inst["track"], place, selected)
         value, source, error = score(cfg["score"], place)
         _still_judged(path, judged["judged_commit"], inst["id"])
-    return {**pack, "gates": results, "verdict": verdict_of(results), "score": value, "score_source": source,
+    return {**pack, "fence": place.fence.kind if place.fence else "none",
+            "gates": results, "verdict": verdict_of(results), "score": value, "score_source": source,
             "score_error": error, "input_fingerprints": inputs, "output_fingerprints": outputs,
             "proof_issued_at": utcnow(), "complete": complete_of(results)}
 

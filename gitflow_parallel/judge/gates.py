@@ -150,7 +150,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import env as proc_env
-from gitflow_parallel.proc import reaper, supervise
+from gitflow_parallel.proc import reaper, sandbox, supervise
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 
 # A findings file larger than this is not read (it is not a findings file).
@@ -175,9 +175,14 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     start = time.monotonic()
     reaper.become_subreaper()
     before = tamper.before_command(cwd)  # what no command may change, as it is now
-    with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err:
+    scope, plan = supervise.new_scope("gate"), _PLANS.get(str(cwd))
+    fence = plan.fence(scope) if plan is not None else sandbox.none("no fence planned here")
+    env = {**env, **fence.env}
+    with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err, \
+            contextlib.closing(fence):
         try:
-            proc = supervise.start(argv, cwd, env, out, err, supervise.new_scope("gate"), shared_watchdog())
+            proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence.preexec)
+            fence.applied()
         except OSError as exc:
             _, message = supervise.cannot_start(argv[0], exc)
             out.write(f"git-parallel: {message}\n".encode())
@@ -204,14 +209,23 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
 
 
 # -- gates ----------------------------------------------------------------------
+# The fence plan of each scratch checkout in use, by path (see ``Place``).
+_PLANS: dict[str, sandbox.GatePlan | None] = {}
+
+
 @dataclass
 class Place:
-    """Where and as whom gates run: a worktree, its env facts and log names."""
+    """Where and as whom gates run: a worktree, its env facts and log names,
+    and the fence its commands run in (``execute`` honours it)."""
 
     worktree: Path
     facts: dict[str, str]
     log_dir: Path
     log_prefix: str
+    fence: sandbox.GatePlan | None = None
+
+    def __post_init__(self) -> None:
+        _PLANS[str(self.worktree)] = self.fence
 
     def log(self, what: str) -> Path:
         return self.log_dir / f"{self.log_prefix}.{what}.log"
@@ -542,7 +556,8 @@ def verify_tree(project: Project, record: dict[str, Any], track: str, commit: st
         path = checkout.prepare(judged["judged_commit"])
         place = Place(worktree=path, log_dir=repo.parallel_dir / "logs" / record["run_id"],
                       log_prefix=f"verify-{track}-{commit[:12]}", facts={**gate_facts(record, None, track, path, commit),
-                                                                          "VERIFY": commit})
+                                                                          "VERIFY": commit},
+                      fence=sandbox.GatePlan(repo.common_dir, repo.main_workdir, path, record["config"]))
         results = run_gates(wanted, track, place)
     return {**outcome, "passed": verdict_of(results) == "pass", "gates": results}
 

@@ -84,7 +84,7 @@ from gitflow_parallel.state.project import Project, notes_instance_on, pid_alive
 from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import child as child_proc
-from gitflow_parallel.proc import cgroup, leftovers, reaper, slots
+from gitflow_parallel.proc import cgroup, leftovers, reaper, sandbox, slots
 from gitflow_parallel.proc.slots import Slot, Slots
 from gitflow_parallel.proc.supervise import KILL_GRACE, POLL, Signals, killpg, signame
 from gitflow_parallel.proc.watchdog import Watchdog
@@ -346,10 +346,11 @@ class _Runner:
             return
         now = utcnow()
         child.snapshot = tamper.take(self.project.repo.common_dir, child.branch)
+        child.fence = child_proc.fence_for(self.project, self.record, child, self.tmux)
         append_jsonl(child.events, {
             "event": "engine_dispatched", "ts": now, "run_id": self.run_id, "task": self.task,
             "instance": child.id, "track": child.track, "attempt": child.attempt, "argv": child.argv,
-            "cwd": child.worktree, "fence": cgroup.in_force(),
+            "cwd": child.worktree, "fence": cgroup.in_force(), **child.fence.record(),
         })
         child.ran = True
         try:
@@ -391,7 +392,7 @@ class _Runner:
         if child.slot is not None:
             child.slot.release()
         leftovers.classify_exit(child, rc, self.timeout)
-        child_proc.check_tamper(self.project, self.run_id, child)
+        child_proc.after_exit(self.project, self.run_id, child)
         child.finished_at = utcnow()
         append_jsonl(child.events, {
             "event": "engine_exited", "ts": child.finished_at, "run_id": self.run_id, "instance": child.id,
@@ -505,6 +506,7 @@ def _select_and_claim(project: Project, task: str, instances: list[str] | None
                 hint=f"workers run it (`git parallel worker --remote {record['remote']['name']}`); "
                      f"`git parallel collect {task}` brings their results")
         chosen = _select(project, record, instances)
+        sandbox.refuse_unavailable(record["config"], "an agent")
         return record, _take_claims(project, record, chosen, named=bool(instances))
 
 

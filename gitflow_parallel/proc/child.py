@@ -18,7 +18,7 @@ from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.git import tamper
 from gitflow_parallel.model import find_instance
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.proc import cgroup, reaper
+from gitflow_parallel.proc import cgroup, reaper, sandbox
 from gitflow_parallel.proc.slots import Slot
 from gitflow_parallel.proc.supervise import EXIT_NOT_EXECUTABLE, KILL_GRACE, cannot_start, killpg
 from gitflow_parallel.proc.supervise import exited as _leader_exited
@@ -101,6 +101,10 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
     })
     if child.feedback:
         env["GIT_PARALLEL_FEEDBACK"] = child.feedback
+    preexec = None
+    if child.fence is not None and tmux_binary is None:
+        sandbox.agent_env(child.fence, env)
+        preexec = child.fence.preexec
     argv = child.argv
     if tmux_binary is not None:
         # A stand-in that runs the command in a tmux window and exits with its status.
@@ -115,10 +119,12 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
     try:
         return subprocess.Popen(
             argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=preexec,
         )
     finally:
         os.close(fd)  # the child has its own copy
+        if child.fence is not None:
+            child.fence.applied()
 
 
 def exited(child: Child) -> bool:
@@ -169,6 +175,8 @@ def record_cannot_start(project: Project, record: dict[str, Any], inst: dict[str
                           now: str) -> None:
     """The command could not be started (not found, not executable, the
     worktree gone): the instance fails, said in its log, events and record."""
+    if child.fence is not None:
+        child.fence.close()
     code, message = cannot_start(child.argv[0], exc)
     if exc.filename == child.worktree or not os.path.isdir(child.worktree):
         code, message = EXIT_NOT_EXECUTABLE, f"the worktree {child.worktree} is gone"
@@ -199,10 +207,22 @@ def enforce_deadlines(active: dict[int, Child], now: float) -> None:
 
 
 
-def check_tamper(project: Project, run_id: str, child: Child) -> None:
-    """After the attempt ended: restore what it changed that no attempt may
-    (``git/tamper``); such an attempt fails with ``PARALLEL_AGENT_TAMPERED``,
-    said in its error, its record (``tampered``) and an ``engine_tampered`` event."""
+def fence_for(project: Project, record: dict[str, Any], child: Child, tmux: str | None) -> sandbox.Fence:
+    """The Landlock fence of the attempt (``sandbox``), or none, saying why."""
+    if tmux is not None:
+        return sandbox.none("--tmux: the tmux server starts the command", sandbox.settings(record["config"])[1])
+    child.events.touch()  # the agent may append to it (GIT_PARALLEL_EVENTS)
+    return sandbox.for_agent(project.repo.common_dir, Path(child.worktree), child.branch, record["config"],
+                             child.scope, [child.events])
+
+
+def after_exit(project: Project, run_id: str, child: Child) -> None:
+    """After the attempt ended: its fence's temporary folder goes, and what
+    it changed that no attempt may is restored (``git/tamper``); such an
+    attempt fails with ``PARALLEL_AGENT_TAMPERED``, said in its error, its
+    record (``tampered``) and an ``engine_tampered`` event."""
+    if child.fence is not None:
+        child.fence.close()
     if child.snapshot is None:
         return
     # Every other instance branch is its own agent's to move (see tamper).
