@@ -32,6 +32,7 @@ import ctypes
 import ctypes.util
 import os
 import platform
+import stat
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -121,14 +122,15 @@ class Ruleset:
         self.fd = int(fd)
         self.network_blocked = bool(net)
 
-    def allow(self, path: str | os.PathLike[str], access: int) -> bool:
-        """Grant ``access`` beneath ``path``; False if it does not exist."""
+    def allow(self, path: str | os.PathLike[str], access: int, folder: bool | None = None) -> bool:
+        """Grant ``access`` beneath ``path`` (``folder``: whether it is one,
+        if the caller knows); False if it does not exist."""
         try:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
         except OSError:
             return False
         try:
-            if not os.path.isdir(f"/proc/self/fd/{fd}"):
+            if not (folder if folder is not None else stat.S_ISDIR(os.fstat(fd).st_mode)):
                 access &= FILE_ONLY
             rule = _PathBeneath(access & self.fs, fd)
             rc = _syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(self.fd), ctypes.c_int(RULE_PATH_BENEATH),
@@ -153,27 +155,28 @@ class Ruleset:
             self.fd = -1
 
 
-def read_rules(denied: Iterable[Path]) -> tuple[list[Path], list[Path]]:
-    """(paths to grant reading beneath, folders to grant listing only) so that
-    everything is readable except what is beneath a ``denied`` folder."""
-    wanted = {Path(os.path.realpath(p)) for p in denied}
-    deny = {p for p in wanted if not any(parent in wanted for parent in p.parents)}
+def read_rules(denied: Iterable[str | os.PathLike[str]]) -> tuple[list[tuple[str, bool]], list[str]]:
+    """(paths to grant reading beneath, each with whether it is a folder;
+    folders to grant listing only) so that everything is readable except
+    what is beneath a ``denied`` folder.  Plain strings: this runs before
+    every fenced command."""
+    wanted = {os.path.realpath(p) for p in denied}
+    deny = {p for p in wanted if not any(str(parent) in wanted for parent in Path(p).parents)}
     if not deny:
-        return [Path("/")], []
-    along: set[Path] = set()
+        return [("/", True)], []
+    along: set[str] = set()
     for path in deny:
-        along.update(path.parents)
-    grant: list[Path] = []
+        along.update(str(parent) for parent in Path(path).parents)
+    grant: list[tuple[str, bool]] = []
     for folder in sorted(along):
         try:
-            names = os.listdir(folder)
+            entries = list(os.scandir(folder))
         except OSError:
             continue
-        for name in names:
-            child = folder / name
+        for entry in entries:
             # A symlink is not followed: a rule on it would be a rule on its
             # target, which may be (or hold) a denied folder; the target has
             # rules of its own where it lives.
-            if child not in deny and child not in along and not os.path.islink(child):
-                grant.append(child)
+            if entry.path not in deny and entry.path not in along and not entry.is_symlink():
+                grant.append((entry.path, entry.is_dir(follow_symlinks=False)))
     return grant, sorted(along)

@@ -144,10 +144,10 @@ def _build(write: list[Path], denied: list[Path], network: bool, extra_files: li
     ruleset = landlock.Ruleset(abi(), network)
     try:
         grant, listing = landlock.read_rules(denied)
-        for path in grant:
-            ruleset.allow(path, landlock.READ)
+        for path, folder in grant:
+            ruleset.allow(path, landlock.READ, folder)
         for path in listing:
-            ruleset.allow(path, landlock.READ_DIR)
+            ruleset.allow(path, landlock.READ_DIR, True)
         everything = landlock.handled_fs(ruleset.version)
         for path in write:
             ruleset.allow(path, everything)
