@@ -29,6 +29,7 @@ GATE_MODES = ("enforced", "observe", "probe")
 VERIFY_MODES = ("always", "changed", "never")
 PROTECT_MODES = ("restore", "refuse")
 ADDED_TESTS_MODES = ("observe", "enforced", "off")
+SANDBOX_MODES = ("auto", "required", "off")
 MAX_SECONDS = 7 * 24 * 3600  # a week: a longer timeout is a typo
 
 DEFAULTS: dict[str, Any] = {
@@ -46,6 +47,8 @@ DEFAULTS: dict[str, Any] = {
     "protect_defaults": True,
     "added_tests": "observe",
     "setup": None,
+    "sandbox": "auto",
+    "sandbox_network": "on",
     "merge": {"policy": "refuse", "retries": 2, "timeout": 60, "verify": "always", "squash": False,
               "message": None},
     "score": {"threshold": 6, "command": None, "findings": None, "timeout": 300},
@@ -99,6 +102,11 @@ TEMPLATE_SETTINGS = """\
 # protect_mode: restore   # or refuse: an attempt that changed one fails
 # protect_defaults: true  # false: the harness files are not protected
 # added_tests: observe    # tests an attempt adds run after the gates: observe | enforced | off
+
+# Each agent attempt and each gate runs in a Landlock fence where the kernel
+# has one (Linux 5.13+): writes only to its worktree (a gate: its checkout).
+# sandbox: auto           # required: refuse where there is no Landlock; off
+# sandbox_network: on     # off: no TCP connect or bind (Linux 6.7+)
 
 # merge:
 #   policy: refuse               # a conflict stops, like git; or first_pass_wins |
@@ -301,6 +309,12 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             out[key] = want_bool(key, value)
         elif key == "selection":
             out[key] = want_choice(key, value, SELECTION_METHODS)
+        elif key == "sandbox":
+            out[key] = want_choice(key, value, SANDBOX_MODES)
+        elif key == "sandbox_network":
+            # YAML 1.1 reads a bare on/off as a boolean.
+            out[key] = {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+            out[key] = want_choice(key, out[key], ("on", "off"))
         elif key == "worktree_root":
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise _fail(key, "must be a path (string) or null", lines.get(key))

@@ -83,6 +83,7 @@ class InstanceRecord(TypedDict, total=False):
     worker: Any
     protected_changes: list[dict[str, Any]]
     claim: dict[str, Any] | None
+    tampered: list[str] | None  # what the attempt changed that no attempt may (restored)
 
 
 class PickBinding(TypedDict, total=False):
@@ -249,6 +250,7 @@ def start(record: RunRecord, inst: InstanceRecord, pid: int, runner_pid: int, no
     check_transition(record, inst, "running")
     inst.update(status="running", pid=pid, runner_pid=runner_pid, started_at=now, finished_at=None,
                 exit_code=None, error=None, log=log, events=events)
+    inst.pop("tampered", None)
 
 
 def move(record: RunRecord, inst: InstanceRecord, to: str, **fields: Any) -> None:

@@ -8,16 +8,24 @@ instances (`max_total: 16`) in a fresh repository, untimed, so earlier runs'
 records do not weigh on later ones, and then times two sides through
 benchenv.alternating (an `os.sync()` before each, the order alternating):
 
-* `git parallel run T --jobs 4 -- true`, from the outside;
+* `git parallel run T --jobs 4 -- true`, from the outside (each attempt in
+  its Landlock fence where the kernel has one, its tamper snapshot taken
+  before and compared after);
+* the same with `GIT_PARALLEL_SANDBOX=off` (no fence; the snapshot stays);
 * the ideal: 4 rounds of one `true` started the same way (16 instances, 4 at
   a time).
 
 Prints the median over the rounds, with min and max, of
 
     run_overhead_ms: X
+    fence_added_ms: F
+    tamper_snapshot_ms: S
 
-where X = (run - ideal) / 16 * 1000 for the round's two sides.
-Target: X <= 50.
+where X = (run - ideal) / 16 * 1000 for the round's sides, F = (run -
+unfenced run) / 16 * 1000, and S the time of one snapshot plus its
+comparison (``git/tamper``: what an attempt pays twice over, before and
+after) on a repository with the 16 instances' refs, timed in-process.
+Targets: X <= 50; F + S <= 10.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchenv import (MIN_ROUNDS, Side, alternating, differences_ms, figure, print_load, scaled,  # noqa: E402
                       sh, with_bytecode, workspace)
 
@@ -63,7 +72,35 @@ def sides(base: Path, env: dict[str, str]) -> list[Side]:
         for _ in range(INSTANCES // JOBS):
             subprocess.run([true], env=env)
 
-    return [Side("run", run, before=lambda k: make_repo(base / f"repo{k}", env)), Side("ideal", ideal)]
+    unfenced = {**env, "GIT_PARALLEL_SANDBOX": "off"}
+
+    def run_unfenced(k: int) -> None:
+        proc = subprocess.run(["git", "parallel", "run", "T", "--jobs", str(JOBS), "--json", "--", true],
+                              cwd=base / f"open{k}", env=unfenced, capture_output=True, text=True)
+        if proc.returncode != 0 or json.loads(proc.stdout)["counts"]["succeeded"] != INSTANCES:
+            raise SystemExit(f"unfenced run failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+
+    return [Side("run", run, before=lambda k: make_repo(base / f"repo{k}", env)),
+            Side("unfenced", run_unfenced, before=lambda k: make_repo(base / f"open{k}", env)), Side("ideal", ideal)]
+
+
+def snapshot_ms(repo: Path, times: int = 50) -> list[float]:
+    """One tamper snapshot and its comparison, as an attempt pays them."""
+    import time
+
+    import pygit2
+
+    from gitflow_parallel.git import tamper
+
+    common = repo / ".git"
+    handle = pygit2.Repository(str(common))
+    out = []
+    for _ in range(times):
+        start = time.perf_counter()
+        before = tamper.take(common, "parallel/T/1")
+        tamper.check(handle, before, [tamper.INSTANCE_BRANCHES])
+        out.append((time.perf_counter() - start) * 1000)
+    return out
 
 
 def main() -> int:
@@ -79,6 +116,9 @@ def main() -> int:
         figure("run_wall_ms", scaled(times["run"], 1000), 0)
         figure("run_ideal_ms", scaled(times["ideal"], 1000), 1)
         figure("run_overhead_ms", scaled(differences_ms(times["run"], times["ideal"]), 1 / INSTANCES), 1)
+        figure("run_unfenced_overhead_ms", scaled(differences_ms(times["unfenced"], times["ideal"]), 1 / INSTANCES), 1)
+        figure("fence_added_ms", scaled(differences_ms(times["run"], times["unfenced"]), 1 / INSTANCES), 1)
+        figure("tamper_snapshot_ms", snapshot_ms(base / "repo0"), 2)
         return 0
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -68,7 +68,8 @@ def project(tmp_path: Path, config: str = CONFIG) -> tuple[Path, GP]:
 
 
 def act(gp: GP, task: str, inst: str, script: str) -> None:
-    gp("run", task, "--instance", inst, "--", "sh", "-c", script)
+    # A cheater that writes under .git fails its run (see test_sandbox).
+    gp("run", task, "--instance", inst, "--", "sh", "-c", script, code=1 if script == CHEATERS["ignored-file"] else 0)
 
 
 def in_worktree(path: Path) -> int:
@@ -88,20 +89,21 @@ def test_every_cheater_loses_to_the_honest_attempt_and_none_lands(tmp_path: Path
     act(gp, "t", "1", HONEST)
     for n, kind in enumerate(kinds, 2):
         act(gp, "t", str(n), CHEATERS[kind])
-        if kind != "config":  # a config is only ever read from the base commit
+        if kind not in ("config", "ignored-file"):  # a config is only ever read from the base commit
             assert in_worktree(worktree(gp, "t", str(n))) == 0, kind  # the trick works in its own worktree
+    # Writing to the shared info/exclude fails the attempt at once (tamper
+    # check, or the fence refusing the write).
+    assert gp.json("status", "t")["run"]["instances"][4]["status"] == "failed"
     result = gp.json("check", "t", code=1)
     verdicts = {i["id"]: i["verdict"] for i in result["instances"]}
-    assert verdicts == {"1": "pass", **{str(n): "fail" for n in range(2, len(kinds) + 2)}}
-    # Each cheater's pack names what it changed under protection (the
-    # ignored file changed nothing git knows of: it was simply not there).
+    assert verdicts == {"1": "pass", **{str(n): "fail" for n in range(2, len(kinds) + 2) if n != 5}}
+    # Each cheater's pack names what it changed under protection.
     packs = {i["id"]: json.loads(Path(i["evidence"]["path"]).read_text()) for i in result["instances"]}
     assert all(p["checkout"] == "clean" for p in packs.values())
     assert packs["1"]["protected_changes"] == []
     assert packs["2"]["protected_changes"] == ["test.sh"]
     assert packs["3"]["protected_changes"] == ["tests/test_app.py"]
     assert packs["4"]["protected_changes"] == ["tests/conftest.py"]
-    assert packs["5"]["protected_changes"] == []
     assert packs["6"]["protected_changes"] == [".gitparallel.yaml"]
     assert gp.json("pick", "t")["picks"][0]["winner"]["id"] == "1"
     gp("merge", "t")
@@ -191,7 +193,7 @@ def _forge_passing_evidence(repo: Path, task: str, inst_id: str) -> None:
 def test_forged_evidence_never_lands_a_failing_tree_even_by_fast_forward(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "1")
-    act(gp, "t", "1", CHEATERS["ignored-file"])
+    act(gp, "t", "1", CHEATERS["conftest"])
     assert gp.json("check", "t", code=1)["instances"][0]["verdict"] == "fail"
     _forge_passing_evidence(repo, "t", "1")
     assert gp.json("pick", "t")["picks"][0]["winner"]["id"] == "1"  # the forgery convinced pick

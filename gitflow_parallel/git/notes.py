@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 import pygit2
 
-from gitflow_parallel.git.repo import create_ref_exclusive
+from gitflow_parallel.git.repo import common_path, create_ref_exclusive, note_write
 
 MAX_ATTEMPTS = 50
 
@@ -123,16 +123,19 @@ def add(repo: pygit2.Repository, notes_ref: str, entries: Iterable[tuple[str, st
             return None
         parents = [parent.id] if parent is not None else []
         commit = repo.create_commit(None, signature, signature, message, new_tree.id, parents)
+        note_write(common_path(repo))
         try:
             if ref is None:
                 if not create_ref_exclusive(repo.path, notes_ref, str(commit), message):
                     raise ValueError("created meanwhile")
             else:
                 ref.set_target(commit, message)  # a real compare-and-swap
+            note_write(common_path(repo))  # and after: a tamper check may have started meanwhile
             return str(commit)
         except (pygit2.AlreadyExistsError, pygit2.GitError, ValueError, OSError):
             # Someone else published first (or holds the ref's lock file right
             # now): rebuild on their tip.
+            note_write(common_path(repo))
             time.sleep(random.uniform(0.002, 0.02) * (1 + attempt))
             continue
     raise RuntimeError(f"could not update {notes_ref} after {MAX_ATTEMPTS} attempts")

@@ -10,7 +10,6 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.git import share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
-from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.state.project import Project
 
 

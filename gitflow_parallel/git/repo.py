@@ -22,16 +22,29 @@ import pygit2
 from gitflow_parallel.errors import BASE_NOT_FOUND, LOCK_HELD, NOT_A_REPO, ParallelError, is_no_space
 from gitflow_parallel.proc import env as proc_env
 
-# Set on every git subprocess we start, so our own hooks let our moves
-# through.  Its value is a random token naming a file under
-# <common>/parallel/internal/ that exists while this process runs: a bare
-# "1" set by hand (or by an agent) names none and gets no pass.
-INTERNAL_ENV = "GIT_PARALLEL_INTERNAL"
+# The pass our hooks honour: a random token naming a file under
+# <common>/parallel/internal/ that exists while the process that made it
+# runs (a bare "1" set by hand, or by an agent, names none).  Our own git
+# commands do not carry it: they run no hooks at all (``HARDENED``), and a
+# filter or fsmonitor they start must never hold a pass.
+INTERNAL_ENV = proc_env.INTERNAL_ENV
+# What every git command of ours runs with, whatever the repository's config
+# (which a linked worktree's agent can write) says: no fsmonitor, no hooks,
+# no external diff, no ext:: transport.  Filters cannot be named off (their
+# names come from attributes); judged checkouts are written by libgit2,
+# which runs none (see ``scratch``).
+HARDENED = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "diff.external=",
+            "-c", "protocol.ext.allow=never"]
 INTERNAL_DIR = "internal"
 _TOKENS: dict[str, str] = {}
 
 # Instance branches; they are never a base (see ``resolve_base``).
 INSTANCE_PREFIX = "refs/heads/parallel/"
+
+# One byte is appended to <common>/parallel/<WRITES_FILE> before every write
+# of ours to a ref, the config or the scratch pool, so that the tamper check
+# around an agent (``tamper``) can tell that git-parallel itself wrote meanwhile.
+WRITES_FILE = "writes"
 
 DEFAULT_NAME = "git-parallel"
 DEFAULT_EMAIL = "git-parallel@localhost"
@@ -150,6 +163,13 @@ class Repo:
         other failure to write the ref is raised as it is.
 
         ``old=None`` means the ref must not exist yet."""
+        note_write(self.common_dir)
+        try:
+            return self._cas_ref(name, new, old, message, task)
+        finally:
+            note_write(self.common_dir)  # and after: a tamper check may have started meanwhile
+
+    def _cas_ref(self, name: str, new: str, old: str | None, message: str, task: str | None) -> bool:
         refs = self.pygit.references
         if old is None:
             return self.create_ref(name, new, message)
@@ -181,12 +201,15 @@ class Repo:
             return False
         if expected is not None and str(ref.target) != expected:
             return False
+        note_write(self.common_dir)
         try:
             ref.delete()
         except OSError as exc:
             # libgit2 found `<ref>.lock`: a git command is writing the ref, or
             # a killed one left the lock (git itself refuses alike).
             raise _lock_held(f"cannot delete {name}", Path(self.common_dir) / f"{name}.lock", exc, None) from exc
+        finally:
+            note_write(self.common_dir)
         return True
 
     def refs_under(self, prefix: str) -> Iterable[tuple[str, str]]:
@@ -222,12 +245,39 @@ class Repo:
     def run_git(self, args: list[str], cwd: str | os.PathLike[str] | None = None,
                 check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         # Our git calls name their repository by cwd.
-        proc = subprocess.run(["git", *args], cwd=str(cwd or self.main_workdir), env=internal_env(self.common_dir),
+        note_write(self.common_dir)
+        proc = subprocess.run(["git", *HARDENED, *args], cwd=str(cwd or self.main_workdir), env=proc_env.for_host_git(),
                               input=input, capture_output=True)
+        note_write(self.common_dir)  # and after: a tamper check may have started meanwhile
         if check and proc.returncode != 0:
             raise RuntimeError(f"git {' '.join(args)} failed ({proc.returncode}): "
                                f"{proc.stderr.decode(errors='replace').strip()}")
         return proc
+
+
+def common_path(repo: pygit2.Repository) -> str:
+    """The common dir of ``repo`` (a linked worktree's ``path`` is its admin folder)."""
+    path = Path(repo.path)
+    try:
+        return str((path / (path / "commondir").read_text(encoding="utf-8").strip()).resolve())
+    except OSError:
+        return str(path)
+
+
+def note_write(common_dir: str | os.PathLike[str]) -> None:
+    """Say that git-parallel is writing a ref, the config or the scratch
+    pool (see ``WRITES_FILE``); called before such a write and again after."""
+    try:
+        fd = os.open(os.path.join(common_dir, "parallel", WRITES_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.join(common_dir, "parallel"), exist_ok=True)
+        fd = os.open(os.path.join(common_dir, "parallel", WRITES_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:
+        return
+    try:
+        os.write(fd, b".")
+    finally:
+        os.close(fd)
 
 
 def _forget_token(path: Path, owner: int) -> None:
@@ -266,15 +316,6 @@ def internal_token(common_dir: str | os.PathLike[str]) -> str:
     return token
 
 
-def internal_env(common_dir: str | os.PathLike[str]) -> dict[str, str]:
-    """The environment of a git subprocess of ours: our own location
-    variables dropped (an inherited GIT_DIR or GIT_WORK_TREE, say from
-    `git --git-dir=… parallel`, would aim it elsewhere), our token added."""
-    env = proc_env.for_git()
-    env[INTERNAL_ENV] = internal_token(common_dir)
-    return env
-
-
 def create_ref_exclusive(git_dir: str | os.PathLike[str], name: str, new: str, message: str) -> bool:
     """Create a ref only if it does not exist yet; False if it does.
 
@@ -282,8 +323,9 @@ def create_ref_exclusive(git_dir: str | os.PathLike[str], name: str, new: str, m
     ``references.create(force=False)`` at once can both succeed, the second
     silently replacing the first.  git's update-ref with the null oid as the
     old value makes that check under the lock."""
-    proc = subprocess.run(["git", f"--git-dir={git_dir}", "update-ref", "-m", message, name, new, "0" * len(new)],
-                          env=internal_env(git_dir), capture_output=True)
+    note_write(git_dir)
+    proc = subprocess.run(["git", *HARDENED, f"--git-dir={git_dir}", "update-ref", "-m", message, name, new,
+                           "0" * len(new)], env=proc_env.for_host_git(), capture_output=True)
     return proc.returncode == 0
 
 
@@ -309,14 +351,6 @@ def worktree_changes(path: str | os.PathLike[str]) -> list[str]:
     return sorted(p for p, f in flags.items() if f != pygit2.GIT_STATUS_CURRENT and not f & pygit2.GIT_STATUS_IGNORED)
 
 
-def git_env() -> dict[str, str]:
-    """The environment of a git command we start: no inherited location
-    variables (it names its repository by cwd), marked as ours for the hooks."""
-    env = proc_env.for_git()
-    env[INTERNAL_ENV] = "1"
-    return env
-
-
 def stage_all(path: str | os.PathLike[str]) -> None:
     """``git add -A`` in a worktree: everything, .gitignore respected, filters run.
 
@@ -325,7 +359,7 @@ def stage_all(path: str | os.PathLike[str]) -> None:
     removed (only files made since this add began), so the caller can still
     record why the commit failed, and ``ENOSPC`` is raised."""
     started = time.time() - 1.0
-    proc = subprocess.run(["git", "add", "-A", "--", "."], cwd=str(path), env=git_env(),
+    proc = subprocess.run(["git", *HARDENED, "add", "-A", "--", "."], cwd=str(path), env=proc_env.for_host_git(),
                           stdin=subprocess.DEVNULL, capture_output=True)
     if proc.returncode == 0:
         return
@@ -337,8 +371,8 @@ def stage_all(path: str | os.PathLike[str]) -> None:
 
 
 def _drop_temp_objects(path: str | os.PathLike[str], since: float) -> None:
-    proc = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-path", "objects"], cwd=str(path),
-                          env=git_env(), stdin=subprocess.DEVNULL, capture_output=True)
+    proc = subprocess.run(["git", *HARDENED, "rev-parse", "--path-format=absolute", "--git-path", "objects"], cwd=str(path),
+                          env=proc_env.for_host_git(), stdin=subprocess.DEVNULL, capture_output=True)
     objects = Path(proc.stdout.decode(errors="replace").strip())
     if proc.returncode != 0 or not objects.is_dir():
         return
@@ -364,6 +398,7 @@ def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HE
     # as modified.  With ref=None the worktree is about to be removed (or
     # reset), so staging into its own index is harmless.
     stage_all(path)
+    note_write(common_path(repo))  # the instance's branch moves (see tamper)
     index = repo.index
     index.read(True)
     tree = index.write_tree()
@@ -373,4 +408,5 @@ def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HE
         sig = pygit2.Signature(DEFAULT_NAME, DEFAULT_EMAIL)
     parents = [pygit2.Oid(hex=parent)] if parent else ([repo.head.target] if not repo.head_is_unborn else [])
     oid = repo.create_commit(ref, sig, sig, message, tree, parents)
+    note_write(common_path(repo))
     return str(oid)

@@ -5,17 +5,21 @@ Gates never run in an agent's worktree: the agent can edit anything there
 files that change what a gate sees, or add patterns to
 ``<common>/info/exclude``.  Instead every gate, score command and merge
 re-proof runs in a *scratch checkout*: a detached git worktree of the exact
-commit being judged, reset with ``git checkout --force --detach`` and
+commit being judged, reset with a forced libgit2 checkout and
 ``git clean -ffdx`` before each use, so nothing but the commit's tracked
-files is there.  The repository keeps a pool of them,
+files is there.  The files are written by libgit2, never by ``git checkout``:
+libgit2 runs no external filter driver, so a ``filter.<x>.smudge`` that an
+agent configured (in the shared config, naming ``info/attributes``) cannot
+write a file the commit does not hold, nor run anything.  The repository keeps a pool of them,
 ``<common>/parallel/scratch/scratch+<k>``: a command borrows one no one else
 holds (an OS file lock, so a killed holder frees it at once), and the next
 user simply resets it.  Switching a checkout between commits of one
 repository writes the few files that differ; a fresh checkout writes them
 all, so the pool is kept from run to run (at most as many checkouts as were
 ever borrowed at once; ``remove_pool`` removes the idle ones).
-Every git command here runs with ``core.hooksPath=/dev/null``: a scratch
-checkout is nobody's checkout, and no hook has business with it.
+Every git command here runs hardened (``repo.HARDENED``: no hooks, no
+fsmonitor): a scratch checkout is nobody's checkout, and nothing the
+repository's config names has business with it.
 
 Protected paths.  What is judged is not quite the commit: it is the commit's
 tree with every *protected* path as the base commit has it (a file the
@@ -51,12 +55,11 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import harness
 from gitflow_parallel.config import CONFIG_FILE
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.git.repo import Repo, read_gitdir_file
+from gitflow_parallel.git.repo import Repo, note_write, read_gitdir_file
 
 SCRATCH = "scratch"
 # Who "wrote" a judged tree: fixed, so one tree gives one commit oid.
 JUDGE_SIGNATURE = ("git-parallel judge", "git-parallel@localhost")
-_NO_HOOKS = ["-c", "core.hooksPath=/dev/null"]
 # More scratch checkouts than this at once means something is looping.
 POOL_MAX = 256
 
@@ -258,20 +261,40 @@ class Checkout:
         self._last_error = ""
 
     def prepare(self, commit: str, keep: Iterable[str] = ()) -> Path:
-        """Make the checkout hold exactly ``commit``'s tracked files, and
-        nothing else but the untracked ``keep`` paths (what ``setup`` built,
-        which ``judge/environment`` vouches for or removes)."""
-        spare = [arg for p in keep for arg in ("-e", "/" + p.strip("/"))]
-        if (self.path / ".git").is_file() and self._git(["checkout", "-q", "--force", "--detach", commit]) \
-                and self._git(["clean", "-q", "-ffdx", *spare]) and self._head() == commit:
+        """Make the checkout hold exactly ``commit``'s tracked files (and,
+        untouched by the clean, the paths ``keep`` names)."""
+        if (self.path / ".git").is_file() and self._checkout(commit) and self._clean(keep) \
+                and self._head() == commit:
             return self.path
         remove_checkout(self.repo, self.path)
-        if not self._add(commit) or not self._git(["reset", "-q", "--hard"]) or self._head() != commit:
+        if not self._add(commit) or not self._checkout(commit) or not self._clean(keep) or self._head() != commit:
             raise ParallelError(
                 E.WORKTREE_CREATE_FAILED,
                 f"could not make a clean checkout of {commit[:12]} at {self.path}: {self._last_error}",
                 hint="nothing was judged; fix the cause the message names (disk space, permissions) and run again")
         return self.path
+
+    def _checkout(self, commit: str) -> bool:
+        """Write ``commit``'s files with libgit2 (no filter driver, no hook,
+        no fsmonitor runs) and detach HEAD at it."""
+        pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, 0)
+        strategy = pygit2.enums.CheckoutStrategy
+        note_write(self.repo.common_dir)
+        try:
+            wt = pygit2.Repository(str(self.path))
+            target = wt.get(commit).peel(pygit2.Commit)
+            # Untracked files go with the clean after it, which spares ``keep``.
+            wt.checkout_tree(target.tree, strategy=strategy.FORCE)
+            wt.set_head(target.id)
+        except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            return False
+        finally:
+            note_write(self.repo.common_dir)
+        return True
+
+    def _clean(self, keep: Iterable[str]) -> bool:
+        return self._git(["clean", "-q", "-ffdx", *[f"-e/{path.strip('/')}" for path in keep]])
 
     def _add(self, commit: str) -> bool:
         """Register the worktree without checking it out, one at a time.
@@ -290,7 +313,7 @@ class Checkout:
         return False
 
     def _git(self, args: list[str], cwd: Path | None = None) -> bool:
-        proc = self.repo.run_git([*_NO_HOOKS, *args], cwd=cwd or self.path, check=False)
+        proc = self.repo.run_git(args, cwd=cwd or self.path, check=False)
         self._last_error = proc.stderr.decode(errors="replace").strip()
         return proc.returncode == 0
 

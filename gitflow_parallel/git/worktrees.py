@@ -22,7 +22,7 @@ import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.git.repo import Repo, commit_all, read_gitdir_file, worktree_changes
+from gitflow_parallel.git.repo import Repo, commit_all, note_write, read_gitdir_file, worktree_changes
 
 ARCHIVE_PREFIX = "refs/parallel/archive"
 
@@ -210,6 +210,7 @@ def create(repo: Repo, task: str, base_commit: str, instances: list[dict[str, An
         (repo.common_dir / "worktrees").mkdir(exist_ok=True)
         for inst in instances:
             try:
+                note_write(repo.common_dir)
                 repo.pygit.branches.local.create(inst["branch"], commit)
             except (OSError, pygit2.GitError, ValueError) as exc:
                 raise _create_failed(inst, f"git refused the branch {inst['branch']}: {exc}") from None
@@ -295,6 +296,7 @@ def archive(repo: Repo, run_id: str, inst_id: str, attempt: int, oid: str) -> st
         # Already kept (e.g. a retry interrupted after resetting to the base
         # archives the base next time): moving the ref would drop the tip.
         return name
+    note_write(repo.common_dir)
     if current is None:
         repo.pygit.references.create(name, pygit2.Oid(hex=oid), force=False)
     elif repo.is_ancestor(current, oid):
@@ -506,6 +508,7 @@ def reset(repo: Repo, inst: dict[str, Any], commit: str) -> None:
     """Point the instance's branch at ``commit`` and make its worktree match,
     untracked files removed (used by retry, after archiving)."""
     branch_ref = repo.pygit.references[f"refs/heads/{inst['branch']}"]
+    note_write(repo.common_dir)
     branch_ref.set_target(pygit2.Oid(hex=commit), "git-parallel: retry from base")
     path = Path(inst["worktree"])
     wt = pygit2.Repository(str(path))

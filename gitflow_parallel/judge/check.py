@@ -24,6 +24,7 @@ from gitflow_parallel.git.repo import worktree_changes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN, find_instance
+from gitflow_parallel.proc import sandbox
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 from gitflow_parallel.judge import hidden
 from gitflow_parallel.judge.gates import (Place, applicable, complete_of, gate_facts, input_fingerprints, judge_checkout,
@@ -199,7 +200,8 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
         place = Place(worktree=path, log_dir=project.repo.parallel_dir / "logs" / record["run_id"],
                       log_prefix=f"{inst['id']}.{inst['attempt']}",
                       facts=gate_facts(record, inst, inst["track"], path, commit),
-                      repository=repository_of(project.repo))
+                      repository=repository_of(project.repo),
+                      fence=sandbox.GatePlan(project.repo.common_dir, project.repo.main_workdir, path, cfg))
         # Both fingerprints are taken before any gate can touch the checkout.
         outputs = output_fingerprints(repo, base_commit, commit,
                                       path if judged["judged_commit"] == commit else None)
@@ -214,7 +216,7 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
     verdict = verdict_of(results)
     if added and added["mode"] == "enforced" and not added["passed"]:
         verdict = "fail"
-    return {**pack, "setup": setup, "gates": results, "added_tests": added, "verdict": verdict, "score": value,
+    return {**pack, "fence": place.fence.kind if place.fence else "none", "setup": setup, "gates": results, "added_tests": added, "verdict": verdict, "score": value,
             "score_source": source,
             "score_error": error, "input_fingerprints": inputs, "output_fingerprints": outputs,
             "proof_issued_at": utcnow(), "complete": complete_of(results)}
@@ -243,7 +245,7 @@ def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[
             target.write_bytes(repo.odb.read(tree[rel].id)[1])
             written.append(target)
         stage = Place(worktree=place.worktree, log_dir=place.log_dir, log_prefix=f"{place.log_prefix}.added",
-                      facts=place.facts, path=place.path, repository=place.repository)
+                      facts=place.facts, path=place.path, repository=place.repository, fence=place.fence)
         ran = run_gates(again, inst["track"], stage)
     finally:
         for target in written:

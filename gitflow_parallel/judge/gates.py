@@ -145,13 +145,13 @@ from typing import Any, Iterable
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel.git import scratch
+from gitflow_parallel.git import scratch, tamper
 from gitflow_parallel.judge import environment, hidden
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import env as proc_env
-from gitflow_parallel.proc import reaper, supervise
+from gitflow_parallel.proc import reaper, sandbox, supervise
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 
 
@@ -180,9 +180,15 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     stdout.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     reaper.become_subreaper()
-    with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err:
+    before = tamper.before_command(cwd)  # what no command may change, as it is now
+    scope, plan = supervise.new_scope("gate"), _PLANS.get(str(cwd))
+    fence = plan.fence(scope) if plan is not None else sandbox.none("no fence planned here")
+    env = {**env, **fence.env}
+    with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err, \
+            contextlib.closing(fence):
         try:
-            proc = supervise.start(argv, cwd, env, out, err, supervise.new_scope("gate"), shared_watchdog())
+            proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence.preexec)
+            fence.applied()
         except supervise.START_ERRORS as exc:
             _, message = supervise.cannot_start(argv[0], exc)
             out.write(f"git-parallel: {message}\n".encode())
@@ -193,6 +199,13 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             # Whatever it left running goes too (also when we were
             # interrupted), then the leader is reaped.
             code = proc.end()
+    if before is not None:
+        finding = tamper.after_command(cwd, before)
+        if finding.changes:
+            error = f"{E.AGENT_TAMPERED}: the command changed what no command may change: {finding.describe()}"
+            with open(stdout, "ab") as out:
+                out.write(f"\ngit-parallel: {error}\n".encode())
+            return None, error, time.monotonic() - start
     if timed_out:
         error = f"timed out after {timeout:g}s; its process group was killed"
         with open(stdout, "ab") as out:
@@ -202,9 +215,14 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
 
 
 # -- gates ----------------------------------------------------------------------
+# The fence plan of each scratch checkout in use, by path (see ``Place``).
+_PLANS: dict[str, sandbox.GatePlan | None] = {}
+
+
 @dataclass
 class Place:
-    """Where and as whom gates run: a worktree, its env facts and log names."""
+    """Where and as whom gates run: a worktree, its env facts and log names,
+    and the fence its commands run in (``execute`` honours it)."""
 
     worktree: Path
     facts: dict[str, str]
@@ -212,6 +230,10 @@ class Place:
     log_prefix: str
     path: list[str] = field(default_factory=list)  # what setup built, first on the PATH
     repository: list[Path] = field(default_factory=list)  # where hidden tests must not be
+    fence: sandbox.GatePlan | None = None
+
+    def __post_init__(self) -> None:
+        _PLANS[str(self.worktree)] = self.fence
 
     def log(self, what: str) -> Path:
         return self.log_dir / f"{self.log_prefix}.{what}.log"
@@ -514,7 +536,8 @@ def verify_tree(project: Project, record: dict[str, Any], track: str, commit: st
         place = Place(worktree=path, log_dir=repo.parallel_dir / "logs" / record["run_id"],
                       log_prefix=f"verify-{track}-{commit[:12]}", facts={**gate_facts(record, None, track, path, commit),
                                                                           "VERIFY": commit},
-                      repository=repository_of(repo))
+                      repository=repository_of(repo),
+                      fence=sandbox.GatePlan(repo.common_dir, repo.main_workdir, path, record["config"]))
         setup, results = judge_checkout(repo.pygit, record["config"], wanted, track, place, judged["judged_tree"])
     return {**outcome, "passed": verdict_of(results) == "pass", "gates": results, "setup": setup}
 

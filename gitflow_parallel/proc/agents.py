@@ -84,11 +84,12 @@ from gitflow_parallel.state.project import Project, notes_instance_on, pid_alive
 from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import child as child_proc
-from gitflow_parallel.proc import cgroup, leftovers, reaper, slots
+from gitflow_parallel.proc import cgroup, leftovers, reaper, sandbox, slots
 from gitflow_parallel.proc import tmux as tmux_proc
 from gitflow_parallel.proc.slots import Slot, Slots
 from gitflow_parallel.proc.supervise import KILL_GRACE, POLL, START_ERRORS, Signals, killpg, signame
 from gitflow_parallel.proc.watchdog import Watchdog
+from gitflow_parallel.git import tamper
 
 # How many more times a record write waits for the project lock (each wait
 # is GIT_PARALLEL_LOCK_TIMEOUT long) before the run gives up.
@@ -348,10 +349,12 @@ class _Runner:
             child.error = f"not run: {exc.message}"
             return
         now = utcnow()
+        child.snapshot = tamper.take(self.project.repo.common_dir, child.branch)
+        child.fence = child_proc.fence_for(self.project, self.record, child, self.tmux)
         append_jsonl(child.events, {
             "event": "engine_dispatched", "ts": now, "run_id": self.run_id, "task": self.task,
             "instance": child.id, "track": child.track, "attempt": child.attempt, "argv": child.argv,
-            "cwd": child.worktree, "fence": cgroup.in_force(),
+            "cwd": child.worktree, "fence": cgroup.in_force(), **child.fence.record(),
         })
         child.ran = True
         try:
@@ -393,6 +396,7 @@ class _Runner:
         if child.slot is not None:
             child.slot.release()
         leftovers.classify_exit(child, rc, self.timeout)
+        child_proc.after_exit(self.project, self.run_id, child)
         child.finished_at = utcnow()
         append_jsonl(child.events, {
             "event": "engine_exited", "ts": child.finished_at, "run_id": self.run_id, "instance": child.id,
@@ -437,13 +441,14 @@ class _Runner:
 
     def _summary(self, notes_error: str | None) -> dict[str, Any]:
         rows = _summary_rows(self.record, self.children)
-        counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("succeeded", "failed", "aborted")}
-        return {
-            "task": self.task, "run_id": self.run_id, "command": self.argv, "jobs": self.jobs,
-            "max_total": self.max_total, "timeout": self.timeout, "instances": rows, "counts": counts,
-            "elapsed_s": round(time.monotonic() - self.t0, 3), "interrupted": self.stopping,
-            "notes_error": notes_error, "run_status": self.record["status"],
-        }
+        return {"task": self.task, "run_id": self.run_id, "command": self.argv, "jobs": self.jobs,
+                "max_total": self.max_total, "timeout": self.timeout, "instances": rows, "counts": _counts(rows),
+                "elapsed_s": round(time.monotonic() - self.t0, 3), "interrupted": self.stopping,
+                "notes_error": notes_error, "run_status": self.record["status"]}
+
+
+def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    return {s: sum(1 for r in rows if r["status"] == s) for s in ("succeeded", "failed", "aborted")}
 
 
 def refuse_options(task: str, argv: list[str], timeout: float | None, jobs: int | None) -> None:
@@ -504,6 +509,7 @@ def _select_and_claim(project: Project, task: str, instances: list[str] | None
                 hint=f"workers run it (`git parallel worker --remote {record['remote']['name']}`); "
                      f"`git parallel collect {task}` brings their results")
         chosen = _select(project, record, instances)
+        sandbox.refuse_unavailable(record["config"], "an agent")
         return record, _take_claims(project, record, chosen, named=bool(instances))
 
 

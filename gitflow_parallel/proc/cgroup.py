@@ -60,6 +60,12 @@ def in_force() -> str:
     return "cgroup" if base() is not None else "subreaper"
 
 
+def path_of(scope: str) -> Path | None:
+    """The cgroup ``wrap`` puts ``scope`` in, or None where there are none."""
+    root = base()
+    return None if root is None else _path(root, scope)
+
+
 def _path(root: Path, scope: str) -> Path:
     return root / ("git-parallel-" + re.sub(r"[^A-Za-z0-9_.-]", "_", scope))
 

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gitflow_parallel import errors as E
 from gitflow_parallel import model
-from gitflow_parallel.files import append_jsonl
+from gitflow_parallel.files import append_jsonl, utcnow
+from gitflow_parallel.git import tamper
 from gitflow_parallel.model import find_instance
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.proc import cgroup, reaper
+from gitflow_parallel.proc import cgroup, reaper, sandbox
 from gitflow_parallel.proc.slots import Slot
 from gitflow_parallel.proc.supervise import EXIT_NOT_EXECUTABLE, KILL_GRACE, cannot_start, killpg
 from gitflow_parallel.proc.supervise import exited as _leader_exited
@@ -75,6 +77,9 @@ class Child:
     committed: str | None = None
     head: str | None = None
     finished_at: str | None = None
+    snapshot: Any = None  # what no attempt may change, as it was at the start (git/tamper)
+    fence: Any = None  # the fence it runs in (proc/sandbox)
+    tampered: list[str] | None = None  # what it changed of that (restored)
 
     @property
     def pid(self) -> int:
@@ -96,6 +101,10 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
     })
     if child.feedback:
         env["GIT_PARALLEL_FEEDBACK"] = child.feedback
+    preexec = None
+    if child.fence is not None and tmux_binary is None:
+        sandbox.agent_env(child.fence, env)
+        preexec = child.fence.preexec
     argv = child.argv
     if tmux_binary is not None:
         # A stand-in that runs the command in a tmux window and exits with its status.
@@ -110,10 +119,12 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
     try:
         return subprocess.Popen(
             argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=preexec,
         )
     finally:
         os.close(fd)  # the child has its own copy
+        if child.fence is not None:
+            child.fence.applied()
 
 
 def exited(child: Child) -> bool:
@@ -137,8 +148,9 @@ def record_finish(record: dict[str, Any], child: Child) -> None:
                        f"meanwhile (now {inst['status']}, attempt {inst['attempt']})")
         child.status = inst["status"]
         return
+    extra = {"tampered": child.tampered} if child.tampered else {}
     model.finish(record, inst, child.status or "failed", exit_code=child.exit_code, error=child.error,
-                 finished_at=child.finished_at, head=child.head)
+                 finished_at=child.finished_at, head=child.head, **extra)
     model.bump(inst)
 
 
@@ -163,6 +175,8 @@ def record_cannot_start(project: Project, record: dict[str, Any], inst: dict[str
                         exc: Exception, now: str) -> None:
     """The command could not be started (not found, not executable, the
     worktree gone): the instance fails, said in its log, events and record."""
+    if child.fence is not None:
+        child.fence.close()
     code, message = cannot_start(child.argv[0], exc)
     if getattr(exc, "filename", None) == child.worktree or not os.path.isdir(child.worktree):
         code, message = EXIT_NOT_EXECUTABLE, f"the worktree {child.worktree} is gone"
@@ -191,3 +205,35 @@ def enforce_deadlines(active: dict[int, Child], now: float) -> None:
             child.killed = True
             killpg(child.pid, signal.SIGKILL)
 
+
+
+def fence_for(project: Project, record: dict[str, Any], child: Child, tmux: str | None) -> sandbox.Fence:
+    """The Landlock fence of the attempt (``sandbox``), or none, saying why."""
+    if tmux is not None:
+        return sandbox.none("--tmux: the tmux server starts the command", sandbox.settings(record["config"])[1])
+    child.events.touch()  # the agent may append to it (GIT_PARALLEL_EVENTS)
+    return sandbox.for_agent(project.repo.common_dir, Path(child.worktree), child.branch, record["config"],
+                             child.scope, [child.events])
+
+
+def after_exit(project: Project, run_id: str, child: Child) -> None:
+    """After the attempt ended: its fence's temporary folder goes, and what
+    it changed that no attempt may is restored (``git/tamper``); such an
+    attempt fails with ``PARALLEL_AGENT_TAMPERED``, said in its error, its
+    record (``tampered``) and an ``engine_tampered`` event."""
+    if child.fence is not None:
+        child.fence.close()
+    if child.snapshot is None:
+        return
+    # Every other instance branch is its own agent's to move (see tamper).
+    finding = tamper.check(project.repo.pygit, child.snapshot, [tamper.INSTANCE_BRANCHES])
+    if not finding.changes:
+        return
+    child.tampered = finding.paths
+    said = f"{E.AGENT_TAMPERED}: it changed what no attempt may change: {finding.describe()}"
+    child.status = "failed"
+    child.error = f"{child.error}; {said}" if child.error else said
+    append_jsonl(child.events, {
+        "event": "engine_tampered", "ts": utcnow(), "run_id": run_id, "instance": child.id,
+        "attempt": child.attempt, "code": E.AGENT_TAMPERED, "paths": finding.paths,
+        "restored": [c.path for c in finding.changes if c.restored]})

@@ -9,10 +9,15 @@ Two kinds of child, two rules:
   misdescribe the instance or pass for us), and so is every variable that
   points git at another repository, so their git discovers the checkout
   they run in.  The caller then adds the facts it means to give.
-- **Our own git** (and the demo's) keeps ``GIT_PARALLEL_*`` (our settings
-  reach the hooks it fires) and loses only the location variables: an
-  inherited ``GIT_DIR`` from ``git --git-dir=… parallel`` would aim it
-  elsewhere, since it names its repository by cwd or ``--git-dir``.
+- **Our own git** on attempt data (``for_host_git``) keeps only the ``GIT_*``
+  variables that say who we are and how to reach a remote (identity,
+  config files, ssh/http settings, tracing): an inherited ``GIT_DIR`` would
+  aim it elsewhere, and ``GIT_CONFIG_PARAMETERS``/``GIT_CONFIG_COUNT``,
+  ``GIT_EXTERNAL_DIFF``, ``GIT_EXEC_PATH`` or a pager would make it run
+  programs no one vetted.  The hooks' token (``GIT_PARALLEL_INTERNAL``) is
+  never among them: our git runs no hooks (``core.hooksPath=/dev/null``), so
+  it needs no pass, and a filter or fsmonitor it starts must not get one.
+- The demo's git (``for_git``) loses only the location variables.
 """
 
 from __future__ import annotations
@@ -23,12 +28,27 @@ from typing import Mapping
 GIT_LOCATION_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                     "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_PREFIX", "GIT_NAMESPACE")
 OURS = "GIT_PARALLEL_"
+INTERNAL_ENV = "GIT_PARALLEL_INTERNAL"
+# The GIT_* variables our own git keeps (a prefix ending in "_" keeps a family).
+HOST_GIT_KEEP = ("GIT_AUTHOR_", "GIT_COMMITTER_", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+                 "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS", "GIT_TERMINAL_PROMPT", "GIT_HTTP_",
+                 "GIT_SSL_", "GIT_CURL_VERBOSE", "GIT_TRACE", "GIT_ALLOW_PROTOCOL", "GIT_PROTOCOL_FROM_USER")
 
 
 def for_git(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``environ`` (default ours) without the git location variables."""
     source = os.environ if environ is None else environ
     return {k: v for k, v in source.items() if k not in GIT_LOCATION_ENV}
+
+
+def for_host_git(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default ours) fit for a git command of ours on attempt
+    data: of the ``GIT_*`` variables only those in ``HOST_GIT_KEEP`` (and our
+    own settings, without the hooks' token)."""
+    source = os.environ if environ is None else environ
+    return {k: v for k, v in source.items()
+            if not k.startswith("GIT_") or (k.startswith(OURS) and k != INTERNAL_ENV)
+            or any(k == p or (p.endswith("_") and k.startswith(p)) or k.startswith(p + "_") for p in HOST_GIT_KEEP)}
 
 
 def for_command(environ: Mapping[str, str] | None = None) -> dict[str, str]:

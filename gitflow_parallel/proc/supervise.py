@@ -217,14 +217,15 @@ def new_scope(kind: str) -> str:
 
 
 def start(argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Output, stderr: Output | None,
-          scope: str, watchdog: "Watchdog") -> Process:
+          scope: str, watchdog: "Watchdog", preexec: Callable[[], None] | None = None) -> Process:
     """Start ``argv`` as its own process group (``stderr`` None: into
-    ``stdout``).  Raises one of ``START_ERRORS`` when it cannot start (see
-    ``cannot_start``).  The caller has made itself a subreaper (``reaper``)."""
+    ``stdout``), fenced by ``preexec`` if given (``sandbox``).  Raises
+    one of ``START_ERRORS`` when it cannot start (see ``cannot_start``).  The caller has
+    made itself a subreaper (``reaper``)."""
     env = {**env, reaper.SCOPE_ENV: scope}
     popen = subprocess.Popen(cgroup.wrap(argv, scope, cwd, env), cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
                              stdout=stdout, stderr=subprocess.STDOUT if stderr is None else stderr,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=preexec)
     watchdog.started(popen.pid, scope)
     return Process(popen=popen, scope=scope, watchdog=watchdog, started=time.monotonic())
 

@@ -1,0 +1,338 @@
+"""What no attempt may change, snapshotted before and after every agent
+attempt and every gate, restored where it changed, and named.
+
+An agent runs as the same user as git-parallel, and a linked worktree's
+git writes into the shared common dir; where no fence holds (see
+``proc/landlock``) nothing stops it from rewriting what judges it.  So,
+fence or not, the runner and the gate runner take a ``Snapshot`` before the
+command starts and compare after it ended (its whole process group gone):
+
+- **files**: ``config``, every ``config.worktree`` (the common dir's and
+  each ``worktrees/<id>/``'s), everything under ``hooks/`` and ``info/``,
+  and the small files of the scratch pool's admin folders
+  (``worktrees/scratch+<k>/``: ``HEAD``, ``gitdir``, ``commondir``, a
+  ``config.worktree``, … - not their ``index`` or logs) - kept as bytes, so
+  a change is written back and an added file removed;
+- **refs**: every ref (loose files and ``packed-refs`` merged as git reads
+  them) except the attempt's own branch ``refs/heads/parallel/<task>/<id>``
+  and the branches under its own prefix ``…/<id>+<anything>`` (``+`` is in
+  no task or instance id).  A changed ref is set back to what it was, an
+  added one deleted, a deleted one made again.
+
+Attribution.  Others may write the same things while an agent runs: another
+``git parallel`` command (a check's evidence refs and notes, a merge's base
+move, a spawn's branches), the agents of sibling instances (their own
+branches), the user (commits on their branches).  What is laid at the
+attempt's door is therefore only what none of them explains:
+
+- every git-parallel write of a ref, of the config or of the scratch pool
+  first appends one byte to ``<common>/parallel/writes`` (``note_write``);
+  a changed size means one happened meanwhile, and then changes to
+  git-parallel's own refs (``refs/parallel/``, ``refs/notes/``, instance
+  branches), to the config files and to the scratch pool are not attributed;
+- every other instance branch is left to its own agent, which may be
+  committing on it right now (the check of that instance refuses a worktree
+  whose HEAD no longer matches its branch);
+- any other ref (the user's branches, ``main``) counts only when its new
+  value brings in the attempt's own commits (its merge base with the
+  attempt's tip is not already in the old value): that is an agent landing
+  its work, while a user's commit on ``main`` brings in none of it.
+
+Where the fence holds none of this can be written at all, and the
+snapshot is the second line.  Its cost is one ``os.walk`` of ``refs/``,
+``hooks/`` and ``info/`` and a read of each small file; ``scripts/bench_run.py``
+measures it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import pygit2
+
+from gitflow_parallel.git.repo import WRITES_FILE, note_write, read_gitdir_file
+
+# Admin files of a scratch checkout that change on every use and prove nothing.
+_SCRATCH_SKIP = {"index", "index.lock", "ORIG_HEAD", "FETCH_HEAD", "logs"}
+INSTANCE_BRANCHES = "refs/heads/parallel/"
+_PARALLEL_REFS = ("refs/parallel/", "refs/notes/", INSTANCE_BRANCHES)
+MAX_FILE = 1 << 20  # a hook or config bigger than this is compared by size only
+
+
+@dataclass
+class Snapshot:
+    files: dict[str, tuple[int, bytes]]  # path relative to the common dir -> (mode, bytes)
+    refs: dict[str, str]  # ref name -> oid, or "ref: <target>" for a symbolic one
+    writes: int  # size of parallel/writes when taken
+    own: tuple[str, str] = ("", "")  # the attempt's branch ref and its prefix ("" for a gate)
+
+
+@dataclass
+class Change:
+    path: str  # "refs/heads/main" or a file path relative to the common dir
+    kind: str  # "changed", "added" or "removed"
+    restored: bool = False
+    error: str | None = None
+
+
+@dataclass
+class Finding:
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def paths(self) -> list[str]:
+        return [c.path for c in self.changes]
+
+    def describe(self) -> str:
+        parts = [f"{c.path} ({c.kind}{', restored' if c.restored else ', NOT restored: ' + str(c.error)})"
+                 for c in self.changes]
+        return ", ".join(parts)
+
+
+def own_refs(branch: str | None) -> tuple[str, str]:
+    """The ref and the prefix an attempt on ``branch`` may move."""
+    if not branch:
+        return "", ""
+    ref = f"refs/heads/{branch}"
+    return ref, ref + "+"
+
+
+def _writes(common: Path) -> int:
+    try:
+        return os.stat(common / "parallel" / WRITES_FILE).st_size
+    except OSError:
+        return 0
+
+
+def _read(path: Path) -> tuple[int, bytes] | None:
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            return st.st_mode, (os.readlink(path).encode("utf-8", "surrogateescape") if path.is_symlink() else b"")
+        if st.st_size > MAX_FILE:
+            return st.st_mode, b"size:%d" % st.st_size
+        return st.st_mode, path.read_bytes()
+    except OSError:
+        return None
+
+
+def _tree_files(common: Path, folder: str, skip: set[str] | None = None) -> dict[str, tuple[int, bytes]]:
+    out: dict[str, tuple[int, bytes]] = {}
+    root = common / folder
+    for dirpath, dirnames, filenames in os.walk(root):
+        if skip:
+            dirnames[:] = [d for d in dirnames if d not in skip]
+        for name in filenames:
+            if skip and name in skip:
+                continue
+            full = Path(dirpath) / name
+            data = _read(full)
+            if data is not None:
+                out[full.relative_to(common).as_posix()] = data
+    return out
+
+
+def _files(common: Path) -> dict[str, tuple[int, bytes]]:
+    out: dict[str, tuple[int, bytes]] = {}
+    for name in ("config", "config.worktree"):
+        data = _read(common / name)
+        if data is not None:
+            out[name] = data
+    out.update(_tree_files(common, "hooks"))
+    out.update(_tree_files(common, "info"))
+    admin = common / "worktrees"
+    try:
+        entries = list(os.scandir(admin))
+    except OSError:
+        entries = []
+    for entry in entries:
+        if entry.name.startswith("scratch+"):
+            out.update(_tree_files(common, f"worktrees/{entry.name}", _SCRATCH_SKIP))
+        else:
+            data = _read(Path(entry.path) / "config.worktree")
+            if data is not None:
+                out[f"worktrees/{entry.name}/config.worktree"] = data
+    return out
+
+
+def _refs(common: Path) -> dict[str, str]:
+    refs: dict[str, str] = {}
+    try:
+        packed = (common / "packed-refs").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        packed = ""
+    for line in packed.splitlines():
+        if line and line[0] not in "#^":
+            oid, _, name = line.partition(" ")
+            refs[name.strip()] = oid
+    for dirpath, _, filenames in os.walk(common / "refs"):
+        for name in filenames:
+            if name.endswith(".lock"):
+                continue
+            full = Path(dirpath) / name
+            try:
+                value = full.read_text(encoding="utf-8", errors="replace").strip()
+            except OSError:
+                continue
+            refs[full.relative_to(common).as_posix()] = value
+    return refs
+
+
+def take(common: Path, branch: str | None = None) -> Snapshot:
+    """What must not change, now (``branch``: the attempt's own branch)."""
+    own = own_refs(branch)
+    refs = {k: v for k, v in _refs(common).items() if not _is_own(k, own)}
+    return Snapshot(files=_files(common), refs=refs, writes=_writes(common), own=own)
+
+
+def _is_own(name: str, own: tuple[str, str]) -> bool:
+    return bool(own[0]) and (name == own[0] or name.startswith(own[1]))
+
+
+def compare(repo: pygit2.Repository, before: Snapshot, others: Iterable[str] = (),
+            tip: str | None = None) -> list[Change]:
+    """What changed since ``before`` and is the attempt's doing (see the
+    module doc).  ``others``: the refs other agents may be moving; ``tip``:
+    the attempt's commit (default: its branch's tip now)."""
+    common = Path(repo.path).resolve()
+    after = take(common)
+    ours_wrote = after.writes != before.writes
+    changes: list[Change] = []
+    if not ours_wrote:
+        for path in sorted(set(before.files) | set(after.files)):
+            old, new = before.files.get(path), after.files.get(path)
+            if old != new:
+                changes.append(Change(path, "added" if old is None else "removed" if new is None else "changed"))
+    moved_by_others = {o for o in others if not o.endswith("/")}
+    prefixes = tuple(o for o in others if o.endswith("/")) or ("\0",)
+    own_tip = pygit2.Oid(hex=tip) if tip else _own_tip(repo, before.own[0])
+    for name in sorted(set(before.refs) | set(after.refs)):
+        if _is_own(name, before.own) or name in moved_by_others or name.startswith(prefixes):
+            continue
+        old, new = before.refs.get(name), after.refs.get(name)
+        if old == new:
+            continue
+        if name.startswith(_PARALLEL_REFS):
+            if ours_wrote:
+                continue
+        elif not _brings_in(repo, old, new, own_tip):
+            continue
+        changes.append(Change(name, "added" if old is None else "removed" if new is None else "changed"))
+    return changes
+
+
+def _own_tip(repo: pygit2.Repository, ref: str) -> pygit2.Oid | None:
+    if not ref:
+        return None
+    try:
+        return repo.references[ref].resolve().target
+    except (KeyError, pygit2.GitError):
+        return None
+
+
+def _brings_in(repo: pygit2.Repository, old: str | None, new: str | None, own_tip: pygit2.Oid | None) -> bool:
+    """Does ``new`` hold commits of the attempt (its tip's history) that
+    ``old`` did not?  A deleted ref, or one made or left symbolic, counts
+    whatever it held; so does any change when there is no tip to ask."""
+    if new is None or new.startswith("ref:") or (old or "").startswith("ref:") or own_tip is None:
+        return True
+    try:
+        base = repo.merge_base(pygit2.Oid(hex=new), own_tip)
+        if base is None:
+            return False
+        if old is None:
+            return True
+        old_oid = pygit2.Oid(hex=old)
+        return base != old_oid and not repo.descendant_of(old_oid, base)
+    except (ValueError, pygit2.GitError, KeyError):
+        return True
+
+
+def restore(repo: pygit2.Repository, before: Snapshot, changes: list[Change]) -> None:
+    """Put every changed path back as ``before`` has it (``restored`` set,
+    or ``error`` saying why not)."""
+    common = Path(repo.path).resolve()
+    note_write(common)
+    for change in changes:
+        try:
+            if change.path.startswith("refs/"):
+                _restore_ref(repo, change.path, before.refs.get(change.path))
+            else:
+                _restore_file(common / change.path, before.files.get(change.path))
+            change.restored = True
+        except (OSError, pygit2.GitError, ValueError, KeyError) as exc:
+            change.error = f"{type(exc).__name__}: {exc}"
+
+
+def _restore_ref(repo: pygit2.Repository, name: str, value: str | None) -> None:
+    if value is None:
+        ref = repo.references.get(name)
+        if ref is not None:
+            ref.delete()
+        return
+    if value.startswith("ref:"):
+        repo.references.create(name, value[4:].strip(), force=True)
+    else:
+        repo.references.create(name, pygit2.Oid(hex=value), force=True)
+
+
+def _restore_file(path: Path, kept: tuple[int, bytes] | None) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif kept is None or path.is_symlink() or path.exists():
+        path.unlink(missing_ok=True)
+    if kept is None:
+        return
+    mode, data = kept
+    if stat.S_ISLNK(mode):
+        os.symlink(data.decode("utf-8", "surrogateescape"), path)
+        return
+    if not stat.S_ISREG(mode) or data.startswith(b"size:"):
+        raise ValueError("not a small regular file; cannot be written back")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".git-parallel-restore")
+    tmp.write_bytes(data)
+    os.chmod(tmp, stat.S_IMODE(mode))
+    os.replace(tmp, path)
+
+
+def common_of(checkout: Path) -> Path | None:
+    """The common dir of the linked worktree at ``checkout``."""
+    admin = read_gitdir_file(checkout / ".git")
+    try:
+        return (admin / (admin / "commondir").read_text(encoding="utf-8").strip()).resolve() if admin else None
+    except OSError:
+        return None
+
+
+def before_command(checkout: Path) -> Snapshot | None:
+    """The snapshot before a gate, score or judge command runs in the
+    scratch checkout ``checkout`` (None if it is no linked worktree)."""
+    common = common_of(Path(checkout))
+    return take(common) if common is not None else None
+
+
+def after_command(checkout: Path, before: Snapshot) -> Finding:
+    """Compare and restore after that command: any instance branch may be
+    moved by its agent meanwhile, and the commit judged is HEAD."""
+    common = common_of(Path(checkout))
+    if common is None:
+        return Finding()
+    try:
+        tip: str | None = str(pygit2.Repository(str(checkout)).head.target)
+    except (pygit2.GitError, KeyError):
+        tip = None
+    return check(pygit2.Repository(str(common)), before, [INSTANCE_BRANCHES], tip)
+
+
+def check(repo: pygit2.Repository, before: Snapshot, others: Iterable[str] = (), tip: str | None = None) -> Finding:
+    """Compare with ``before`` and restore what the attempt changed."""
+    changes = compare(repo, before, others, tip)
+    if changes:
+        restore(repo, before, changes)
+    return Finding(changes)

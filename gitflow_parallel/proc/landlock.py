@@ -1,0 +1,182 @@
+"""Landlock through its three system calls: the file-system (and TCP) fence
+an agent or a gate runs in, on Linux 5.13 and later.  Standard library only.
+
+Why our own ~150 lines of ctypes rather than a binding: the three calls and
+two structures are all there is to it, a binding would be a fourth runtime
+dependency for that, and the split used here - build the ruleset in the
+parent, apply it in the child between fork and exec - needs the raw ruleset
+fd, which the bindings looked at wrap away.
+
+How it is applied.  The parent builds a ruleset (``Ruleset``: one
+``landlock_create_ruleset``, one ``landlock_add_rule`` per path) and hands
+``Ruleset.preexec`` to ``subprocess.Popen`` as ``preexec_fn``.  In the
+child, between fork and exec, that makes exactly two system calls through
+foreign functions built at import time - ``prctl(PR_SET_NO_NEW_PRIVS)`` and
+``landlock_restrict_self(fd)`` - and nothing else: no import, no Python
+lock, no allocation outside the GIL the child holds, which is what makes a
+``preexec_fn`` safe in a parent with threads (the gate runner's pool).  On
+a failure it writes one line to the child's stderr (the log) and exits 126,
+never running the command unfenced.  The restriction holds for the command
+and everything it starts; the ruleset fd is close-on-exec.
+
+Rules are allow-lists of hierarchies; there is no "deny inside allow".  To
+leave reads open except some folders, ``read_rules`` grants read on every
+sibling along the path to each denied folder (and listing, only, on the
+folders on that path).  A folder made later next to a denied one is not
+readable until the next command starts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import platform
+import stat
+import sys
+from pathlib import Path
+from typing import Iterable
+
+SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446  # the same on every Linux architecture but alpha
+CREATE_VERSION = 1
+RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
+PR_SET_NO_NEW_PRIVS = 38
+
+# LANDLOCK_ACCESS_FS_*
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
+MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
+REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+# LANDLOCK_ACCESS_NET_*
+BIND_TCP, CONNECT_TCP = 1 << 0, 1 << 1
+
+READ = EXECUTE | READ_FILE | READ_DIR
+FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # what a rule on a non-folder may grant
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _NetPort(ctypes.Structure):
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
+def _libc() -> ctypes.CDLL | None:
+    if sys.platform != "linux" or platform.machine() == "alpha":
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+if _LIBC is not None:
+    _syscall = _LIBC.syscall
+    _syscall.restype = ctypes.c_long
+    _prctl = _LIBC.prctl
+    _prctl.restype = ctypes.c_int
+
+
+def abi() -> int:
+    """The kernel's Landlock ABI version; 0 where there is none (not Linux,
+    older than 5.13, or disabled at boot)."""
+    if _LIBC is None:
+        return 0
+    version = _syscall(ctypes.c_long(SYS_CREATE), None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_VERSION))
+    return int(version) if version > 0 else 0
+
+
+def handled_fs(version: int) -> int:
+    """Every file-system access this ABI knows (all of them are handled)."""
+    access = (1 << 13) - 1
+    if version >= 2:
+        access |= REFER
+    if version >= 3:
+        access |= TRUNCATE
+    if version >= 5:
+        access |= IOCTL_DEV
+    return access
+
+
+class Ruleset:
+    """A built ruleset: ``allow`` paths, then ``preexec`` in the child."""
+
+    def __init__(self, version: int, network: bool) -> None:
+        self.version = version
+        self.fs = handled_fs(version)
+        net = 0 if network or version < 4 else BIND_TCP | CONNECT_TCP
+        attr = _RulesetAttr(self.fs, net, 0)
+        size = 8 if version < 4 else 16  # no scoping asked (an ABI 6 field)
+        fd = _syscall(ctypes.c_long(SYS_CREATE), ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"landlock_create_ruleset: {os.strerror(err)}")
+        self.fd = int(fd)
+        self.network_blocked = bool(net)
+
+    def allow(self, path: str | os.PathLike[str], access: int, folder: bool | None = None) -> bool:
+        """Grant ``access`` beneath ``path`` (``folder``: whether it is one,
+        if the caller knows); False if it does not exist."""
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            if not (folder if folder is not None else stat.S_ISDIR(os.fstat(fd).st_mode)):
+                access &= FILE_ONLY
+            rule = _PathBeneath(access & self.fs, fd)
+            rc = _syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(self.fd), ctypes.c_int(RULE_PATH_BENEATH),
+                          ctypes.byref(rule), ctypes.c_uint32(0))
+            if rc < 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"landlock_add_rule {path}: {os.strerror(err)}")
+        finally:
+            os.close(fd)
+        return True
+
+    def preexec(self) -> None:
+        """In the child, between fork and exec: restrict it, or end it."""
+        if _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
+                _syscall(SYS_RESTRICT, self.fd, 0) != 0:
+            os.write(2, b"git-parallel: the Landlock fence could not be applied; the command was not run\n")
+            os._exit(126)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def read_rules(denied: Iterable[str | os.PathLike[str]]) -> tuple[list[tuple[str, bool]], list[str]]:
+    """(paths to grant reading beneath, each with whether it is a folder;
+    folders to grant listing only) so that everything is readable except
+    what is beneath a ``denied`` folder.  Plain strings: this runs before
+    every fenced command."""
+    wanted = {os.path.realpath(p) for p in denied}
+    deny = {p for p in wanted if not any(str(parent) in wanted for parent in Path(p).parents)}
+    if not deny:
+        return [("/", True)], []
+    along: set[str] = set()
+    for path in deny:
+        along.update(str(parent) for parent in Path(path).parents)
+    grant: list[tuple[str, bool]] = []
+    for folder in sorted(along):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            # A symlink is not followed: a rule on it would be a rule on its
+            # target, which may be (or hold) a denied folder; the target has
+            # rules of its own where it lives.
+            if entry.path not in deny and entry.path not in along and not entry.is_symlink():
+                grant.append((entry.path, entry.is_dir(follow_symlinks=False)))
+    return grant, sorted(along)

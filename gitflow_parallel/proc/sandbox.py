@@ -1,0 +1,247 @@
+"""Which fence an agent attempt or a gate runs in, and what it may touch.
+
+``sandbox`` in the config (``auto`` by default, ``required``, ``off``) and
+``sandbox_network`` (``on`` by default, ``off``) decide; the kernel decides
+whether there is Landlock at all (``landlock.abi``).  ``auto`` fences where
+it can and runs unfenced elsewhere, saying so (``"sandbox": "none"``);
+``required`` refuses with ``PARALLEL_SANDBOX_UNAVAILABLE`` instead;
+``GIT_PARALLEL_SANDBOX=off`` in git-parallel's own environment turns it off
+for one command (benchmarks, debugging).
+
+An **agent** may write only: its worktree, its own admin folder
+``<common>/worktrees/<id>/`` (index, HEAD, its reflog), ``<common>/objects/``,
+the folder of its branch's loose ref ``<common>/refs/heads/parallel/<task>/``
+and the matching reflog folder under ``logs/``, a private ``TMPDIR`` (made
+per attempt, removed after it), ``/dev`` files (``/dev/null``, terminals;
+``/dev/shm`` wholly), its events file (``GIT_PARALLEL_EVENTS``) and its
+cgroup's ``cgroup.procs``.  It reads
+everything except the worktrees of other instances (of any run).  Its git
+gets ``gc.auto=0`` (and ``maintenance.auto=false``) through
+``GIT_CONFIG_COUNT``, so a commit never repacks refs into ``packed-refs``.
+
+A **gate**, score or judge command may write only its scratch checkout,
+a private ``TMPDIR`` and the same ``/dev`` files, and may not read the
+repository's main worktree (each of its top-level entries but ``.git``,
+where the scratch checkouts live) nor any instance's worktree: a gate that
+depends on the main worktree (an editable install pointing there) fails
+loudly instead of judging the wrong code.
+
+With ``sandbox_network: off`` (ABI 4 and later) no TCP bind or connect is
+allowed either.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from gitflow_parallel import errors as E
+from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.proc import cgroup, landlock
+
+MODES = ("auto", "required", "off")
+ENV = "GIT_PARALLEL_SANDBOX"
+# What an agent's git is told, whatever the repository's config says.
+AGENT_GIT_CONFIG = (("gc.auto", "0"), ("maintenance.auto", "false"))
+
+
+@functools.lru_cache(maxsize=None)
+def abi() -> int:
+    return landlock.abi()
+
+
+def settings(config: dict[str, Any]) -> tuple[str, bool]:
+    """(mode, network allowed) from a frozen config (older records: the defaults)."""
+    mode = config.get("sandbox") or "auto"
+    if os.environ.get(ENV, "").strip().lower() in ("0", "off", "no", "false"):
+        mode = "off"
+    return mode, (config.get("sandbox_network") or "on") != "off"
+
+
+def refuse_unavailable(config: dict[str, Any], what: str) -> None:
+    """``sandbox: required`` where there is no Landlock: refused before
+    anything runs."""
+    mode, _ = settings(config)
+    if mode == "required" and abi() == 0:
+        raise ParallelError(
+            E.SANDBOX_UNAVAILABLE,
+            f"sandbox: required, but this kernel has no Landlock (Linux 5.13 or later, enabled at boot), "
+            f"so {what} cannot be fenced; nothing was run",
+            hint="run on a machine with Landlock, or set sandbox: auto in .gitparallel.yaml (the attempt then "
+                 "runs unfenced and its events say \"sandbox\": \"none\")")
+
+
+@dataclass
+class Fence:
+    """The fence one command runs in (``kind`` "landlock" or "none")."""
+
+    kind: str
+    network: bool = True
+    reason: str | None = None  # why there is none
+    ruleset: landlock.Ruleset | None = None
+    tmpdir: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def preexec(self) -> Callable[[], None] | None:
+        return self.ruleset.preexec if self.ruleset is not None else None
+
+    def record(self) -> dict[str, Any]:
+        """What the events and packs say about it."""
+        out: dict[str, Any] = {"sandbox": self.kind, "network": "on" if self.network else "off"}
+        if self.kind == "landlock":
+            out["landlock_abi"] = abi()
+        if self.reason:
+            out["sandbox_reason"] = self.reason
+        return out
+
+    def applied(self) -> None:
+        """The command has started: the parent needs the ruleset no more."""
+        if self.ruleset is not None:
+            self.ruleset.close()
+
+    def close(self) -> None:
+        """The command has ended: its private temporary folder goes."""
+        self.applied()
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
+
+
+def none(reason: str, network: bool = True) -> Fence:
+    return Fence("none", network=network, reason=reason)
+
+
+def instance_worktrees(common: Path) -> list[Path]:
+    """The worktrees of every instance of every run: each linked worktree
+    whose HEAD is on an instance branch (``refs/heads/parallel/``)."""
+    found = []
+    try:
+        admins = list(os.scandir(common / "worktrees"))
+    except OSError:
+        return found
+    for admin in admins:
+        try:
+            head = (Path(admin.path) / "HEAD").read_text(encoding="utf-8", errors="replace")
+            gitfile = (Path(admin.path) / "gitdir").read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if head.startswith("ref: refs/heads/parallel/"):
+            found.append(Path(gitfile).parent)
+    return found
+
+
+def _tmpdir(kind: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"git-parallel-{kind}-"))
+
+
+def _build(write: list[Path], denied: list[Path], network: bool, extra_files: list[Path]) -> landlock.Ruleset:
+    ruleset = landlock.Ruleset(abi(), network)
+    try:
+        grant, listing = landlock.read_rules(denied)
+        for path, folder in grant:
+            ruleset.allow(path, landlock.READ, folder)
+        for path in listing:
+            ruleset.allow(path, landlock.READ_DIR, True)
+        everything = landlock.handled_fs(ruleset.version)
+        for path in write:
+            ruleset.allow(path, everything)
+        for path in extra_files:  # files (and ioctls) only: /dev/null, terminals, cgroup.procs
+            ruleset.allow(path, landlock.READ | landlock.FILE_ONLY)
+        ruleset.allow("/dev/shm", everything)
+    except BaseException:
+        ruleset.close()
+        raise
+    return ruleset
+
+
+def _fence(kind: str, config: dict[str, Any], write: list[Path], denied: list[Path],
+           extra_files: list[Path]) -> Fence:
+    mode, network = settings(config)
+    if mode == "off":
+        return none("sandbox: off", network)
+    if abi() == 0:
+        refuse_unavailable(config, f"the {kind}")
+        return none("no Landlock in this kernel", network)
+    tmp = _tmpdir(kind)
+    try:
+        ruleset = _build([*write, tmp], denied, network, [Path("/dev"), *extra_files])
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if mode == "required":
+            raise ParallelError(E.SANDBOX_UNAVAILABLE, f"the Landlock fence could not be built: {exc}",
+                                hint="set sandbox: auto to run unfenced where it cannot be built") from None
+        return none(f"the Landlock fence could not be built: {exc}", network)
+    env = {"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)}
+    return Fence("landlock", network=network or ruleset.version < 4, ruleset=ruleset, tmpdir=tmp, env=env)
+
+
+def agent_env(fence: Fence, env: dict[str, str]) -> None:
+    """Add to an agent's ``env``: the fence's TMPDIR, and ``gc.auto=0`` for
+    its git (after any ``GIT_CONFIG_COUNT`` pairs it already has)."""
+    env.update(fence.env)
+    try:
+        base = max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
+    except ValueError:
+        base = 0
+    for n, (key, value) in enumerate(AGENT_GIT_CONFIG, base):
+        env[f"GIT_CONFIG_KEY_{n}"] = key
+        env[f"GIT_CONFIG_VALUE_{n}"] = value
+    env["GIT_CONFIG_COUNT"] = str(base + len(AGENT_GIT_CONFIG))
+
+
+def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any], scope: str,
+              files: list[Path] = ()) -> Fence:  # type: ignore[assignment]
+    """The fence of one agent attempt on ``branch`` in ``worktree`` (and
+    ``files`` it may write: its events file)."""
+    from gitflow_parallel.git.repo import read_gitdir_file
+
+    worktree = Path(os.path.realpath(worktree))
+    admin = read_gitdir_file(worktree / ".git")
+    ref_folder = (common / "refs" / "heads" / branch).parent
+    log_folder = (common / "logs" / "refs" / "heads" / branch).parent
+    for folder in (ref_folder, log_folder):
+        folder.mkdir(parents=True, exist_ok=True)
+    write = [worktree, common / "objects", ref_folder, log_folder]
+    if admin is not None:
+        write.append(admin)
+    others = [p for p in instance_worktrees(common) if os.path.realpath(p) != str(worktree)]
+    return _fence("agent", config, write, others, [*files, *_cgroup_procs(scope)])
+
+
+def _cgroup_procs(scope: str) -> list[Path]:
+    """The file the command's ``sh`` writes to enter its cgroup (``cgroup``),
+    which it does after the fence is up."""
+    found = cgroup.path_of(scope)
+    return [found / "cgroup.procs"] if found is not None else []
+
+
+@dataclass
+class GatePlan:
+    """Where gates of one scratch checkout run: each command gets a fence of
+    its own from it (``fence``), made for its scope."""
+
+    common: Path
+    main_workdir: Path | None
+    checkout: Path
+    config: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        """The fence its commands will run in, as the pack records it."""
+        mode, _ = settings(self.config)
+        return "landlock" if mode != "off" and abi() > 0 else "none"
+
+    def fence(self, scope: str) -> Fence:
+        denied = instance_worktrees(self.common)
+        if self.main_workdir is not None:
+            try:
+                denied += [self.main_workdir / n for n in os.listdir(self.main_workdir) if n != ".git"]
+            except OSError:
+                pass
+        return _fence("gate", self.config, [self.checkout], denied, _cgroup_procs(scope))

@@ -1,0 +1,266 @@
+"""The agent cannot touch what judges it: git-parallel's own git runs
+nothing an agent configured (fsmonitor, hooks, includes, filters), what an
+attempt may not change is snapshotted around it and restored, and where
+the kernel has Landlock each attempt and each gate runs fenced."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+from conftest import GP, git
+from test_hostile import APP_BUGGY, APP_FIXED, HONEST, act, project
+
+
+# The tamper check alone, without the Landlock fence (which would refuse the
+# writes in the first place).
+UNFENCED = {"GIT_PARALLEL_SANDBOX": "off"}
+# The suite runs unfenced (conftest); the fence's own tests ask for it.
+FENCED = {"GIT_PARALLEL_SANDBOX": "auto"}
+
+
+def _status(gp: GP, task: str) -> dict[str, dict]:
+    return {i["id"]: i for i in gp.json("status", task)["run"]["instances"]}
+
+
+def test_a_smudge_filter_cannot_land_a_failing_tree(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    good = tmp_path / "good.py"
+    good.write_text(APP_FIXED)
+    gp("spawn", "t", "-n", "2")
+    act(gp, "t", "1", HONEST)
+    # The attempt keeps the bug, and asks git to write the fixed file
+    # whenever app.py is checked out.
+    smudge = (f"echo '# mine' >> app.py; common=$(git rev-parse --git-common-dir); "
+              f"echo 'app.py filter=hp' >> \"$common/info/attributes\"; "
+              f"git config filter.hp.smudge 'cat {good}; cat >/dev/null'")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", smudge, code=None, env=FENCED)
+    result = gp.json("check", "t", code=None, env=FENCED)
+    verdicts = {i["id"]: i["verdict"] for i in result["instances"]}
+    assert verdicts.get("1") == "pass" and verdicts.get("2") != "pass", result
+    assert gp.json("pick", "t")["picks"][0]["winner"]["id"] == "1"
+    gp("merge", "t")
+    assert git(repo, "show", "main:app.py") == APP_FIXED.strip()
+    assert (repo / "app.py").read_text() == APP_FIXED
+
+
+def _hijacks(tmp_path: Path) -> tuple[Path, str]:
+    """Scripts that leave a marker when run, and an agent script that
+    configures git to run them (and then leaves a change uncommitted)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    evil = tmp_path / "evil"
+    (evil / "hooks").mkdir(parents=True)
+    for name in ("fsmonitor", "included", "post-checkout", "reference-transaction", "pre-merge-commit",
+                 "hookspath-post-checkout", "hookspath-reference-transaction"):
+        script = evil / name
+        script.write_text(f"#!/bin/sh\ntouch {marks}/{name}\nexit 1\n")
+        script.chmod(0o755)
+    for hook in ("post-checkout", "reference-transaction"):
+        (evil / "hooks" / hook).write_text(f"#!/bin/sh\ntouch {marks}/hookspath-{hook}\n")
+        (evil / "hooks" / hook).chmod(0o755)
+    (evil / "include.cfg").write_text(f"[core]\n\tfsmonitor = {evil}/included\n")
+    agent = (f"echo '# mine' >> app.py; printf '{APP_FIXED}' > app.py; common=$(git rev-parse --git-common-dir); "
+             f"for h in post-checkout reference-transaction pre-merge-commit; do "
+             f"cp {evil}/$h \"$common/hooks/$h\"; done; "
+             f"git config --file \"$common/config\" core.fsmonitor {evil}/fsmonitor; "
+             f"git config --file \"$common/config\" --add include.path {evil}/include.cfg; "
+             f"git config --file \"$common/config\" core.hooksPath {evil}/hooks")
+    return marks, agent
+
+
+def test_nothing_an_agent_configures_runs_during_check_pick_or_merge(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    marks, agent = _hijacks(tmp_path)
+    config_before = (repo / ".git" / "config").read_bytes()
+    gp("spawn", "t", "-n", "2")
+    act(gp, "t", "1", HONEST)
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", agent, code=None, env=UNFENCED)
+    # The hooks it wrote are gone, and so is what it put in the config.
+    assert (repo / ".git" / "config").read_bytes() == config_before
+    assert not (repo / ".git" / "hooks" / "post-checkout").exists()
+    hijacker = _status(gp, "t")["2"]
+    assert hijacker["status"] == "failed" and "PARALLEL_AGENT_TAMPERED" in hijacker["error"]
+    assert {"config", "hooks/post-checkout", "hooks/reference-transaction"} <= set(hijacker["tampered"])
+    gp("check", "t", code=None)
+    gp("pick", "t")
+    gp("merge", "t")
+    assert sorted(p.name for p in marks.iterdir()) == []
+    assert git(repo, "show", "main:app.py") == APP_FIXED.strip()
+
+
+FORGER = """\
+echo '# mine' >> app.py && git commit -qam mine &&
+git update-ref refs/heads/main HEAD &&
+git update-ref "refs/parallel/evidence/$GIT_PARALLEL_RUN_ID/1/0" HEAD &&
+git update-ref refs/notes/parallel HEAD
+"""
+
+
+def test_refs_an_agent_moves_or_forges_are_restored_and_its_attempt_fails(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    act(gp, "t", "1", HONEST)
+    base = git(repo, "rev-parse", "main")
+    notes = git(repo, "rev-parse", "refs/notes/parallel")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", FORGER, code=1, env=UNFENCED)
+    forger = _status(gp, "t")["2"]
+    assert forger["status"] == "failed" and "PARALLEL_AGENT_TAMPERED" in forger["error"], forger
+    run_id = gp.json("status", "t")["run"]["run_id"]
+    assert sorted(forger["tampered"]) == sorted(["refs/heads/main", f"refs/parallel/evidence/{run_id}/1/0",
+                                                 "refs/notes/parallel"])
+    assert git(repo, "rev-parse", "main") == base
+    # Restored, then the run's own notes commit went on top of it.
+    assert git(repo, "rev-parse", "refs/notes/parallel^") == notes
+    assert git(repo, "for-each-ref", "refs/parallel/evidence") == ""
+    events = [json.loads(line) for line in Path(forger["events"]).read_text().splitlines()]
+    [tampered] = [e for e in events if e["event"] == "engine_tampered"]
+    assert tampered["code"] == "PARALLEL_AGENT_TAMPERED" and len(tampered["restored"]) == 3
+    # Nothing it forged is used: the honest attempt is checked, picked and landed.
+    result = gp.json("check", "t")
+    assert [(i["id"], i["verdict"]) for i in result["instances"]] == [("1", "pass")]
+    gp("pick", "t")
+    gp("merge", "t")
+    assert git(repo, "show", "main:app.py") == APP_FIXED.strip()
+
+
+def test_a_user_committing_on_main_meanwhile_is_no_tampering(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    # The agent waits until the user has committed on main in the main worktree.
+    mark = tmp_path / "committed"
+    agent = f"while [ ! -e {mark} ]; do sleep 0.05; done; printf '{APP_FIXED}' > app.py"
+    import subprocess
+
+    runner = subprocess.Popen(["git", "parallel", "run", "t", "--", "sh", "-c", agent], cwd=repo,
+                              env=dict(os.environ, **UNFENCED))
+    (repo / "notes.txt").write_text("mine\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "the user's own work")
+    mark.write_text("")
+    assert runner.wait(timeout=120) == 0
+    assert _status(gp, "t")["1"]["status"] == "succeeded"
+    assert git(repo, "log", "-1", "--format=%s", "main") == "the user's own work"
+
+
+# -- the Landlock fence ----------------------------------------------------------------
+from gitflow_parallel.proc import landlock  # noqa: E402
+
+import pytest  # noqa: E402
+
+needs_landlock = pytest.mark.skipif(landlock.abi() == 0, reason="this kernel has no Landlock (Linux 5.13+, enabled "
+                                    "at boot); the fence cannot be shown here")
+
+
+def _events(gp: GP, task: str, inst: str) -> list[dict]:
+    path = Path(_status(gp, task)[inst]["events"])
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+HONEST_GIT = """\
+set -e
+echo one > a.txt && git add a.txt && git commit -qm one
+echo two >> a.txt && git commit -qa --amend -m one-amended
+echo three > b.txt && git add b.txt && git commit -qm three && git reset -q --hard HEAD~1
+git switch -qc "$(git branch --show-current)+wip" && echo wip > w.txt && git add w.txt && git commit -qm wip
+git switch -q -
+"{py}" -m pip install -q --no-index --target vendor "{wheel}"
+mkdir jspkg && echo '{{"name": "jspkg", "version": "1.0.0"}}' > jspkg/package.json
+npm install --offline --no-audit --no-fund ./jspkg > /dev/null
+test -f vendor/tinypkg.py && test -f node_modules/jspkg/package.json
+rm -rf jspkg && echo 'vendor/' > .gitignore && echo 'node_modules/' >> .gitignore
+echo "TMPDIR=$TMPDIR"
+"""
+
+
+@needs_landlock
+def test_an_honest_agent_works_as_usual_inside_the_fence(tmp_path: Path) -> None:
+    import sys
+
+    import zipfile
+
+    repo, gp = project(tmp_path)
+    wheel = tmp_path / "tinypkg-1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("tinypkg.py", "X = 1\n")
+        zf.writestr("tinypkg-1.dist-info/METADATA", "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1\n")
+        zf.writestr("tinypkg-1.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                                 "Tag: py3-none-any\n")
+        zf.writestr("tinypkg-1.dist-info/RECORD", "")
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", HONEST_GIT.format(py=sys.executable, wheel=wheel), env=FENCED)
+    inst = _status(gp, "t")["1"]
+    assert inst["status"] == "succeeded", Path(inst["log"]).read_text()
+    [dispatched] = [e for e in _events(gp, "t", "1") if e["event"] == "engine_dispatched"]
+    assert dispatched["sandbox"] == "landlock" and dispatched["network"] == "on"
+    log = Path(inst["log"]).read_text()
+    tmp = log.split("TMPDIR=")[1].split()[0]
+    assert "git-parallel-agent-" in tmp and not Path(tmp).exists()  # private, and removed after
+    assert git(repo, "log", "--format=%s", "parallel/t/1") .splitlines()[:2][1] == "one-amended"
+    # A branch under its own prefix is allowed (deleting one is not: git
+    # locks packed-refs for that, which is shared).
+    assert git(repo, "log", "-1", "--format=%s", "parallel/t/1+wip") == "wip"
+    assert (repo / ".git" / "packed-refs").exists() is False or "parallel/t/1" not in (repo / ".git" / "packed-refs").read_text()
+
+
+@needs_landlock
+def test_an_agent_writing_outside_its_worktree_gets_eacces(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    agent = ("echo x >> \"$(git rev-parse --git-common-dir)/config\"; echo \"config: $?\"; "
+             f"echo hacked > {repo}/app.py; echo \"main: $?\"; "
+             "cat ../2/app.py; echo \"sibling: $?\"; "
+             f"printf '{APP_FIXED}' > app.py")
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", agent, env=FENCED)
+    log = Path(_status(gp, "t")["1"]["log"]).read_text()
+    assert log.count("Permission denied") == 3 and "config: 2" in log and "main: 2" in log and "sibling: 1" in log, log
+    assert (repo / "app.py").read_text() == APP_BUGGY
+    [dispatched] = [e for e in _events(gp, "t", "1") if e["event"] == "engine_dispatched"]
+    assert dispatched["sandbox"] == "landlock"
+
+
+@needs_landlock
+def test_network_off_blocks_a_tcp_connect(tmp_path: Path) -> None:
+    import socket
+    import sys
+
+    if landlock.abi() < 4:
+        pytest.skip("Landlock ABI < 4 has no TCP rules")
+    from test_hostile import CONFIG
+
+    repo, gp = project(tmp_path, CONFIG + "sandbox_network: off\n")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    connect = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')"
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", sys.executable, "-c", connect, code=1, env=FENCED)
+    log = Path(_status(gp, "t")["1"]["log"]).read_text()
+    assert "PermissionError" in log and "connected" not in log
+    [dispatched] = [e for e in _events(gp, "t", "1") if e["event"] == "engine_dispatched"]
+    assert dispatched["network"] == "off"
+    listener.close()
+
+
+@needs_landlock
+def test_a_gate_cannot_read_the_main_worktree(tmp_path: Path) -> None:
+    config = textwrap.dedent(f"""\
+        gates:
+          - name: local
+            run: [sh, -c, "cat app.py > /dev/null"]
+          - name: main-worktree
+            mode: observe
+            run: [cat, "{tmp_path / 'repo' / 'app.py'}"]
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", HONEST)
+    [inst] = gp.json("check", "t", env=FENCED)["instances"]
+    gates = {g["name"]: g for g in inst["gates"]}
+    assert gates["local"]["passed"] and not gates["main-worktree"]["passed"]
+    assert "Permission denied" in Path(gates["main-worktree"]["log"]).read_text()
+    pack = json.loads(Path(inst["evidence"]["path"]).read_text())
+    assert pack["fence"] == "landlock"
