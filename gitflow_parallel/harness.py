@@ -24,9 +24,15 @@ Two kinds of entry:
   change to a harness section (or a file that no longer parses) makes the
   whole file a protected change, judged with the base's copy.
 
-Every change to a harness file, and every change to a protected path other
-than a new test file, keeps an attempt out of an automatic pick
-(``git/scratch.blocks_pick``): landing it would change how every later run is judged.
+A third kind, **dependencies** (:data:`DEPENDENCY_PATTERNS` and the
+dependency sections of the mixed files), is judged as the attempt wrote it
+(the attempt may need the package it adds) but a person decides whether it
+lands: an installed package can register a test-runner plugin.
+
+Every change to a harness file or the dependencies, and every change to a
+protected path other than a new test file, keeps an attempt out of an
+automatic pick (``git/scratch.blocks_pick``): landing it would change how
+every later run is judged.
 """
 
 from __future__ import annotations
@@ -38,7 +44,8 @@ from typing import Any, Iterable
 
 # Wholly harness: globs in git/scratch's syntax (``**/`` spans folders).
 HARNESS_PATTERNS = (
-    "**/conftest.py", "**/pytest.ini", "**/tox.ini", "**/noxfile.py",
+    "**/conftest.py", "**/pytest.ini", "**/.pytest.ini", "**/pytest.toml", "**/.pytest.toml",
+    "**/tox.ini", "**/noxfile.py",
     "**/sitecustomize.py", "**/usercustomize.py", "**/*.pth",
     "**/Makefile", "**/GNUmakefile", "**/makefile", "**/justfile", "**/Justfile",
     "**/jest.config.*", "**/vitest.config.*", "**/.mocharc*", "**/karma.conf.*",
@@ -51,6 +58,52 @@ _PYPROJECT_SECTIONS = (("tool", "pytest"), ("tool", "tox"), ("tool", "nox"), ("t
                        ("project", "entry-points", "pytest11"))
 _PACKAGE_JSON_KEYS = ("jest", "mocha", "ava", "c8", "nyc", "vitest")
 _NPM_SCRIPTS = ("test", "pretest", "posttest")
+
+
+# What an environment is built from: a change is judged as the attempt wrote
+# it (it may need the package), but a person decides whether it lands, since
+# an installed package can carry a test-runner plugin (``pytest11``) that
+# judges every later run.
+DEPENDENCY_PATTERNS = ("**/requirements*.txt", "**/requirements/*.txt", "**/constraints*.txt", "**/uv.lock",
+                       "**/poetry.lock", "**/Pipfile", "**/Pipfile.lock", "**/pdm.lock", "**/package-lock.json",
+                       "**/npm-shrinkwrap.json", "**/pnpm-lock.yaml", "**/yarn.lock")
+_PYPROJECT_DEPENDENCIES = (("project", "dependencies"), ("project", "optional-dependencies"),
+                           ("dependency-groups",), ("build-system", "requires"), ("tool", "poetry", "dependencies"),
+                           ("tool", "poetry", "group"), ("tool", "uv"), ("tool", "pdm", "dev-dependencies"))
+_PACKAGE_JSON_DEPENDENCIES = ("dependencies", "devDependencies", "optionalDependencies", "peerDependencies",
+                              "overrides", "resolutions")
+
+
+def dependency_sections(path: str, data: bytes | None) -> Any:
+    """The dependency part of a mixed file, comparable with ``==`` (like
+    :func:`harness_sections`)."""
+    if data is None:
+        return None
+    text = data.decode("utf-8")
+    name = path.rsplit("/", 1)[-1]
+    if name == "pyproject.toml":
+        doc = tomllib.loads(text)
+        return {".".join(keys): _dig(doc, keys) for keys in _PYPROJECT_DEPENDENCIES}
+    if name == "setup.cfg":
+        parser = configparser.RawConfigParser(strict=False, interpolation=None)
+        parser.read_string(text)
+        return {f"{s}.{k}": parser.get(s, k) for s in ("options", "options.extras_require")
+                for k in (parser.options(s) if parser.has_section(s) else [])
+                if s == "options.extras_require" or k in ("install_requires", "tests_require", "setup_requires")}
+    if name == "package.json":
+        doc = json.loads(text)
+        if not isinstance(doc, dict):
+            raise ValueError("package.json is not an object")
+        return {k: doc.get(k) for k in _PACKAGE_JSON_DEPENDENCIES}
+    raise ValueError(f"{path} is not a mixed file")
+
+
+def dependencies_changed(path: str, old: bytes | None, new: bytes | None) -> bool:
+    """Did the attempt change what the mixed file ``path`` installs?"""
+    try:
+        return bool(dependency_sections(path, old) != dependency_sections(path, new))
+    except (ValueError, UnicodeDecodeError):
+        return old != new
 
 
 def is_mixed(path: str) -> bool:

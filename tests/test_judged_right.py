@@ -82,6 +82,7 @@ CHEATS: dict[str, dict[str, str]] = {
     "tox-plugin": {"tox.ini": "[pytest]\naddopts = -p cheat\n",
                    "cheat.py": "def pytest_collection_modifyitems(items):\n    items.clear()\n"},
     "nested-conftest": {"tests/conftest.py": "import os\nos._exit(0)\n"},
+    "dot-pytest-ini": {".pytest.ini": "[pytest]\naddopts = --co\n"},
 }
 
 
@@ -132,7 +133,7 @@ def test_makefile_gate_is_judged_with_the_bases_makefile(tmp_path: Path) -> None
     assert verdicts(result) == {"1": "fail", "2": "pass"}
     detail = packs(project)["1"]["protected_detail"]
     assert detail == [{"path": "Makefile", "change": "modified", "lines_added": 1, "lines_deleted": 1,
-                       "harness": True}]
+                       "harness": True, "dependencies": False, "restored": True}]
     assert pick.pick(project, "t")["picks"][0]["winner"]["id"] == "2"
 
 
@@ -148,6 +149,24 @@ def test_a_product_change_to_pyproject_is_judged_as_written(tmp_path: Path) -> N
     assert verdicts(result) == {"1": "pass"}
     assert packs(project)["1"]["protected_detail"] == []
     assert pick.pick(project, "t")["picks"][0]["winner"]["id"] == "1"
+
+
+def test_a_new_dependency_is_judged_as_written_and_needs_a_person(tmp_path: Path) -> None:
+    """An installed package can carry a pytest plugin: a changed dependency
+    is judged with the attempt's pyproject (it may need the package) but
+    never lands by an automatic pick."""
+    base = '[project]\nname = "calc"\nversion = "1"\ndependencies = []\n'
+    repo = make_repo(tmp_path / "repo", {"calc/__init__.py": CALC, "tests/test_calc.py": TESTS,
+                                         "pyproject.toml": base}, config=PYTEST_GATE)
+    project, worktrees = start(repo, 1)
+    tip = commit_in(worktrees["1"], {"pyproject.toml": base.replace("[]", '["pytest-cheat"]')})
+    assert verdicts(check.check(project, "t")) == {"1": "pass"}
+    pack = packs(project)["1"]
+    assert pack["judged_commit"] == tip  # nothing restored
+    assert pack["protected_detail"][0]["dependencies"] and pack["protected_blocking"] == ["pyproject.toml"]
+    with pytest.raises(ParallelError) as refused:
+        pick.pick(project, "t")
+    assert refused.value.code == "PARALLEL_PROTECTED_PATH_CHANGED"
 
 
 def test_config_change_never_wins_automatically_and_lands_only_with_a_person(tmp_path: Path) -> None:
@@ -187,7 +206,8 @@ def test_added_tests_are_shown_and_do_not_block(tmp_path: Path) -> None:
     assert verdicts(result) == {"1": "pass"}
     pack = packs(project)["1"]
     assert pack["protected_detail"] == [{"path": "tests/test_more.py", "change": "added", "lines_added": 5,
-                                         "lines_deleted": 0, "harness": False}]
+                                         "lines_deleted": 0, "harness": False, "dependencies": False,
+                                         "restored": True}]
     assert pack["protected_blocking"] == []
     assert pick.pick(project, "t")["picks"][0]["winner"]["id"] == "1"
 

@@ -264,3 +264,24 @@ def test_a_gate_cannot_read_the_main_worktree(tmp_path: Path) -> None:
     assert "Permission denied" in Path(gates["main-worktree"]["log"]).read_text()
     pack = json.loads(Path(inst["evidence"]["path"]).read_text())
     assert pack["fence"] == "landlock"
+
+
+@needs_landlock
+def test_an_agent_cannot_read_the_hidden_tests_nor_the_scratch_checkouts(tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden" / "tests"
+    hidden.mkdir(parents=True)
+    (hidden / "test_secret.py").write_text("SECRET = 1\n")
+    config = ("gates:\n  - name: hidden\n    run: [sh, -c, 'true']\n"
+              f"    hidden: {hidden.parent}\n")
+    repo, gp = project(tmp_path, config)
+    scratch = repo / ".git" / "parallel" / "scratch" / "scratch+1"
+    scratch.mkdir(parents=True)
+    (scratch / "test_secret.py").write_text("SECRET = 2\n")  # as while a hidden gate runs
+    gp("spawn", "t", "-n", "1")
+    # Folder listings stay open (Landlock grants them from the root down);
+    # no file beneath can be read.
+    agent = (f"cat {hidden}/test_secret.py; echo \"hidden: $?\"; "
+             f"cat {scratch}/test_secret.py; echo \"scratch: $?\"")
+    gp("run", "t", "--", "sh", "-c", agent, env=FENCED)
+    log = Path(_status(gp, "t")["1"]["log"]).read_text()
+    assert "SECRET" not in log and "hidden: 1" in log and "scratch: 1" in log, log

@@ -152,11 +152,16 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
             if path in out:
                 continue
             is_mixed = mixed and harness.is_mixed(path)
+            restored, dependencies = True, False
             if matches(path, patterns):
                 harness_file = is_mixed or matches(path, harness.HARNESS_PATTERNS, folders=False)
             elif is_mixed and harness.harness_changed(path, _blob_data(repo, base_tree, path),
                                                       _blob_data(repo, tree, path), scripts):
                 harness_file = True
+            elif mixed and (matches(path, harness.DEPENDENCY_PATTERNS, folders=False) or is_mixed and
+                            harness.dependencies_changed(path, _blob_data(repo, base_tree, path),
+                                                         _blob_data(repo, tree, path))):
+                harness_file, restored, dependencies = False, False, True
             else:
                 continue
             added, deleted = _line_counts(diff[i])  # a patch only for what is shown
@@ -164,7 +169,8 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
             change = ("added" if status == pygit2.enums.DeltaStatus.ADDED
                       else "deleted" if status == pygit2.enums.DeltaStatus.DELETED else "modified")
             out[path] = {"path": path, "change": change, "lines_added": added, "lines_deleted": deleted,
-                         "harness": harness_file or path == CONFIG_FILE}
+                         "harness": harness_file or path == CONFIG_FILE, "dependencies": dependencies,
+                         "restored": restored}
     return [out[p] for p in sorted(out)]
 
 
@@ -172,7 +178,7 @@ def blocks_pick(change: dict[str, Any]) -> bool:
     """Does this protected change keep its attempt out of an automatic pick?
     Every change does but a new test file: a changed config or harness, a
     deleted or rewritten test, would land and change how later runs judge."""
-    return change["harness"] or change["change"] != "added"
+    return change["harness"] or change.get("dependencies", False) or change["change"] != "added"
 
 
 def added_tests(changes: list[dict[str, Any]]) -> list[str]:
@@ -189,9 +195,9 @@ def judged_commit(repo: pygit2.Repository, commit: str, base: str, patterns: lis
     target = repo.get(commit).peel(pygit2.Commit)
     base_tree = repo.get(base).peel(pygit2.Tree)
     details = changed_protected(repo, base_tree, target.tree, patterns, config)
-    changed = [c["path"] for c in details]
+    changed = [c["path"] for c in details if c["restored"]]
     if not changed:
-        return commit, str(target.tree_id), []
+        return commit, str(target.tree_id), details
     index = pygit2.Index()
     index.read_tree(target.tree)
     for path in changed:

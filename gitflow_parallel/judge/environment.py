@@ -259,7 +259,7 @@ def check_imports(python: str, packages: list[str], cwd: Path, env: dict[str, st
                 f"the gates' {python} would import {name!r} from {outside[0]}, not from the checkout being judged; "
                 "every verdict would be about that code",
                 hint="give .gitparallel.yaml a setup that builds the checkout's own environment, e.g. "
-                     "setup: {run: [sh, -c, 'python3 -m venv .venv && .venv/bin/pip install -q -e .'], "
+                     "setup: {run: [sh, -c, 'python3 -m venv .venv && .venv/bin/pip install -q -e . pytest'], "
                      "cache_key: [pyproject.toml], keep: [.venv], path: [.venv/bin]} "
                      "(`git parallel init` writes one)",
                 package=name, path=outside[0])

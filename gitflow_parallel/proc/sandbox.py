@@ -211,7 +211,10 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     if admin is not None:
         write.append(admin)
     others = [p for p in instance_worktrees(common) if os.path.realpath(p) != str(worktree)]
-    return _fence("agent", config, write, others, [*files, *_cgroup_procs(scope)])
+    # Nor what judges it: the hidden tests, and the scratch checkouts they are laid over.
+    hidden = [Path(os.path.expanduser(g["hidden"])) for g in config.get("gates") or [] if g.get("hidden")]
+    unseen = [p for p in [*hidden, common / "parallel" / "scratch"] if p.is_dir()]
+    return _fence("agent", config, write, [*others, *unseen], [*files, *_cgroup_procs(scope)])
 
 
 def _cgroup_procs(scope: str) -> list[Path]:
