@@ -62,6 +62,11 @@ def _recover_workers(project: Project, task: str, dry_run: bool) -> dict[str, An
     _audit(project, run_id, rid, record, task, "validated", what="plan", why="worker instances left behind", plan=plan)
     repaired = []
     for step, done in zip(plan, workers.tidy(project, [i for i in left if not i.waiting])):
+        if done.get("problem"):
+            waiting.append({"code": done["code"], "severity": "error", "task": task, "run_id": done["run_id"],
+                            "instance": done["id"], "message": done["problem"], "fix": done["hint"],
+                            "repair": None, "refusal": done["problem"]})
+            continue
         repaired.append({**step, "details": {**step["details"], **done}})
         _audit(project, done["run_id"], rid, record, task, "repaired", **repaired[-1])
     after = next((rec for _, rec in workers.worker_records(project, task) if rec["run_id"] == run_id), record)
