@@ -48,11 +48,12 @@ def _recover_workers(project: Project, task: str, dry_run: bool) -> dict[str, An
     left = workers.left_behind(project, task)
     record = next((i.record for i in left if not i.waiting), kept[-1])
     rid, run_id = recovery_id(record["run_id"], record["run_revision"]), record["run_id"]
-    plan = [{"step": "take_apart_worker_instance", "why": "its worker is gone and its claim is no longer its",
-             "what": f"archive the tip of worker instance {i.inst['id']} of run {i.record['run_id']} "
-                     f"({i.inst['status']}), remove its branch and worktree, record it aborted",
-             "details": {"run_id": i.record["run_id"], "instance": i.inst["id"], "claim": i.inst.get("claim")}}
-            for i in left if not i.waiting]
+    plan: list[dict[str, Any]] = [
+        {"step": "take_apart_worker_instance", "why": "its worker is gone and its claim is no longer its",
+         "what": f"archive the tip of worker instance {i.inst['id']} of run {i.record['run_id']} "
+                 f"({i.inst['status']}), remove its branch and worktree, record it aborted",
+         "details": {"run_id": i.record["run_id"], "instance": i.inst["id"], "claim": i.inst.get("claim")}}
+        for i in left if not i.waiting]
     waiting = [f.as_json() for f in workers.findings(project, task) if f.severity != "error"]
     base = {"task": task, "run_id": run_id, "recovery_id": rid, "run_revision": record["run_revision"],
             "dry_run": dry_run, "audit": str(audit_path(project, run_id)), "worker": True, "plan": plan,
@@ -62,6 +63,11 @@ def _recover_workers(project: Project, task: str, dry_run: bool) -> dict[str, An
     _audit(project, run_id, rid, record, task, "validated", what="plan", why="worker instances left behind", plan=plan)
     repaired = []
     for step, done in zip(plan, workers.tidy(project, [i for i in left if not i.waiting])):
+        if done.get("problem"):
+            waiting.append({"code": done["code"], "severity": "error", "task": task, "run_id": done["run_id"],
+                            "instance": done["id"], "message": done["problem"], "fix": done["hint"],
+                            "repair": None, "refusal": done["problem"]})
+            continue
         repaired.append({**step, "details": {**step["details"], **done}})
         _audit(project, done["run_id"], rid, record, task, "repaired", **repaired[-1])
     after = next((rec for _, rec in workers.worker_records(project, task) if rec["run_id"] == run_id), record)

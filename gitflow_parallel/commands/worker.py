@@ -534,8 +534,9 @@ def work(project: Project, remote: str, task: str | None = None, once: bool = Fa
             targets = _narrow(survey(project, remote, task), task, instance, index)
             for gone in workers.tidy(project, workers.left_behind(project)):
                 tidied.append(gone)
-                say(f"took apart {gone['task']}/{gone['id']} of {gone['run_id']}, left by a worker that is gone "
-                    f"(its tip is kept under {gone['archived']})")
+                say(f"left by a worker that is gone: {gone['task']}/{gone['id']} of {gone['run_id']}: "
+                    + (f"not taken apart: {gone['problem']}" if gone.get("problem")
+                       else f"taken apart, its tip kept under {gone['archived']}"))
             outcome, idle = _claim_and_run(project, remote, targets, worker, lease_s, say)
             if outcome is not None:
                 rows.append(outcome.row)

@@ -141,7 +141,9 @@ def _gone_why(left: Left) -> str:
 
 
 def tidy(project: Project, left: list[Left]) -> list[dict[str, Any]]:
-    """Take apart every left-behind instance that does not wait for its claim."""
+    """Take apart every left-behind instance that does not wait for its
+    claim; one whose removal is refused (a folder that is not our worktree)
+    is reported with ``problem`` and left as it is."""
     done = []
     for item in left:
         if item.waiting:
@@ -150,9 +152,14 @@ def tidy(project: Project, left: list[Left]) -> list[dict[str, Any]]:
         inst = find_instance(rec, item.inst["id"])
         if inst.get("removed"):
             continue
-        ref = dismantle(project.repo, item.store, rec, inst, why=_gone_why(item))
-        done.append({"run_id": rec["run_id"], "task": rec["task"], "id": inst["id"], "attempt": inst["attempt"],
-                     "was": inst["status"], "archived": ref if project.repo.ref_target(ref) else None})
+        row = {"run_id": rec["run_id"], "task": rec["task"], "id": inst["id"], "attempt": inst["attempt"],
+               "was": inst["status"]}
+        try:
+            ref = dismantle(project.repo, item.store, rec, inst, why=_gone_why(item))
+        except ParallelError as exc:
+            done.append({**row, "problem": exc.message, "code": exc.code, "hint": exc.hint})
+            continue
+        done.append({**row, "archived": ref if project.repo.ref_target(ref) else None})
     return done
 
 
