@@ -143,6 +143,8 @@ class LandingChecks(RunContext):
             if (all(self.scan.contains(base_tip, c) for c in commits)
                     and not all(self.scan.contains(rec["base"]["commit"], c) for c in commits)):
                 self.merged_outside(base_tip, picks)
+            else:
+                self.squashed(base_tip, picks)
 
     def bind_pick(self, track: str, path: Path, pick: dict[str, Any]) -> None:
         data = path.read_bytes()
@@ -311,6 +313,32 @@ class LandingChecks(RunContext):
                                "its notes there", "every picked winner commit is reachable from the base",
                                record=self._mark_merged(merge_record),
                                details={"landed": landed_oid, "previous": previous, "from": "base"}))
+
+    def squashed(self, base_tip: str, picks: dict[str, dict[str, Any]]) -> None:
+        """A squash holds none of the winners' commits: with its intent gone,
+        the base's reflog entry of the landing (``git-parallel: land TASK
+        (RUN_ID)``, written by the compare-and-swap) names the commit."""
+        try:
+            entries = list(self.repo.pygit.references[self.record["base"]["ref"]].log())
+        except (KeyError, pygit2.GitError):
+            return
+        mark = f"git-parallel: land {self.task} ({self.run_id})"
+        found = next((e for e in entries if (e.message or "").strip() == mark), None)
+        if found is None or not (str(found.oid_new) == base_tip or self.scan.contains(base_tip, str(found.oid_new))):
+            return
+        landed, previous = str(found.oid_new), str(found.oid_old)
+        steps = [{"track": t, "winner": p["winner"]["id"], "commit": landed, "method": "squash"}
+                 for t, p in picks.items()]
+        if base_tip == landed:
+            self.base_worktree(previous, landed)
+        merge_record = self._landing_record(landed, previous, steps, [], None, "reflog")
+        self.add(BASE_MERGED, ERROR,
+                 f"{self.record['base']['ref']} holds the landing {landed[:12]} of run {self.run_id} (its reflog "
+                 f"says `git parallel merge` moved it from {previous[:12]}), but the record is {self.record['status']}",
+                 repair=Repair("record_merged", f"record run {self.run_id} merged at {landed[:12]} and write its "
+                               "notes there", "the base's reflog names the landing git-parallel made",
+                               record=self._mark_merged(merge_record),
+                               details={"landed": landed, "previous": previous, "from": "reflog"}))
 
     def _previous_from_reflog(self, landed: str) -> str | None:
         try:
