@@ -316,19 +316,12 @@ class LandingChecks(RunContext):
 
     def squashed(self, base_tip: str, picks: dict[str, dict[str, Any]]) -> None:
         """A squash holds none of the winners' commits: with its intent gone,
-        the base's reflog entry of the landing (``git-parallel: land TASK
-        (RUN_ID)``, written by the compare-and-swap) names the commit."""
-        try:
-            entries = list(self.repo.pygit.references[self.record["base"]["ref"]].log())
-        except (KeyError, pygit2.GitError):
+        the base's reflog entry of the landing names the commit."""
+        found = reflog_landing(self.repo.pygit, self.record)
+        if found is None or not (found[0] == base_tip or self.scan.contains(base_tip, found[0])):
             return
-        mark = f"git-parallel: land {self.task} ({self.run_id})"
-        found = next((e for e in entries if (e.message or "").strip() == mark), None)
-        if found is None or not (str(found.oid_new) == base_tip or self.scan.contains(base_tip, str(found.oid_new))):
-            return
-        landed, previous = str(found.oid_new), str(found.oid_old)
-        steps = [{"track": t, "winner": p["winner"]["id"], "commit": landed, "method": "squash"}
-                 for t, p in picks.items()]
+        landed, previous = found
+        steps = [{"track": t, "winner": p["winner"]["id"], "commit": landed, "method": "squash"} for t, p in picks.items()]
         if base_tip == landed:
             self.base_worktree(previous, landed)
         merge_record = self._landing_record(landed, previous, steps, [], None, "reflog")
@@ -349,3 +342,15 @@ class LandingChecks(RunContext):
             if str(entry.oid_new) == landed and not str(entry.oid_old).strip("0") == "":
                 return str(entry.oid_old)
         return None
+
+
+def reflog_landing(repo: pygit2.Repository, record: dict[str, Any]) -> tuple[str, str] | None:
+    """(landed, previous) from the base's reflog entry ``git-parallel: land
+    TASK (RUN_ID)`` that ``merge``'s compare-and-swap wrote, if any."""
+    try:
+        entries = list(repo.references[record["base"]["ref"]].log())
+    except (KeyError, pygit2.GitError):
+        return None
+    mark = f"git-parallel: land {record['task']} ({record['run_id']})"
+    found = next((e for e in entries if (e.message or "").strip() == mark), None)
+    return (str(found.oid_new), str(found.oid_old)) if found is not None else None
