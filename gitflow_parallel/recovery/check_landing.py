@@ -321,7 +321,8 @@ class LandingChecks(RunContext):
         if found is None or not (found[0] == base_tip or self.scan.contains(base_tip, found[0])):
             return
         landed, previous = found
-        steps = [{"track": t, "winner": p["winner"]["id"], "commit": landed, "method": "squash"} for t, p in picks.items()]
+        steps = [{"track": t, "winner": p["winner"]["id"], "commit": landed, "method": "squash"}
+                 for t, p in picks.items()]
         if base_tip == landed:
             self.base_worktree(previous, landed)
         merge_record = self._landing_record(landed, previous, steps, [], None, "reflog")
