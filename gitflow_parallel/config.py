@@ -31,6 +31,11 @@ PROTECT_MODES = ("restore", "refuse")
 ADDED_TESTS_MODES = ("observe", "enforced", "off")
 SANDBOX_MODES = ("auto", "required", "off")
 MAX_SECONDS = 7 * 24 * 3600  # a week: a longer timeout is a typo
+SQUASH_MODES = (True, False, "auto")
+# Untracked files coding agents leave in their worktree for themselves
+# (.gitignore lines): never part of an attempt's leftovers commit.
+AGENT_SCRATCH = [".aider.chat.history.md", ".aider.input.history", ".aider.llm.history", ".aider.tags.cache.v*/",
+                 ".claude/", ".codex/", ".gemini/", "__pycache__/", ".pytest_cache/"]
 
 DEFAULTS: dict[str, Any] = {
     "instances": 3,
@@ -40,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "rework_max": 2,
     "notes_ref": "refs/notes/parallel",
     "commit_leftovers": True,
+    "leftovers_exclude": AGENT_SCRATCH,
     "evidence_log_bytes": 1 << 20,
     "selection": "critic_first_pass",
     "protect": [],
@@ -49,7 +55,7 @@ DEFAULTS: dict[str, Any] = {
     "setup": None,
     "sandbox": "auto",
     "sandbox_network": "on",
-    "merge": {"policy": "refuse", "retries": 2, "timeout": 60, "verify": "always", "squash": False,
+    "merge": {"policy": "refuse", "retries": 2, "timeout": 60, "verify": "always", "squash": "auto",
               "message": None},
     "score": {"threshold": 6, "command": None, "findings": None, "timeout": 300},
     "judge": {"command": None, "timeout": 300},
@@ -90,6 +96,9 @@ TEMPLATE_SETTINGS = """\
 # rework_max: 2           # how many times one instance may be retried
 # notes_ref: refs/notes/parallel
 # commit_leftovers: true  # commit what an agent leaves uncommitted after `run`
+# leftovers_exclude: [.aider.chat.history.md, .aider.input.history, .aider.llm.history,
+#   .aider.tags.cache.v*/, .claude/, .codex/, .gemini/, __pycache__/, .pytest_cache/]
+#                         # untracked agent scratch (.gitignore lines) never committed; [] commits all
 # evidence_log_bytes: 1048576   # per log kept on refs/parallel/evidence/ (its end, if longer)
 # selection: critic_first_pass   # majority_vote (identical trees) | cluster | tournament
 
@@ -114,7 +123,8 @@ TEMPLATE_SETTINGS = """\
 #   retries: 2                   # recomputations when the base moves meanwhile
 #   timeout: 60                  # seconds
 #   verify: always               # re-prove the landing tree: always | changed | never
-#   squash: false                # land each winner as one commit on the base
+#   squash: auto                 # true: land each winner as one commit on the base; auto: when
+#                                # its history is only leftovers commits; false: never
 #   message: null                # template of the commit that lands: {task} {track} {winner} {branch}
 #                                # {commit} {run_id} {policy} {reason}
 
@@ -325,6 +335,11 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             out[key] = value
         elif key == "gates":
             out[key] = _gates(value, lines)
+        elif key == "leftovers_exclude":
+            if not isinstance(value, list) or not all(
+                    isinstance(p, str) and p.strip() and not p.startswith("#") and "\n" not in p for p in value):
+                raise _fail(key, "must be a list of .gitignore lines (strings, no comments)", lines.get(key))
+            out[key] = list(value)
 
     merge = data.get("merge", {})
     if merge is None:
@@ -345,7 +360,9 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             value = {True: "always", False: "never"}.get(value, value) if isinstance(value, bool) else value
             out["merge"][key] = want_choice(path, value, VERIFY_MODES)
         elif key == "squash":
-            out["merge"][key] = want_bool(path, value)
+            if value not in SQUASH_MODES or not isinstance(value, (bool, str)):
+                raise _fail(path, f"must be true, false or auto, got {value!r}", lines.get(path))
+            out["merge"][key] = value
         elif key == "message":
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise _fail(path, "must be a non-empty string (a template) or null", lines.get(path))
@@ -598,3 +615,9 @@ def verify_frozen(repo: Any, record: dict[str, Any]) -> None:
             "from which it was frozen: the record was edited",
             hint=f"nothing was judged; abort the run (`git parallel abort {task}`) and spawn it again",
             field=f"config.{field}")
+
+
+def scratch_patterns(cfg: dict[str, Any]) -> list[str]:
+    """A frozen config's ``leftovers_exclude`` (none in a run frozen before
+    the key existed)."""
+    return list(cfg.get("leftovers_exclude") or [])

@@ -14,6 +14,7 @@ stores the lines; it does not build them.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from gitflow_parallel.files import canonical_json
@@ -99,16 +100,40 @@ def landing_line(record: RunRecord, winners: list[tuple[PickRecord, dict[str, An
 
 
 # -- commit messages ---------------------------------------------------------------------
+LEFTOVERS_SUBJECT = "git-parallel: leftovers of "
+COMMAND_CHARS = 120  # of an agent command in a commit message
+
+
+def command_text(argv: list[str]) -> str:
+    """An agent command on one line, quoted as a shell would read it, cut
+    at ``COMMAND_CHARS`` (a prompt can be pages long)."""
+    text = " ".join(shlex.join(argv).split())
+    return text if len(text) <= COMMAND_CHARS else text[:COMMAND_CHARS - 1] + "\u2026"
+
+
 def leftovers_message(task: str, run_id: str, inst_id: str, attempt: int, why: str,
-                      recovery_id: str | None = None) -> str:
+                      recovery_id: str | None = None, command: list[str] | None = None) -> str:
     """The message of the commit of what an attempt left uncommitted (by
-    ``run`` after its command, by ``done`` for work done by hand, or by
-    ``recover`` for an agent found dead, which adds its recovery id)."""
+    ``run`` after its command, which it names, by ``done`` for work done by
+    hand, or by ``recover`` for an agent found dead, which adds its recovery
+    id)."""
     trailers = (f"Parallel-Run: {run_id}\nParallel-Task: {task}\n"
                 f"Parallel-Instance: {inst_id}\nParallel-Attempt: {attempt}\n")
+    if command:
+        trailers += f"Parallel-Command: {command_text(command)}\n"
     if recovery_id is not None:
         trailers += f"Parallel-Recovery: {recovery_id}\n"
-    return f"git-parallel: leftovers of {task}/{inst_id}, attempt {attempt}\n\n{why}\n\n{trailers}"
+    return f"{LEFTOVERS_SUBJECT}{task}/{inst_id}, attempt {attempt}\n\n{why}\n\n{trailers}"
+
+
+def leftovers_of(message: str) -> dict[str, str] | None:
+    """The trailers of a leftovers commit (``Parallel-Run``,
+    ``Parallel-Instance``, ``Parallel-Command``, …), or None when the
+    message is not one."""
+    subject, _, rest = message.partition("\n")
+    if not subject.startswith(LEFTOVERS_SUBJECT):
+        return None
+    return dict(line.split(": ", 1) for line in rest.splitlines() if line.startswith("Parallel-") and ": " in line)
 
 
 def stray_leftovers_message(task: str, run_id: str, inst_id: str, attempt: int) -> str:

@@ -198,8 +198,9 @@ def test_gate_failure_retried_onto_current_with_feedback_wins_and_lands(tmp_path
     gp("check", "t")
     assert gp.json("pick", "t")["picks"][0]["winner"]["id"] == "1"
     landed = gp.json("merge", "t")["merge"]
-    assert landed["previous"] == moved and landed["method"] == "fast-forward"
-    assert git(repo, "rev-parse", "main") == landed["landed"]
+    # Its history is one leftovers commit on the moved base: it lands as one commit on it.
+    assert landed["previous"] == moved and landed["method"] == "squash"
+    assert git(repo, "rev-parse", "main") == landed["landed"] and git(repo, "rev-parse", "main^") == moved
     assert (repo / "greeting.txt").read_text() == "hello" and (repo / "CHANGELOG").exists()
 
 

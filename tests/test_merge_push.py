@@ -99,7 +99,9 @@ def test_merge_push_lands_onto_a_remote_that_moved_after_spawn(tmp_path: Path) -
     other = teammate_commits(theirs, "other.txt", "theirs\n")
     out = gp.json("merge", "fx", "--push", "origin")
     landed = out["merge"]["landed"]
-    assert out["merge"]["onto"] == other and out["merge"]["method"] == "merge"
+    # A winner made only of its leftovers commit lands as one commit on the remote's tip (merge.squash: auto).
+    assert out["merge"]["onto"] == other and out["merge"]["method"] == "squash"
+    assert git(origin, "rev-parse", "main^") == other
     assert git(origin, "rev-parse", "main") == landed == git(mine, "rev-parse", "main")
     git(origin, "merge-base", "--is-ancestor", other, "main")  # never overwritten
     assert git(origin, "show", "main:other.txt") == "theirs"

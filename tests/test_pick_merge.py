@@ -81,7 +81,7 @@ def record(gp: GP, task: str) -> dict:
 
 
 def test_fast_forward_lands_winner_with_notes(tmp_path: Path) -> None:
-    repo, gp = project(tmp_path)
+    repo, gp = project(tmp_path, extra="merge:\n  squash: false\n")  # its leftovers commit, as it is
     gp("spawn", "t", "-n", "3")
     agent(gp, "t", "1", "a.num=3")
     agent(gp, "t", "2", "a.num=30")  # fails the gate
@@ -118,7 +118,7 @@ def test_fast_forward_lands_winner_with_notes(tmp_path: Path) -> None:
 
 
 def test_moved_base_gives_two_parent_merge(tmp_path: Path) -> None:
-    repo, gp = project(tmp_path)
+    repo, gp = project(tmp_path, extra="merge:\n  squash: false\n")
     picked(gp, "w.num=2")
     base_tip = commit_on_base(repo, "base.txt", "from base\n")
     m = gp.json("merge", "t")["merge"]
@@ -134,7 +134,7 @@ def test_moved_base_gives_two_parent_merge(tmp_path: Path) -> None:
 @pytest.mark.parametrize("policy, expect", [
     ("first_pass_wins", "BASE"), ("last_pass_wins", "WINNER"), ("winner_takes_all", "WINNER")])
 def test_conflict_resolved_by_policy(tmp_path: Path, policy: str, expect: str) -> None:
-    repo, gp = project(tmp_path, extra=f"merge:\n  policy: {policy}\n")
+    repo, gp = project(tmp_path, extra=f"merge:\n  policy: {policy}\n  squash: false\n")
     picked(gp, "shared.txt=a\\nWINNER\\nc\\n", "more.txt=also mine")
     commit_on_base(repo, "shared.txt", "a\nBASE\nc\n")
     proc = gp("merge", "t")

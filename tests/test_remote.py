@@ -132,10 +132,14 @@ def test_three_workers_claim_each_instance_once_and_the_winner_lands(tmp_path: P
     assert any(l.startswith("git-parallel: fx won by") for l in shown)
     lines = [json.loads(l) for l in shown if l.startswith("{")]
     kinds = {l["kind"] for l in lines}
-    assert {"evidence", "pick", "merge"} <= kinds
-    winner = next(l for l in lines if l["kind"] == "pick")["winner"]
+    assert {"pick", "merge"} <= kinds  # landed as one new commit (merge.squash: auto); evidence is on the winner's
+    pick = next(l for l in lines if l["kind"] == "pick")
+    winner = pick["winner"]
+    assert "evidence" in {json.loads(l)["kind"] for l in git(fourth, "notes", "--ref=parallel", "show",
+                                                               pick["commit"]).splitlines() if l.startswith("{")}
     pack = json.loads(git(fourth, "show", f"refs/parallel/evidence/{run_id}/{winner}/0:pack.json"))
-    assert pack["verdict"] == "pass" and pack["commit"] == merged["landed"] and pack["checkout"] == "clean"
+    assert pack["verdict"] == "pass" and pack["commit"] == pick["commit"] and pack["checkout"] == "clean"
+    assert pack["tree"] == git(fourth, "rev-parse", "main^{tree}")
 
 
 @pytest.mark.slow

@@ -25,7 +25,10 @@ happens before the base moves, so a refused merge changes nothing.
 
 ``merge.squash`` lands each winner as one new commit on the base (parent:
 the base so far; tree: what the merge would have made) instead of a
-fast-forward or merge commit; ``merge.message`` is the template of every
+fast-forward or merge commit: ``true`` always, ``auto`` (the default) when
+the winner's history is only git-parallel's leftovers commits (an agent
+that never commits, so its one commit names the task and the agent command),
+``false`` never; ``merge.message`` is the template of every
 commit a merge writes (:func:`landing_message`).  A checkout of the base
 with uncommitted changes is refused only where the landing changes the same
 paths, as ``git merge`` would.

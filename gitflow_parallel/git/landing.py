@@ -12,6 +12,7 @@ from typing import Any
 import pygit2
 
 from gitflow_parallel import errors as E
+from gitflow_parallel import provenance
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.state.project import Project
 
@@ -245,19 +246,45 @@ def _file_dir_collision(index: pygit2.Index) -> str | None:
 
 DEFAULT_MESSAGE = ("git-parallel: merge {task} track {track} winner {winner}\n\n"
                    "Run: {run_id}\nWinner: {branch} at {commit}\nPolicy: {policy}\n")
+# A winner whose history was only leftovers commits: the one commit that
+# lands is the agent's work, so its subject says which task and which agent.
+LEFTOVERS_SQUASH_MESSAGE = ("{task}: {agent} (git-parallel winner {winner})\n\n"
+                            "Run: {run_id}\nWinner: {branch} at {commit}\nAgent: {agent}\nPolicy: {policy}\n")
+UNRECORDED_AGENT = "an unrecorded command"
+BY_HAND = "work done by hand"
 
 
-MESSAGE_FIELDS = ("task", "track", "winner", "branch", "commit", "run_id", "policy", "reason")
+MESSAGE_FIELDS = ("task", "track", "winner", "branch", "commit", "run_id", "policy", "reason", "agent")
 
 
-def landing_message(record: dict[str, Any], pick: dict[str, Any], inst: dict[str, Any]) -> str:
+def history(repo: pygit2.Repository, record: dict[str, Any], inst: dict[str, Any], base: pygit2.Oid,
+            winner: pygit2.Oid) -> tuple[bool, str]:
+    """The winner's commits not on ``base``: are they only this attempt's
+    leftovers commits (the agent committed nothing itself), and which agent
+    command made them (``Parallel-Command``)?"""
+    walker = repo.walk(winner, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+    walker.hide(base)
+    only, agents = True, []
+    for commit in walker:
+        said = provenance.leftovers_of(commit.message)
+        if said is None or said.get("Parallel-Run") != record["run_id"] or said.get("Parallel-Instance") != inst["id"]:
+            only = False
+        elif said.get("Parallel-Command") and said["Parallel-Command"] not in agents:
+            agents.append(said["Parallel-Command"])
+    return only, "; ".join(agents) or (BY_HAND if inst.get("origin") == "hand" else UNRECORDED_AGENT)
+
+
+def landing_message(record: dict[str, Any], pick: dict[str, Any], inst: dict[str, Any],
+                    agent: str = UNRECORDED_AGENT, leftovers_only: bool = False) -> str:
     """The message of a commit that lands a winner (a merge or a squash):
-    ``merge.message`` or the default, with only the documented ``{field}``s
-    replaced (other braces stay as written)."""
-    template = record["config"]["merge"].get("message") or DEFAULT_MESSAGE
+    ``merge.message`` or the default (for a winner made only of leftovers
+    commits, one naming the task and the agent), with only the documented
+    ``{field}``s replaced (other braces stay as written)."""
+    template = (record["config"]["merge"].get("message")
+                or (LEFTOVERS_SQUASH_MESSAGE if leftovers_only else DEFAULT_MESSAGE))
     values = {"task": record["task"], "track": pick["track"], "winner": inst["id"], "branch": inst["branch"],
               "commit": pick["winner"]["commit"], "run_id": record["run_id"],
-              "policy": record["config"]["merge"]["policy"], "reason": pick.get("reason") or ""}
+              "policy": record["config"]["merge"]["policy"], "reason": pick.get("reason") or "", "agent": agent}
     for key in MESSAGE_FIELDS:
         template = template.replace("{" + key + "}", values[key])
     return template if template.endswith("\n") else template + "\n"
@@ -276,13 +303,15 @@ def compute(project: Project, record: dict[str, Any], start: str,
     sig = project.repo.signature()
     current = pygit2.Oid(hex=start)
     steps, resolved = [], []
-    squash = bool(record["config"]["merge"].get("squash"))
+    mode = record["config"]["merge"].get("squash")
     for pick, inst in winners:
         w = pygit2.Oid(hex=pick["winner"]["commit"])
         if current == w or repo.descendant_of(current, w):
             steps.append({"track": pick["track"], "winner": inst["id"], "method": "already-contained"})
             continue
-        message = landing_message(record, pick, inst)
+        leftovers_only, agent = history(repo, record, inst, current, w)
+        squash = mode is True or (mode == "auto" and leftovers_only)
+        message = landing_message(record, pick, inst, agent, leftovers_only and squash)
         what = f"the winner {inst['id']} of track {pick['track']} ({inst['branch']} at {str(w)[:12]})"
         again = f"git parallel retry {record['task']} {inst['id']} --onto-current"
         if squash:

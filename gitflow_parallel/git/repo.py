@@ -344,23 +344,44 @@ def read_gitdir_file(gitfile: str | os.PathLike[str]) -> Path | None:
     return target if target.is_absolute() else gitfile.parent / target
 
 
-def worktree_changes(path: str | os.PathLike[str]) -> list[str]:
-    """Paths with uncommitted changes in a worktree (untracked included, ignored not)."""
+def worktree_changes(path: str | os.PathLike[str], scratch: Iterable[str] = ()) -> list[str]:
+    """Paths with uncommitted changes in a worktree (untracked included,
+    ignored not, nor untracked files the ``scratch`` patterns match)."""
     repo = pygit2.Repository(str(path))
     flags = repo.status(untracked_files="all", ignored=False)
-    return sorted(p for p, f in flags.items() if f != pygit2.GIT_STATUS_CURRENT and not f & pygit2.GIT_STATUS_IGNORED)
+    changed = {p for p, f in flags.items() if f != pygit2.GIT_STATUS_CURRENT and not f & pygit2.GIT_STATUS_IGNORED}
+    return sorted(changed - scratch_files(path, scratch))
 
 
-def stage_all(path: str | os.PathLike[str]) -> None:
-    """``git add -A`` in a worktree: everything, .gitignore respected, filters run.
+def scratch_files(path: str | os.PathLike[str], patterns: Iterable[str]) -> set[str]:
+    """Untracked files of the worktree at ``path`` that ``patterns`` (lines
+    of a .gitignore) match, as git itself matches them; a tracked file never
+    is one."""
+    patterns = list(patterns)
+    if not patterns:
+        return set()
+    proc = subprocess.run(["git", *HARDENED, "ls-files", "-z", "--others", "--ignored",
+                           *(f"--exclude={p}" for p in patterns)],
+                          cwd=str(path), env=proc_env.for_host_git(), stdin=subprocess.DEVNULL, capture_output=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"git ls-files in {path} failed ({proc.returncode}): "
+                           f"{proc.stderr.decode(errors='replace').strip()}")
+    return {os.fsdecode(p) for p in proc.stdout.split(b"\0") if p}
+
+
+def stage_all(path: str | os.PathLike[str], skip: Iterable[str] = ()) -> None:
+    """``git add -A`` in a worktree: everything but the paths in ``skip``,
+    .gitignore respected, filters run.
 
     On a full disk git dies leaving the object it was writing as a
     ``tmp_obj_*`` file that fills what space was left; that garbage is
     removed (only files made since this add began), so the caller can still
     record why the commit failed, and ``ENOSPC`` is raised."""
     started = time.time() - 1.0
-    proc = subprocess.run(["git", *HARDENED, "add", "-A", "--", "."], cwd=str(path), env=proc_env.for_host_git(),
-                          stdin=subprocess.DEVNULL, capture_output=True)
+    # Pathspecs on stdin: a scratch folder can hold thousands of files.
+    specs = b"".join(os.fsencode(s) + b"\0" for s in [".", *(f":(exclude,literal){p}" for p in skip)])
+    proc = subprocess.run(["git", *HARDENED, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                          cwd=str(path), env=proc_env.for_host_git(), input=specs, capture_output=True)
     if proc.returncode == 0:
         return
     said = proc.stderr.decode(errors="replace").strip()
@@ -385,19 +406,21 @@ def _drop_temp_objects(path: str | os.PathLike[str], since: float) -> None:
 
 
 def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HEAD",
-               parent: str | None = None, signature: pygit2.Signature | None = None) -> str | None:
+               parent: str | None = None, signature: pygit2.Signature | None = None,
+               scratch: Iterable[str] = ()) -> str | None:
     """Commit everything uncommitted in the worktree at ``path`` (respecting
-    .gitignore).  With ``ref=None`` the commit is written without moving any
-    ref and without touching the worktree's index (used to archive a dirty
-    worktree before removing it).  Returns the new oid, or None if clean."""
+    .gitignore), but untracked files the ``scratch`` patterns match.  With
+    ``ref=None`` the commit is written without moving any ref and without
+    touching the worktree's index (used to archive a dirty worktree before
+    removing it).  Returns the new oid, or None if clean."""
     repo = pygit2.Repository(str(path))
-    if not worktree_changes(path):
+    if not worktree_changes(path, scratch):
         return None
     # Staged by git itself: libgit2 runs no clean filters (filter.*.clean,
     # Git LFS), so its add_all would commit raw content that git then shows
     # as modified.  With ref=None the worktree is about to be removed (or
     # reset), so staging into its own index is harmless.
-    stage_all(path)
+    stage_all(path, sorted(scratch_files(path, scratch)))
     note_write(common_path(repo))  # the instance's branch moves (see tamper)
     index = repo.index
     index.read(True)

@@ -15,6 +15,7 @@ from gitflow_parallel import model
 from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.repo import worktree_changes
+from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN
@@ -34,7 +35,7 @@ def check_removable(project: Project, record: dict[str, Any], insts: list[dict[s
         path = Path(inst["worktree"])
         if inst.get("removed") or not (path / ".git").exists():
             continue
-        dirty = worktree_changes(path)
+        dirty = worktree_changes(path, scratch_patterns(record["config"]))
         if dirty:
             shown = ", ".join(dirty[:10]) + (" …" if len(dirty) > 10 else "")
             raise ParallelError(

@@ -21,6 +21,7 @@ from typing import Any
 import pygit2
 
 from gitflow_parallel import errors as E
+from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.repo import Repo, commit_all, note_write, read_gitdir_file, worktree_changes
 
@@ -465,7 +466,7 @@ def remove(repo: Repo, record: dict[str, Any], inst: dict[str, Any], force: bool
     done: dict[str, Any] = {"id": inst["id"], "archived": None, "dirty_committed": None, "kept": []}
     check_removable(repo, record, inst)
     if path.is_dir() and (path / ".git").exists():
-        dirty = worktree_changes(path)
+        dirty = worktree_changes(path, scratch_patterns(record["config"]))  # scratch goes with the worktree
         if dirty and not force:
             shown = ", ".join(dirty[:10]) + (" …" if len(dirty) > 10 else "")
             raise ParallelError(

@@ -21,6 +21,7 @@ from gitflow_parallel.git import scratch, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes, utcnow
 from gitflow_parallel.git.repo import worktree_changes
+from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN, find_instance
@@ -137,7 +138,7 @@ def _preflight(project: Project, record: dict[str, Any], inst: dict[str, Any]) -
     if not (path / ".git").exists():
         raise ParallelError(E.BRANCH_NOT_FOUND, f"the worktree of instance {inst_id} ({path}) is missing",
                             hint=f"`git parallel validate {task}` and `git parallel recover {task}`")
-    dirty = worktree_changes(path)
+    dirty = worktree_changes(path, scratch_patterns(record["config"]))
     if dirty:
         shown = ", ".join(dirty[:10]) + (" …" if len(dirty) > 10 else "")
         raise ParallelError(

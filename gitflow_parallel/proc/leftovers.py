@@ -2,6 +2,9 @@
 aborted, and why), and its uncommitted work, committed on its branch the way
 git would (``git add -A``, so clean filters run) or, when the branch was
 deleted or moved off the base meanwhile, kept under archive refs instead.
+Untracked files the run's ``leftovers_exclude`` matches (an agent's own
+scratch: chat histories, caches, settings) stay out of that commit, and out
+of every "uncommitted changes" check (``config.scratch_patterns``).
 
 ``proc/agents`` calls these once per finished agent, before the finish is
 recorded; the agent is untrusted, so a worktree left on another branch or a
@@ -12,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitflow_parallel.errors import is_no_space
+from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.git.repo import commit_all
 from gitflow_parallel.proc.supervise import KILL_GRACE, signame
 from gitflow_parallel.provenance import leftovers_message, stray_leftovers_message
@@ -60,8 +64,9 @@ def commit(project: Project, record: dict[str, Any], child: Any, signature: Any)
         else:
             message = leftovers_message(task, run_id, child.id, child.attempt,
                                         f"Uncommitted when the command exited ({child.status}, "
-                                        f"exit {child.exit_code}).")
-            child.committed = commit_all(child.worktree, message, signature=signature)
+                                        f"exit {child.exit_code}).", command=child.argv)
+            child.committed = commit_all(child.worktree, message, signature=signature,
+                                         scratch=scratch_patterns(record["config"]))
     except Exception as exc:  # a broken worktree, or a full disk, fails this instance, not the run
         problem = ("could not commit leftovers: no space left on device" if is_no_space(exc)
                    else f"its leftovers could not be committed: {type(exc).__name__}: {exc}")

@@ -9,6 +9,7 @@ from typing import Any
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, model, provenance
 from gitflow_parallel.git import worktrees
+from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import BRANCH_MOVED, CLEANUP_INCOMPLETE, PROCESS_GONE, ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.git.repo import commit_all, worktree_changes
@@ -104,7 +105,8 @@ class InstanceChecks(RunContext):
                 task, self.run_id, inst_id, attempt,
                 f"Uncommitted when its process (pid {pid}) was found gone by git parallel recover.", recovery_id=rid)
             assert st is not None  # only planned for a usable worktree
-            commit_all(st.path, message, signature=project.repo.signature())
+            commit_all(st.path, message, signature=project.repo.signature(),
+                       scratch=scratch_patterns(self.record["config"]))
 
         def record(rec: dict[str, Any]) -> None:
             i = find_instance(rec, inst_id)

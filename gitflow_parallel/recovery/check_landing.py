@@ -143,6 +143,8 @@ class LandingChecks(RunContext):
             if (all(self.scan.contains(base_tip, c) for c in commits)
                     and not all(self.scan.contains(rec["base"]["commit"], c) for c in commits)):
                 self.merged_outside(base_tip, picks)
+            else:
+                self.squashed(base_tip, picks)
 
     def bind_pick(self, track: str, path: Path, pick: dict[str, Any]) -> None:
         data = path.read_bytes()
@@ -312,6 +314,26 @@ class LandingChecks(RunContext):
                                record=self._mark_merged(merge_record),
                                details={"landed": landed_oid, "previous": previous, "from": "base"}))
 
+    def squashed(self, base_tip: str, picks: dict[str, dict[str, Any]]) -> None:
+        """A squash holds none of the winners' commits: with its intent gone,
+        the base's reflog entry of the landing names the commit."""
+        found = reflog_landing(self.repo.pygit, self.record)
+        if found is None or not (found[0] == base_tip or self.scan.contains(base_tip, found[0])):
+            return
+        landed, previous = found
+        steps = [{"track": t, "winner": p["winner"]["id"], "commit": landed, "method": "squash"}
+                 for t, p in picks.items()]
+        if base_tip == landed:
+            self.base_worktree(previous, landed)
+        merge_record = self._landing_record(landed, previous, steps, [], None, "reflog")
+        self.add(BASE_MERGED, ERROR,
+                 f"{self.record['base']['ref']} holds the landing {landed[:12]} of run {self.run_id} (its reflog "
+                 f"says `git parallel merge` moved it from {previous[:12]}), but the record is {self.record['status']}",
+                 repair=Repair("record_merged", f"record run {self.run_id} merged at {landed[:12]} and write its "
+                               "notes there", "the base's reflog names the landing git-parallel made",
+                               record=self._mark_merged(merge_record),
+                               details={"landed": landed, "previous": previous, "from": "reflog"}))
+
     def _previous_from_reflog(self, landed: str) -> str | None:
         try:
             entries = list(self.repo.pygit.references[self.record["base"]["ref"]].log())
@@ -321,3 +343,15 @@ class LandingChecks(RunContext):
             if str(entry.oid_new) == landed and not str(entry.oid_old).strip("0") == "":
                 return str(entry.oid_old)
         return None
+
+
+def reflog_landing(repo: pygit2.Repository, record: dict[str, Any]) -> tuple[str, str] | None:
+    """(landed, previous) from the base's reflog entry ``git-parallel: land
+    TASK (RUN_ID)`` that ``merge``'s compare-and-swap wrote, if any."""
+    try:
+        entries = list(repo.references[record["base"]["ref"]].log())
+    except (KeyError, pygit2.GitError):
+        return None
+    mark = f"git-parallel: land {record['task']} ({record['run_id']})"
+    found = next((e for e in entries if (e.message or "").strip() == mark), None)
+    return (str(found.oid_new), str(found.oid_old)) if found is not None else None

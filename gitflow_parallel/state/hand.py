@@ -27,6 +27,7 @@ import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import model
+from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.git.repo import commit_all, worktree_changes
@@ -81,7 +82,7 @@ def adopt(project: Project, record: dict[str, Any], named: list[str] | None) -> 
         if tip is None or not (Path(inst["worktree"]) / ".git").exists():
             if wanted is None:
                 continue  # broken: validate and recover speak about it
-        dirty = worktree_changes(inst["worktree"]) if tip is not None else []
+        dirty = worktree_changes(inst["worktree"], scratch_patterns(record["config"])) if tip is not None else []
         if wanted is None and tip == inst["head"] and not dirty:
             continue  # nothing done here yet
         tip = _usable(project, record, inst)
@@ -134,7 +135,8 @@ def done(project: Project, task: str, inst_id: str) -> dict[str, Any]:
         if record["config"].get("commit_leftovers", True):
             message = leftovers_message(task, record["run_id"], inst_id, inst["attempt"],
                                         "Uncommitted when `git parallel done` marked the work by hand finished.")
-            committed = commit_all(inst["worktree"], message, signature=project.repo.signature())
+            committed = commit_all(inst["worktree"], message, signature=project.repo.signature(),
+                                   scratch=scratch_patterns(record["config"]))
             tip = project.tip(inst) or tip
 
         def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
