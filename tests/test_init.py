@@ -178,8 +178,15 @@ TEST_FILES = {"tests/test_a.py", "test/test_a.py", "checks/test_a.py", "pkg/test
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_init_writes_a_valid_gate_that_protects_every_test_file(tmp_path: Path, case: str) -> None:
+def test_init_writes_a_valid_gate_that_protects_every_test_file(tmp_path: Path, case: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     files, run, setup = CASES[case]
+    if case == "uv":  # init writes a uv setup only where uv is on PATH
+        tools = tmp_path / "tools"
+        tools.mkdir()
+        (tools / "uv").write_text("#!/bin/sh\nexit 0\n")
+        (tools / "uv").chmod(0o755)
+        monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     repo = make_repo(tmp_path / "repo", files=files)
     out = GP(repo).json("init")
     text, cfg = written(repo)
@@ -294,3 +301,14 @@ def test_check_without_a_file_and_with_a_broken_one(tmp_path: Path) -> None:
     assert "error[PARALLEL_CONFIG_INVALID]" in proc.stderr
     proc = gp("init", "--check", "--force", code=2)
     assert "--check writes nothing" in proc.stderr
+
+
+def test_a_uv_lock_without_uv_on_path_gets_a_pip_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found on click: uv.lock in the tree, no uv on the machine."""
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                                               if not (Path(p) / "uv").exists()))
+    files, _, _ = CASES["uv"]
+    repo = make_repo(tmp_path / "repo", files=files)
+    GP(repo).json("init")
+    text, cfg = written(repo)
+    assert "pip install" in " ".join(cfg["setup"]["run"]) and "uv is not on PATH" in text

@@ -295,6 +295,10 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
                     by += "; forced, waiving: " + ("; ".join(p.get("waived") or []) or "nothing")
             click.echo(f"track {p['track']}: winner {w['id']} at {w['commit'][:12]}, score {score}, "
                        f"by {by}{again}")
+            if p.get("protected_changes"):
+                click.echo("  it changes protected path(s), which merge will land:")
+                for line in protected_summary(p["protected_changes"]):
+                    click.echo(f"    {line}")
             decision = p.get("decision")  # absent from picks made before it was recorded
             if decision:
                 click.echo(f"  decided by {decision['stage']}: {figures_text(decision['winner'])}"
@@ -451,9 +455,11 @@ def done(task: str, instance: str, as_json: bool) -> None:
 @json_option
 def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: int | None, again: bool,
           as_json: bool) -> None:
-    """Run the gates of the run's frozen configuration in each succeeded
-    instance's worktree (clean, at its branch tip), write an evidence pack
-    per instance bound to that commit and tree, and set verdict and score.
+    """Run the gates of the run's frozen configuration on each succeeded
+    instance's commit, in a clean scratch checkout of it (never the agent's
+    worktree; protected paths as the base has them, its setup built first),
+    write an evidence pack per instance bound to that commit and tree, and
+    set verdict and score.
     An instance whose evidence is still fresh (its branch did not move since)
     is skipped unless named with --instance, or with --again.  Exits 1 when
     any checked or skipped instance's verdict is fail."""

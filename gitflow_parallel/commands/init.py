@@ -218,7 +218,9 @@ def _python(top: Path, files: list[str]) -> Runner | None:
     runner = Runner("python", packaging + ([where] if where and where not in packaging else []) +
                     [f"{d}/" for d in named], tool="pytest", tests=named, protect=globs)
     runner.run = [".venv/bin/python", "-m", "pytest", "-q", *named]
-    if "uv.lock" in fileset and "pyproject.toml" in fileset:
+    if "uv.lock" in fileset and "pyproject.toml" in fileset and shutil.which("uv") is None:
+        runner.notes.append("uv.lock is here but uv is not on PATH: setup installs with pip instead")
+    elif "uv.lock" in fileset and "pyproject.toml" in fileset:
         runner.setup = _uv_setup(top, pyproject)
         runner.notes.append("setup runs uv sync from uv.lock (uv must be on PATH)" if runner.setup else
                             "uv.lock does not lock pytest: setup installs with pip instead")

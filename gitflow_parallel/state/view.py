@@ -174,6 +174,9 @@ def outcome(view: RunView, inst: dict[str, Any]) -> dict[str, Any]:
         elif not fresh.passing:
             why = "its evidence does not pass every enforced gate" if (fresh.pack or {}).get("complete") \
                 else "its evidence is incomplete (not every gate ran)"
+        elif (fresh.pack or {}).get("protected_blocking"):
+            why = ("passing, but it changed protected path(s) " + ", ".join(fresh.pack["protected_blocking"][:5])
+                   + ": only a person's `pick --instance` can choose it")
         else:
             why = "a candidate: fresh, complete, passing evidence"
         return {"picked": False, "won": None, "why": f"track {inst['track']} is not picked yet; {why}"}
