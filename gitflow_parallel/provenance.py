@@ -33,7 +33,7 @@ def instance_note(record: RunRecord, inst: InstanceRecord, commit: str) -> str:
     return line(
         "instance", record["run_id"], task=record["task"], instance=inst["id"], track=inst["track"],
         attempt=inst["attempt"], status=inst["status"], branch=inst["branch"], commit=commit,
-        base=record["base"]["commit"],
+        base=record["base"]["commit"], **({"agent": inst["agent"]} if inst.get("agent") else {}),
     )
 
 
@@ -54,6 +54,7 @@ def pick_note(pick: PickRecord) -> str:
                 attempt=w["attempt"], commit=w["commit"], tree=w["tree"], evidence_sha256=w["evidence_sha256"],
                 score=pick["score"], selection_method=pick["selection_method"],
                 merge_policy=pick["merge_policy"], created_at=pick["created_at"], **human,
+                **({"agent": w["agent"]} if w.get("agent") else {}),
                 **({"protected_changes": protected_summary(pick["protected_changes"])}
                    if pick.get("protected_changes") else {}))
 

@@ -89,6 +89,7 @@ def _column(a: dict[str, Any]) -> str:
             f'data-winner="{"true" if won else "false"}" data-verdict="{_e(verdict)}">'
             f'<h3>instance {_e(inst["id"])}{badges}</h3>'
             f'<div class="meta">track {_e(inst["track"])}, attempt {_e(inst["attempt"])}, {_e(inst["status"])}; '
+            + (f'agent <b data-role="agent">{_e(inst["agent"])}</b>; ' if inst.get("agent") else "") +
             f'commit <span class="mono">{_e((a["tip"] or "")[:12] or None)}</span></div>'
             f'<div>score <b data-role="score">{_e(score)}</b>; evidence {_e(a["fresh"].state)}; '
             f'{len(a["changes"]["files"])} file(s), <span class="res-pass">+{a["changes"]["added"]}</span> '
