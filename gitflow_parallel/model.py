@@ -307,6 +307,17 @@ def assign_agent(inst: InstanceRecord, name: str | None, command: list[str] | No
         inst.update(agent=name, agent_command=list(command or []))
 
 
+def new_comment(attempt: int, text: str, file: str | None, line: int | None, by: str, at: str) -> dict[str, Any]:
+    """A person's review comment on one attempt (``git parallel comment``)."""
+    return {"attempt": attempt, "text": text, "file": file, "line": line, "by": by, "at": at}
+
+
+def add_comment(inst: InstanceRecord, comment: dict[str, Any]) -> None:
+    """Keep a review comment on the instance; ``retry`` gives those on the
+    attempt it replaces to the next agent (``state/feedback``)."""
+    inst["comments"] = list(inst.get("comments") or []) + [comment]
+
+
 def mark_removed(inst: InstanceRecord) -> None:
     """Its worktree and branch are gone (its tip archived)."""
     inst["removed"] = True

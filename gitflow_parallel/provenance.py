@@ -59,6 +59,13 @@ def pick_note(pick: PickRecord) -> str:
                    if pick.get("protected_changes") else {}))
 
 
+def comment_note(record: RunRecord, inst: InstanceRecord, comment: dict[str, Any], commit: str) -> str:
+    """The line on the commented attempt's commit (``git parallel comment``)."""
+    return line("comment", record["run_id"], task=record["task"], instance=inst["id"], attempt=comment["attempt"],
+                commit=commit, text=comment["text"], file=comment["file"], line=comment["line"], by=comment["by"],
+                at=comment["at"])
+
+
 def protected_summary(changes: list[dict[str, Any]]) -> list[str]:
     """One short line per protected change: ``tests/test_a.py deleted -120``."""
     return [f"{c['path']} {c['change']} +{c['lines_added']} -{c['lines_deleted']}" for c in changes]

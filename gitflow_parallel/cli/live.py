@@ -1,4 +1,5 @@
-"""The commands that watch runs and learn from them: watch, comment, stats."""
+"""The commands that watch runs, steer them and learn from them: watch,
+comment, stats."""
 
 from __future__ import annotations
 
@@ -42,3 +43,29 @@ def render_stats(r: dict[str, Any]) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
     click.echo(f"({r['runs']} run(s){' since ' + r['since'] if r['since'] else ''}; medians over the "
                "attempts that have the figure)")
+
+
+@main_group.command()
+@click.argument("task")
+@click.argument("instance")
+@click.argument("text")
+@click.option("--file", "file", default=None, metavar="F", help="The file the comment is about (as `git diff` names it).")
+@click.option("--line", "line", type=int, default=None, metavar="L", help="With --file: the line it is about.")
+@json_option
+def comment(task: str, instance: str, text: str, file: str | None, line: int | None, as_json: bool) -> None:
+    """Keep a review comment on INSTANCE's current attempt: in the run
+    record and as a note line on its commit.  `retry` puts the comments on
+    the attempt it replaces in the next agent's feedback, beside the gates
+    that failed; `show` and the report list them."""
+    from gitflow_parallel.commands import comment as comment_cmd
+
+    def render(r: dict[str, Any]) -> None:
+        c = r["comment"]
+        where = f" on {c['file']}" + (f":{c['line']}" if c["line"] else "") if c["file"] else ""
+        click.echo(f"commented{where} on attempt {c['attempt']} of {task}/{instance}"
+                   + (f" at {r['commit'][:12]}" if r["commit"] else ""))
+        if r.get("warning"):
+            click.echo(f"warning: {r['warning']}", err=True)
+        click.echo(f"next: git parallel retry {task} {instance} (the agent gets the comments in its feedback)")
+
+    run_verb(as_json, lambda: comment_cmd.comment(_project(), task, instance, text, file=file, line=line), render)

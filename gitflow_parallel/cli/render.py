@@ -174,6 +174,9 @@ def render_show(r: dict[str, Any]) -> None:
     click.echo(f"outcome: {r['outcome']['why']}")
     if r["landed"]:
         click.echo(f"landed at {r['landed'][:12]}")
+    for c in r.get("comments") or []:
+        where = f"{c['file']}" + (f":{c['line']}" if c["line"] else "") + ": " if c["file"] else ""
+        click.echo(f"comment on attempt {c['attempt']} by {c['by']}: {where}{c['text']}")
     for h in r["history"]:
         click.echo(f"earlier attempt {h['attempt']}: {h['status']}, verdict {h['verdict'] or '-'}"
                    + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))

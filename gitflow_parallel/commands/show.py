@@ -36,4 +36,5 @@ def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> 
         "landed": merged["landed"] if merged and fate.get("won") else None,
         "history": [{k: h.get(k) for k in ("attempt", "status", "verdict", "score", "error", "archive_ref")}
                     for h in inst.get("history") or []],
+        "comments": inst.get("comments") or [],
     }
