@@ -84,10 +84,10 @@ def counts(weights: dict[str, float], n: int, floor: bool = False) -> dict[str, 
     return out
 
 
-def auto_weights(names: list[str], win_rates: dict[str, float | None]) -> dict[str, float]:
+def auto_weights(names: list[str], win_rates: dict[str, float]) -> dict[str, float]:
     """``--split auto``: the agents ordered by win rate here (best first, then
     as given); an agent with no attempts here weighs 0 (it gets the floor)."""
-    rate = {name: win_rates.get(name) or 0.0 for name in names}
+    rate = {name: win_rates.get(name, 0.0) for name in names}
     ordered = sorted(names, key=lambda name: (-rate[name], names.index(name)))
     return {name: rate[name] for name in ordered}
 
