@@ -61,6 +61,9 @@ DEFAULTS: dict[str, Any] = {
     "judge": {"command": None, "timeout": 300},
     "gates": [],
 }
+# Keys a config may have that are left out of the frozen config when absent
+# (so a run spawned before they existed still matches its base commit).
+OPTIONAL: dict[str, Any] = {"agents": None}
 
 GATE_DEFAULTS: dict[str, Any] = {
     "mode": "enforced",
@@ -272,7 +275,7 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
                 known = ", ".join(sorted(allowed))
                 raise _fail(path, f"unknown key (known: {known})", lines.get(path))
 
-    check_keys(data, DEFAULTS, "")
+    check_keys(data, {**DEFAULTS, **OPTIONAL}, "")
 
     def want_int(path: str, v: Any, lo: int, hi: int | None = None) -> int:
         if not _is_int(v) or v < lo or (hi is not None and v > hi):
@@ -340,6 +343,10 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
                     isinstance(p, str) and p.strip() and not p.startswith("#") and "\n" not in p for p in value):
                 raise _fail(key, "must be a list of .gitignore lines (strings, no comments)", lines.get(key))
             out[key] = list(value)
+        elif key == "agents":
+            from gitflow_parallel import mix
+
+            out[key] = mix.validate_config(value, lambda k, problem: _fail(k, problem, lines.get(k)))
 
     merge = data.get("merge", {})
     if merge is None:

@@ -84,6 +84,9 @@ class InstanceRecord(TypedDict, total=False):
     protected_changes: list[dict[str, Any]]
     claim: dict[str, Any] | None
     tampered: list[str] | None  # what the attempt changed that no attempt may (restored)
+    agent: str | None
+    agent_command: list[str] | None
+    comments: list[dict[str, Any]]
 
 
 class PickBinding(TypedDict, total=False):
@@ -288,12 +291,34 @@ def reset_for_retry(inst: InstanceRecord, start_commit: str, how: str, tip: str 
         "exit_code": inst.get("exit_code"), "log": inst.get("log"), "events": inst.get("events"),
         "archive_ref": archived, "kept": kept, "finished_at": inst.get("finished_at"), "start": inst.get("start"),
         "origin": inst.get("origin"), "feedback": inst.get("feedback"),
+        **({"agent": inst["agent"]} if inst.get("agent") else {}),
     })
     inst.update(attempt=inst["attempt"] + 1, status="pending", head=start_commit, verdict=None, score=None,
                 evidence=None, error=None, pid=None, started_at=None, finished_at=None, exit_code=None,
                 log=None, events=None, removed=False, origin=None, feedback=feedback,
                 start={"commit": start_commit, "from": how})
     inst.pop("protected_changes", None)
+
+
+def assign_agent(inst: InstanceRecord, name: str | None, command: list[str] | None) -> None:
+    """``run --agent``/``agents:``: the named agent (and its command) runs this
+    instance, now and in its retries; ``None`` clears it (a plain ``run -- CMD``)."""
+    if name is None:
+        inst.pop("agent", None)
+        inst.pop("agent_command", None)
+    else:
+        inst.update(agent=name, agent_command=list(command or []))
+
+
+def new_comment(attempt: int, text: str, file: str | None, line: int | None, by: str, at: str) -> dict[str, Any]:
+    """A person's review comment on one attempt (``git parallel comment``)."""
+    return {"attempt": attempt, "text": text, "file": file, "line": line, "by": by, "at": at}
+
+
+def add_comment(inst: InstanceRecord, comment: dict[str, Any]) -> None:
+    """Keep a review comment on the instance; ``retry`` gives those on the
+    attempt it replaces to the next agent (``state/feedback``)."""
+    inst["comments"] = list(inst.get("comments") or []) + [comment]
 
 
 def mark_removed(inst: InstanceRecord) -> None:

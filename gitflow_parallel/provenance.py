@@ -34,7 +34,7 @@ def instance_note(record: RunRecord, inst: InstanceRecord, commit: str) -> str:
     return line(
         "instance", record["run_id"], task=record["task"], instance=inst["id"], track=inst["track"],
         attempt=inst["attempt"], status=inst["status"], branch=inst["branch"], commit=commit,
-        base=record["base"]["commit"],
+        base=record["base"]["commit"], **({"agent": inst["agent"]} if inst.get("agent") else {}),
     )
 
 
@@ -55,8 +55,16 @@ def pick_note(pick: PickRecord) -> str:
                 attempt=w["attempt"], commit=w["commit"], tree=w["tree"], evidence_sha256=w["evidence_sha256"],
                 score=pick["score"], selection_method=pick["selection_method"],
                 merge_policy=pick["merge_policy"], created_at=pick["created_at"], **human,
+                **({"agent": w["agent"]} if w.get("agent") else {}),
                 **({"protected_changes": protected_summary(pick["protected_changes"])}
                    if pick.get("protected_changes") else {}))
+
+
+def comment_note(record: RunRecord, inst: InstanceRecord, comment: dict[str, Any], commit: str) -> str:
+    """The line on the commented attempt's commit (``git parallel comment``)."""
+    return line("comment", record["run_id"], task=record["task"], instance=inst["id"], attempt=comment["attempt"],
+                commit=commit, text=comment["text"], file=comment["file"], line=comment["line"], by=comment["by"],
+                at=comment["at"])
 
 
 def protected_summary(changes: list[dict[str, Any]]) -> list[str]:

@@ -578,7 +578,7 @@ def test_refusals(repo: Path, gp: GP, tmp_path: Path) -> None:
     proc = gp("run", "nope", "--", *ok, code=1)
     assert "error[PARALLEL_RUN_NOT_FOUND]" in proc.stderr
     gp("spawn", "T", "-n", "1")
-    assert "Usage" in gp("run", "T", code=2).stderr  # no command
+    assert "no command to run" in gp("run", "T", code=1).stderr  # no command (and no agents)
     proc = gp("run", "T", "--instance", "9", "--", *ok, code=1)
     assert "error[PARALLEL_BRANCH_NOT_FOUND]" in proc.stderr
     gp("run", "T", "--", *ok)

@@ -4,7 +4,7 @@ Every verb's logic is a function in the package; these modules turn options
 into arguments, results into text or ``--json``, and errors into
 ``error[CODE]: ...`` / ``hint: ...`` with the documented exit status
 (0 done, 1 refused, 2 usage, 3 internal error with a traceback log).
-``base`` holds the group, ``attempts``, ``review`` and ``maintenance`` add
+``base`` holds the group, ``attempts``, ``review``, ``live`` and ``maintenance`` add
 the commands, ``render`` turns results into text.
 """
 
@@ -14,12 +14,12 @@ import sys
 
 import click
 
-from gitflow_parallel.cli import attempts, maintenance, review
+from gitflow_parallel.cli import attempts, live, maintenance, review
 
 from gitflow_parallel.cli.base import emit_json, main_group, run_verb
 
 # Importing the command modules adds their commands to the group.
-__all__ = ["attempts", "maintenance", "review", "main", "main_group", "run_verb"]
+__all__ = ["attempts", "live", "maintenance", "review", "main", "main_group", "run_verb"]
 
 
 def _wants_json(args: list[str]) -> bool:

@@ -487,10 +487,18 @@ def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: i
 @click.option("--remote", default=None, metavar="R",
               help="Run nothing here: publish CMD (and --timeout) in the run's manifest on remote R, for "
                    "`git parallel worker --remote R` on other machines.")
+@click.option("--agent", "agent_specs", multiple=True, metavar="NAME=CMD",
+              help="A named agent (repeatable) instead of one command: the instances are split among them by "
+                   "--split, each records its agent, and its retries run the same one.")
+@click.option("--split", default=None, metavar="NAME:K,...|auto",
+              help="How many instances each agent gets (weights when they do not add up); auto: by each "
+                   "agent's win rate here (`git parallel stats`), at least one each. Default: agents.split, "
+                   "else even.")
 @json_option
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARG]...")
+@click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED, metavar="[-- CMD [ARG]...]")
 def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int | None, until_pass: int | None,
-        use_tmux: bool, remote: str | None, as_json: bool, command: tuple[str, ...]) -> None:
+        use_tmux: bool, remote: str | None, agent_specs: tuple[str, ...], split: str | None, as_json: bool,
+        command: tuple[str, ...]) -> None:
     """Run CMD in the worktree of every pending instance of TASK, at most J
     at once and at most max_total in the whole repository.
 
@@ -505,12 +513,17 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
     <git common dir>/parallel/logs/<run_id>/<id>.<attempt>.log.
     Whatever CMD leaves uncommitted is committed on the instance branch
     (commit_leftovers).  Exit status 0 only when every selected instance
-    succeeded."""
+    succeeded.
+
+    Without CMD, each instance runs its agent: given by --agent NAME=CMD
+    (split by --split), kept from an earlier run (a retry), or from
+    `agents:` in the config."""
+    from gitflow_parallel import mix
     from gitflow_parallel.commands import run as run_cmd
 
     if remote is not None:
         given = [o for o, v in (("--instance", instances), ("--jobs", jobs), ("--until-pass", until_pass),
-                                ("--tmux", use_tmux)) if v]
+                                ("--tmux", use_tmux), ("--agent", agent_specs), ("--split", split)) if v]
         if given:
             raise click.UsageError(f"{', '.join(given)} cannot go with --remote (workers run every instance)")
         from gitflow_parallel.commands import publish as publish_cmd
@@ -527,15 +540,18 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
     progress: Any = RunProgress() if live else RunWaitNotice()
 
     def call() -> dict[str, Any]:
+        agent_commands = dict(mix.parse_agent(spec) for spec in agent_specs)
         try:
             if until_pass is not None:
                 from gitflow_parallel.cli.compose import until_pass as run_until_pass
 
                 return run_until_pass(_project(), task, list(command), until_pass,
                                           instances=list(instances) or None, timeout=timeout, jobs=jobs,
-                                          progress=progress, tmux=use_tmux)
+                                          progress=progress, tmux=use_tmux, agent_commands=agent_commands,
+                                          split=split)
             return run_cmd.run(_project(), task, list(command), instances=list(instances) or None,
-                              timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux)
+                              timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux,
+                              agent_commands=agent_commands, split=split)
         finally:
             if live:
                 progress.clear()

@@ -36,7 +36,8 @@ def spawn_remote(project: Project, task: str, remote: str, **options: Any) -> di
 
 def until_pass(project: Project, task: str, argv: list[str], rounds: int, instances: list[str] | None = None,
                timeout: float | None = None, jobs: int | None = None,
-               progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False) -> dict[str, Any]:
+               progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False,
+               agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> dict[str, Any]:
     """``run --until-pass K``: at most ``rounds`` rounds of run → check → retry.
 
     One round is a ``run`` of the round's instances, then a ``check`` of those
@@ -55,7 +56,8 @@ def until_pass(project: Project, task: str, argv: list[str], rounds: int, instan
     ids: list[str] = []
     while True:
         summary = run_cmd.run(project, task, argv, instances=wanted, timeout=timeout, jobs=jobs, progress=progress,
-                              tmux=tmux)
+                              tmux=tmux, agent_commands=None if history else agent_commands,
+                              split=None if history else split)
         ids = ids or [r["id"] for r in summary["instances"]]
         succeeded = [r["id"] for r in summary["instances"] if r["status"] == "succeeded"]
         checked = check_cmd.check(project, task, instances=succeeded) if succeeded else None

@@ -47,13 +47,17 @@ def render_status(r: dict[str, Any]) -> None:
     if run.get("merge"):
         m = run["merge"]
         click.echo(f"landed {m['method']} at {m['landed'][:12]} on {m['merged_at']}")
-    header = ("ID", "TRACK", "STATUS", "ATT", "HEAD", "VERDICT", "SCORE", "EVIDENCE", "BRANCH", "WORKTREE")
+    header: tuple[str, ...] = ("ID", "TRACK", "STATUS", "ATT", "HEAD", "VERDICT", "SCORE", "EVIDENCE", "BRANCH",
+                               "WORKTREE")
+    mixed = any(row.get("agent") for row in r["rows"])  # the AGENT column only when agents were named
+    header = header[:2] + ("AGENT",) + header[2:] if mixed else header
     rows = [header]
     for row in r["rows"]:
         status = row["status"] + (f" ({', '.join(row['flags'])})" if row["flags"] else "")
-        rows.append((row["id"], row["track"], status, str(row["attempt"]), short(row["tip"] or row["head"]),
-                     row["verdict"] or "-", "-" if row["score"] is None else str(row["score"]),
-                     row["evidence_state"], row["branch"], "(removed)" if row.get("removed") else row["worktree"]))
+        cells = (row["id"], row["track"], status, str(row["attempt"]), short(row["tip"] or row["head"]),
+                 row["verdict"] or "-", "-" if row["score"] is None else str(row["score"]),
+                 row["evidence_state"], row["branch"], "(removed)" if row.get("removed") else row["worktree"])
+        rows.append(cells[:2] + (row.get("agent") or "-",) + cells[2:] if mixed else cells)
     widths = [max(len(x[i]) for x in rows) for i in range(len(header))]
     for x in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
@@ -143,7 +147,8 @@ def render_diff(r: dict[str, Any]) -> None:
 
 def render_show(r: dict[str, Any]) -> None:
     i = r["instance"]
-    click.echo(f"{r['task']} instance {i['id']} (track {i['track']}, attempt {i['attempt']}): {i['status']}"
+    click.echo(f"{r['task']} instance {i['id']} (track {i['track']}, attempt {i['attempt']}"
+               + (f", agent {i['agent']}" if i.get("agent") else "") + f"): {i['status']}"
                + (f", {i['error']}" if i["error"] else ""))
     click.echo(f"run {r['run_id']} ({r['run_status']})" + ("  [fetched]" if r["shared"] else ""))
     click.echo(f"commit {short(r['commit'], 40)}  branch {i['branch']}")
@@ -174,6 +179,9 @@ def render_show(r: dict[str, Any]) -> None:
     click.echo(f"outcome: {r['outcome']['why']}")
     if r["landed"]:
         click.echo(f"landed at {r['landed'][:12]}")
+    for c in r.get("comments") or []:
+        where = f"{c['file']}" + (f":{c['line']}" if c["line"] else "") + ": " if c["file"] else ""
+        click.echo(f"comment on attempt {c['attempt']} by {c['by']}: {where}{c['text']}")
     for h in r["history"]:
         click.echo(f"earlier attempt {h['attempt']}: {h['status']}, verdict {h['verdict'] or '-'}"
                    + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
@@ -281,7 +289,8 @@ def render_run(r: dict[str, Any]) -> None:
     header = ("ID", "STATUS", "EXIT", "TIME", "HEAD", "LOG")
     rows = [header]
     for row in r["instances"]:
-        rows.append((row["id"], row["status"], short(row["exit_code"]),
+        rows.append((row["id"] + (f" ({row['agent']})" if row.get("agent") else ""), row["status"],
+                     short(row["exit_code"]),
                      "-" if row["duration_s"] is None else f"{row['duration_s']:.1f}s", short(row["head"]),
                      row["log"] or "-"))
     widths = [max(len(x[i]) for x in rows) for i in range(len(header))]

@@ -161,7 +161,8 @@ def choose_human(project: Project, record: dict[str, Any], inst_id: str, reason:
     return {
         "schema_version": SCHEMA_VERSION, "run_id": record["run_id"], "task": task, "track": track,
         "winner": {"id": inst_id, "attempt": inst["attempt"], "commit": commit, "tree": project.repo.tree_of(commit),
-                   "evidence_sha256": (inst.get("evidence") or {}).get("sha256") if pack else None},
+                   "evidence_sha256": (inst.get("evidence") or {}).get("sha256") if pack else None,
+                   **({"agent": inst["agent"]} if inst.get("agent") else {})},
         "verdict": pack.get("verdict") if pack else None, "score": pack.get("score") if pack else None,
         "proof_issued_at": pack.get("proof_issued_at") if pack else None,
         "selection_method": HUMAN, "picked_by": person, "reason": reason, "forced": bool(force),

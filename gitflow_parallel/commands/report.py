@@ -156,6 +156,7 @@ def _column(a: dict[str, Any]) -> str:
             f'data-winner="{"true" if won else "false"}" data-verdict="{_e(verdict)}">'
             f'<h3>instance {_e(inst["id"])}{badges}</h3>'
             f'<div class="meta">track {_e(inst["track"])}, attempt {_e(inst["attempt"])}, {_e(inst["status"])}; '
+            + (f'agent <b data-role="agent">{_e(inst["agent"])}</b>; ' if inst.get("agent") else "") +
             f'commit <span class="mono">{_e((a["tip"] or "")[:12] or None)}</span></div>'
             f'<div>score <b data-role="score">{_e(score)}</b>; evidence {_e(a["fresh"].state)}; '
             f'{len(a["changes"]["files"])} file(s), <span class="res-pass">+{a["changes"]["added"]}</span> '
@@ -284,8 +285,17 @@ def _diffs(attempts: list[dict[str, Any]]) -> str:
         note = f'<p class="meta">(cut at {MAX_PATCH_CHARS} characters; `git parallel diff` shows all)</p>' if cut else ""
         out.append(f'<details class="diff" data-attempt="{_e(a["inst"]["id"])}" open><summary>instance '
                    f'{_e(a["inst"]["id"])}: {len(a["changes"]["files"])} file(s), +{a["changes"]["added"]} '
-                   f'-{a["changes"]["removed"]}</summary>{body}{note}</details>')
+                   f'-{a["changes"]["removed"]}</summary>{_comments(a["inst"])}{body}{note}</details>')
     return "".join(out)
+
+
+def _comments(inst: dict[str, Any]) -> str:
+    """The review comments (`git parallel comment`) above the attempt's diff."""
+    items = "".join(f'<li data-comment-attempt="{_e(c["attempt"])}" data-file="{_e(c["file"])}" data-line='
+                    f'"{_e(c["line"])}"><b>{_e(c["file"] or "attempt")}{":" + _e(c["line"]) if c["line"] else ""}'
+                    f'</b> (attempt {_e(c["attempt"])}, {_e(c["by"])}): {_e(c["text"])}</li>'
+                    for c in inst.get("comments") or [])
+    return f'<ul class="comments" data-role="comments">{items}</ul>' if items else ""
 
 
 def render(view: RunView, attempts: list[dict[str, Any]]) -> str:

@@ -131,7 +131,7 @@ def track_candidates(project: Project, record: dict[str, Any], track: str) -> tu
                            "score_error": pack.get("score_error"), "proof_issued_at": pack["proof_issued_at"],
                            # From the objects, never the worktree: the agent owns its worktree.
                            "changed_lines": project.repo.changed_lines(base, pack["commit"]),
-                           "probes": _probe_signature(pack), "worktree": inst["worktree"]})
+                           "probes": _probe_signature(pack), "worktree": inst["worktree"], "agent": inst.get("agent")})
     return candidates, losers
 
 
@@ -384,7 +384,8 @@ def decide(project: Project, record: dict[str, Any], track: str) -> tuple[dict[s
     losers.sort(key=lambda l: id_key(l["id"]))
     pick = {
         "schema_version": SCHEMA_VERSION, "run_id": record["run_id"], "task": record["task"], "track": track,
-        "winner": {k: winner[k] for k in ("id", "attempt", "commit", "tree", "evidence_sha256")},
+        "winner": {**{k: winner[k] for k in ("id", "attempt", "commit", "tree", "evidence_sha256")},
+                   **({"agent": winner["agent"]} if winner.get("agent") else {})},
         "verdict": "pass", "score": winner["score"], "proof_issued_at": winner["proof_issued_at"],
         "selection_method": method, "decision": decision, **extra, "arbiter": ARBITER,
         "merge_policy": cfg["merge"]["policy"], "losers": losers, "created_at": utcnow(),

@@ -186,7 +186,7 @@ def _summary_rows(record: dict[str, Any], children: list[child_proc.Child]) -> l
     for child in children:
         inst = find_instance(record, child.id)
         rows.append({
-            "id": child.id, "track": child.track, "attempt": child.attempt, "ran": child.ran,
+            "id": child.id, "track": child.track, "attempt": child.attempt, "ran": child.ran, "agent": inst.get("agent"),
             "status": child.status if child.ran else inst["status"], "exit_code": child.exit_code,
             "error": child.error, "duration_s": child.duration, "head": child.head or inst["head"],
             "committed": child.committed, "pid": child.popen.pid if child.popen else None,

@@ -164,7 +164,7 @@ def make_child(project: Project, record: dict[str, Any], argv: list[str], inst: 
     name = f"{inst['id']}.{inst['attempt']}"
     return Child(scope=reaper.agent_scope(record["run_id"], inst["id"], inst["attempt"]),
         id=inst["id"], track=inst["track"], attempt=inst["attempt"], revision=inst["instance_revision"],
-        worktree=inst["worktree"], branch=inst["branch"], argv=substitute(argv, values),
+        worktree=inst["worktree"], branch=inst["branch"], argv=substitute(inst.get("agent_command") or argv, values),
         log=logs_dir(project.repo.parallel_dir, record["run_id"]) / f"{name}.log",
         events=events_dir(project.repo.parallel_dir, record["run_id"]) / f"{name}.jsonl",
         feedback=inst.get("feedback"),

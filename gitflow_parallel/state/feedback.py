@@ -120,6 +120,9 @@ def text(record: dict[str, Any], inst: dict[str, Any], tip: str | None, picks: l
             out += _block(f"## The agent's own output (last {len(lines)} lines of {inst.get('log')})", lines)
     out += _moved(tip, moved)
     out += _lost(record, inst, picks)
+    from gitflow_parallel.state.comments import feedback_lines
+
+    out += feedback_lines(inst)  # a person's review comments (`git parallel comment`)
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -1,0 +1,143 @@
+"""`git parallel watch` on a run of three scripted agents: piped, one line
+per state change in order, ending with the pick; under a pseudo-terminal,
+the view redrawn in place until the run ends; --json, one event per line.
+Real git, real agents (held on a marker file until watch has seen them
+running, so no state is missed), real gates."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import queue
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+from conftest import GP, make_repo
+
+PY = sys.executable
+
+# Says something in its log, waits for the test's go-file, writes its file.
+AGENT = textwrap.dedent("""
+    import os, sys, time
+    me = os.environ["GIT_PARALLEL_INSTANCE"]
+    print("agent", me, "waiting", flush=True)
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.02)
+    open(me + ".txt", "w").write(me * int(me) + "\\n")
+    print("agent", me, "done", flush=True)
+""")
+
+
+def setup(tmp_path: Path) -> tuple[Path, GP, list[str], Path]:
+    (tmp_path / "agent.py").write_text(AGENT)
+    repo = make_repo(tmp_path / "repo", config=f"gates:\n  - name: ok\n    run: [{PY}, -c, 'pass']\n")
+    gp = GP(repo)
+    gp("spawn", "T", "-n", "3")
+    go = tmp_path / "go"
+    return repo, gp, [PY, str(tmp_path / "agent.py"), str(go)], go
+
+
+def reader(stream: object) -> "queue.Queue[str | None]":
+    lines: "queue.Queue[str | None]" = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def until(lines: "queue.Queue[str | None]", seen: list[str], want: str, count: int = 1) -> None:
+    while sum(want in line for line in seen) < count:
+        line = lines.get(timeout=60)
+        assert line is not None, f"watch ended before {want!r}: {seen}"
+        seen.append(line)
+
+
+def test_watch_piped_prints_each_state_change_in_order_ending_with_the_pick(tmp_path: Path) -> None:
+    repo, gp, agent, go = setup(tmp_path)
+    watch = subprocess.Popen(["git", "parallel", "watch", "T"], cwd=repo, stdout=subprocess.PIPE, text=True)
+    lines, seen = reader(watch.stdout), []
+    until(lines, seen, "run: pending")  # the first view: every instance pending, then the run
+    run = subprocess.Popen(["git", "parallel", "run", "T", "--", *agent], cwd=repo, stdout=subprocess.DEVNULL)
+    until(lines, seen, ": running", 3)  # all three seen running before any may finish
+    go.write_text("")
+    assert run.wait(timeout=60) == 0
+    until(lines, seen, ": succeeded", 3)
+    gp("check", "T")
+    until(lines, seen, "verdict pass", 3)
+    gp("pick", "T")
+    rest = []
+    while (line := lines.get(timeout=60)) is not None:
+        rest.append(line)
+    assert watch.wait(timeout=60) == 0
+    seen += rest
+    assert seen[:4] == ["1: pending, attempt 0", "2: pending, attempt 0", "3: pending, attempt 0", "run: pending"]
+    for i in "123":
+        mine = [line for line in seen if line.startswith(f"{i}: ")]
+        assert [m.split(",")[0] for m in mine] == [f"{i}: pending", f"{i}: running", f"{i}: succeeded",
+                                                     f"{i}: verdict pass"]
+    assert "run: running" in seen and "run: completed" in seen
+    assert seen.index("run: running") < seen.index("run: completed")
+    # fewest changed lines wins: instance 1; the run ends picked, and watch with it
+    assert seen[-2:] == ["pick: track main won by 1", "run: picked"]
+
+
+def test_watch_on_a_terminal_redraws_in_place_and_exits_when_the_run_ends(tmp_path: Path) -> None:
+    repo, gp, agent, go = setup(tmp_path)
+    master, slave = pty.openpty()
+    watch = subprocess.Popen(["git", "parallel", "watch", "T"], cwd=repo, stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    out = b""
+
+    def read_until(want: bytes) -> None:
+        nonlocal out
+        while want not in out:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other side is closed
+                chunk = b""
+            assert chunk, f"watch ended before {want!r}: {out[-2000:]!r}"
+            out += chunk
+
+    read_until(b"pending")
+    run = subprocess.Popen(["git", "parallel", "run", "T", "--", *agent], cwd=repo, stdout=subprocess.DEVNULL)
+    read_until(b"agent 3 waiting")  # the last log line of each running agent is in the view
+    go.write_text("")
+    assert run.wait(timeout=60) == 0
+    gp("check", "T")
+    gp("pick", "T")
+    read_until(b"pick: track main won by 1")
+    assert watch.wait(timeout=60) == 0
+    try:
+        while chunk := os.read(master, 65536):
+            out += chunk
+    except OSError:
+        pass
+    os.close(master)
+    text = out.decode()
+    redraws = text.count("\x1b[5F")  # back up over the 5 lines drawn (title, header, 3 instances)
+    assert redraws >= 3, text[-2000:]
+    assert "\x1b[2K" in text and "agent 1 waiting" in text
+    final = text.rsplit("\x1b[5F", 1)[1] if "\x1b[6F" not in text else text.rsplit("\x1b[6F", 1)[1]
+    assert "picked" in final and "1 *" in final and "pick: track main won by 1" in final
+
+
+def test_watch_json_streams_events(tmp_path: Path) -> None:
+    repo, gp, agent, go = setup(tmp_path)
+    go.write_text("")
+    gp("run", "T", "--", *agent)
+    gp("check", "T")
+    gp("pick", "T")
+    out = gp("watch", "T", "--json").stdout.splitlines()
+    events = [json.loads(line) for line in out]
+    assert [e["event"] for e in events[:-1]] == ["status", "verdict"] * 3 + ["pick", "run"]
+    assert events[-3] == {"task": "T", "event": "pick", "track": "main", "winner": "1", "agent": None}
+    assert events[-2] == {"task": "T", "event": "run", "status": "picked"}
+    assert events[-1]["ok"] is True and events[-1]["status"] == "picked"  # the summary ends the stream
