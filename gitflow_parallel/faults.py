@@ -13,7 +13,7 @@ import signal
 
 ENV = "GIT_PARALLEL_FAULT"
 
-# Every point the code can crash at; the README's recovery table lists them.
+# Every point the code can crash at; docs/recovery.md's table lists them.
 POINTS = (
     "spawn.after_retire",
     "spawn.after_record",

@@ -85,7 +85,7 @@ def render() -> str:
         ".SH FILES",
         "Everything of git\\-parallel's own lives in \\fI<git common dir>/parallel/\\fR; "
         "archive refs under \\fIrefs/parallel/archive/\\fR; notes on \\fIrefs/notes/parallel\\fR. "
-        "The README documents every file and format.",
+        "docs/formats.md in the source documents every file and format; docs/ has the whole reference.",
         ".SH SEE ALSO",
         "\\fBgit\\-worktree\\fR(1), \\fBgit\\-notes\\fR(1), \\fBgithooks\\fR(5)",
     ]

@@ -94,10 +94,3 @@ def test_unexpected_error_exits_3_with_its_traceback_kept(repo: Path) -> None:
     assert log.parent == (repo / ".git" / "parallel" / "logs").resolve() or log.parent == repo / ".git" / "parallel" / "logs"
     assert "ZeroDivisionError" in log.read_text() and "Traceback" in log.read_text()
 
-
-def test_readme_documents_every_reason_code() -> None:
-    from gitflow_parallel.errors import ALL_CODES
-
-    readme = (ROOT / "README.md").read_text()
-    missing = [code for code in ALL_CODES if f"`{code}`" not in readme]
-    assert not missing, f"add to the README's reason codes: {missing}"

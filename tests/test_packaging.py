@@ -52,3 +52,7 @@ def test_the_wheel_holds_every_module_and_hook_template(tmp_path: Path) -> None:
         if path.suffix in {".sh", ".tmpl"}
     }
     assert wanted - shipped == set()
+    # pyproject's `readme = "README.md"` is the wheel's long description.
+    (metadata,) = [name for name in shipped if name.endswith(".dist-info/METADATA")]
+    description = zipfile.ZipFile(wheel).read(metadata).decode()
+    assert "Content-Type: text/markdown" in description and "## Two commands" in description

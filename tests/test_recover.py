@@ -177,7 +177,7 @@ def running_pids(gp: GP) -> list[int]:
 
 
 # What each crash point leaves (validate's error codes), what recover does
-# (its steps, in order) and the run status after it: the README's recovery
+# (its steps, in order) and the run status after it: docs/recovery.md's
 # table, as these tests observe it.  A "?" marks what depends on a race the
 # crash leaves open: at run.after_running the agents were just started and
 # are told to stop at once; whether one got to write a file first decides
