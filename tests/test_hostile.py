@@ -181,6 +181,7 @@ def _forge_passing_evidence(repo: Path, task: str, inst_id: str) -> None:
     pack_path = Path(inst["evidence"]["path"])
     pack = json.loads(pack_path.read_text())
     pack["verdict"] = "pass"
+    pack["protected_blocking"] = []  # and hide what it changed of the harness
     for gate in pack["gates"]:
         gate.update(passed=True, exit_code=0)
     data = (json.dumps(pack, sort_keys=True, indent=2) + "\n").encode()

@@ -305,7 +305,7 @@ def test_merge_output_does_not_read_as_the_winners_attempt(tmp_path: Path) -> No
     gp("check", "t")
     gp("pick", "t")
     out = gp("merge", "t").stdout
-    assert out.startswith("landed fast-forward on refs/heads/main: ") and "attempt" not in out.splitlines()[0]
+    assert out.startswith("landed ") and "attempt" not in out.splitlines()[0]
 
 
 def test_help_run_names_feedback() -> None:

@@ -366,7 +366,17 @@ def scratch_files(path: str | os.PathLike[str], patterns: Iterable[str]) -> set[
     if proc.returncode != 0:
         raise RuntimeError(f"git ls-files in {path} failed ({proc.returncode}): "
                            f"{proc.stderr.decode(errors='replace').strip()}")
-    return {os.fsdecode(p) for p in proc.stdout.split(b"\0") if p}
+    matched = {os.fsdecode(p) for p in proc.stdout.split(b"\0") if p}
+    if not matched:
+        return matched
+    # Only those .gitignore does not already keep out: git refuses a
+    # pathspec, even an excluding one, that names an ignored path.
+    visible = subprocess.run(["git", *HARDENED, "ls-files", "-z", "--others", "--exclude-standard"],
+                             cwd=str(path), env=proc_env.for_host_git(), stdin=subprocess.DEVNULL, capture_output=True)
+    if visible.returncode != 0:
+        raise RuntimeError(f"git ls-files in {path} failed ({visible.returncode}): "
+                           f"{visible.stderr.decode(errors='replace').strip()}")
+    return matched & {os.fsdecode(p) for p in visible.stdout.split(b"\0") if p}
 
 
 def stage_all(path: str | os.PathLike[str], skip: Iterable[str] = ()) -> None:

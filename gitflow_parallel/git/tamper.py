@@ -27,9 +27,9 @@ attempt's door is therefore only what none of them explains:
 
 - every git-parallel write of a ref, of the config or of the scratch pool
   first appends one byte to ``<common>/parallel/writes`` (``note_write``);
-  a changed size means one happened meanwhile, and then changes to
-  git-parallel's own refs (``refs/parallel/``, ``refs/notes/``, instance
-  branches), to the config files and to the scratch pool are not attributed;
+  a changed size means one happened meanwhile, and then no ref change
+  and no change to the config files or the scratch pool is attributed
+  (a merge moving ``main`` while a gate of another merge runs is ours);
 - every other instance branch is left to its own agent, which may be
   committing on it right now (the check of that instance refuses a worktree
   whose HEAD no longer matches its branch);
@@ -217,10 +217,9 @@ def compare(repo: pygit2.Repository, before: Snapshot, others: Iterable[str] = (
         old, new = before.refs.get(name), after.refs.get(name)
         if old == new:
             continue
-        if name.startswith(_PARALLEL_REFS):
-            if ours_wrote:
-                continue
-        elif not _brings_in(repo, old, new, own_tip):
+        if ours_wrote:
+            continue  # git-parallel moved refs meanwhile (a merge lands the base): not the attempt's doing
+        if not name.startswith(_PARALLEL_REFS) and not _brings_in(repo, old, new, own_tip):
             continue
         changes.append(Change(name, "added" if old is None else "removed" if new is None else "changed"))
     return changes
