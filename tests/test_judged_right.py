@@ -436,3 +436,16 @@ def test_a_failing_worktree_setup_is_a_warning(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"src/calc/__init__.py": CALC}, config=config)
     result = spawn.spawn(Project.open(repo), "t", 1)
     assert any("setup in the worktree of instance 1 failed (exit 4)" in w for w in result["warnings"])
+
+
+def test_merge_timeout_does_not_count_the_reproofs_gates(tmp_path: Path) -> None:
+    """Found on click: a re-proof longer than merge.timeout threw the merge away."""
+    config = (f"gates:\n  - name: slow\n    run: [{PY}, -c, 'import time; time.sleep(2.5)']\n"
+              "merge:\n  timeout: 1\n")
+    repo = make_repo(tmp_path / "repo", {"calc/__init__.py": CALC}, config=config)
+    project, worktrees = start(repo, 1)
+    commit_in(worktrees["1"], {"calc/__init__.py": CALC + "\n"})
+    check.check(project, "t")
+    pick.pick(project, "t")
+    landed = merge.merge(project, "t")
+    assert landed["merge"]["verified"][0]["passed"] and git(repo, "rev-parse", "main") == landed["merge"]["landed"]
