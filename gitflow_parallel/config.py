@@ -63,7 +63,7 @@ DEFAULTS: dict[str, Any] = {
 }
 # Keys a config may have that are left out of the frozen config when absent
 # (so a run spawned before they existed still matches its base commit).
-OPTIONAL: dict[str, Any] = {"agents": None}
+OPTIONAL: dict[str, Any] = {"agents": None, "notify": None}
 
 GATE_DEFAULTS: dict[str, Any] = {
     "mode": "enforced",
@@ -271,6 +271,10 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             from gitflow_parallel import mix
 
             out[key] = mix.validate_config(value, lambda k, problem: _fail(k, problem, lines.get(k)))
+        elif key == "notify":
+            from gitflow_parallel import notify
+
+            out[key] = notify.validate_config(value, lambda k, problem: _fail(k, problem, lines.get(k)))
 
     merge = data.get("merge", {})
     if merge is None:

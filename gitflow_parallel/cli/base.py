@@ -136,6 +136,9 @@ def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None]
         click.echo(f"warning: {visible(result['notes_error'])}", err=True)
     if not as_json and isinstance(result, dict) and result.get("remote_warning"):
         click.echo(f"warning: {visible(result['remote_warning'])}", err=True)
+    if not as_json and isinstance(result, dict):
+        for warning in result.get("notify_warnings") or []:
+            click.echo(f"warning: {visible(warning)}", err=True)
     if as_json:
         payload = dict(result) if isinstance(result, dict) else {"result": result}
         payload.setdefault("ok", success)

@@ -49,7 +49,7 @@ from typing import Any
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import config, evidence, faults, model, provenance
+from gitflow_parallel import config, evidence, faults, model, notify, provenance
 from gitflow_parallel.git import share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, canonical_json, utcnow
@@ -63,6 +63,7 @@ from gitflow_parallel.git import retire
 from gitflow_parallel.git import transport
 from gitflow_parallel.git.landing import compute, dirty_paths, refuse_dirty
 from gitflow_parallel.git.pull_request import pr_body, pr_command, pr_title, pr_tool, run_tool
+from gitflow_parallel.proc import notifier
 from gitflow_parallel.git.remote_landing import (
     branch_name, diverged, fetch_tip, has_object, onto_remote, pushed_result, refused_push, share_updates,
     wanted_refs)
@@ -342,7 +343,8 @@ def merge(project: Project, task: str, onto: Any = None) -> dict[str, Any]:
             "protected_landed": protected_landed(winners),
             "cleanup": cleaned and {"removed": cleaned["removed"], "kept": cleaned["kept"]},
             "cleanup_error": cleanup_error, "notes_error": notes_error,
-            "remote_warning": transport.withdraw(project, record)}
+            "remote_warning": transport.withdraw(project, record),
+            "notify_warnings": notifier.send_one(project, record, notify.landed(record, merge_record, winners))}
 
 
 # -- landing where the team lands: --push and --pr ------------------------------------------

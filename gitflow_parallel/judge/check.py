@@ -16,7 +16,7 @@ import pygit2
 from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import config, evidence, faults, model, provenance
+from gitflow_parallel import config, evidence, faults, model, notify, provenance
 from gitflow_parallel.git import scratch, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes, utcnow
@@ -26,6 +26,7 @@ from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.proc import sandbox
+from gitflow_parallel.proc.notifier import Notifier
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 from gitflow_parallel.judge import hidden
 from gitflow_parallel.judge.gates import (Place, applicable, complete_of, gate_facts, input_fingerprints, judge_checkout,
@@ -324,6 +325,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
     if not targets:
         return {"task": task, "run_id": record["run_id"], "notes_error": None, "instances": [], "errors": []}
     locks: list[FileLock] = []
+    notifier = Notifier(project, record)
     try:
         commits = {}
         for inst in targets:
@@ -355,6 +357,8 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
                     "protected_changes": pack["protected_changes"], "protected_detail": pack["protected_detail"],
                     "refused": pack["refused"]}
                 entries.append((pack["commit"], provenance.evidence_note(record, inst["id"], pack, binding["sha256"])))
+                if pack["verdict"] == "fail":
+                    notifier.send(notify.gates_failed(record, inst, pack))
     finally:
         for lock in locks:
             lock.release()
@@ -363,6 +367,6 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
     order = [i["id"] for i in targets]
     return {"task": task, "run_id": record["run_id"], "notes_error": notes_error,
             "instances": [checked[i] for i in order if i in checked],
-            "errors": [errors[i] for i in order if i in errors]}
+            "errors": [errors[i] for i in order if i in errors], "notify_warnings": notifier.finish()}
 
 

@@ -75,7 +75,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import faults, model
+from gitflow_parallel import faults, model, notify
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.model import FINISHED_RUN, check_transition, find_instance
@@ -86,6 +86,7 @@ from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import child as child_proc
 from gitflow_parallel.proc import cgroup, leftovers, reaper, sandbox, slots
 from gitflow_parallel.proc import tmux as tmux_proc
+from gitflow_parallel.proc.notifier import Notifier
 from gitflow_parallel.proc.slots import Slot, Slots
 from gitflow_parallel.proc.supervise import KILL_GRACE, POLL, START_ERRORS, Signals, killpg, signame
 from gitflow_parallel.proc.watchdog import Watchdog
@@ -219,6 +220,7 @@ class _Runner:
         self.children = [child_proc.make_child(project, record, self.argv, inst) for inst in chosen]
         self.base_env = proc_env.for_command()
         self.watchdog = Watchdog()
+        self.notifier = Notifier(project, record, self.watchdog)
         self.signature = project.repo.signature()
         self.signals = Signals()
         self.stopping: str | None = None
@@ -243,6 +245,8 @@ class _Runner:
                     self._kill_everything(active)
                     raise
                 notes_error = _write_notes(self.project, self.record, self.children)
+                self.notifier.send(notify.all_done(self.record))
+                self.notifier.finish()  # before the sweep below stops what it started
         finally:
             # Nothing the agents started outlives the report.
             reaper.sweep({c.scope for c in self.children if c.ran})
@@ -252,7 +256,7 @@ class _Runner:
             if server_started:
                 tmux_proc.release_server(self.tmux)  # type: ignore[arg-type]
             self.watchdog.stop()
-        return self._summary(notes_error)
+        return _summary(self, notes_error)
 
     def _loop(self, active: dict[int, child_proc.Child]) -> None:
         queue = deque(self.children)
@@ -281,6 +285,7 @@ class _Runner:
                 starting.append(child)
             if finished or starting:
                 self._write(finished, starting)
+                _notify_ended(self.notifier, self.record, finished + [c for c in starting if c.ran and not c.popen])
                 for child in starting:
                     if child.popen is not None:
                         active[child.pid] = child
@@ -439,12 +444,21 @@ class _Runner:
             "max_total": self.max_total, "stopping": self.stopping,
         })
 
-    def _summary(self, notes_error: str | None) -> dict[str, Any]:
-        rows = _summary_rows(self.record, self.children)
-        return {"task": self.task, "run_id": self.run_id, "command": self.argv, "jobs": self.jobs,
-                "max_total": self.max_total, "timeout": self.timeout, "instances": rows, "counts": _counts(rows),
-                "elapsed_s": round(time.monotonic() - self.t0, 3), "interrupted": self.stopping,
-                "notes_error": notes_error, "run_status": self.record["status"]}
+
+def _summary(runner: _Runner, notes_error: str | None) -> dict[str, Any]:
+    rows = _summary_rows(runner.record, runner.children)
+    return {"task": runner.task, "run_id": runner.run_id, "command": runner.argv, "jobs": runner.jobs,
+            "max_total": runner.max_total, "timeout": runner.timeout, "instances": rows, "counts": _counts(rows),
+            "elapsed_s": round(time.monotonic() - runner.t0, 3), "interrupted": runner.stopping,
+            "notes_error": notes_error, "run_status": runner.record["status"],
+            "notify_warnings": runner.notifier.warnings}
+
+
+def _notify_ended(notifier: Notifier, record: dict[str, Any], ended: list[child_proc.Child]) -> None:
+    """An event per attempt that ended (or could not start), as recorded."""
+    for child in ended:
+        inst = find_instance(record, child.id)
+        notifier.send(notify.attempt_finished(record, inst, child.exit_code, child.duration, child.error))
 
 
 def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:

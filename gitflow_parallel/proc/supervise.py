@@ -1,6 +1,6 @@
 """Starting and stopping a command: the one supervisor of agents and gates.
 
-- **Start.** Arguments as a list (never a shell), stdin from /dev/null,
+- **Start.** Arguments as a list (never a shell), stdin from /dev/null (or what the caller gives),
   stdout and stderr to the caller's log, in a new session so that its pid
   is also its process group, and with ``GIT_PARALLEL_SCOPE`` set so that
   what it daemonizes out of the group can be found (``reaper``).  The
@@ -217,13 +217,14 @@ def new_scope(kind: str) -> str:
 
 
 def start(argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Output, stderr: Output | None,
-          scope: str, watchdog: "Watchdog", preexec: Callable[[], None] | None = None) -> Process:
+          scope: str, watchdog: "Watchdog", preexec: Callable[[], None] | None = None,
+          stdin: Output = subprocess.DEVNULL) -> Process:
     """Start ``argv`` as its own process group (``stderr`` None: into
     ``stdout``), fenced by ``preexec`` if given (``sandbox``).  Raises
     one of ``START_ERRORS`` when it cannot start (see ``cannot_start``).  The caller has
     made itself a subreaper (``reaper``)."""
     env = {**env, reaper.SCOPE_ENV: scope}
-    popen = subprocess.Popen(cgroup.wrap(argv, scope, cwd, env), cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
+    popen = subprocess.Popen(cgroup.wrap(argv, scope, cwd, env), cwd=str(cwd), env=env, stdin=stdin,
                              stdout=stdout, stderr=subprocess.STDOUT if stderr is None else stderr,
                              start_new_session=True, preexec_fn=preexec)
     watchdog.started(popen.pid, scope)
