@@ -140,20 +140,39 @@ class PickBinding(TypedDict, total=False):
     commit: str
 
 
+class PickWinner(TypedDict, total=False):
+    id: str
+    attempt: int
+    commit: str
+    tree: str
+    evidence_sha256: str | None
+    agent: str
+
+
 class PickRecord(TypedDict, total=False):
     schema_version: int
     run_id: str
     task: str
     track: str
-    winner: dict[str, Any]
+    winner: PickWinner
+    verdict: str | None
     score: int | None
+    proof_issued_at: str | None
     selection_method: str
+    decision: dict[str, Any]
+    arbiter: str
     merge_policy: str
+    losers: list[dict[str, Any]]
     created_at: str
-    picked_by: str
+    picked_by: str  # a person's pick (``selection_method``: human)
     reason: str | None
     forced: bool
+    waived: list[str]
     protected_changes: list[dict[str, Any]]
+    ranking: list[dict[str, Any]]  # how the rule saw the candidates (``judge/selection``)
+    tree_groups: list[dict[str, Any]]
+    clusters: list[dict[str, Any]]
+    tournament: dict[str, Any]
 
 
 class PushedInfo(TypedDict):
