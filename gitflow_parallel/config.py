@@ -13,12 +13,13 @@ from __future__ import annotations
 import copy
 import math
 import shlex
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
 from gitflow_parallel.errors import CONFIG_INVALID, ParallelError
 from gitflow_parallel.files import canonical_json, sha256_bytes
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel.names import check_name
 
 CONFIG_FILE = ".gitparallel.yaml"
@@ -205,7 +206,7 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
         if not _is_int(v) or v < lo or (hi is not None and v > hi):
             rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
             raise _fail(path, f"must be an integer {rng}, got {v!r}", lines.get(path))
-        return v
+        return cast(int, v)
 
     def want_bool(path: str, v: Any) -> bool:
         if not isinstance(v, bool):
@@ -215,7 +216,7 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
     def want_choice(path: str, v: Any, choices: tuple[str, ...]) -> str:
         if v not in choices:
             raise _fail(path, f"must be one of {', '.join(choices)}, got {v!r}", lines.get(path))
-        return v
+        return cast(str, v)
 
     for key, value in data.items():
         if key in ("merge", "score", "judge"):
@@ -330,7 +331,7 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
 def _judge(judge: Any, selection: str, lines: dict[str, int]) -> dict[str, Any]:
     """``judge`` is the tournament's referee; any other rule never runs it,
     so a judge configured for one is a mistake worth saying."""
-    out = copy.deepcopy(DEFAULTS["judge"])
+    out: dict[str, Any] = copy.deepcopy(DEFAULTS["judge"])
     if judge is None:
         judge = {}
     if not isinstance(judge, dict):
@@ -525,7 +526,7 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
     return None if a == b and type(a) is type(b) else path.rstrip(".") or "(all)"
 
 
-def verify_frozen(repo: Any, record: dict[str, Any]) -> None:
+def verify_frozen(repo: Any, record: RunRecord) -> None:
     """Refuse a record whose frozen config is not what its base commit says.
 
     The record lives under ``.git``, where an agent running as the same user

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.files import atomic_write, sha256_bytes, sha256_file
+from gitflow_parallel.model import InstanceRecord, RunRecord
 
 SCHEMA_VERSION = 1
 ORIGIN = "git-parallel"
@@ -57,7 +58,7 @@ class Freshness:
         return self.fresh and self.pack is not None and self.pack.get("verdict") == "pass" and bool(self.pack.get("complete"))
 
 
-def load(inst: dict[str, Any]) -> dict[str, Any] | None:
+def load(inst: InstanceRecord) -> dict[str, Any] | None:
     """The instance's pack, or None if absent or not matching its sha256."""
     binding = inst.get("evidence")
     if not binding:
@@ -72,8 +73,8 @@ def load(inst: dict[str, Any]) -> dict[str, Any] | None:
     return pack if isinstance(pack, dict) else None
 
 
-def freshness(record: dict[str, Any], inst: dict[str, Any], tip: str | None,
-              loader: Callable[[dict[str, Any]], dict[str, Any] | None] = load) -> Freshness:
+def freshness(record: RunRecord, inst: InstanceRecord, tip: str | None,
+              loader: Callable[[InstanceRecord], dict[str, Any] | None] = load) -> Freshness:
     """Judge the instance's evidence against ``tip``, its branch's commit now.
 
     ``loader`` finds the pack (a clone that fetched the run reads it from its
@@ -89,7 +90,7 @@ def freshness(record: dict[str, Any], inst: dict[str, Any], tip: str | None,
         (pack.get("instance") == inst["id"], "it belongs to another instance"),
         (pack.get("attempt") == inst["attempt"], f"it is for attempt {pack.get('attempt')}, the instance is on {inst['attempt']}"),
         (pack.get("config_sha256") == record["config_sha256"], "it was made under another configuration"),
-        (pack.get("instance_revision") == inst["evidence"].get("instance_revision", pack.get("instance_revision")),
+        (pack.get("instance_revision") == (inst["evidence"] or {}).get("instance_revision", pack.get("instance_revision")),
          "it was made at another instance revision"),
         (tip is not None and pack.get("commit") == tip,
          f"it proves {str(pack.get('commit'))[:12]}, the branch is at {str(tip)[:12]}"),

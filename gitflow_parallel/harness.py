@@ -142,7 +142,8 @@ def harness_sections(path: str, data: bytes | None, scripts: Iterable[str] = ())
         if not isinstance(doc, dict):
             raise ValueError("package.json is not an object")
         wanted = set(_NPM_SCRIPTS) | set(scripts)
-        run = doc.get("scripts") if isinstance(doc.get("scripts"), dict) else {}
+        found = doc.get("scripts")
+        run = found if isinstance(found, dict) else {}
         return {"scripts": {k: v for k, v in run.items() if k in wanted},
                 **{k: doc.get(k) for k in _PACKAGE_JSON_KEYS}}
     raise ValueError(f"{path} is not a mixed file")

@@ -55,6 +55,50 @@ class EvidenceBinding(TypedDict, total=False):
     instance_revision: int
 
 
+# Where an attempt started from (``from``: how; a keyword, hence the call form).
+StartPoint = TypedDict("StartPoint", {"commit": str, "from": str}, total=False)
+
+
+class ClaimHolder(TypedDict):
+    """Who holds an instance's claim, in a worker's own record."""
+    worker: str
+    host: str
+    pid: int
+    generation: int
+    since: str
+
+
+class Comment(TypedDict):
+    """A person's review comment on one attempt."""
+    attempt: int
+    text: str
+    file: str | None
+    line: int | None
+    by: str
+    at: str
+
+
+class HistoryEntry(TypedDict, total=False):
+    """One earlier attempt of an instance, as ``retry`` keeps it."""
+    attempt: int
+    status: str
+    head: str | None
+    verdict: str | None
+    score: int | None
+    evidence: EvidenceBinding | None
+    error: str | None
+    exit_code: int | None
+    log: str | None
+    events: str | None
+    archive_ref: str | None
+    kept: list[str]
+    finished_at: str | None
+    start: StartPoint | None
+    origin: str | None
+    feedback: Any
+    agent: str | None
+
+
 class InstanceRecord(TypedDict, total=False):
     id: str
     track: str
@@ -68,7 +112,7 @@ class InstanceRecord(TypedDict, total=False):
     score: int | None
     evidence: EvidenceBinding | None
     error: str | None
-    history: list[dict[str, Any]]
+    history: list[HistoryEntry]
     pid: int | None
     runner_pid: int | None
     started_at: str | None
@@ -78,15 +122,15 @@ class InstanceRecord(TypedDict, total=False):
     events: str | None
     removed: bool
     origin: str | None
-    start: dict[str, Any] | None
+    start: StartPoint | None
     feedback: Any
-    worker: Any
+    worker: Any  # the worker that ran it (``collect``)
     protected_changes: list[dict[str, Any]]
-    claim: dict[str, Any] | None
+    claim: ClaimHolder | None
     tampered: list[str] | None  # what the attempt changed that no attempt may (restored)
     agent: str | None
     agent_command: list[str] | None
-    comments: list[dict[str, Any]]
+    comments: list[Comment]
 
 
 class PickBinding(TypedDict, total=False):
@@ -96,20 +140,55 @@ class PickBinding(TypedDict, total=False):
     commit: str
 
 
+class PickWinner(TypedDict, total=False):
+    id: str
+    attempt: int
+    commit: str
+    tree: str
+    evidence_sha256: str | None
+    agent: str
+
+
 class PickRecord(TypedDict, total=False):
     schema_version: int
     run_id: str
     task: str
     track: str
-    winner: dict[str, Any]
+    winner: PickWinner
+    verdict: str | None
     score: int | None
+    proof_issued_at: str | None
     selection_method: str
+    decision: dict[str, Any]
+    arbiter: str
     merge_policy: str
+    losers: list[dict[str, Any]]
     created_at: str
-    picked_by: str
+    picked_by: str  # a person's pick (``selection_method``: human)
     reason: str | None
     forced: bool
+    waived: list[str]
     protected_changes: list[dict[str, Any]]
+    ranking: list[dict[str, Any]]  # how the rule saw the candidates (``judge/selection``)
+    tree_groups: list[dict[str, Any]]
+    clusters: list[dict[str, Any]]
+    tournament: dict[str, Any]
+
+
+class PushedInfo(TypedDict):
+    """What ``merge --push`` put on the remote (``merge["pushed"]``)."""
+    remote: str
+    landed: str
+    pushed_at: str
+    attempts: int
+
+
+class RelandedEntry(TypedDict):
+    """An earlier landing that ``merge --push`` replaced."""
+    landed: str
+    onto: str
+    remote_tip: str
+    at: str
 
 
 class MergeRecord(TypedDict, total=False):
@@ -130,7 +209,24 @@ class MergeRecord(TypedDict, total=False):
     merged_at: str
     recovered: dict[str, Any]
     outside: bool
-    relanded: list[dict[str, Any]]
+    relanded: list[RelandedEntry]
+    pushed: PushedInfo
+
+
+class RemoteInfo(TypedDict):
+    """Where ``publish`` pushed the run (``record["remote"]``)."""
+    name: str
+    agent: list[str] | None
+    timeout: float | None
+    published_at: str
+
+
+class PrInfo(TypedDict):
+    """The pull requests ``merge --pr`` asked for (``record["pr"]``)."""
+    remote: str
+    base: str
+    requested_at: str
+    proposals: list[dict[str, Any]]
 
 
 class RunRecord(TypedDict, total=False):
@@ -151,7 +247,9 @@ class RunRecord(TypedDict, total=False):
     picks: dict[str, PickBinding]
     retired_picks: list[dict[str, Any]]
     merge: MergeRecord | None
-    worker: dict[str, Any]
+    worker: dict[str, Any]  # a worker's own record: {"remote": the remote it serves}
+    remote: RemoteInfo
+    pr: PrInfo
 
 
 # -- building ------------------------------------------------------------------------
@@ -251,8 +349,8 @@ def start(record: RunRecord, inst: InstanceRecord, pid: int, runner_pid: int, no
           log: str, events: str) -> None:
     """``run`` started the attempt's command as process ``pid``."""
     check_transition(record, inst, "running")
-    inst.update(status="running", pid=pid, runner_pid=runner_pid, started_at=now, finished_at=None,
-                exit_code=None, error=None, log=log, events=events)
+    inst.update({"status": "running", "pid": pid, "runner_pid": runner_pid, "started_at": now,
+                 "finished_at": None, "exit_code": None, "error": None, "log": log, "events": events})
     inst.pop("tampered", None)
 
 
@@ -293,10 +391,10 @@ def reset_for_retry(inst: InstanceRecord, start_commit: str, how: str, tip: str 
         "origin": inst.get("origin"), "feedback": inst.get("feedback"),
         **({"agent": inst["agent"]} if inst.get("agent") else {}),
     })
-    inst.update(attempt=inst["attempt"] + 1, status="pending", head=start_commit, verdict=None, score=None,
-                evidence=None, error=None, pid=None, started_at=None, finished_at=None, exit_code=None,
-                log=None, events=None, removed=False, origin=None, feedback=feedback,
-                start={"commit": start_commit, "from": how})
+    inst.update({"attempt": inst["attempt"] + 1, "status": "pending", "head": start_commit, "verdict": None,
+                 "score": None, "evidence": None, "error": None, "pid": None, "started_at": None,
+                 "finished_at": None, "exit_code": None, "log": None, "events": None, "removed": False,
+                 "origin": None, "feedback": feedback, "start": {"commit": start_commit, "from": how}})
     inst.pop("protected_changes", None)
 
 
@@ -307,15 +405,15 @@ def assign_agent(inst: InstanceRecord, name: str | None, command: list[str] | No
         inst.pop("agent", None)
         inst.pop("agent_command", None)
     else:
-        inst.update(agent=name, agent_command=list(command or []))
+        inst.update({"agent": name, "agent_command": list(command or [])})
 
 
-def new_comment(attempt: int, text: str, file: str | None, line: int | None, by: str, at: str) -> dict[str, Any]:
+def new_comment(attempt: int, text: str, file: str | None, line: int | None, by: str, at: str) -> Comment:
     """A person's review comment on one attempt (``git parallel comment``)."""
     return {"attempt": attempt, "text": text, "file": file, "line": line, "by": by, "at": at}
 
 
-def add_comment(inst: InstanceRecord, comment: dict[str, Any]) -> None:
+def add_comment(inst: InstanceRecord, comment: Comment) -> None:
     """Keep a review comment on the instance; ``retry`` gives those on the
     attempt it replaces to the next agent (``state/feedback``)."""
     inst["comments"] = list(inst.get("comments") or []) + [comment]
@@ -327,14 +425,35 @@ def mark_removed(inst: InstanceRecord) -> None:
 
 
 # -- a worker's own record of an instance (``git parallel worker``) ---------------------
-def new_claim_holder(worker: str, host: str, pid: int, generation: int, since: str) -> dict[str, Any]:
+def new_claim_holder(worker: str, host: str, pid: int, generation: int, since: str) -> ClaimHolder:
     """Who holds an instance's claim, as the worker's own record keeps it:
     the worker's name and process, the claim's generation, when it was taken."""
     return {"worker": worker, "host": host, "pid": pid, "generation": generation, "since": since}
 
 
-def hold_claim(inst: InstanceRecord, holder: dict[str, Any]) -> None:
+def hold_claim(inst: InstanceRecord, holder: ClaimHolder) -> None:
     inst["claim"] = holder
+
+
+def worker_instance(task: str, inst: InstanceRecord, root: Path, start_commit: str,
+                    holder: ClaimHolder) -> InstanceRecord:
+    """The worker's own instance for the coordinator's ``inst``: its attempt
+    and start, pending at ``start_commit`` under ``root``, claimed by ``holder``."""
+    local = new_instance(task, inst["track"], inst["id"], root, start_commit)
+    local.update({"attempt": inst["attempt"], "start": inst.get("start")})
+    hold_claim(local, holder)
+    return local
+
+
+def put_instance(record: RunRecord, inst: InstanceRecord) -> None:
+    """Put ``inst`` in the record (last), in place of the one with its id."""
+    drop_instance(record, inst["id"])
+    record["instances"] = record["instances"] + [inst]
+
+
+def drop_instance(record: RunRecord, inst_id: str) -> None:
+    """Take the instance ``inst_id`` out of the record (a worker that could not make its worktree)."""
+    record["instances"] = [i for i in record["instances"] if i["id"] != inst_id]
 
 
 def worker_gone(record: RunRecord, inst: InstanceRecord, why: str, now: str) -> None:
@@ -378,15 +497,42 @@ def reland(merge: MergeRecord, landed: str, steps: list[dict[str, Any]], resolve
     the earlier landing is kept under ``relanded``."""
     merge["relanded"] = list(merge.get("relanded") or []) + [
         {"landed": previous_landed, "onto": previous_onto, "remote_tip": onto, "at": at}]
-    merge.update(landed=landed, onto=onto, steps=steps, method=landing_method(steps),
-                 resolved_files=resolved_files, verified=verified, worktree_error=worktree_error)
+    merge.update({"landed": landed, "onto": onto, "steps": steps, "method": landing_method(steps),
+                  "resolved_files": resolved_files, "verified": verified, "worktree_error": worktree_error})
+
+
+def mark_pushed(merge: MergeRecord, pushed: PushedInfo) -> None:
+    """``merge --push``: the remote's base now has the landing."""
+    merge["pushed"] = pushed
+
+
+def new_pushed(remote: str, landed: str, pushed_at: str, attempts: int) -> PushedInfo:
+    return {"remote": remote, "landed": landed, "pushed_at": pushed_at, "attempts": attempts}
+
+
+def new_remote(name: str, agent: list[str] | None, timeout: float | None, published_at: str) -> RemoteInfo:
+    return {"name": name, "agent": agent, "timeout": timeout, "published_at": published_at}
+
+
+def mark_published(record: RunRecord, remote: RemoteInfo) -> None:
+    """``publish`` pushed the run to ``remote["name"]``; workers there take it."""
+    record["remote"] = remote
+
+
+def new_pr(remote: str, base: str, requested_at: str, proposals: list[dict[str, Any]]) -> PrInfo:
+    return {"remote": remote, "base": base, "requested_at": requested_at, "proposals": proposals}
+
+
+def mark_proposed(record: RunRecord, pr: PrInfo) -> None:
+    """``merge --pr`` pushed the winners and asked for pull requests."""
+    record["pr"] = pr
 
 
 def mark_aborted(record: RunRecord) -> None:
     record["status"] = "aborted"
 
 
-def refuse_finished(record: dict[str, Any], verb: str) -> None:
+def refuse_finished(record: RunRecord, verb: str) -> None:
     if record["status"] in FINISHED_RUN:
         raise ParallelError(
             E.BRANCH_TERMINAL,

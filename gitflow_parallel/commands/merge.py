@@ -540,12 +540,8 @@ def merge_pr(project: Project, task: str, remote: str = "origin") -> dict[str, A
         if found:
             entry.update(run_tool([found, *argv[1:]], repo))
         proposals.append(entry)
-    info = {"remote": remote, "base": base, "requested_at": utcnow(), "proposals": proposals}
-
-    def apply(rec: dict[str, Any]) -> None:
-        rec["pr"] = info
-
-    project.store.update(task, apply)
+    info = model.new_pr(remote, base, utcnow(), proposals)
+    project.store.update(task, lambda rec: model.mark_proposed(rec, info))
     result = {"task": task, "run_id": record["run_id"], "remote": remote, "base": base, "push": pushed,
               "tool": tool, "proposals": proposals}
     failed = [p for p in proposals if p["error"]]

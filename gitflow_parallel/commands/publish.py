@@ -7,6 +7,7 @@ from typing import Any
 
 
 from gitflow_parallel import errors as E
+from gitflow_parallel import model
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.names import check_name
@@ -33,8 +34,8 @@ def publish(project: Project, task: str, remote: str, agent: list[str] | None = 
     if before.get("name") not in (None, remote):
         raise ParallelError(E.REMOTE_FAILED, f"run {record['run_id']} is published to {before['name']!r}, "
                             f"not {remote!r}", hint=f"publish it with --remote {before['name']}")
-    info = {"name": remote, "agent": agent if agent is not None else before.get("agent"),
-            "timeout": timeout if agent is not None else before.get("timeout"), "published_at": utcnow()}
+    info = model.new_remote(remote, agent if agent is not None else before.get("agent"),
+                            timeout if agent is not None else before.get("timeout"), utcnow())
     # The manifest is built from the record as it will be stored, and the
     # record changes only once the remote took the push.
     manifest = manifest_commit(project, {**record, "remote": info})
@@ -57,10 +58,7 @@ def publish(project: Project, task: str, remote: str, agent: list[str] | None = 
                             f"{remote}` tries again")
     repo.cas_ref(name, manifest, repo.ref_target(name), f"git-parallel: publish {task}")
 
-    def apply(rec: dict[str, Any]) -> None:
-        rec["remote"] = info
-
-    record, _ = project.store.update(task, apply)
+    record, _ = project.store.update(task, lambda rec: model.mark_published(rec, info))
     return {"task": task, "run_id": record["run_id"], "remote": remote, "manifest": manifest, "ref": name,
             "agent": info["agent"], "timeout": info["timeout"], "branches": [u.dst for u in updates[1:]],
             "kept_remote": kept, "instances": [i["id"] for i in record["instances"]]}

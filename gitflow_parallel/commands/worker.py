@@ -281,14 +281,6 @@ def _clear_leftover(project: Project, task: str, inst_id: str) -> None:
             hint="run the worker in a clone of its own, or remove the branch (its work stays on the remote)")
 
 
-def _local_instance(record: dict[str, Any], inst: dict[str, Any], root: Path, start: str,
-                    holder: dict[str, Any]) -> dict[str, Any]:
-    local = model.new_instance(record["task"], inst["track"], inst["id"], root, start)
-    local.update(attempt=inst["attempt"], start=inst.get("start"))
-    model.hold_claim(local, holder)
-    return local
-
-
 def prepare(project: Project, record: dict[str, Any], inst: dict[str, Any], remote: str,
             holder: dict[str, Any]) -> Project:
     """The worker's own record of the run with this instance in it, and its
@@ -305,7 +297,7 @@ def prepare(project: Project, record: dict[str, Any], inst: dict[str, Any], remo
     _clear_leftover(project, task, inst["id"])
     wp = worker_project(project, run_id)
     root = worktrees.resolve_root(repo, record["config"]["worktree_root"])
-    local = _local_instance(record, inst, root, start, holder)
+    local = model.worker_instance(task, inst, root, start, holder)
     store = wp.store
     with store.lock():
         if not store.exists(task):
@@ -313,14 +305,11 @@ def prepare(project: Project, record: dict[str, Any], inst: dict[str, Any], remo
                 task, record["base"], record["tracks"], record["config"], record["config_sha256"],
                 record.get("config_source"), root, [local], utcnow(), run_id=run_id, worker={"remote": remote}))
         else:
-            def apply(rec: dict[str, Any]) -> None:
-                rec["instances"] = [i for i in rec["instances"] if i["id"] != inst["id"]] + [local]
-
-            store.update(task, apply)
+            store.update(task, lambda rec: model.put_instance(rec, local))
         try:
             worktrees.create(repo, task, start, [local])
         except BaseException:
-            store.update(task, lambda rec: rec.update(instances=[i for i in rec["instances"] if i["id"] != inst["id"]]))
+            store.update(task, lambda rec: model.drop_instance(rec, inst["id"]))
             raise
     return wp
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from gitflow_parallel import errors as E
+from gitflow_parallel import model
 from gitflow_parallel.git import share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
@@ -110,12 +111,8 @@ def pushed_result(project: Project, record: dict[str, Any], remote: str, updates
     base_ref, landed = record["base"]["ref"], record["merge"]["landed"]
     moved_base = any(u.dst == base_ref for u in updates)
     if moved_base or not (record["merge"].get("pushed") or {}).get("landed") == landed:
-        info = {"remote": remote, "landed": landed, "pushed_at": utcnow(), "attempts": attempts}
-
-        def apply(rec: dict[str, Any]) -> None:
-            rec["merge"]["pushed"] = info
-
-        project.store.update(record["task"], apply)
+        info = model.new_pushed(remote, landed, utcnow(), attempts)
+        project.store.update(record["task"], lambda rec: model.mark_pushed(rec["merge"], info))
     return {"remote": remote, "base_ref": base_ref, "landed": landed, "moved_base": moved_base,
             "refs": [u.dst for u in updates], "kept_remote": kept, "attempts": attempts, "relanded": relanded,
             "up_to_date": not updates}

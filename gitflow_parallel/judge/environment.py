@@ -55,7 +55,7 @@ import shutil
 import stat
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pygit2
 
@@ -73,7 +73,7 @@ def cache_key(repo: pygit2.Repository, tree: str, setup: dict[str, Any]) -> str:
     """The command, what it keeps and provides, and the content of the
     ``cache_key`` files of ``tree`` (from git objects: the attempt's own)."""
     index = pygit2.Index()
-    index.read_tree(repo.get(tree).peel(pygit2.Tree))
+    index.read_tree(cast(pygit2.Object, repo.get(tree)).peel(pygit2.Tree))
     files = {e.path: str(e.id) for e in index if scratch.matches(e.path, setup["cache_key"], folders=False)}
     data = {"run": setup["run"], "keep": setup["keep"], "path": setup["path"], "files": dict(sorted(files.items()))}
     return sha256_bytes(canonical_json(data).encode())
@@ -184,15 +184,17 @@ print(json.dumps(out))
 
 def provided_packages(repo: pygit2.Repository, tree: str) -> list[str]:
     """Top-level import names the judged tree provides (from git objects)."""
-    root = repo.get(tree).peel(pygit2.Tree)
-    names = set()
+    root = cast(pygit2.Object, repo.get(tree)).peel(pygit2.Tree)
+    names: set[str] = set()
     for folder in (root, _subtree(repo, root, "src")):
         if folder is None:
             continue
         for entry in folder:
             name = entry.name
+            if name is None:  # a tree entry always has one
+                continue
             if entry.type_str == "tree" and name.isidentifier() and name not in _NOT_PRODUCT:
-                sub = repo.get(entry.id)
+                sub = cast(pygit2.Tree, repo.get(entry.id))
                 if any(e.name == "__init__.py" for e in sub):
                     names.add(name)
             elif folder is not root and name.endswith(".py") and name[:-3].isidentifier():
@@ -205,7 +207,7 @@ def _subtree(repo: pygit2.Repository, tree: pygit2.Tree, name: str) -> pygit2.Tr
         entry = tree[name]
     except KeyError:
         return None
-    return repo.get(entry.id) if entry.type_str == "tree" else None
+    return cast(pygit2.Tree, repo.get(entry.id)) if entry.type_str == "tree" else None
 
 
 def interpreter(argv: list[str], cwd: Path, env: dict[str, str]) -> str | None:

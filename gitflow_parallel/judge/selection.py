@@ -64,7 +64,7 @@ it under ``retired_picks``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 
 from gitflow_parallel import evidence
@@ -72,6 +72,7 @@ from gitflow_parallel.judge import tournament
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
+from gitflow_parallel.model import PickRecord, RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, id_key
 
@@ -94,7 +95,7 @@ def _probe_signature(pack: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def track_candidates(project: Project, record: dict[str, Any], track: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(candidates, losers) of one track: who has complete, fresh, passing evidence."""
     candidates: list[dict[str, Any]] = []
     losers: list[dict[str, Any]] = []
@@ -125,8 +126,10 @@ def track_candidates(project: Project, record: dict[str, Any], track: str) -> tu
                            "reason": "changed protected path(s) " + _shown(blocking) + "; only a person's "
                                      "`pick --instance` can choose it"})
             continue
+        bound = inst["evidence"]
+        assert bound is not None  # fresh evidence is bound
         candidates.append({"id": inst["id"], "attempt": inst["attempt"], "commit": pack["commit"], "tree": pack["tree"],
-                           "evidence_sha256": inst["evidence"]["sha256"], "evidence_path": inst["evidence"]["path"],
+                           "evidence_sha256": bound["sha256"], "evidence_path": bound["path"],
                            "score": pack.get("score"), "score_source": pack.get("score_source"),
                            "score_error": pack.get("score_error"), "proof_issued_at": pack["proof_issued_at"],
                            # From the objects, never the worktree: the agent owns its worktree.
@@ -256,8 +259,8 @@ def _tie_winner(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return a if _critic_key(a) < _critic_key(b) else b
 
 
-def _bracket(project: Project, record: dict[str, Any], track: str,
-             entrants: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+def _bracket(project: Project, record: RunRecord, track: str,
+             entrants: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any] | None, list[dict[str, Any]]]:
     """A single-elimination bracket in id order (an odd one out gets a bye);
     returns (winner, its last match or None, every match)."""
     alive = sorted(entrants, key=lambda c: id_key(c["id"]))
@@ -286,7 +289,7 @@ def _bracket(project: Project, record: dict[str, Any], track: str,
     return alive[0], final, matches
 
 
-def rank(project: Project, record: dict[str, Any], track: str, method: str,
+def rank(project: Project, record: RunRecord, track: str, method: str,
           candidates: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]:
     """(winner, decision, loser reasons by id, extra pick-record fields) under ``method``."""
     ranked = sorted(candidates, key=_critic_key)
@@ -308,7 +311,7 @@ def rank(project: Project, record: dict[str, Any], track: str, method: str,
     return _rank_tournament(project, record, track, groups, ranked, extra)
 
 
-def _rank_tournament(project: Project, record: dict[str, Any], track: str, groups: list[list[dict[str, Any]]],
+def _rank_tournament(project: Project, record: RunRecord, track: str, groups: list[list[dict[str, Any]]],
                      ranked: list[dict[str, Any]], extra: dict[str, Any]
                      ) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]:
     # Clusters tied for the largest size all enter: the cluster stage could
@@ -359,7 +362,7 @@ def refuse_below_threshold(cfg: dict[str, Any], winner: dict[str, Any], track: s
         )
 
 
-def decide(project: Project, record: dict[str, Any], track: str) -> tuple[dict[str, Any], list[tuple[str, int, str, str]]]:
+def decide(project: Project, record: RunRecord, track: str) -> tuple[PickRecord, list[tuple[str, int, str, str]]]:
     """The pick record of one track (not written) and the basis it was made from."""
     cfg = record["config"]
     method = cfg["selection"]
@@ -382,17 +385,18 @@ def decide(project: Project, record: dict[str, Any], track: str) -> tuple[dict[s
     refuse_below_threshold(cfg, winner, track)
     losers += [{"id": i, "code": E.SELECTION_NO_PASS, "reason": r} for i, r in reasons.items()]
     losers.sort(key=lambda l: id_key(l["id"]))
-    pick = {
+    # ``extra``: what the rule adds (ranking, tree_groups, clusters, tournament).
+    pick = cast(PickRecord, {
         "schema_version": SCHEMA_VERSION, "run_id": record["run_id"], "task": record["task"], "track": track,
         "winner": {**{k: winner[k] for k in ("id", "attempt", "commit", "tree", "evidence_sha256")},
                    **({"agent": winner["agent"]} if winner.get("agent") else {})},
         "verdict": "pass", "score": winner["score"], "proof_issued_at": winner["proof_issued_at"],
         "selection_method": method, "decision": decision, **extra, "arbiter": ARBITER,
         "merge_policy": cfg["merge"]["policy"], "losers": losers, "created_at": utcnow(),
-    }
+    })
     return pick, candidate_basis(candidates)
 
 
-def choose(project: Project, record: dict[str, Any], track: str) -> dict[str, Any]:
+def choose(project: Project, record: RunRecord, track: str) -> PickRecord:
     """Compute (without writing) the pick record of one track by its rule."""
     return decide(project, record, track)[0]

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from gitflow_parallel.files import sha256_file
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel.judge.gates import execute, gate_env
 from gitflow_parallel.state.project import Project
 
@@ -60,7 +61,7 @@ def answer_of(stdout: bytes) -> str | None:
     return lines[-1] if lines and lines[-1] in ANSWERS else None
 
 
-def match(project: Project, record: dict[str, Any], track: str, round_no: int,
+def match(project: Project, record: RunRecord, track: str, round_no: int,
           a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Run the judge on ``a`` against ``b``.  Returns what it did:
     {answer ("A", "B" or None), exit_code, error, duration_s, log,

@@ -11,7 +11,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, cast
 
 import pygit2
 
@@ -20,7 +20,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes, utcnow
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.model import HUMAN, find_instance
+from gitflow_parallel.model import HUMAN, InstanceRecord, PickBinding, PickRecord, RunRecord, find_instance
 
 
 
@@ -42,12 +42,12 @@ def _schema_invalid(path: Path, problem: str) -> ParallelError:
     )
 
 
-def is_forced(pick: dict[str, Any]) -> bool:
+def is_forced(pick: Mapping[str, Any]) -> bool:
     """A person's pick made with --force: its evidence was not required."""
     return pick.get("selection_method") == HUMAN and pick.get("forced") is True
 
 
-def validate_pick(pick: Any, path: Path, record: dict[str, Any], track: str) -> dict[str, Any]:
+def validate_pick(pick: Any, path: Path, record: RunRecord, track: str) -> PickRecord:
     if not isinstance(pick, dict):
         raise _schema_invalid(path, "not a JSON object")
     forced = is_forced(pick)
@@ -83,10 +83,10 @@ def validate_pick(pick: Any, path: Path, record: dict[str, Any], track: str) -> 
     if decision is not None and (not isinstance(decision, dict) or decision.get("rule") != pick["selection_method"]
                                  or (decision.get("winner") or {}).get("id") != winner["id"]):
         raise _schema_invalid(path, "its decision does not name its rule and winner")
-    return pick
+    return cast(PickRecord, pick)
 
 
-def load_pick(project: Project, record: dict[str, Any], track: str) -> dict[str, Any] | None:
+def load_pick(project: Project, record: RunRecord, track: str) -> PickRecord | None:
     """The validated pick record of ``track``, or None if it was not picked."""
     path = pick_path(project.repo.parallel_dir, record["run_id"], track)
     try:
@@ -104,7 +104,7 @@ def load_pick(project: Project, record: dict[str, Any], track: str) -> dict[str,
     return pick
 
 
-def winner_check(project: Project, record: dict[str, Any], inst: dict[str, Any], commit: str) -> tuple[bool, str | None, str]:
+def winner_check(project: Project, record: RunRecord, inst: InstanceRecord, commit: str) -> tuple[bool, str | None, str]:
     """May ``commit`` of ``inst`` land?  Only as its track's picked winner,
     with fresh, passing evidence for exactly that commit."""
     try:
@@ -140,11 +140,11 @@ def id_key(inst_id: str) -> tuple[tuple[int, int, str], ...]:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", inst_id) if p)
 
 
-def pick_bytes(pick: dict[str, Any]) -> bytes:
+def pick_bytes(pick: PickRecord) -> bytes:
     return (json.dumps(pick, sort_keys=True, indent=2) + "\n").encode("utf-8")
 
 
-def winner_instances(project: Project, record: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def winner_instances(project: Project, record: RunRecord) -> list[tuple[PickRecord, InstanceRecord]]:
     """(pick, instance) for every track in track order; JOIN_INCOMPLETE if any is missing."""
     out, missing = [], []
     for t in record["tracks"]:
@@ -194,7 +194,7 @@ def retire_file(path: Path, folder: Path, track: str) -> Path:
     return target
 
 
-def find_retired(folder: Path, track: str, binding: dict[str, Any]) -> Path:
+def find_retired(folder: Path, track: str, binding: PickBinding) -> Path:
     for candidate in sorted(folder.glob(f"{track}.*.json")):
         if sha256_bytes(candidate.read_bytes()) == binding.get("sha256"):
             return candidate
@@ -203,7 +203,7 @@ def find_retired(folder: Path, track: str, binding: dict[str, Any]) -> Path:
         hint="restore it from a backup; `git parallel validate` shows what else is off")
 
 
-def retire_picks(project: Project, record: dict[str, Any], tracks: list[str]) -> list[dict[str, Any]]:
+def retire_picks(project: Project, record: RunRecord, tracks: list[str]) -> list[dict[str, Any]]:
     """Move the pick files of ``tracks`` to ``retired/`` (under the project
     lock); returns the entries ``model.retire_picks`` records.  Refused while
     a merge of the run is interrupted: its pick may have landed."""
@@ -227,7 +227,7 @@ def retire_picks(project: Project, record: dict[str, Any], tracks: list[str]) ->
     return retired
 
 
-def picks_of_track(project: Project, record: dict[str, Any], track: str) -> list[dict[str, Any]]:
+def picks_of_track(project: Project, record: RunRecord, track: str) -> list[PickRecord]:
     """Every pick the track has had, oldest first: the retired ones, then the
     current one.  Unreadable files are skipped (this feeds feedback only)."""
     out = []
@@ -245,7 +245,7 @@ def picks_of_track(project: Project, record: dict[str, Any], track: str) -> list
     return out + ([current] if current else [])
 
 
-def refuse_closed(record: dict[str, Any], verb: str) -> None:
+def refuse_closed(record: RunRecord, verb: str) -> None:
     if record["status"] in ("merged", "aborted"):
         landed = (record.get("merge") or {}).get("landed")
         raise ParallelError(

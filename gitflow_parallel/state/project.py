@@ -8,6 +8,7 @@ from typing import Any, Iterable
 
 from gitflow_parallel.git import notes
 from gitflow_parallel.git.repo import Repo
+from gitflow_parallel.model import InstanceRecord
 from gitflow_parallel.state.store import Store
 
 
@@ -21,7 +22,7 @@ class Project:
         repo = Repo.open(cwd)
         return cls(repo, Store(repo.parallel_dir))
 
-    def tip(self, inst: dict[str, Any]) -> str | None:
+    def tip(self, inst: InstanceRecord) -> str | None:
         return self.repo.ref_target(f"refs/heads/{inst['branch']}")
 
     def add_notes(self, record: dict[str, Any], entries: Iterable[tuple[str, str]], what: str) -> str | None:

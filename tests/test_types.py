@@ -1,0 +1,72 @@
+"""The run record's TypedDicts hold: mypy --strict passes on the modules
+pyproject.toml lists, and a field write model.py does not declare, or of
+the wrong type, is an error mypy reports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def mypy(cache: Path, *files: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m mypy`` with the project's configuration (its file list
+    unless ``files``), from the checkout's root, with a cache of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(cache),
+         *map(str, files)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_the_typed_modules_pass_mypy_strict(tmp_path: Path) -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert config["strict"] is True
+    assert "gitflow_parallel/model.py" in config["files"]
+    result = mypy(tmp_path / "cache")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"no issues found in {len(config['files'])} source files" in result.stdout
+
+
+# Fields written outside the first TypedDicts (publish, merge --pr, merge --push) are declared now.
+GOOD = '''
+from gitflow_parallel.model import InstanceRecord, RunRecord
+
+
+def change(inst: InstanceRecord) -> None:
+    inst["attempt"] = 2
+    inst["tampered"] = ["tests/test_a.py"]
+
+
+def publish(rec: RunRecord) -> None:
+    rec["remote"] = {"name": "origin", "agent": None, "timeout": None, "published_at": "2026-01-01T00:00:00Z"}
+    rec["pr"] = {"remote": "origin", "base": "main", "requested_at": "2026-01-01T00:00:00Z", "proposals": []}
+    if rec["merge"] is not None:
+        rec["merge"]["pushed"] = {"remote": "origin", "landed": "0" * 40, "pushed_at": "2026-01-01T00:00:00Z",
+                                  "attempts": 1}
+'''
+
+WRONG = '''
+from gitflow_parallel.model import InstanceRecord
+
+
+def change(inst: InstanceRecord) -> None:
+    inst["attempt"] = "2"
+    inst["winner"] = "a-1"
+'''
+
+
+def test_a_wrong_field_write_fails_mypy(tmp_path: Path) -> None:
+    module = tmp_path / "writes.py"
+    module.write_text(GOOD)
+    good = mypy(tmp_path / "cache", module)
+    assert good.returncode == 0, good.stdout + good.stderr
+    module.write_text(WRONG)
+    wrong = mypy(tmp_path / "cache", module)
+    print(wrong.stdout)  # shown with -s / on failure: what mypy says
+    assert wrong.returncode == 1, wrong.stdout + wrong.stderr
+    assert 'writes.py:6: error: Value of "attempt" has incompatible type "str"; expected "int"' in wrong.stdout
+    assert 'writes.py:7: error: TypedDict "InstanceRecord" has no key "winner"' in wrong.stdout
+    assert "Found 2 errors in 1 file" in wrong.stdout
