@@ -74,6 +74,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
+from gitflow_parallel import config
 from gitflow_parallel import errors as E
 from gitflow_parallel import faults, model, notify
 from gitflow_parallel.errors import ParallelError
@@ -514,6 +515,9 @@ def _select_and_claim(project: Project, task: str, instances: list[str] | None
                 f"run {record['run_id']} of {task!r} is {record['status']}; nothing to run",
                 hint=f"spawn a new run with `git parallel spawn {task}`",
             )
+        # What runs on the host (the agents' split, notify) comes from the
+        # base commit, never from a record an earlier agent could have edited.
+        config.verify_frozen(project.repo, record)
         if (record.get("remote") or {}).get("agent"):
             # Its instances are the workers' to run; running them here too
             # would race their deliveries.
