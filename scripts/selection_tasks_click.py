@@ -15,8 +15,9 @@ or modifies test files under ``tests/``.  For each, in a seeded order:
   of every file under ``tests/`` it changed), run on their own;
 * the **attempts** are the commit's source change (correct) and plausible
   wrong variants of it: a hunk dropped, one file reverted, a comparison or
-  boolean flipped, an integer off by one.  A variant may turn out right
-  (the hidden tests decide, not this script).
+  boolean flipped, an integer off by one; never one whose code (without
+  comments, docstrings, layout) is the change's own.  A variant may still
+  turn out right (the hidden tests decide, not this script).
 
 A commit becomes a task only if, checked here with pytest, its source
 change passes the visible gate and the hidden tests and the parent fails
@@ -34,6 +35,7 @@ it is the judged checkout's ``setup:`` in the benchmark.
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import io
 import json
@@ -206,6 +208,17 @@ def _hunk_drops(old: str, new: str) -> list[str]:
     return out
 
 
+def _code_of(text: str) -> str:
+    """The code of a module without its docstrings, comments and layout."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return ast.dump(tree)
+
+
 def mutants(files: dict[str, tuple[str, str]], r: random.Random) -> list[dict[str, Any]]:
     """Every wrong variant of a source change, as {kind, files} (files: the
     attempt's text of each changed source file)."""
@@ -213,10 +226,9 @@ def mutants(files: dict[str, tuple[str, str]], r: random.Random) -> list[dict[st
     found: list[dict[str, Any]] = []
 
     def add(kind: str, path: str, text: str) -> None:
-        if text in (files[path][1],):
-            return
         try:
-            compile(text, path, "exec")
+            if _code_of(text) == _code_of(files[path][1]):
+                return  # the same code: a comment, docstring or layout hunk
         except SyntaxError:
             return
         found.append({"kind": kind, "files": {**correct, path: text}})
