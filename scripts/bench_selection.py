@@ -462,9 +462,10 @@ def figures(results: list[dict[str, Any]]) -> dict[str, Any]:
         right = sum(1 for r in picked if r["correct"][r["winners"][rule]])
         out["rules"][rule] = {"best": Fraction(right, n), "false_accept": Fraction(len(picked) - right, len(picked))
                               if picked else Fraction(0)}
-    right = sum((Fraction(sum(r["correct"][c] for c in r["candidates"]), len(r["candidates"])) for r in picked),
-                Fraction(0))
-    out["rules"]["random"] = {"best": right / n, "false_accept": 1 - right / len(picked) if picked else Fraction(0)}
+    expected = sum((Fraction(sum(r["correct"][c] for c in r["candidates"]), len(r["candidates"])) for r in picked),
+                   Fraction(0))
+    out["rules"]["random"] = {"best": expected / n,
+                              "false_accept": 1 - expected / len(picked) if picked else Fraction(0)}
     for fig in out["rules"].values():
         fig["eta"] = fig["best"] / oracle if oracle else None
         fig["regret"] = (oracle - fig["best"]) * 100

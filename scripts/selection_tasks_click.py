@@ -83,8 +83,9 @@ def _version(checkout: Path) -> str:
 
 # -- commits -----------------------------------------------------------------------------------
 def _blob(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> str | None:
+    import pygit2
     try:
-        return repo[tree[path].id].data.decode()
+        return repo[tree[path].id].peel(pygit2.Blob).data.decode()
     except (KeyError, UnicodeDecodeError):
         return None
 
@@ -100,9 +101,11 @@ def eligible(repo: pygit2.Repository, rev: str, scan: int) -> list[dict[str, Any
         if len(commit.parents) != 1:
             continue
         parent = commit.parents[0]
-        diff = repo.diff(parent.tree, commit.tree)
+        diff = parent.tree.diff_to_tree(commit.tree)
         src, tests, changed, ok = [], [], 0, True
         for patch in diff:
+            if patch is None:
+                continue
             d = patch.delta
             path = d.new_file.path
             if path.startswith("src/click/") and path.endswith(".py"):
@@ -199,7 +202,7 @@ def _hunk_drops(old: str, new: str) -> list[str]:
     a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
     ops = difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
     changes = [k for k, op in enumerate(ops) if op[0] != "equal"]
-    out = []
+    out: list[str] = []
     if len(changes) < 2:
         return out
     for drop in changes:
