@@ -20,19 +20,27 @@ that fails the visible gate outright.  Then, with real ``git parallel``
 subprocesses: ``spawn -n 5``, ``run`` (the agent writes its candidate),
 ``check`` (real gates, real evidence packs) and ``pick`` under
 ``selection: tournament`` with a deterministic script judge (it prefers the
-attempt whose gates exited 0 more often, then the smaller diff, and says
+attempt whose enforced gates exited 0 more often, then the smaller diff, and says
 ``tie`` otherwise, which the pick breaks by its next rule).  The same
 run's evidence is also judged in-process by the real selection code under
-``critic_first_pass`` (no score source, so: fewest changed lines, then id)
-and ``cluster``.  Each winner's commit is read from the object database and
-run against the hidden tests; so is every candidate, for the baselines.
+``critic_first_pass`` (no score source, so: fewest changed lines, then id),
+``majority_vote`` and ``cluster``.  Which attempts are right is what an
+``observe`` gate with ``hidden:`` (the hidden tests, laid over the judged
+checkout for that gate only, never deciding a pick) recorded in each pack.
 
-Prints ``selection_accuracy: first_pass=…, cluster=…, tournament=…`` and, as
-figures for scripts/bench.py, ``first_pass_accuracy``, ``cluster_accuracy``,
-``tournament_accuracy`` and ``cluster_gain`` (cluster minus first_pass),
-plus what bounds them: ``oracle`` (a correct candidate existed) and
-``random_pick`` (the share of correct candidates among those passing the
-visible gate).
+``--click PATH`` adds tasks from click's history (``selection_tasks_click.py``:
+the commit's test changes hidden, its source change and wrong variants of it
+as attempts, the parent's tests of the module as the gate), each checkout's
+``setup:`` a ``.venv`` kept between checks.
+
+Prints, per set and rule, best@N, eta (best@N / oracle pass@N), regret in
+points and the false-accept rate (picked, passes the gates, fails the hidden
+tests), over all tasks and over those where 2+ attempts pass the gates,
+with a uniform random choice among passing attempts (exact expectation) for
+scale (see docs/selection.md); and, as figures for scripts/bench.py,
+``first_pass_accuracy``, ``cluster_accuracy``, ``tournament_accuracy`` and
+``cluster_gain`` (cluster minus first_pass) of the generated set,
+``oracle``, ``random_pick``, ``eta_*`` and ``false_accept_*``.
 """
 
 from __future__ import annotations
