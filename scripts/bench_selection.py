@@ -20,19 +20,27 @@ that fails the visible gate outright.  Then, with real ``git parallel``
 subprocesses: ``spawn -n 5``, ``run`` (the agent writes its candidate),
 ``check`` (real gates, real evidence packs) and ``pick`` under
 ``selection: tournament`` with a deterministic script judge (it prefers the
-attempt whose gates exited 0 more often, then the smaller diff, and says
+attempt whose enforced gates exited 0 more often, then the smaller diff, and says
 ``tie`` otherwise, which the pick breaks by its next rule).  The same
 run's evidence is also judged in-process by the real selection code under
-``critic_first_pass`` (no score source, so: fewest changed lines, then id)
-and ``cluster``.  Each winner's commit is read from the object database and
-run against the hidden tests; so is every candidate, for the baselines.
+``critic_first_pass`` (no score source, so: fewest changed lines, then id),
+``majority_vote`` and ``cluster``.  Which attempts are right is what an
+``observe`` gate with ``hidden:`` (the hidden tests, laid over the judged
+checkout for that gate only, never deciding a pick) recorded in each pack.
 
-Prints ``selection_accuracy: first_pass=…, cluster=…, tournament=…`` and, as
-figures for scripts/bench.py, ``first_pass_accuracy``, ``cluster_accuracy``,
-``tournament_accuracy`` and ``cluster_gain`` (cluster minus first_pass),
-plus what bounds them: ``oracle`` (a correct candidate existed) and
-``random_pick`` (the share of correct candidates among those passing the
-visible gate).
+``--click PATH`` adds tasks from click's history (``selection_tasks_click.py``:
+the commit's test changes hidden, its source change and wrong variants of it
+as attempts, the parent's tests of the module as the gate), each checkout's
+``setup:`` a ``.venv`` kept between checks.
+
+Prints, per set and rule, best@N, eta (best@N / oracle pass@N), regret in
+points and the false-accept rate (picked, passes the gates, fails the hidden
+tests), over all tasks and over those where 2+ attempts pass the gates,
+with a uniform random choice among passing attempts (exact expectation) for
+scale (see docs/selection.md); and, as figures for scripts/bench.py,
+``first_pass_accuracy``, ``cluster_accuracy``, ``tournament_accuracy`` and
+``cluster_gain`` (cluster minus first_pass) of the generated set,
+``oracle``, ``random_pick``, ``eta_*`` and ``false_accept_*``.
 """
 
 from __future__ import annotations
@@ -42,18 +50,20 @@ import copy
 import json
 import random
 import shutil
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import pygit2
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import selection_tasks_click  # noqa: E402
 from benchenv import ROOT, sh, workspace  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
+from gitflow_parallel import evidence  # noqa: E402
 from gitflow_parallel.judge import selection  # noqa: E402
 from gitflow_parallel.state.project import Project  # noqa: E402
 
@@ -242,43 +252,47 @@ for args in json.loads({inputs!r}):
         print("raised", type(exc).__name__)
 """
 
-# Run outside the repositories: paths of solution files in, JSON verdicts out.
+# The hidden tests: laid over the judged checkout for the `hidden` gate only
+# (gates[].hidden, mode observe: recorded, never deciding a pick).
 HIDDEN = """\
-import importlib.util, json, sys
-cases = json.loads(open(sys.argv[1]).read())
-out = {}
-for path in sys.argv[2:]:
-    spec = importlib.util.spec_from_file_location("candidate", path)
-    mod = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(mod)
-        f = getattr(mod, cases["name"])
-        out[path] = all(repr(f(args)) == want for args, want in cases["cases"])
-    except Exception:
-        out[path] = False
-print(json.dumps(out))
+import json, sys
+sys.path.insert(0, ".")
+from solution import {name} as f
+CASES = json.loads({cases!r})
+try:
+    bad = [args for args, want in CASES if repr(f(args)) != want]
+except Exception as exc:
+    bad = [repr(exc)]
+print("hidden cases:", len(CASES), "failed:", len(bad))
+sys.exit(1 if bad else 0)
 """
 
 AGENT = """\
 import json, os, pathlib, sys
 plan = json.loads(pathlib.Path(sys.argv[1]).read_text())
-pathlib.Path("solution.py").write_text(plan[os.environ["GIT_PARALLEL_INSTANCE"]])
+for path, text in plan[os.environ["GIT_PARALLEL_INSTANCE"]].items():
+    pathlib.Path(path).write_text(text)
 """
 
-# A deterministic script judge: fewer gates that exited non-zero, then the
-# smaller diff; an exact tie is said as such (the pick breaks it).
+# A deterministic script judge: fewer enforced gates that exited non-zero,
+# then the smaller diff; an exact tie is said as such (the pick breaks it).
+# It reads only enforced gates: the hidden gate is the benchmark's truth.
 JUDGE = """\
 import json, os, pathlib
-from gitflow_parallel.judge import selection
 def figures(side):
     d = pathlib.Path(os.environ["GIT_PARALLEL_JUDGE_" + side])
     pack = json.loads((d / "evidence.json").read_text())
-    nonzero = sum(1 for g in pack["gates"] if g.get("exit_code") not in (0, None) or g.get("error"))
+    nonzero = sum(1 for g in pack["gates"] if g.get("mode") == "enforced"
+                  and (g.get("exit_code") not in (0, None) or g.get("error")))
     return nonzero, len((d / "diff").read_bytes())
 a, b = figures("A"), figures("B")
 print("A", a, "B", b)
 print("A" if a < b else "B" if b < a else "tie")
 """
+
+RULES = ("critic_first_pass", "majority_vote", "cluster", "tournament")
+SHORT = {"critic_first_pass": "first_pass", "majority_vote": "majority", "cluster": "cluster",
+         "tournament": "tournament"}
 
 
 def _code(template: str, params: dict[str, Any]) -> str:
@@ -314,8 +328,8 @@ def generate(index: int, seed: int) -> dict[str, Any]:
             "checks/visible.py": VISIBLE.format(name=name, cases=json.dumps(cases(visible))),
             "checks/probe.py": PROBE.format(name=name, inputs=json.dumps(probe)),
         },
-        "hidden": {"name": name, "cases": cases(hidden)},
-        "plan": {str(i + 1): _code(c, params) for i, c in enumerate(codes)},
+        "hidden": {"checks/hidden.py": HIDDEN.format(name=name, cases=json.dumps(cases(hidden)))},
+        "plan": {str(i + 1): {"solution.py": _code(c, params)} for i, c in enumerate(codes)},
     }
 
 
@@ -331,111 +345,250 @@ gates:
   - name: behaviour
     run: [{py}, checks/probe.py]
     mode: probe
+  - name: hidden
+    run: [{py}, checks/hidden.py]
+    mode: observe
+    hidden: {hidden}
+"""
+
+CLICK_CONFIG = """\
+max_total: {n}
+selection: tournament
+judge:
+  command: [{py}, {judge}]
+  timeout: 60
+setup:
+  run: [{venv_py}, {maker}, venv]
+  cache_key: [pyproject.toml]
+  keep: [.venv]
+  path: [.venv/bin]
+gates:
+  - name: visible
+    run: [.venv/bin/python, -m, pytest, -q, -p, no:cacheprovider, --tb=no, {visible}]
+    timeout: 900
+  - name: hidden
+    run: [.venv/bin/python, -m, pytest, -q, -p, no:cacheprovider, --tb=no, {hidden_run}]
+    timeout: 900
+    mode: observe
+    hidden: {hidden}
 """
 
 
-def build_and_run(task: dict[str, Any], base: Path, env: dict[str, str]) -> tuple[Path, dict[str, Any]]:
-    """A real repository, a real run: spawn, run, check, pick (tournament)."""
+def _prepare(folder: Path, task: dict[str, Any], plan: dict[str, dict[str, str]]) -> None:
+    """The task's folder beside its repository: judge, agent, plan, hidden tests."""
+    (folder / "judge.py").write_text(JUDGE)
+    (folder / "agent.py").write_text(AGENT)
+    (folder / "plan.json").write_text(json.dumps(plan))
+    for rel, text in task["hidden"].items():
+        (folder / "hidden" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / "hidden" / rel).write_text(text)
+
+
+def run_task(repo: Path, n: int, env: dict[str, str]) -> dict[str, Any] | None:
+    """A real run: spawn, run (the agent writes its attempt), check, pick
+    (tournament); the pick, or None when no attempt passed the gates."""
+    folder = repo.parent
+    sh(["git", "parallel", "spawn", "t", "-n", str(n)], repo, env)
+    sh(["git", "parallel", "run", "t", "--", sys.executable, str(folder / "agent.py"), str(folder / "plan.json")],
+       repo, env)
+    sh(["git", "parallel", "check", "t"], repo, env, check=False)  # exit 1 when an attempt fails its gate
+    picked = sh(["git", "parallel", "pick", "t", "--json"], repo, env, check=False)
+    return json.loads(picked.stdout)["picks"][0] if picked.returncode == 0 else None
+
+
+def build_generated(task: dict[str, Any], base: Path, env: dict[str, str]) -> Path:
     folder = base / f"task-{task['index']:02d}"
     repo = folder / "repo"
     (repo / "checks").mkdir(parents=True)
     for path, text in task["files"].items():
         (repo / path).write_text(text)
-    (folder / "judge.py").write_text(JUDGE)
-    (folder / "agent.py").write_text(AGENT)
-    (folder / "plan.json").write_text(json.dumps(task["plan"]))
-    (repo / ".gitparallel.yaml").write_text(CONFIG.format(n=N, py=sys.executable, judge=folder / "judge.py"))
+    _prepare(folder, task, task["plan"])
+    (repo / ".gitparallel.yaml").write_text(CONFIG.format(n=N, py=sys.executable, judge=folder / "judge.py",
+                                                          hidden=folder / "hidden"))
     sh(["git", "init", "-q", "-b", "main"], repo, env)
     sh(["git", "add", "-A"], repo, env)
     sh(["git", "commit", "-q", "-m", f"task {task['family']}"], repo, env)
-    sh(["git", "parallel", "spawn", "t", "-n", str(N)], repo, env)
-    sh(["git", "parallel", "run", "t", "--", sys.executable, str(folder / "agent.py"), str(folder / "plan.json")],
-       repo, env)
-    sh(["git", "parallel", "check", "t"], repo, env, check=False)  # exit 1 when an attempt fails its gate
-    picked = sh(["git", "parallel", "pick", "t", "--json"], repo, env)
-    return repo, json.loads(picked.stdout)["picks"][0]
+    return repo
 
 
-def hidden_verdicts(task: dict[str, Any], project: Project, record: dict[str, Any], folder: Path,
-                    env: dict[str, str]) -> dict[str, bool]:
-    """Run the hidden tests on every instance's committed solution.py (read
-    from the object database, not from a worktree)."""
-    paths = {}
-    for inst in record["instances"]:
-        commit = project.tip(inst)
-        blob = project.repo.pygit.get(commit).peel(pygit2.Commit).tree["solution.py"]
-        path = folder / "judged" / inst["id"] / "solution.py"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(project.repo.pygit.get(blob.id).data)
-        paths[inst["id"]] = str(path)
-    (folder / "hidden.json").write_text(json.dumps(task["hidden"]))
-    (folder / "hidden.py").write_text(HIDDEN)
-    proc = sh([sys.executable, str(folder / "hidden.py"), str(folder / "hidden.json"), *paths.values()], folder, env)
-    verdict = json.loads(proc.stdout)
-    return {i: verdict[p] for i, p in paths.items()}
+def build_click(task: dict[str, Any], index: int, source: Path, venv_py: Path, base: Path,
+                env: dict[str, str]) -> Path:
+    """The click clone at the commit's parent, with the task's config committed."""
+    folder = base / f"click-{index:02d}"
+    repo = folder / "repo"
+    folder.mkdir(parents=True)
+    sh(["git", "clone", "-q", "--shared", "--no-checkout", str(source), str(repo)], folder, env)
+    sh(["git", "checkout", "-q", "-B", "main", task["parent"]], repo, env)
+    sh(["git", "remote", "remove", "origin"], repo, env)
+    plan = {str(i + 1): a["files"] for i, a in enumerate(task["attempts"])}
+    _prepare(folder, task, plan)
+    (repo / ".gitparallel.yaml").write_text(CLICK_CONFIG.format(
+        n=len(plan), py=sys.executable, judge=folder / "judge.py", venv_py=venv_py,
+        maker=Path(__file__).resolve().parent / "selection_tasks_click.py", visible=", ".join(task["visible"]),
+        hidden_run=", ".join(task["hidden_run"]), hidden=folder / "hidden"))
+    sh(["git", "add", ".gitparallel.yaml"], repo, env)
+    sh(["git", "commit", "-q", "-m", "selection task"], repo, env)
+    return repo
 
 
-def judge_task(task: dict[str, Any], base: Path, env: dict[str, str]) -> dict[str, Any]:
-    repo, tournament = build_and_run(task, base, env)
+def judge_repo(repo: Path, n: int, env: dict[str, str]) -> dict[str, Any]:
+    """Winners of every rule on one run's evidence, and what the hidden gate
+    said of every attempt (True: right)."""
+    tournament = run_task(repo, n, env)
     project = Project.open(repo)
     record = project.store.load("t")
+    correct = {}
+    for inst in record["instances"]:
+        pack = evidence.load(inst) or {}
+        correct[inst["id"]] = any(g["name"] == "hidden" and g.get("passed") for g in pack.get("gates", []))
+    if tournament is None:  # nothing passed the gates: no rule picks
+        return {"winners": {rule: None for rule in RULES}, "correct": correct, "candidates": [], "clusters": [],
+                "matches": 0, "judge_ties": 0}
     winners = {"tournament": tournament["winner"]["id"]}
-    for method in ("critic_first_pass", "cluster"):
+    for method in RULES[:-1]:
         rec = copy.deepcopy(record)
         rec["config"]["selection"] = method  # the same evidence, another rule
         winners[method] = selection.choose(project, rec, "main")["winner"]["id"]
-    correct = hidden_verdicts(task, project, record, repo.parent, env)
-    passing_visible = [c["id"] for c in tournament["ranking"]]
-    clusters = tournament["clusters"]
-    return {"index": task["index"], "family": task["family"], "winners": winners, "correct": correct,
-            "candidates": passing_visible, "clusters": [c["members"] for c in clusters],
-            "matches": len([m for m in tournament["tournament"]["matches"] if m["b"] is not None]),
-            "judge_ties": len([m for m in tournament["tournament"]["matches"] if m["decided_by"].startswith("tie")])}
+    matches = (tournament.get("tournament") or {}).get("matches", [])
+    return {"winners": winners, "correct": correct, "candidates": [c["id"] for c in tournament["ranking"]],
+            "clusters": [c["members"] for c in tournament.get("clusters") or []],
+            "matches": len([m for m in matches if m["b"] is not None]),
+            "judge_ties": len([m for m in matches if m["decided_by"].startswith("tie")])}
+
+
+# -- the figures ------------------------------------------------------------------------------
+def figures(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """best@N, eta, regret and false accepts per rule, oracle, and a uniform
+    random choice among the attempts that pass the gates (exact expectation)."""
+    n = len(results)
+    if not n:
+        return {"tasks": 0}
+    oracle = Fraction(sum(any(r["correct"][c] for c in r["candidates"]) for r in results), n)
+    picked = [r for r in results if r["candidates"]]
+    out: dict[str, Any] = {"tasks": n, "oracle": oracle, "rules": {}}
+    for rule in RULES:
+        right = sum(1 for r in picked if r["correct"][r["winners"][rule]])
+        out["rules"][rule] = {"best": Fraction(right, n), "false_accept": Fraction(len(picked) - right, len(picked))
+                              if picked else Fraction(0)}
+    expected = sum((Fraction(sum(r["correct"][c] for c in r["candidates"]), len(r["candidates"])) for r in picked),
+                   Fraction(0))
+    out["rules"]["random"] = {"best": expected / n,
+                              "false_accept": 1 - expected / len(picked) if picked else Fraction(0)}
+    for fig in out["rules"].values():
+        fig["eta"] = fig["best"] / oracle if oracle else None
+        fig["regret"] = (oracle - fig["best"]) * 100
+    return out
+
+
+def table(name: str, results: list[dict[str, Any]]) -> list[str]:
+    contested = [r for r in results if len(r["candidates"]) >= 2]
+    every, two = figures(results), figures(contested)
+    lines = [f"set {name}: {len(results)} tasks, {len(contested)} with 2+ attempts passing the gates; "
+             f"oracle pass@N {float(every['oracle']):.2f} (all), "
+             f"{float(two['oracle']) if two['tasks'] else 0:.2f} (2+)",
+             f"  {'rule':<18} {'best@N':>6} {'eta':>5} {'regret':>6} {'f.acc':>5}   |  2+ passing: "
+             f"{'best@N':>6} {'eta':>5} {'regret':>6} {'f.acc':>5}"]
+
+    def cells(fig: dict[str, Any] | None) -> str:
+        if not fig:
+            return f"{'-':>6} {'-':>5} {'-':>6} {'-':>5}"
+        eta = f"{float(fig['eta']):.2f}" if fig["eta"] is not None else "-"
+        return f"{float(fig['best']):>6.2f} {eta:>5} {float(fig['regret']):>6.1f} {float(fig['false_accept']):>5.2f}"
+
+    for rule in (*RULES, "random"):
+        label = rule if rule != "random" else "random (expected)"
+        lines.append(f"  {label:<18} {cells(every['rules'][rule])}   |  {'':12}"
+                     f"{cells(two['rules'][rule] if two['tasks'] else None)}")
+    return lines
+
+
+def per_task_line(label: str, r: dict[str, Any]) -> str:
+    marks = " ".join(f"{SHORT[rule]}={r['winners'][rule]}{'+' if r['correct'].get(r['winners'][rule]) else '-'}"
+                     for rule in RULES)
+    right = ",".join(c for c in r["candidates"] if r["correct"][c])
+    return f"{label:<28} passing {','.join(r['candidates']) or '-':<10} right {right or '-':<7} " \
+           f"clusters {r['clusters']}  {marks}"
+
+
+def click_venv(where: Path) -> Path:
+    """One virtual environment with pytest for every click checkout, built once."""
+    python = where / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "pytest"], check=True)
+    return python
+
+
+def click_tasks(args: argparse.Namespace, venv_py: Path) -> dict[str, Any]:
+    if args.click_tasks:
+        return json.loads(args.click_tasks.read_text())
+    return selection_tasks_click.generate(args.click, args.click_rev, args.seed, args.click_count, 4, str(venv_py),
+                                          600, log=lambda s: print(f"click: {s}", file=sys.stderr))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tasks", type=int, default=50, help="number of generated tasks (default 50)")
-    ap.add_argument("--seed", type=int, default=17, help="generator seed (default 17)")
-    ap.add_argument("--jobs", type=int, default=2, help="tasks built and judged at once (default 2)")
+    ap.add_argument("--tasks", type=int, default=50, help="number of generated tasks (default 50; 0: none)")
+    ap.add_argument("--seed", type=int, default=17, help="generator seed (default 17), both sets")
+    ap.add_argument("--jobs", type=int, default=2, help="generated tasks built and judged at once (default 2)")
+    ap.add_argument("--click", type=Path, help="a clone of pallets/click: also run tasks from its history")
+    ap.add_argument("--click-rev", default="HEAD", help="newest click commit looked at (default HEAD)")
+    ap.add_argument("--click-count", type=int, default=12, help="click tasks (default 12)")
+    ap.add_argument("--click-tasks", type=Path, help="click tasks written by selection_tasks_click.py --out")
+    ap.add_argument("--click-venv", type=Path, default=Path.home() / ".cache" / "git-parallel-bench" / "click-venv",
+                    help="the virtual environment with pytest for click's checkouts (built once)")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per task")
     args = ap.parse_args()
     base, env = workspace("gp-bench-selection-")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
     started = time.perf_counter()
+    generated: list[dict[str, Any]] = []
+    click: list[dict[str, Any]] = []
     try:
         tasks = [generate(i, args.seed) for i in range(args.tasks)]
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            results = list(pool.map(lambda t: judge_task(t, base, env), tasks))
+            generated = list(pool.map(lambda t: {**judge_repo(build_generated(t, base, env), N, env),
+                                                 "label": f"task {t['index']:02d} {t['family']}"}, tasks))
+        if args.click or args.click_tasks:
+            venv_py = click_venv(args.click_venv)
+            found = click_tasks(args, venv_py)
+            source = args.click or Path(found["source"])
+            for i, t in enumerate(found["tasks"][:args.click_count]):
+                r = judge_repo(build_click(t, i, source, venv_py, base, env), len(t["attempts"]), env)
+                kinds = {str(k + 1): a["kind"] for k, a in enumerate(t["attempts"])}
+                click.append({**r, "label": f"click {t['commit'][:8]}", "kinds": kinds})
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    rules = {"first_pass": "critic_first_pass", "cluster": "cluster", "tournament": "tournament"}
-    acc = {short: sum(r["correct"][r["winners"][rule]] for r in results) / len(results) for short, rule in rules.items()}
-    oracle = sum(any(r["correct"][c] for c in r["candidates"]) for r in results) / len(results)
-    random_pick = sum(sum(r["correct"][c] for c in r["candidates"]) / len(r["candidates"]) for r in results) / len(results)
-    subtle = sum(1 for r in results for c in r["candidates"] if not r["correct"][c])
     if args.verbose:
-        for r in results:
-            marks = " ".join(f"{s}={r['winners'][rule]}{'+' if r['correct'][r['winners'][rule]] else '-'}"
-                             for s, rule in rules.items())
-            right = ",".join(c for c in r["candidates"] if r["correct"][c])
-            print(f"task {r['index']:02d} {r['family']:<14} correct {right:<7} clusters {r['clusters']}  {marks}")
-    print(f"tasks: {len(results)}; candidates passing the visible gate: {sum(len(r['candidates']) for r in results)}, "
-          f"of which subtly wrong (fail the hidden tests): {subtle}")
-    print(f"tournament matches: {sum(r['matches'] for r in results)}, "
-          f"unanswered (ties broken by the next rule): {sum(r['judge_ties'] for r in results)}")
-    print(f"selection_accuracy: first_pass={acc['first_pass']:.2f}, cluster={acc['cluster']:.2f}, "
-          f"tournament={acc['tournament']:.2f}")
-    print(f"first_pass_accuracy: {acc['first_pass']:.2f}")
-    print(f"cluster_accuracy: {acc['cluster']:.2f}")
-    print(f"tournament_accuracy: {acc['tournament']:.2f}")
-    print(f"cluster_gain: {acc['cluster'] - acc['first_pass']:.2f}")
-    print(f"oracle: {oracle:.2f}")
-    print(f"random_pick: {random_pick:.2f}")
+        for r in generated + click:
+            print(per_task_line(r["label"], r) + (f"  {r['kinds']}" if "kinds" in r else ""))
+    for name, results in (("generated", generated), ("click", click)):
+        if results:
+            print("\n".join(table(name, results)))
+    if generated:
+        subtle = sum(1 for r in generated for c in r["candidates"] if not r["correct"][c])
+        print(f"generated: candidates passing the visible gate: {sum(len(r['candidates']) for r in generated)}, "
+              f"of which subtly wrong (fail the hidden tests): {subtle}; tournament matches: "
+              f"{sum(r['matches'] for r in generated)}, unanswered (ties broken by the next rule): "
+              f"{sum(r['judge_ties'] for r in generated)}")
+        fig = figures(generated)
+        acc = {SHORT[rule]: float(fig["rules"][rule]["best"]) for rule in RULES}
+        print(f"selection_accuracy: first_pass={acc['first_pass']:.2f}, cluster={acc['cluster']:.2f}, "
+              f"tournament={acc['tournament']:.2f}")
+        for short in ("first_pass", "cluster", "tournament"):
+            print(f"{short}_accuracy: {acc[short]:.2f}")
+        print(f"cluster_gain: {acc['cluster'] - acc['first_pass']:.2f}")
+        print(f"oracle: {float(fig['oracle']):.2f}")
+        print(f"random_pick: {float(fig['rules']['random']['best']):.2f}")
+    for name, results in (("generated", generated), ("click", click)):
+        fig = figures(results)
+        for rule in ("cluster", "tournament") if results else ():
+            eta = fig["rules"][rule]["eta"]
+            print(f"{'click_' if name == 'click' else ''}eta_{SHORT[rule]}: {float(eta) if eta is not None else 0:.2f}")
+            print(f"{'click_' if name == 'click' else ''}false_accept_{SHORT[rule]}: "
+                  f"{float(fig['rules'][rule]['false_accept']):.2f}")
     print(f"elapsed_s: {time.perf_counter() - started:.1f}")
-    met = acc["cluster"] > acc["first_pass"]
-    print(f"target: cluster beats first_pass ({'met' if met else 'NOT met'})")
     return 0
 
 
