@@ -49,6 +49,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -61,6 +62,8 @@ from gitflow_parallel.git.repo import WRITES_FILE, note_write, read_gitdir_file
 _SCRATCH_SKIP = {"index", "index.lock", "ORIG_HEAD", "FETCH_HEAD", "logs"}
 INSTANCE_BRANCHES = "refs/heads/parallel/"
 _PARALLEL_REFS = ("refs/parallel/", "refs/notes/", INSTANCE_BRANCHES)
+# How long a change is given for the write of ours that made it to say so.
+SETTLE = 0.1
 MAX_FILE = 1 << 20  # a hook or config bigger than this is compared by size only
 
 
@@ -201,13 +204,26 @@ def compare(repo: pygit2.Repository, before: Snapshot, others: Iterable[str] = (
     the attempt's commit (default: its branch's tip now)."""
     common = Path(repo.path).resolve()
     after = take(common)
-    ours_wrote = after.writes != before.writes
+    changes = _changes(repo, before, after, others, tip, after.writes != before.writes)
+    if changes and after.writes == before.writes:
+        # A write of ours notes itself just before and just after it: one
+        # that landed between our two snapshots may not have said "after"
+        # yet.  Give it that moment before laying anything at the attempt's door.
+        time.sleep(SETTLE)
+        if _writes(common) != before.writes:
+            changes = _changes(repo, before, after, others, tip, True)
+    return changes
+
+
+def _changes(repo: pygit2.Repository, before: Snapshot, after: Snapshot, others: Iterable[str],
+             tip: str | None, ours_wrote: bool) -> list[Change]:
     changes: list[Change] = []
     if not ours_wrote:
         for path in sorted(set(before.files) | set(after.files)):
             old, new = before.files.get(path), after.files.get(path)
             if old != new:
                 changes.append(Change(path, "added" if old is None else "removed" if new is None else "changed"))
+    others = list(others)
     moved_by_others = {o for o in others if not o.endswith("/")}
     prefixes = tuple(o for o in others if o.endswith("/")) or ("\0",)
     own_tip = pygit2.Oid(hex=tip) if tip else _own_tip(repo, before.own[0])
