@@ -7,6 +7,8 @@ that commit lands as one commit naming the task and the agent
 
 from __future__ import annotations
 
+import pytest
+
 import sys
 import textwrap
 from pathlib import Path
@@ -57,6 +59,7 @@ def tree(repo: Path, rev: str) -> list[str]:
     return git(repo, "ls-tree", "-r", "--name-only", rev).splitlines()
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_scratch_stays_out_and_a_leftovers_only_winner_lands_as_one_commit(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path)
     before = git(repo, "rev-parse", "main")
@@ -83,6 +86,7 @@ def test_scratch_stays_out_and_a_leftovers_only_winner_lands_as_one_commit(tmp_p
     assert merged.get("cleanup_error") is None and [d["id"] for d in merged["cleanup"]["removed"]] == ["1"]
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_an_agent_that_commits_lands_as_it_committed(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path)
     before = git(repo, "rev-parse", "main")
@@ -93,6 +97,7 @@ def test_an_agent_that_commits_lands_as_it_committed(tmp_path: Path) -> None:
     assert not set(SCRATCH) & set(tree(repo, "main"))
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_squash_false_and_an_empty_exclude_list_keep_the_old_behaviour(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path, "leftovers_exclude: []\nmerge:\n  squash: false\n")
     before = git(repo, "rev-parse", "main")
@@ -102,6 +107,7 @@ def test_squash_false_and_an_empty_exclude_list_keep_the_old_behaviour(tmp_path:
     assert set(SCRATCH) <= set(tree(repo, "main"))
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_a_custom_exclude_list_and_bad_values(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path, "leftovers_exclude: ['.aider*', '!.aider.input.history']\n")
     land(gp, tmp_path)
@@ -115,6 +121,7 @@ def test_a_custom_exclude_list_and_bad_values(tmp_path: Path) -> None:
         assert refused["code"] == "PARALLEL_CONFIG_INVALID", refused
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_work_done_by_hand_leaves_the_scratch_out_and_says_so(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path)
     [inst] = gp.json("spawn", "t", "-n", "1")["instances"]

@@ -109,6 +109,7 @@ def sha256(path: Path | str) -> str:
 
 
 # -- verdicts ---------------------------------------------------------------------
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_pass_and_fail_verdicts_with_exit_codes_logs_and_notes(tmp_path: Path) -> None:
     t = tools(tmp_path)
     repo, gp, run = setup(tmp_path, "gates:\n" + gate_cfg(t, "tests", env="{EXTRA: seen}"))
@@ -168,6 +169,7 @@ def test_pass_and_fail_verdicts_with_exit_codes_logs_and_notes(tmp_path: Path) -
     assert gp.json("check", "t", "--instance", "1")["ok"] is True
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_observe_gate_failing_leaves_pass_and_failed_predecessor_skips_dependent(tmp_path: Path) -> None:
     t = tools(tmp_path)
     cfg = ("gates:\n" + gate_cfg(t, "style", "fail.py", mode="observe") + gate_cfg(t, "build")
@@ -195,6 +197,7 @@ def test_observe_gate_failing_leaves_pass_and_failed_predecessor_skips_dependent
     assert "skip" in text and "PARALLEL_PREDECESSOR_INCOMPLETE" in text
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_gate_limited_to_tracks_and_no_gates_is_vacuous_pass(tmp_path: Path) -> None:
     t = tools(tmp_path)
     repo, gp, _ = setup(tmp_path, "gates:\n" + gate_cfg(t, "api-only", "fail.py", tracks="[api]"),
@@ -219,6 +222,7 @@ def test_no_gates_configured(tmp_path: Path) -> None:
 
 
 # -- freshness ------------------------------------------------------------------------
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_new_commit_makes_evidence_stale_and_not_passing(tmp_path: Path) -> None:
     t = tools(tmp_path)
     repo, gp, _ = setup(tmp_path, "gates:\n" + gate_cfg(t, "tests"), n=1)
@@ -243,6 +247,7 @@ def test_new_commit_makes_evidence_stale_and_not_passing(tmp_path: Path) -> None
     assert inst["live"]["evidence"] == "fresh" and load_pack(inst)["commit"] == inst["live"]["tip"] != first
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_pack_edited_by_hand_reads_missing(tmp_path: Path) -> None:
     t = tools(tmp_path)
     repo, gp, _ = setup(tmp_path, "gates:\n" + gate_cfg(t, "tests"), n=1)
@@ -283,6 +288,7 @@ SCORE_CMD = "import sys; print('thinking...'); print(sys.argv[1])"
     ("command: [PY, -c, 'import sys; print(5); sys.exit(3)']", {}, None, "command", "exited 3"),
 ], ids=["jsonl-min", "markdown", "command", "no-source", "jsonl-no-score", "md-no-score", "missing-file",
         "out-of-range", "jsonl-garbage", "command-garbage", "command-silent", "command-failing"])
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_scores(tmp_path: Path, score_cfg: str | None, files: dict[str, str], expect: int | None,
                 kind: str | None, error: str | None) -> None:
     t = tools(tmp_path)
@@ -315,6 +321,7 @@ def test_scores(tmp_path: Path, score_cfg: str | None, files: dict[str, str], ex
 
 
 # -- gate commands ----------------------------------------------------------------------
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_gate_command_that_does_not_exist(tmp_path: Path) -> None:
     t = tools(tmp_path)
     cfg = ("gates:\n  - name: ghost\n    run: [no-such-tool-xyz, --check]\n"
@@ -358,6 +365,7 @@ def test_gate_timeout_kills_its_process_group(tmp_path: Path) -> None:
     assert not pid_alive(child)
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_instances_are_checked_concurrently(tmp_path: Path) -> None:
     # Each gate announces itself, then waits for the other instance's gate:
     # both pass only if they run at the same time.
@@ -384,6 +392,7 @@ def test_instances_are_checked_concurrently(tmp_path: Path) -> None:
 
 
 # -- fingerprints ----------------------------------------------------------------------
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_output_fingerprints_equal_sha256sum(tmp_path: Path) -> None:
     t = tools(tmp_path)
     files = {"README.md": "hello\n", "src/app.txt": "v1\n", "src/gone.txt": "bye\n", "keep.txt": "same\n",
@@ -416,6 +425,7 @@ def test_output_fingerprints_equal_sha256sum(tmp_path: Path) -> None:
                                           "src/app.txt": sha256(wt / "src/app.txt")}
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_symlinks_in_inputs_never_lead_outside_nor_loop(tmp_path: Path) -> None:
     # An attempt commits a symlink loop and a symlink to a file outside its
     # checkout: check ends, and each link is fingerprinted as git stores it
@@ -465,6 +475,7 @@ def test_output_fingerprints_hash_blobs_not_filtered_files(tmp_path: Path) -> No
 
 
 # -- the frozen config and refusals -------------------------------------------------------
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_weakened_config_in_worktree_does_not_change_gates(tmp_path: Path) -> None:
     t = tools(tmp_path)
     repo, gp, run = setup(tmp_path, "gates:\n" + gate_cfg(t, "tests"), n=1)
@@ -479,6 +490,7 @@ def test_weakened_config_in_worktree_does_not_change_gates(tmp_path: Path) -> No
     assert load_pack(run_record(gp)["instances"][0])["config_sha256"] == run["config_sha256"]
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_dirty_worktree_refused_before_anything_runs(tmp_path: Path) -> None:
     t = tools(tmp_path)
     repo, gp, run = setup(tmp_path, "gates:\n" + gate_cfg(t, "tests"))
@@ -511,6 +523,7 @@ def test_gate_changing_tracked_files_writes_no_evidence(tmp_path: Path) -> None:
     assert run_record(gp)["instances"][0]["evidence"] is None
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_named_instances_must_have_succeeded(tmp_path: Path) -> None:
     repo, gp, _ = setup(tmp_path, "instances: 3\n", n=3)
     proc = gp("check", "t", code=1)  # nothing succeeded yet
@@ -532,6 +545,7 @@ def test_named_instances_must_have_succeeded(tmp_path: Path) -> None:
     assert run_record(gp)["instances"][2]["origin"] == "hand"
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_picked_winner_is_not_rechecked(tmp_path: Path) -> None:
     t = tools(tmp_path)
     repo, gp, _ = setup(tmp_path, "gates:\n" + gate_cfg(t, "tests"))
@@ -547,6 +561,7 @@ def test_picked_winner_is_not_rechecked(tmp_path: Path) -> None:
     assert run_record(gp)["instances"][0]["evidence"] == winner["evidence"]
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_gate_option_runs_only_named_and_is_incomplete(tmp_path: Path) -> None:
     t = tools(tmp_path)
     cfg = ("gates:\n" + gate_cfg(t, "build", "ok.py") + gate_cfg(t, "unit", "ok.py", requires="[build]")
@@ -570,6 +585,7 @@ def test_gate_option_runs_only_named_and_is_incomplete(tmp_path: Path) -> None:
     assert gp.json("check", "t")["instances"][0]["complete"] is True
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_engine_evidence_counts_events_or_null(tmp_path: Path) -> None:
     repo, gp, _ = setup(tmp_path, "instances: 2\n")
     finish(repo, "1", {"a": "a"}, events=("event:tool_call", "event:tool_call", "event:edit", "raw:not json"))
@@ -585,6 +601,7 @@ def test_engine_evidence_counts_events_or_null(tmp_path: Path) -> None:
     assert two == {"status": "unavailable", "counts": None}  # null, never 0
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_crash_after_pack_leaves_record_untouched(tmp_path: Path) -> None:
     t = tools(tmp_path)
     repo, gp, run = setup(tmp_path, "gates:\n" + gate_cfg(t, "tests"), n=1)

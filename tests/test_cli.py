@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ COMMANDS = ["init", "spawn", "run", "done", "check", "pick", "unpick", "merge", 
             "recover", "validate", "hooks", "demo", "help"]
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_every_command_has_help(repo: Path, gp: GP) -> None:
     top = gp("-h").stdout
     for name in COMMANDS:
@@ -67,6 +70,7 @@ def test_version(gp: GP) -> None:
     assert "git-parallel" in gp("--version").stdout
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_demo_runs_the_whole_flow(tmp_path: Path, gp: GP) -> None:
     where = tmp_path / "demo"
     proc = gp("demo", "--dir", str(where), cwd=tmp_path, timeout=300)

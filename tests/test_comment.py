@@ -5,6 +5,8 @@ in `show` and the report.  Real git, real agent processes, real gates."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import sys
 import textwrap
@@ -29,6 +31,7 @@ GATE = "import os, sys\nprint('ok.txt present' if os.path.exists('ok.txt') else 
        "sys.exit(0 if os.path.exists('ok.txt') else 1)\n"
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_a_comment_on_attempt_reaches_its_retry_and_the_report(tmp_path: Path) -> None:
     (tmp_path / "agent.py").write_text(AGENT)
     (tmp_path / "gate.py").write_text(GATE)

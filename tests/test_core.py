@@ -38,6 +38,7 @@ def test_tracks_name_instances(repo: Path, gp: GP) -> None:
 
 
 @pytest.mark.parametrize("name", ["../x", "a..b", "x.lock", "", "a" * 200, "a b", "-rf", "a/b", "x."])
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_invalid_task_names_change_nothing(repo: Path, gp: GP, name: str) -> None:
     before = snapshot(repo)
     proc = gp("spawn", name, code=None)
@@ -82,6 +83,7 @@ def test_outside_repo_and_bare(tmp_path: Path) -> None:
     ("gates:\n  - name: t\n    run: ['true']\n    mode: sometimes\n", "gates[0].mode"),
     ("gates:\n  - name: t\n    run: [true]\n", "quote it"),
 ])
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_bad_config_refused(tmp_path: Path, config: str, needle: str) -> None:
     repo = make_repo(tmp_path / "r", config=config)
     gp = GP(repo)
@@ -217,6 +219,7 @@ def test_spawn_failing_in_every_checkout_process_leaves_nothing(repo: Path, gp: 
     gp("spawn", "t", "-n", "3")
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_cleanup_keeps_all_work(repo: Path, gp: GP) -> None:
     run = gp.json("spawn", "t", "-n", "2")
     wt = Path(run["instances"][0]["worktree"])

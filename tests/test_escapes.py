@@ -4,6 +4,8 @@ visible escapes (``\\x1b``), and ``logs --raw`` keeps the bytes."""
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import pty
 import subprocess
@@ -77,6 +79,7 @@ def on_a_terminal(repo: Path, *args: str) -> str:
     return out.decode("utf-8").replace("\r\n", "\n")  # the terminal's own line ends
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_show_and_logs_print_control_characters_as_escapes(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path)
     for text in (gp("show", "t", "1").stdout, on_a_terminal(repo, "show", "t", "1")):
@@ -100,6 +103,7 @@ def test_show_and_logs_print_control_characters_as_escapes(tmp_path: Path) -> No
     assert gp("logs", "t", "1", "--raw", "--json", code=2).returncode == 2
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_a_workers_name_from_the_remote_prints_escaped_in_collect(tmp_path: Path) -> None:
     origin = tmp_path / "origin.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))

@@ -96,6 +96,7 @@ def common_dir(repo: Path) -> Path:
 
 
 # -- pre-merge-commit and reference-transaction ----------------------------------------
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_loser_merge_refused_winner_merge_allowed(tmp_path: Path) -> None:
     repo, gp, run = picked_run(tmp_path)
     base = tip(repo, "main")
@@ -122,6 +123,7 @@ def test_loser_merge_refused_winner_merge_allowed(tmp_path: Path) -> None:
     assert parents == [base, tip(repo, "parallel/t/1")]
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_ff_only_to_loser_refused_by_reference_transaction(tmp_path: Path) -> None:
     repo, gp, run = picked_run(tmp_path)
     base = tip(repo, "main")

@@ -8,6 +8,8 @@ trees lands."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -82,6 +84,7 @@ def worktree(gp: GP, task: str, inst: str) -> Path:
     return Path(next(i["worktree"] for i in run["instances"] if i["id"] == inst))
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_every_cheater_loses_to_the_honest_attempt_and_none_lands(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     kinds = list(CHEATERS)
@@ -226,6 +229,7 @@ def test_a_bare_internal_marker_gets_no_pass_and_validate_sees_a_loser_on_the_ba
     assert found["instance"] == "2" and loser[:12] in found["message"]
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_scratch_checkouts_are_a_pool_reused_from_run_to_run(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
 

@@ -104,6 +104,7 @@ def test_human_pick_lands_with_its_reason_in_the_landed_note(tmp_path: Path) -> 
     assert pick_note[0]["picked_by"] == "ada@example.com" and pick_note[0]["winner"] == "2"
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_unpick_then_pick_another_before_merge_and_refused_after(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     three_passing(gp)
@@ -204,6 +205,7 @@ def test_gate_failure_retried_onto_current_with_feedback_wins_and_lands(tmp_path
     assert (repo / "greeting.txt").read_text() == "hello" and (repo / "CHANGELOG").exists()
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_retry_refuses_a_passing_attempt_without_force_and_keep_goes_on_from_the_tip(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "2")
@@ -228,6 +230,7 @@ def test_retry_refuses_a_passing_attempt_without_force_and_keep_goes_on_from_the
 
 
 # -- 5. work done by hand ------------------------------------------------------------------
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_commits_made_by_hand_are_checked_picked_and_merged(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     out = gp.json("spawn", "t", "-n", "3")
@@ -284,6 +287,7 @@ def test_until_pass_stops_after_the_round_that_passes(tmp_path: Path) -> None:
     assert [h["verdict"] for h in inst["history"]] == ["fail", "fail"]
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_until_pass_gives_up_at_its_round_limit(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "2")
@@ -310,6 +314,7 @@ def test_usage_errors_are_json_with_json(repo: Path, gp: GP) -> None:
     assert proc.stdout == "" and "Usage:" in proc.stderr
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_merge_goes_on_past_unrelated_changes_in_the_base_checkout(tmp_path: Path) -> None:
     repo, gp = project(tmp_path, files={"README.md": "hello\n", "notes.txt": "mine\n",
                                         "tests/test_greeting.txt": "greeting.txt:hello"})
@@ -330,6 +335,7 @@ def test_merge_goes_on_past_unrelated_changes_in_the_base_checkout(tmp_path: Pat
     assert git(repo, "status", "--porcelain") == "M notes.txt"
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_squash_with_a_message_template(tmp_path: Path) -> None:
     extra = "merge:\n  squash: true\n  message: \"{task}: {winner} wins ({reason}) {{literal}}\"\n"
     repo, gp = project(tmp_path, extra)
@@ -347,6 +353,7 @@ def test_squash_with_a_message_template(tmp_path: Path) -> None:
     assert any(n["kind"] == "pick" and n["selection_method"] == "human" for n in notes_on(repo, m["landed"]))
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_status_shows_the_base_tip_and_the_winner(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "1")

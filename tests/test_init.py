@@ -95,6 +95,7 @@ def deleter_loses(repo: Path, gp: GP) -> None:
     assert git(repo, "show", "main:src/pkg/__init__.py") == APP_FIXED.strip()
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_the_gate_init_writes_for_a_pytest_project_keeps_a_test_deleter_from_winning(tmp_path: Path) -> None:
     repo = pytest_project(tmp_path / "repo")
     gp = GP(repo)

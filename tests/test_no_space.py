@@ -45,7 +45,7 @@ def _steps(disk: Path, seed: Path, out: Path, steps: list[tuple[str, str]]) -> N
     """Run shell ``steps`` (name, command) in a namespace with a tmpfs on
     ``disk`` holding a copy of ``seed``; each step's stdout, stderr and exit
     status are kept under ``out`` (outside the tmpfs, which goes with the namespace)."""
-    lines = [f"set -u", f"mount -t tmpfs -o size=8m tmpfs {disk} || exit 99", f"cp -a {seed} {disk}/repo",
+    lines = ["set -u", f"mount -t tmpfs -o size=8m tmpfs {disk} || exit 99", f"cp -a {seed} {disk}/repo",
              f"cd {disk}/repo"]
     for name, command in steps:
         lines.append(f"( {command} ) > {out}/{name}.out 2> {out}/{name}.err; echo $? > {out}/{name}.rc")

@@ -80,6 +80,7 @@ def record(gp: GP, task: str) -> dict:
     return gp.json("status", task)["run"]
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_fast_forward_lands_winner_with_notes(tmp_path: Path) -> None:
     repo, gp = project(tmp_path, extra="merge:\n  squash: false\n")  # its leftovers commit, as it is
     gp("spawn", "t", "-n", "3")
@@ -133,6 +134,7 @@ def test_moved_base_gives_two_parent_merge(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("policy, expect", [
     ("first_pass_wins", "BASE"), ("last_pass_wins", "WINNER"), ("winner_takes_all", "WINNER")])
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_conflict_resolved_by_policy(tmp_path: Path, policy: str, expect: str) -> None:
     repo, gp = project(tmp_path, extra=f"merge:\n  policy: {policy}\n  squash: false\n")
     picked(gp, "shared.txt=a\\nWINNER\\nc\\n", "more.txt=also mine")
@@ -472,6 +474,7 @@ def test_separate_git_dir(tmp_path: Path) -> None:
     assert not wt.exists()
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_merge_verifies_without_holding_the_project_lock(tmp_path: Path) -> None:
     # A verify gate that takes a while must not block other commands, which
     # give up on the project lock after GIT_PARALLEL_LOCK_TIMEOUT seconds.

@@ -212,6 +212,7 @@ def test_every_fault_point_is_covered() -> None:
 
 
 @pytest.mark.parametrize("point", [p for p in faults.POINTS if p not in ELSEWHERE])
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_crash_at_every_point(tmp_path: Path, point: str) -> None:
     repo, gp, tools = project(tmp_path)
     stage = point.split(".")[0]

@@ -142,6 +142,7 @@ def texts(dom: str, attr: str) -> dict[str, str]:
     return parser.found
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_report_says_the_rule_that_picked_the_losers_own_evidence_and_earlier_attempts(tmp_path: Path) -> None:
     t = tools(tmp_path)
     repo = make_repo(tmp_path / "repo", files={"README.md": "hello\n"}, config=config(t))

@@ -92,6 +92,7 @@ def numstat(repo: Path, a: str, b: str) -> dict[str, tuple[int, int]]:
     return out
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_diff_stat_show_logs_on_three_attempts(setup: tuple[Path, GP, Path]) -> None:
     repo, gp, t = setup
     run = three_attempts(gp, t)
@@ -230,6 +231,7 @@ def bare_and_clones(tmp_path: Path, t: Path) -> tuple[Path, Path, Path]:
     return origin, a, b
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_a_run_merged_in_one_clone_reads_in_another(tmp_path: Path) -> None:
     t = tools(tmp_path)
     origin, a, b = bare_and_clones(tmp_path, t)
@@ -281,6 +283,7 @@ def test_a_run_merged_in_one_clone_reads_in_another(tmp_path: Path) -> None:
     assert fsck.returncode == 0, fsck.stderr
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_init_remote_refspecs_and_plain_fetch(tmp_path: Path) -> None:
     t = tools(tmp_path)
     origin, a, b = bare_and_clones(tmp_path, t)

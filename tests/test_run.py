@@ -173,6 +173,7 @@ def test_jobs_caps_commands_alive_at_once(repo: Path, gp: GP, tmp_path: Path) ->
     assert all(i["status"] == "succeeded" for i in record(gp, "T")["instances"])
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_two_runs_share_max_total(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r", config="max_total: 3\n")
     gp = GP(repo)

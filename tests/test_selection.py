@@ -309,6 +309,7 @@ def test_the_judge_sees_only_passing_candidates_and_diffs_from_objects(tmp_path:
 
 
 @pytest.mark.parametrize("kind", sorted(JUDGES))
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_a_failing_judge_never_blocks_the_pick(tmp_path: Path, kind: str) -> None:
     gp = build(tmp_path, {"1": "square_acc", "2": "double", "3": "square_mul"}, selection="tournament",
                probe=False, judge=JUDGES[kind], judge_timeout=1)
@@ -362,6 +363,7 @@ def test_the_judge_runs_outside_the_lock_and_a_changed_field_is_refused(tmp_path
 
 # -- the tie-break ----------------------------------------------------------------------
 @pytest.mark.parametrize("selection", ["critic_first_pass", "majority_vote", "cluster"])
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_checks_in_different_orders_pick_the_same_winner(tmp_path: Path, selection: str) -> None:
     winners = []
     for name, order in (("forward", ["1", "2", "3"]), ("backward", ["3", "2", "1"])):
