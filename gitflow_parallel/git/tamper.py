@@ -189,8 +189,12 @@ def _refs(common: Path) -> dict[str, str]:
 def take(common: Path, branch: str | None = None) -> Snapshot:
     """What must not change, now (``branch``: the attempt's own branch)."""
     own = own_refs(branch)
+    # The count of our writes first: a write of ours that lands while the
+    # refs and files are read then shows as one (read after, it would hide
+    # the change it made before them).
+    writes = _writes(common)
     refs = {k: v for k, v in _refs(common).items() if not _is_own(k, own)}
-    return Snapshot(files=_files(common), refs=refs, writes=_writes(common), own=own)
+    return Snapshot(files=_files(common), refs=refs, writes=writes, own=own)
 
 
 def _is_own(name: str, own: tuple[str, str]) -> bool:
