@@ -65,6 +65,7 @@ def test_every_target_is_printed_by_some_benchmark() -> None:
 
 
 @pytest.mark.parametrize("script", ["bench.py"] + sorted(p.name for p in Path(bench.__file__).resolve().parent.glob("bench_*.py")))
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_every_benchmark_starts(script: str) -> None:
     """``--help`` imports everything a benchmark uses (a module moved under
     it fails here, not in the next benchmark run) and measures nothing."""

@@ -213,6 +213,7 @@ def test_gate_limited_to_tracks_and_no_gates_is_vacuous_pass(tmp_path: Path) -> 
     assert "no enforced gate applies" in text
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_no_gates_configured(tmp_path: Path) -> None:
     repo, gp, _ = setup(tmp_path, "instances: 1\n", n=1)
     commit = finish(repo, "1", {"a.txt": "a\n"})
@@ -512,6 +513,7 @@ def test_dirty_worktree_refused_before_anything_runs(tmp_path: Path) -> None:
     assert "error[PARALLEL_EVIDENCE_MISMATCH]" in proc.stderr and "checkout" in proc.stderr
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_gate_changing_tracked_files_writes_no_evidence(tmp_path: Path) -> None:
     script = tmp_path / "rewrite.py"
     script.write_text("import pathlib; pathlib.Path('README.md').write_text('rewritten by the gate\\n')\n")
@@ -628,6 +630,7 @@ def test_in_process_check_matches_contract(tmp_path: Path) -> None:
 
 
 # -- verify_tree -------------------------------------------------------------------------
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_verify_tree_runs_enforced_gates_in_a_temporary_worktree(tmp_path: Path) -> None:
     t = tools(tmp_path)
     marker = tmp_path / "observe-ran"

@@ -49,6 +49,7 @@ def test_invalid_task_names_change_nothing(repo: Path, gp: GP, name: str) -> Non
 
 
 @pytest.mark.parametrize("n", ["0", "-1", "1000", "x"])
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_bad_instance_counts(repo: Path, gp: GP, n: str) -> None:
     before = snapshot(repo)
     proc = gp("spawn", "t", "-n", n, code=2)
@@ -84,6 +85,7 @@ def test_outside_repo_and_bare(tmp_path: Path) -> None:
     ("gates:\n  - name: t\n    run: [true]\n", "quote it"),
 ])
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_bad_config_refused(tmp_path: Path, config: str, needle: str) -> None:
     repo = make_repo(tmp_path / "r", config=config)
     gp = GP(repo)
@@ -102,6 +104,7 @@ def test_config_read_from_base_commit_not_worktree(tmp_path: Path) -> None:
     assert run["config"]["instances"] == 2 and len(run["config_sha256"]) == 64
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_record_broken_by_hand(repo: Path, gp: GP) -> None:
     gp.json("spawn", "t", "-n", "1")
     path = repo / ".git" / "parallel" / "runs" / "t.yaml"
@@ -160,6 +163,7 @@ def test_concurrent_spawns_one_wins(repo: Path) -> None:
     assert len(git(repo, "branch", "--list", "parallel/race/*").splitlines()) == 2
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_cap_exhausted(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r", config="max_total: 4\n")
     gp = GP(repo)
@@ -184,6 +188,7 @@ def test_spawn_failing_on_third_worktree_leaves_nothing(repo: Path, gp: GP, tmp_
 
 
 @pytest.mark.parametrize("obstacle", ["file-for-folder", "dangling-symlink", "branch"])
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_spawn_obstacles_roll_back(repo: Path, gp: GP, obstacle: str) -> None:
     root = repo.parent / "repo.parallel"
     root.mkdir()
@@ -253,6 +258,7 @@ def test_cleanup_refuses_live_run(repo: Path, gp: GP) -> None:
     assert "abort" in proc.stderr
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_spawn_again_after_abort(repo: Path, gp: GP) -> None:
     first = gp.json("spawn", "t", "-n", "1")
     gp("abort", "t")
@@ -375,6 +381,7 @@ def test_frozen_config_edited_by_hand(repo: Path, gp: GP) -> None:
     ("merge:\n  timeout: .nan\n", "merge.timeout"),
     ('gates:\n  - name: g\n    run: x\n    env: {"A=B": "1"}\n', "gates[0].env"),
 ])
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_more_bad_config(tmp_path: Path, config: str, needle: str) -> None:
     repo = make_repo(tmp_path / "r", config=config)
     before = snapshot(repo)
@@ -383,6 +390,7 @@ def test_more_bad_config(tmp_path: Path, config: str, needle: str) -> None:
     assert snapshot(repo) == before
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_retry_after_the_worktree_folder_was_deleted(repo: Path, gp: GP) -> None:
     import shutil
 

@@ -423,6 +423,7 @@ def test_core_hooks_path_is_honoured(tmp_path: Path) -> None:
     assert proc(other, "merge", "--no-ff", "-m", "m", "side").returncode == 0
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_merge_inside_linked_worktree_is_enforced(tmp_path: Path) -> None:
     repo, gp, run = picked_run(tmp_path, base="release")
     linked = tmp_path / "release-wt"

@@ -115,6 +115,7 @@ def test_every_cheater_loses_to_the_honest_attempt_and_none_lands(tmp_path: Path
         assert git(repo, "show", f"main:{name}") == git(repo, "show", f"main~1:{name}")
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_with_only_cheaters_nothing_can_be_picked(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", str(len(CHEATERS)))
@@ -207,6 +208,7 @@ def test_forged_evidence_never_lands_a_failing_tree_even_by_fast_forward(tmp_pat
     assert snapshot(repo) == before and git(repo, "show", "main:app.py") == APP_BUGGY.strip()
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_a_bare_internal_marker_gets_no_pass_and_validate_sees_a_loser_on_the_base(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("hooks", "install")

@@ -135,6 +135,7 @@ def test_unpick_then_pick_another_before_merge_and_refused_after(tmp_path: Path)
     assert snapshot(repo) == before
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_human_pick_needs_passing_evidence_unless_forced(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "2")
@@ -172,6 +173,7 @@ FIXER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_gate_failure_retried_onto_current_with_feedback_wins_and_lands(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     fixer = tmp_path / "tools" / "fixer.py"
@@ -297,6 +299,7 @@ def test_until_pass_gives_up_at_its_round_limit(tmp_path: Path) -> None:
 
 
 # -- 7. smaller things -----------------------------------------------------------------------
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_spawn_warns_when_the_worktree_config_is_not_the_committed_one(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     cfg = repo / ".gitparallel.yaml"

@@ -179,6 +179,7 @@ TEST_FILES = {"tests/test_a.py", "test/test_a.py", "checks/test_a.py", "pkg/test
 
 
 @pytest.mark.parametrize("case", CASES)
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_init_writes_a_valid_gate_that_protects_every_test_file(tmp_path: Path, case: str,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     files, run, setup = CASES[case]

@@ -258,6 +258,7 @@ def test_kept_loser_cannot_be_merged_with_plain_git_after_the_run_merged(tmp_pat
 
 
 # 14a. --------------------------------------------------------------------------------
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_two_merges_racing_both_report_the_one_landing(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     gate = tmp_path / "gate.py"
@@ -437,6 +438,7 @@ GATE_THAT_WAITS = """
 """
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_kill_9_of_check_stops_its_gates(tmp_path: Path) -> None:
     import signal
     import time

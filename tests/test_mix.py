@@ -5,6 +5,8 @@ scripts named by --agent), real gates."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import shlex
 import sys
@@ -46,6 +48,7 @@ def instances(gp: GP, task: str) -> dict[str, dict]:
     return {i["id"]: i for i in gp.json("status", task)["run"]["instances"]}
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_two_agents_split_two_to_one_are_recorded_and_named(tmp_path: Path) -> None:
     repo, gp, script = setup_repo(tmp_path)
     gp("spawn", "T", "-n", "3")
@@ -79,6 +82,7 @@ def test_two_agents_split_two_to_one_are_recorded_and_named(tmp_path: Path) -> N
     assert page.count('data-role="agent">alpha<') == 2 and page.count('data-role="agent">beta<') == 1
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_agents_from_the_config_and_a_retry_keeps_its_agent(tmp_path: Path) -> None:
     tools = tmp_path / "tools"
     extra = textwrap.dedent(f"""

@@ -274,6 +274,7 @@ def test_crash_at_every_point(tmp_path: Path, point: str) -> None:
     assert_validate_clean(gp)
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_kill_9_of_run_while_agents_committed(tmp_path: Path, sealed: dict[str, str]) -> None:
     repo, gp, tools = project(tmp_path)
     spawned = gp.json("spawn", "t", "-n", "2")
@@ -347,6 +348,7 @@ def test_live_agent_is_left_alone_until_it_is_gone(tmp_path: Path) -> None:
     assert_validate_clean(gp)
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_plain_git_merge_is_recorded(tmp_path: Path) -> None:
     repo, gp, tools = project(tmp_path)
     for stage in ("spawn", "run", "check", "pick"):

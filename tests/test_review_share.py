@@ -314,6 +314,7 @@ def test_init_remote_refspecs_and_plain_fetch(tmp_path: Path) -> None:
     assert refused["code"] == "PARALLEL_REMOTE_NOT_FOUND"
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_notes_inform_instead_of_shout(setup: tuple[Path, GP, Path]) -> None:
     repo, gp, t = setup
     base = git(repo, "rev-parse", "main")
@@ -331,6 +332,7 @@ def test_notes_inform_instead_of_shout(setup: tuple[Path, GP, Path]) -> None:
     assert "Notes" not in git(repo, "log", "-1", landed)  # plain git log: no displayRef
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_prune_removes_only_finished_runs_refs(setup: tuple[Path, GP, Path]) -> None:
     repo, gp, t = setup
     done = three_attempts(gp, t, "old")

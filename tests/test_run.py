@@ -194,6 +194,7 @@ def test_two_runs_share_max_total(tmp_path: Path) -> None:
 
 # -- timeouts, signals, kill -9 ----------------------------------------------------------
 @pytest.mark.parametrize("leader_ignores_term", [False, True], ids=["leader-dies-on-term", "leader-ignores-term"])
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_timeout_fails_and_kills_the_group(repo: Path, gp: GP, tmp_path: Path, leader_ignores_term: bool) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()
@@ -603,6 +604,7 @@ def test_missing_worktree_refused_before_anything_starts(repo: Path, gp: GP, tmp
     assert all(i["status"] == "pending" for i in record(gp, "T")["instances"])
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_run_outlasts_a_long_held_project_lock(repo: Path, gp: GP) -> None:
     # Another command holding the project lock longer than the lock timeout
     # must delay the runner's record writes, never cost it its agents.

@@ -246,6 +246,7 @@ def _bracket(p: dict) -> list[tuple]:
     return [(m["round"], m["a"], m["b"], m["winner"], m["decided_by"]) for m in p["tournament"]["matches"]]
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_tournament_is_reproducible_and_records_every_match(tmp_path: Path) -> None:
     picks = []
     for name in ("one", "two"):
