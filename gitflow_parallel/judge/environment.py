@@ -72,9 +72,20 @@ def stamp_path(checkout: Path) -> Path:
 def cache_key(repo: pygit2.Repository, tree: str, setup: dict[str, Any]) -> str:
     """The command, what it keeps and provides, and the content of the
     ``cache_key`` files of ``tree`` (from git objects: the attempt's own)."""
-    index = pygit2.Index()
-    index.read_tree(cast(pygit2.Object, repo.get(tree)).peel(pygit2.Tree))
-    files = {e.path: str(e.id) for e in index if scratch.matches(e.path, setup["cache_key"], folders=False)}
+    root = repo.get(tree).peel(pygit2.Tree)
+    files: dict[str, str] = {}
+    globs = [p for p in setup["cache_key"] if any(c in p for c in "*?[")]
+    for path in setup["cache_key"]:
+        if path in globs:
+            continue
+        try:
+            files[path] = str(root[path].id)  # a plain path: looked up, not searched for
+        except KeyError:
+            pass
+    if globs:
+        index = pygit2.Index()
+        index.read_tree(root)
+        files.update({e.path: str(e.id) for e in index if scratch.matches(e.path, globs, folders=False)})
     data = {"run": setup["run"], "keep": setup["keep"], "path": setup["path"], "files": dict(sorted(files.items()))}
     return sha256_bytes(canonical_json(data).encode())
 
