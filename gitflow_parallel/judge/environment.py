@@ -72,7 +72,7 @@ def stamp_path(checkout: Path) -> Path:
 def cache_key(repo: pygit2.Repository, tree: str, setup: dict[str, Any]) -> str:
     """The command, what it keeps and provides, and the content of the
     ``cache_key`` files of ``tree`` (from git objects: the attempt's own)."""
-    root = repo.get(tree).peel(pygit2.Tree)
+    root = cast(pygit2.Object, repo.get(tree)).peel(pygit2.Tree)
     files: dict[str, str] = {}
     globs = [p for p in setup["cache_key"] if any(c in p for c in "*?[")]
     for path in setup["cache_key"]:
