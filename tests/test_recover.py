@@ -579,6 +579,7 @@ def test_duplicate_ids_and_orphans(tmp_path: Path) -> None:
     assert "PARALLEL_RUN_NOT_FOUND" in proc.stderr
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_missing_notes_are_rewritten(tmp_path: Path) -> None:
     repo, gp, tools = project(tmp_path)
     for stage in STAGES[:-1]:
@@ -599,6 +600,7 @@ def test_missing_notes_are_rewritten(tmp_path: Path) -> None:
     assert_validate_clean(gp)
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_interrupted_cleanup_is_finished(tmp_path: Path) -> None:
     """A merged run whose loser kept its branch but lost its worktree (a
     cleanup killed half-way, or an `rm -rf`): recover archives the tip and

@@ -285,6 +285,7 @@ def test_tournament_judges_only_the_largest_clusters(tmp_path: Path) -> None:
     assert "not in the bracket" in next(l["reason"] for l in p["losers"] if l["id"] == "1")
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_the_judge_sees_only_passing_candidates_and_diffs_from_objects(tmp_path: Path) -> None:
     judge = textwrap.dedent("""
         import os, pathlib
@@ -336,6 +337,7 @@ def test_a_failing_judge_never_blocks_the_pick(tmp_path: Path, kind: str) -> Non
     assert "the judge gave no answer" in next(l["reason"] for l in p["losers"] if l["id"] == "1")
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_the_judge_runs_outside_the_lock_and_a_changed_field_is_refused(tmp_path: Path) -> None:
     # A judge that re-checks a candidate mid-pick: it needs the project lock
     # (so pick must not hold it), and its new evidence changes what the
