@@ -79,23 +79,15 @@ def dependency_sections(path: str, data: bytes | None) -> Any:
     :func:`harness_sections`)."""
     if data is None:
         return None
-    text = data.decode("utf-8")
-    name = path.rsplit("/", 1)[-1]
+    name, doc = _parse(path, data)
     if name == "pyproject.toml":
-        doc = tomllib.loads(text)
         return {".".join(keys): _dig(doc, keys) for keys in _PYPROJECT_DEPENDENCIES}
     if name == "setup.cfg":
-        parser = configparser.RawConfigParser(strict=False, interpolation=None)
-        parser.read_string(text)
+        parser = doc
         return {f"{s}.{k}": parser.get(s, k) for s in ("options", "options.extras_require")
                 for k in (parser.options(s) if parser.has_section(s) else [])
                 if s == "options.extras_require" or k in ("install_requires", "tests_require", "setup_requires")}
-    if name == "package.json":
-        doc = json.loads(text)
-        if not isinstance(doc, dict):
-            raise ValueError("package.json is not an object")
-        return {k: doc.get(k) for k in _PACKAGE_JSON_DEPENDENCIES}
-    raise ValueError(f"{path} is not a mixed file")
+    return {k: doc.get(k) for k in _PACKAGE_JSON_DEPENDENCIES}
 
 
 def dependencies_changed(path: str, old: bytes | None, new: bytes | None) -> bool:
@@ -104,6 +96,25 @@ def dependencies_changed(path: str, old: bytes | None, new: bytes | None) -> boo
         return bool(dependency_sections(path, old) != dependency_sections(path, new))
     except (ValueError, UnicodeDecodeError):
         return old != new
+
+
+def _parse(path: str, data: bytes) -> tuple[str, Any]:
+    """(file name, parsed content) of a mixed file: a mapping, or for
+    setup.cfg its parser.  Raises ``ValueError`` when it does not parse."""
+    text = data.decode("utf-8")
+    name = path.rsplit("/", 1)[-1]
+    if name == "pyproject.toml":
+        return name, tomllib.loads(text)
+    if name == "setup.cfg":
+        parser = configparser.RawConfigParser(strict=False, interpolation=None)
+        parser.read_string(text)
+        return name, parser
+    if name == "package.json":
+        doc = json.loads(text)
+        if not isinstance(doc, dict):
+            raise ValueError("package.json is not an object")
+        return name, doc
+    raise ValueError(f"{path} is not a mixed file")
 
 
 def is_mixed(path: str) -> bool:
@@ -124,29 +135,20 @@ def harness_sections(path: str, data: bytes | None, scripts: Iterable[str] = ())
     ``ValueError``: what its runner would make of it is unknown."""
     if data is None:
         return None
-    text = data.decode("utf-8")
-    name = path.rsplit("/", 1)[-1]
+    name, doc = _parse(path, data)
     if name == "pyproject.toml":
-        doc = tomllib.loads(text)
         return {".".join(keys): _dig(doc, keys) for keys in _PYPROJECT_SECTIONS}
     if name == "setup.cfg":
-        parser = configparser.RawConfigParser(strict=False, interpolation=None)
-        parser.read_string(text)
+        parser = doc
         out: dict[str, Any] = {s: dict(parser.items(s)) for s in parser.sections()
                                if s in ("tool:pytest", "pytest") or s.startswith(("tox:", "coverage:"))}
         if parser.has_option("options.entry_points", "pytest11"):
             out["options.entry_points.pytest11"] = parser.get("options.entry_points", "pytest11")
         return out
-    if name == "package.json":
-        doc = json.loads(text)
-        if not isinstance(doc, dict):
-            raise ValueError("package.json is not an object")
-        wanted = set(_NPM_SCRIPTS) | set(scripts)
-        found = doc.get("scripts")
-        run = found if isinstance(found, dict) else {}
-        return {"scripts": {k: v for k, v in run.items() if k in wanted},
-                **{k: doc.get(k) for k in _PACKAGE_JSON_KEYS}}
-    raise ValueError(f"{path} is not a mixed file")
+    wanted = set(_NPM_SCRIPTS) | set(scripts)
+    found = doc.get("scripts")
+    run = found if isinstance(found, dict) else {}
+    return {"scripts": {k: v for k, v in run.items() if k in wanted}, **{k: doc.get(k) for k in _PACKAGE_JSON_KEYS}}
 
 
 def harness_changed(path: str, old: bytes | None, new: bytes | None, scripts: Iterable[str] = ()) -> bool:
