@@ -191,11 +191,26 @@ class RelandedEntry(TypedDict):
     at: str
 
 
+class LandingStep(TypedDict, total=False):
+    """How one track's winner landed (``merge["steps"]``); ``commit``,
+    ``resolved_files`` and ``winner_lines_dropped`` for a step that wrote one."""
+    track: str
+    winner: str
+    method: str  # fast-forward, merge, squash, already-contained
+    commit: str
+    resolved_files: list[str]
+    winner_lines_dropped: int
+
+
+# A track's pick and its winning instance, as ``merge`` lands them.
+Winner = tuple[PickRecord, InstanceRecord]
+
+
 class MergeRecord(TypedDict, total=False):
     landed: str
     previous: str | None
     base_ref: str
-    steps: list[dict[str, Any]]
+    steps: list[LandingStep]
     method: str
     resolved_files: list[Any]
     policy: str
@@ -277,12 +292,12 @@ def new_run(task: str, base: dict[str, str], tracks: list[str], config: dict[str
     }
 
 
-def landing_method(steps: list[dict[str, Any]]) -> str:
+def landing_method(steps: list[LandingStep]) -> str:
     """``squash``, ``merge`` or ``fast-forward``: what the base moved by."""
     return next((m for m in ("squash", "merge") if any(s["method"] == m for s in steps)), "fast-forward")
 
 
-def new_merge(landed: str, previous: str | None, base_ref: str, steps: list[dict[str, Any]],
+def new_merge(landed: str, previous: str | None, base_ref: str, steps: list[LandingStep],
               resolved_files: list[Any], policy: str, merged_at: str, *, attempts: int | None = None,
               retried: list[dict[str, Any]] | None = None, verified: list[dict[str, Any]] | None = None,
               worktree: str | None = None, worktree_error: str | None = None, **extra: Any) -> MergeRecord:
@@ -490,7 +505,16 @@ def mark_merged(record: RunRecord, merge: MergeRecord) -> None:
     record["merge"] = merge
 
 
-def reland(merge: MergeRecord, landed: str, steps: list[dict[str, Any]], resolved_files: list[Any], *, onto: str,
+def merge_of(record: RunRecord) -> MergeRecord:
+    """The merge record of a merged run."""
+    merge = record.get("merge")
+    if merge is None:
+        raise ParallelError(E.RECORD_INVALID, f"run {record['run_id']} of {record['task']!r} has no merge record",
+                            hint=f"see `git parallel validate {record['task']}`")
+    return merge
+
+
+def reland(merge: MergeRecord, landed: str, steps: list[LandingStep], resolved_files: list[Any], *, onto: str,
            previous_landed: str, previous_onto: str, verified: list[dict[str, Any]], worktree_error: str | None,
            at: str) -> None:
     """``merge --push`` landed the winners again on a remote base that moved;

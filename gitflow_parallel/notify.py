@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import canonical_json, utcnow
+from gitflow_parallel.model import InstanceRecord, MergeRecord, RunRecord, Winner
 
 VERSION = 1
 KINDS = ("attempt_finished", "gates_failed", "all_done", "landed")
@@ -64,25 +65,25 @@ def encode(event: dict[str, Any]) -> bytes:
     return (canonical_json(event) + "\n").encode("ascii")
 
 
-def _event(kind: str, record: dict[str, Any], **fields: Any) -> dict[str, Any]:
+def _event(kind: str, record: RunRecord, **fields: Any) -> dict[str, Any]:
     return {"v": VERSION, "kind": kind, "ts": utcnow(), "task": record["task"], "run_id": record["run_id"],
             "base": record["base"]["ref"], **fields}
 
 
-def attempt_finished(record: dict[str, Any], inst: dict[str, Any], exit_code: int | None,
+def attempt_finished(record: RunRecord, inst: InstanceRecord, exit_code: int | None,
                      duration_s: float | None, error: str | None) -> dict[str, Any]:
     return _event("attempt_finished", record, instance=inst["id"], track=inst["track"], attempt=inst["attempt"],
                   agent=inst.get("agent"), status=inst["status"], exit_code=exit_code, commit=inst.get("head"),
                   duration_s=duration_s, error=error)
 
 
-def gates_failed(record: dict[str, Any], inst: dict[str, Any], pack: dict[str, Any]) -> dict[str, Any]:
+def gates_failed(record: RunRecord, inst: InstanceRecord, pack: dict[str, Any]) -> dict[str, Any]:
     failed = [g["name"] for g in pack["gates"] if g["mode"] == "enforced" and not g["passed"]]
     return _event("gates_failed", record, instance=inst["id"], track=inst["track"], attempt=pack["attempt"],
                   verdict=pack["verdict"], commit=pack["commit"], failed=failed)
 
 
-def all_done(record: dict[str, Any]) -> dict[str, Any] | None:
+def all_done(record: RunRecord) -> dict[str, Any] | None:
     """The event once no attempt of the run is pending or running, else None."""
     instances = record["instances"]
     if any(i["status"] in ("pending", "running") for i in instances):
@@ -95,8 +96,7 @@ def all_done(record: dict[str, Any]) -> dict[str, Any] | None:
         for i in instances])
 
 
-def landed(record: dict[str, Any], merge: dict[str, Any],
-           winners: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
+def landed(record: RunRecord, merge: MergeRecord, winners: list[Winner]) -> dict[str, Any]:
     return _event("landed", record, commit=merge["landed"], previous=merge.get("previous"), winners=[
         {"track": pick["track"], "instance": inst["id"], "attempt": inst["attempt"], "commit": inst.get("head")}
         for pick, inst in winners])

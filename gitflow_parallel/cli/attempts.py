@@ -415,10 +415,7 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
         click.echo(f"provenance: git notes --ref=parallel show {m['landed'][:12]}")
         render_push(r.get("push"))
 
-    if push_remote:
-        run_verb(as_json, lambda: merge_cmd.merge_push(_project(), task, push_remote), render)
-    else:
-        run_verb(as_json, lambda: merge_cmd.merge(_project(), task), render)
+    run_verb(as_json, lambda: merge_cmd.merge(_project(), task, push_remote), render)
 
 
 @main_group.command()

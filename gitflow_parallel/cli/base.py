@@ -137,7 +137,7 @@ def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None]
     if not as_json and isinstance(result, dict) and result.get("remote_warning"):
         click.echo(f"warning: {visible(result['remote_warning'])}", err=True)
     if not as_json and isinstance(result, dict):
-        for warning in result.get("notify_warnings") or []:
+        for warning in (result.get("notify_warnings") or []) + (result.get("warnings") or []):
             click.echo(f"warning: {visible(warning)}", err=True)
     if as_json:
         payload = dict(result) if isinstance(result, dict) else {"result": result}

@@ -38,222 +38,156 @@ moves the remote's base by one atomic push with leases (with the notes, run
 snapshot and evidence refs), computing the landing again when another clone
 pushed first; ``merge --pr`` pushes the winner's branch and asks ``gh`` or
 ``glab`` for a pull request instead of landing (the last sections below).
+
+The verb reads top-down: refusals under the lock (:func:`_ready`), one
+landing routine for a first landing and a landing again (:func:`_land`:
+compute, re-prove, publish under the lock), then what follows a landing
+(notes, cleanup, the remote's manifest, notify) and, for ``--push``, the
+push.  The record is read once under the lock at the start and passed
+down; each later write reads it once more, under the lock, to check and
+change it (compare-and-swap).  The result is a :class:`MergeResult`, whose
+``warnings`` say what went wrong after the base moved.
 """
+
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import config, evidence, faults, model, notify, provenance
-from gitflow_parallel.git import share
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import atomic_write, canonical_json, utcnow
-from gitflow_parallel.git.repo import Repo
-from gitflow_parallel.names import check_name
-from gitflow_parallel.state.project import Project
-from gitflow_parallel.state.picks import winner_check, winner_instances
-from gitflow_parallel.state.intent import clear_intent, intent_path
-from gitflow_parallel.git.worktrees import base_worktree
-from gitflow_parallel.git import retire
-from gitflow_parallel.git import transport
-from gitflow_parallel.git.landing import compute, dirty_paths, refuse_dirty
+from gitflow_parallel.files import atomic_write, utcnow
+from gitflow_parallel.git import retire, share, transport
+from gitflow_parallel.git.landing import Landing, compute, dirty_paths, refuse_dirty
 from gitflow_parallel.git.pull_request import pr_body, pr_command, pr_title, pr_tool, run_tool
-from gitflow_parallel.proc import notifier
 from gitflow_parallel.git.remote_landing import (
-    branch_name, diverged, fetch_tip, has_object, onto_remote, pushed_result, refused_push, share_updates,
-    wanted_refs)
+    PushResult, Relanded, branch_name, diverged, fetch_tip, onto_remote, push_branches, pushed_result, refused_push,
+    share_updates, wanted_refs)
+from gitflow_parallel.git.worktrees import base_worktree
+from gitflow_parallel.judge import reprove
+from gitflow_parallel.model import MergeRecord, RunRecord, Winner
+from gitflow_parallel.names import check_name
+from gitflow_parallel.proc import notifier
+from gitflow_parallel.state.intent import clear_intent, intent_path, write_intent
+from gitflow_parallel.state.picks import winner_check, winner_instances
+from gitflow_parallel.state.project import Project
 
 
-def verify_mode(cfg: dict[str, Any]) -> str:
-    """``merge.verify`` of a record; records frozen before the three modes hold a bool."""
-    mode = cfg.get("verify", "always")
-    return {True: "changed", False: "never"}.get(mode, mode) if isinstance(mode, bool) else mode
+class Cleaned(TypedDict):
+    removed: list[dict[str, Any]]
+    kept: list[str]
 
 
-def _verify(project: Project, record: dict[str, Any], landing: dict[str, Any],
-            winners: list[tuple[dict[str, Any], dict[str, Any]]], onto: str) -> list[dict[str, Any]]:
-    """Re-prove the landing: the enforced gates of each track on the exact
-    tree that will land, judged with the protected paths of ``onto`` (the
-    commit the base is at), in a clean checkout.  Evidence, however it was
-    made, is then never the only thing that lets a tree land.  ``changed``
-    skips the tracks whose winner's own tree is the landing tree; ``never``
-    trusts the evidence."""
-    from gitflow_parallel.judge import gates
-
-    mode = verify_mode(record["config"]["merge"])
-    if mode == "never":
-        return []
-    tree = project.repo.tree_of(landing["commit"])
-    results = []
-    for pick, inst in winners:
-        if mode == "changed" and pick["winner"]["tree"] == tree:
-            continue
-        outcome = gates.verify_tree(project, record, pick["track"], landing["commit"], base=onto)
-        results.append({
-            "track": pick["track"], "passed": outcome["passed"], "commit": landing["commit"], "tree": tree,
-            "judged_commit": outcome["judged_commit"], "protected_changes": outcome["protected_changes"],
-            "refused": outcome["refused"], "checkout": "clean",
-            "gates": [{k: g.get(k) for k in ("name", "mode", "passed", "exit_code", "duration_s", "log", "error")}
-                      for g in outcome["gates"]]})
-        if outcome["refused"]:
-            raise ParallelError(
-                outcome["refused"]["code"], f"cannot land track {pick['track']}: {outcome['refused']['message']}",
-                hint="nothing moved; retry the instance without touching protected paths")
-        if not outcome["passed"]:
-            failed = [g["name"] for g in outcome["gates"] if not g.get("passed") and g.get("mode") == "enforced"]
-            same = pick["winner"]["tree"] == tree
-            raise ParallelError(
-                E.EVIDENCE_MISMATCH if same else E.MERGE_CONFLICT,
-                f"the tree {tree[:12]} that would land fails enforced gate(s) {', '.join(failed) or '?'} of track "
-                f"{pick['track']} in a clean checkout"
-                + (", although its evidence says it passed (the evidence is stale or was forged)" if same
-                   else ", although the winner passed alone (a semantic conflict)"),
-                hint="nothing moved; " + (f"check it again (`git parallel check {record['task']}`) and see the gate "
-                                          "logs" if same else
-                                          f"start a new attempt from the current base (`git parallel retry "
-                                          f"{record['task']} {inst['id']} --onto-current`, then run, check, "
-                                          "pick), or merge by hand"),
-            )
-    return results
+class CleanupError(TypedDict):
+    code: str
+    message: str
+    hint: str | None
 
 
-def protected_landed(winners: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
-    """What the winners change of the tests, the harness or the config: a
-    person picked them knowing (an automatic pick never chooses such a
-    winner), and the landing says so."""
-    return [{"track": pick["track"], "winner": pick["winner"]["id"], "changes": pick["protected_changes"]}
-            for pick, _ in winners if pick.get("protected_changes")]
-
-
-class _MergedMeanwhile(Exception):
-    """Another merge of the same run landed while this one computed."""
-
-    def __init__(self, record: dict[str, Any]) -> None:
-        super().__init__(record["run_id"])
-        self.record = record
-
-
-def _land(project: Project, record: dict[str, Any], winners: list[tuple[dict[str, Any], dict[str, Any]]],
-          worktree: Path | None, finish: Any, onto: Any = None) -> Any:
-    """Compute, verify and publish the landing; retried while the base moves.
-
-    Computing and verifying (which runs gates, possibly for minutes) happen
-    outside the project lock, so other commands (a ``run`` of another task
-    recording its agents) are never held up.  The lock is taken only to
-    publish: the record must still be at the revision read, the base
-    worktree still clean, the base ref still at the oid read; then the intent
-    is written, the ref moved by compare-and-swap, and ``finish`` records the
-    result before the lock is let go.
-
-    ``onto(old)`` names the commit to compute the landing on when it is not
-    the local base itself (``--push``: the remote's tip, which the local base
-    is an ancestor of); the local base then moves from ``old`` to the landing,
-    still a fast-forward, still by compare-and-swap."""
-    repo = project.repo
-    store = project.store
-    task = record["task"]
-    cfg = record["config"]["merge"]
-    base_ref = record["base"]["ref"]
-    deadline = time.monotonic() + float(cfg["timeout"])
-    attempts = 0
-    history: list[dict[str, Any]] = []
-    while True:
-        attempts += 1
-        old = repo.ref_target(base_ref)
-        if old is None:
-            raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {base_ref} no longer exists",
-                                hint="recreate it, or abort the run")
-        start = onto(old) if onto is not None else old
-        landing = compute(project, record, start, winners)
-        landing["onto"] = start
-        new_tree = repo.pygit.get(landing["commit"]).tree
-        old_tree = repo.pygit.get(old).peel(pygit2.Commit).tree
-        _check_clean(repo, worktree, new_tree, old_tree)
-        proving = time.monotonic()
-        verified = _verify(project, record, landing, winners, start)
-        # The re-proof's gates have timeouts of their own: merge.timeout
-        # bounds the merging around them (found on click, where one re-proof
-        # took longer than the whole default budget and was thrown away).
-        deadline += time.monotonic() - proving
-        if time.monotonic() > deadline:
-            raise ParallelError(E.MERGE_TIMEOUT, f"the merge of {task} took longer than merge.timeout "
-                                f"({cfg['timeout']}s); nothing moved",
-                                hint="raise merge.timeout for new runs, or make the gates faster; then merge again")
-        with store.lock():
-            current = store.load(task)
-            if current["run_revision"] != record["run_revision"] and current["status"] == "merged" \
-                    and current["run_id"] == record["run_id"]:
-                # A concurrent merge of this run landed first: what was asked
-                # is done, so say what landed, as a merge run after it would.
-                raise _MergedMeanwhile(current)
-            if current["run_revision"] != record["run_revision"]:
-                raise ParallelError(
-                    E.RUN_REVISION_CONFLICT,
-                    f"run {record['run_id']} changed while it was being merged (revision "
-                    f"{record['run_revision']} → {current['run_revision']}); nothing moved",
-                    hint=f"see `git parallel status {task}`, then `git parallel merge {task}` again",
-                )
-            _check_clean(repo, worktree, new_tree, old_tree)
-            moved = False
-            tip = repo.ref_target(base_ref)
-            if tip is None:
-                raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {base_ref} no longer exists",
-                                    hint="recreate it, or abort the run")
-            if tip == old:
-                if landing["commit"] == old:
-                    moved = True  # everything already on the base
-                else:
-                    # Say what is about to happen before it happens, so that a
-                    # crash right after the ref moves leaves recover enough to finish.
-                    intent = {"previous": old, "landing": landing["commit"], "base_ref": base_ref,
-                              "worktree": str(worktree) if worktree else None, "steps": landing["steps"],
-                              "resolved_files": landing["resolved_files"], "written_at": utcnow()}
-                    atomic_write(intent_path(project, record), canonical_json(intent))
-                    try:
-                        # False only when the base moved (a lost race, retried
-                        # below); a lock in the way raises PARALLEL_LOCK_HELD.
-                        moved = repo.cas_ref(base_ref, landing["commit"], old,
-                                             f"git-parallel: land {task} ({record['run_id']})", task=task)
-                    finally:
-                        if not moved:
-                            clear_intent(project, record)
-            if moved:
-                return finish(landing, old, attempts, history, verified)
-        history.append({"attempt": attempts, "base_was": old, "computed": landing["commit"]})
-        if attempts > int(cfg["retries"]):
-            raise ParallelError(
-                E.MERGE_CONFLICT,
-                f"the base {base_ref} kept moving while merging ({attempts} attempts); nothing moved",
-                hint="wait for the other writer to finish, then run `git parallel merge` again",
-            )
-
-
-def _check_clean(repo: Repo, worktree: Path | None, new_tree: pygit2.Tree | None,
-                 old_tree: pygit2.Tree | None = None) -> None:
-    if worktree is not None:
-        dirty = dirty_paths(worktree, new_tree, old_tree)
-        if dirty:
-            raise refuse_dirty(worktree, dirty)
-
-
-def landing_notes(record: dict[str, Any], winners: list[tuple[dict[str, Any], dict[str, Any]]],
-                  merge_record: dict[str, Any]) -> list[tuple[str, str]]:
-    """The note lines on the commit that landed: each pick, the merge, one line for people."""
-    landed = merge_record["landed"]
-    entries = [(landed, provenance.pick_note(p)) for p, _ in winners]
-    entries.append((landed, provenance.merge_note(record, merge_record)))
-    entries.append((landed, provenance.landing_line(record, [(p, evidence.load(i)) for p, i in winners])))
-    return entries
+class MergeResult(TypedDict):
+    """What ``merge`` says (``--json`` prints it as it is).  ``already``: the
+    run was merged before (``raced``: by another merge of it that landed
+    while this one computed), and this is that landing.  ``warnings``: what
+    went wrong after the base moved (notes, the remote's manifest, notify),
+    none of which undoes the landing."""
+    already: bool
+    raced: bool
+    run_id: str
+    merge: MergeRecord
+    protected_landed: list[dict[str, Any]]
+    cleanup: Cleaned | None
+    cleanup_error: CleanupError | None
+    warnings: list[str]
+    push: NotRequired[PushResult]
 
 
 # -- the verb --------------------------------------------------------------------------
-def _proven_winners(project: Project, record: dict[str, Any], task: str,
-                    doing: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def merge(project: Project, task: str, remote: str | None = None) -> MergeResult:
+    """Land the run's winners on its base branch (see the module doc); with
+    ``remote`` (``merge --push``), land onto that remote's tip of the base
+    when the local base is behind it, then push the landing there with its
+    provenance; a merged run is only pushed."""
+    check_name(task, "task")
+    if remote is not None:
+        share.check_remote(project.repo, remote)
+    with project.store.lock():
+        record = project.store.load(task)
+        ready = None if record["status"] == "merged" else _ready(project, record)
+    if ready is None:
+        result = _already(record)
+    else:
+        winners, worktree = ready
+        target = Target(again=f"`git parallel merge {task}" + (f" --push {remote}`" if remote else "`"))
+        if remote is not None:
+            base_ref = record["base"]["ref"]
+            tip = transport.ls_remote(project.repo, remote, [base_ref]).get(base_ref)
+            fetch_tip(project, remote, base_ref, tip)
+            target = Target(again=target.again, remote=remote, tip=tip)
+        published = _land(project, record, winners, worktree, target)
+        if published.raced:
+            result = _already(published.record, raced=True)
+            record = published.record
+        else:
+            result, record = _after_landing(project, published.record, winners)
+    if remote is None:
+        return result
+    try:
+        result["push"], record, warnings = _push(project, record, remote)
+    except ParallelError as exc:
+        if "pushed" in exc.details:
+            raise
+        landed = result["merge"]["landed"]
+        raise ParallelError(exc.code, f"run {result['run_id']} landed on {branch_name(result['merge']['base_ref'])} "
+                            f"here at {landed[:12]}, but was not pushed to {remote}: {exc.message}",
+                            hint=f"{exc.hint or 'see the message'}; then `git parallel merge {task} --push {remote}` "
+                                 "pushes it (a merged run is only pushed)", landed=landed, pushed=False) from None
+    result["merge"] = model.merge_of(record)  # a landing computed again says so
+    result["warnings"] += warnings
+    return result
+
+
+def _ready(project: Project, record: RunRecord) -> tuple[list[Winner], Path | None]:
+    """Under the lock: refuse a run that cannot land now; else its proven
+    winners and the base's checkout (if any)."""
+    task = record["task"]
+    if record["status"] == "aborted":
+        raise ParallelError(E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} was aborted",
+                            hint=f"spawn a new run with `git parallel spawn {task}`")
+    config.verify_frozen(project.repo, record)
+    if intent_path(project, record).exists():
+        # An earlier merge of this run died between writing its intent and
+        # recording the result: the base may already have moved, its
+        # checkout may still show the old tree (which would read as
+        # "uncommitted changes" here), and the intent is what tells
+        # recover which.  Never overwrite or clear it from here.
+        raise ParallelError(
+            E.MERGE_CONFLICT,
+            f"an earlier `git parallel merge` of run {record['run_id']} was interrupted "
+            f"({intent_path(project, record)} is still there); nothing was changed",
+            hint=f"run `git parallel recover {task}`, which records or discards that merge, then merge again if needed",
+        )
+    winners = _proven_winners(project, record, "land")
+    base_ref = record["base"]["ref"]
+    if record["config"]["merge"]["policy"] == "manual":
+        lines = [f"git switch {base_ref[len('refs/heads/'):]}"] + [
+            f"git merge --no-ff {inst['branch']}" for _, inst in winners]
+        raise ParallelError(
+            E.MANUAL_HALT,
+            "merge.policy is manual: git parallel does not merge; run:\n  " + "\n  ".join(lines),
+            hint="the installed hooks (`git parallel hooks install`) gate that merge; "
+                 "then `git parallel recover " + task + "` records it",
+            commands=lines,
+        )
+    return winners, base_worktree(project.repo, base_ref)
+
+
+def _proven_winners(project: Project, record: RunRecord, doing: str) -> list[Winner]:
     """Each track's (pick, winner), refused unless the winner's tip still has
     the fresh, passing evidence its pick was made on."""
     winners = winner_instances(project, record)
@@ -261,90 +195,269 @@ def _proven_winners(project: Project, record: dict[str, Any], task: str,
         ok, code, why = winner_check(project, record, inst, project.tip(inst) or "")
         if not ok:
             raise ParallelError(code or E.EVIDENCE_MISMATCH, f"cannot {doing} track {pick['track']}: {why}",
-                                hint=f"run `git parallel check {task}`; a changed winner needs a new run or retry")
+                                hint=f"run `git parallel check {record['task']}`; a changed winner needs a new run "
+                                     "or retry")
     return winners
 
 
-def merge(project: Project, task: str, onto: Any = None) -> dict[str, Any]:
-    """Land the run's winners on its base branch (see the module doc);
-    ``onto`` as in :func:`_land`."""
-    check_name(task, "task")
-    store = project.store
-    repo = project.repo
-    with store.lock():
-        record = store.load(task)
-        if record["status"] == "merged":
-            return {"already": True, "run_id": record["run_id"], "merge": record["merge"], "cleanup": None}
-        if record["status"] == "aborted":
-            raise ParallelError(E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} was aborted",
-                                hint=f"spawn a new run with `git parallel spawn {task}`")
-        config.verify_frozen(repo, record)
-        if intent_path(project, record).exists():
-            # An earlier merge of this run died between writing its intent and
-            # recording the result: the base may already have moved, its
-            # checkout may still show the old tree (which would read as
-            # "uncommitted changes" here), and the intent is what tells
-            # recover which.  Never overwrite or clear it from here.
-            raise ParallelError(
-                E.MERGE_CONFLICT,
-                f"an earlier `git parallel merge` of run {record['run_id']} was interrupted "
-                f"({intent_path(project, record)} is still there); nothing was changed",
-                hint=f"run `git parallel recover {task}`, which records or discards that merge, then merge again if needed",
-            )
-        winners = _proven_winners(project, record, task, "land")
-        cfg = record["config"]["merge"]
-        base_ref = record["base"]["ref"]
-        if cfg["policy"] == "manual":
-            lines = [f"git switch {base_ref[len('refs/heads/'):]}"] + [
-                f"git merge --no-ff {inst['branch']}" for _, inst in winners]
-            raise ParallelError(
-                E.MANUAL_HALT,
-                "merge.policy is manual: git parallel does not merge; run:\n  " + "\n  ".join(lines),
-                hint="the installed hooks (`git parallel hooks install`) gate that merge; "
-                     "then `git parallel recover " + task + "` records it",
-                commands=lines,
-            )
-        worktree = base_worktree(repo, base_ref)
+def _already(record: RunRecord, raced: bool = False) -> MergeResult:
+    """A merged run's landing, said again."""
+    return {"already": True, "raced": raced, "run_id": record["run_id"], "merge": model.merge_of(record),
+            "protected_landed": [], "cleanup": None, "cleanup_error": None, "warnings": []}
 
-    def finish(landing: dict[str, Any], old: str, attempts: int, history: list[dict[str, Any]],
-               verified: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Under the lock, right after the base moved: its checkout, the record."""
-        faults.point("merge.after_ref")
-        worktree_error = None
-        if worktree is not None and landing["commit"] != old:
-            proc = repo.run_git(["read-tree", "-m", "-u", old, landing["commit"]], cwd=worktree, check=False)
-            if proc.returncode != 0:
-                worktree_error = proc.stderr.decode(errors="replace").strip()
-        faults.point("merge.after_worktree")
-        merge_record = model.new_merge(
-            landing["commit"], old, base_ref, landing["steps"], landing["resolved_files"], cfg["policy"], utcnow(),
-            attempts=attempts, retried=history, verified=verified, worktree=str(worktree) if worktree else None,
-            worktree_error=worktree_error, verify=verify_mode(cfg),
-            **({"onto": landing["onto"]} if landing["onto"] != old else {}))
-        updated, _ = store.update(task, lambda rec: model.mark_merged(rec, merge_record))
-        clear_intent(project, updated)
-        return updated, merge_record
 
+def _after_landing(project: Project, record: RunRecord, winners: list[Winner]) -> tuple[MergeResult, RunRecord]:
+    """The base moved and the record says so: notes, cleanup, the end of the
+    run published to its remote, notify.  A failure of any of them is said,
+    never undoes the landing.  Returns the record as cleanup left it."""
+    merge_record = model.merge_of(record)
+    warnings = [w for w in [_landing_notes(project, record, winners, "merge")] if w]
+    cleanup: Cleaned | None = None
+    cleanup_error: CleanupError | None = None
+    after = record
     try:
-        record, merge_record = _land(project, record, winners, worktree, finish, onto)
-    except _MergedMeanwhile as done:
-        return {"already": True, "run_id": done.record["run_id"], "merge": done.record["merge"], "cleanup": None,
-                "raced": True}
-    entries = landing_notes(record, winners, merge_record)
-    notes_error = project.mirror_notes(record, entries, "merge") or share.mirror_run(project, record)
-
-    try:
-        cleaned = retire.cleanup(project, task, keep_losers=bool(record["config"]["keep_losers"]))
-        cleanup_error = None
+        cleaned = retire.cleanup(project, record["task"], keep_losers=bool(record["config"]["keep_losers"]))
+        cleanup, after = {"removed": cleaned["removed"], "kept": cleaned["kept"]}, cleaned["run"]
     except ParallelError as exc:
-        cleaned, cleanup_error = None, {"code": exc.code, "message": exc.message, "hint": exc.hint}
+        cleanup_error = {"code": exc.code, "message": exc.message, "hint": exc.hint}
+    warnings += [w for w in [transport.withdraw(project, record)] if w]
+    warnings += notifier.send_one(project, record, notify.landed(record, merge_record, winners))
+    return {"already": False, "raced": False, "run_id": record["run_id"], "merge": merge_record,
+            "protected_landed": protected_landed(winners), "cleanup": cleanup, "cleanup_error": cleanup_error,
+            "warnings": warnings}, after
 
-    return {"already": False, "run_id": record["run_id"], "merge": merge_record,
-            "protected_landed": protected_landed(winners),
-            "cleanup": cleaned and {"removed": cleaned["removed"], "kept": cleaned["kept"]},
-            "cleanup_error": cleanup_error, "notes_error": notes_error,
-            "remote_warning": transport.withdraw(project, record),
-            "notify_warnings": notifier.send_one(project, record, notify.landed(record, merge_record, winners))}
+
+def protected_landed(winners: list[Winner]) -> list[dict[str, Any]]:
+    """What the winners change of the tests, the harness or the config: a
+    person picked them knowing (an automatic pick never chooses such a
+    winner), and the landing says so."""
+    return [{"track": pick["track"], "winner": pick["winner"]["id"], "changes": pick["protected_changes"]}
+            for pick, _ in winners if pick.get("protected_changes")]
+
+
+def _landing_notes(project: Project, record: RunRecord, winners: list[Winner], what: str) -> str | None:
+    """The note lines on the commit that landed (each pick, the merge, one
+    line for people) and the run's snapshot ref; a warning if they failed."""
+    merge_record = model.merge_of(record)
+    landed = merge_record["landed"]
+    entries = [(landed, provenance.pick_note(p)) for p, _ in winners]
+    entries.append((landed, provenance.merge_note(record, merge_record)))
+    entries.append((landed, provenance.landing_line(record, [(p, evidence.load(i)) for p, i in winners])))
+    return project.mirror_notes(record, entries, what) or share.mirror_run(project, record)
+
+
+# -- one landing -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Target:
+    """Where one landing goes.  A first landing (``replaces`` None) is
+    computed on the local base, or for ``--push`` on ``remote``'s ``tip``
+    when the local base is behind it, and computed again while the base
+    moves (``merge.retries``).  A landing again (``replaces``: the merge
+    record of a landing the remote did not take, because its base moved
+    on) is computed on ``tip`` and moves the local base from that landing,
+    once.  ``again`` is the command that tries once more, for the hints."""
+    again: str
+    remote: str | None = None
+    tip: str | None = None
+    replaces: MergeRecord | None = None
+
+    def replaced_onto(self) -> str:
+        """What the landing this one replaces was computed on."""
+        assert self.replaces is not None
+        return self.replaces.get("onto") or self.replaces.get("previous") or self.replaces["landed"]
+
+    def nothing(self, record: RunRecord) -> str:
+        """What a refusal leaves: nothing moved, or (a landing again) a landing not pushed."""
+        if self.replaces is None:
+            return "nothing moved"
+        return f"run {record['run_id']} landed here at {self.replaces['landed'][:12]} and was not pushed"
+
+
+@dataclass(frozen=True)
+class Computed:
+    """One computation of the landing, re-proved, before the base moves."""
+    landing: Landing
+    old: str  # the local base it moves from
+    start: str  # the commit it was computed on
+    verified: list[dict[str, Any]]
+    proving_s: float  # seconds the re-proof took
+    new_tree: pygit2.Tree
+    old_tree: pygit2.Tree
+
+
+@dataclass(frozen=True)
+class Published:
+    """A landing's outcome: the record as saved with it, or (``raced``) as
+    found when another merge of the same run landed first."""
+    record: RunRecord
+    raced: bool = False
+
+
+def _land(project: Project, record: RunRecord, winners: list[Winner], worktree: Path | None,
+          target: Target) -> Published:
+    """Compute, re-prove and publish the landing; computed again while the
+    base moves under it (a first landing only).
+
+    Computing and verifying (which runs gates, possibly for minutes) happen
+    outside the project lock, so other commands (a ``run`` of another task
+    recording its agents) are never held up; :func:`_publish` takes it."""
+    cfg = record["config"]["merge"]
+    deadline = time.monotonic() + float(cfg["timeout"])
+    retries = 0 if target.replaces is not None else int(cfg["retries"])
+    history: list[dict[str, Any]] = []
+    for attempt in range(1, retries + 2):
+        computed = _compute(project, record, winners, worktree, target)
+        # The re-proof's gates have timeouts of their own: merge.timeout
+        # bounds the merging around them (found on click, where one re-proof
+        # took longer than the whole default budget and was thrown away).
+        deadline += computed.proving_s
+        if time.monotonic() > deadline:
+            raise ParallelError(E.MERGE_TIMEOUT, f"the merge of {record['task']} took longer than merge.timeout "
+                                f"({cfg['timeout']}s); {target.nothing(record)}",
+                                hint="raise merge.timeout for new runs, or make the gates faster; then merge again")
+        published = _publish(project, record, worktree, target, computed, attempt, history)
+        if published is not None:
+            return published
+        history.append({"attempt": attempt, "base_was": computed.old, "computed": computed.landing["commit"]})
+    base_ref = record["base"]["ref"]
+    if target.replaces is not None:
+        raise ParallelError(E.MERGE_CONFLICT, f"{branch_name(base_ref)} moved here meanwhile; {target.nothing(record)}",
+                            hint=f"{target.again} again")
+    raise ParallelError(
+        E.MERGE_CONFLICT,
+        f"the base {base_ref} kept moving while merging ({retries + 1} attempts); nothing moved",
+        hint="wait for the other writer to finish, then run `git parallel merge` again",
+    )
+
+
+def _start(project: Project, record: RunRecord, target: Target) -> tuple[str, str]:
+    """The local base a landing moves from, and the commit it is computed on."""
+    repo, base_ref = project.repo, record["base"]["ref"]
+    local = repo.ref_target(base_ref)
+    if local is None:
+        raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {base_ref} no longer exists",
+                            hint="recreate it, or abort the run")
+    if target.replaces is None:
+        if target.remote is None:
+            return local, local
+        return local, onto_remote(project, record, target.remote, target.tip, local)
+    landed, remote, tip = target.replaces["landed"], target.remote or "", target.tip or ""
+    if local != landed:
+        raise ParallelError(
+            E.REMOTE_DIVERGED,
+            f"{branch_name(base_ref)} here moved on after the landing ({landed[:12]} -> {local[:12]}) and "
+            f"{remote} has commits it lacks; {target.nothing(record)}",
+            hint=f"`git pull {remote} {branch_name(base_ref)}` where it is checked out, then `git push {remote} "
+                 f"{branch_name(base_ref)}` and `git parallel push {remote}`")
+    if not repo.is_ancestor(target.replaced_onto(), tip):
+        raise diverged(record, remote, target.replaced_onto(), tip, target.nothing(record))
+    return landed, tip
+
+
+def _compute(project: Project, record: RunRecord, winners: list[Winner], worktree: Path | None,
+             target: Target) -> Computed:
+    """The landing computed in memory and re-proved; refused (nothing moved)
+    where the base's checkout has changes it would overwrite."""
+    repo = project.repo.pygit
+    old, start = _start(project, record, target)
+    landing = compute(project, record, start, winners)
+    new_tree = repo[landing["commit"]].peel(pygit2.Tree)
+    old_tree = repo[old].peel(pygit2.Tree)
+    _check_clean(worktree, new_tree, old_tree)
+    proving = time.monotonic()
+    verified = reprove.verify_landing(project, record, landing["commit"], winners, start)
+    return Computed(landing, old, start, verified, time.monotonic() - proving, new_tree, old_tree)
+
+
+def _publish(project: Project, record: RunRecord, worktree: Path | None, target: Target, computed: Computed,
+             attempt: int, history: list[dict[str, Any]]) -> Published | None:
+    """Under the lock: the record must still be at the revision read, the
+    base's checkout still clean, the base ref still at the oid read; then
+    the intent is written, the ref moved by compare-and-swap, its checkout
+    updated and the record saved before the lock is let go.  None when the
+    base moved meanwhile (a lost race: computed again, or refused)."""
+    repo, store, task = project.repo, project.store, record["task"]
+    base_ref, old, new = record["base"]["ref"], computed.old, computed.landing["commit"]
+    with store.lock():
+        current = store.load(task)
+        if (current["run_id"], current["run_revision"]) != (record["run_id"], record["run_revision"]):
+            if target.replaces is None and current["run_id"] == record["run_id"] and current["status"] == "merged":
+                # A concurrent merge of this run landed first: what was asked
+                # is done, so say what landed, as a merge run after it would.
+                return Published(current, raced=True)
+            raise ParallelError(
+                E.RUN_REVISION_CONFLICT,
+                f"run {record['run_id']} changed while it was being merged (revision "
+                f"{record['run_revision']} → {current['run_revision']}); {target.nothing(record)}",
+                hint=f"see `git parallel status {task}`, then {target.again} again",
+            )
+        _check_clean(worktree, computed.new_tree, computed.old_tree)
+        tip = repo.ref_target(base_ref)
+        if tip is None:
+            raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {base_ref} no longer exists",
+                                hint="recreate it, or abort the run")
+        if tip != old:
+            return None
+        if new != old and not _move_base(project, record, worktree, target, computed):
+            return None
+        faults.point("merge.after_ref")
+        worktree_error = _follow(project, worktree, old, new)
+        faults.point("merge.after_worktree")
+        cfg = record["config"]["merge"]
+        if target.replaces is None:
+            merge_record = model.new_merge(
+                new, old, base_ref, computed.landing["steps"], computed.landing["resolved_files"], cfg["policy"],
+                utcnow(), attempts=attempt, retried=history, verified=computed.verified,
+                worktree=str(worktree) if worktree else None, worktree_error=worktree_error, verify=reprove.verify_mode(cfg),
+                **({"onto": computed.start} if computed.start != old else {}))
+            updated, _ = store.update_loaded(current, lambda rec: model.mark_merged(rec, merge_record))
+        else:
+            replaced_onto, at = target.replaced_onto(), utcnow()
+            updated, _ = store.update_loaded(current, lambda rec: model.reland(
+                model.merge_of(rec), new, computed.landing["steps"], computed.landing["resolved_files"],
+                onto=computed.start, previous_landed=old, previous_onto=replaced_onto, verified=computed.verified,
+                worktree_error=worktree_error, at=at))
+        clear_intent(project, updated)
+        return Published(updated)
+
+
+def _move_base(project: Project, record: RunRecord, worktree: Path | None, target: Target,
+               computed: Computed) -> bool:
+    """Move the base ref to the landing by compare-and-swap, the intent
+    written first; False when the base moved (a lost race), and a lock in
+    the way raises ``PARALLEL_LOCK_HELD``."""
+    task, base_ref, landing = record["task"], record["base"]["ref"], computed.landing
+    # Say what is about to happen before it happens, so that a crash right
+    # after the ref moves leaves recover enough to finish.
+    write_intent(project, record, {
+        "previous": computed.old, "landing": landing["commit"], "base_ref": base_ref,
+        "worktree": str(worktree) if worktree else None, "steps": landing["steps"],
+        "resolved_files": landing["resolved_files"], "written_at": utcnow()})
+    what = f"git-parallel: land {task} ({record['run_id']})"
+    if target.replaces is not None:
+        what += f" again, onto {target.remote}'s tip"
+    moved = False
+    try:
+        moved = project.repo.cas_ref(base_ref, landing["commit"], computed.old, what, task=task)
+    finally:
+        if not moved:
+            clear_intent(project, record)
+    return moved
+
+
+def _follow(project: Project, worktree: Path | None, old: str, new: str) -> str | None:
+    """Bring the base's checkout from ``old`` to ``new``; git's complaint if it could not."""
+    if worktree is None or new == old:
+        return None
+    proc = project.repo.run_git(["read-tree", "-m", "-u", old, new], cwd=worktree, check=False)
+    return proc.stderr.decode(errors="replace").strip() if proc.returncode != 0 else None
+
+
+def _check_clean(worktree: Path | None, new_tree: pygit2.Tree | None, old_tree: pygit2.Tree | None = None) -> None:
+    if worktree is not None:
+        dirty = dirty_paths(worktree, new_tree, old_tree)
+        if dirty:
+            raise refuse_dirty(worktree, dirty)
 
 
 # -- landing where the team lands: --push and --pr ------------------------------------------
@@ -353,163 +466,48 @@ def merge(project: Project, task: str, onto: Any = None) -> dict[str, Any]:
 # with the remote's first), the run snapshot and the run's evidence refs, so
 # whoever reads the landed commit there can read why it landed.  A lease that
 # fails because another clone pushed meanwhile is answered by computing the
-# landing again onto the new tip, never by forcing.
+# landing again onto the new tip (:func:`_land` with ``replaces``), never by
+# forcing.
 
 
-def _reland(project: Project, record: dict[str, Any], remote: str, tip: str) -> dict[str, Any]:
-    """A merged run whose landing the remote has not taken, because its base
-    moved on: compute the landing again onto the remote's ``tip``, re-prove
-    it, and move the local base from the old landing (never pushed, so no
-    one else has it) to the new one, by compare-and-swap.  Refused when the
-    local base moved on past the landing, or the remote's history no longer
-    holds what the landing was computed on."""
-    repo, task, m = project.repo, record["task"], record["merge"]
-    base_ref, landed = m["base_ref"], m["landed"]
-    not_pushed = f"run {record['run_id']} landed here at {landed[:12]} and was not pushed"
-    local = repo.ref_target(base_ref)
-    if local != landed:
-        raise ParallelError(
-            E.REMOTE_DIVERGED,
-            f"{branch_name(base_ref)} here moved on after the landing ({landed[:12]} -> {str(local)[:12]}) and "
-            f"{remote} has commits it lacks; {not_pushed}",
-            hint=f"`git pull {remote} {branch_name(base_ref)}` where it is checked out, then `git push {remote} "
-                 f"{branch_name(base_ref)}` and `git parallel push {remote}`")
-    start = m.get("onto") or m["previous"]
-    if not repo.is_ancestor(start, tip):
-        raise diverged(record, remote, start, tip, not_pushed)
-    winners = winner_instances(project, record)
-    landing = compute(project, record, tip, winners)
-    worktree = base_worktree(repo, base_ref)
-    new_tree = repo.pygit.get(landing["commit"]).tree
-    old_tree = repo.pygit.get(landed).peel(pygit2.Commit).tree
-    _check_clean(repo, worktree, new_tree, old_tree)
-    verified = _verify(project, record, landing, winners, tip)
-    with project.store.lock():
-        current = project.store.load(task)
-        if (current["run_id"], current["run_revision"]) != (record["run_id"], record["run_revision"]):
-            raise ParallelError(E.RUN_REVISION_CONFLICT, f"run {record['run_id']} changed meanwhile; {not_pushed}",
-                                hint=f"`git parallel merge {task} --push {remote}` again")
-        _check_clean(repo, worktree, new_tree, old_tree)
-        if not repo.cas_ref(base_ref, landing["commit"], landed,
-                            f"git-parallel: land {task} ({record['run_id']}) again, onto {remote}'s tip"):
-            raise ParallelError(E.MERGE_CONFLICT, f"{branch_name(base_ref)} moved here meanwhile; {not_pushed}",
-                                hint=f"`git parallel merge {task} --push {remote}` again")
-        worktree_error = None
-        if worktree is not None:
-            proc = repo.run_git(["read-tree", "-m", "-u", landed, landing["commit"]], cwd=worktree, check=False)
-            if proc.returncode != 0:
-                worktree_error = proc.stderr.decode(errors="replace").strip()
-
-        def apply(rec: dict[str, Any]) -> None:
-            model.reland(rec["merge"], landing["commit"], landing["steps"], landing["resolved_files"], onto=tip,
-                         previous_landed=landed, previous_onto=start, verified=verified,
-                         worktree_error=worktree_error, at=utcnow())
-
-        updated, _ = project.store.update(task, apply)
-    project.mirror_notes(updated, landing_notes(updated, winners, updated["merge"]), "merge --push")
-    share.mirror_run(project, updated)
-    return updated
-
-
-def push_landing(project: Project, task: str, remote: str) -> dict[str, Any]:
+def _push(project: Project, record: RunRecord, remote: str) -> tuple[PushResult, RunRecord, list[str]]:
     """Move ``remote``'s base to what a merged run landed, with its notes,
     snapshot and evidence refs, in one atomic push under leases; idempotent
-    (a remote that has it all is left as it is)."""
-    from gitflow_parallel.git import transport as wire
-
-    repo = project.repo
-    record = project.store.load(task)
-    base_ref = record["base"]["ref"]
+    (a remote that has it all is left as it is).  Returns what was pushed,
+    the record after it, and warnings of the landings computed again."""
+    repo, base_ref, task = project.repo, record["base"]["ref"], record["task"]
     retries = int(record["config"]["merge"]["retries"])
-    relanded: list[dict[str, Any]] = []
-    for attempt in range(1, retries + wire.NOTES_PUSH_ATTEMPTS + 2):
-        there = wire.ls_remote(repo, remote, wanted_refs(record, []))
+    relanded: list[Relanded] = []
+    warnings: list[str] = []
+    for attempt in range(1, retries + transport.NOTES_PUSH_ATTEMPTS + 2):
+        there = transport.ls_remote(repo, remote, wanted_refs(record, []))
         tip = there.get(base_ref)
         fetch_tip(project, remote, base_ref, tip)
-        landed = record["merge"]["landed"]
+        landed = model.merge_of(record)["landed"]
         updates = []
         if tip is None or (tip != landed and not repo.is_ancestor(landed, tip)):
             if tip is not None and not repo.is_ancestor(tip, landed):
                 if len(relanded) >= retries:
                     raise refused_push(record, remote, f"its {branch_name(base_ref)} kept moving ({attempt} attempts)",
-                                      "wait for the other pushes to finish", E.REMOTE_MOVED)
+                                       "wait for the other pushes to finish", E.REMOTE_MOVED)
                 relanded.append({"landed": landed, "remote_tip": tip})
-                record = _reland(project, record, remote, tip)
-                landed = record["merge"]["landed"]
+                winners = winner_instances(project, record)
+                again = Target(again=f"`git parallel merge {task} --push {remote}`", remote=remote, tip=tip,
+                               replaces=model.merge_of(record))
+                record = _land(project, record, winners, base_worktree(repo, base_ref), again).record
+                warnings += [w for w in [_landing_notes(project, record, winners, "merge --push")] if w]
+                landed = model.merge_of(record)["landed"]
             if landed != tip:  # a landing computed again may be the remote's tip itself
-                updates.append(wire.Update(landed, base_ref, tip or ""))
+                updates.append(transport.Update(landed, base_ref, tip or ""))
         shared, kept = share_updates(project, record, remote, there)
-        pushed = wire.push(repo, remote, updates + shared)
+        pushed = transport.push(repo, remote, updates + shared)
         if pushed.ok:
-            return pushed_result(project, record, remote, updates + shared, kept, attempt, relanded)
-        if not wire.moved(repo, remote, updates + shared):
+            result, record = pushed_result(project, record, remote, updates + shared, kept, attempt, relanded)
+            return result, record, warnings
+        if not transport.moved(repo, remote, updates + shared):
             raise refused_push(record, remote, f"the atomic push was refused: {pushed.output}",
-                              f"see the message (a protected branch? a hook of {remote}?)")
+                               f"see the message (a protected branch? a hook of {remote}?)")
     raise refused_push(record, remote, "its refs kept moving", "wait for the other pushes to finish", E.REMOTE_MOVED)
-
-
-def merge_push(project: Project, task: str, remote: str) -> dict[str, Any]:
-    """``merge --push REMOTE``: land onto the remote's tip of the base (the
-    local base fast-forwards with the landing), then push it with its
-    provenance; a merged run is only pushed."""
-    from gitflow_parallel.git import transport as wire
-
-    check_name(task, "task")
-    share.check_remote(project.repo, remote)
-    record = project.store.load(task)
-    onto = None
-    if record["status"] != "merged":
-        base_ref = record["base"]["ref"]
-        tip = wire.ls_remote(project.repo, remote, [base_ref]).get(base_ref)
-        fetch_tip(project, remote, base_ref, tip)
-        onto = onto_remote(project, record, remote, tip)
-    result = merge(project, task, onto=onto)
-    try:
-        result["push"] = push_landing(project, task, remote)
-    except ParallelError as exc:
-        if "pushed" in exc.details:
-            raise
-        landed = result["merge"]["landed"]
-        raise ParallelError(exc.code, f"run {result['run_id']} landed on {branch_name(result['merge']['base_ref'])} here "
-                            f"at {landed[:12]}, but was not pushed to {remote}: {exc.message}",
-                            hint=f"{exc.hint or 'see the message'}; then `git parallel merge {task} --push {remote}` "
-                                 "pushes it (a merged run is only pushed)", landed=landed, pushed=False) from None
-    result["merge"] = project.store.load(task)["merge"]  # a landing computed again says so
-    return result
-
-
-def _push_branches(project: Project, record: dict[str, Any], remote: str,
-                   winners: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
-    """The winners' branches and the run's provenance in one atomic push;
-    a remote branch with commits the winner lacks is never overwritten."""
-    from gitflow_parallel.git import transport as wire
-
-    repo = project.repo
-    refs = [f"refs/heads/{inst['branch']}" for _, inst in winners]
-    output = ""
-    for attempt in range(1, wire.NOTES_PUSH_ATTEMPTS + 1):
-        there = wire.ls_remote(repo, remote, wanted_refs(record, refs))
-        updates = []
-        for (_, inst), ref in zip(winners, refs):
-            tip, theirs = project.tip(inst), there.get(ref)
-            if tip is None or tip == theirs:
-                continue
-            if theirs is not None and not (has_object(repo, theirs) and repo.is_ancestor(theirs, tip)):
-                raise ParallelError(E.REMOTE_DIVERGED, f"{remote} has {inst['branch']} at {theirs[:12]}, with "
-                                    f"commits the winner ({tip[:12]}) lacks; nothing was pushed",
-                                    hint=f"see `git log {remote}/{inst['branch']}`; delete it there if it is stale")
-            updates.append(wire.Update(tip, ref, theirs or ""))
-        shared, kept = share_updates(project, record, remote, there)
-        pushed = wire.push(repo, remote, updates + shared)
-        if pushed.ok:
-            return {"refs": [u.dst for u in updates + shared], "kept_remote": kept, "attempts": attempt,
-                    "base_on_remote": record["base"]["ref"] in there}
-        output = pushed.output
-        if not wire.moved(repo, remote, updates + shared):
-            break  # refused for another reason than a lease: trying again will not help
-    raise ParallelError(E.REMOTE_FAILED, f"git push --atomic to {remote} was refused; nothing was pushed: "
-                        f"{output}", hint=f"see the message; `git parallel merge {record['task']} --pr "
-                        f"--remote {remote}` tries again")
 
 
 def merge_pr(project: Project, task: str, remote: str = "origin") -> dict[str, Any]:
@@ -524,8 +522,8 @@ def merge_pr(project: Project, task: str, remote: str = "origin") -> dict[str, A
         raise ParallelError(E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} is {record['status']}; "
                             "nothing to propose", hint=f"see `git parallel status {task}`")
     config.verify_frozen(repo, record)
-    winners = _proven_winners(project, record, task, "propose")
-    pushed = _push_branches(project, record, remote, winners)
+    winners = _proven_winners(project, record, "propose")
+    pushed = push_branches(project, record, remote, winners)
     tool, found = pr_tool(repo, remote)
     base = branch_name(record["base"]["ref"])
     folder = repo.parallel_dir / "prs"
@@ -550,5 +548,3 @@ def merge_pr(project: Project, task: str, remote: str = "origin") -> dict[str, A
                             f"`{tool}` failed: {failed[0]['error']}", hint=f"run it yourself: {failed[0]['command']}",
                             **result)
     return result
-
-

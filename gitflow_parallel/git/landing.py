@@ -7,23 +7,32 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import provenance
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.model import InstanceRecord, LandingStep, PickRecord, RunRecord, Winner
 from gitflow_parallel.state.project import Project
 
 
 BASE_SIDE_POLICIES = ("first_pass_wins",)
 
 
+class Landing(TypedDict):
+    """What the base would move to (``commit``), how each track got there,
+    and the conflicts ``merge.policy`` decided (one entry per file)."""
+    commit: str
+    steps: list[LandingStep]
+    resolved_files: list[dict[str, Any]]
+
+
 def _landing_paths(repo: pygit2.Repository, old_tree: pygit2.Tree, new_tree: pygit2.Tree) -> set[str]:
     """Every path the landing changes, with the folders that hold them."""
     out: set[str] = set()
-    for delta in repo.diff(old_tree, new_tree).deltas:
+    for delta in old_tree.diff_to_tree(new_tree).deltas:
         for rel in {delta.old_file.path, delta.new_file.path}:
             parts = rel.split("/")
             out.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
@@ -137,12 +146,13 @@ def _conflicts(repo: pygit2.Repository, index: pygit2.Index, ours_tree: pygit2.T
     for ancestor, ours, theirs in index.conflicts:
         path = (ancestor or ours or theirs).path
         texts = [_lines(repo, e) for e in (ancestor, ours, theirs)]
+        hunks: list[dict[str, Any]] = []
         if (ours is None and _folder_clash(ours_tree, path)) or (theirs is None and _folder_clash(theirs_tree, path)):
-            kind, hunks = "a file on one side, a folder on the other", []
+            kind = "a file on one side, a folder on the other"
         elif ours is None or theirs is None:
-            kind, hunks = ("deleted by the base" if ours is None else "deleted by the winner"), []
+            kind = "deleted by the base" if ours is None else "deleted by the winner"
         elif texts[1] is None or texts[2] is None:
-            kind, hunks = "binary", []
+            kind = "binary"
         else:
             kind, hunks = "text", conflict_hunks(texts[0] or [], texts[1], texts[2])
         out.append({"path": path, "kind": kind, "hunks": hunks,
@@ -176,7 +186,7 @@ def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, po
     each side it dropped).  ``again`` is the retry that starts the winner
     afresh on the base, for the hints."""
     plain = repo.merge_commits(ours, theirs)
-    conflicts = (_conflicts(repo, plain, repo.get(ours).peel(pygit2.Tree), repo.get(theirs).peel(pygit2.Tree))
+    conflicts = (_conflicts(repo, plain, repo[ours].peel(pygit2.Tree), repo[theirs].peel(pygit2.Tree))
                  if plain.conflicts else [])
     if conflicts and policy == "refuse":
         raise ParallelError(
@@ -217,7 +227,7 @@ def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, po
             hint="nothing moved; resolve it by hand (git merge) or make the sides agree and run the instance again",
         )
     tree = index.write_tree(repo)
-    if tree == repo.get(ours).peel(pygit2.Commit).tree_id:
+    if tree == repo[ours].peel(pygit2.Commit).tree_id:
         dropped = sum(c["winner_lines_dropped"] for c in conflicts)
         raise ParallelError(
             E.MERGE_CONFLICT,
@@ -257,7 +267,7 @@ BY_HAND = "work done by hand"
 MESSAGE_FIELDS = ("task", "track", "winner", "branch", "commit", "run_id", "policy", "reason", "agent")
 
 
-def history(repo: pygit2.Repository, record: dict[str, Any], inst: dict[str, Any], base: pygit2.Oid,
+def history(repo: pygit2.Repository, record: RunRecord, inst: InstanceRecord, base: pygit2.Oid,
             winner: pygit2.Oid) -> tuple[bool, str]:
     """The winner's commits not on ``base``: are they only this attempt's
     leftovers commits (the agent committed nothing itself), and which agent
@@ -274,7 +284,7 @@ def history(repo: pygit2.Repository, record: dict[str, Any], inst: dict[str, Any
     return only, "; ".join(agents) or (BY_HAND if inst.get("origin") == "hand" else UNRECORDED_AGENT)
 
 
-def landing_message(record: dict[str, Any], pick: dict[str, Any], inst: dict[str, Any],
+def landing_message(record: RunRecord, pick: PickRecord, inst: InstanceRecord,
                     agent: str = UNRECORDED_AGENT, leftovers_only: bool = False) -> str:
     """The message of a commit that lands a winner (a merge or a squash):
     ``merge.message`` or the default (for a winner made only of leftovers
@@ -295,14 +305,14 @@ def _dropped(conflicts: list[dict[str, Any]]) -> int:
     return sum(c["winner_lines_dropped"] for c in conflicts if c.get("kept") == "base")
 
 
-def compute(project: Project, record: dict[str, Any], start: str,
-            winners: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
+def compute(project: Project, record: RunRecord, start: str, winners: list[Winner]) -> Landing:
     """The commit the base would move to from ``start``, track by track."""
     repo = project.repo.pygit
     policy = record["config"]["merge"]["policy"]
     sig = project.repo.signature()
     current = pygit2.Oid(hex=start)
-    steps, resolved = [], []
+    steps: list[LandingStep] = []
+    resolved: list[dict[str, Any]] = []
     mode = record["config"]["merge"].get("squash")
     for pick, inst in winners:
         w = pygit2.Oid(hex=pick["winner"]["commit"])
@@ -318,10 +328,10 @@ def compute(project: Project, record: dict[str, Any], start: str,
             # One new commit on the base with the tree the merge would have.
             conflicts: list[dict[str, Any]] = []
             if repo.descendant_of(w, current):
-                tree = repo.get(w).tree_id
+                tree = repo[w].peel(pygit2.Commit).tree_id
             else:
                 merged, conflicts = _merge_one(repo, current, w, policy, message, sig, what, again)
-                tree = repo.get(merged).tree_id
+                tree = repo[merged].peel(pygit2.Commit).tree_id
             current = repo.create_commit(None, sig, sig, message, tree, [current])
             resolved += [{"track": pick["track"], **c} for c in conflicts]
             steps.append({"track": pick["track"], "winner": inst["id"], "method": "squash", "commit": str(current),

@@ -12,6 +12,7 @@ from typing import Any
 
 from gitflow_parallel.git import share
 from gitflow_parallel.git.repo import Repo
+from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord
 
 
 # -- --pr: propose the winner instead of landing it -------------------------------------------
@@ -26,12 +27,12 @@ def pr_tool(repo: Repo, remote: str) -> tuple[str, str | None]:
     return order[0], None
 
 
-def pr_title(record: dict[str, Any], pick: dict[str, Any], inst: dict[str, Any]) -> str:
+def pr_title(record: RunRecord, pick: PickRecord, inst: InstanceRecord) -> str:
     where = "" if record["tracks"] == ["main"] else f" (track {pick['track']})"
     return f"git-parallel: {record['task']}{where}, winner {inst['id']} of run {record['run_id']}"
 
 
-def pr_body(record: dict[str, Any], pick: dict[str, Any], inst: dict[str, Any], pack: dict[str, Any] | None,
+def pr_body(record: RunRecord, pick: PickRecord, inst: InstanceRecord, pack: dict[str, Any] | None,
             remote: str) -> str:
     """The evidence summary a reviewer reads: the run, the winner and why,
     each gate's verdict and duration, the score, where the evidence is."""

@@ -18,7 +18,7 @@ from gitflow_parallel.git.repo import worktree_changes
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.model import FINISHED_RUN
+from gitflow_parallel.model import FINISHED_RUN, InstanceRecord, RunRecord
 
 
 
@@ -45,7 +45,11 @@ def check_removable(project: Project, record: dict[str, Any], insts: list[dict[s
             )
 
 
-def remove_all(project: Project, record: dict[str, Any], insts: list[dict[str, Any]], force: bool) -> list[dict[str, Any]]:
+def remove_all(project: Project, record: RunRecord, insts: list[InstanceRecord],
+               force: bool) -> tuple[list[dict[str, Any]], RunRecord]:
+    """Remove the worktrees and branches of ``insts`` (tips archived) and
+    record it in ``record``, loaded under the lock the caller holds; the
+    record as saved."""
     done = []
     for inst in insts:
         if inst.get("removed"):
@@ -53,13 +57,13 @@ def remove_all(project: Project, record: dict[str, Any], insts: list[dict[str, A
         done.append(worktrees.remove(project.repo, record, inst, force=force))
     ids = {d["id"] for d in done}
     if ids:
-        def apply(rec: dict[str, Any]) -> None:
+        def apply(rec: RunRecord) -> None:
             for i in rec["instances"]:
                 if i["id"] in ids:
                     model.mark_removed(i)
                     model.bump(i)
-        project.store.update(record["task"], apply)
-    return done
+        record, _ = project.store.update_loaded(record, apply)
+    return done, record
 
 
 def cleanup(project: Project, task: str, keep_losers: bool = False, force: bool = False) -> dict[str, Any]:
@@ -78,6 +82,5 @@ def cleanup(project: Project, task: str, keep_losers: bool = False, force: bool 
         winners = {p.get("winner") for p in (record.get("picks") or {}).values()}
         insts = [i for i in record["instances"] if not keep_losers or i["id"] in winners]
         check_removable(project, record, insts, force)
-        removed = remove_all(project, record, insts, force)
-        record = store.load(task)
+        removed, record = remove_all(project, record, insts, force)
     return {"run": record, "removed": removed, "kept": [i["id"] for i in record["instances"] if not i.get("removed")]}

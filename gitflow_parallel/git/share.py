@@ -55,6 +55,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.git.worktrees import ARCHIVE_PREFIX
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.store import dump, parse_yaml, validate_record
 
@@ -295,7 +296,7 @@ def snapshot_run(project: Project, record: dict[str, Any]) -> str:
     return name
 
 
-def mirror_run(project: Project, record: dict[str, Any]) -> str | None:
+def mirror_run(project: Project, record: RunRecord) -> str | None:
     """``snapshot_run`` as a verb whose work is done calls it: a warning, never a failure."""
     try:
         snapshot_run(project, record)
@@ -373,7 +374,7 @@ def backfill(project: Project) -> dict[str, Any]:
     return {"written": written, "skipped": skipped}
 
 
-def backfill_run(project: Project, record: dict[str, Any]) -> dict[str, Any]:
+def backfill_run(project: Project, record: RunRecord) -> dict[str, Any]:
     """``backfill`` for one run: its packs on evidence refs, its record on its run ref."""
     written, skipped = [], []
     for inst_id, attempt, binding, log in _attempt_bindings(record):

@@ -64,6 +64,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.git import notes, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.repo import Repo
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.git.share import REMOTES_PREFIX as TRACKING_PREFIX, RUNS_PREFIX, run_ref, tree_file, tree_of_files
 
@@ -174,7 +175,7 @@ def read_manifest(repo: Repo, commit: str) -> dict[str, Any] | None:
     return share.shared_record(repo, commit)
 
 
-def withdraw(project: Project, record: dict[str, Any]) -> str | None:
+def withdraw(project: Project, record: RunRecord) -> str | None:
     """Publish a run's end (merged, aborted) to its remote, so that workers
     stop taking its instances; a verb whose work is done calls it, so a
     failure is a warning (workers also skip a task's older manifests)."""

@@ -149,6 +149,7 @@ from gitflow_parallel.git import scratch, tamper
 from gitflow_parallel.judge import environment, hidden
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import reaper, sandbox, supervise
@@ -510,7 +511,7 @@ def _with_requirements(gates: list[dict[str, Any]], wanted: list[dict[str, Any]]
     return [g for g in gates if g["name"] in need]
 
 
-def verify_tree(project: Project, record: dict[str, Any], track: str, commit: str,
+def verify_tree(project: Project, record: RunRecord, track: str, commit: str,
                 base: str | None = None) -> dict[str, Any]:
     """Run the enforced gates that apply to ``track`` (with the gates they
     require) on ``commit`` as judged with the protected paths of ``base``

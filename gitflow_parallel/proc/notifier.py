@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from gitflow_parallel import notify
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import supervise
 from gitflow_parallel.proc.watchdog import Watchdog
@@ -33,7 +34,7 @@ from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 class Notifier:
     """The ``notify`` command of one run, for one verb."""
 
-    def __init__(self, project: Any, record: dict[str, Any], watchdog: Watchdog | None = None) -> None:
+    def __init__(self, project: Any, record: RunRecord, watchdog: Watchdog | None = None) -> None:
         cfg = record["config"].get("notify") or {}
         self.command: list[str] | None = cfg.get("command")
         self.timeout = float(cfg.get("timeout", notify.DEFAULT_TIMEOUT))
@@ -76,7 +77,7 @@ class Notifier:
         return self.warnings
 
 
-def send_one(project: Any, record: dict[str, Any], event: dict[str, Any] | None) -> list[str]:
+def send_one(project: Any, record: RunRecord, event: dict[str, Any] | None) -> list[str]:
     """Send one event and wait for it: for a verb with one thing to tell."""
     notifier = Notifier(project, record)
     notifier.send(event)

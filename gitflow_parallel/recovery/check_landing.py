@@ -185,15 +185,13 @@ class LandingChecks(RunContext):
     
         rec, task, project = self.record, self.task, self.project
         try:
-            intent = json.loads(path.read_text(encoding="utf-8"))
-            previous, landing = intent["previous"], intent["landing"]
-            if not (isinstance(previous, str) and isinstance(landing, str)):
-                raise ValueError("oids are not strings")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            intent = merge_intent.read_intent(path)
+        except (OSError, ValueError) as exc:
             self.add(MERGE_INTENT_LEFT, ERROR, f"the merge intent {path} cannot be read ({exc})",
                      fix=f"compare {rec['base']['ref']} with the winners by hand, then remove {path}",
                      refusal=f"the merge intent {path} is unreadable, so recover cannot tell whether the base moved")
             return
+        previous, landing = intent["previous"], intent["landing"]
 
         def drop() -> None:
             merge_intent.clear_intent(project, rec)

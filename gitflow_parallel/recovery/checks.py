@@ -16,6 +16,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import (BASE_HAS_LOSER, LOCK_HELD, MERGE_INTENT_LEFT, NOTES_MISSING,
                                      OBJECT_MISSING, ORPHAN, REVISION_INVALID, STALE_LOCK, ParallelError)
+from gitflow_parallel.state.intent import listed_intents
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.recovery.check_instances import InstanceChecks
 from gitflow_parallel.recovery.check_landing import EvidenceChecks, LandingChecks
@@ -268,14 +269,10 @@ def orphan_findings(scan: Scan, records: list[dict[str, Any]], task: str | None)
 
 
 def intent_findings(project: Project, live: list[dict[str, Any]], done: list[dict[str, Any]]) -> list[Finding]:
-    folder = project.repo.parallel_dir / "merges"
-    if not folder.is_dir():
-        return []
     live_ids = {r["run_id"] for r in live}
     done_by_id = {r["run_id"]: r for r in done}
     out = []
-    for path in sorted(folder.glob("*.intent.json")):
-        run_id = path.name[: -len(".intent.json")]
+    for run_id, path in listed_intents(project):
         if run_id in live_ids:
             continue  # inspected with its run
         old = done_by_id.get(run_id)

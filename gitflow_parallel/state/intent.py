@@ -1,22 +1,64 @@
 """The merge intent: the file a landing writes before it moves the base, so
-that ``recover`` can finish or undo a landing cut short."""
+that ``recover`` can finish or undo a landing cut short.  This module is its
+one owner: its path, its shape, writing, reading, listing and removing it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any, TypedDict
 
-
-from gitflow_parallel.model import RunRecord
+from gitflow_parallel.files import atomic_write, canonical_json
+from gitflow_parallel.model import LandingStep, RunRecord
 from gitflow_parallel.state.project import Project
 
+SUFFIX = ".intent.json"
 
 
-# -- the intent file ---------------------------------------------------------------------
+class Intent(TypedDict):
+    """The base ref about to move from ``previous`` to ``landing``, and what
+    recover needs to record that landing if the merge dies after the move."""
+    previous: str
+    landing: str
+    base_ref: str
+    worktree: str | None
+    steps: list[LandingStep]
+    resolved_files: list[dict[str, Any]]
+    written_at: str
+
+
+def _folder(project: Project) -> Path:
+    return project.repo.parallel_dir / "merges"
+
+
 def intent_path(project: Project, record: RunRecord) -> Path:
     """``parallel/merges/<run_id>.intent.json``: written just before the base
     ref moves and removed once the record says merged (or the merge is
     refused), so a crash in between tells recover the old and new oid."""
-    return project.repo.parallel_dir / "merges" / f"{record['run_id']}.intent.json"
+    return _folder(project) / f"{record['run_id']}{SUFFIX}"
+
+
+def write_intent(project: Project, record: RunRecord, intent: Intent) -> None:
+    atomic_write(intent_path(project, record), canonical_json(intent))
+
+
+def read_intent(path: Path) -> Intent:
+    """The intent at ``path``; ``ValueError`` (or ``OSError``) when it cannot
+    be read or does not name the two oids."""
+    intent = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(intent, dict):
+        raise ValueError("not a JSON object")
+    if not (isinstance(intent.get("previous"), str) and isinstance(intent.get("landing"), str)):
+        raise ValueError("oids are not strings")
+    return intent  # type: ignore[return-value]  # checked above as far as recover relies on it
+
+
+def listed_intents(project: Project) -> list[tuple[str, Path]]:
+    """(run id, path) of every intent file there is, by run id."""
+    folder = _folder(project)
+    if not folder.is_dir():
+        return []
+    return [(path.name[: -len(SUFFIX)], path) for path in sorted(folder.glob(f"*{SUFFIX}"))]
 
 
 def clear_intent(project: Project, record: RunRecord) -> None:

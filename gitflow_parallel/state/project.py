@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from gitflow_parallel.git import notes
 from gitflow_parallel.git.repo import Repo
-from gitflow_parallel.model import InstanceRecord
+from gitflow_parallel.model import InstanceRecord, RunRecord
 from gitflow_parallel.state.store import Store
 
 
@@ -25,11 +25,11 @@ class Project:
     def tip(self, inst: InstanceRecord) -> str | None:
         return self.repo.ref_target(f"refs/heads/{inst['branch']}")
 
-    def add_notes(self, record: dict[str, Any], entries: Iterable[tuple[str, str]], what: str) -> str | None:
+    def add_notes(self, record: RunRecord, entries: Iterable[tuple[str, str]], what: str) -> str | None:
         return notes.add(self.repo.pygit, record["config"]["notes_ref"], list(entries),
                          f"git-parallel: {what} ({record['task']}, {record['run_id']})", self.repo.signature())
 
-    def mirror_notes(self, record: dict[str, Any], entries: Iterable[tuple[str, str]], what: str) -> str | None:
+    def mirror_notes(self, record: RunRecord, entries: Iterable[tuple[str, str]], what: str) -> str | None:
         """Write the notes that mirror records already saved; a failure here
         must not fail a verb whose real work is done (recover rewrites missing
         notes from the records), so it is returned as a warning instead."""

@@ -20,7 +20,7 @@ import contextlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar, cast
 
 import yaml
 from filelock import FileLock, Timeout
@@ -30,8 +30,8 @@ from gitflow_parallel import faults
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, env_seconds, utcnow
 from gitflow_parallel.state import live
-from gitflow_parallel.model import (FINISHED_RUN, INSTANCE_STATUSES, RUN_STATUSES, SCHEMA_VERSION, derive_run_status,
-                                     bump, find_instance)
+from gitflow_parallel.model import (FINISHED_RUN, INSTANCE_STATUSES, RUN_STATUSES, SCHEMA_VERSION, InstanceRecord,
+                                     RunRecord, derive_run_status, bump, find_instance)
 
 LOCK_TIMEOUT = env_seconds("GIT_PARALLEL_LOCK_TIMEOUT", 60.0)
 
@@ -203,7 +203,7 @@ class Store:
     def exists(self, task: str) -> bool:
         return self.path(task).exists()
 
-    def read(self, path: Path) -> dict[str, Any]:
+    def read(self, path: Path) -> RunRecord:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -216,9 +216,9 @@ class Store:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
             raise _invalid(path, f"not valid YAML{where}") from None
-        return validate_record(record, path)
+        return cast(RunRecord, validate_record(record, path))
 
-    def load(self, task: str) -> dict[str, Any]:
+    def load(self, task: str) -> RunRecord:
         path = self.path(task)
         try:
             return self.read(path)
@@ -234,7 +234,7 @@ class Store:
             return []
         return sorted(p.name[: -len(".yaml")] for p in self.runs_dir.glob("*.yaml"))
 
-    def load_all(self) -> tuple[list[dict[str, Any]], list[tuple[str, ParallelError]]]:
+    def load_all(self) -> tuple[list[RunRecord], list[tuple[str, ParallelError]]]:
         """Every current record, plus (task, error) for those that failed to load."""
         records, problems = [], []
         for task in self.tasks():
@@ -331,8 +331,8 @@ class Store:
                 pass
             self.write_live_index()
 
-    def update(self, task: str, mutate: Callable[[dict[str, Any]], T],
-               expected_revision: int | None = None) -> tuple[dict[str, Any], T]:
+    def update(self, task: str, mutate: Callable[[RunRecord], T],
+               expected_revision: int | None = None) -> tuple[RunRecord, T]:
         """Apply ``mutate`` to the current record under the lock and save it.
 
         If ``mutate`` raises, nothing is written."""
@@ -344,17 +344,25 @@ class Store:
                     f"run {record['run_id']} is at revision {record['run_revision']}, not {expected_revision} as read",
                     hint=f"someone else changed it meanwhile; read it again (`git parallel status {task}`) and retry",
                 )
-            result = mutate(record)
-            record["status"] = derive_run_status(record)
-            record["run_revision"] += 1
-            record["updated_at"] = utcnow()
-            self._write(record)
-            return record, result
+            return self.update_loaded(record, mutate)
 
-    def update_instance(self, task: str, inst_id: str, mutate: Callable[[dict[str, Any], dict[str, Any]], T],
+    def update_loaded(self, record: RunRecord, mutate: Callable[[RunRecord], T]) -> tuple[RunRecord, T]:
+        """:meth:`update` of a record the caller loaded under the lock it
+        still holds (a verb that checked the record before changing it, so
+        it is read once)."""
+        if self._lock is None or not self._lock.is_locked:
+            raise RuntimeError("update_loaded outside the project lock")
+        result = mutate(record)
+        record["status"] = derive_run_status(record)
+        record["run_revision"] += 1
+        record["updated_at"] = utcnow()
+        self._write(record)
+        return record, result
+
+    def update_instance(self, task: str, inst_id: str, mutate: Callable[[RunRecord, InstanceRecord], T],
                         expected_instance_revision: int | None = None, expected_attempt: int | None = None,
-                        expected_revision: int | None = None) -> tuple[dict[str, Any], T]:
-        def apply(record: dict[str, Any]) -> T:
+                        expected_revision: int | None = None) -> tuple[RunRecord, T]:
+        def apply(record: RunRecord) -> T:
             inst = find_instance(record, inst_id)
             if expected_attempt is not None and inst["attempt"] != expected_attempt:
                 raise ParallelError(
