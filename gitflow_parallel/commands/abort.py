@@ -102,7 +102,7 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
                 ) from None
 
             record, _ = store.update(task, model.mark_aborted)
-            removed = remove_all(project, record, record["instances"], force)
+            removed, record = remove_all(project, record, record["instances"], force)
     out = {"run": record, "stopped": stopped, "removed": removed}
     if inst_id is None:
 
