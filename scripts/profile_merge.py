@@ -9,8 +9,8 @@ merge T --json`` (or ``merge T --push origin --json`` against a bare
 remote, with ``--push``) in this process under ``sys.setprofile``.  It
 counts, for the package's own code only:
 
-* ``modules``: the package modules whose functions ran, and ``imported``: those
-  of them, and others, first imported while the verb ran (their body ran);
+* ``modules``: the package modules whose functions ran, and ``imported``: the
+  package modules first imported while the verb ran (their body ran);
 * ``switches``: calls from a function of one package module into another
   (how often a reader following the verb changes files);
 * ``record_loads``: calls of ``Store.read``, the one function that reads and
@@ -24,6 +24,7 @@ the figures are the verb's own.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import shutil
@@ -35,6 +36,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchenv import ROOT, sh, workspace  # noqa: E402
+
+sys.path.insert(0, str(ROOT))  # this checkout's package, whatever is installed
 
 PACKAGE = str(ROOT / "gitflow_parallel") + os.sep
 
@@ -99,8 +102,8 @@ def profile(repo: Path, env: dict[str, str], args: list[str]) -> dict[str, Any]:
         mine = module_of(frame)
         if mine is None:
             return
-        if frame.f_code.co_name == "<module>":
-            imported.add(mine)
+        if not frame.f_code.co_flags & inspect.CO_NEWLOCALS:
+            imported.add(mine)  # a module's body (or a class body in it): an import
             return
         entered[mine] += 1
         caller = module_of(frame.f_back)
