@@ -49,12 +49,16 @@ def publish(rec: RunRecord) -> None:
 '''
 
 WRONG = '''
-from gitflow_parallel.model import InstanceRecord
+from gitflow_parallel.model import InstanceRecord, MergeRecord
 
 
 def change(inst: InstanceRecord) -> None:
     inst["attempt"] = "2"
     inst["winner"] = "a-1"
+
+
+def land(merge: MergeRecord) -> None:
+    merge["landed_at"] = "2026-01-01T00:00:00Z"
 '''
 
 
@@ -69,4 +73,5 @@ def test_a_wrong_field_write_fails_mypy(tmp_path: Path) -> None:
     assert wrong.returncode == 1, wrong.stdout + wrong.stderr
     assert 'writes.py:6: error: Value of "attempt" has incompatible type "str"; expected "int"' in wrong.stdout
     assert 'writes.py:7: error: TypedDict "InstanceRecord" has no key "winner"' in wrong.stdout
-    assert "Found 2 errors in 1 file" in wrong.stdout
+    assert 'writes.py:11: error: TypedDict "MergeRecord" has no key "landed_at"' in wrong.stdout
+    assert "Found 3 errors in 1 file" in wrong.stdout

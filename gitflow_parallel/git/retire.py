@@ -7,7 +7,7 @@ branches once nothing of the attempt would be lost, and record it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 
 from gitflow_parallel import errors as E
@@ -22,7 +22,7 @@ from gitflow_parallel.model import FINISHED_RUN, InstanceRecord, RunRecord
 
 
 
-def check_removable(project: Project, record: dict[str, Any], insts: list[dict[str, Any]], force: bool,
+def check_removable(project: Project, record: RunRecord, insts: list[InstanceRecord], force: bool,
                      what: str = "remove the worktree") -> None:
     """Refuse before anything changes if a worktree holds uncommitted work
     (unless ``force``), or anything removal could not keep (even with it)."""
@@ -66,7 +66,14 @@ def remove_all(project: Project, record: RunRecord, insts: list[InstanceRecord],
     return done, record
 
 
-def cleanup(project: Project, task: str, keep_losers: bool = False, force: bool = False) -> dict[str, Any]:
+class Cleanup(TypedDict):
+    """What ``cleanup`` did: the record as saved, what it removed, what it kept."""
+    run: RunRecord
+    removed: list[dict[str, Any]]
+    kept: list[str]
+
+
+def cleanup(project: Project, task: str, keep_losers: bool = False, force: bool = False) -> Cleanup:
     """Remove the worktrees and branches of a finished run, tips archived first
     (with ``keep_losers``, only the winners')."""
     check_name(task, "task")

@@ -24,6 +24,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.repo import Repo, commit_all, note_write, read_gitdir_file, worktree_changes
+from gitflow_parallel.model import InstanceRecord, RunRecord
 
 ARCHIVE_PREFIX = "refs/parallel/archive"
 
@@ -434,7 +435,7 @@ def is_our_worktree(repo: Repo, task: str, inst: dict[str, Any]) -> bool:
     return os.path.realpath(target) == os.path.realpath(repo.common_dir / "worktrees" / admin_name(task, inst["id"]))
 
 
-def check_removable(repo: Repo, record: dict[str, Any], inst: dict[str, Any]) -> None:
+def check_removable(repo: Repo, record: RunRecord, inst: InstanceRecord) -> None:
     """Refuse, before anything changes, what removal could not keep safely:
     a folder at the worktree path that is not our worktree, and a nested git
     repository inside it (its history cannot be archived in ours)."""
@@ -456,7 +457,7 @@ def check_removable(repo: Repo, record: dict[str, Any], inst: dict[str, Any]) ->
         )
 
 
-def remove(repo: Repo, record: dict[str, Any], inst: dict[str, Any], force: bool = False) -> dict[str, Any]:
+def remove(repo: Repo, record: RunRecord, inst: InstanceRecord, force: bool = False) -> dict[str, Any]:
     """Archive the instance's tip (and, with ``force``, its uncommitted work),
     then remove its worktree and branch.  Returns what was done."""
     path = Path(inst["worktree"])
