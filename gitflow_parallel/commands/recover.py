@@ -13,7 +13,7 @@ from gitflow_parallel.errors import ParallelError, is_no_space, no_space
 from gitflow_parallel.model import FINISHED_RUN
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.recovery.checks import RunCheck, _all_records, lock_findings, orphan_findings
+from gitflow_parallel.recovery.inspection import RunInspection, _all_records, lock_findings, orphan_findings
 from gitflow_parallel.recovery.plan import _apply, _audit, _in_order, audit_path
 from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.scan import Scan, recovery_id
@@ -115,7 +115,7 @@ def _recover(project: Project, task: str, dry_run: bool) -> dict[str, Any]:
                 findings=[f.as_json() for f in orphans],
             ) from None
         scan = Scan(project)
-        check = RunCheck(scan, record)
+        check = RunInspection(scan, record)
         findings = check.run() + lock_findings(scan, task)
         live, done, _ = _all_records(project)
         orphans = orphan_findings(scan, live + done + workers.records(project), task)

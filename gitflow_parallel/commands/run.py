@@ -1,6 +1,6 @@
 """``git parallel run``: the agent in every pending (or named) instance.
 
-The engine is ``proc/agents`` (claims under the lock, slots, process groups,
+The engine is ``proc/engine`` (claims under the lock, slots, process groups,
 the watchdog, leftovers committed, the record and notes), because ``worker``
 and ``run --until-pass`` run agents through it too; this module is the
 verb's contract: what it refuses before anything starts, and when it
@@ -16,7 +16,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import mix, model
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
-from gitflow_parallel.proc import agents
+from gitflow_parallel.proc import engine
 from gitflow_parallel.state.project import Project
 
 
@@ -25,10 +25,10 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
         progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False,
         agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> dict[str, Any]:
     """Run ``argv`` in every selected instance (or each one's agent); returns
-    the summary.  A run refused before it starts (``agents.refuse_options``)
+    the summary.  A run refused before it starts (``engine.refuse_options``)
     claims nothing."""
     argv = assign_agents(project, task, argv, instances, agent_commands or {}, split)
-    return agents.run(project, task, argv, instances=instances, timeout=timeout, jobs=jobs, progress=progress,
+    return engine.run(project, task, argv, instances=instances, timeout=timeout, jobs=jobs, progress=progress,
                       tmux=tmux)
 
 

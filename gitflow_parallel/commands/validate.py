@@ -9,7 +9,7 @@ from typing import Any
 from gitflow_parallel import errors as E
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.recovery.checks import RunCheck, _all_records, intent_findings, lock_findings, orphan_findings
+from gitflow_parallel.recovery.inspection import RunInspection, _all_records, intent_findings, lock_findings, orphan_findings
 from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.scan import ERROR, Finding, Scan
 
@@ -27,7 +27,7 @@ def validate(project: Project, task: str | None = None) -> dict[str, Any]:
             findings.append(Finding(E.RECORD_INVALID, ERROR, exc.message, exc.hint or "", task=path_task))
     checked = [r for r in live if task is None or r["task"] == task]
     for rec in checked:
-        findings += RunCheck(scan, rec).run()
+        findings += RunInspection(scan, rec).run()
     orphans = orphan_findings(scan, live + done + workers.records(project), task)
     findings += orphans
     gone = workers.findings(project, task)

@@ -18,7 +18,7 @@ A pipeline per instance, top-down:
    worker can share a clone with other work) and makes the instance's
    branch and worktree at the attempt's start commit.
 4. **Run and keep the lease.**  The agent runs through the ordinary runner
-   (``proc/agents.run``: process group, watchdog, timeout, leftovers committed).
+   (``proc/engine.run``: process group, watchdog, timeout, leftovers committed).
    A thread renews the claim every third of the lease, each renewal
    carrying the attempt's tip, so a worker that dies leaves its commits on
    the remote.  A renewal the remote refuses means another worker took
@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gitflow_parallel import config, model
-from gitflow_parallel.proc import agents
+from gitflow_parallel.proc import engine
 from gitflow_parallel.git import transport as R
 from gitflow_parallel.git import share, worktrees
 from gitflow_parallel import errors as E
@@ -416,7 +416,7 @@ def run_one(project: Project, lease: Lease) -> Outcome:
     lease.on_lost = lost
     lease.keep_alive(inst["branch"])
     try:
-        summary = agents.run(wp, task, argv, instances=[inst["id"]], timeout=timeout)
+        summary = engine.run(wp, task, argv, instances=[inst["id"]], timeout=timeout)
         phase["agent"] = False
         ran = summary["instances"][0]
         tip = wp.tip(find_instance(wp.store.load(task), inst["id"])) or ran["head"]

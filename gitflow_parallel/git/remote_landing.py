@@ -5,7 +5,7 @@ winners' branches ``merge --pr`` pushes."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import model

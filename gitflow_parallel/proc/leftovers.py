@@ -6,7 +6,7 @@ Untracked files the run's ``leftovers_exclude`` matches (an agent's own
 scratch: chat histories, caches, settings) stay out of that commit, and out
 of every "uncommitted changes" check (``config.scratch_patterns``).
 
-``proc/agents`` calls these once per finished agent, before the finish is
+``proc/engine`` calls these once per finished agent, before the finish is
 recorded; the agent is untrusted, so a worktree left on another branch or a
 detached HEAD fails the instance rather than committing where it points."""
 

@@ -1,4 +1,4 @@
-"""The inspection of one run (``RunCheck``, made of one group of checks per
+"""The inspection of one run (``RunInspection``, made of one group of checks per
 concern) and the repository-wide checks: stale git locks, branches and
 worktree folders no record accounts for, merge intents of retired runs.
 """
@@ -18,14 +18,14 @@ from gitflow_parallel.errors import (BASE_HAS_LOSER, LOCK_HELD, MERGE_INTENT_LEF
                                      OBJECT_MISSING, ORPHAN, REVISION_INVALID, STALE_LOCK, ParallelError)
 from gitflow_parallel.state.intent import listed_intents
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.recovery.check_instances import InstanceChecks
-from gitflow_parallel.recovery.check_landing import EvidenceChecks, LandingChecks
-from gitflow_parallel.recovery.check_spawn import SpawnChecks
+from gitflow_parallel.recovery.inspect_instances import InstanceInspection
+from gitflow_parallel.recovery.inspect_landing import EvidenceInspection, LandingInspection
+from gitflow_parallel.recovery.inspect_spawn import SpawnInspection
 from gitflow_parallel.recovery.scan import (
     ERROR, PHASE_LOCKS, STALE_LOCK_SECONDS, WARNING, Finding, Repair, Scan, _read_text, missing_notes)
 
 
-class RunCheck(SpawnChecks, InstanceChecks, EvidenceChecks, LandingChecks):
+class RunInspection(SpawnInspection, InstanceInspection, EvidenceInspection, LandingInspection):
     """Every finding of one run, in the order ``run`` lists them."""
 
     def run(self) -> list[Finding]:

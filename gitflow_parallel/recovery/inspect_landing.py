@@ -24,7 +24,7 @@ from gitflow_parallel.state import intent as merge_intent
 from gitflow_parallel.git import worktrees
 
 
-class EvidenceChecks(RunContext):
+class EvidenceInspection(RunContext):
     # -- evidence -------------------------------------------------------------------
     def evidence_packs(self) -> None:
         rec = self.record
@@ -93,7 +93,7 @@ class EvidenceChecks(RunContext):
                                                        "verdict": pack["verdict"]}))
 
 
-class LandingChecks(RunContext):
+class LandingInspection(RunContext):
     # -- picks, intent, base -----------------------------------------------------------
     def picks_and_merge(self) -> None:
         from gitflow_parallel.state.picks import load_pick, pick_path, winner_check

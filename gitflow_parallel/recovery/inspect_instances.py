@@ -20,7 +20,7 @@ from gitflow_parallel.recovery.gitwork import _dismantle
 from gitflow_parallel.recovery.scan import ERROR, Repair, WorktreeState
 
 
-class InstanceChecks(RunContext):
+class InstanceInspection(RunContext):
     def finished_instance(self, inst: dict[str, Any]) -> None:
         """A merged or aborted run: an instance is either kept whole (keep_losers,
         or cleanup not run yet) or its cleanup was interrupted."""

@@ -17,7 +17,7 @@ from gitflow_parallel.recovery.gitwork import _attach_worktree, _clear_partial, 
 from gitflow_parallel.recovery.scan import ERROR, Repair
 
 
-class SpawnChecks(RunContext):
+class SpawnInspection(RunContext):
     # -- spawn, worktrees, cleanup ---------------------------------------------------
     def spawn_and_worktrees(self) -> None:
         rec = self.record
