@@ -14,7 +14,10 @@ three files, one gate `true`):
 
 Pairs go through benchenv.alternating: they alternate which side runs
 first, and `os.sync()` runs before each timed side so that one side's disk
-writeback does not land on the other.  It prints each pair, then
+writeback does not land on the other.  Before each cold pair the scratch
+checkouts are moved aside, not deleted (benchenv.Trash: a check run right
+after 15,000 deletions pays for them on this file system).  It prints each
+pair, then
 
     check_cold_ratio: X   (first check: ours makes 3 scratch checkouts)
     check_warm_ratio: Y   (a check again: the checkouts are reused)
@@ -37,7 +40,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from benchenv import (MIN_ROUNDS, ROOT, Side, alternating, differences_ms, figure, median, print_load, ratios,
+from benchenv import (MIN_ROUNDS, ROOT, Side, Trash, alternating, differences_ms, figure, median, print_load, ratios,
                       sh, workspace)
 
 FILES = 5000
@@ -128,6 +131,7 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=MIN_ROUNDS, help=f"alternating pairs per figure (>= {MIN_ROUNDS})")
     parser.add_argument("--baseline", default=BASELINE, help="the git-parallel revision to compare with")
     parser.add_argument("--setup-only", action="store_true", help="only the figures of a check with setup:")
+    parser.add_argument("--check-only", action="store_true", help="only check_cold_ratio and check_warm_ratio")
     args = parser.parse_args()
     pairs = max(MIN_ROUNDS, args.pairs)
     print_load()
@@ -149,13 +153,15 @@ def main() -> int:
         def check_old() -> None:
             sh(["git", "parallel", "check", "T"], old_repo, old_env)
 
+        trash = Trash(base)
+
         def no_scratch() -> None:
-            # The pool of scratch checkouts (``scratch+<k>``) goes, as if never made.
-            if scratch.exists():
-                for checkout in sorted(scratch.glob("scratch+*")):
-                    if checkout.is_dir():
-                        sh(["git", "worktree", "remove", "--force", str(checkout)], ours_repo, env)
-                shutil.rmtree(scratch)
+            # The pool of scratch checkouts (``scratch+<k>``) goes, as if never
+            # made: its files moved aside (deleted after the last round, see
+            # benchenv.Trash), its admin folders (a few files each) deleted.
+            trash.put(scratch)
+            for admin in sorted((ours_repo / ".git" / "worktrees").glob("scratch+*")):
+                shutil.rmtree(admin)
 
         if args.setup_only:
             setup_figures(base, env, pairs)
@@ -167,6 +173,8 @@ def main() -> int:
         check_ours()
         warm = paired("warm check", check_ours, check_old, pairs)
         figure("check_warm_ratio", warm)
+        if args.check_only:
+            return 0
 
         setup_warm = setup_figures(base, env, pairs, quiet=True)
 

@@ -63,6 +63,29 @@ def with_bytecode(env: dict[str, str], base: Path) -> None:
     env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
 
 
+class Trash:
+    """Where a benchmark puts what it made, instead of deleting it between
+    rounds.  On ext4 without a journal (this machine's root file system),
+    creating an inode skips every inode deleted in the last 60 to 360
+    seconds, reading its inode table block to find that out, so a side that
+    runs right after thousands of files were deleted pays for each of them
+    (``perf`` shows ``recently_deleted`` and ``find_get_block_common`` above
+    everything else then).  A round's cleanup therefore moves its files
+    aside (one rename, in the same file system) and they are deleted once,
+    after the last round; no side pays for another's deletions."""
+
+    def __init__(self, base: Path) -> None:
+        self.folder = base / "trash"
+        self.count = 0
+
+    def put(self, path: Path) -> None:
+        if not path.exists():
+            return
+        self.folder.mkdir(exist_ok=True)
+        self.count += 1
+        path.rename(self.folder / str(self.count))
+
+
 def sh(args: list[str], cwd: Path, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[bytes]:
     proc = subprocess.run(args, cwd=str(cwd), env=env, capture_output=True)
     if check and proc.returncode != 0:
