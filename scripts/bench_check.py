@@ -40,10 +40,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from benchenv import (MIN_ROUNDS, ROOT, Side, Trash, alternating, differences_ms, figure, median, print_load, ratios,
+from benchenv import (MIN_ROUNDS, ROOT, Side, Trash, alternating, sized, differences_ms, figure, median, print_load, ratios,
                       sh, workspace)
 
-FILES = 5000
+FILES = sized(5000, 20)
 BASELINE = "903f955"  # the last revision whose check ran gates in the worktree
 TARGET = 1.5
 

@@ -34,9 +34,9 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchenv import (MIN_ROUNDS, Side, Trash, alternating, figure, print_load, ratios, sh,  # noqa: E402
-                      with_bytecode, workspace)
+                      sized, with_bytecode, workspace)
 
-CASES = {"n4": (4, 2000), "n8": (8, 5000)}
+CASES = {"n4": (4, sized(2000, 20)), "n8": (8, sized(5000, 40))}
 PER_FOLDER = 25
 FILE_BYTES = 4096
 

@@ -28,6 +28,16 @@ ROOT = Path(__file__).resolve().parent.parent
 # Every figure is a median of at least this many rounds (pairs).
 MIN_ROUNDS = 4
 
+# GIT_PARALLEL_BENCH_SMOKE=1: every benchmark at toy sizes, so that a test
+# can see each one start, run its sides and print its figures in seconds
+# (tests/test_bench.py).  Figures made so mean nothing.
+SMOKE = os.environ.get("GIT_PARALLEL_BENCH_SMOKE") == "1"
+
+
+def sized(full: int, smoke: int) -> int:
+    """A benchmark's size: ``full``, or ``smoke`` under GIT_PARALLEL_BENCH_SMOKE."""
+    return smoke if SMOKE else full
+
 
 def sealed_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
