@@ -147,8 +147,12 @@ def main() -> int:
         ready(old_repo, old_env, "T")
         scratch = ours_repo / ".git" / "parallel" / "scratch"
 
+        # A check skips instances whose evidence is fresh unless told
+        # --again; the old code always re-ran, so ours must too.
+        ours_check = ["git", "parallel", "check", "T"] + (["--again"] if again_flag(env) else [])
+
         def check_ours() -> None:
-            sh(["git", "parallel", "check", "T"], ours_repo, env)
+            sh(ours_check, ours_repo, env)
 
         def check_old() -> None:
             sh(["git", "parallel", "check", "T"], old_repo, old_env)
