@@ -37,9 +37,7 @@ every later run is judged.
 
 from __future__ import annotations
 
-import configparser
 import json
-import tomllib
 from typing import Any, Iterable
 
 # Wholly harness: globs in git/scratch's syntax (``**/`` spans folders).
@@ -103,9 +101,14 @@ def _parse(path: str, data: bytes) -> tuple[str, Any]:
     setup.cfg its parser.  Raises ``ValueError`` when it does not parse."""
     text = data.decode("utf-8")
     name = path.rsplit("/", 1)[-1]
+    # Imported here: most verbs never parse one, and both cost a start.
     if name == "pyproject.toml":
+        import tomllib
+
         return name, tomllib.loads(text)
     if name == "setup.cfg":
+        import configparser
+
         parser = configparser.RawConfigParser(strict=False, interpolation=None)
         parser.read_string(text)
         return name, parser

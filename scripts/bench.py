@@ -49,6 +49,7 @@ TARGETS: dict[str, tuple[str, float]] = {
     "pick_s": ("<", 1),
     "status_json_s": ("<", 1),
     "hook_overhead_ratio": ("<=", 1.3),
+    "hook_overhead_ms": ("<=", 3),
     "parallel_checkout_added_ms": ("<=", 250),
     "cluster_gain": (">", 0),
 }

@@ -33,13 +33,13 @@ from pathlib import Path
 
 import pygit2
 
-from benchenv import MIN_ROUNDS, ROOT, Side, alternating, figure, print_load, ratios, sh, workspace
+from benchenv import MIN_ROUNDS, ROOT, Side, alternating, figure, print_load, ratios, sh, sized, workspace
 
 sys.path.insert(0, str(ROOT))
 
 from gitflow_parallel.judge import gates  # noqa: E402
 
-FILES = 2000
+FILES = sized(2000, 10)
 FILE_BYTES = 20_000
 
 

@@ -13,6 +13,12 @@ alternating): the same git command with the hooks
 empty dir>`), so both pay for the same `-c` and see the same caches.
 Each figure is the median over the rounds, with min and max.
 
+* `hook_overhead_ms` and `pre_commit_hook_overhead_ms`: what the hooks add
+  to a checkout switching between the two ordinary branches with no live
+  run: git-parallel's, and pre-commit's (`pre-commit install -t
+  post-checkout -t pre-commit`, an empty config) measured in the same
+  rounds where pre-commit is installed (`--pre-commit`; target for ours:
+  <= 3 ms).
 * `hook_overhead_ratio`: checkout time switching between the two ordinary
   branches, with hooks over without, in a repository with no live run
   (target <= 1.3).  `hook_overhead_ratio_live_run` is the same with a run
@@ -66,9 +72,11 @@ def hooks_or_not(run: Callable[[list[str]], object], on: list[str], off: list[st
     return [Side("with", lambda k: run(on), before), Side("without", lambda k: run(off), before)]
 
 
-def switches(rounds: int, on: list[str], off: list[str], repo: Path, env: dict[str, str]) -> dict[str, list[float]]:
+def switches(rounds: int, on: list[str], off: list[str], repo: Path, env: dict[str, str],
+             others: dict[str, list[str]] | None = None) -> dict[str, list[float]]:
     """Switches between the two ordinary branches: round k goes to one, from
-    the other (checked out untimed first)."""
+    the other (checked out untimed first).  ``others``: more sides, each
+    name with its flags (another tool's hooks)."""
     def target(k: int) -> str:
         return "right" if k % 2 == 0 else "left"
 
@@ -78,8 +86,26 @@ def switches(rounds: int, on: list[str], off: list[str], repo: Path, env: dict[s
         current[0] = k
         sh(["git", "checkout", "-q", "left" if target(k) == "right" else "right"], repo, env)
 
-    return alternating(hooks_or_not(lambda flags: sh(["git", *flags, "checkout", "-q", target(current[0])], repo, env),
-                                    on, off, prepare), rounds)
+    def switch(flags: list[str]) -> None:
+        sh(["git", *flags, "checkout", "-q", target(current[0])], repo, env)
+
+    sides = hooks_or_not(switch, on, off, prepare)
+    for name, flags in (others or {}).items():
+        sides.append(Side(name, lambda k, flags=flags: switch(flags), prepare))
+    return alternating(sides, rounds)
+
+
+def pre_commit_hooks(base: Path, repo: Path, env: dict[str, str], tool: str) -> list[str]:
+    """``-c core.hooksPath=`` a folder of hooks installed by pre-commit
+    (``post-checkout`` and ``pre-commit``; it installs into a repository's
+    own hooks folder only, so into a clone's), for the same repository,
+    which gets a ``.pre-commit-config.yaml`` with no hooks (untracked: the
+    switches do not touch it)."""
+    clone = base / "pre-commit-clone"
+    sh(["git", "clone", "-q", str(repo), str(clone)], base, env)
+    sh([tool, "install", "-t", "post-checkout", "-t", "pre-commit"], clone, env)
+    (repo / ".pre-commit-config.yaml").write_text("repos: []\n")
+    return ["-c", f"core.hooksPath={clone / '.git' / 'hooks'}"]
 
 
 def commits(rounds: int, on: list[str], off: list[str], repo: Path, env: dict[str, str]) -> dict[str, list[float]]:
@@ -108,6 +134,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=20, help=f"rounds per figure (at least {MIN_ROUNDS})")
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--changed", type=int, default=50, help="files that differ between the two branches")
+    ap.add_argument("--pre-commit", default=shutil.which("pre-commit"), metavar="PATH",
+                    help="pre-commit's executable, whose installed hooks are measured on the same switches "
+                         "(default: the one on PATH; with none there, skipped)")
     args = ap.parse_args()
     print_load()
     base, env = workspace("gp-bench-hooks-")
@@ -124,9 +153,10 @@ def main() -> int:
         on = ["-c", f"core.hooksPath={hooks_dir}"]
         off = ["-c", f"core.hooksPath={empty}"]
 
-        # Warm up both sides (page cache, Python's .pyc files).
-        switches(MIN_ROUNDS, on, off, repo, env)
-        idle = switches(args.rounds, on, off, repo, env)
+        others = {"pre-commit": pre_commit_hooks(base, repo, env, args.pre_commit)} if args.pre_commit else {}
+        # Warm up every side (page cache, Python's .pyc files).
+        switches(MIN_ROUNDS, on, off, repo, env, others)
+        idle = switches(args.rounds, on, off, repo, env, others)
 
         sh(["git", "checkout", "-q", "main"], repo, env)
         sh(["git", "parallel", "spawn", "bench", "-n", "1"], repo, env)
@@ -143,6 +173,10 @@ def main() -> int:
         figure("checkout_ms_with_hooks", scaled(idle["with"], 1000), 1)
         figure("hook_overhead_ms", differences_ms(idle["with"], idle["without"]), 1)
         figure("hook_overhead_ratio", ratios(idle["with"], idle["without"]))
+        if others:
+            figure("pre_commit_hook_overhead_ms", differences_ms(idle["pre-commit"], idle["without"]), 1)
+        else:
+            print("pre-commit: not found, its hooks not measured (--pre-commit PATH)")
         figure("hook_overhead_ratio_live_run", ratios(live["with"], live["without"]))
         figure("commit_on_live_base_ms_without_hooks", scaled(committed["without"], 1000), 1)
         figure("commit_on_live_base_ms_with_hooks", scaled(committed["with"], 1000), 1)

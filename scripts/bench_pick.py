@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import MIN_ROUNDS, Side, alternating, figure, print_load, sh, with_bytecode, workspace  # noqa: E402
+from benchenv import (MIN_ROUNDS, Side, alternating, figure, print_load, sh, sized, with_bytecode,  # noqa: E402
+                      workspace)
 
 TRACKS = ("a", "b")
-PER_TRACK = 50
+PER_TRACK = sized(50, 2)
 
 CONFIG = """\
 max_total: 100

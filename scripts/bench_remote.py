@@ -29,10 +29,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import MIN_ROUNDS, Side, alternating, figure, print_load, sh, workspace  # noqa: E402
+from benchenv import MIN_ROUNDS, Side, alternating, figure, print_load, sh, sized, workspace  # noqa: E402
 
 CONFIG = "max_total: 16\ngates:\n  - name: ok\n    run: [\"true\"]\n"
-INSTANCES = 8
+INSTANCES = sized(8, 2)
 
 
 def remote_run(base: Path, env: dict[str, str], name: str, agent: list[str], workers: int) -> tuple[Path, list[Path]]:
@@ -68,7 +68,7 @@ def workers_side(base: Path, env: dict[str, str], workers: int) -> Side:
     clones: list[Path] = []
 
     def before(k: int) -> None:
-        clones[:] = remote_run(base, env, f"scale{workers}-r{k}", ["sleep", "2"], workers)[1]
+        clones[:] = remote_run(base, env, f"scale{workers}-r{k}", ["sleep", str(sized(2, 0))], workers)[1]
 
     def run(k: int) -> None:
         procs = [start(c, env, f"w{n}") for n, c in enumerate(clones)]

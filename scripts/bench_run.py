@@ -40,10 +40,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchenv import (MIN_ROUNDS, Side, alternating, differences_ms, figure, print_load, scaled,  # noqa: E402
-                      sh, with_bytecode, workspace)
+                      sh, sized, with_bytecode, workspace)
 
-INSTANCES = 16
-JOBS = 4
+INSTANCES = sized(16, 4)
+JOBS = sized(4, 2)
 
 
 def make_repo(path: Path, env: dict[str, str]) -> None:

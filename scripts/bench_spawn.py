@@ -6,8 +6,10 @@ Two cases, each on its own generated repository of files of about 4 KB in
 folders of 25: N=4 on 2,000 files and N=8 on 5,000.  Every round times the
 three sides - spawn, N sequential `git worktree add -b`, and N
 `git worktree add -b` started together - each after an `os.sync()` and in an
-order that rotates from round to round, and removes what each made before
-the next one starts (untimed).  Prints, per case (suffix `_n4`, `_n8`), the
+order that rotates from round to round, and moves what each made aside
+before the next one starts (untimed; deleted after the last round, see
+benchenv.Trash: on this file system a side run right after thousands of
+deletions pays for them).  Prints, per case (suffix `_n4`, `_n8`), the
 median over the rounds with min and max:
 
 * `spawn_ratio_nN`: spawn / sequential git, per round (target <= 0.7);
@@ -31,10 +33,10 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import (MIN_ROUNDS, Side, alternating, figure, print_load, ratios, sh,  # noqa: E402
-                      with_bytecode, workspace)
+from benchenv import (MIN_ROUNDS, Side, Trash, alternating, figure, print_load, ratios, sh,  # noqa: E402
+                      sized, with_bytecode, workspace)
 
-CASES = {"n4": (4, 2000), "n8": (8, 5000)}
+CASES = {"n4": (4, sized(2000, 20)), "n8": (8, sized(5000, 40))}
 PER_FOLDER = 25
 FILE_BYTES = 4096
 
@@ -52,7 +54,7 @@ def make_repo(path: Path, env: dict[str, str], files: int) -> None:
     sh(["git", "commit", "-q", "-m", "generated"], path, env)
 
 
-def sides(repo: Path, base: Path, env: dict[str, str], n: int, retried: list[str]) -> list[Side]:
+def sides(repo: Path, base: Path, env: dict[str, str], n: int, retried: list[str], trash: Trash) -> list[Side]:
     def add(k: int, kind: str, i: int) -> list[str]:
         return ["git", "worktree", "add", "-q", "-b", f"{kind}{k}-{i}", str(base / f"{kind}{k}" / str(i))]
 
@@ -81,14 +83,17 @@ def sides(repo: Path, base: Path, env: dict[str, str], n: int, retried: list[str
 
     def drop(kind: str) -> Callable[[int], None]:
         def remove(k: int) -> None:
-            shutil.rmtree(base / f"{kind}{k}")
+            trash.put(base / f"{kind}{k}")
             sh(["git", "worktree", "prune"], repo, env)
             sh(["git", "branch", "-q", "-D", *(f"{kind}{k}-{i}" for i in range(n))], repo, env)
         return remove
 
+    def abort(k: int) -> None:
+        trash.put(base / "repo.parallel" / f"bench{k}")  # the worktrees: abort finds them gone
+        sh(["git", "parallel", "abort", f"bench{k}", "--force"], repo, env)
+
     return [
-        Side("spawn", lambda k: sh(["git", "parallel", "spawn", f"bench{k}", "-n", str(n)], repo, env),
-             after=lambda k: sh(["git", "parallel", "abort", f"bench{k}", "--force"], repo, env)),
+        Side("spawn", lambda k: sh(["git", "parallel", "spawn", f"bench{k}", "-n", str(n)], repo, env), after=abort),
         Side("sequential", sequential, after=drop("seq")),
         Side("parallel", parallel, after=drop("par")),
     ]
@@ -106,7 +111,7 @@ def run_case(name: str, n: int, files: int, rounds: int) -> None:
         sh(["git", "parallel", "abort", "warmup", "--force"], repo, env)
         cpu: dict[str, list[float]] = {}
         retried: list[str] = []
-        times = alternating(sides(repo, base, env, n, retried), rounds, cpu)
+        times = alternating(sides(repo, base, env, n, retried, Trash(base)), rounds, cpu)
         if retried:
             print(f"parallel git worktree add: {len(retried)} add(s) lost git's own race and ran again, "
                   f"timed ({retried[0].splitlines()[-1]})", flush=True)

@@ -28,6 +28,16 @@ ROOT = Path(__file__).resolve().parent.parent
 # Every figure is a median of at least this many rounds (pairs).
 MIN_ROUNDS = 4
 
+# GIT_PARALLEL_BENCH_SMOKE=1: every benchmark at toy sizes, so that a test
+# can see each one start, run its sides and print its figures in seconds
+# (tests/test_bench.py).  Figures made so mean nothing.
+SMOKE = os.environ.get("GIT_PARALLEL_BENCH_SMOKE") == "1"
+
+
+def sized(full: int, smoke: int) -> int:
+    """A benchmark's size: ``full``, or ``smoke`` under GIT_PARALLEL_BENCH_SMOKE."""
+    return smoke if SMOKE else full
+
 
 def sealed_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -61,6 +71,29 @@ def with_bytecode(env: dict[str, str], base: Path) -> None:
     if env.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
         print("note: PYTHONDONTWRITEBYTECODE is set here; the benchmark runs without it", file=sys.stderr)
     env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
+
+
+class Trash:
+    """Where a benchmark puts what it made, instead of deleting it between
+    rounds.  On ext4 without a journal (this machine's root file system),
+    creating an inode skips every inode deleted in the last 60 to 360
+    seconds, reading its inode table block to find that out, so a side that
+    runs right after thousands of files were deleted pays for each of them
+    (``perf`` shows ``recently_deleted`` and ``find_get_block_common`` above
+    everything else then).  A round's cleanup therefore moves its files
+    aside (one rename, in the same file system) and they are deleted once,
+    after the last round; no side pays for another's deletions."""
+
+    def __init__(self, base: Path) -> None:
+        self.folder = base / "trash"
+        self.count = 0
+
+    def put(self, path: Path) -> None:
+        if not path.exists():
+            return
+        self.folder.mkdir(exist_ok=True)
+        self.count += 1
+        path.rename(self.folder / str(self.count))
 
 
 def sh(args: list[str], cwd: Path, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[bytes]:

@@ -64,16 +64,49 @@ def test_every_target_is_printed_by_some_benchmark() -> None:
         assert stem in text, f"no benchmark prints {name}"
 
 
-@pytest.mark.parametrize("script", ["bench.py"] + sorted(p.name for p in Path(bench.__file__).resolve().parent.glob("bench_*.py")))
-@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
+SCRIPTS = Path(bench.__file__).resolve().parent
+# Each benchmark with the arguments that keep its smoke run short.
+SMOKE_ARGS = {
+    "bench.py": ["bench_evidence"], "bench_check.py": ["--check-only"], "bench_evidence.py": ["--repeat", "4"],
+    "bench_hooks.py": ["--files", "20", "--changed", "5", "--rounds", "4"], "bench_pick.py": ["--rounds", "4"],
+    "bench_remote.py": [], "bench_run.py": [], "bench_selection.py": ["--tasks", "2", "--jobs", "1"],
+    "bench_spawn.py": ["--case", "n4"],
+}
+
+
+def _bench_env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(SCRIPTS.parent), os.environ.get("PYTHONPATH", "")]))
+
+
+def test_every_benchmark_has_smoke_arguments() -> None:
+    assert sorted(SMOKE_ARGS) == sorted(["bench.py"] + [p.name for p in SCRIPTS.glob("bench_*.py")])
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE_ARGS))
+@pytest.mark.slow  # seconds to a minute each (bench_remote); CI runs the slow tier after the default one
+def test_every_benchmark_runs_at_toy_sizes_and_prints_its_figures(script: str) -> None:
+    """GIT_PARALLEL_BENCH_SMOKE=1 (benchenv.sized): every side runs for
+    real on toy repositories, the rounds alternate, and figure lines come
+    out in the form bench.py reads."""
+    import subprocess
+
+    env = dict(_bench_env(), GIT_PARALLEL_BENCH_SMOKE="1")
+    out = subprocess.run([sys.executable, str(SCRIPTS / script), *SMOKE_ARGS[script]], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert any(line.startswith("load average at start: ") for line in lines) or script == "bench_selection.py"
+    figures = [m for m in map(bench.FIGURE.match, lines) if m]
+    assert figures, out.stdout
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE_ARGS))
 def test_every_benchmark_starts(script: str) -> None:
     """``--help`` imports everything a benchmark uses (a module moved under
     it fails here, not in the next benchmark run) and measures nothing."""
     import subprocess
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(bench.__file__).resolve().parents[1]),
-                                                       os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, str(Path(bench.__file__).resolve().parent / script), "--help"],
-                         capture_output=True, text=True, env=env, timeout=60)
+    out = subprocess.run([sys.executable, str(SCRIPTS / script), "--help"], capture_output=True, text=True,
+                         env=_bench_env(), timeout=60)
     assert out.returncode == 0, out.stderr
     assert "usage:" in out.stdout

@@ -127,3 +127,27 @@ def test_exclusive_ref_creation_has_one_winner(repo: Path) -> None:
                                   text=True) for _ in range(6)]
         wins = sum(int(p.communicate()[0].strip()) for p in procs)
         assert wins == 1
+
+
+def test_a_record_read_back_after_its_own_write_is_the_record_on_disk(repo: Path, gp: GP) -> None:
+    """The store keeps what it last wrote and skips parsing it when the file
+    still holds those bytes: what it returns must be what a fresh parse
+    gives, key order included, and any other writer's text must win."""
+    from gitflow_parallel import model
+    from gitflow_parallel.state.project import Project
+    from gitflow_parallel.state.store import Store
+
+    gp("spawn", "t", "-n", "3")
+    project = Project.open(str(repo))
+    record, _ = project.store.update_instance("t", "2", lambda rec, i: model.move(rec, i, "running", pid=1))
+    path = project.store.path("t")
+    kept = project.store.load("t")
+    fresh = Store(project.store.root).load("t")
+    assert kept == fresh == record
+    assert json.dumps(kept) == json.dumps(fresh)  # same key order, same types
+    kept["instances"][0]["status"] = "changed by the caller"
+    assert project.store.load("t") == fresh  # a copy each time: callers cannot change what is kept
+    # Another writer, in place (same inode), within the same clock tick.
+    text = path.read_text()
+    path.write_text(text.replace("run_revision: ", "run_revision: 9", 1))
+    assert project.store.load("t")["run_revision"] == int(f"9{record['run_revision']}")

@@ -55,6 +55,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import harness
 from gitflow_parallel.config import CONFIG_FILE
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.git.checkout import checkout_tree, filters_idle
 from gitflow_parallel.git.repo import Repo, note_write, read_gitdir_file
 
 SCRATCH = "scratch"
@@ -273,16 +274,19 @@ class Checkout:
                 and self._head() == commit:
             return self.path
         remove_checkout(self.repo, self.path)
-        if not self._add(commit) or not self._checkout(commit) or not self._clean(keep) or self._head() != commit:
+        if not self._add(commit) or not self._checkout(commit, fresh=True) or not self._clean(keep) \
+                or self._head() != commit:
             raise ParallelError(
                 E.WORKTREE_CREATE_FAILED,
                 f"could not make a clean checkout of {commit[:12]} at {self.path}: {self._last_error}",
                 hint="nothing was judged; fix the cause the message names (disk space, permissions) and run again")
         return self.path
 
-    def _checkout(self, commit: str) -> bool:
+    def _checkout(self, commit: str, fresh: bool = False) -> bool:
         """Write ``commit``'s files with libgit2 (no filter driver, no hook,
-        no fsmonitor runs) and detach HEAD at it."""
+        no fsmonitor runs) and detach HEAD at it.  A ``fresh`` checkout
+        writes every file, so it first asks whether libgit2's own filters
+        could change any (``git/checkout``), and skips them if not."""
         pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, 0)
         strategy = pygit2.enums.CheckoutStrategy
         note_write(self.repo.common_dir)
@@ -290,7 +294,8 @@ class Checkout:
             wt = pygit2.Repository(str(self.path))
             target = wt.get(commit).peel(pygit2.Commit)
             # Untracked files go with the clean after it, which spares ``keep``.
-            wt.checkout_tree(target.tree, strategy=strategy.FORCE)
+            idle = fresh and filters_idle(wt, self.repo.common_dir, target.tree)
+            checkout_tree(wt, target.tree, strategy.FORCE, skip_filters=idle)
             wt.set_head(target.id)
         except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
             self._last_error = f"{type(exc).__name__}: {exc}"

@@ -1,11 +1,12 @@
 """Instance branches and worktrees: creating them all-or-nothing, archiving
 every tip before a branch goes, and removing them without losing work.
 
-Worktrees are made with pygit2's ``add_worktree``.  libgit2's checkout is
+Worktrees are made as ``git worktree add`` makes them, checked out by
+libgit2 (see ``_make_worktree``).  libgit2's checkout is
 single-threaded and nearly all of its time is the kernel creating files, so
 when several are made at once each checkout runs in a process of its own,
 forked for it and all started together, as N ``git worktree add`` run in
-parallel would be (see ``_checkouts``).  ``add_worktree`` is not atomic: a
+parallel would be (see ``_checkouts``).  Making one is not atomic: a
 failure can leave the branch and the ``<common>/worktrees/<name>`` admin
 folder behind, so every step is undone explicitly on failure.
 """
@@ -23,6 +24,7 @@ import pygit2
 from gitflow_parallel import errors as E
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.git.checkout import checkout_tree, filters_idle
 from gitflow_parallel.git.repo import Repo, commit_all, note_write, read_gitdir_file, worktree_changes
 from gitflow_parallel.model import InstanceRecord, RunRecord
 
@@ -65,34 +67,37 @@ def resolve_root(repo: Repo, configured: str | None) -> Path:
 
 
 # -- creation ----------------------------------------------------------------------
-def _make_worktree(gitdir: str, name: str, path: str, branch: str) -> str | None:
+def _make_worktree(gitdir: str, name: str, path: str, branch: str, plain: bool = False) -> str | None:
     """Create one worktree; returns an error message or None.
 
-    libgit2 scans the other worktrees to refuse a branch checked out twice,
-    and a sibling worker's half-made admin folder can make that scan report
-    our (fresh) branch as checked out.  The paths and admin folder were
-    checked free before, so a failed try is cleared and tried again."""
-    import random
-    import time
-
+    What ``git worktree add`` (and libgit2's ``git_worktree_add``) writes, by
+    hand: the admin folder ``<common>/worktrees/<name>`` with ``commondir``,
+    ``gitdir`` and ``HEAD`` on the branch, and the worktree's ``.git`` file
+    naming it; then libgit2 checks the branch out there.  By hand because
+    libgit2's worktree call takes no checkout options, and ``plain`` (no
+    filter could change a byte: ``git/checkout.filters_idle``, asked once by
+    the parent) lets the checkout skip the attribute lookup of every file.
+    The branch is fresh and the paths were checked free, so there is no
+    other worktree on it to refuse, and neither folder exists yet (``mkdir``
+    refuses otherwise, and the parent rolls back)."""
     # git's own checkout does not re-hash every object it reads; libgit2 does
     # by default, which costs a large share of a big checkout.
     pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, 0)
-    last = ""
-    for attempt in range(8):
-        try:
-            repo = pygit2.Repository(gitdir)
-            ref = repo.branches.local[branch]
-            repo.add_worktree(name, path, ref)
-            return None
-        except Exception as exc:  # reported back to the parent, which rolls back
-            last = f"{type(exc).__name__}: {exc}"
-            if "already checked out" not in str(exc):
-                return last
-            shutil.rmtree(Path(gitdir) / "worktrees" / name, ignore_errors=True)
-            shutil.rmtree(path, ignore_errors=True)
-            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
-    return last
+    try:
+        admin = Path(gitdir).resolve() / "worktrees" / name
+        admin.mkdir()
+        os.mkdir(path)
+        top = Path(os.path.realpath(path))  # as git and libgit2 write it
+        (admin / "commondir").write_text("../..\n", encoding="utf-8")
+        (admin / "gitdir").write_text(f"{top / '.git'}\n", encoding="utf-8")
+        (admin / "HEAD").write_text(f"ref: refs/heads/{branch}\n", encoding="utf-8")
+        (top / ".git").write_text(f"gitdir: {admin}\n", encoding="utf-8")
+        repo = pygit2.Repository(str(top))
+        tree = repo.head.peel(pygit2.Commit).tree
+        checkout_tree(repo, tree, pygit2.enums.CheckoutStrategy.FORCE, skip_filters=plain)
+    except Exception as exc:  # reported back to the parent, which rolls back
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 # Checkouts running at once.  Each is one process, like one `git worktree add`;
@@ -100,7 +105,7 @@ def _make_worktree(gitdir: str, name: str, path: str, branch: str) -> str | None
 MAX_CHECKOUTS = 16
 
 
-def _checkouts(gitdir: str, jobs: list[tuple[str, str, str]]) -> list[str | None]:
+def _checkouts(gitdir: str, jobs: list[tuple[str, str, str]], plain: bool = False) -> list[str | None]:
     """Run ``_make_worktree`` for every job; returns each one's error or None.
 
     A single job runs here.  Several run in forked children, all started at once
@@ -112,14 +117,14 @@ def _checkouts(gitdir: str, jobs: list[tuple[str, str, str]]) -> list[str | None
     and reaped before the exception goes on, so the rollback that follows
     never races a checkout."""
     if len(jobs) <= 1 or not hasattr(os, "fork"):
-        return [_make_worktree(gitdir, *job) for job in jobs]
+        return [_make_worktree(gitdir, *job, plain=plain) for job in jobs]
     results: list[str | None] = [None] * len(jobs)
     running: list[tuple[int, int, int]] = []  # (job index, pid, read end of its pipe)
     try:
         for index, job in enumerate(jobs):
             if len(running) >= MAX_CHECKOUTS:
                 _reap_first(running, results)
-            running.append((index, *_fork_checkout(gitdir, job)))
+            running.append((index, *_fork_checkout(gitdir, job, plain)))
         while running:
             _reap_first(running, results)
     finally:
@@ -137,7 +142,7 @@ def _reap_first(running: list[tuple[int, int, int]], results: list[str | None]) 
     os.close(pipe)
 
 
-def _fork_checkout(gitdir: str, job: tuple[str, str, str]) -> tuple[int, int]:
+def _fork_checkout(gitdir: str, job: tuple[str, str, str], plain: bool) -> tuple[int, int]:
     """Start one child that makes one worktree and writes its error, if any,
     to a pipe; returns (pid, read end)."""
     read_end, write_end = os.pipe()
@@ -148,7 +153,7 @@ def _fork_checkout(gitdir: str, job: tuple[str, str, str]) -> tuple[int, int]:
         code = 1
         try:
             os.close(read_end)
-            error = _make_worktree(gitdir, *job)
+            error = _make_worktree(gitdir, *job, plain=plain)
             with os.fdopen(write_end, "wb") as out:
                 out.write((error or "").encode("utf-8", "replace"))
             code = 0
@@ -221,11 +226,12 @@ def create(repo: Repo, task: str, base_commit: str, instances: list[dict[str, An
         for inst in instances:
             path = Path(inst["worktree"])
             if path.is_dir():
-                path.rmdir()  # libgit2 wants to create it itself
+                path.rmdir()  # _make_worktree makes it (and refuses one that exists)
             jobs.append((admin_name(task, inst["id"]), str(path), inst["branch"]))
         if fault:
             fault("spawn.before_worktrees")
-        results = _checkouts(str(repo.common_dir), jobs)
+        plain = filters_idle(repo.pygit, repo.common_dir, commit.peel(pygit2.Commit).tree)
+        results = _checkouts(str(repo.common_dir), jobs, plain)
         failures = []
         for inst, (name, path, _), err in zip(instances, jobs, results):
             if (repo.common_dir / "worktrees" / name).exists():
