@@ -196,11 +196,7 @@ class Store:
         self.done_dir = parallel_dir / "runs" / "done"
         self.live_path = parallel_dir / "live"
         self._lock: FileLock | None = None
-        # The last record this Store wrote per file, with its text: a verb
-        # that makes several transitions (run records one per loop) reads its
-        # own write back without parsing and validating it again.  The file
-        # is still read, and only the very bytes written count as that
-        # record; any other text is parsed and validated as usual.
+        # The last record written per file, with its text: read back unparsed while the file holds those bytes.
         self._written: dict[Path, tuple[str, dict[str, Any]]] = {}
 
     # -- locking -------------------------------------------------------------
