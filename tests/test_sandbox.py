@@ -166,6 +166,11 @@ echo two >> a.txt && git commit -qa --amend -m one-amended
 echo three > b.txt && git add b.txt && git commit -qm three && git reset -q --hard HEAD~1
 git switch -qc "$(git branch --show-current)+wip" && echo wip > w.txt && git add w.txt && git commit -qm wip
 git switch -q -
+git switch -qc "$(git branch --show-current)+gone" && git switch -q - && git branch -qD "$(git branch --show-current)+gone"
+test -z "$(git stash list)"
+echo stashed > s.txt && git add s.txt && git stash push -qm mine && test ! -e s.txt
+echo "stashes: $(git stash list | wc -l)"
+git stash pop -q && test -f s.txt && git add s.txt && git commit -qm popped
 "{py}" -m pip install -q --no-index --target vendor "{wheel}"
 mkdir jspkg && echo '{{"name": "jspkg", "version": "1.0.0"}}' > jspkg/package.json
 npm install --offline --no-audit --no-fund ./jspkg > /dev/null
@@ -182,6 +187,10 @@ def test_an_honest_agent_works_as_usual_inside_the_fence(tmp_path: Path) -> None
     import zipfile
 
     repo, gp = project(tmp_path)
+    # The user's own stash, which no agent may see, pop or drop.
+    (repo / "app.py").write_text("user's work in progress\n")
+    git(repo, "stash", "push", "-q", "-m", "the user's")
+    users = git(repo, "stash", "list", "--format=%H %gs")
     wheel = tmp_path / "tinypkg-1-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("tinypkg.py", "X = 1\n")
@@ -198,25 +207,35 @@ def test_an_honest_agent_works_as_usual_inside_the_fence(tmp_path: Path) -> None
     log = Path(inst["log"]).read_text()
     tmp = log.split("TMPDIR=")[1].split()[0]
     assert "git-parallel-agent-" in tmp and not Path(tmp).exists()  # private, and removed after
-    assert git(repo, "log", "--format=%s", "parallel/t/1") .splitlines()[:2][1] == "one-amended"
-    # A branch under its own prefix is allowed (deleting one is not: git
-    # locks packed-refs for that, which is shared).
+    subjects = git(repo, "log", "--format=%s", "parallel/t/1").splitlines()
+    assert subjects[1:3] == ["popped", "one-amended"], subjects  # under the leftovers commit
+    # A branch under its own prefix is allowed.
     assert git(repo, "log", "-1", "--format=%s", "parallel/t/1+wip") == "wip"
     assert (repo / ".git" / "packed-refs").exists() is False or "parallel/t/1" not in (repo / ".git" / "packed-refs").read_text()
+    # Deleting a branch under its own prefix works; its stash was its own
+    # (one entry: the user's was not there) and is gone with the attempt.
+    assert git(repo, "branch", "--list", "parallel/t/1+gone") == ""
+    assert "stashes: 1" in log
+    assert git(repo, "stash", "list", "--format=%H %gs") == users
+    worktree = Path(inst["worktree"])
+    assert Path(git(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir")) == (repo / ".git").resolve()
+    assert not (Path(git(worktree, "rev-parse", "--absolute-git-dir")) / "parallel-common").exists()
 
 
 @needs_landlock
 def test_an_agent_writing_outside_its_worktree_gets_eacces(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "2")
-    agent = ("echo x >> \"$(git rev-parse --git-common-dir)/config\"; echo \"config: $?\"; "
+    # Its `git config` lands on its own copy of the config (git/shadow); the
+    # shared file itself is out of reach.
+    agent = (f"echo x >> {repo}/.git/config; echo \"config: $?\"; git config user.name mine; "
              f"echo hacked > {repo}/app.py; echo \"main: $?\"; "
              "cat ../2/app.py; echo \"sibling: $?\"; "
              f"printf '{APP_FIXED}' > app.py")
     gp("run", "t", "--instance", "1", "--", "sh", "-c", agent, env=FENCED)
     log = Path(_status(gp, "t")["1"]["log"]).read_text()
     assert log.count("Permission denied") == 3 and "config: 2" in log and "main: 2" in log and "sibling: 1" in log, log
-    assert (repo / "app.py").read_text() == APP_BUGGY
+    assert (repo / "app.py").read_text() == APP_BUGGY and "mine" not in (repo / ".git" / "config").read_text()
     [dispatched] = [e for e in _events(gp, "t", "1") if e["event"] == "engine_dispatched"]
     assert dispatched["sandbox"] == "landlock"
 

@@ -187,7 +187,7 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err, \
             contextlib.closing(fence):
         try:
-            proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence.preexec)
+            proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence)
             fence.applied()
         except supervise.START_ERRORS as exc:
             _, message = supervise.cannot_start(argv[0], exc)
