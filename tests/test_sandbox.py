@@ -304,3 +304,36 @@ def test_an_agent_cannot_read_the_hidden_tests_nor_the_scratch_checkouts(tmp_pat
     gp("run", "t", "--", "sh", "-c", agent, env=FENCED)
     log = Path(_status(gp, "t")["1"]["log"]).read_text()
     assert "SECRET" not in log and "hidden: 1" in log and "scratch: 1" in log, log
+
+
+@needs_landlock
+def test_sandbox_write_lets_an_agent_write_its_tools_folders_and_nothing_more(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".other").mkdir(parents=True)
+    repo, gp = project(tmp_path, "sandbox_write: [~/.toolcache/sub, ~/.claude]\n")
+    gp("spawn", "t", "-n", "1")
+    agent = ("echo cached > ~/.toolcache/sub/x; echo \"cache: $?\"; echo s > ~/.claude/settings; "
+             "echo \"claude: $?\"; echo no > ~/.other/x; echo \"other: $?\"")
+    gp("run", "t", "--", "sh", "-c", agent, env={**FENCED, "HOME": str(home)})
+    log = Path(_status(gp, "t")["1"]["log"]).read_text()
+    assert "cache: 0" in log and "claude: 0" in log and "other: 2" in log, log
+    assert (home / ".toolcache" / "sub" / "x").read_text() == "cached\n"  # made for it, missing before
+    [dispatched] = [e for e in _events(gp, "t", "1") if e["event"] == "engine_dispatched"]
+    assert dispatched["sandbox_write"] == [str((home / ".toolcache" / "sub").resolve()), str((home / ".claude").resolve())]
+    assert gp.json("status", "t")["run"]["config"]["sandbox_write"] == ["~/.toolcache/sub", "~/.claude"]
+
+
+def test_sandbox_write_refuses_relative_paths_and_the_repository(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path, "sandbox_write: [.cache/pip]\n")
+    out = gp("spawn", "t", "-n", "1", code=1)
+    assert "error[PARALLEL_SANDBOX_WRITE_REFUSED]" in out.stderr and "'.cache/pip' is relative" in out.stderr
+    for where, said in ((repo / ".git" / "info", "is inside the repository's git dir"),
+                        (tmp_path, "holds the repository's git dir")):
+        (repo / ".gitparallel.yaml").write_text(f"sandbox_write: ['{where}']\n")
+        git(repo, "commit", "-qam", f"sandbox_write {where}")
+        gp("spawn", "t", "-n", "1")
+        out = gp("run", "t", "--", "sh", "-c", "touch ran", code=1, env=FENCED)
+        assert "error[PARALLEL_SANDBOX_WRITE_REFUSED]" in out.stderr and said in out.stderr, out.stderr
+        assert _status(gp, "t")["1"]["status"] == "pending"  # nothing ran
+        gp("abort", "t")
+        gp("cleanup", "t")

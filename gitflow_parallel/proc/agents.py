@@ -529,6 +529,7 @@ def _select_and_claim(project: Project, task: str, instances: list[str] | None
                      f"`git parallel collect {task}` brings their results")
         chosen = _select(project, record, instances)
         sandbox.refuse_unavailable(record["config"], "an agent")
+        sandbox.extra_writes(record["config"], project.repo.common_dir, project.repo.main_workdir)
         return record, _take_claims(project, record, chosen, named=bool(instances))
 
 

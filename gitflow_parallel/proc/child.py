@@ -215,7 +215,7 @@ def fence_for(project: Project, record: dict[str, Any], child: Child, tmux: str 
         return sandbox.none("--tmux: the tmux server starts the command", sandbox.settings(record["config"])[1])
     child.events.touch()  # the agent may append to it (GIT_PARALLEL_EVENTS)
     return sandbox.for_agent(project.repo.common_dir, Path(child.worktree), child.branch, record["config"],
-                             child.scope, [child.events], reads)
+                             child.scope, [child.events], reads, project.repo.main_workdir)
 
 
 def after_exit(project: Project, run_id: str, child: Child) -> None:

@@ -88,6 +88,7 @@ class Fence:
     tmpdir: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
     view: Any = None  # the attempt's own view of the common dir (git/shadow), undone at close
+    extra: list[str] = field(default_factory=list)  # sandbox_write paths granted
 
     def spawn(self, start: Callable[[], T]) -> T:
         """``start()`` (which starts the command) inside the fence."""
@@ -100,6 +101,8 @@ class Fence:
             out["landlock_abi"] = abi()
         if self.reason:
             out["sandbox_reason"] = self.reason
+        if self.extra:
+            out["sandbox_write"] = self.extra
         return out
 
     def applied(self) -> None:
@@ -240,10 +243,41 @@ def agent_env(fence: Fence, env: dict[str, str]) -> None:
     env["GIT_CONFIG_COUNT"] = str(base + len(AGENT_GIT_CONFIG))
 
 
+def extra_writes(config: dict[str, Any], common: Path, main_workdir: Path | None) -> list[Path]:
+    """The ``sandbox_write`` paths, ``~`` expanded and resolved, a missing
+    one made as a folder; refused (``PARALLEL_SANDBOX_WRITE_REFUSED``) if one
+    is inside, or holds, the git dir, the main worktree or an instance's
+    worktree: Landlock grants whole hierarchies, so ``~`` would hand the
+    agent the repository, its refs and the other attempts."""
+    out = []
+    guarded = [("the repository's git dir", common), *([("the main worktree", main_workdir)] if main_workdir else []),
+               *(("an instance's worktree", w) for w in instance_worktrees(common))]
+    for given in config.get("sandbox_write") or []:
+        path = Path(os.path.realpath(os.path.expanduser(given)))
+        if not path.is_absolute():
+            raise ParallelError(E.SANDBOX_WRITE_REFUSED, f"sandbox_write: {given!r} is relative",
+                                hint="give an absolute path or one under ~ in .gitparallel.yaml")
+        for what, place in guarded:
+            place = Path(os.path.realpath(place))
+            if path == place or place in path.parents or path in place.parents:
+                raise ParallelError(
+                    E.SANDBOX_WRITE_REFUSED,
+                    f"sandbox_write: {given!r} ({path}) {'is inside' if place in path.parents or path == place else 'holds'}"
+                    f" {what} ({place}): a fenced agent could then rewrite what judges it, or other attempts",
+                    hint="list the narrowest folder the agent's tool writes (for example ~/.claude, ~/.cache/pip), "
+                         "outside the repository and its worktrees")
+        if not path.exists():
+            path.mkdir(parents=True, exist_ok=True)
+        out.append(path)
+    return out
+
+
 def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any], scope: str,
-              files: list[Path] = (), reads: Reads | None = None) -> Fence:  # type: ignore[assignment]
+              files: list[Path] = (), reads: Reads | None = None,  # type: ignore[assignment]
+              main_workdir: Path | None = None) -> Fence:
     """The fence of one agent attempt on ``branch`` in ``worktree`` (and
-    ``files`` it may write: its events file; ``reads``: the run's cache)."""
+    ``files`` it may write: its events file; ``reads``: the run's cache;
+    ``main_workdir``: the main worktree, which ``sandbox_write`` may not reach)."""
     from gitflow_parallel.git.repo import read_gitdir_file
 
     worktree = Path(os.path.realpath(worktree))
@@ -252,7 +286,8 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     log_folder = (common / "logs" / "refs" / "heads" / branch).parent
     for folder in (ref_folder, log_folder):
         folder.mkdir(parents=True, exist_ok=True)
-    write = [worktree, common / "objects", ref_folder, log_folder]
+    extra = extra_writes(config, common, main_workdir)
+    write = [worktree, common / "objects", ref_folder, log_folder, *extra]
     if admin is not None:
         write.append(admin)
     # Every instance worktree is denied, its own too: the write rule on its
@@ -263,6 +298,8 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     hidden = [Path(os.path.expanduser(g["hidden"])) for g in config.get("gates") or [] if g.get("hidden")]
     unseen = [p for p in [*hidden, common / "parallel" / "scratch"] if p.is_dir()]
     fence = _fence("agent", config, write, [*others, *unseen], [*files, *_cgroup_procs(scope)], reads)
+    if fence.kind == "landlock":
+        fence.extra = [str(p) for p in extra]
     if fence.kind == "landlock" and admin is not None:
         # Its stash (and the lock a branch deletion takes) of its own: see git/shadow.
         from gitflow_parallel.git import shadow
