@@ -323,6 +323,7 @@ def test_sandbox_write_lets_an_agent_write_its_tools_folders_and_nothing_more(tm
     assert gp.json("status", "t")["run"]["config"]["sandbox_write"] == ["~/.toolcache/sub", "~/.claude"]
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_sandbox_write_refuses_relative_paths_and_the_repository(tmp_path: Path) -> None:
     repo, gp = project(tmp_path, "sandbox_write: [.cache/pip]\n")
     out = gp("spawn", "t", "-n", "1", code=1)
@@ -337,3 +338,27 @@ def test_sandbox_write_refuses_relative_paths_and_the_repository(tmp_path: Path)
         assert _status(gp, "t")["1"]["status"] == "pending"  # nothing ran
         gp("abort", "t")
         gp("cleanup", "t")
+
+
+@needs_landlock
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
+def test_the_judge_runs_fenced_like_a_gate(tmp_path: Path) -> None:
+    from test_selection import build, pick_record
+
+    judge = textwrap.dedent(f"""
+        import os, pathlib, sys
+        for target in ({str(tmp_path / 'one' / 'repo' / 'impl.py')!r}, os.environ["GIT_PARALLEL_JUDGE_A"] + "/note"):
+            try:
+                pathlib.Path(target).write_text("judge was here")
+                print("wrote", target)
+            except PermissionError:
+                print("denied", target)
+        print("A")
+    """)
+    gp = build(tmp_path / "one", {"1": "square_mul", "2": "square_pow"}, selection="tournament", probe=False,
+               judge=judge)
+    gp("check", "t")
+    out = gp.json("pick", "t", env=FENCED)["picks"][0]
+    (match,) = [m for m in out["tournament"]["matches"] if m["b"] is not None]
+    said = match["judge"]["output"]
+    assert "denied " + str(tmp_path / "one" / "repo" / "impl.py") in said and "wrote " in said, said

@@ -162,7 +162,7 @@ class Ruleset:
                     err = ctypes.get_errno()
                     raise OSError(err, f"the Landlock fence could not be applied: {os.strerror(err)}")
                 outcome.append((True, start()))
-            except BaseException as exc:  # handed to the caller's thread
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 outcome.append((False, exc))
 
         thread = threading.Thread(target=fenced, name="git-parallel-fence", daemon=True)
