@@ -219,7 +219,8 @@ def test_an_honest_agent_works_as_usual_inside_the_fence(tmp_path: Path) -> None
     assert git(repo, "stash", "list", "--format=%H %gs") == users
     worktree = Path(inst["worktree"])
     assert Path(git(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir")) == (repo / ".git").resolve()
-    assert not (Path(git(worktree, "rev-parse", "--absolute-git-dir")) / "parallel-common").exists()
+    view = Path(git(worktree, "rev-parse", "--absolute-git-dir")) / "parallel-common"
+    assert not (view / "refs" / "stash").exists() and not (view / "logs" / "refs" / "stash").exists()
 
 
 @needs_landlock

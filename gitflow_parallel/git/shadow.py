@@ -45,8 +45,11 @@ What it costs the agent: refs packed or config changed by someone else
 while it runs (a ``git gc`` of the user's) are not seen until its next
 attempt, since its copies are those of its start.
 
-After the attempt (``undo``) the ``commondir`` file says again what it said
-and the folder is removed; before the next attempt it is made afresh.
+After the attempt (``undo``) the ``commondir`` file says again what it said.
+The folder stays (git-parallel's own git never reads it) and is checked and
+brought up to date before the next attempt: its stash emptied, its copies
+made afresh, every link made to say what it must; removing and rebuilding
+it for every attempt cost more than the rest of the fence on a busy disk.
 """
 
 from __future__ import annotations
@@ -76,40 +79,62 @@ def make(common: Path, admin: Path) -> tuple[Path, str] | None:
     if said.strip() == NAME:  # left by an attempt whose runner was killed
         said = os.path.relpath(common, admin) + "\n"
     view = admin / NAME
-    _remove(view)
-    view.mkdir()
-    _link_entries(common, view, "", skip={"refs", "logs", "worktrees", *_COPIED})
+    if view.is_symlink() or not view.is_dir():
+        _remove(view)
+        view.mkdir()
+    # The view stays between attempts (made once, it costs a few reads to
+    # check): every link is checked against what it must say, anything
+    # else the last attempt left is removed, the copies are made afresh,
+    # and its stash starts empty.
+    _sync(common, view, "", skip={"refs", "logs", "worktrees", *_COPIED}, extra={"worktrees"})
     for name in _COPIED:  # copies, not links (see the module doc)
+        _remove(view / name)
         try:
             shutil.copyfile(common / name, view / name)
         except FileNotFoundError:
             pass
-    os.symlink(common / "worktrees", view / "worktrees")
     for folder in ("refs", "logs", "logs/refs"):
-        (view / folder).mkdir(exist_ok=True)
+        if (view / folder).is_symlink() or not (view / folder).is_dir():
+            _remove(view / folder)
+            (view / folder).mkdir()
         skip = _PRIVATE.get(folder, set()) | ({"refs"} if folder == "logs" else set())
-        _link_entries(common, view, folder, skip)
+        _sync(common, view, folder, skip)
     _write(commondir, NAME + "\n")
     return commondir, said
 
 
-def _link_entries(common: Path, view: Path, folder: str, skip: set[str]) -> None:
-    source = common / folder
+def _sync(common: Path, view: Path, folder: str, skip: set[str], extra: set[str] = set()) -> None:  # noqa: B006
+    """Make ``view/folder`` hold a symlink to each entry of
+    ``common/folder`` (and the ``_ALWAYS`` ones) but ``skip``; remove what
+    else is there, but the folders and copies made beside."""
+    source, here = common / folder, view / folder
     try:
         names = set(os.listdir(source))
     except OSError:
         names = set()
-    for name in sorted((names | _ALWAYS.get(folder, set())) - skip):
-        os.symlink(source / name, view / folder / name)
+    wanted = (names | _ALWAYS.get(folder, set()) | extra) - skip
+    kept = {"refs", "logs", *_COPIED} if folder == "" else {"refs"} if folder == "logs" else set()
+    for name in os.listdir(here):
+        if name not in wanted and name not in kept:
+            _remove(here / name)  # the last attempt's stash, or what it left
+    for name in sorted(wanted):
+        target, link = str(source / name), here / name
+        try:
+            if os.readlink(link) == target:
+                continue
+        except OSError:
+            pass
+        _remove(link)
+        os.symlink(target, link)
 
 
 def undo(made: tuple[Path, str] | None) -> None:
-    """The ``commondir`` file says again what it said; the view goes."""
+    """The ``commondir`` file says again what it said (the view stays for
+    the next attempt, which checks it: ``make``)."""
     if made is None:
         return
     commondir, said = made
     _write(commondir, said)
-    _remove(commondir.parent / NAME)
 
 
 # The admin folder is the agent's to write: whatever it left there (a

@@ -249,7 +249,9 @@ def extra_writes(config: dict[str, Any], common: Path, main_workdir: Path | None
     is inside, or holds, the git dir, the main worktree or an instance's
     worktree: Landlock grants whole hierarchies, so ``~`` would hand the
     agent the repository, its refs and the other attempts."""
-    out = []
+    out: list[Path] = []
+    if not config.get("sandbox_write"):
+        return out
     guarded = [("the repository's git dir", common), *([("the main worktree", main_workdir)] if main_workdir else []),
                *(("an instance's worktree", w) for w in instance_worktrees(common))]
     for given in config.get("sandbox_write") or []:
