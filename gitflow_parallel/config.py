@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import shlex
 from typing import Any, cast
 
 import yaml
 
-from gitflow_parallel.errors import CONFIG_INVALID, ParallelError
+from gitflow_parallel.errors import CONFIG_INVALID, SANDBOX_WRITE_REFUSED, ParallelError
 from gitflow_parallel.files import canonical_json, sha256_bytes
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.names import check_name
@@ -64,7 +65,7 @@ DEFAULTS: dict[str, Any] = {
 }
 # Keys a config may have that are left out of the frozen config when absent
 # (so a run spawned before they existed still matches its base commit).
-OPTIONAL: dict[str, Any] = {"agents": None, "notify": None}
+OPTIONAL: dict[str, Any] = {"agents": None, "notify": None, "sandbox_write": None}
 
 GATE_DEFAULTS: dict[str, Any] = {
     "mode": "enforced",
@@ -100,6 +101,22 @@ def _fail(key: str, problem: str, line: int | None = None) -> ParallelError:
         f"{CONFIG_FILE}: {key}{where}: {problem}",
         hint=f"fix {CONFIG_FILE} on the base branch and commit it; `git parallel init` writes a commented template",
     )
+
+
+def _sandbox_write(value: Any, line: int | None) -> list[str]:
+    """Extra paths a fenced agent may write (``~`` allowed; checked against
+    the repository's git dir when a run starts: ``proc/sandbox``)."""
+    if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
+        raise _fail("sandbox_write", "must be a list of paths (strings)", line)
+    relative = [p for p in value if not os.path.isabs(os.path.expanduser(p))]
+    if relative:
+        raise ParallelError(
+            SANDBOX_WRITE_REFUSED,
+            f"{CONFIG_FILE}: sandbox_write{f' (line {line})' if line else ''}: {relative[0]!r} is relative: "
+            "relative to what would change with each command's folder, so the fence will not guess",
+            hint="give an absolute path or one under ~ (for example ~/.claude); the worktree itself is always "
+                 "writable")
+    return list(value)
 
 
 def _key_lines(node: yaml.Node | None, prefix: str = "", out: dict[str, int] | None = None) -> dict[str, int]:
@@ -253,6 +270,8 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             # YAML 1.1 reads a bare on/off as a boolean.
             out[key] = {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
             out[key] = want_choice(key, out[key], ("on", "off"))
+        elif key == "sandbox_write":
+            out[key] = _sandbox_write(value, lines.get(key))
         elif key == "worktree_root":
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise _fail(key, "must be a path (string) or null", lines.get(key))

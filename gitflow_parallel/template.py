@@ -35,6 +35,7 @@ TEMPLATE_SETTINGS = """\
 # has one (Linux 5.13+): writes only to its worktree (a gate: its checkout).
 # sandbox: auto           # required: refuse where there is no Landlock; off
 # sandbox_network: on     # off: no TCP connect or bind (Linux 6.7+)
+# sandbox_write: [~/.claude, ~/.cache/pip]   # what agents' tools write outside the worktree
 
 # merge:
 #   policy: refuse               # a conflict stops, like git; or first_pass_wins |

@@ -20,11 +20,15 @@ Prints the median over the rounds, with min and max, of
     run_overhead_ms: X
     fence_added_ms: F
     tamper_snapshot_ms: S
+    fence_start_ms: G
 
 where X = (run - ideal) / 16 * 1000 for the round's sides, F = (run -
 unfenced run) / 16 * 1000, and S the time of one snapshot plus its
 comparison (``git/tamper``: what an attempt pays twice over, before and
-after) on a repository with the 16 instances' refs, timed in-process.
+after) on a repository with the 16 instances' refs, timed in-process, and G
+what the fence adds to starting one agent, timed in-process (building it,
+its own view of the common dir, starting inside it, undoing it), which
+stays readable when F drowns in a loaded machine's noise.
 Targets: X <= 50; F + S <= 10.
 """
 
@@ -103,6 +107,39 @@ def snapshot_ms(repo: Path, times: int = 50) -> list[float]:
     return out
 
 
+def fence_start_ms(repo: Path, times: int = 50) -> list[float]:
+    """What the fence adds to starting one agent, in-process (the run's
+    side by side figure drowns in noise on a loaded machine): building the
+    attempt's fence, starting ``true`` inside it and closing it, minus
+    starting ``true`` without, alternating, each pair one figure."""
+    import time
+
+    from gitflow_parallel.proc import sandbox
+
+    common = repo / ".git"
+    worktree = Path(sandbox.instance_worktrees(common)[0])
+    reads = sandbox.Reads()
+    true = shutil.which("true") or "true"
+
+    def start(fence: sandbox.Fence | None) -> None:
+        def begin() -> subprocess.Popen[bytes]:
+            return subprocess.Popen([true], cwd=worktree, start_new_session=True, stdin=subprocess.DEVNULL)
+        proc = begin() if fence is None else fence.spawn(begin)
+        proc.wait()
+
+    out = []
+    for _ in range(times):
+        t0 = time.perf_counter()
+        fence = sandbox.for_agent(common, worktree, "parallel/T/1", {"sandbox": "auto"}, "bench", [], reads)
+        start(fence)
+        fence.close()
+        t1 = time.perf_counter()
+        start(None)
+        t2 = time.perf_counter()
+        out.append(((t1 - t0) - (t2 - t1)) * 1000)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=MIN_ROUNDS, help=f"rounds (at least {MIN_ROUNDS})")
@@ -119,6 +156,7 @@ def main() -> int:
         figure("run_unfenced_overhead_ms", scaled(differences_ms(times["unfenced"], times["ideal"]), 1 / INSTANCES), 1)
         figure("fence_added_ms", scaled(differences_ms(times["run"], times["unfenced"]), 1 / INSTANCES), 1)
         figure("tamper_snapshot_ms", snapshot_ms(base / "repo0"), 2)
+        figure("fence_start_ms", fence_start_ms(base / "repo0"), 2)
         return 0
     finally:
         shutil.rmtree(base, ignore_errors=True)

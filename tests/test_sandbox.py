@@ -166,6 +166,11 @@ echo two >> a.txt && git commit -qa --amend -m one-amended
 echo three > b.txt && git add b.txt && git commit -qm three && git reset -q --hard HEAD~1
 git switch -qc "$(git branch --show-current)+wip" && echo wip > w.txt && git add w.txt && git commit -qm wip
 git switch -q -
+git switch -qc "$(git branch --show-current)+gone" && git switch -q - && git branch -qD "$(git branch --show-current)+gone"
+test -z "$(git stash list)"
+echo stashed > s.txt && git add s.txt && git stash push -qm mine && test ! -e s.txt
+echo "stashes: $(git stash list | wc -l)"
+git stash pop -q && test -f s.txt && git add s.txt && git commit -qm popped
 "{py}" -m pip install -q --no-index --target vendor "{wheel}"
 mkdir jspkg && echo '{{"name": "jspkg", "version": "1.0.0"}}' > jspkg/package.json
 npm install --offline --no-audit --no-fund ./jspkg > /dev/null
@@ -182,6 +187,10 @@ def test_an_honest_agent_works_as_usual_inside_the_fence(tmp_path: Path) -> None
     import zipfile
 
     repo, gp = project(tmp_path)
+    # The user's own stash, which no agent may see, pop or drop.
+    (repo / "app.py").write_text("user's work in progress\n")
+    git(repo, "stash", "push", "-q", "-m", "the user's")
+    users = git(repo, "stash", "list", "--format=%H %gs")
     wheel = tmp_path / "tinypkg-1-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("tinypkg.py", "X = 1\n")
@@ -198,25 +207,36 @@ def test_an_honest_agent_works_as_usual_inside_the_fence(tmp_path: Path) -> None
     log = Path(inst["log"]).read_text()
     tmp = log.split("TMPDIR=")[1].split()[0]
     assert "git-parallel-agent-" in tmp and not Path(tmp).exists()  # private, and removed after
-    assert git(repo, "log", "--format=%s", "parallel/t/1") .splitlines()[:2][1] == "one-amended"
-    # A branch under its own prefix is allowed (deleting one is not: git
-    # locks packed-refs for that, which is shared).
+    subjects = git(repo, "log", "--format=%s", "parallel/t/1").splitlines()
+    assert subjects[1:3] == ["popped", "one-amended"], subjects  # under the leftovers commit
+    # A branch under its own prefix is allowed.
     assert git(repo, "log", "-1", "--format=%s", "parallel/t/1+wip") == "wip"
     assert (repo / ".git" / "packed-refs").exists() is False or "parallel/t/1" not in (repo / ".git" / "packed-refs").read_text()
+    # Deleting a branch under its own prefix works; its stash was its own
+    # (one entry: the user's was not there) and is gone with the attempt.
+    assert git(repo, "branch", "--list", "parallel/t/1+gone") == ""
+    assert "stashes: 1" in log
+    assert git(repo, "stash", "list", "--format=%H %gs") == users
+    worktree = Path(inst["worktree"])
+    assert Path(git(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir")) == (repo / ".git").resolve()
+    view = Path(git(worktree, "rev-parse", "--absolute-git-dir")) / "parallel-common"
+    assert not (view / "refs" / "stash").exists() and not (view / "logs" / "refs" / "stash").exists()
 
 
 @needs_landlock
 def test_an_agent_writing_outside_its_worktree_gets_eacces(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "2")
-    agent = ("echo x >> \"$(git rev-parse --git-common-dir)/config\"; echo \"config: $?\"; "
+    # Its `git config` lands on its own copy of the config (git/shadow); the
+    # shared file itself is out of reach.
+    agent = (f"echo x >> {repo}/.git/config; echo \"config: $?\"; git config user.name mine; "
              f"echo hacked > {repo}/app.py; echo \"main: $?\"; "
              "cat ../2/app.py; echo \"sibling: $?\"; "
              f"printf '{APP_FIXED}' > app.py")
     gp("run", "t", "--instance", "1", "--", "sh", "-c", agent, env=FENCED)
     log = Path(_status(gp, "t")["1"]["log"]).read_text()
     assert log.count("Permission denied") == 3 and "config: 2" in log and "main: 2" in log and "sibling: 1" in log, log
-    assert (repo / "app.py").read_text() == APP_BUGGY
+    assert (repo / "app.py").read_text() == APP_BUGGY and "mine" not in (repo / ".git" / "config").read_text()
     [dispatched] = [e for e in _events(gp, "t", "1") if e["event"] == "engine_dispatched"]
     assert dispatched["sandbox"] == "landlock"
 
@@ -285,3 +305,61 @@ def test_an_agent_cannot_read_the_hidden_tests_nor_the_scratch_checkouts(tmp_pat
     gp("run", "t", "--", "sh", "-c", agent, env=FENCED)
     log = Path(_status(gp, "t")["1"]["log"]).read_text()
     assert "SECRET" not in log and "hidden: 1" in log and "scratch: 1" in log, log
+
+
+@needs_landlock
+def test_sandbox_write_lets_an_agent_write_its_tools_folders_and_nothing_more(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".other").mkdir(parents=True)
+    repo, gp = project(tmp_path, "sandbox_write: [~/.toolcache/sub, ~/.claude]\n")
+    gp("spawn", "t", "-n", "1")
+    agent = ("echo cached > ~/.toolcache/sub/x; echo \"cache: $?\"; echo s > ~/.claude/settings; "
+             "echo \"claude: $?\"; echo no > ~/.other/x; echo \"other: $?\"")
+    gp("run", "t", "--", "sh", "-c", agent, env={**FENCED, "HOME": str(home)})
+    log = Path(_status(gp, "t")["1"]["log"]).read_text()
+    assert "cache: 0" in log and "claude: 0" in log and "other: 2" in log, log
+    assert (home / ".toolcache" / "sub" / "x").read_text() == "cached\n"  # made for it, missing before
+    [dispatched] = [e for e in _events(gp, "t", "1") if e["event"] == "engine_dispatched"]
+    assert dispatched["sandbox_write"] == [str((home / ".toolcache" / "sub").resolve()), str((home / ".claude").resolve())]
+    assert gp.json("status", "t")["run"]["config"]["sandbox_write"] == ["~/.toolcache/sub", "~/.claude"]
+
+
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
+def test_sandbox_write_refuses_relative_paths_and_the_repository(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path, "sandbox_write: [.cache/pip]\n")
+    out = gp("spawn", "t", "-n", "1", code=1)
+    assert "error[PARALLEL_SANDBOX_WRITE_REFUSED]" in out.stderr and "'.cache/pip' is relative" in out.stderr
+    for where, said in ((repo / ".git" / "info", "is inside the repository's git dir"),
+                        (tmp_path, "holds the repository's git dir")):
+        (repo / ".gitparallel.yaml").write_text(f"sandbox_write: ['{where}']\n")
+        git(repo, "commit", "-qam", f"sandbox_write {where}")
+        gp("spawn", "t", "-n", "1")
+        out = gp("run", "t", "--", "sh", "-c", "touch ran", code=1, env=FENCED)
+        assert "error[PARALLEL_SANDBOX_WRITE_REFUSED]" in out.stderr and said in out.stderr, out.stderr
+        assert _status(gp, "t")["1"]["status"] == "pending"  # nothing ran
+        gp("abort", "t")
+        gp("cleanup", "t")
+
+
+@needs_landlock
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
+def test_the_judge_runs_fenced_like_a_gate(tmp_path: Path) -> None:
+    from test_selection import build, pick_record
+
+    judge = textwrap.dedent(f"""
+        import os, pathlib, sys
+        for target in ({str(tmp_path / 'one' / 'repo' / 'impl.py')!r}, os.environ["GIT_PARALLEL_JUDGE_A"] + "/note"):
+            try:
+                pathlib.Path(target).write_text("judge was here")
+                print("wrote", target)
+            except PermissionError:
+                print("denied", target)
+        print("A")
+    """)
+    gp = build(tmp_path / "one", {"1": "square_mul", "2": "square_pow"}, selection="tournament", probe=False,
+               judge=judge)
+    gp("check", "t")
+    out = gp.json("pick", "t", env=FENCED)["picks"][0]
+    (match,) = [m for m in out["tournament"]["matches"] if m["b"] is not None]
+    said = match["judge"]["output"]
+    assert "denied " + str(tmp_path / "one" / "repo" / "impl.py") in said and "wrote " in said, said

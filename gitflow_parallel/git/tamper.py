@@ -14,10 +14,12 @@ command starts and compare after it ended (its whole process group gone):
   ``config.worktree``, … - not their ``index`` or logs) - kept as bytes, so
   a change is written back and an added file removed;
 - **refs**: every ref (loose files and ``packed-refs`` merged as git reads
-  them) except the attempt's own branch ``refs/heads/parallel/<task>/<id>``
-  and the branches under its own prefix ``…/<id>+<anything>`` (``+`` is in
-  no task or instance id).  A changed ref is set back to what it was, an
-  added one deleted, a deleted one made again.
+  them) except the instance branches ``refs/heads/parallel/…`` - the
+  attempt's own branch, the branches under its own prefix
+  ``…/<id>+<anything>`` (``+`` is in no task or instance id), and the other
+  instances' branches, which their own agents move (see below; they are
+  not even read, which keeps the snapshot cheap).  A changed ref is set
+  back to what it was, an added one deleted, a deleted one made again.
 
 Attribution.  Others may write the same things while an agent runs: another
 ``git parallel`` command (a check's evidence refs and notes, a merge's base
@@ -112,77 +114,90 @@ def _writes(common: Path) -> int:
         return 0
 
 
-def _read(path: Path) -> tuple[int, bytes] | None:
+def _read(path: str) -> tuple[int, bytes] | None:
+    # os-level calls, not pathlib: the snapshot runs twice per attempt and
+    # pathlib's parsing was most of its time (scripts/bench_run.py).
     try:
-        st = path.lstat()
+        st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode):
-            return st.st_mode, (os.readlink(path).encode("utf-8", "surrogateescape") if path.is_symlink() else b"")
+            return st.st_mode, (os.readlink(path).encode("utf-8", "surrogateescape") if stat.S_ISLNK(st.st_mode)
+                                else b"")
         if st.st_size > MAX_FILE:
             return st.st_mode, b"size:%d" % st.st_size
-        return st.st_mode, path.read_bytes()
+        with open(path, "rb") as handle:
+            return st.st_mode, handle.read()
     except OSError:
         return None
 
 
-def _tree_files(common: Path, folder: str, skip: set[str] | None = None) -> dict[str, tuple[int, bytes]]:
+def _tree_files(common: str, folder: str, skip: set[str] | None = None) -> dict[str, tuple[int, bytes]]:
     out: dict[str, tuple[int, bytes]] = {}
-    root = common / folder
-    for dirpath, dirnames, filenames in os.walk(root):
+    cut = len(common) + 1
+    for dirpath, dirnames, filenames in os.walk(os.path.join(common, folder)):
         if skip:
             dirnames[:] = [d for d in dirnames if d not in skip]
         for name in filenames:
             if skip and name in skip:
                 continue
-            full = Path(dirpath) / name
+            full = os.path.join(dirpath, name)
             data = _read(full)
             if data is not None:
-                out[full.relative_to(common).as_posix()] = data
+                out[full[cut:].replace(os.sep, "/")] = data
     return out
 
 
-def _files(common: Path) -> dict[str, tuple[int, bytes]]:
+def _files(common: str) -> dict[str, tuple[int, bytes]]:
     out: dict[str, tuple[int, bytes]] = {}
     for name in ("config", "config.worktree"):
-        data = _read(common / name)
+        data = _read(os.path.join(common, name))
         if data is not None:
             out[name] = data
     out.update(_tree_files(common, "hooks"))
     out.update(_tree_files(common, "info"))
-    admin = common / "worktrees"
     try:
-        entries = list(os.scandir(admin))
+        entries = list(os.scandir(os.path.join(common, "worktrees")))
     except OSError:
         entries = []
     for entry in entries:
         if entry.name.startswith("scratch+"):
             out.update(_tree_files(common, f"worktrees/{entry.name}", _SCRATCH_SKIP))
         else:
-            data = _read(Path(entry.path) / "config.worktree")
+            data = _read(os.path.join(entry.path, "config.worktree"))
             if data is not None:
                 out[f"worktrees/{entry.name}/config.worktree"] = data
     return out
 
 
-def _refs(common: Path) -> dict[str, str]:
+def _refs(common: str) -> dict[str, str]:
+    """Every ref but the instance branches, which every caller leaves to
+    their agents (``others``) and which are most of the refs there are."""
     refs: dict[str, str] = {}
     try:
-        packed = (common / "packed-refs").read_text(encoding="utf-8", errors="replace")
+        with open(os.path.join(common, "packed-refs"), encoding="utf-8", errors="replace") as handle:
+            packed = handle.read()
     except OSError:
         packed = ""
     for line in packed.splitlines():
         if line and line[0] not in "#^":
             oid, _, name = line.partition(" ")
-            refs[name.strip()] = oid
-    for dirpath, _, filenames in os.walk(common / "refs"):
+            name = name.strip()
+            if not name.startswith(INSTANCE_BRANCHES):
+                refs[name] = oid
+    cut = len(common) + 1
+    skipped = os.path.join(common, INSTANCE_BRANCHES.rstrip("/"))
+    for dirpath, dirnames, filenames in os.walk(os.path.join(common, "refs")):
+        if dirpath == os.path.dirname(skipped) and os.path.basename(skipped) in dirnames:
+            dirnames.remove(os.path.basename(skipped))
         for name in filenames:
             if name.endswith(".lock"):
                 continue
-            full = Path(dirpath) / name
+            full = os.path.join(dirpath, name)
             try:
-                value = full.read_text(encoding="utf-8", errors="replace").strip()
+                with open(full, encoding="utf-8", errors="replace") as handle:
+                    value = handle.read().strip()
             except OSError:
                 continue
-            refs[full.relative_to(common).as_posix()] = value
+            refs[full[cut:].replace(os.sep, "/")] = value
     return refs
 
 
@@ -193,8 +208,8 @@ def take(common: Path, branch: str | None = None) -> Snapshot:
     # refs and files are read then shows as one (read after, it would hide
     # the change it made before them).
     writes = _writes(common)
-    refs = {k: v for k, v in _refs(common).items() if not _is_own(k, own)}
-    return Snapshot(files=_files(common), refs=refs, writes=writes, own=own)
+    refs = {k: v for k, v in _refs(str(common)).items() if not _is_own(k, own)}
+    return Snapshot(files=_files(str(common)), refs=refs, writes=writes, own=own)
 
 
 def _is_own(name: str, own: tuple[str, str]) -> bool:

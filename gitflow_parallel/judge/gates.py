@@ -174,21 +174,23 @@ def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[
 
 
 def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
-            stdout: Path, stderr: Path | None = None) -> tuple[int | None, str | None, float]:
+            stdout: Path, stderr: Path | None = None,
+            plan: sandbox.GatePlan | None = None) -> tuple[int | None, str | None, float]:
     """Run ``argv`` in its own process group with output to ``stdout`` (and
-    ``stderr``, or the same file), stopped past ``timeout`` (``proc.supervise``).
+    ``stderr``, or the same file), stopped past ``timeout`` (``proc.supervise``),
+    in the fence of ``plan`` (default: the one planned for ``cwd``).
     Returns (exit code or None, error or None, seconds)."""
     stdout.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     reaper.become_subreaper()
     before = tamper.before_command(cwd)  # what no command may change, as it is now
-    scope, plan = supervise.new_scope("gate"), _PLANS.get(str(cwd))
+    scope, plan = supervise.new_scope("gate"), plan or _PLANS.get(str(cwd))
     fence = plan.fence(scope) if plan is not None else sandbox.none("no fence planned here")
     env = {**env, **fence.env}
     with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err, \
             contextlib.closing(fence):
         try:
-            proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence.preexec)
+            proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence)
             fence.applied()
         except supervise.START_ERRORS as exc:
             _, message = supervise.cannot_start(argv[0], exc)

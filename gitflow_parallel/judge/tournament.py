@@ -39,6 +39,7 @@ from typing import Any
 from gitflow_parallel.files import sha256_file
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.judge.gates import execute, gate_env
+from gitflow_parallel.proc import sandbox
 from gitflow_parallel.state.project import Project
 
 ANSWERS = ("A", "B")
@@ -78,7 +79,11 @@ def match(project: Project, record: RunRecord, track: str, round_no: int,
         env = gate_env({}, {"TASK": record["task"], "RUN_ID": record["run_id"], "BASE": base, "TRACK": track,
                             "JUDGE_A": str(scratch / "A"), "JUDGE_B": str(scratch / "B")})
         cwd = project.repo.main_workdir or scratch
-        code, error, seconds = execute(list(cfg["command"]), cwd, env, float(cfg["timeout"]), log, err_log)
+        # Fenced like a gate: it writes only its two sides' folder (and a
+        # TMPDIR), and reads no instance's worktree - what it judges is
+        # laid out for it from the objects.
+        plan = sandbox.GatePlan(project.repo.common_dir, None, scratch, record["config"])
+        code, error, seconds = execute(list(cfg["command"]), cwd, env, float(cfg["timeout"]), log, err_log, plan)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     stdout = log.read_bytes() if log.is_file() else b""

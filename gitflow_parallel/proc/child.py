@@ -101,10 +101,9 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
     })
     if child.feedback:
         env["GIT_PARALLEL_FEEDBACK"] = child.feedback
-    preexec = None
-    if child.fence is not None and tmux_binary is None:
+    fenced = child.fence is not None and tmux_binary is None
+    if fenced:
         sandbox.agent_env(child.fence, env)
-        preexec = child.fence.preexec
     argv = child.argv
     if tmux_binary is not None:
         # A stand-in that runs the command in a tmux window and exits with its status.
@@ -116,11 +115,12 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
     else:
         argv = cgroup.wrap(argv, child.scope, child.worktree, env)
     fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    def begin() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+                                start_new_session=True)
+
     try:
-        return subprocess.Popen(
-            argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
-            start_new_session=True, preexec_fn=preexec,
-        )
+        return child.fence.spawn(begin) if fenced else begin()
     finally:
         os.close(fd)  # the child has its own copy
         if child.fence is not None:
@@ -207,13 +207,15 @@ def enforce_deadlines(active: dict[int, Child], now: float) -> None:
 
 
 
-def fence_for(project: Project, record: dict[str, Any], child: Child, tmux: str | None) -> sandbox.Fence:
-    """The Landlock fence of the attempt (``sandbox``), or none, saying why."""
+def fence_for(project: Project, record: dict[str, Any], child: Child, tmux: str | None,
+              reads: sandbox.Reads | None = None) -> sandbox.Fence:
+    """The Landlock fence of the attempt (``sandbox``), or none, saying why
+    (``reads``: the run's cache of read rules)."""
     if tmux is not None:
         return sandbox.none("--tmux: the tmux server starts the command", sandbox.settings(record["config"])[1])
     child.events.touch()  # the agent may append to it (GIT_PARALLEL_EVENTS)
     return sandbox.for_agent(project.repo.common_dir, Path(child.worktree), child.branch, record["config"],
-                             child.scope, [child.events])
+                             child.scope, [child.events], reads, project.repo.main_workdir)
 
 
 def after_exit(project: Project, run_id: str, child: Child) -> None:

@@ -224,6 +224,7 @@ class _Runner:
         self.notifier = Notifier(project, record, self.watchdog)
         self.signature = project.repo.signature()
         self.signals = Signals()
+        self.reads = sandbox.Reads()  # the read rules of its fences, worked out once (sandbox)
         self.stopping: str | None = None
         self.waiting_for_slot = False
         self.t0 = time.monotonic()
@@ -356,7 +357,7 @@ class _Runner:
             return
         now = utcnow()
         child.snapshot = tamper.take(self.project.repo.common_dir, child.branch)
-        child.fence = child_proc.fence_for(self.project, self.record, child, self.tmux)
+        child.fence = child_proc.fence_for(self.project, self.record, child, self.tmux, self.reads)
         append_jsonl(child.events, {
             "event": "engine_dispatched", "ts": now, "run_id": self.run_id, "task": self.task,
             "instance": child.id, "track": child.track, "attempt": child.attempt, "argv": child.argv,
@@ -528,6 +529,7 @@ def _select_and_claim(project: Project, task: str, instances: list[str] | None
                      f"`git parallel collect {task}` brings their results")
         chosen = _select(project, record, instances)
         sandbox.refuse_unavailable(record["config"], "an agent")
+        sandbox.extra_writes(record["config"], project.repo.common_dir, project.repo.main_workdir)
         return record, _take_claims(project, record, chosen, named=bool(instances))
 
 

@@ -3,21 +3,22 @@ an agent or a gate runs in, on Linux 5.13 and later.  Standard library only.
 
 Why our own ~150 lines of ctypes rather than a binding: the three calls and
 two structures are all there is to it, a binding would be a fourth runtime
-dependency for that, and the split used here - build the ruleset in the
-parent, apply it in the child between fork and exec - needs the raw ruleset
-fd, which the bindings looked at wrap away.
+dependency for that, and the way it is applied here (below) needs the raw
+calls, which the bindings looked at wrap away.
 
-How it is applied.  The parent builds a ruleset (``Ruleset``: one
-``landlock_create_ruleset``, one ``landlock_add_rule`` per path) and hands
-``Ruleset.preexec`` to ``subprocess.Popen`` as ``preexec_fn``.  In the
-child, between fork and exec, that makes exactly two system calls through
-foreign functions built at import time - ``prctl(PR_SET_NO_NEW_PRIVS)`` and
-``landlock_restrict_self(fd)`` - and nothing else: no import, no Python
-lock, no allocation outside the GIL the child holds, which is what makes a
-``preexec_fn`` safe in a parent with threads (the gate runner's pool).  On
-a failure it writes one line to the child's stderr (the log) and exits 126,
-never running the command unfenced.  The restriction holds for the command
-and everything it starts; the ruleset fd is close-on-exec.
+How it is applied.  Landlock restricts the calling *thread* (and whatever
+it starts afterwards), and so does ``PR_SET_NO_NEW_PRIVS``.  So
+``Ruleset.spawn`` starts a short-lived thread, restricts that thread
+(``prctl`` then ``landlock_restrict_self``), starts the command from it with
+``subprocess.Popen`` and lets the thread end; the caller's threads stay
+unrestricted.  Why not a ``preexec_fn`` in the child, as this module first
+did: a ``preexec_fn`` makes ``subprocess`` ``fork()`` the whole parent
+instead of ``vfork()``ing, which copies the page tables of a process that
+holds pygit2 - about 4 ms per command here, most of what the fence cost
+(``scripts/bench_run.py``, ``docs/benchmarks.md``); a thread costs about
+0.1 ms.  A fence that cannot be applied raises ``OSError`` in the caller
+before anything is started, so a command never runs unfenced by mistake.
+The ruleset fd is close-on-exec.
 
 Rules are allow-lists of hierarchies; there is no "deny inside allow".  To
 leave reads open except some folders, ``read_rules`` grants read on every
@@ -34,8 +35,11 @@ import os
 import platform
 import stat
 import sys
+import threading
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, TypeVar
+
+T = TypeVar("T")
 
 SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446  # the same on every Linux architecture but alpha
 CREATE_VERSION = 1
@@ -107,7 +111,7 @@ def handled_fs(version: int) -> int:
 
 
 class Ruleset:
-    """A built ruleset: ``allow`` paths, then ``preexec`` in the child."""
+    """A built ruleset: ``allow`` paths, then ``spawn`` the command under it."""
 
     def __init__(self, version: int, network: bool) -> None:
         self.version = version
@@ -130,24 +134,44 @@ class Ruleset:
         except OSError:
             return False
         try:
-            if not (folder if folder is not None else stat.S_ISDIR(os.fstat(fd).st_mode)):
-                access &= FILE_ONLY
-            rule = _PathBeneath(access & self.fs, fd)
-            rc = _syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(self.fd), ctypes.c_int(RULE_PATH_BENEATH),
-                          ctypes.byref(rule), ctypes.c_uint32(0))
-            if rc < 0:
-                err = ctypes.get_errno()
-                raise OSError(err, f"landlock_add_rule {path}: {os.strerror(err)}")
+            self.allow_fd(fd, access, folder if folder is not None else stat.S_ISDIR(os.fstat(fd).st_mode), path)
         finally:
             os.close(fd)
         return True
 
-    def preexec(self) -> None:
-        """In the child, between fork and exec: restrict it, or end it."""
-        if _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
-                _syscall(SYS_RESTRICT, self.fd, 0) != 0:
-            os.write(2, b"git-parallel: the Landlock fence could not be applied; the command was not run\n")
-            os._exit(126)
+    def allow_fd(self, fd: int, access: int, folder: bool, path: object = "") -> None:
+        """Grant ``access`` beneath what ``fd`` (an ``O_PATH`` fd) opens."""
+        if not folder:
+            access &= FILE_ONLY
+        rule = _PathBeneath(access & self.fs, fd)
+        rc = _syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(self.fd), ctypes.c_int(RULE_PATH_BENEATH),
+                      ctypes.byref(rule), ctypes.c_uint32(0))
+        if rc < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"landlock_add_rule {path}: {os.strerror(err)}")
+
+    def spawn(self, start: Callable[[], T]) -> T:
+        """``start()`` (which starts a command) in a thread of its own
+        restricted by this ruleset; its result, or its exception.  Raises
+        ``OSError`` if the thread could not be restricted (nothing started)."""
+        outcome: list[tuple[bool, object]] = []
+
+        def fenced() -> None:
+            try:
+                if _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or _syscall(SYS_RESTRICT, self.fd, 0) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"the Landlock fence could not be applied: {os.strerror(err)}")
+                outcome.append((True, start()))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                outcome.append((False, exc))
+
+        thread = threading.Thread(target=fenced, name="git-parallel-fence", daemon=True)
+        thread.start()
+        thread.join()
+        ok, value = outcome[0]
+        if not ok:
+            raise value  # type: ignore[misc]
+        return value  # type: ignore[return-value]
 
     def close(self) -> None:
         if self.fd >= 0:

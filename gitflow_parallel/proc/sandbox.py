@@ -38,7 +38,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
@@ -48,6 +48,7 @@ MODES = ("auto", "required", "off")
 ENV = "GIT_PARALLEL_SANDBOX"
 # What an agent's git is told, whatever the repository's config says.
 AGENT_GIT_CONFIG = (("gc.auto", "0"), ("maintenance.auto", "false"))
+T = TypeVar("T")
 
 
 @functools.lru_cache(maxsize=None)
@@ -86,10 +87,12 @@ class Fence:
     ruleset: landlock.Ruleset | None = None
     tmpdir: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
+    view: Any = None  # the attempt's own view of the common dir (git/shadow), undone at close
+    extra: list[str] = field(default_factory=list)  # sandbox_write paths granted
 
-    @property
-    def preexec(self) -> Callable[[], None] | None:
-        return self.ruleset.preexec if self.ruleset is not None else None
+    def spawn(self, start: Callable[[], T]) -> T:
+        """``start()`` (which starts the command) inside the fence."""
+        return start() if self.ruleset is None else self.ruleset.spawn(start)
 
     def record(self) -> dict[str, Any]:
         """What the events and packs say about it."""
@@ -98,6 +101,8 @@ class Fence:
             out["landlock_abi"] = abi()
         if self.reason:
             out["sandbox_reason"] = self.reason
+        if self.extra:
+            out["sandbox_write"] = self.extra
         return out
 
     def applied(self) -> None:
@@ -106,11 +111,17 @@ class Fence:
             self.ruleset.close()
 
     def close(self) -> None:
-        """The command has ended: its private temporary folder goes."""
+        """The command has ended: its private temporary folder goes, and
+        its worktree sees the shared common dir again."""
         self.applied()
         if self.tmpdir is not None:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
             self.tmpdir = None
+        if self.view is not None:
+            from gitflow_parallel.git import shadow
+
+            shadow.undo(self.view)
+            self.view = None
 
 
 def none(reason: str, network: bool = True) -> Fence:
@@ -126,13 +137,15 @@ def instance_worktrees(common: Path) -> list[Path]:
     except OSError:
         return found
     for admin in admins:
-        try:
-            head = (Path(admin.path) / "HEAD").read_text(encoding="utf-8", errors="replace")
-            gitfile = (Path(admin.path) / "gitdir").read_text(encoding="utf-8").strip()
+        try:  # os-level reads: this runs before every fenced command
+            with open(os.path.join(admin.path, "HEAD"), "rb") as handle:
+                head = handle.read(64)
+            with open(os.path.join(admin.path, "gitdir"), encoding="utf-8") as text:
+                gitfile = text.read().strip()
         except OSError:
             continue
-        if head.startswith("ref: refs/heads/parallel/"):
-            found.append(Path(gitfile).parent)
+        if head.startswith(b"ref: refs/heads/parallel/"):
+            found.append(Path(os.path.dirname(gitfile)))
     return found
 
 
@@ -140,14 +153,49 @@ def _tmpdir(kind: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"git-parallel-{kind}-"))
 
 
-def _build(write: list[Path], denied: list[Path], network: bool, extra_files: list[Path]) -> landlock.Ruleset:
+class Reads:
+    """The read rules (``landlock.read_rules``) of each denied set, worked
+    out once per ``run`` or per scratch checkout rather than once per
+    command, their paths held open (``O_PATH``, close-on-exec): listing the
+    folders along the way to each denied one and opening what they hold was
+    most of what building a fence cost.  A file or folder made after that
+    next to a denied one is unreadable until the next ``run``: the cache
+    errs on the closed side."""
+
+    def __init__(self) -> None:
+        self._rules: dict[tuple[str, ...], list[tuple[int, int, bool]]] = {}
+
+    def rules(self, denied: list[Path]) -> list[tuple[int, int, bool]]:
+        """(fd, access, is a folder) of each read rule."""
+        key = tuple(sorted(str(p) for p in denied))
+        if key not in self._rules:
+            grant, listing = landlock.read_rules(key)
+            opened = []
+            for path, folder, access in [*((p, f, landlock.READ) for p, f in grant),
+                                         *((p, True, landlock.READ_DIR) for p in listing)]:
+                try:
+                    opened.append((os.open(path, os.O_PATH | os.O_CLOEXEC), access, folder))
+                except OSError:
+                    continue  # gone meanwhile: nothing to read there
+            self._rules[key] = opened
+        return self._rules[key]
+
+    def close(self) -> None:
+        for rules in self._rules.values():
+            for fd, _, _ in rules:
+                os.close(fd)
+        self._rules.clear()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _build(write: list[Path], denied: list[Path], network: bool, extra_files: list[Path],
+           reads: Reads) -> landlock.Ruleset:
     ruleset = landlock.Ruleset(abi(), network)
     try:
-        grant, listing = landlock.read_rules(denied)
-        for path, folder in grant:
-            ruleset.allow(path, landlock.READ, folder)
-        for path in listing:
-            ruleset.allow(path, landlock.READ_DIR, True)
+        for fd, access, folder in reads.rules(denied):
+            ruleset.allow_fd(fd, access, folder)
         everything = landlock.handled_fs(ruleset.version)
         for path in write:
             ruleset.allow(path, everything)
@@ -161,7 +209,7 @@ def _build(write: list[Path], denied: list[Path], network: bool, extra_files: li
 
 
 def _fence(kind: str, config: dict[str, Any], write: list[Path], denied: list[Path],
-           extra_files: list[Path]) -> Fence:
+           extra_files: list[Path], reads: Reads | None = None) -> Fence:
     mode, network = settings(config)
     if mode == "off":
         return none("sandbox: off", network)
@@ -170,7 +218,7 @@ def _fence(kind: str, config: dict[str, Any], write: list[Path], denied: list[Pa
         return none("no Landlock in this kernel", network)
     tmp = _tmpdir(kind)
     try:
-        ruleset = _build([*write, tmp], denied, network, [Path("/dev"), *extra_files])
+        ruleset = _build([*write, tmp], denied, network, [Path("/dev"), *extra_files], reads or Reads())
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if mode == "required":
@@ -195,10 +243,43 @@ def agent_env(fence: Fence, env: dict[str, str]) -> None:
     env["GIT_CONFIG_COUNT"] = str(base + len(AGENT_GIT_CONFIG))
 
 
+def extra_writes(config: dict[str, Any], common: Path, main_workdir: Path | None) -> list[Path]:
+    """The ``sandbox_write`` paths, ``~`` expanded and resolved, a missing
+    one made as a folder; refused (``PARALLEL_SANDBOX_WRITE_REFUSED``) if one
+    is inside, or holds, the git dir, the main worktree or an instance's
+    worktree: Landlock grants whole hierarchies, so ``~`` would hand the
+    agent the repository, its refs and the other attempts."""
+    out: list[Path] = []
+    if not config.get("sandbox_write"):
+        return out
+    guarded = [("the repository's git dir", common), *([("the main worktree", main_workdir)] if main_workdir else []),
+               *(("an instance's worktree", w) for w in instance_worktrees(common))]
+    for given in config.get("sandbox_write") or []:
+        path = Path(os.path.realpath(os.path.expanduser(given)))
+        if not path.is_absolute():
+            raise ParallelError(E.SANDBOX_WRITE_REFUSED, f"sandbox_write: {given!r} is relative",
+                                hint="give an absolute path or one under ~ in .gitparallel.yaml")
+        for what, place in guarded:
+            place = Path(os.path.realpath(place))
+            if path == place or place in path.parents or path in place.parents:
+                raise ParallelError(
+                    E.SANDBOX_WRITE_REFUSED,
+                    f"sandbox_write: {given!r} ({path}) {'is inside' if place in path.parents or path == place else 'holds'}"
+                    f" {what} ({place}): a fenced agent could then rewrite what judges it, or other attempts",
+                    hint="list the narrowest folder the agent's tool writes (for example ~/.claude, ~/.cache/pip), "
+                         "outside the repository and its worktrees")
+        if not path.exists():
+            path.mkdir(parents=True, exist_ok=True)
+        out.append(path)
+    return out
+
+
 def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any], scope: str,
-              files: list[Path] = ()) -> Fence:  # type: ignore[assignment]
+              files: list[Path] = (), reads: Reads | None = None,  # type: ignore[assignment]
+              main_workdir: Path | None = None) -> Fence:
     """The fence of one agent attempt on ``branch`` in ``worktree`` (and
-    ``files`` it may write: its events file)."""
+    ``files`` it may write: its events file; ``reads``: the run's cache;
+    ``main_workdir``: the main worktree, which ``sandbox_write`` may not reach)."""
     from gitflow_parallel.git.repo import read_gitdir_file
 
     worktree = Path(os.path.realpath(worktree))
@@ -207,14 +288,29 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     log_folder = (common / "logs" / "refs" / "heads" / branch).parent
     for folder in (ref_folder, log_folder):
         folder.mkdir(parents=True, exist_ok=True)
-    write = [worktree, common / "objects", ref_folder, log_folder]
+    extra = extra_writes(config, common, main_workdir)
+    write = [worktree, common / "objects", ref_folder, log_folder, *extra]
     if admin is not None:
         write.append(admin)
-    others = [p for p in instance_worktrees(common) if os.path.realpath(p) != str(worktree)]
+    # Every instance worktree is denied, its own too: the write rule on its
+    # own grants it back, and the read rules are then the same for every
+    # attempt of the run (``Reads``).
+    others = instance_worktrees(common)
     # Nor what judges it: the hidden tests, and the scratch checkouts they are laid over.
     hidden = [Path(os.path.expanduser(g["hidden"])) for g in config.get("gates") or [] if g.get("hidden")]
     unseen = [p for p in [*hidden, common / "parallel" / "scratch"] if p.is_dir()]
-    return _fence("agent", config, write, [*others, *unseen], [*files, *_cgroup_procs(scope)])
+    fence = _fence("agent", config, write, [*others, *unseen], [*files, *_cgroup_procs(scope)], reads)
+    if fence.kind == "landlock":
+        fence.extra = [str(p) for p in extra]
+    if fence.kind == "landlock" and admin is not None:
+        # Its stash (and the lock a branch deletion takes) of its own: see git/shadow.
+        from gitflow_parallel.git import shadow
+
+        try:
+            fence.view = shadow.make(common, admin)
+        except OSError:
+            pass  # then its stash is refused (EACCES), as without the view; nothing else changes
+    return fence
 
 
 def _cgroup_procs(scope: str) -> list[Path]:
@@ -233,6 +329,7 @@ class GatePlan:
     main_workdir: Path | None
     checkout: Path
     config: dict[str, Any]
+    reads: Reads = field(default_factory=Reads)
 
     @property
     def kind(self) -> str:
@@ -247,4 +344,4 @@ class GatePlan:
                 denied += [self.main_workdir / n for n in os.listdir(self.main_workdir) if n != ".git"]
             except OSError:
                 pass
-        return _fence("gate", self.config, [self.checkout], denied, _cgroup_procs(scope))
+        return _fence("gate", self.config, [self.checkout], denied, _cgroup_procs(scope), self.reads)

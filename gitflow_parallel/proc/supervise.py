@@ -35,6 +35,7 @@ from gitflow_parallel.files import env_seconds
 from gitflow_parallel.proc import cgroup, reaper
 
 if TYPE_CHECKING:
+    from gitflow_parallel.proc.sandbox import Fence
     from gitflow_parallel.proc.watchdog import Watchdog
 
 # Seconds between SIGTERM and SIGKILL when a command is stopped.
@@ -217,16 +218,21 @@ def new_scope(kind: str) -> str:
 
 
 def start(argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Output, stderr: Output | None,
-          scope: str, watchdog: "Watchdog", preexec: Callable[[], None] | None = None,
+          scope: str, watchdog: "Watchdog", fence: "Fence | None" = None,
           stdin: Output = subprocess.DEVNULL) -> Process:
     """Start ``argv`` as its own process group (``stderr`` None: into
-    ``stdout``), fenced by ``preexec`` if given (``sandbox``).  Raises
+    ``stdout``), inside ``fence`` if given (``sandbox``).  Raises
     one of ``START_ERRORS`` when it cannot start (see ``cannot_start``).  The caller has
     made itself a subreaper (``reaper``)."""
     env = {**env, reaper.SCOPE_ENV: scope}
-    popen = subprocess.Popen(cgroup.wrap(argv, scope, cwd, env), cwd=str(cwd), env=env, stdin=stdin,
-                             stdout=stdout, stderr=subprocess.STDOUT if stderr is None else stderr,
-                             start_new_session=True, preexec_fn=preexec)
+    wrapped = cgroup.wrap(argv, scope, cwd, env)
+
+    def begin() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(wrapped, cwd=str(cwd), env=env, stdin=stdin,
+                                stdout=stdout, stderr=subprocess.STDOUT if stderr is None else stderr,
+                                start_new_session=True)
+
+    popen = begin() if fence is None else fence.spawn(begin)
     watchdog.started(popen.pid, scope)
     return Process(popen=popen, scope=scope, watchdog=watchdog, started=time.monotonic())
 
