@@ -10,6 +10,7 @@ import json
 import os
 import pty
 import queue
+import re
 import subprocess
 import sys
 import textwrap
@@ -81,8 +82,13 @@ def test_watch_piped_prints_each_state_change_in_order_ending_with_the_pick(tmp_
     assert seen[:4] == ["1: pending, attempt 0", "2: pending, attempt 0", "3: pending, attempt 0", "run: pending"]
     for i in "123":
         mine = [line for line in seen if line.startswith(f"{i}: ")]
-        assert [m.split(",")[0] for m in mine] == [f"{i}: pending", f"{i}: running", f"{i}: succeeded",
-                                                     f"{i}: verdict pass"]
+        assert [m.split(",")[0] for m in mine if ": diff" not in m] == [
+            f"{i}: pending", f"{i}: running", f"{i}: succeeded", f"{i}: verdict pass"]
+        # the diff stat so far: the one line the agent wrote, seen once (while
+        # it ran or from its tip), after it started and before its verdict
+        diffs = [k for k, m in enumerate(mine) if ": diff" in m]
+        assert [mine[k] for k in diffs] == [f"{i}: diff 1 file, +1 -0"], mine
+        assert mine.index(f"{i}: running, attempt 0") < diffs[0] < mine.index(f"{i}: verdict pass")
     assert "run: running" in seen and "run: completed" in seen
     assert seen.index("run: running") < seen.index("run: completed")
     # fewest changed lines wins: instance 1; the run ends picked, and watch with it
@@ -122,11 +128,14 @@ def test_watch_on_a_terminal_redraws_in_place_and_exits_when_the_run_ends(tmp_pa
         pass
     os.close(master)
     text = out.decode()
-    redraws = text.count("\x1b[5F")  # back up over the 5 lines drawn (title, header, 3 instances)
-    assert redraws >= 3, text[-2000:]
+    ups = re.findall(r"\x1b\[(\d+)F", text)  # each redraw goes back up over what it drew
+    assert len(ups) >= 3 and min(int(n) for n in ups) >= 6, text[-2000:]  # title, header, 3 instances, keys
     assert "\x1b[2K" in text and "agent 1 waiting" in text
-    final = text.rsplit("\x1b[5F", 1)[1] if "\x1b[6F" not in text else text.rsplit("\x1b[6F", 1)[1]
+    final = re.split(r"\x1b\[\d+F", text)[-1]
     assert "picked" in final and "1 *" in final and "pick: track main won by 1" in final
+    # the diff stat so far of each attempt, and the keys (stdin is the terminal too)
+    assert re.search(r"\n\x1b\[2K> 1 \*\s+-\s+succeeded\s+0\s+\d+s\s+1 \+1 -0\s+pass", final), final
+    assert "keys: 1-9/up/down select" in final
 
 
 def test_watch_json_streams_events(tmp_path: Path) -> None:
@@ -137,7 +146,9 @@ def test_watch_json_streams_events(tmp_path: Path) -> None:
     gp("pick", "T")
     out = gp("watch", "T", "--json").stdout.splitlines()
     events = [json.loads(line) for line in out]
-    assert [e["event"] for e in events[:-1]] == ["status", "verdict"] * 3 + ["pick", "run"]
+    assert [e["event"] for e in events[:-1]] == ["status", "diff", "verdict"] * 3 + ["pick", "run"]
+    assert [(e["instance"], e["files"], e["added"], e["removed"]) for e in events[:-1] if e["event"] == "diff"] == [
+        ("1", 1, 1, 0), ("2", 1, 1, 0), ("3", 1, 1, 0)]
     assert events[-3] == {"task": "T", "event": "pick", "track": "main", "winner": "1", "agent": None}
     assert events[-2] == {"task": "T", "event": "run", "status": "picked"}
     assert events[-1]["ok"] is True and events[-1]["status"] == "picked"  # the summary ends the stream
