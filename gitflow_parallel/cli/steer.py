@@ -160,8 +160,9 @@ class Steering:
         try:
             session, steps = tmux.attach_target(self.task, inst_id)
         except ParallelError as exc:
-            self.message = (f"{exc.message}; its output: `git parallel logs {self.task} {inst_id}`; a run started "
-                            f"with `git parallel run {self.task} --tmux -- CMD` has a window per instance")
+            # The command first: a narrow terminal cuts the line at its width.
+            self.message = f"`git parallel logs {self.task} {inst_id}` shows its output; no tmux window: {exc.message}"
+
             return
         if os.environ.get("TMUX"):  # switch this client to the window, the view stays where it was
             for step in steps:
