@@ -106,7 +106,7 @@ def test_an_agent_that_says_it_waits_is_shown_waiting_and_notified_without_tmux(
     go.write_text("")
     until(lines, seen, '"event": "resumed"')
     (tmp_path / "go.end").write_text("")
-    out, err = run.communicate(timeout=60)
+    _, err = run.communicate(timeout=60)
     assert run.returncode == 0, err
     gp("check", "T")
     gp("pick", "T")
@@ -150,7 +150,7 @@ def test_under_tmux_a_prompt_read_from_the_terminal_is_waiting_and_a_quiet_pane_
         # instance 2 sat silent in its pane all along, reading nothing: never waiting
         assert [e["instance"] for e in json_events(seen, "waiting")] == ["1"]
         go.write_text("")
-        out, err = run.communicate(timeout=60)
+        _, err = run.communicate(timeout=60)
         assert run.returncode == 0, err
     finally:
         if run.poll() is None:

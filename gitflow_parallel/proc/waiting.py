@@ -102,7 +102,8 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 def _tree(pid: int, limit: int = 256) -> list[int]:
     """``pid`` and its descendants (through ``/proc/PID/task/*/children``)."""
-    found, todo = [], [pid]
+    found: list[int] = []
+    todo = [pid]
     while todo and len(found) < limit:
         current = todo.pop()
         found.append(current)
