@@ -160,3 +160,40 @@ def test_under_tmux_a_prompt_read_from_the_terminal_is_waiting_and_a_quiet_pane_
         shutil.rmtree(sock, ignore_errors=True)
     assert [e["instance"] for e in received(tools, "waiting")] == ["1"]
     assert git(repo, "show", "parallel/T/1:answer.txt") == "yes"
+
+
+def test_the_waiting_state_is_the_last_waiting_or_resumed_line_however_the_file_is_written(tmp_path: Path) -> None:
+    from gitflow_parallel.cli.live import event_line, view_lines
+    from gitflow_parallel.proc.waiting import EventTail
+
+    events = tmp_path / "1.0.jsonl"
+    tail = EventTail(events)
+    assert tail.read() is None  # no file yet
+    with open(events, "ab") as out:
+        out.write(b'{"event": "engine_dispatched"}\nnot json\n[1]\n{"event": "waiting", "message": "Proceed? \\u001b[2J')
+    assert tail.read() is None  # half a line is not read yet
+    with open(events, "ab") as out:
+        out.write(b'[y/n]"}\n')
+    said = tail.read()
+    assert said is not None and said["source"] == "agent" and said["message"] == "Proceed? \x1b[2J[y/n]"
+    with open(events, "ab") as out:
+        out.write(b'{"event": "ai_invocation"}\n')
+    assert tail.read() == said  # other lines change nothing
+    with open(events, "ab") as out:
+        out.write(b'{"event": "resumed"}\n{"event": "waiting", "source": "terminal", "message": "$ "}\n')
+    assert tail.read()["source"] == "terminal"  # type: ignore[index]
+    with open(events, "ab") as out:
+        out.write(b'{"event": "engine_exited", "status": "succeeded"}\n')
+    assert tail.read() is None
+
+    # shown as waiting, with its question (control characters made visible), and the diff stat
+    inst = {"id": "2", "agent": "claude", "status": "running", "attempt": 0, "elapsed_s": 12.0, "verdict": None,
+            "last_line": "thinking", "waiting": {"source": "agent", "message": said["message"]},
+            "diff": {"files": 3, "added": 40, "removed": 2}, "winner": False}
+    view = {"task": "T", "run_id": "PR-x", "status": "running", "picks": {}, "instances": [inst]}
+    row = view_lines(view, 200, selected="2")[2]
+    assert row.split()[:7] == [">", "2", "claude", "waiting", "0", "12s", "3"]
+    assert "+40 -2" in row and "Proceed? \\x1b[2J[y/n]" in row and "\x1b" not in row
+    line = event_line({"event": "waiting", "instance": "2", "agent": "claude", "source": "agent",
+                       "message": said["message"]})
+    assert line == "2 (claude): waiting for input: Proceed? \\x1b[2J[y/n]"
