@@ -13,6 +13,11 @@ Every event carries ``v`` (the format, 1), ``kind``, ``ts``, ``task``,
 - ``attempt_finished`` (``run``): ``instance``, ``track``, ``attempt``,
   ``agent``, ``status`` (succeeded, failed, aborted), ``exit_code``,
   ``commit`` (the attempt's tip), ``duration_s``, ``error``.
+- ``waiting`` (``run``, when a running attempt turns to waiting for input,
+  once per spell: see ``proc/waiting``): ``instance``, ``track``,
+  ``attempt``, ``agent``, ``source`` (``terminal``: seen by the runner under
+  ``--tmux``; ``agent``: the agent's own event), ``message`` (the pane's last
+  line, or the agent's message), ``since``.
 - ``gates_failed`` (``check``, a pack whose verdict is fail): ``instance``,
   ``track``, ``attempt``, ``verdict``, ``commit``, ``failed`` (the enforced
   gates that did not pass).
@@ -35,7 +40,7 @@ from gitflow_parallel.files import canonical_json, utcnow
 from gitflow_parallel.model import InstanceRecord, MergeRecord, RunRecord, Winner
 
 VERSION = 1
-KINDS = ("attempt_finished", "gates_failed", "all_done", "landed")
+KINDS = ("attempt_finished", "waiting", "gates_failed", "all_done", "landed")
 DEFAULT_TIMEOUT = 10
 MAX_TIMEOUT = 300  # a notification that needs longer is a job, not a notification
 
@@ -75,6 +80,12 @@ def attempt_finished(record: RunRecord, inst: InstanceRecord, exit_code: int | N
     return _event("attempt_finished", record, instance=inst["id"], track=inst["track"], attempt=inst["attempt"],
                   agent=inst.get("agent"), status=inst["status"], exit_code=exit_code, commit=inst.get("head"),
                   duration_s=duration_s, error=error)
+
+
+def waiting(record: RunRecord, inst: InstanceRecord, said: dict[str, Any]) -> dict[str, Any]:
+    return _event("waiting", record, instance=inst["id"], track=inst["track"], attempt=inst["attempt"],
+                  agent=inst.get("agent"), source=said.get("source"), message=said.get("message"),
+                  since=said.get("ts"))
 
 
 def gates_failed(record: RunRecord, inst: InstanceRecord, pack: dict[str, Any]) -> dict[str, Any]:

@@ -80,6 +80,12 @@ def test_two_agents_split_two_to_one_are_recorded_and_named(tmp_path: Path) -> N
     assert any(n["kind"] == "pick" and n["agent"] == winner["agent"] for n in lines)
     page = Path(gp.json("report", "T")["path"]).read_text()
     assert page.count('data-role="agent">alpha<') == 2 and page.count('data-role="agent">beta<') == 1
+    # ... and stats: alpha's two attempts, beta's one, the win on the winner's agent
+    rows = {a["agent"]: a for a in gp.json("stats")["agents"]}
+    assert {a: (r["attempts"], r["wins"]) for a, r in rows.items()} == {
+        winner["agent"]: (2 if winner["agent"] == "alpha" else 1, 1),
+        {"alpha": "beta", "beta": "alpha"}[winner["agent"]]: (1 if winner["agent"] == "alpha" else 2, 0)}
+    assert {line.split()[0] for line in gp("stats").stdout.splitlines()[1:3]} == {"alpha", "beta"}
 
 
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it

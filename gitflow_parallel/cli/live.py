@@ -3,11 +3,12 @@ comment, stats."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import click
 
-from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
+from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb, visible
 
 
 @main_group.command()
@@ -72,12 +73,26 @@ def comment(task: str, instance: str, text: str, file: str | None, line: int | N
 
 
 # -- watch ---------------------------------------------------------------------------
+def _who(e: dict[str, Any]) -> str:
+    return f"{e['instance']}" + (f" ({e['agent']})" if e.get("agent") else "") if "instance" in e else ""
+
+
+def _stat(d: dict[str, Any] | None) -> str:
+    return "-" if not d else f"{d['files']} +{d['added']} -{d['removed']}"
+
+
 def event_line(e: dict[str, Any]) -> str:
     """One line per event, for a pipe."""
-    who = f"{e['instance']}" + (f" ({e['agent']})" if e.get("agent") else "") if "instance" in e else ""
+    who = _who(e)
     if e["event"] == "status":
         took = f" after {e['elapsed_s']:g}s" if e["elapsed_s"] is not None and e["status"] != "running" else ""
         return f"{who}: {e['status']}, attempt {e['attempt']}{took}"
+    if e["event"] == "waiting":
+        return f"{who}: waiting for input" + (f": {visible(e['message'])}" if e["message"] else "")
+    if e["event"] == "resumed":
+        return f"{who}: resumed"
+    if e["event"] == "diff":
+        return f"{who}: diff {e['files']} file{'s' if e['files'] != 1 else ''}, +{e['added']} -{e['removed']}"
     if e["event"] == "verdict":
         return f"{who}: verdict {e['verdict']}"
     if e["event"] == "pick":
@@ -85,17 +100,29 @@ def event_line(e: dict[str, Any]) -> str:
     return f"run: {e['status']}"
 
 
-def view_lines(v: dict[str, Any], width: int) -> list[str]:
-    """The table a terminal shows, each line cut to the terminal's width."""
-    rows = [("ID", "AGENT", "STATUS", "ATT", "ELAPSED", "VERDICT", "LAST LOG LINE")]
+KEYS_HELP = "keys: 1-9/up/down select  o open its window  d its diff  a abort it  q quit"
+
+
+def view_lines(v: dict[str, Any], width: int, selected: str | None = None, message: str = "") -> list[str]:
+    """The table a terminal shows, each line cut to the terminal's width;
+    with ``selected`` (the keys are on) a ``>`` marks that instance and the
+    keys and the last message follow."""
+    rows = [("ID", "AGENT", "STATUS", "ATT", "ELAPSED", "DIFF", "VERDICT", "LAST LOG LINE")]
     for i in v["instances"]:
-        rows.append((i["id"] + (" *" if i["winner"] else ""), i["agent"] or "-", i["status"], str(i["attempt"]),
-                     "-" if i["elapsed_s"] is None else f"{i['elapsed_s']:.0f}s", i["verdict"] or "-",
-                     i["last_line"] or ""))
-    widths = [max(len(r[k]) for r in rows) for k in range(6)]
+        waiting = i.get("waiting")
+        rows.append((i["id"] + (" *" if i["winner"] else ""), i["agent"] or "-",
+                     "waiting" if waiting else i["status"], str(i["attempt"]),
+                     "-" if i["elapsed_s"] is None else f"{i['elapsed_s']:.0f}s", _stat(i.get("diff")),
+                     i["verdict"] or "-", visible((waiting or {}).get("message") or i["last_line"] or "")))
+    widths = [max(len(r[k]) for r in rows) for k in range(7)]
+    def mark(r: tuple[str, ...]) -> str:
+        return "" if selected is None else "> " if r[0].split()[0] == selected else "  "
+
     lines = [f"watch {v['task']}  run {v['run_id']}  {v['status']}"]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r[:6], widths)) + "  " + r[6] for r in rows]
+    lines += [mark(r) + "  ".join(c.ljust(w) for c, w in zip(r[:7], widths)) + "  " + r[7] for r in rows]
     lines += [f"pick: track {t} won by {w}" for t, w in v["picks"].items()]
+    if selected is not None:
+        lines += [KEYS_HELP] + ([message] if message else [])
     return [line.rstrip()[:max(width - 1, 20)] for line in lines]
 
 
@@ -113,39 +140,71 @@ class Redraw:
         click.echo(up + "".join(f"\x1b[2K{line}\n" for line in lines) + "\x1b[J", nl=False)
         self.shown = lines
 
+    def forget(self) -> None:
+        """Something else wrote below the view: draw the next one afresh."""
+        self.shown = []
+
+
+class Quit(Exception):
+    pass
+
+
+def _watch_stream(task: str, as_json: bool) -> dict[str, Any]:
+    import shutil
+    import sys
+
+    from gitflow_parallel.cli.base import emit_json
+    from gitflow_parallel.cli.steer import Keys, Steering
+    from gitflow_parallel.commands import watch as watch_cmd
+
+    live = sys.stdout.isatty() and not as_json
+    keyed = live and sys.stdin.isatty()
+    draw = Redraw()
+    last: dict[str, Any] = {}
+    with Keys(keyed) as keys:
+        steer = Steering(_project(), task, keys, draw.forget)
+
+        def show(v: dict[str, Any]) -> None:
+            draw(view_lines(v, shutil.get_terminal_size().columns, steer.selected(v) if keyed else None,
+                            steer.message))
+
+        def pause(seconds: float) -> None:
+            if keyed:
+                if not steer.handle(keys.read(seconds), last, lambda: show(last)):
+                    raise Quit
+            else:
+                time.sleep(seconds)
+
+        try:
+            for v, events in watch_cmd.watch(_project(), task, pause=pause):
+                last = v
+                if live:
+                    show(v)
+                for e in events if not live else []:
+                    if as_json:
+                        emit_json({"task": task, **e})
+                    else:
+                        click.echo(event_line(e))
+                sys.stdout.flush()
+        except Quit:
+            pass
+    return {"task": task, "run_id": last.get("run_id"), "status": last.get("status"), "picks": last.get("picks")}
+
 
 @main_group.command()
 @click.argument("task")
 @json_option
 def watch(task: str, as_json: bool) -> None:
     """A live view of every instance of TASK's run: status, agent, attempt,
-    elapsed time, verdict as the checks finish, the last line of its
-    agent's log, and the pick when it happens.  On a terminal the view is
-    redrawn in place; piped, one line per change of state (an instance's
-    status or attempt, a verdict, a pick, the run's status); --json, one
-    JSON object per such event.  It ends when the run is picked, merged,
-    failed or aborted (exit 0), or on Ctrl-C (exit 130)."""
-    import shutil
-    import sys
-
-    from gitflow_parallel.commands import watch as watch_cmd
-    from gitflow_parallel.cli.base import emit_json
-
-    live = sys.stdout.isatty() and not as_json
-    draw = Redraw()
-
-    def stream() -> dict[str, Any]:
-        last: dict[str, Any] = {}
-        for v, events in watch_cmd.watch(_project(), task):
-            last = v
-            if live:
-                draw(view_lines(v, shutil.get_terminal_size().columns))
-            for e in events if not live else []:
-                if as_json:
-                    emit_json({"task": task, **e})
-                else:
-                    click.echo(event_line(e))
-            sys.stdout.flush()
-        return {"task": task, "run_id": last.get("run_id"), "status": last.get("status"), "picks": last.get("picks")}
-
-    run_verb(as_json, stream, lambda r: None)  # Ctrl-C: "interrupted", exit 130
+    elapsed time, its diff against the base so far (files, +added
+    -removed, uncommitted work included), whether it waits for input,
+    verdict as the checks finish, the last line of its agent's log, and the
+    pick when it happens.  On a terminal the view is redrawn in place, and
+    keys steer it: 1-9 or the arrows select an instance, o opens its tmux
+    window (`attach`), d shows its diff in the pager, a aborts it (after a
+    y), q quits.  Piped, one line per change (an instance's status or
+    attempt, waiting for input and resumed, a new diff stat, a verdict, a
+    pick, the run's status); --json, one JSON object per such event.  It
+    ends when the run is picked, merged, failed or aborted (exit 0), on q,
+    or on Ctrl-C (exit 130)."""
+    run_verb(as_json, lambda: _watch_stream(task, as_json), lambda r: None)  # Ctrl-C: "interrupted", exit 130

@@ -1,30 +1,45 @@
 """``git parallel watch``: every instance of a run as it goes, read from the
-run record (and each attempt's log) a few times a second.
+run record (and each attempt's log, events file and worktree) a few times a
+second.
 
 The verb is a generator of views: each view is the run as it stands (per
 instance: status, agent, attempt, elapsed time, verdict, the last line of
-its agent's log; the run's status and picks) together with the *events*
-that changed since the previous view (the first view reports every
-instance as an event).  An event is a change of an instance's status or
-attempt, a verdict, a pick, or the run's status; the log line and the
-elapsed time change the view but are no events.  It ends after the view in
-which the run is ``picked``, ``merged``, ``failed`` or ``aborted``.  The
-CLI draws the views (redrawn in place on a terminal) or prints the events
-(one line each when piped, JSON lines with ``--json``)."""
+its agent's log, whether it waits for input, its diff stat so far; the
+run's status and picks) together with the *events* that changed since the
+previous view (the first view reports every instance as an event).  An
+event is a change of an instance's status or attempt, its turning to
+waiting for input or back (``proc/waiting``: the last ``waiting`` or
+``resumed`` line of its events file), a new diff stat, a verdict, a pick,
+or the run's status; the log line and the elapsed time change the view but
+are no events.  It ends after the view in which the run is ``picked``,
+``merged``, ``failed`` or ``aborted``.  The CLI draws the views (redrawn in
+place on a terminal, with keys to steer) or prints the events (one line
+each when piped, JSON lines with ``--json``).
+
+The diff stat is the worktree as it is on disk against the run's base
+(``state/view.worktree_diff``: committed and uncommitted, new files too,
+read-only), read at most every ``DIFF_EVERY`` seconds per running attempt;
+an attempt that ended is read once, from its recorded tip.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
 import time
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
+from gitflow_parallel.model import find_instance
 from gitflow_parallel.names import check_name
+from gitflow_parallel.proc.waiting import EventTail
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.state.view import changes_between, commit_stat, worktree_diff, worktree_stat
 
 ENDED_RUN = ("picked", "merged", "failed", "aborted")
 INTERVAL = 0.2  # seconds between reads of the record
 TAIL_BYTES = 4096
+DIFF_EVERY = 2.0  # seconds between diff stats of one running attempt
 
 
 def last_line(path: str | None) -> str:
@@ -51,7 +66,40 @@ def _seconds(inst: dict[str, Any], now: dt.datetime) -> float | None:
     return round(((end or now) - start).total_seconds(), 1)
 
 
-def view(record: dict[str, Any]) -> dict[str, Any]:
+class Sampler:
+    """What a view holds beside the record, per attempt: its waiting state
+    (its events file, read as it grows) and its diff stat (throttled)."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.tails: dict[tuple[str, int], EventTail] = {}
+        self.stats: dict[tuple[str, int], tuple[float, dict[str, int] | None, bool]] = {}
+
+    def waiting(self, inst: dict[str, Any]) -> dict[str, Any] | None:
+        if inst["status"] != "running" or not inst.get("events"):
+            return None
+        key = (inst["id"], inst["attempt"])
+        tail = self.tails.setdefault(key, EventTail(Path(inst["events"])))
+        return tail.read()
+
+    def diff(self, record: dict[str, Any], inst: dict[str, Any]) -> dict[str, int] | None:
+        if inst["status"] == "pending":
+            return None
+        key, now = (inst["id"], inst["attempt"]), time.monotonic()
+        when, stat, final = self.stats.get(key, (0.0, None, False))
+        if final or (inst["status"] == "running" and now - when < DIFF_EVERY):
+            return stat
+        base = record["base"]["commit"]
+        if inst["status"] == "running":
+            stat, final = worktree_stat(inst["worktree"], base), False
+        else:
+            head = inst.get("head")
+            stat, final = (commit_stat(self.project.repo.pygit, base, head) if head else None), True
+        self.stats[key] = (now, stat, final)
+        return stat
+
+
+def view(record: dict[str, Any], sampler: Sampler | None = None) -> dict[str, Any]:
     """The run as ``watch`` shows it."""
     now = dt.datetime.now(dt.timezone.utc)
     picks = {t: p.get("winner") for t, p in (record.get("picks") or {}).items()}
@@ -60,6 +108,8 @@ def view(record: dict[str, Any]) -> dict[str, Any]:
         "instances": [{"id": i["id"], "track": i["track"], "agent": i.get("agent"), "status": i["status"],
                        "attempt": i["attempt"], "verdict": i.get("verdict"), "elapsed_s": _seconds(i, now),
                        "last_line": last_line(i.get("log")) if i.get("started_at") else "",
+                       "waiting": sampler.waiting(i) if sampler else None,
+                       "diff": sampler.diff(record, i) if sampler else None,
                        "winner": picks.get(i["track"]) == i["id"]}
                       for i in record["instances"]],
     }
@@ -75,6 +125,13 @@ def changes(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[s
         base = {"instance": inst["id"], "agent": inst["agent"], "attempt": inst["attempt"]}
         if (was.get("status"), was.get("attempt")) != (inst["status"], inst["attempt"]):
             out.append({"event": "status", **base, "status": inst["status"], "elapsed_s": inst["elapsed_s"]})
+        if inst["waiting"] and not was.get("waiting"):
+            out.append({"event": "waiting", **base, "source": inst["waiting"]["source"],
+                        "message": inst["waiting"]["message"]})
+        elif was.get("waiting") and not inst["waiting"] and inst["status"] == "running":
+            out.append({"event": "resumed", **base})
+        if inst["diff"] and inst["diff"] != was.get("diff") and (inst["diff"]["files"] or was.get("diff")):
+            out.append({"event": "diff", **base, **inst["diff"]})
         if inst["verdict"] and inst["verdict"] != was.get("verdict"):
             out.append({"event": "verdict", **base, "verdict": inst["verdict"]})
     for track, winner in after["picks"].items():
@@ -86,14 +143,33 @@ def changes(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[s
     return out
 
 
-def watch(project: Project, task: str, interval: float = INTERVAL) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """(view, events) each time the run is read, until it ends."""
+def watch(project: Project, task: str, interval: float = INTERVAL,
+          pause: Callable[[float], None] = time.sleep) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """(view, events) each time the run is read, until it ends; ``pause``
+    waits between reads (the terminal view reads its keys meanwhile)."""
     check_name(task, "task")
+    sampler = Sampler(project)
     before: dict[str, Any] | None = None
     while True:
-        now = view(project.store.load(task))
+        now = view(project.store.load(task), sampler)
         yield now, changes(before, now)
         if now["status"] in ENDED_RUN:
             return
         before = now
-        time.sleep(interval)
+        pause(interval)
+
+
+def patch(project: Project, task: str, inst_id: str) -> str:
+    """INST_ID's change so far as a patch: its worktree on disk against the
+    base while it has one (as the diff stat counts it), else its tip."""
+    record = project.store.load(task)
+    inst = find_instance(record, inst_id)
+    base = record["base"]["commit"]
+    if not inst.get("removed") and Path(inst["worktree"]).is_dir():
+        diff = worktree_diff(inst["worktree"], base)
+        if diff is not None:
+            return diff.patch or ""
+    tip = project.tip(inst) or inst.get("head")
+    if not tip:
+        return ""
+    return str(changes_between(project.repo.pygit, base, tip, True)["patch"])

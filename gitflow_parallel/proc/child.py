@@ -80,6 +80,8 @@ class Child:
     snapshot: Any = None  # what no attempt may change, as it was at the start (git/tamper)
     fence: Any = None  # the fence it runs in (proc/sandbox)
     tampered: list[str] | None = None  # what it changed of that (restored)
+    tmux_status: Path | None = None  # under --tmux: the status file of its window (tmux.py)
+    watcher: Any = None  # whether it waits for input (proc/waiting)
 
     @property
     def pid(self) -> int:
@@ -109,7 +111,7 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
         # A stand-in that runs the command in a tmux window and exits with its status.
         from gitflow_parallel.proc import tmux
 
-        status = child.log.with_name(child.log.name[:-len(".log")] + ".tmux-status.json")
+        status = child.tmux_status = child.log.with_name(child.log.name[:-len(".log")] + ".tmux-status.json")
         argv = tmux.waiter_argv(tmux_binary, tmux.session_name(task), child.id, child.worktree, child.log,
                                 status, child.argv)
     else:
@@ -239,3 +241,14 @@ def after_exit(project: Project, run_id: str, child: Child) -> None:
         "event": "engine_tampered", "ts": utcnow(), "run_id": run_id, "instance": child.id,
         "attempt": child.attempt, "code": E.AGENT_TAMPERED, "paths": finding.paths,
         "restored": [c.path for c in finding.changes if c.restored]})
+
+
+def follow_waiting(child: Child, tmux_binary: str | None) -> None:
+    """Start following whether the started ``child`` waits for input: its
+    events file always, its terminal under ``--tmux`` (``waiting``)."""
+    from gitflow_parallel.proc import tmux, waiting
+
+    probe = None
+    if tmux_binary is not None and child.tmux_status is not None:
+        probe = waiting.TerminalProbe(tmux_binary, tmux.pane_file(child.tmux_status), waiting.quiet_seconds())
+    child.watcher = waiting.Watcher(child.events, probe)

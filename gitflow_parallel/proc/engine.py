@@ -98,6 +98,7 @@ from gitflow_parallel.git import tamper
 LOCK_RETRIES = 10
 SLOT_POLL = 0.05  # seconds between looks for a slot another run freed
 TICK = 0.25  # progress refresh on a terminal
+WAIT_POLL = 0.5  # seconds between looks whether a running agent waits for input (proc/waiting)
 
 
 # -- selection ---------------------------------------------------------------------
@@ -158,8 +159,8 @@ def _next_wait(active: dict[int, child_proc.Child], queued: bool, waiting_for_sl
             waits.append(child.term_at + KILL_GRACE - now)
     if queued and waiting_for_slot:
         waits.append(SLOT_POLL)
-    if progress:
-        waits.append(TICK)
+    if progress or active:
+        waits.append(TICK if progress else WAIT_POLL)
     return max(0.0, min(waits)) if waits else None
 
 
@@ -294,6 +295,7 @@ class _Runner:
                 if any(c.popen is not None for c in starting):
                     faults.point("run.after_running")
             self._report(active, queue)
+            _notify_waiting(self.notifier, self.record, active)
             if not queue and not active:
                 break
             self.signals.wait(_next_wait(active, bool(queue), self.waiting_for_slot, self.progress is not None))
@@ -370,6 +372,7 @@ class _Runner:
             child_proc.record_cannot_start(self.project, record, inst, child, exc, now)
             return
         self.watchdog.started(child.pid, child.scope)
+        child_proc.follow_waiting(child, self.tmux)
         child.started = time.monotonic()
         if self.timeout is not None:
             child.deadline = child.started + self.timeout
@@ -461,6 +464,14 @@ def _notify_ended(notifier: Notifier, record: dict[str, Any], ended: list[child_
     for child in ended:
         inst = find_instance(record, child.id)
         notifier.send(notify.attempt_finished(record, inst, child.exit_code, child.duration, child.error))
+
+
+def _notify_waiting(notifier: Notifier, record: dict[str, Any], active: dict[int, child_proc.Child]) -> None:
+    """An event per running attempt that has just turned to waiting for input."""
+    for child in active.values():
+        said = child.watcher.poll() if child.watcher is not None else None
+        if said is not None:
+            notifier.send(notify.waiting(record, find_instance(record, child.id), said))
 
 
 def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:

@@ -22,7 +22,8 @@ at the top, so it runs without the package on ``sys.path``):
 * **pane** runs inside the window: it reads and deletes the spec, copies the
   pane's output to the instance's log (``pipe-pane``), runs the agent in its
   own process group in the terminal's foreground (so it can read the
-  keyboard), kills whatever the agent left in that group once it exits, and
+  keyboard), says which pane, process and terminal it has (``pane_file``,
+  for ``waiting``), kills whatever the agent left in that group once it exits, and
   writes the status file.
 
 tmux itself is found on PATH; without it ``run --tmux`` is refused with a
@@ -148,10 +149,11 @@ def wait_main(tmux: str, session: str, window: str, cwd: str, log: str, status_p
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump({"argv": argv, "cwd": cwd, "env": dict(os.environ), "tmux": tmux, "log": log,
                    "status": str(status)}, handle)
-    try:
-        status.unlink()
-    except FileNotFoundError:
-        pass
+    for stale in (status, pane_file(status)):
+        try:
+            stale.unlink()
+        except FileNotFoundError:
+            pass
     stop: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda signum, frame: stop.append(signum))
@@ -208,6 +210,23 @@ def _write_status(path: str, code: int) -> None:
     os.replace(tmp, path)
 
 
+def pane_file(status: Path) -> Path:
+    """Where the pane role says which pane, process and terminal the agent
+    has (read by ``waiting.TerminalProbe``)."""
+    return status.with_name(status.name + ".pane")
+
+
+def _write_pane_file(status: str, pane: str | None, pid: int) -> None:
+    try:
+        tty = os.ttyname(0)
+    except OSError:
+        return
+    target = pane_file(Path(status))
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps({"pane": pane, "pid": pid, "tty": tty}), encoding="utf-8")
+    os.replace(tmp, target)
+
+
 def pane_main(spec_path: str) -> int:
     with open(spec_path, encoding="utf-8") as handle:
         spec: dict[str, Any] = json.load(handle)
@@ -228,6 +247,7 @@ def pane_main(spec_path: str) -> int:
         print(f"git-parallel: cannot run {spec['argv'][0]!r}: {getattr(exc, 'strerror', None) or exc}", flush=True)
         _write_status(status, code)
         return code
+    _write_pane_file(status, pane_id, child.pid)
     while True:
         try:
             os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)

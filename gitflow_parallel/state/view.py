@@ -149,6 +149,42 @@ def changes_between(repo: pygit2.Repository, old: str, new: str, with_patch: boo
     return out
 
 
+WORKDIR_FLAGS = (pygit2.enums.DiffOption.INCLUDE_UNTRACKED | pygit2.enums.DiffOption.RECURSE_UNTRACKED_DIRS
+                 | pygit2.enums.DiffOption.SHOW_UNTRACKED_CONTENT)
+
+
+def worktree_diff(worktree: str, base: str) -> pygit2.Diff | None:
+    """A worktree as it is on disk (committed, staged, changed and new files;
+    not the ignored ones) against the commit ``base``, read-only: libgit2
+    writes no index for it and runs none of the worktree's filters, fsmonitor
+    or external diff, which its agent could have configured.  None when the
+    worktree or ``base`` cannot be read."""
+    try:
+        repo = pygit2.Repository(worktree)
+        tree = repo.get(base).peel(pygit2.Commit).tree  # type: ignore[union-attr]
+        return tree.diff_to_workdir(WORKDIR_FLAGS)
+    except (pygit2.GitError, KeyError, ValueError, AttributeError, OSError):
+        return None
+
+
+def worktree_stat(worktree: str, base: str) -> dict[str, int] | None:
+    """Files changed, lines added and removed of ``worktree_diff``."""
+    diff = worktree_diff(worktree, base)
+    if diff is None:
+        return None
+    stats = diff.stats
+    return {"files": stats.files_changed, "added": stats.insertions, "removed": stats.deletions}
+
+
+def commit_stat(repo: pygit2.Repository, base: str, commit: str) -> dict[str, int] | None:
+    """The same figures between two commits (an attempt that ended)."""
+    try:
+        stats = repo.diff(repo.get(base).peel(pygit2.Commit).tree, repo.get(commit).peel(pygit2.Commit).tree).stats
+    except (pygit2.GitError, KeyError, ValueError, AttributeError):
+        return None
+    return {"files": stats.files_changed, "added": stats.insertions, "removed": stats.deletions}
+
+
 def attempt_of(view: RunView, inst: dict[str, Any]) -> dict[str, Any]:
     return {"id": inst["id"], "track": inst["track"], "attempt": inst["attempt"], "status": inst["status"],
             "commit": view.tip(inst)}
