@@ -91,6 +91,13 @@ def functions(text: str) -> dict[str, ast.FunctionDef]:
     return out
 
 
+def _tree(text: str) -> ast.AST:
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return ast.Module(body=[], type_ignores=[])
+
+
 def module_name(path: str) -> str:
     parts = list(Path(path).with_suffix("").parts)
     if parts and parts[0] == "src":
@@ -120,13 +127,15 @@ def changed_functions(attempts: Path, base: Path) -> dict[tuple[str, str], list[
 
 
 # -- guessing kinds and drawing values --------------------------------------------------------
-def _kind_of_annotation(text: str) -> str | None:
+def _kinds_of_annotation(text: str) -> set[str]:
+    """Every kind an annotation names (a union names several)."""
+    found = set()
     for word, kind in (("str", "str"), ("bool", "bool"), ("int", "int"), ("float", "float"), ("dict", "dict"),
                        ("Mapping", "dict"), ("list", "list"), ("List", "list"), ("Sequence", "list"),
-                       ("Iterable", "list"), ("tuple", "list")):
+                       ("Iterable", "list"), ("tuple", "list"), ("None", "none"), ("Optional", "none")):
         if re.search(rf"\b{word}\b", text):
-            return kind
-    return None
+            found.add(kind)
+    return found
 
 
 def _usage(fn: ast.FunctionDef, name: str) -> set[str]:
@@ -156,8 +165,9 @@ def _usage(fn: ast.FunctionDef, name: str) -> set[str]:
     return seen
 
 
-def kind_of(versions: list[ast.FunctionDef], index: int) -> tuple[str | None, bool]:
-    """(kind, has a default) of positional parameter ``index``, over every version."""
+def kind_of(versions: list[ast.FunctionDef], index: int) -> tuple[list[str], bool]:
+    """(the likeliest kinds, has a default) of positional parameter
+    ``index``, over every version (several when they tie: a union)."""
     votes: dict[str, int] = {}
     default = False
     for fn in versions:
@@ -174,17 +184,19 @@ def kind_of(versions: list[ast.FunctionDef], index: int) -> tuple[str | None, bo
                 if kind:
                     votes[kind] = votes.get(kind, 0) + 3
         if arg.annotation is not None:
-            kind = _kind_of_annotation(ast.unparse(arg.annotation))
-            if kind:
+            for kind in _kinds_of_annotation(ast.unparse(arg.annotation)):
                 votes[kind] = votes.get(kind, 0) + 3
         found = _usage(fn, arg.arg)
         # A string is also sliced and measured: its own methods decide.
         for kind in ({"str"} if "str" in found else found):
             votes[kind] = votes.get(kind, 0) + 1
-    return (max(sorted(votes), key=lambda k: votes[k]) if votes else None), default
+    top = max(votes.values(), default=0)
+    return sorted(k for k, v in votes.items() if v == top), default
 
 
-def constants(versions: list[ast.FunctionDef]) -> tuple[list[int], list[str]]:
+def constants(versions: list[ast.AST]) -> tuple[list[int], list[str]]:
+    """The integers and short strings written in ``versions`` (a fuzzer's
+    dictionary: a value the code compares with is worth trying)."""
     ints, strs = set(), set()
     for fn in versions:
         for node in ast.walk(fn):
@@ -195,9 +207,8 @@ def constants(versions: list[ast.FunctionDef]) -> tuple[list[int], list[str]]:
     return sorted(ints), sorted(strs)
 
 
-def draw(kind: str | None, r: random.Random, ints: list[int], strs: list[str]) -> Any:
-    if kind is None:
-        kind = r.choice(["int", "str", "list", "none"])
+def draw(kinds: list[str], r: random.Random, ints: list[int], strs: list[str]) -> Any:
+    kind = r.choice(kinds or ["int", "str", "list", "none"])
     if kind == "int":
         c = r.choice(ints or [3])
         return r.choice([c, c - 1, c + 1, -c, 2 * c, c * r.choice(ints or [2]), r.choice([0, 1, -1, 2]),
@@ -219,15 +230,17 @@ def draw(kind: str | None, r: random.Random, ints: list[int], strs: list[str]) -
     return None
 
 
-def arguments(versions: list[ast.FunctionDef], r: random.Random, skip_self: bool) -> list[Any]:
+def arguments(versions: list[ast.FunctionDef], r: random.Random, skip_self: bool,
+              file_strs: list[str] = ()) -> list[Any]:  # type: ignore[assignment]
     ints, strs = constants(versions)
+    strs = sorted(set(strs) | set(file_strs))
     count = max(len(fn.args.posonlyargs + fn.args.args) for fn in versions)
     out = []
     for i in range(1 if skip_self else 0, count):
-        kind, default = kind_of(versions, i)
+        kinds, default = kind_of(versions, i)
         if default and r.random() < 0.4:
             break  # the rest keep their defaults
-        out.append(draw(kind, r, ints, strs))
+        out.append(draw(kinds, r, ints, strs))
     return out
 
 
@@ -246,9 +259,13 @@ def generate() -> int:
         if is_method:
             inits = functions((Path.cwd() / path).read_text(errors="replace")) if (Path.cwd() / path).is_file() else {}
             init = inits.get(qualname.rsplit(".", 1)[0] + ".__init__")
+        # Strings the changed files hold anywhere (names a table maps, say).
+        texts = [(Path.cwd() / path).read_text(errors="replace")] if (Path.cwd() / path).is_file() else []
+        texts += [f.read_text(errors="replace") for f in sorted(attempts.glob(f"*/files/{path}"))]
+        file_strs = constants([_tree(t) for t in texts])[1]
         for _ in range(CASES_PER_FUNCTION):
-            args = arguments(versions, r, is_method)
-            init_args = (arguments([init], r, True) if init is not None else []) if is_method and name != "__init__" else None
+            args = arguments(versions, r, is_method, file_strs)
+            init_args = (arguments([init], r, True, file_strs) if init is not None else []) if is_method and name != "__init__" else None
             cases.append({"path": path, "module": module_name(path), "qualname": qualname,
                           "args": [repr(a) for a in args], "init_args": [repr(a) for a in init_args or []],
                           "method": is_method})
