@@ -26,7 +26,7 @@ from gitflow_parallel.names import check_name
 CONFIG_FILE = ".gitparallel.yaml"
 
 MERGE_POLICIES = ("refuse", "first_pass_wins", "last_pass_wins", "winner_takes_all", "manual")
-SELECTION_METHODS = ("critic_first_pass", "majority_vote", "cluster", "tournament")
+SELECTION_METHODS = ("critic_first_pass", "majority_vote", "cluster", "tournament", "differential")
 GATE_MODES = ("enforced", "observe", "probe")
 VERIFY_MODES = ("always", "changed", "never")
 PROTECT_MODES = ("restore", "refuse")
@@ -65,7 +65,8 @@ DEFAULTS: dict[str, Any] = {
 }
 # Keys a config may have that are left out of the frozen config when absent
 # (so a run spawned before they existed still matches its base commit).
-OPTIONAL: dict[str, Any] = {"agents": None, "notify": None, "sandbox_write": None}
+OPTIONAL: dict[str, Any] = {"agents": None, "notify": None, "sandbox_write": None, "distinguish": None}
+DISTINGUISH_DEFAULTS: dict[str, Any] = {"command": None, "run": None, "timeout": 300}
 
 GATE_DEFAULTS: dict[str, Any] = {
     "mode": "enforced",
@@ -295,6 +296,8 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             from gitflow_parallel import notify
 
             out[key] = notify.validate_config(value, lambda k, problem: _fail(k, problem, lines.get(k)))
+        elif key == "distinguish":
+            out[key] = _distinguish(value, lines)
 
     merge = data.get("merge", {})
     if merge is None:
@@ -344,6 +347,27 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
     if out["score"]["command"] and out["score"]["findings"]:
         raise _fail("score", "give either command or findings, not both", lines.get("score"))
     out["judge"] = _judge(data.get("judge", {}), out["selection"], lines)
+    if (out["selection"] == "differential") != bool(out.get("distinguish")):
+        raise _fail("distinguish", "selection: differential needs distinguish (command and run), and distinguish "
+                    f"runs only with it, not {out['selection']}", lines.get("distinguish") or lines.get("selection"))
+    return out
+
+
+def _distinguish(value: Any, lines: dict[str, int]) -> dict[str, Any]:
+    """``distinguish``: the command that writes inputs telling the passing
+    attempts apart, and the command each attempt runs on them."""
+    if not isinstance(value, dict):
+        raise _fail("distinguish", "must be a mapping with command, run and timeout", lines.get("distinguish"))
+    out = copy.deepcopy(DISTINGUISH_DEFAULTS)
+    for key, item in value.items():
+        path = f"distinguish.{key}"
+        if key not in out:
+            raise _fail(path, f"unknown key (known: {', '.join(sorted(out))})", lines.get(path))
+        out[key] = _seconds(path, item, lines.get(path)) if key == "timeout" else _argv(item, path, lines.get(path))
+    for key in ("command", "run"):
+        if not out[key]:
+            raise _fail(f"distinguish.{key}", "is needed: a command (list of strings or one string)",
+                        lines.get("distinguish"))
     return out
 
 

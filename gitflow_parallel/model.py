@@ -173,6 +173,7 @@ class PickRecord(TypedDict, total=False):
     tree_groups: list[dict[str, Any]]
     clusters: list[dict[str, Any]]
     tournament: dict[str, Any]
+    differential: dict[str, Any]  # the distinguishing inputs and each candidate's behaviour on them
 
 
 class PushedInfo(TypedDict):

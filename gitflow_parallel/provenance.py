@@ -57,7 +57,18 @@ def pick_note(pick: PickRecord) -> str:
                 merge_policy=pick["merge_policy"], created_at=pick["created_at"], **human,
                 **({"agent": w["agent"]} if w.get("agent") else {}),
                 **({"protected_changes": protected_summary(pick["protected_changes"])}
-                   if pick.get("protected_changes") else {}))
+                   if pick.get("protected_changes") else {}),
+                **({"differential": differential_summary(pick["differential"])} if pick.get("differential") else {}))
+
+
+def differential_summary(ran: dict[str, Any]) -> dict[str, Any]:
+    """What a differential pick ran on, short enough for a note line: the
+    stored inputs (path and sha256), each candidate's output sha256, and the
+    fallback's code if the inputs could not be had."""
+    inputs = ran.get("inputs") or {}
+    return {"status": ran["status"], "fallback": (ran.get("fallback") or {}).get("code"),
+            "inputs": inputs.get("path"), "inputs_sha256": inputs.get("sha256"),
+            "outputs": {i: o["sha256"] for i, o in (ran.get("outputs") or {}).items()}}
 
 
 def comment_note(record: RunRecord, inst: InstanceRecord, comment: dict[str, Any], commit: str) -> str:

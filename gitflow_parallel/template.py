@@ -19,7 +19,7 @@ TEMPLATE_SETTINGS = """\
 #   .aider.tags.cache.v*/, .claude/, .codex/, .gemini/, __pycache__/, .pytest_cache/]
 #                         # untracked agent scratch (.gitignore lines) never committed; [] commits all
 # evidence_log_bytes: 1048576   # per log kept on refs/parallel/evidence/ (its end, if longer)
-# selection: critic_first_pass   # majority_vote (identical trees) | cluster | tournament
+# selection: critic_first_pass   # majority_vote (identical trees) | cluster | tournament | differential
 
 # Gates judge a clean checkout of the commit, with protected paths taken from
 # the base commit: .gitparallel.yaml, every path a gate's `run` names (so name
@@ -56,6 +56,11 @@ TEMPLATE_SETTINGS = """\
 # judge:                         # only with selection: tournament
 #   command: null                # e.g. [python, judge.py]; last stdout line A or B
 #   timeout: 300                 # seconds per match
+
+# distinguish:                   # only with selection: differential
+#   command: [python3, tools/distinguish_functions.py, generate]   # writes inputs, from the attempts' diffs
+#   run: [python3, tools/distinguish_functions.py, run]            # each attempt on them; stdout compared
+#   timeout: 300                 # seconds per command
 """
 
 TEMPLATE_RUN = """\

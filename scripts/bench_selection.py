@@ -290,9 +290,11 @@ print("A", a, "B", b)
 print("A" if a < b else "B" if b < a else "tie")
 """
 
-RULES = ("critic_first_pass", "majority_vote", "cluster", "tournament")
+RULES = ("critic_first_pass", "majority_vote", "cluster", "tournament", "differential")
 SHORT = {"critic_first_pass": "first_pass", "majority_vote": "majority", "cluster": "cluster",
-         "tournament": "tournament"}
+         "tournament": "tournament", "differential": "differential"}
+# `selection: differential`'s commands: the example generator, no model.
+DISTINGUISH = ROOT / "examples" / "distinguish_functions.py"
 
 
 def _code(template: str, params: dict[str, Any]) -> str:
@@ -431,7 +433,7 @@ def build_click(task: dict[str, Any], index: int, source: Path, venv_py: Path, b
     return repo
 
 
-def judge_repo(repo: Path, n: int, env: dict[str, str]) -> dict[str, Any]:
+def judge_repo(repo: Path, n: int, env: dict[str, str], python: str = sys.executable) -> dict[str, Any]:
     """Winners of every rule on one run's evidence, and what the hidden gate
     said of every attempt (True: right)."""
     tournament = run_task(repo, n, env)
@@ -443,15 +445,27 @@ def judge_repo(repo: Path, n: int, env: dict[str, str]) -> dict[str, Any]:
         correct[inst["id"]] = any(g["name"] == "hidden" and g.get("passed") for g in pack.get("gates", []))
     if tournament is None:  # nothing passed the gates: no rule picks
         return {"winners": {rule: None for rule in RULES}, "correct": correct, "candidates": [], "clusters": [],
-                "matches": 0, "judge_ties": 0}
+                "dclusters": [], "distinguish": None, "matches": 0, "judge_ties": 0}
     winners = {"tournament": tournament["winner"]["id"]}
-    for method in RULES[:-1]:
+    differential: dict[str, Any] = {}
+    for method in RULES:
+        if method == "tournament":
+            continue
         rec = copy.deepcopy(record)
         rec["config"]["selection"] = method  # the same evidence, another rule
-        winners[method] = selection.choose(project, rec, "main")["winner"]["id"]
+        if method == "differential":
+            rec["config"]["distinguish"] = {"command": [python, str(DISTINGUISH), "generate"],
+                                            "run": [python, str(DISTINGUISH), "run"], "timeout": 300}
+        chosen = selection.choose(project, rec, "main")
+        winners[method] = chosen["winner"]["id"]
+        if method == "differential":
+            differential = chosen
     matches = (tournament.get("tournament") or {}).get("matches", [])
+    ran = differential.get("differential") or {}
     return {"winners": winners, "correct": correct, "candidates": [c["id"] for c in tournament["ranking"]],
             "clusters": [c["members"] for c in tournament.get("clusters") or []],
+            "dclusters": [c["members"] for c in differential.get("clusters") or []],
+            "distinguish": (ran.get("fallback") or {}).get("code") or ran.get("status"),
             "matches": len([m for m in matches if m["b"] is not None]),
             "judge_ties": len([m for m in matches if m["decided_by"].startswith("tie")])}
 
@@ -507,7 +521,7 @@ def per_task_line(label: str, r: dict[str, Any]) -> str:
                      for rule in RULES)
     right = ",".join(c for c in r["candidates"] if r["correct"][c])
     return f"{label:<28} passing {','.join(r['candidates']) or '-':<10} right {right or '-':<7} " \
-           f"clusters {r['clusters']}  {marks}"
+           f"clusters {r['clusters']} differential {r['dclusters']} ({r['distinguish']})  {marks}"
 
 
 def click_venv(where: Path) -> Path:
@@ -555,7 +569,8 @@ def main() -> int:
             found = click_tasks(args, venv_py)
             source = args.click or Path(found["source"])
             for i, t in enumerate(found["tasks"][:args.click_count]):
-                r = judge_repo(build_click(t, i, source, venv_py, base, env), len(t["attempts"]), env)
+                # The checkout's own .venv (setup) imports the checkout's click.
+                r = judge_repo(build_click(t, i, source, venv_py, base, env), len(t["attempts"]), env, ".venv/bin/python")
                 kinds = {str(k + 1): a["kind"] for k, a in enumerate(t["attempts"])}
                 click.append({**r, "label": f"click {t['commit'][:8]}", "kinds": kinds})
     finally:
@@ -583,7 +598,7 @@ def main() -> int:
         print(f"random_pick: {float(fig['rules']['random']['best']):.2f}")
     for name, results in (("generated", generated), ("click", click)):
         fig = figures(results)
-        for rule in ("cluster", "tournament") if results else ():
+        for rule in ("cluster", "tournament", "differential") if results else ():
             eta = fig["rules"][rule]["eta"]
             print(f"{'click_' if name == 'click' else ''}eta_{SHORT[rule]}: {float(eta) if eta is not None else 0:.2f}")
             print(f"{'click_' if name == 'click' else ''}false_accept_{SHORT[rule]}: "

@@ -14,8 +14,8 @@ import click
 from gitflow_parallel.provenance import protected_summary
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
-    RunProgress, RunWaitNotice, figures_text, render_check, render_pr, render_published, render_push,
-    render_rounds, render_run, render_status,
+    RunProgress, RunWaitNotice, figures_text, render_check, render_differential, render_pr, render_published,
+    render_push, render_rounds, render_run, render_status,
 )
 
 
@@ -272,7 +272,8 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
     for agents, which seldom write the same bytes).  cluster: the largest
     group of candidates whose probe gates saw the same behaviour.  tournament:
     the judge command decides a bracket, in id order, among the largest
-    clusters.  Every rule breaks its ties by score, changed lines, then id,
+    clusters.  differential: the largest group that behaved alike on inputs
+    the distinguish command made to tell the candidates apart.  Every rule breaks its ties by score, changed lines, then id,
     and the record names the stage and the figures that decided.  A track
     already picked prints its record and changes nothing.
 
@@ -305,6 +306,7 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
                            + (f" against {figures_text(decision['runner_up'])}" if decision["runner_up"] else ""))
             for c in p.get("clusters") or []:
                 click.echo(f"  cluster of {c['size']}: {', '.join(c['members'])}")
+            render_differential(p.get("differential"), "  ")
             for m in (p.get("tournament") or {}).get("matches", []):
                 if m["b"] is not None:
                     ran = m["judge"]

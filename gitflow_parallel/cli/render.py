@@ -177,6 +177,7 @@ def render_show(r: dict[str, Any]) -> None:
         for line in agent["tail"]:
             click.echo(f"       | {line}")
     click.echo(f"outcome: {r['outcome']['why']}")
+    render_differential(r.get("differential"), "  ", only=i["id"])
     if r["landed"]:
         click.echo(f"landed at {r['landed'][:12]}")
     for c in r.get("comments") or []:
@@ -185,6 +186,27 @@ def render_show(r: dict[str, Any]) -> None:
     for h in r["history"]:
         click.echo(f"earlier attempt {h['attempt']}: {h['status']}, verdict {h['verdict'] or '-'}"
                    + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
+
+
+def render_differential(ran: dict[str, Any] | None, indent: str, only: str | None = None) -> None:
+    """What a differential pick ran: the generator, the stored inputs, and
+    each candidate's behaviour on them (``only``: one candidate's)."""
+    if not ran:
+        return
+    if ran["status"] == "not_run":
+        click.echo(f"{indent}distinguish: not run ({ran.get('reason')})")
+        return
+    fallback = ran.get("fallback")
+    if fallback:
+        click.echo(f"{indent}distinguish fell back to {fallback['rule']}: error[{fallback['code']}]: {fallback['error']}")
+    inputs = ran.get("inputs")
+    if inputs:
+        click.echo(f"{indent}distinguishing inputs: {len(inputs['files'])} file(s) in {inputs['path']} "
+                   f"(sha256 {inputs['sha256'][:16]})")
+    for i, o in (ran.get("outputs") or {}).items():
+        if only is None or i == only:
+            said = f"exit {o['exit_code']}, stdout sha256 {o['sha256'][:16]}" if o["sha256"] else f"no output: {o['error']}"
+            click.echo(f"{indent}  {i}: {said}; {o['log']}")
 
 
 def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20) -> None:

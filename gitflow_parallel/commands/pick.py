@@ -39,12 +39,13 @@ def _tracks_to_pick(project: Project, record: dict[str, Any], task: str, track: 
 
 
 def _judged_outside_lock(project: Project, task: str, track: str | None) -> dict[str, tuple[dict[str, Any], Any]]:
-    """A tournament's judge may take minutes (an LLM per match); it runs
+    """A tournament's judge may take minutes (an LLM per match), and so may
+    the distinguish commands of a differential pick; they run
     before the project lock is taken, so spawns, runs and checks of other
     tasks go on meanwhile.  Returns {track: (pick, basis)} for the caller to
     confirm under the lock."""
     record = project.store.load(task)
-    if record["config"]["selection"] != "tournament":
+    if record["config"]["selection"] not in ("tournament", "differential"):
         return {}
     return {t: decide(project, record, t) for t in _tracks_to_pick(project, record, task, track)
             if load_pick(project, record, t) is None}

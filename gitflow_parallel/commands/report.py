@@ -215,6 +215,14 @@ def _rule(pick: dict[str, Any]) -> str:
     if d:
         against = f" over {_figures(d['runner_up'])}" if d.get("runner_up") else ""
         text += f"; decided by {_e(d['stage'])}: {_figures(d['winner'])}{against}"
+    ran = pick.get("differential")
+    if ran and ran.get("fallback"):
+        f = ran["fallback"]
+        text += f"; distinguish fell back to {_e(f['rule'])} ({_e(f['code'])}: {_e(f['error'])})"
+    elif ran and ran.get("inputs"):
+        text += (f"; distinguishing inputs <span class=\"mono\">{_e(ran['inputs']['path'])}</span> "
+                 f"(sha256 {_e(ran['inputs']['sha256'][:16])}), outputs: "
+                 + ", ".join(f"{_e(i)} {_e((o['sha256'] or o['error'] or '')[:16])}" for i, o in ran["outputs"].items()))
     return text
 
 

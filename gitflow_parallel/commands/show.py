@@ -38,4 +38,6 @@ def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> 
         "history": [{k: h.get(k) for k in ("attempt", "status", "verdict", "score", "error", "archive_ref")}
                     for h in inst.get("history") or []],
         "comments": inst.get("comments") or [],
+        # A differential pick: the inputs and every candidate's behaviour on them.
+        "differential": (fate.get("pick") or {}).get("differential"),
     }

@@ -7,7 +7,7 @@ to the branch's current tip), passes every enforced gate and names no
 blocking protected change (``git/scratch.blocks_pick``: a changed config or
 harness file, a deleted or rewritten protected test; only a person's
 ``pick --instance`` can choose such an attempt); no rule ever looks at
-anyone else.  Four rules (``selection`` in the frozen config):
+anyone else.  Five rules (``selection`` in the frozen config):
 
 * ``critic_first_pass`` (default): the critic order - highest score first (a
   null score after every number), then **fewest changed lines** against the
@@ -24,6 +24,13 @@ anyone else.  Four rules (``selection`` in the frozen config):
   enter a single-elimination bracket in id order (an odd one out gets a
   bye); each match runs the judge (``judge/tournament``).  A match the judge does not
   answer is a tie, broken by the critic order.
+* ``differential``: with two or more candidates, ``distinguish.command``
+  writes inputs made to tell them apart and each candidate runs
+  ``distinguish.run`` on them in a clean checkout (``judge/differential``);
+  the largest group that behaved alike wins.  Every group has passed the
+  enforced gates, so each agrees with the visible tests.  If the inputs
+  cannot be had, the ``cluster`` rule decides and ``decision.fallback``
+  says why (``PARALLEL_DISTINGUISH_FAILED`` or ``_EMPTY``).
 
 Every tie (between groups of one size, inside a group, in a match) breaks by
 the critic order.  The pick record says which: ``decision`` names the rule,
@@ -35,7 +42,8 @@ against; ``ranking`` lists every candidate's figures in the critic order;
 ``tournament`` the entrants, the judge command and every match with what the
 judge answered or why it did not.
 
-A judge may take minutes, so a tournament is decided *before* the project
+A judge (or a distinguish command) may take minutes, so a tournament (or a
+differential pick) is decided *before* the project
 lock is taken and confirmed under it: if the candidates changed meanwhile
 (an instance checked again, retried, moved), nothing is written and the pick
 is refused with ``PARALLEL_RUN_REVISION_CONFLICT``.
@@ -68,7 +76,7 @@ from typing import Any, cast
 
 
 from gitflow_parallel import evidence
-from gitflow_parallel.judge import tournament
+from gitflow_parallel.judge import differential, tournament
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
@@ -155,6 +163,8 @@ RULE_TEXT = {
     "majority_vote": f"the largest group of identical trees; ties by {CRITIC_ORDER}",
     "cluster": f"the largest group whose probes saw the same behaviour; ties by {CRITIC_ORDER}",
     "tournament": f"a judge's bracket among the largest behaviour groups; unanswered matches by {CRITIC_ORDER}",
+    "differential": "the largest group that behaved alike on inputs made to tell the attempts apart "
+                    f"(distinguish); ties by {CRITIC_ORDER}",
 }
 
 
@@ -304,11 +314,40 @@ def rank(project: Project, record: RunRecord, track: str, method: str,
         extra["tree_groups"] = [{"tree": g[0]["tree"], "members": sorted((c["id"] for c in g), key=id_key),
                                  "size": len(g)} for g in groups]
         return groups[0][0], _group_decision(method, groups, "tree_group_size"), _group_reasons(groups, "tree"), extra
+    if method == "differential":
+        return _rank_differential(project, record, track, ranked, extra)
     groups = _groups(ranked, _cluster_key)
     extra["clusters"] = _clusters_record(groups)
     if method == "cluster":
         return groups[0][0], _group_decision(method, groups, "cluster_size"), _group_reasons(groups, "behaviour"), extra
     return _rank_tournament(project, record, track, groups, ranked, extra)
+
+
+def _rank_differential(project: Project, record: RunRecord, track: str, ranked: list[dict[str, Any]],
+                       extra: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]:
+    """The largest group of candidates whose ``distinguish.run`` behaved
+    alike on the generated inputs (``judge/differential``); with one
+    candidate nothing runs, and when the inputs cannot be had, the
+    ``cluster`` rule decides and the record says why."""
+    if len(ranked) < 2:
+        ran: dict[str, Any] = {"status": "not_run", "fallback": None, "reason": "one candidate: nothing to tell apart"}
+        behaviour = None
+    else:
+        ran, behaviour = differential.distinguish(project, record, track, sorted(ranked, key=lambda c: id_key(c["id"])))
+    extra["differential"] = ran
+    if behaviour is None:
+        groups = _groups(ranked, _cluster_key)
+        extra["clusters"] = _clusters_record(groups)
+        what = "probe behaviour"
+    else:
+        groups = _groups(ranked, lambda c: json.dumps(behaviour[c["id"]], sort_keys=True))
+        extra["clusters"] = [{"signature": behaviour[g[0]["id"]], "members": sorted((c["id"] for c in g), key=id_key),
+                              "size": len(g)} for g in groups]
+        what = "behaviour on the distinguishing inputs"
+    decision = _group_decision("differential", groups, "cluster_size")
+    if ran["fallback"]:
+        decision["fallback"] = ran["fallback"]
+    return groups[0][0], decision, _group_reasons(groups, what), extra
 
 
 def _rank_tournament(project: Project, record: RunRecord, track: str, groups: list[list[dict[str, Any]]],
