@@ -105,8 +105,7 @@ def _fail(key: str, problem: str, line: int | None = None) -> ParallelError:
 
 
 def _sandbox_write(value: Any, line: int | None) -> list[str]:
-    """Extra paths a fenced agent may write (``~`` allowed; checked against
-    the repository's git dir when a run starts: ``proc/sandbox``)."""
+    """Extra paths a fenced agent may write (``~`` allowed; checked when a run starts: ``proc/sandbox``)."""
     if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
         raise _fail("sandbox_write", "must be a list of paths (strings)", line)
     relative = [p for p in value if not os.path.isabs(os.path.expanduser(p))]
@@ -354,8 +353,7 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
 
 
 def _distinguish(value: Any, lines: dict[str, int]) -> dict[str, Any]:
-    """``distinguish``: the command that writes inputs telling the passing
-    attempts apart, and the command each attempt runs on them."""
+    """``distinguish``: the command writing inputs that tell passing attempts apart, and the one run on them."""
     if not isinstance(value, dict):
         raise _fail("distinguish", "must be a mapping with command, run and timeout", lines.get("distinguish"))
     out = copy.deepcopy(DISTINGUISH_DEFAULTS)
