@@ -1,13 +1,17 @@
 """Shared fixtures: real git repositories in tmp_path, sealed from the user's
 git configuration, and a ``gp`` helper that runs the real ``git parallel``
-(this checkout's code) as a subprocess."""
+(this checkout's code): in this process where nothing about the process
+itself is under test, as a subprocess where it is (see ``GP``)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -73,17 +77,33 @@ def git(cwd: Path | str, *args: str, check: bool = True, input: str | None = Non
     return proc.stdout.strip()
 
 
+# Verbs whose process is part of what they do: they start and supervise
+# agents (subreaper, signal handlers, process groups), loop until a run ends,
+# or hand the terminal over.  They always run as a subprocess.
+OWN_PROCESS = frozenset({"run", "worker", "watch", "demo", "attach", "hook-impl", "retry"})
+
+
 class GP:
-    """Runs ``git parallel`` in a repository and checks its exit status."""
+    """Runs ``git parallel`` in a repository and checks its exit status.
+
+    A call runs in this process (the CLI's ``main`` with its own argv, cwd,
+    stdin and captured stdout/stderr: a python start and every import saved)
+    unless the verb is one of ``OWN_PROCESS``, the call sets environment
+    variables (a crash point, a timeout read by the process), or the test
+    asks for ``own_process=True`` because the process boundary is its subject."""
 
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
 
     def __call__(self, *args: str, code: int | None = 0, cwd: Path | str | None = None,
-                 env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        full_env = dict(os.environ, **(env or {}))
-        proc = subprocess.run(["git", "parallel", *args], cwd=str(cwd or self.cwd), capture_output=True,
-                              text=True, env=full_env, timeout=timeout)
+                 env: dict[str, str] | None = None, timeout: float = 120,
+                 own_process: bool = False) -> subprocess.CompletedProcess[str]:
+        where = str(cwd or self.cwd)
+        verb = next((a for a in args if not a.startswith("-")), "")
+        if own_process or env or verb in OWN_PROCESS or "--until-pass" in args:
+            proc = _run_subprocess(args, where, env, timeout)
+        else:
+            proc = _run_in_process(args, where)
         if code is not None and proc.returncode != code:
             raise AssertionError(f"git parallel {' '.join(args)} exited {proc.returncode}, expected {code}:\n"
                                  f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
@@ -92,6 +112,44 @@ class GP:
     def json(self, *args: str, code: int | None = 0, **kw: Any) -> dict[str, Any]:
         proc = self(*args, "--json", code=code, **kw)
         return json.loads(proc.stdout)
+
+
+def _run_subprocess(args: tuple[str, ...], cwd: str, env: dict[str, str] | None,
+                    timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "parallel", *args], cwd=cwd, capture_output=True, text=True,
+                          env=dict(os.environ, **(env or {})), timeout=timeout)
+
+
+def _run_in_process(args: tuple[str, ...], cwd: str) -> subprocess.CompletedProcess[str]:
+    from gitflow_parallel import cli
+
+    # Files, not buffers: what the verb hands to a child (``stderr=sys.stderr``) needs a file descriptor.
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    streams = [io.TextIOWrapper(b, encoding="utf-8", errors="surrogateescape", write_through=True)
+               for b in (out, err)]
+    stdin = open(os.devnull, encoding="utf-8")
+    saved = (sys.argv, sys.stdin, sys.stdout, sys.stderr, os.getcwd())
+    code = 0
+    try:
+        sys.argv = ["git-parallel", *args]
+        sys.stdin, sys.stdout, sys.stderr = stdin, streams[0], streams[1]
+        os.chdir(cwd)
+        try:
+            cli.main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv, sys.stdin, sys.stdout, sys.stderr = saved[:4]
+        with contextlib.suppress(OSError):
+            os.chdir(saved[4])
+        texts = []
+        for stream, raw in zip(streams, (out, err)):
+            stream.flush()
+            raw.seek(0)
+            texts.append(raw.read().decode("utf-8", "surrogateescape"))
+            stream.close()
+        stdin.close()
+    return subprocess.CompletedProcess(["git", "parallel", *args], code, texts[0], texts[1])
 
 
 def make_repo(path: Path, files: dict[str, str] | None = None, config: str | None = None) -> Path:

@@ -404,6 +404,8 @@ def test_stale_git_locks_are_reported_and_removed(tmp_path: Path) -> None:
         os.utime(path, (old, old))
     fresh = c / "refs" / "heads" / "fresh.lock"
     fresh.write_text("")  # a git command in flight: young, so left alone
+    soon = time.time() + 3600  # young however slow this machine is between here and validate
+    os.utime(fresh, (soon, soon))
     proc = subprocess.run(["git", "commit", "--allow-empty", "-m", "x"], cwd=repo, capture_output=True, text=True)
     assert proc.returncode != 0 and "index.lock" in proc.stderr  # git itself is blocked
     data = gp.json("validate", code=1)
@@ -427,6 +429,8 @@ def test_a_fresh_ref_lock_in_the_way_is_a_clear_refusal(tmp_path: Path) -> None:
     lock = common(repo) / "refs" / "heads" / "parallel" / "t" / "2.lock"
     assert git(repo, "rev-parse", "--verify", "-q", "refs/heads/parallel/t/2")
     lock.write_text("")
+    soon = time.time() + 3600  # too young to call stale, however slow this machine is
+    os.utime(lock, (soon, soon))
     data = gp.json("recover", "t", code=1)
     assert data["code"] == "PARALLEL_LOCK_HELD" and str(lock) in data["message"], data
     assert "recover" in data["hint"]
