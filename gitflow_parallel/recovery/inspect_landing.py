@@ -170,6 +170,16 @@ class LandingInspection(RunContext):
                                self.record["config"]["merge"]["policy"], utcnow(), worktree=worktree,
                                recovered={"recovery_id": self.rid, "from": source}, **extra)
 
+    def _landed_unrecorded(self, merge_record: dict[str, Any], previous: str | None, source: str, message: str,
+                           why: str) -> None:
+        """The base holds this run's landing and its record does not say so:
+        the finding, and the repair that records it (``source`` is the proof)."""
+        landed = merge_record["landed"]
+        self.add(BASE_MERGED, ERROR, message,
+                 repair=Repair("record_merged", f"record run {self.run_id} merged at {landed[:12]} and write its notes "
+                               "there", why, record=self._mark_merged(merge_record),
+                               details={"landed": landed, "previous": previous, "from": source}))
+
     def _mark_merged(self, merge_record: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
         landed = merge_record["landed"]
         if not self.noted(landed, {"kind": "merge"}) or not all(
@@ -210,11 +220,8 @@ class LandingInspection(RunContext):
                                                 "intent")
             message = (f"{rec['base']['ref']} already holds the landing {landing[:12]} of run {self.run_id} "
                        f"(moved from {previous[:12]} by `git parallel merge`), but the record is {rec['status']}")
-            self.add(BASE_MERGED, ERROR, message,
-                     repair=Repair("record_merged", f"record run {self.run_id} merged at {landing[:12]} "
-                                   "and write its notes", "the merge intent names the commit the base now holds",
-                                   record=self._mark_merged(merge_record),
-                                   details={"landed": landing, "previous": previous, "from": "intent"}))
+            self._landed_unrecorded(merge_record, previous, "intent", message,
+                                    "the merge intent names the commit the base now holds")
             # Last, once the record says merged: until then the intent is the proof.
             self.add(MERGE_INTENT_LEFT, ERROR, f"the merge intent {path} is left from the interrupted merge",
                      repair=Repair("remove_intent", f"remove {path.name}", "the landing it describes is recorded",
@@ -306,11 +313,8 @@ class LandingInspection(RunContext):
         merge_record = self._landing_record(landed_oid, previous, steps, [], None, "base", outside=True)
         message = (f"{rec['base']['ref']} already holds every winner of run {self.run_id} (landed at "
                    f"{landed_oid[:12]}, not by `git parallel merge`), but the record is {rec['status']}")
-        self.add(BASE_MERGED, ERROR, message,
-                 repair=Repair("record_merged", f"record run {self.run_id} merged at {landed_oid[:12]} and write "
-                               "its notes there", "every picked winner commit is reachable from the base",
-                               record=self._mark_merged(merge_record),
-                               details={"landed": landed_oid, "previous": previous, "from": "base"}))
+        self._landed_unrecorded(merge_record, previous, "base", message,
+                                "every picked winner commit is reachable from the base")
 
     def squashed(self, base_tip: str, picks: dict[str, dict[str, Any]]) -> None:
         """A squash holds none of the winners' commits: with its intent gone,
@@ -324,13 +328,11 @@ class LandingInspection(RunContext):
         if base_tip == landed:
             self.base_worktree(previous, landed)
         merge_record = self._landing_record(landed, previous, steps, [], None, "reflog")
-        self.add(BASE_MERGED, ERROR,
-                 f"{self.record['base']['ref']} holds the landing {landed[:12]} of run {self.run_id} (its reflog "
-                 f"says `git parallel merge` moved it from {previous[:12]}), but the record is {self.record['status']}",
-                 repair=Repair("record_merged", f"record run {self.run_id} merged at {landed[:12]} and write its "
-                               "notes there", "the base's reflog names the landing git-parallel made",
-                               record=self._mark_merged(merge_record),
-                               details={"landed": landed, "previous": previous, "from": "reflog"}))
+        self._landed_unrecorded(
+            merge_record, previous, "reflog",
+            f"{self.record['base']['ref']} holds the landing {landed[:12]} of run {self.run_id} (its reflog "
+            f"says `git parallel merge` moved it from {previous[:12]}), but the record is {self.record['status']}",
+            "the base's reflog names the landing git-parallel made")
 
     def _previous_from_reflog(self, landed: str) -> str | None:
         try:
