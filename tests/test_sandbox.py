@@ -363,3 +363,19 @@ def test_the_judge_runs_fenced_like_a_gate(tmp_path: Path) -> None:
     (match,) = [m for m in out["tournament"]["matches"] if m["b"] is not None]
     said = match["judge"]["output"]
     assert "denied " + str(tmp_path / "one" / "repo" / "impl.py") in said and "wrote " in said, said
+
+
+@needs_landlock
+def test_a_sibling_that_detached_its_head_stays_unreadable(tmp_path: Path) -> None:
+    # Which worktrees are an instance's is worked out from their HEADs; an
+    # agent that detaches its own must not make its worktree readable to
+    # the attempts that start after it, in this run or a later one.
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    agent = ('if [ "$GIT_PARALLEL_INSTANCE" = 1 ]; then git checkout -q --detach; echo answer > secret.txt; '
+             'else cat ../1/secret.txt; echo "sibling: $?"; fi')
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", agent, code=None, env=FENCED)
+    assert git(Path(_status(gp, "t")["1"]["worktree"]), "rev-parse", "--abbrev-ref", "HEAD") == "HEAD"
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", agent, code=None, env=FENCED)
+    log = Path(_status(gp, "t")["2"]["log"]).read_text()
+    assert "sibling: 1" in log and "answer" not in log, log

@@ -203,7 +203,8 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
                       log_prefix=f"{inst['id']}.{inst['attempt']}",
                       facts=gate_facts(record, inst, inst["track"], path, commit),
                       repository=repository_of(project.repo),
-                      fence=sandbox.GatePlan(project.repo.common_dir, project.repo.main_workdir, path, cfg))
+                      fence=sandbox.GatePlan(project.repo.common_dir, project.repo.main_workdir, path, cfg,
+                                             sandbox.siblings(record)))
         # Both fingerprints are taken before any gate can touch the checkout.
         outputs = output_fingerprints(repo, base_commit, commit,
                                       path if judged["judged_commit"] == commit else None)

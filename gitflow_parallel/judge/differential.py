@@ -152,7 +152,7 @@ def _run_one(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkou
                         facts={**gates.gate_facts(record, None, track, path, commit), **facts,
                                ("DISTINGUISH_INPUTS" if inputs else "DISTINGUISH_OUT"): str(folder)},
                         repository=gates.repository_of(repo),
-                        fence=sandbox.GatePlan(repo.common_dir, repo.main_workdir, path, cfg))
+                        fence=sandbox.GatePlan(repo.common_dir, repo.main_workdir, path, cfg, sandbox.siblings(record)))
     try:
         _, results = gates.judge_checkout(repo.pygit, cfg, [gate], track, place, judged_tree)
     except ParallelError as exc:  # e.g. its Python would import the checkout's code from elsewhere

@@ -540,7 +540,8 @@ def verify_tree(project: Project, record: RunRecord, track: str, commit: str,
                       log_prefix=f"verify-{track}-{commit[:12]}", facts={**gate_facts(record, None, track, path, commit),
                                                                           "VERIFY": commit},
                       repository=repository_of(repo),
-                      fence=sandbox.GatePlan(repo.common_dir, repo.main_workdir, path, record["config"]))
+                      fence=sandbox.GatePlan(repo.common_dir, repo.main_workdir, path, record["config"],
+                                             sandbox.siblings(record)))
         setup, results = judge_checkout(repo.pygit, record["config"], wanted, track, place, judged["judged_tree"])
     return {**outcome, "passed": verdict_of(results) == "pass", "gates": results, "setup": setup}
 

@@ -82,7 +82,7 @@ def match(project: Project, record: RunRecord, track: str, round_no: int,
         # Fenced like a gate: it writes only its two sides' folder (and a
         # TMPDIR), and reads no instance's worktree - what it judges is
         # laid out for it from the objects.
-        plan = sandbox.GatePlan(project.repo.common_dir, None, scratch, record["config"])
+        plan = sandbox.GatePlan(project.repo.common_dir, None, scratch, record["config"], sandbox.siblings(record))
         code, error, seconds = execute(list(cfg["command"]), cwd, env, float(cfg["timeout"]), log, err_log, plan)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -225,7 +225,7 @@ class _Runner:
         self.notifier = Notifier(project, record, self.watchdog)
         self.signature = project.repo.signature()
         self.signals = Signals()
-        self.reads = sandbox.Reads()  # the read rules of its fences, worked out once (sandbox)
+        self.reads = sandbox.siblings(record)  # its fences' read rules, worked out once
         self.stopping: str | None = None
         self.waiting_for_slot = False
         self.t0 = time.monotonic()

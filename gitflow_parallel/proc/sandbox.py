@@ -38,10 +38,11 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterable, TypeVar
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel.proc import cgroup, landlock
 
 MODES = ("auto", "required", "off")
@@ -149,6 +150,12 @@ def instance_worktrees(common: Path) -> list[Path]:
     return found
 
 
+def siblings(record: RunRecord) -> Reads:
+    """A ``Reads`` for the fences of ``record``'s run, which knows every
+    worktree of the run as an instance's, whatever its HEAD says."""
+    return Reads([Path(i["worktree"]) for i in record["instances"] if i.get("worktree")])
+
+
 def _tmpdir(kind: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"git-parallel-{kind}-"))
 
@@ -162,8 +169,25 @@ class Reads:
     next to a denied one is unreadable until the next ``run``: the cache
     errs on the closed side."""
 
-    def __init__(self) -> None:
+    def __init__(self, siblings: Iterable[Path] = ()) -> None:
         self._rules: dict[tuple[str, ...], list[tuple[int, int, bool]]] = {}
+        self._worktrees: dict[Path, tuple[int, set[Path]]] = {}
+        self._siblings = {Path(os.path.realpath(p)) for p in siblings}  # the run's own, known from its record
+
+    def instance_worktrees(self, common: Path) -> list[Path]:
+        """``instance_worktrees``, looked for again only when a worktree was
+        added or removed (the ``worktrees`` folder changed), and never
+        forgetting one: a sibling whose agent detached its HEAD (in this run
+        or an earlier one: the run's worktrees come from its record) stays unreadable."""
+        try:
+            stamp = os.stat(common / "worktrees").st_mtime_ns
+        except OSError:
+            stamp = 0
+        known = self._worktrees.get(common)
+        if known is None or known[0] != stamp:
+            seen = (known[1] if known else self._siblings) | set(instance_worktrees(common))
+            known = self._worktrees[common] = (stamp, seen)
+        return sorted(known[1])
 
     def rules(self, denied: list[Path]) -> list[tuple[int, int, bool]]:
         """(fd, access, is a folder) of each read rule."""
@@ -282,6 +306,10 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     ``main_workdir``: the main worktree, which ``sandbox_write`` may not reach)."""
     from gitflow_parallel.git.repo import read_gitdir_file
 
+    mode, network = settings(config)
+    if mode == "off":
+        return none("sandbox: off", network)
+    reads = reads or Reads()
     worktree = Path(os.path.realpath(worktree))
     admin = read_gitdir_file(worktree / ".git")
     ref_folder = (common / "refs" / "heads" / branch).parent
@@ -295,7 +323,7 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     # Every instance worktree is denied, its own too: the write rule on its
     # own grants it back, and the read rules are then the same for every
     # attempt of the run (``Reads``).
-    others = instance_worktrees(common)
+    others = reads.instance_worktrees(common)
     # Nor what judges it: the hidden tests, and the scratch checkouts they are laid over.
     hidden = [Path(os.path.expanduser(g["hidden"])) for g in config.get("gates") or [] if g.get("hidden")]
     unseen = [p for p in [*hidden, common / "parallel" / "scratch"] if p.is_dir()]
@@ -338,7 +366,7 @@ class GatePlan:
         return "landlock" if mode != "off" and abi() > 0 else "none"
 
     def fence(self, scope: str) -> Fence:
-        denied = instance_worktrees(self.common)
+        denied = self.reads.instance_worktrees(self.common)
         if self.main_workdir is not None:
             try:
                 denied += [self.main_workdir / n for n in os.listdir(self.main_workdir) if n != ".git"]
