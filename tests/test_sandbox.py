@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -379,3 +382,26 @@ def test_a_sibling_that_detached_its_head_stays_unreadable(tmp_path: Path) -> No
     gp("run", "t", "--instance", "2", "--", "sh", "-c", agent, code=None, env=FENCED)
     log = Path(_status(gp, "t")["2"]["log"]).read_text()
     assert "sibling: 1" in log and "answer" not in log, log
+
+
+@needs_landlock
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+def test_under_tmux_the_pane_puts_the_agent_in_the_same_fence(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    sock = Path(tempfile.mkdtemp(prefix="gpt-", dir="/tmp"))  # a private tmux server
+    env = {**FENCED, "TMUX_TMPDIR": str(sock), "TMUX": "", "TMUX_PANE": ""}
+    agent = (f"echo hacked > {repo}/app.py; echo \"main: $?\" > seen.txt; "
+             "cat ../2/app.py > /dev/null; echo \"sibling: $?\" >> seen.txt; "
+             "echo \"tmp: $TMPDIR\" >> seen.txt; echo mine > mine.txt; git add mine.txt; git commit -qm mine; "
+             "echo \"commit: $?\" >> seen.txt")
+    try:
+        gp("run", "t", "--instance", "1", "--tmux", "--", "sh", "-c", agent, env=env, timeout=60)
+    finally:
+        subprocess.run(["tmux", "kill-server"], env={**os.environ, "TMUX_TMPDIR": str(sock)}, capture_output=True)
+        shutil.rmtree(sock, ignore_errors=True)
+    seen = git(repo, "show", "parallel/t/1:seen.txt")
+    assert "main: 2" in seen and "sibling: 1" in seen and "git-parallel-agent-" in seen and "commit: 0" in seen, seen
+    assert (repo / "app.py").read_text() == APP_BUGGY
+    [dispatched] = [e for e in _events(gp, "t", "1") if e["event"] == "engine_dispatched"]
+    assert dispatched["sandbox"] == "landlock"

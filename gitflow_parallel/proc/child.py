@@ -103,17 +103,20 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
     })
     if child.feedback:
         env["GIT_PARALLEL_FEEDBACK"] = child.feedback
-    fenced = child.fence is not None and tmux_binary is None
-    if fenced:
+    if child.fence is not None:
         sandbox.agent_env(child.fence, env)
+    # Under --tmux the stand-in is not fenced (it talks to tmux and writes
+    # the status file); the pane fences the agent by the same paths.
+    fenced = child.fence is not None and tmux_binary is None
     argv = child.argv
     if tmux_binary is not None:
         # A stand-in that runs the command in a tmux window and exits with its status.
         from gitflow_parallel.proc import tmux
 
         status = child.tmux_status = child.log.with_name(child.log.name[:-len(".log")] + ".tmux-status.json")
+        plan = child.fence.plan if child.fence is not None else None
         argv = tmux.waiter_argv(tmux_binary, tmux.session_name(task), child.id, child.worktree, child.log,
-                                status, child.argv)
+                                status, child.argv, plan)
     else:
         argv = cgroup.wrap(argv, child.scope, child.worktree, env)
     fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
@@ -212,9 +215,8 @@ def enforce_deadlines(active: dict[int, Child], now: float) -> None:
 def fence_for(project: Project, record: dict[str, Any], child: Child, tmux: str | None,
               reads: sandbox.Reads | None = None) -> sandbox.Fence:
     """The Landlock fence of the attempt (``sandbox``), or none, saying why
-    (``reads``: the run's cache of read rules)."""
-    if tmux is not None:
-        return sandbox.none("--tmux: the tmux server starts the command", sandbox.settings(record["config"])[1])
+    (``reads``: the run's cache of read rules); under ``--tmux`` the pane
+    applies it (``tmux``)."""
     child.events.touch()  # the agent may append to it (GIT_PARALLEL_EVENTS)
     return sandbox.for_agent(project.repo.common_dir, Path(child.worktree), child.branch, record["config"],
                              child.scope, [child.events], reads, project.repo.main_workdir)

@@ -158,9 +158,7 @@ class Ruleset:
 
         def fenced() -> None:
             try:
-                if _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or _syscall(SYS_RESTRICT, self.fd, 0) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"the Landlock fence could not be applied: {os.strerror(err)}")
+                self.restrict_current()
                 outcome.append((True, start()))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
                 outcome.append((False, exc))
@@ -172,6 +170,12 @@ class Ruleset:
         if not ok:
             raise value  # type: ignore[misc]
         return value  # type: ignore[return-value]
+
+    def restrict_current(self) -> None:
+        """Fence the calling thread (and what it starts) by this ruleset."""
+        if _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or _syscall(SYS_RESTRICT, self.fd, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"the Landlock fence could not be applied: {os.strerror(err)}")
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -204,3 +208,34 @@ def read_rules(denied: Iterable[str | os.PathLike[str]]) -> tuple[list[tuple[str
             if entry.path not in deny and entry.path not in along and not entry.is_symlink():
                 grant.append((entry.path, entry.is_dir(follow_symlinks=False)))
     return grant, sorted(along)
+
+
+def grant_writes(ruleset: Ruleset, write: Iterable[str | os.PathLike[str]],
+                 files: Iterable[str | os.PathLike[str]]) -> None:
+    """Everything beneath each of ``write``; reading and writing ``files``
+    (files and ioctls only: ``/dev/null``, terminals, ``cgroup.procs``);
+    and ``/dev/shm``, which Python's multiprocessing and many tools need."""
+    everything = handled_fs(ruleset.version)
+    for path in write:
+        ruleset.allow(path, everything)
+    for path in files:
+        ruleset.allow(path, READ | FILE_ONLY)
+    ruleset.allow("/dev/shm", everything)
+
+
+def from_plan(plan: dict[str, object]) -> Ruleset:
+    """The ruleset of a fence rebuilt from its paths (``sandbox.Fence.plan``),
+    where the one the runner built cannot be handed over: a ``--tmux`` agent
+    is started by the tmux server, and its pane fences it (``tmux``)."""
+    ruleset = Ruleset(abi(), bool(plan["network"]))
+    try:
+        grant, listing = read_rules(plan["denied"])  # type: ignore[arg-type]
+        for path, folder in grant:
+            ruleset.allow(path, READ, folder)
+        for path in listing:
+            ruleset.allow(path, READ_DIR, True)
+        grant_writes(ruleset, plan["write"], plan["files"])  # type: ignore[arg-type]
+    except BaseException:
+        ruleset.close()
+        raise
+    return ruleset

@@ -90,6 +90,7 @@ class Fence:
     env: dict[str, str] = field(default_factory=dict)
     view: Any = None  # the attempt's own view of the common dir (git/shadow), undone at close
     extra: list[str] = field(default_factory=list)  # sandbox_write paths granted
+    plan: dict[str, Any] | None = None  # its paths, for a fence rebuilt elsewhere (landlock.from_plan)
 
     def spawn(self, start: Callable[[], T]) -> T:
         """``start()`` (which starts the command) inside the fence."""
@@ -220,12 +221,7 @@ def _build(write: list[Path], denied: list[Path], network: bool, extra_files: li
     try:
         for fd, access, folder in reads.rules(denied):
             ruleset.allow_fd(fd, access, folder)
-        everything = landlock.handled_fs(ruleset.version)
-        for path in write:
-            ruleset.allow(path, everything)
-        for path in extra_files:  # files (and ioctls) only: /dev/null, terminals, cgroup.procs
-            ruleset.allow(path, landlock.READ | landlock.FILE_ONLY)
-        ruleset.allow("/dev/shm", everything)
+        landlock.grant_writes(ruleset, write, extra_files)
     except BaseException:
         ruleset.close()
         raise
@@ -250,7 +246,10 @@ def _fence(kind: str, config: dict[str, Any], write: list[Path], denied: list[Pa
                                 hint="set sandbox: auto to run unfenced where it cannot be built") from None
         return none(f"the Landlock fence could not be built: {exc}", network)
     env = {"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)}
-    return Fence("landlock", network=network or ruleset.version < 4, ruleset=ruleset, tmpdir=tmp, env=env)
+    plan = {"write": [str(p) for p in [*write, tmp]], "denied": [str(p) for p in denied],
+            "files": [str(p) for p in [Path("/dev"), *extra_files]], "network": network}
+    return Fence("landlock", network=network or ruleset.version < 4, ruleset=ruleset, tmpdir=tmp, env=env,
+                 plan=plan)
 
 
 def agent_env(fence: Fence, env: dict[str, str]) -> None:

@@ -47,7 +47,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 SESSION_PREFIX = "parallel-"
 POLL = 0.1  # seconds between looks at the status file
@@ -101,10 +101,15 @@ def release_server(tmux: str) -> None:
 
 
 def waiter_argv(tmux: str, session: str, window: str, cwd: str, log: Path, status: Path,
-                argv: list[str]) -> list[str]:
-    """What the runner starts instead of ``argv`` under ``--tmux``."""
+                argv: list[str], fence: dict[str, Any] | None = None) -> list[str]:
+    """What the runner starts instead of ``argv`` under ``--tmux`` (``fence``:
+    the paths of the Landlock fence the pane puts the agent in)."""
+    plan = "-"
+    if fence is not None:
+        plan = str(status.with_name(status.name + ".fence"))
+        Path(plan).write_text(json.dumps(fence), encoding="utf-8")
     return [sys.executable, "-I", str(Path(__file__).resolve()), "wait", tmux, session, window, cwd, str(log),
-            str(status), "--", *argv]
+            str(status), plan, "--", *argv]
 
 
 # -- the wait role ------------------------------------------------------------------------
@@ -142,13 +147,19 @@ def _read_status(status: Path) -> int | None:
         return None
 
 
-def wait_main(tmux: str, session: str, window: str, cwd: str, log: str, status_path: str, argv: list[str]) -> int:
+def wait_main(tmux: str, session: str, window: str, cwd: str, log: str, status_path: str, fence_path: str,
+              argv: list[str]) -> int:
     status = Path(status_path)
     spec = status.with_name(status.name + ".spec")
+    fence = None
+    if fence_path != "-":
+        with open(fence_path, encoding="utf-8") as plan:
+            fence = json.load(plan)
+        os.unlink(fence_path)
     fd = os.open(spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the environment may hold secrets
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump({"argv": argv, "cwd": cwd, "env": dict(os.environ), "tmux": tmux, "log": log,
-                   "status": str(status)}, handle)
+                   "status": str(status), "fence": fence}, handle)
     for stale in (status, pane_file(status)):
         try:
             stale.unlink()
@@ -201,6 +212,29 @@ def _child_setup() -> None:
     _foreground(os.getpgrp())
 
 
+def _setup(fence: dict[str, Any] | None) -> Callable[[], None]:
+    """The agent's own process group in the terminal's foreground and, when
+    the runner fenced the attempt, the same Landlock fence, rebuilt here from
+    its paths (``landlock.from_plan``) and applied in the child before it
+    runs anything: a fence that cannot be built or applied stops the agent
+    from starting (exit 126), never lets it run unfenced."""
+    if fence is None:
+        return _child_setup
+    import importlib.util
+
+    found = importlib.util.spec_from_file_location("_landlock", Path(__file__).with_name("landlock.py"))
+    assert found is not None and found.loader is not None
+    landlock = importlib.util.module_from_spec(found)
+    found.loader.exec_module(landlock)
+    ruleset = landlock.from_plan(fence)
+
+    def fenced() -> None:
+        _child_setup()
+        ruleset.restrict_current()
+
+    return fenced
+
+
 def _write_status(path: str, code: int) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
@@ -241,7 +275,7 @@ def pane_main(spec_path: str) -> int:
             env[key] = os.environ[key]
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed window: the agent's group gets the hang-up
     try:
-        child = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=env, preexec_fn=_child_setup)
+        child = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=env, preexec_fn=_setup(spec.get("fence")))
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         print(f"git-parallel: cannot run {spec['argv'][0]!r}: {getattr(exc, 'strerror', None) or exc}", flush=True)
@@ -273,7 +307,7 @@ def main(argv: list[str]) -> int:
         return wait_main(*argv[1:sep], argv=argv[sep + 1:])  # type: ignore[misc]
     if argv[:1] == ["pane"] and len(argv) == 2:
         return pane_main(argv[1])
-    print("usage: tmux.py wait TMUX SESSION WINDOW CWD LOG STATUS -- CMD... | pane SPEC", file=sys.stderr)
+    print("usage: tmux.py wait TMUX SESSION WINDOW CWD LOG STATUS FENCE|- -- CMD... | pane SPEC", file=sys.stderr)
     return 2
 
 
