@@ -77,10 +77,13 @@ def git(cwd: Path | str, *args: str, check: bool = True, input: str | None = Non
     return proc.stdout.strip()
 
 
-# Verbs whose process is part of what they do: they start and supervise
-# agents (subreaper, signal handlers, process groups), loop until a run ends,
-# or hand the terminal over.  They always run as a subprocess.
-OWN_PROCESS = frozenset({"run", "worker", "watch", "demo", "attach", "hook-impl", "retry"})
+# Verbs whose process is part of what they do: a worker that loops on a
+# remote, a view that loops until a run ends, the demo, attach (a terminal),
+# the hooks' entry.  They always run as a subprocess.  `run` is not among
+# them: it leaves this process as it found it (its subreaper flag and signal
+# handlers are set back), and its deaths are tested with crash points (an
+# environment, so a subprocess) and with runners started by hand.
+OWN_PROCESS = frozenset({"worker", "watch", "demo", "attach", "hook-impl"})
 
 
 class GP:
