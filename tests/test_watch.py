@@ -12,8 +12,10 @@ import pty
 import queue
 import re
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -232,3 +234,47 @@ def test_watch_keys_select_show_the_diff_abort_and_open(tmp_path: Path) -> None:
             watch.kill()
         os.close(master)
     assert [i["status"] for i in gp.json("status", "T")["run"]["instances"]] == ["succeeded", "aborted", "succeeded"]
+
+
+@pytest.mark.slow  # a private tmux server, three agents in windows, watch in a window of its own: about 5 s
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+def test_watch_inside_tmux_opens_the_chosen_attempts_window(tmp_path: Path) -> None:
+    repo, gp, argv, go = setup(tmp_path)
+    sock = Path(tempfile.mkdtemp(prefix="gpw-", dir="/tmp"))  # a private tmux server
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    env.update(TMUX_TMPDIR=str(sock), TERM="xterm")
+
+    def tmux(*args: str) -> str:
+        return subprocess.run(["tmux", *args], capture_output=True, text=True, env=env).stdout
+
+    run = subprocess.Popen(["git", "parallel", "run", "T", "--tmux", "--", *argv], cwd=repo, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while sorted(tmux("list-windows", "-t", "=parallel-T", "-F", "#{window_name}").split()) != ["1", "2", "3"]:
+            assert time.monotonic() < deadline and run.poll() is None, "the run's windows did not open"
+            time.sleep(0.1)
+        tmux("new-session", "-d", "-s", "viewer", "-x", "160", "-y", "40", "-c", str(repo), "--",
+             "git", "parallel", "watch", "T")
+
+        def shown(want: str) -> None:
+            deadline = time.monotonic() + 60
+            while want not in tmux("capture-pane", "-p", "-t", "=viewer:"):
+                assert time.monotonic() < deadline, tmux("capture-pane", "-p", "-t", "=viewer:")
+                time.sleep(0.1)
+
+        shown("agent 3 waiting")
+        assert tmux("display-message", "-p", "-t", "=parallel-T:", "#{window_name}").strip() != "2"
+        tmux("send-keys", "-t", "=viewer:", "2")
+        shown("> 2")
+        tmux("send-keys", "-t", "=viewer:", "o")
+        shown("switched to 2's window")
+        # The run's session now shows instance 2's window (the view stays where it was).
+        assert tmux("display-message", "-p", "-t", "=parallel-T:", "#{window_name}").strip() == "2"
+        tmux("send-keys", "-t", "=viewer:", "q")
+    finally:
+        go.write_text("")
+        run.wait(timeout=60)
+        tmux("kill-server")
+        shutil.rmtree(sock, ignore_errors=True)
+    assert [i["status"] for i in gp.json("status", "T")["run"]["instances"]] == ["succeeded"] * 3
