@@ -82,7 +82,9 @@ def git(cwd: Path | str, *args: str, check: bool = True, input: str | None = Non
 # the hooks' entry.  They always run as a subprocess.  `run` is not among
 # them: it leaves this process as it found it (its subreaper flag and signal
 # handlers are set back), and its deaths are tested with crash points (an
-# environment, so a subprocess) and with runners started by hand.
+# environment, so a subprocess) and with runners started by hand.  But it
+# reaps and sweeps what it finds among its children, so while the test has
+# processes of its own (a runner started by hand), it runs as a subprocess.
 OWN_PROCESS = frozenset({"worker", "watch", "demo", "attach", "hook-impl"})
 
 
@@ -103,7 +105,7 @@ class GP:
                  own_process: bool = False) -> subprocess.CompletedProcess[str]:
         where = str(cwd or self.cwd)
         verb = next((a for a in args if not a.startswith("-")), "")
-        if own_process or env or verb in OWN_PROCESS or "--until-pass" in args:
+        if own_process or env or verb in OWN_PROCESS or "--until-pass" in args or (verb == "run" and _children()):
             proc = _run_subprocess(args, where, env, timeout)
         else:
             proc = _run_in_process(args, where)
@@ -115,6 +117,17 @@ class GP:
     def json(self, *args: str, code: int | None = 0, **kw: Any) -> dict[str, Any]:
         proc = self(*args, "--json", code=code, **kw)
         return json.loads(proc.stdout)
+
+
+def _children() -> bool:
+    """Has this process a child (running, or exited and not yet reaped)?"""
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            if (task / "children").read_text().strip():
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _run_subprocess(args: tuple[str, ...], cwd: str, env: dict[str, str] | None,

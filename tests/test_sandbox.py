@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 from conftest import GP, git
@@ -405,3 +406,44 @@ def test_under_tmux_the_pane_puts_the_agent_in_the_same_fence(tmp_path: Path) ->
     assert (repo / "app.py").read_text() == APP_BUGGY
     [dispatched] = [e for e in _events(gp, "t", "1") if e["event"] == "engine_dispatched"]
     assert dispatched["sandbox"] == "landlock"
+
+
+def test_an_agent_that_moves_or_deletes_an_idle_siblings_branch_fails_and_it_is_put_back(tmp_path: Path) -> None:
+    # The fence lets an agent write its task's branch folder (a branch of
+    # its own is a new file there), so the runner judges what moved in it:
+    # the branch of an instance that was not running, away from its recorded head.
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "3")
+    act(gp, "t", "1", HONEST)
+    honest = git(repo, "rev-parse", "parallel/t/1")
+    pending = git(repo, "rev-parse", "parallel/t/3")
+    agent = ("echo '# mine' >> app.py && git commit -qam wrong && git update-ref refs/heads/parallel/t/1 HEAD && "
+             "git update-ref -d refs/heads/parallel/t/3")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", agent, code=None, env=UNFENCED)
+    inst = _status(gp, "t")["2"]
+    assert inst["status"] == "failed" and "PARALLEL_AGENT_TAMPERED" in inst["error"], inst
+    assert "refs/heads/parallel/t/1" in inst["error"] and "refs/heads/parallel/t/3" in inst["error"]
+    assert git(repo, "rev-parse", "parallel/t/1") == honest and git(repo, "rev-parse", "parallel/t/3") == pending
+
+
+def test_siblings_run_by_another_runner_meanwhile_are_nobodys_tampering(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "3")
+    go = tmp_path / "go"
+    slow = (f"while [ ! -e {go} ]; do sleep 0.05; done; echo two > two.txt && git add two.txt && "
+            "git commit -qm two")
+    runner = subprocess.Popen(["git", "parallel", "run", "t", "--instance", "2", "--", "sh", "-c", slow], cwd=repo,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while _status(gp, "t")["2"]["status"] != "running":
+            assert time.monotonic() < deadline and runner.poll() is None
+            time.sleep(0.05)
+        # Another runner's attempt starts, commits and ends while 2 runs.
+        gp("run", "t", "--instance", "3", "--", "sh", "-c", "echo 3 > 3.txt && git add 3.txt && git commit -qm 3")
+        git(repo, "update-ref", "refs/heads/parallel/t/1", git(repo, "rev-parse", "parallel/t/1"))  # unchanged
+    finally:
+        go.write_text("")
+        assert runner.wait(timeout=60) == 0
+    states = {k: (v["status"], v.get("error")) for k, v in _status(gp, "t").items()}
+    assert states["2"] == ("succeeded", None) and states["3"] == ("succeeded", None), states

@@ -75,6 +75,7 @@ class Snapshot:
     refs: dict[str, str]  # ref name -> oid, or "ref: <target>" for a symbolic one
     writes: int  # size of parallel/writes when taken
     own: tuple[str, str] = ("", "")  # the attempt's branch ref and its prefix ("" for a gate)
+    siblings: dict[str, str] = field(default_factory=dict)  # the other branches of its task (``task_refs``)
 
 
 @dataclass
@@ -201,6 +202,46 @@ def _refs(common: str) -> dict[str, str]:
     return refs
 
 
+def task_refs(common: Path, own: tuple[str, str]) -> dict[str, str]:
+    """The branches beside the attempt's own in its task's folder
+    (``refs/heads/parallel/<task>/``), but its own and those under its
+    prefix: the fence lets the agent write that folder (a branch of its own
+    is a new file there), so the runner judges what moved in it (``child``)."""
+    if not own[0]:
+        return {}
+    folder = own[0].rsplit("/", 1)[0] + "/"
+    out: dict[str, str] = {}
+    try:
+        with open(os.path.join(common, "packed-refs"), encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                oid, _, name = line.strip().partition(" ")
+                if name.startswith(folder) and "/" not in name[len(folder):]:
+                    out[name] = oid
+    except OSError:
+        pass
+    try:
+        names = os.listdir(os.path.join(common, folder))
+    except OSError:
+        names = []
+    for name in names:
+        full = os.path.join(common, folder, name)
+        if name.endswith(".lock") or not os.path.isfile(full):
+            continue
+        try:
+            with open(full, encoding="utf-8", errors="replace") as handle:
+                out[folder + name] = handle.read().strip()
+        except OSError:
+            continue
+    return {k: v for k, v in out.items() if not _is_own(k, own)}
+
+
+def restore_refs(repo: pygit2.Repository, refs: dict[str, str | None]) -> None:
+    """Put each ref back at its value (None: deleted), as a write of ours."""
+    note_write(Path(repo.path).resolve())
+    for name, value in refs.items():
+        _restore_ref(repo, name, value)
+
+
 def take(common: Path, branch: str | None = None) -> Snapshot:
     """What must not change, now (``branch``: the attempt's own branch)."""
     own = own_refs(branch)
@@ -209,7 +250,7 @@ def take(common: Path, branch: str | None = None) -> Snapshot:
     # the change it made before them).
     writes = _writes(common)
     refs = {k: v for k, v in _refs(str(common)).items() if not _is_own(k, own)}
-    return Snapshot(files=_files(str(common)), refs=refs, writes=writes, own=own)
+    return Snapshot(files=_files(str(common)), refs=refs, writes=writes, own=own, siblings=task_refs(common, own))
 
 
 def _is_own(name: str, own: tuple[str, str]) -> bool:

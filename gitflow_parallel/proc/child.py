@@ -222,17 +222,24 @@ def fence_for(project: Project, record: dict[str, Any], child: Child, tmux: str 
                              child.scope, [child.events], reads, project.repo.main_workdir)
 
 
-def after_exit(project: Project, run_id: str, child: Child) -> None:
+def after_exit(project: Project, task: str, run_id: str, child: Child, busy: set[str] | None = None) -> None:
     """After the attempt ended: its fence's temporary folder goes, and what
     it changed that no attempt may is restored (``git/tamper``); such an
     attempt fails with ``PARALLEL_AGENT_TAMPERED``, said in its error, its
-    record (``tampered``) and an ``engine_tampered`` event."""
+    record (``tampered``) and an ``engine_tampered`` event.  ``busy``: the
+    branches of this runner's other attempts that ran meanwhile."""
     if child.fence is not None:
         child.fence.close()
     if child.snapshot is None:
         return
-    # Every other instance branch is its own agent's to move (see tamper).
+    # Every other instance branch is its own agent's to move (see tamper),
+    # but for the idle ones of its task (``moved_siblings``).
     finding = tamper.check(project.repo.pygit, child.snapshot, [tamper.INSTANCE_BRANCHES])
+    moved = moved_siblings(project, task, child.snapshot, busy or set())
+    if moved:
+        tamper.restore_refs(project.repo.pygit, {name: child.snapshot.siblings.get(name) for name in moved})
+        finding.changes += [tamper.Change(name, "changed" if name in child.snapshot.siblings else "added",
+                                          restored=True) for name in moved]
     if not finding.changes:
         return
     child.tampered = finding.paths
@@ -243,6 +250,20 @@ def after_exit(project: Project, run_id: str, child: Child) -> None:
         "event": "engine_tampered", "ts": utcnow(), "run_id": run_id, "instance": child.id,
         "attempt": child.attempt, "code": E.AGENT_TAMPERED, "paths": finding.paths,
         "restored": [c.path for c in finding.changes if c.restored]})
+
+
+def moved_siblings(project: Project, task: str, before: Any, busy: set[str]) -> list[str]:
+    """The branches of the task that moved while the attempt ran and that
+    nobody else was moving: an instance that is not running and whose
+    recorded head is what its branch held at the attempt's start (the
+    record is read only when such a branch moved)."""
+    now = tamper.task_refs(project.repo.common_dir, before.own)
+    changed = {n for n in set(before.siblings) | set(now) if before.siblings.get(n) != now.get(n) and n not in busy}
+    if not changed:
+        return []
+    record = project.store.load(task)
+    idle = {f"refs/heads/{i['branch']}": i.get("head") for i in record["instances"] if i["status"] != "running"}
+    return sorted(n for n in changed if n in idle and idle[n] == before.siblings.get(n))
 
 
 def follow_waiting(child: Child, tmux_binary: str | None) -> None:

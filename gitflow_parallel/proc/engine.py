@@ -147,6 +147,12 @@ def _select(project: Project, record: dict[str, Any], wanted: list[str] | None) 
     return chosen
 
 
+def _ran_beside(children: list[child_proc.Child], child: child_proc.Child) -> set[str]:
+    """The branches of this runner's other attempts that ran while ``child`` did."""
+    return {f"refs/heads/{c.branch}" for c in children if c is not child and c.started
+            and (c.head is None or c.started + (c.duration or 0) >= child.started)}
+
+
 def _next_wait(active: dict[int, child_proc.Child], queued: bool, waiting_for_slot: bool, progress: bool) -> float | None:
     """How long the loop may sleep: until the next deadline or kill, a slot
     poll, or a progress tick."""
@@ -406,7 +412,7 @@ class _Runner:
         if child.slot is not None:
             child.slot.release()
         leftovers.classify_exit(child, rc, self.timeout)
-        child_proc.after_exit(self.project, self.run_id, child)
+        child_proc.after_exit(self.project, self.task, self.run_id, child, _ran_beside(self.children, child))
         child.finished_at = utcnow()
         append_jsonl(child.events, {
             "event": "engine_exited", "ts": child.finished_at, "run_id": self.run_id, "instance": child.id,
