@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gitflow_parallel import errors as E
+from gitflow_parallel.errors import ParallelError
 from gitflow_parallel import model
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.git import tamper
@@ -261,7 +262,10 @@ def moved_siblings(project: Project, task: str, before: Any, busy: set[str]) -> 
     changed = {n for n in set(before.siblings) | set(now) if before.siblings.get(n) != now.get(n) and n not in busy}
     if not changed:
         return []
-    record = project.store.load(task)
+    try:
+        record = project.store.load(task)
+    except ParallelError:
+        return []  # a record that does not load says nothing of who moved what; validate reports it
     idle = {f"refs/heads/{i['branch']}": i.get("head") for i in record["instances"] if i["status"] != "running"}
     return sorted(n for n in changed if n in idle and idle[n] == before.siblings.get(n))
 
