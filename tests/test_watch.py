@@ -264,7 +264,11 @@ def test_watch_inside_tmux_opens_the_chosen_attempts_window(tmp_path: Path) -> N
                 time.sleep(0.1)
 
         shown("agent 3 waiting")
-        assert tmux("display-message", "-p", "-t", "=parallel-T:", "#{window_name}").strip() != "2"
+        # The window shown first is whichever agent started first: show 1's.
+        ids = dict(line.split()[::-1] for line in
+                   tmux("list-windows", "-t", "=parallel-T", "-F", "#{window_id} #{window_name}").splitlines())
+        tmux("select-window", "-t", ids["1"])
+        assert tmux("display-message", "-p", "-t", "=parallel-T:", "#{window_name}").strip() == "1"
         tmux("send-keys", "-t", "=viewer:", "2")
         shown("> 2")
         tmux("send-keys", "-t", "=viewer:", "o")
