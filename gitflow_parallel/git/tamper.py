@@ -169,21 +169,25 @@ def _files(common: str) -> dict[str, tuple[int, bytes]]:
     return out
 
 
-def _refs(common: str) -> dict[str, str]:
-    """Every ref but the instance branches, which every caller leaves to
-    their agents (``others``) and which are most of the refs there are."""
-    refs: dict[str, str] = {}
+def _packed(common: str | Path) -> dict[str, str]:
+    """The refs of ``packed-refs``: name -> oid."""
     try:
         with open(os.path.join(common, "packed-refs"), encoding="utf-8", errors="replace") as handle:
-            packed = handle.read()
+            text = handle.read()
     except OSError:
-        packed = ""
-    for line in packed.splitlines():
+        return {}
+    out: dict[str, str] = {}
+    for line in text.splitlines():
         if line and line[0] not in "#^":
             oid, _, name = line.partition(" ")
-            name = name.strip()
-            if not name.startswith(INSTANCE_BRANCHES):
-                refs[name] = oid
+            out[name.strip()] = oid
+    return out
+
+
+def _refs(common: str, packed: dict[str, str]) -> dict[str, str]:
+    """Every ref but the instance branches, which every caller leaves to
+    their agents (``others``) and which are most of the refs there are."""
+    refs = {name: oid for name, oid in packed.items() if not name.startswith(INSTANCE_BRANCHES)}
     cut = len(common) + 1
     skipped = os.path.join(common, INSTANCE_BRANCHES.rstrip("/"))
     for dirpath, dirnames, filenames in os.walk(os.path.join(common, "refs")):
@@ -202,7 +206,7 @@ def _refs(common: str) -> dict[str, str]:
     return refs
 
 
-def task_refs(common: Path, own: tuple[str, str]) -> dict[str, str]:
+def task_refs(common: Path, own: tuple[str, str], packed: dict[str, str] | None = None) -> dict[str, str]:
     """The branches beside the attempt's own in its task's folder
     (``refs/heads/parallel/<task>/``), but its own and those under its
     prefix: the fence lets the agent write that folder (a branch of its own
@@ -210,15 +214,8 @@ def task_refs(common: Path, own: tuple[str, str]) -> dict[str, str]:
     if not own[0]:
         return {}
     folder = own[0].rsplit("/", 1)[0] + "/"
-    out: dict[str, str] = {}
-    try:
-        with open(os.path.join(common, "packed-refs"), encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                oid, _, name = line.strip().partition(" ")
-                if name.startswith(folder) and "/" not in name[len(folder):]:
-                    out[name] = oid
-    except OSError:
-        pass
+    out = {name: oid for name, oid in (_packed(common) if packed is None else packed).items()
+           if name.startswith(folder) and "/" not in name[len(folder):]}
     try:
         names = os.listdir(os.path.join(common, folder))
     except OSError:
@@ -235,13 +232,6 @@ def task_refs(common: Path, own: tuple[str, str]) -> dict[str, str]:
     return {k: v for k, v in out.items() if not _is_own(k, own)}
 
 
-def restore_refs(repo: pygit2.Repository, refs: dict[str, str | None]) -> None:
-    """Put each ref back at its value (None: deleted), as a write of ours."""
-    note_write(Path(repo.path).resolve())
-    for name, value in refs.items():
-        _restore_ref(repo, name, value)
-
-
 def take(common: Path, branch: str | None = None) -> Snapshot:
     """What must not change, now (``branch``: the attempt's own branch)."""
     own = own_refs(branch)
@@ -249,8 +239,10 @@ def take(common: Path, branch: str | None = None) -> Snapshot:
     # refs and files are read then shows as one (read after, it would hide
     # the change it made before them).
     writes = _writes(common)
-    refs = {k: v for k, v in _refs(str(common)).items() if not _is_own(k, own)}
-    return Snapshot(files=_files(str(common)), refs=refs, writes=writes, own=own, siblings=task_refs(common, own))
+    packed = _packed(common)
+    refs = {k: v for k, v in _refs(str(common), packed).items() if not _is_own(k, own)}
+    return Snapshot(files=_files(str(common)), refs=refs, writes=writes, own=own,
+                    siblings=task_refs(common, own, packed))
 
 
 def _is_own(name: str, own: tuple[str, str]) -> bool:

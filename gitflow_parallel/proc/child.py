@@ -5,6 +5,7 @@ start, finish or failure to start is recorded, and its deadline."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -237,10 +238,9 @@ def after_exit(project: Project, task: str, run_id: str, child: Child, busy: set
     # but for the idle ones of its task (``moved_siblings``).
     finding = tamper.check(project.repo.pygit, child.snapshot, [tamper.INSTANCE_BRANCHES])
     moved = moved_siblings(project, task, child.snapshot, busy or set())
-    if moved:
-        tamper.restore_refs(project.repo.pygit, {name: child.snapshot.siblings.get(name) for name in moved})
-        finding.changes += [tamper.Change(name, "changed" if name in child.snapshot.siblings else "added",
-                                          restored=True) for name in moved]
+    if moved:  # the snapshot's values of the task's branches are the truth
+        tamper.restore(project.repo.pygit, dataclasses.replace(child.snapshot, refs=child.snapshot.siblings), moved)
+        finding.changes += moved
     if not finding.changes:
         return
     child.tampered = finding.paths
@@ -253,7 +253,7 @@ def after_exit(project: Project, task: str, run_id: str, child: Child, busy: set
         "restored": [c.path for c in finding.changes if c.restored]})
 
 
-def moved_siblings(project: Project, task: str, before: Any, busy: set[str]) -> list[str]:
+def moved_siblings(project: Project, task: str, before: tamper.Snapshot, busy: set[str]) -> list[tamper.Change]:
     """The branches of the task that moved while the attempt ran and that
     nobody else was moving: an instance that is not running and whose
     recorded head is what its branch held at the attempt's start (the
@@ -267,7 +267,8 @@ def moved_siblings(project: Project, task: str, before: Any, busy: set[str]) -> 
     except ParallelError:
         return []  # a record that does not load says nothing of who moved what; validate reports it
     idle = {f"refs/heads/{i['branch']}": i.get("head") for i in record["instances"] if i["status"] != "running"}
-    return sorted(n for n in changed if n in idle and idle[n] == before.siblings.get(n))
+    return [tamper.Change(n, "changed" if n in now else "removed") for n in sorted(changed)
+            if n in idle and idle[n] == before.siblings.get(n)]
 
 
 def follow_waiting(child: Child, tmux_binary: str | None) -> None:
