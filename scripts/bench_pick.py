@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import (MIN_ROUNDS, Side, alternating, figure, print_load, sh, sized, with_bytecode,  # noqa: E402
-                      workspace)
+from benchenv import (MIN_ROUNDS, Side, alternating, figure, new_repo, print_load, sh, sized,  # noqa: E402
+                      with_bytecode, workspace)
 
 TRACKS = ("a", "b")
 PER_TRACK = sized(50, 2)
@@ -54,12 +54,7 @@ gates:
 
 
 def build(repo: Path, env: dict[str, str]) -> None:
-    repo.mkdir()
-    sh(["git", "init", "-q", "-b", "main"], repo, env)
-    (repo / "README.md").write_text("bench\n")
-    (repo / ".gitparallel.yaml").write_text(CONFIG)
-    sh(["git", "add", "-A"], repo, env)
-    sh(["git", "commit", "-q", "-m", "initial"], repo, env)
+    new_repo(repo, env, CONFIG)
     tracks = [a for t in TRACKS for a in ("--track", t)]
     sh(["git", "parallel", "spawn", "T", *tracks, "-n", str(PER_TRACK)], repo, env)
     agent = [sys.executable, "-c", "open('out.txt', 'w').write('{instance}\\n')"]

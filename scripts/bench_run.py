@@ -43,20 +43,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchenv import (MIN_ROUNDS, Side, alternating, differences_ms, figure, print_load, scaled,  # noqa: E402
-                      sh, sized, with_bytecode, workspace)
+from benchenv import (MIN_ROUNDS, Side, alternating, differences_ms, figure, new_repo, print_load,  # noqa: E402
+                      scaled, sh, sized, with_bytecode, workspace)
 
 INSTANCES = sized(16, 4)
 JOBS = sized(4, 2)
 
 
 def make_repo(path: Path, env: dict[str, str]) -> None:
-    path.mkdir()
-    sh(["git", "init", "-q", "-b", "main"], path, env)
-    (path / "README.md").write_text("bench\n")
-    (path / ".gitparallel.yaml").write_text(f"max_total: {INSTANCES}\n")
-    sh(["git", "add", "-A"], path, env)
-    sh(["git", "commit", "-q", "-m", "initial"], path, env)
+    new_repo(path, env, f"max_total: {INSTANCES}\n")
     sh(["git", "parallel", "spawn", "T", "-n", str(INSTANCES)], path, env)
 
 

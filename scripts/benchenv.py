@@ -103,6 +103,17 @@ def sh(args: list[str], cwd: Path, env: dict[str, str], check: bool = True) -> s
     return proc
 
 
+def new_repo(path: Path, env: dict[str, str], config: str, readme: str = "bench\n") -> None:
+    """A repository at ``path`` with one commit: a README and ``config``
+    as its ``.gitparallel.yaml``."""
+    path.mkdir()
+    sh(["git", "init", "-q", "-b", "main"], path, env)
+    (path / "README.md").write_text(readme)
+    (path / ".gitparallel.yaml").write_text(config)
+    sh(["git", "add", "-A"], path, env)
+    sh(["git", "commit", "-q", "-m", "initial"], path, env)
+
+
 def timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()

@@ -35,7 +35,7 @@ from types import FrameType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import ROOT, sh, workspace  # noqa: E402
+from benchenv import ROOT, new_repo, sh, workspace  # noqa: E402
 
 sys.path.insert(0, str(ROOT))  # this checkout's package, whatever is installed
 
@@ -50,12 +50,7 @@ gates:
 
 
 def build(repo: Path, env: dict[str, str], remote: Path | None) -> None:
-    repo.mkdir()
-    sh(["git", "init", "-q", "-b", "main"], repo, env)
-    (repo / "README.md").write_text("profile\n")
-    (repo / ".gitparallel.yaml").write_text(CONFIG)
-    sh(["git", "add", "-A"], repo, env)
-    sh(["git", "commit", "-q", "-m", "initial"], repo, env)
+    new_repo(repo, env, CONFIG, readme="profile\n")
     if remote is not None:
         sh(["git", "init", "-q", "--bare", "-b", "main", str(remote)], repo, env)
         sh(["git", "remote", "add", "origin", str(remote)], repo, env)
