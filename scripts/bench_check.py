@@ -12,7 +12,8 @@ three files, one gate `true`):
   gates in the agent's worktree (``--baseline``, default the last such
   commit), exported with `git archive` and run from a temporary folder.
 
-Pairs go through benchenv.alternating: they alternate which side runs
+Python keeps its bytecode for both sides (benchenv.with_bytecode), as
+installed code does.  Pairs go through benchenv.alternating: they alternate which side runs
 first, and `os.sync()` runs before each timed side so that one side's disk
 writeback does not land on the other.  Before each cold pair the scratch
 checkouts are moved aside, not deleted (benchenv.Trash: a check run right
@@ -41,7 +42,7 @@ from pathlib import Path
 from typing import Callable
 
 from benchenv import (MIN_ROUNDS, ROOT, Side, Trash, alternating, sized, differences_ms, figure, median, print_load, ratios,
-                      sh, workspace)
+                      sh, with_bytecode, workspace)
 
 FILES = sized(5000, 20)
 BASELINE = "903f955"  # the last revision whose check ran gates in the worktree
@@ -136,6 +137,7 @@ def main() -> int:
     pairs = max(MIN_ROUNDS, args.pairs)
     print_load()
     base, env = workspace("bench-check-")
+    with_bytecode(env, base)  # both sides keep their bytecode, as installed code does
     try:
         old_code = base / "old-code"
         old_code.mkdir()

@@ -174,9 +174,10 @@ def _lock(project: Project, task: str, inst_id: str) -> FileLock:
 
 
 def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], commit: str,
-               selected: set[str] | None) -> dict[str, Any]:
+               selected: set[str] | None, reads: sandbox.Reads) -> dict[str, Any]:
     """Run the gates and score of one instance in a clean checkout of its
-    commit; returns its pack (not yet written)."""
+    commit; returns its pack (not yet written).  ``reads``: the fences' read
+    rules, shared by the check's instances."""
     repo = pygit2.Repository(str(project.repo.common_dir))  # one handle per thread
     base_commit = record["base"]["commit"]
     cfg = record["config"]
@@ -204,7 +205,7 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
                       facts=gate_facts(record, inst, inst["track"], path, commit),
                       repository=repository_of(project.repo),
                       fence=sandbox.GatePlan(project.repo.common_dir, project.repo.main_workdir, path, cfg,
-                                             sandbox.siblings(record)))
+                                             reads))
         # Both fingerprints are taken before any gate can touch the checkout.
         outputs = output_fingerprints(repo, base_commit, commit,
                                       path if judged["judged_commit"] == commit else None)
@@ -215,7 +216,8 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
         value, source, error = score(cfg["score"], place)
         _still_judged(path, judged["judged_commit"], inst["id"])
         added = _added_stage(repo, cfg, gates, inst, place, commit, judged, results, selected)
-        _still_judged(path, judged["judged_commit"], inst["id"])
+        if added is not None:
+            _still_judged(path, judged["judged_commit"], inst["id"])
     verdict = verdict_of(results)
     if added and added["mode"] == "enforced" and not added["passed"]:
         verdict = "fail"
@@ -337,9 +339,10 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         entries: list[tuple[str, str]] = []
         warnings: list[str | None] = []  # evidence refs not written (push writes them)
         shared_watchdog()  # forked before the threads
+        reads = sandbox.siblings(record)
         with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
             futures: dict[Future[dict[str, Any]], dict[str, Any]] = {
-                pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected): inst
+                pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected, reads): inst
                 for inst in targets}
             for future in as_completed(futures):
                 inst = futures[future]

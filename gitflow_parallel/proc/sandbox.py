@@ -36,6 +36,7 @@ import functools
 import os
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
@@ -168,9 +169,11 @@ class Reads:
     folders along the way to each denied one and opening what they hold was
     most of what building a fence cost.  A file or folder made after that
     next to a denied one is unreadable until the next ``run``: the cache
-    errs on the closed side."""
+    errs on the closed side.  One ``Reads`` may serve several threads (a
+    check's instances are judged side by side)."""
 
     def __init__(self, siblings: Iterable[Path] = ()) -> None:
+        self._lock = threading.Lock()
         self._rules: dict[tuple[str, ...], list[tuple[int, int, bool]]] = {}
         self._worktrees: dict[Path, tuple[int, set[Path]]] = {}
         self._siblings = {Path(os.path.realpath(p)) for p in siblings}  # the run's own, known from its record
@@ -184,32 +187,39 @@ class Reads:
             stamp = os.stat(common / "worktrees").st_mtime_ns
         except OSError:
             stamp = 0
-        known = self._worktrees.get(common)
-        if known is None or known[0] != stamp:
-            seen = (known[1] if known else self._siblings) | set(instance_worktrees(common))
-            known = self._worktrees[common] = (stamp, seen)
-        return sorted(known[1])
+        with self._lock:
+            known = self._worktrees.get(common)
+            if known is None or known[0] != stamp:
+                seen = (known[1] if known else self._siblings) | set(instance_worktrees(common))
+                known = self._worktrees[common] = (stamp, seen)
+            return sorted(known[1])
 
     def rules(self, denied: list[Path]) -> list[tuple[int, int, bool]]:
         """(fd, access, is a folder) of each read rule."""
         key = tuple(sorted(str(p) for p in denied))
-        if key not in self._rules:
-            grant, listing = landlock.read_rules(key)
-            opened = []
-            for path, folder, access in [*((p, f, landlock.READ) for p, f in grant),
-                                         *((p, True, landlock.READ_DIR) for p in listing)]:
-                try:
-                    opened.append((os.open(path, os.O_PATH | os.O_CLOEXEC), access, folder))
-                except OSError:
-                    continue  # gone meanwhile: nothing to read there
-            self._rules[key] = opened
-        return self._rules[key]
+        with self._lock:
+            if key not in self._rules:
+                self._rules[key] = self._open(key)
+            return self._rules[key]
+
+    @staticmethod
+    def _open(key: tuple[str, ...]) -> list[tuple[int, int, bool]]:
+        grant, listing = landlock.read_rules(key)
+        opened = []
+        for path, folder, access in [*((p, f, landlock.READ) for p, f in grant),
+                                     *((p, True, landlock.READ_DIR) for p in listing)]:
+            try:
+                opened.append((os.open(path, os.O_PATH | os.O_CLOEXEC), access, folder))
+            except OSError:
+                continue  # gone meanwhile: nothing to read there
+        return opened
 
     def close(self) -> None:
-        for rules in self._rules.values():
-            for fd, _, _ in rules:
-                os.close(fd)
-        self._rules.clear()
+        with self._lock:
+            for rules in self._rules.values():
+                for fd, _, _ in rules:
+                    os.close(fd)
+            self._rules.clear()
 
     def __del__(self) -> None:
         self.close()
