@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pygit2
 
-from benchenv import MIN_ROUNDS, ROOT, Side, alternating, figure, print_load, ratios, sh, sized, workspace
+from benchenv import MIN_ROUNDS, ROOT, ROUNDS, Side, alternating, figure, print_load, ratios, sh, sized, workspace
 
 sys.path.insert(0, str(ROOT))
 
@@ -81,7 +81,7 @@ def build(base: Path, env: dict[str, str]) -> tuple[Path, Path, str, str, list[s
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5,
+    parser.add_argument("--repeat", type=int, default=ROUNDS,
                         help=f"interleaved repetitions (>= {MIN_ROUNDS}; each round's ratio, median with min and max)")
     args = parser.parse_args()
     repeat = max(MIN_ROUNDS, args.repeat)

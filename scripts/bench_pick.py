@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import (MIN_ROUNDS, Side, alternating, figure, new_repo, print_load, sh, sized,  # noqa: E402
+from benchenv import (MIN_ROUNDS, ROUNDS, Side, alternating, figure, new_repo, print_load, sh, sized,  # noqa: E402
                       with_bytecode, workspace)
 
 TRACKS = ("a", "b")
@@ -84,7 +84,7 @@ def unpicked(repo: Path, base: Path, env: dict[str, str]) -> Callable[[int], Non
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=5, help=f"rounds (at least {MIN_ROUNDS})")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds (default {ROUNDS}, at least {MIN_ROUNDS})")
     args = ap.parse_args()
     print_load()
     base, env = workspace("gp-bench-pick-")

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import MIN_ROUNDS, Side, alternating, figure, print_load, sh, sized, workspace  # noqa: E402
+from benchenv import MIN_ROUNDS, ROUNDS, Side, alternating, figure, print_load, sh, sized, workspace  # noqa: E402
 
 CONFIG = "max_total: 16\ngates:\n  - name: ok\n    run: [\"true\"]\n"
 INSTANCES = sized(8, 2)
@@ -86,7 +86,7 @@ def workers_side(base: Path, env: dict[str, str], workers: int) -> Side:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=MIN_ROUNDS, help=f"rounds of the scaling sides (default {MIN_ROUNDS})")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds of the scaling sides (default {ROUNDS})")
     args = ap.parse_args()
     print_load()
     base, env = workspace("gp-bench-remote-")

@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchenv import (MIN_ROUNDS, Side, alternating, differences_ms, figure, new_repo, print_load,  # noqa: E402
+from benchenv import (MIN_ROUNDS, ROUNDS, Side, alternating, differences_ms, figure, new_repo, print_load,  # noqa: E402
                       scaled, sh, sized, with_bytecode, workspace)
 
 INSTANCES = sized(16, 4)
@@ -137,7 +137,7 @@ def fence_start_ms(repo: Path, times: int = 50) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=MIN_ROUNDS, help=f"rounds (at least {MIN_ROUNDS})")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds (default {ROUNDS}, at least {MIN_ROUNDS})")
     args = parser.parse_args()
     print_load()
     base, env = workspace("bench-run-")

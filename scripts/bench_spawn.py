@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import (MIN_ROUNDS, Side, Trash, alternating, figure, print_load, ratios, sh,  # noqa: E402
+from benchenv import (MIN_ROUNDS, ROUNDS, Side, Trash, alternating, figure, print_load, ratios, sh,  # noqa: E402
                       sized, with_bytecode, workspace)
 
 CASES = {"n4": (4, sized(2000, 20)), "n8": (8, sized(5000, 40))}
@@ -129,7 +129,7 @@ def run_case(name: str, n: int, files: int, rounds: int) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=MIN_ROUNDS, help=f"rounds per case (at least {MIN_ROUNDS})")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds per case (default {ROUNDS}, at least {MIN_ROUNDS})")
     ap.add_argument("--case", action="append", choices=sorted(CASES), help="run only this case (repeatable)")
     args = ap.parse_args()
     print_load()

@@ -39,6 +39,11 @@ def sized(full: int, smoke: int) -> int:
     return smoke if SMOKE else full
 
 
+# Rounds (pairs) a benchmark runs unless told otherwise: the figures quoted
+# in the README are medians of at least 8.
+ROUNDS = sized(8, MIN_ROUNDS)
+
+
 def sealed_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update({
