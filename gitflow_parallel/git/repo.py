@@ -350,7 +350,7 @@ def worktree_changes(path: str | os.PathLike[str], scratch: Iterable[str] = ()) 
     repo = pygit2.Repository(str(path))
     flags = repo.status(untracked_files="all", ignored=False)
     changed = {p for p, f in flags.items() if f != pygit2.GIT_STATUS_CURRENT and not f & pygit2.GIT_STATUS_IGNORED}
-    return sorted(changed - scratch_files(path, scratch))
+    return sorted(changed - scratch_files(path, scratch)) if changed else []
 
 
 def scratch_files(path: str | os.PathLike[str], patterns: Iterable[str]) -> set[str]:

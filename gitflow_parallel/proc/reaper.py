@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import os
 import signal
 import time
@@ -45,10 +46,15 @@ def agent_scope(run_id: str, inst_id: str, attempt: int) -> str:
     return f"{run_id}/{inst_id}/{attempt}"
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    # Looked up once: find_library runs `ldconfig -p` each time it is asked.
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
 def _prctl(option: int, arg: int) -> int:
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return int(libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0))
+        return int(_libc().prctl(option, ctypes.c_ulong(arg), 0, 0, 0))
     except (OSError, AttributeError):
         return -1
 
@@ -77,8 +83,7 @@ def not_reaping() -> Iterator[None]:
 def is_subreaper() -> bool:
     value = ctypes.c_int(0)
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) != 0:
+        if _libc().prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) != 0:
             return False
     except (OSError, AttributeError):
         return False
