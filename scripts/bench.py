@@ -5,7 +5,9 @@ Each ``scripts/bench_*.py`` runs as its own subprocess (each builds and
 seals its own throwaway repository) and measures through
 ``scripts/benchenv.py``: an ``os.sync()`` before every timed side, the order
 of the sides alternating, 8 rounds unless told otherwise (at least 4), and
-the load average printed at its start.  Every line it prints of the form ``name: value`` (one word, one
+the load average printed at its start.  Each leaves what it made in a folder this script deletes after
+the last benchmark (benchenv.discard), so that none starts right after
+another's deletions.  Every line it prints of the form ``name: value`` (one word, one
 value), optionally followed by its spread ``(min A max B, N rounds)``, is a
 figure; a figure with a known target is printed as
 ``name: value (min A max B, N rounds) (target <= X) PASS`` or ``MISS``.  The
@@ -24,9 +26,11 @@ import operator
 import os
 import platform
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -119,13 +123,16 @@ def stop(proc: subprocess.Popen[str]) -> str:
     return proc.communicate()[0] or ""
 
 
-def run_one(script: Path, timeout: float, verbose: bool) -> tuple[str, list[tuple[str, str, str | None]], float, str]:
-    """Run one benchmark; returns (outcome, figures, seconds, detail)."""
+def run_one(script: Path, timeout: float, verbose: bool, later: Path) -> tuple[str, list[tuple[str, str, str | None]],
+                                                                         float, str]:
+    """Run one benchmark; returns (outcome, figures, seconds, detail).  It
+    leaves its workspace in ``later`` (benchenv.discard)."""
     start = time.perf_counter()
     # Its own process group, so that a benchmark past its time (or this
     # script interrupted) is stopped with the git processes it started.
     proc = subprocess.Popen([sys.executable, str(script)], cwd=str(HERE.parent), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=dict(os.environ, GIT_PARALLEL_BENCH_DELETE_LATER=str(later)))
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -144,6 +151,23 @@ def run_one(script: Path, timeout: float, verbose: bool) -> tuple[str, list[tupl
         tail = "\n".join(stderr.strip().splitlines()[-15:]) or stdout.strip()[-2000:]
         return "crashed", figures, elapsed, f"exit status {proc.returncode}:\n{tail}"
     return "ok", figures, elapsed, ""
+
+
+def measure(script: Path, args: argparse.Namespace, later: Path,
+            reported: dict[str, list[tuple[str, str | None]]]) -> list[str]:
+    """Run one benchmark and print its figures (put in ``reported`` too);
+    returns its name if it did not finish."""
+    print(f"== {script.stem}", flush=True)
+    outcome, figures, elapsed, detail = run_one(script, args.timeout, args.verbose, later)
+    for name, value, spread in figures:
+        print(f"  {judge(name, value, spread)}")
+        reported.setdefault(name, []).append((value, spread))
+    if outcome != "ok":
+        print(f"  {outcome.upper()}: {detail}".replace("\n", "\n    "))
+    elif not figures:
+        print("  (it printed no `name: value` figure)")
+    print(f"  ({elapsed:.1f} s)", flush=True)
+    return [script.stem] if outcome != "ok" else []
 
 
 def main() -> int:
@@ -173,18 +197,15 @@ def main() -> int:
     started = time.perf_counter()
     failed: list[str] = []
     reported: dict[str, list[tuple[str, str | None]]] = {}
-    for script in scripts:
-        print(f"== {script.stem}", flush=True)
-        outcome, figures, elapsed, detail = run_one(script, args.timeout, args.verbose)
-        for name, value, spread in figures:
-            print(f"  {judge(name, value, spread)}")
-            reported.setdefault(name, []).append((value, spread))
-        if outcome != "ok":
-            failed.append(script.stem)
-            print(f"  {outcome.upper()}: {detail}".replace("\n", "\n    "))
-        elif not figures:
-            print("  (it printed no `name: value` figure)")
-        print(f"  ({elapsed:.1f} s)", flush=True)
+    # What each benchmark made is deleted after the last one: on this file
+    # system a benchmark run right after thousands of deletions pays for
+    # them (benchenv.Trash).
+    later = Path(tempfile.mkdtemp(prefix="gp-bench-delete-later-"))
+    try:
+        for script in scripts:
+            failed += measure(script, args, later, reported)
+    finally:
+        shutil.rmtree(later, ignore_errors=True)
 
     print()
     print("== summary")

@@ -44,7 +44,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from benchenv import (MIN_ROUNDS, ROOT, ROUNDS, Side, Trash, alternating, sized, differences_ms, figure, median, print_load, ratios,
+from benchenv import (MIN_ROUNDS, ROOT, ROUNDS, Side, Trash, alternating, discard, sized, differences_ms, figure, median, print_load, ratios,
                       sh, with_bytecode, workspace)
 
 FILES = sized(5000, 20)
@@ -238,7 +238,7 @@ def main() -> int:
               f"{'met' if setup_warm <= SETUP_TARGET else 'NOT met'}")
         return 0
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        discard(base)
 
 
 if __name__ == "__main__":

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import sys
 from pathlib import Path
 
 import pygit2
 
-from benchenv import MIN_ROUNDS, ROOT, ROUNDS, Side, alternating, figure, print_load, ratios, sh, sized, workspace
+from benchenv import MIN_ROUNDS, ROOT, ROUNDS, Side, alternating, discard, figure, print_load, ratios, sh, sized, workspace
 
 sys.path.insert(0, str(ROOT))
 
@@ -122,7 +121,7 @@ def main() -> int:
         figure("hash_ratio", ratios(times["ours"], times["theirs"]))
         return 0
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        discard(base)
 
 
 if __name__ == "__main__":

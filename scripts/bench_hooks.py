@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import (MIN_ROUNDS, Side, alternating, differences_ms, figure, print_load, ratios,  # noqa: E402
+from benchenv import (MIN_ROUNDS, Side, alternating, differences_ms, discard, figure, print_load, ratios,  # noqa: E402
                       scaled, sh, with_bytecode, workspace)
 
 
@@ -186,7 +186,7 @@ def main() -> int:
         figure("parallel_checkout_added_ms", differences_ms(par["with"], par["without"]), 1)
         return 0
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        discard(base)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import (MIN_ROUNDS, ROUNDS, Side, alternating, figure, new_repo, print_load, sh, sized,  # noqa: E402
+from benchenv import (MIN_ROUNDS, ROUNDS, Side, alternating, discard, figure, new_repo, print_load, sh, sized,  # noqa: E402
                       with_bytecode, workspace)
 
 TRACKS = ("a", "b")
@@ -123,7 +123,7 @@ def main() -> int:
             figure(f"{name}_s", times[name], 3)
         return 0
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        discard(base)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import MIN_ROUNDS, ROUNDS, Side, alternating, figure, print_load, sh, sized, workspace  # noqa: E402
+from benchenv import (ROUNDS, Side, alternating, discard, figure, print_load, sh, sized,  # noqa: E402
+                      workspace)
 
 CONFIG = "max_total: 16\ngates:\n  - name: ok\n    run: [\"true\"]\n"
 INSTANCES = sized(8, 2)
@@ -90,6 +91,13 @@ def main() -> None:
     args = ap.parse_args()
     print_load()
     base, env = workspace("gp-bench-remote-")
+    try:
+        _measure(base, env, args.rounds)
+    finally:
+        discard(base)
+
+
+def _measure(base: Path, env: dict[str, str], rounds: int) -> None:
     _, (clone,) = remote_run(base, env, "overhead", ["true"], 1)
     p = start(clone, env, "w0")
     out, err = p.communicate(timeout=600)
@@ -101,7 +109,7 @@ def main() -> None:
     print(f"claim push, median of {len(rows)}: {statistics.median(claim):.1f} ms; "
           f"delivery: {statistics.median(deliver):.1f} ms")
     figure("claim_overhead_ms", [c + d for c, d in zip(claim, deliver)], 1)
-    walls = alternating([workers_side(base, env, k) for k in (1, 2, 4)], args.rounds)
+    walls = alternating([workers_side(base, env, k) for k in (1, 2, 4)], rounds)
     for k in (1, 2, 4):
         figure(f"wall_{k}_s", walls[f"wall_{k}"])
     for k in (2, 4):

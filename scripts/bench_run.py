@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchenv import (MIN_ROUNDS, ROUNDS, Side, alternating, differences_ms, figure, new_repo, print_load,  # noqa: E402
+from benchenv import (MIN_ROUNDS, ROUNDS, Side, alternating, differences_ms, discard, figure, new_repo, print_load,  # noqa: E402
                       scaled, sh, sized, with_bytecode, workspace)
 
 INSTANCES = sized(16, 4)
@@ -154,7 +154,7 @@ def main() -> int:
         figure("fence_start_ms", fence_start_ms(base / "repo0"), 2)
         return 0
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        discard(base)
 
 
 if __name__ == "__main__":

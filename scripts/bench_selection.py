@@ -49,7 +49,6 @@ import argparse
 import copy
 import json
 import random
-import shutil
 import subprocess
 import sys
 import time
@@ -60,7 +59,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import selection_tasks_click  # noqa: E402
-from benchenv import ROOT, sh, workspace  # noqa: E402
+from benchenv import ROOT, discard, sh, workspace  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from gitflow_parallel import evidence  # noqa: E402
@@ -574,7 +573,7 @@ def main() -> int:
                 kinds = {str(k + 1): a["kind"] for k, a in enumerate(t["attempts"])}
                 click.append({**r, "label": f"click {t['commit'][:8]}", "kinds": kinds})
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        discard(base)
     if args.verbose:
         for r in generated + click:
             print(per_task_line(r["label"], r) + (f"  {r['kinds']}" if "kinds" in r else ""))

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import (MIN_ROUNDS, ROUNDS, Side, Trash, alternating, figure, print_load, ratios, sh,  # noqa: E402
+from benchenv import (MIN_ROUNDS, ROUNDS, Side, Trash, alternating, discard, figure, print_load, ratios, sh,  # noqa: E402
                       sized, with_bytecode, workspace)
 
 CASES = {"n4": (4, sized(2000, 20)), "n8": (8, sized(5000, 40))}
@@ -124,7 +124,7 @@ def run_case(name: str, n: int, files: int, rounds: int) -> None:
         figure(f"parallel_git_cpu_s_{name}", cpu["parallel"], 3)
         figure(f"spawn_cpu_vs_parallel_git_{name}", ratios(cpu["spawn"], cpu["parallel"]))
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        discard(base)
 
 
 def main() -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -99,6 +100,26 @@ class Trash:
         self.folder.mkdir(exist_ok=True)
         self.count += 1
         path.rename(self.folder / str(self.count))
+
+
+# Set by scripts/bench.py: a folder where each benchmark leaves its workspace
+# (see ``discard``), deleted once after the last benchmark.
+LATER = "GIT_PARALLEL_BENCH_DELETE_LATER"
+
+
+def discard(base: Path) -> None:
+    """Remove a benchmark's workspace: deleted now, or, under scripts/bench.py,
+    moved into the folder it deletes after the last benchmark, so that the
+    next benchmark does not pay for these deletions (see ``Trash``)."""
+    later = os.environ.get(LATER)
+    if later:
+        try:
+            os.makedirs(later, exist_ok=True)
+            os.rename(base, tempfile.mkdtemp(dir=later))
+            return
+        except OSError:
+            pass  # another file system, or gone: delete it here
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def sh(args: list[str], cwd: Path, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[bytes]:

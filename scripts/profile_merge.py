@@ -27,7 +27,6 @@ import argparse
 import inspect
 import json
 import os
-import shutil
 import sys
 from collections import Counter
 from pathlib import Path
@@ -35,7 +34,7 @@ from types import FrameType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import ROOT, new_repo, sh, workspace  # noqa: E402
+from benchenv import ROOT, discard, new_repo, sh, workspace  # noqa: E402
 
 sys.path.insert(0, str(ROOT))  # this checkout's package, whatever is installed
 
@@ -154,7 +153,7 @@ def main() -> int:
         return 0
     finally:
         os.chdir(ROOT)
-        shutil.rmtree(base, ignore_errors=True)
+        discard(base)
 
 
 if __name__ == "__main__":

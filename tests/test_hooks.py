@@ -673,3 +673,27 @@ def test_status_reports_absent_and_foreign(tmp_path: Path) -> None:
     assert status["installed"] is False and status["live_runs"] == []
     text = gp("hooks", "status").stdout
     assert "post-checkout" in text and "foreign at" in text
+
+
+def test_the_hook_scripts_slow_path_starts_without_the_cli(tmp_path: Path) -> None:
+    # The scripts call `python -m gitflow_parallel _hook NAME --common DIR ...`;
+    # that goes straight to the hook code: neither click nor any verb is
+    # imported (a checkout of a live instance branch pays for each import).
+    repo, gp, run = picked_run(tmp_path)
+    probe = ("import atexit, runpy, sys\n"
+             "atexit.register(lambda: print('imported:', 'click' in sys.modules, 'gitflow_parallel.cli' in sys.modules))\n"
+             "sys.argv = ['gitflow_parallel', *sys.argv[1:]]\n"
+             "runpy.run_module('gitflow_parallel', run_name='__main__')\n")
+    common = str(common_dir(repo))
+
+    def hook(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", probe, "_hook", *args], cwd=repo, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL)
+
+    out = hook("post-checkout", "--common", common, "--branch", "refs/heads/parallel/t/1", "--", "0" * 40, "1" * 40, "1")
+    assert out.returncode == 0, out.stderr
+    assert "imported: False False" in out.stdout
+    assert "task t, instance 1 (track main, attempt 0)" in out.stderr
+    # Arguments of another shape go through the CLI, which says what is wrong.
+    out = hook("post-checkout", "--bogus", "--")
+    assert out.returncode == 2 and "imported: True True" in out.stdout and "--common" in out.stderr

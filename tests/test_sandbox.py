@@ -447,3 +447,34 @@ def test_siblings_run_by_another_runner_meanwhile_are_nobodys_tampering(tmp_path
         assert runner.wait(timeout=60) == 0
     states = {k: (v["status"], v.get("error")) for k, v in _status(gp, "t").items()}
     assert states["2"] == ("succeeded", None) and states["3"] == ("succeeded", None), states
+
+
+def test_a_checks_threads_share_one_set_of_read_rules_opened_once(tmp_path: Path, monkeypatch) -> None:
+    # `check` judges its instances side by side with one Reads: the rules
+    # for a set of denied folders are worked out (and their folders opened)
+    # once, however many threads ask at the same moment.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gitflow_parallel.proc import landlock, sandbox
+
+    asked = []
+    real = landlock.read_rules
+
+    def slow(key):
+        asked.append(key)
+        time.sleep(0.05)  # long enough for every thread to arrive meanwhile
+        return real(key)
+
+    monkeypatch.setattr(landlock, "read_rules", slow)
+    denied = [tmp_path / "one", tmp_path / "two"]
+    for folder in denied:
+        folder.mkdir()
+    (tmp_path / "open").mkdir()
+    reads = sandbox.Reads()
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda _: reads.rules(denied), range(4)))
+        assert len(asked) == 1
+        assert all(answer is answers[0] for answer in answers) and answers[0]
+    finally:
+        reads.close()

@@ -492,3 +492,24 @@ def run(name: str, args: list[str], common_dir: str | os.PathLike[str], branch: 
     if verdict.message:
         print(verdict.message, file=err)
     return 0
+
+
+def parse_argv(argv: list[str]) -> tuple[str, str, str | None, list[str]] | None:
+    """(name, common dir, branch, args) from the arguments the hook scripts
+    pass: ``NAME --common DIR [--branch REF] -- ARGS``; None for anything
+    else (the CLI's ``_hook`` then parses it and says what is wrong)."""
+    if not argv or argv[0].startswith("-"):
+        return None
+    name, options, rest = argv[0], {"--common": None, "--branch": None}, argv[1:]
+    while rest and rest[0] != "--":
+        key, eq, value = rest[0].partition("=")
+        if key not in options:
+            return None
+        if not eq:
+            if len(rest) < 2:
+                return None
+            value, rest = rest[1], rest[1:]
+        options[key], rest = value, rest[1:]
+    if not rest or options["--common"] is None:
+        return None
+    return name, options["--common"], options["--branch"], rest[1:]
