@@ -684,3 +684,58 @@ def test_verify_tree_cleans_up_when_a_gate_cannot_start(tmp_path: Path) -> None:
     assert git(repo, "worktree", "list", "--porcelain") == before
     assert subprocess.run(["git", "worktree", "prune", "--dry-run", "-v"], cwd=repo, capture_output=True,
                           text=True).stdout == ""
+
+
+def _scratch_checkouts(repo: Path) -> list[str]:
+    return sorted(p.name for p in (repo / ".git" / "parallel" / "scratch").glob("scratch+*") if p.suffix != ".lock")
+
+
+def test_a_busy_scratch_checkout_is_waited_for_as_long_as_making_one_takes(tmp_path: Path) -> None:
+    # Rent or make: while one thread of a check holds the only checkout, a
+    # second waits for it as long as making a checkout took here, then
+    # takes it over (quick gates) - or makes its own once that time is up.
+    from concurrent.futures import ThreadPoolExecutor
+
+    repo, gp, _ = setup(tmp_path, "gates: []\n", n=1)
+    project = Project.open(repo)
+    commit = git(repo, "rev-parse", "HEAD")
+    root = repo / ".git" / "parallel" / "scratch"
+
+    def second() -> tuple[str, float]:
+        started = time.monotonic()
+        with scratch.borrow(project.repo) as checkout:
+            return checkout.path.name, time.monotonic() - started
+
+    def hold_while(cost: float, hold: float) -> tuple[str, float]:
+        other = ThreadPoolExecutor(1)
+        try:
+            with scratch.borrow(project.repo) as checkout:
+                checkout.prepare(commit)
+                scratch._made_cost(root, cost)  # as if making it had taken this long
+                waiting = other.submit(second)
+                time.sleep(hold)
+            return waiting.result()
+        finally:
+            other.shutdown()
+
+    with ThreadPoolExecutor(1) as pool:
+        name, waited = pool.submit(hold_while, 30.0, 0.5).result()
+    assert name == "scratch+1" and waited >= 0.45  # it waited, and took the one made
+    assert float((root / scratch.COST_FILE).read_text()) == 30.0
+
+    with ThreadPoolExecutor(1) as pool:
+        name, waited = pool.submit(hold_while, 0.2, 3.0).result()
+    assert name == "scratch+2" and 0.15 <= waited < 2.5  # a new one once 0.2 s were up
+
+
+def test_slow_gates_get_scratch_checkouts_of_their_own(tmp_path: Path) -> None:
+    # Gates slower than making a checkout: a waiting instance makes its own
+    # rather than wait for the other's gate to end.
+    repo, gp, _ = setup(tmp_path, "gates:\n  - name: slow\n    run: [sleep, \"3\"]\n", n=3)
+    for inst in ("1", "2", "3"):
+        finish(repo, inst, {f"{inst}.txt": inst})
+    started = time.monotonic()
+    out = gp.json("check", "t", "--jobs", "3")
+    assert [i["verdict"] for i in out["instances"]] == ["pass", "pass", "pass"]
+    assert _scratch_checkouts(repo) == ["scratch+1", "scratch+2", "scratch+3"]
+    assert time.monotonic() - started < 8  # side by side, not one after another (9 s)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import threading
 import time
 from contextlib import contextmanager
 from functools import lru_cache
@@ -238,25 +239,127 @@ def pool_path(repo: Repo, k: int) -> Path:
     return scratch_root(repo) / f"scratch+{k}"
 
 
-@contextmanager
-def borrow(repo: Repo) -> Iterator["Checkout"]:
-    """A scratch checkout of the repository's pool that no one else is
-    using, held (an OS file lock, freed even by ``kill -9``) until the
-    ``with`` ends; a new one is made when all are busy."""
-    scratch_root(repo).mkdir(parents=True, exist_ok=True)
-    for k in range(1, POOL_MAX + 1):
-        lock = FileLock(str(pool_path(repo, k)) + ".lock", timeout=0)
+# Rent or make.  A thread that finds every made checkout busy with its own
+# process's work (a check judging several instances) waits for one to come
+# free for as long as making a new one took here, and only then makes its
+# own: quick gates then take turns in one checkout instead of each writing
+# the whole tree, and slow gates lose at most that long.  The time is kept
+# in COST_FILE for the next command; a wait never exceeds MAX_WAIT.
+COST_FILE = ".make-seconds"
+MAX_WAIT = 60.0
+
+
+class _Turns:
+    """What one process knows of a pool: the checkouts its threads hold, the
+    ones they are making, and how long the last one took to make."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.held: set[Path] = set()
+        self.making: set[Path] = set()
+        self.cost: float | None = None
+
+
+_TURNS: dict[Path, _Turns] = {}
+_TURNS_LOCK = threading.Lock()
+
+
+def _turns(root: Path) -> _Turns:
+    with _TURNS_LOCK:
+        return _TURNS.setdefault(root, _Turns())
+
+
+def _known_cost(root: Path, turns: _Turns) -> float | None:
+    if turns.cost is None:
+        try:
+            turns.cost = float((root / COST_FILE).read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            return None
+    return min(max(turns.cost, 0.0), MAX_WAIT)
+
+
+def _made_cost(root: Path, seconds: float) -> None:
+    turns = _turns(root)
+    with turns.cond:
+        turns.cost = seconds
+        turns.cond.notify_all()
+    try:
+        (root / COST_FILE).write_text(f"{seconds:.3f}\n", encoding="ascii")
+    except OSError:
+        pass  # the next command measures again
+
+
+def _made(repo: Repo) -> list[int]:
+    found = []
+    for name in os.listdir(scratch_root(repo)):
+        head, plus, k = name.partition("+")
+        if head == "scratch" and plus and k.isdigit() and os.path.isfile(os.path.join(scratch_root(repo), name, ".git")):
+            found.append(int(k))
+    return sorted(found)
+
+
+def _take(repo: Repo, made: bool) -> tuple[Path, FileLock] | None:
+    """A checkout of the pool no one holds (``made``: only one that exists),
+    its lock acquired."""
+    for k in _made(repo) if made else range(1, POOL_MAX + 1):
+        path = pool_path(repo, k)
+        lock = FileLock(str(path) + ".lock", timeout=0)
         try:
             lock.acquire()
         except Timeout:
             continue
-        try:
-            yield Checkout(repo, pool_path(repo, k))
-        finally:
+        return path, lock
+    return None
+
+
+def _wait_or_make(repo: Repo, turns: _Turns) -> tuple[Path, FileLock]:
+    """Under ``turns.cond``: a made checkout, once one of this process's
+    comes free within the time making one takes; else one to make."""
+    root = scratch_root(repo)
+    since: float | None = None
+    while True:
+        taken = _take(repo, made=True)
+        if taken is not None:
+            return taken
+        cost = _known_cost(root, turns)
+        if not turns.held or (cost is None and not turns.making):
+            break  # nothing of ours to wait for, or nothing to go by
+        if cost is None:  # the first is being made: its time says how long to wait
+            turns.cond.wait(MAX_WAIT)
+            continue
+        since = time.monotonic() if since is None else since
+        left = cost - (time.monotonic() - since)
+        if left <= 0:
+            break
+        turns.cond.wait(left)
+    taken = _take(repo, made=False)
+    if taken is None:
+        raise ParallelError(E.RESOURCE_CAP_EXHAUSTED, f"all {POOL_MAX} scratch checkouts are in use",
+                            hint="wait for other checks and merges to finish, or check fewer at once (--jobs)")
+    turns.making.add(taken[0])
+    return taken
+
+
+@contextmanager
+def borrow(repo: Repo) -> Iterator["Checkout"]:
+    """A scratch checkout of the repository's pool that no one else is
+    using, held (an OS file lock, freed even by ``kill -9``) until the
+    ``with`` ends: a made one that is free, or one that comes free soon
+    enough (above), or a new one."""
+    root = scratch_root(repo)
+    root.mkdir(parents=True, exist_ok=True)
+    turns = _turns(root)
+    with turns.cond:
+        path, lock = _wait_or_make(repo, turns)
+        turns.held.add(path)
+    try:
+        yield Checkout(repo, path)
+    finally:
+        with turns.cond:
+            turns.held.discard(path)
+            turns.making.discard(path)
             lock.release()
-        return
-    raise ParallelError(E.RESOURCE_CAP_EXHAUSTED, f"all {POOL_MAX} scratch checkouts are in use",
-                        hint="wait for other checks and merges to finish, or check fewer at once (--jobs)")
+            turns.cond.notify_all()
 
 
 class Checkout:
@@ -273,13 +376,15 @@ class Checkout:
         if (self.path / ".git").is_file() and self._checkout(commit) and self._clean(keep) \
                 and self._head() == commit:
             return self.path
+        started = time.monotonic()
         remove_checkout(self.repo, self.path)
-        if not self._add(commit) or not self._checkout(commit, fresh=True) or not self._clean(keep) \
-                or self._head() != commit:
+        # Nothing but the commit's files is in a checkout just made: no clean.
+        if not self._add(commit) or not self._checkout(commit, fresh=True) or self._head() != commit:
             raise ParallelError(
                 E.WORKTREE_CREATE_FAILED,
                 f"could not make a clean checkout of {commit[:12]} at {self.path}: {self._last_error}",
                 hint="nothing was judged; fix the cause the message names (disk space, permissions) and run again")
+        _made_cost(scratch_root(self.repo), time.monotonic() - started)
         return self.path
 
     def _checkout(self, commit: str, fresh: bool = False) -> bool:
