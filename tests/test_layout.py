@@ -110,6 +110,10 @@ def test_no_command_imports_another_and_only_the_cli_imports_commands() -> None:
         here = top_name(path)
         if here == "commands":
             assert command_imports(path) == set(), f"{path.name} imports a command: move what it shares below"
+        elif path.name == "__main__.py":
+            # The entry point: the installed hooks' slow path goes straight
+            # to the hook command, without loading the CLI.
+            assert command_imports(path) <= {"hook_impl"}, "__main__ imports a command other than hook_impl"
         elif here != "cli":
             assert command_imports(path) == set(), f"{path.relative_to(PACKAGE)} imports a command"
 
