@@ -204,9 +204,14 @@ def main() -> int:
     try:
         for script in scripts:
             failed += measure(script, args, later, reported)
+        summary(reported, len(scripts), failed, time.perf_counter() - started)
     finally:
+        print(f"(deleting what the benchmarks made, {later})", flush=True)
         shutil.rmtree(later, ignore_errors=True)
+    return 1 if failed else 0
 
+
+def summary(reported: dict[str, list[tuple[str, str | None]]], count: int, failed: list[str], seconds: float) -> None:
     print()
     print("== summary")
     for name in TARGETS:
@@ -218,14 +223,11 @@ def main() -> int:
                 print(f"  {judge(name, value, spread)}")
     misses = sum(1 for n in TARGETS for v, _ in reported.get(n, []) if not judge(n, v).endswith("PASS"))
     absent = sum(1 for n in TARGETS if n not in reported)
-    print(f"  {len(scripts) - len(failed)}/{len(scripts)} benchmarks ran; "
-          f"{misses} target(s) missed; {absent} target(s) not reported; "
-          f"{time.perf_counter() - started:.0f} s in all")
+    print(f"  {count - len(failed)}/{count} benchmarks ran; "
+          f"{misses} target(s) missed; {absent} target(s) not reported; {seconds:.0f} s in all")
     if failed:
         print(f"  did not finish: {', '.join(failed)}")
-        return 1
-    return 0
-
+    print(flush=True)
 
 if __name__ == "__main__":
     sys.exit(main())
