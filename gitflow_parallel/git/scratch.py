@@ -148,7 +148,7 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
     mixed = config.get("protect_defaults", True)
     scripts = harness.npm_scripts(g["run"] for g in config.get("gates") or [])
     out: dict[str, dict[str, Any]] = {}
-    diff = repo.diff(base_tree, tree)
+    diff = base_tree.diff_to_tree(tree)
     for i, delta in enumerate(diff.deltas):
         for path in {delta.old_file.path, delta.new_file.path}:
             if path in out:
@@ -180,7 +180,7 @@ def blocks_pick(change: dict[str, Any]) -> bool:
     """Does this protected change keep its attempt out of an automatic pick?
     Every change does but a new test file: a changed config or harness, a
     deleted or rewritten test, would land and change how later runs judge."""
-    return change["harness"] or change.get("dependencies", False) or change["change"] != "added"
+    return bool(change["harness"] or change.get("dependencies", False) or change["change"] != "added")
 
 
 def added_tests(changes: list[dict[str, Any]]) -> list[str]:
@@ -194,8 +194,8 @@ def judged_commit(repo: pygit2.Repository, commit: str, base: str, patterns: lis
     """What is checked out to judge ``commit``: (commit oid, tree oid, the
     protected changes the attempt made, as :func:`changed_protected`).  The
     commit is ``commit`` itself when it changed no protected path."""
-    target = repo.get(commit).peel(pygit2.Commit)
-    base_tree = repo.get(base).peel(pygit2.Tree)
+    target = repo[commit].peel(pygit2.Commit)
+    base_tree = repo[base].peel(pygit2.Tree)
     details = changed_protected(repo, base_tree, target.tree, patterns, config)
     changed = [c["path"] for c in details if c["restored"]]
     if not changed:
@@ -397,7 +397,7 @@ class Checkout:
         note_write(self.repo.common_dir)
         try:
             wt = pygit2.Repository(str(self.path))
-            target = wt.get(commit).peel(pygit2.Commit)
+            target = wt[commit].peel(pygit2.Commit)
             # Untracked files go with the clean after it, which spares ``keep``.
             idle = fresh and filters_idle(wt, self.repo.common_dir, target.tree)
             checkout_tree(wt, target.tree, strategy.FORCE, skip_filters=idle)
@@ -445,7 +445,7 @@ class Checkout:
 
 def admin_dirs(common_dir: Path, path: Path) -> list[Path]:
     """The ``<common>/worktrees/*`` folders that belong to the worktree at ``path``."""
-    found = []
+    found: list[Path] = []
     folder = common_dir / "worktrees"
     if not folder.is_dir():
         return found

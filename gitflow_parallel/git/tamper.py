@@ -282,14 +282,14 @@ def _changes(repo: pygit2.Repository, before: Snapshot, after: Snapshot, others:
     for name in sorted(set(before.refs) | set(after.refs)):
         if _is_own(name, before.own) or name in moved_by_others or name.startswith(prefixes):
             continue
-        old, new = before.refs.get(name), after.refs.get(name)
-        if old == new:
+        was, now = before.refs.get(name), after.refs.get(name)
+        if was == now:
             continue
         if ours_wrote:
             continue  # git-parallel moved refs meanwhile (a merge lands the base): not the attempt's doing
-        if not name.startswith(_PARALLEL_REFS) and not _brings_in(repo, old, new, own_tip):
+        if not name.startswith(_PARALLEL_REFS) and not _brings_in(repo, was, now, own_tip):
             continue
-        changes.append(Change(name, "added" if old is None else "removed" if new is None else "changed"))
+        changes.append(Change(name, "added" if was is None else "removed" if now is None else "changed"))
     return changes
 
 
@@ -297,9 +297,10 @@ def _own_tip(repo: pygit2.Repository, ref: str) -> pygit2.Oid | None:
     if not ref:
         return None
     try:
-        return repo.references[ref].resolve().target
+        target = repo.references[ref].resolve().target
     except (KeyError, pygit2.GitError):
         return None
+    return target if isinstance(target, pygit2.Oid) else None
 
 
 def _brings_in(repo: pygit2.Repository, old: str | None, new: str | None, own_tip: pygit2.Oid | None) -> bool:

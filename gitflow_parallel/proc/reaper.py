@@ -31,7 +31,7 @@ import functools
 import os
 import signal
 import time
-from typing import Callable, Iterator
+from typing import AbstractSet, Callable, Iterator
 
 from gitflow_parallel.proc import cgroup
 
@@ -124,7 +124,7 @@ def scoped(tokens: set[str]) -> list[int]:
     return [pid for pid in _pids() if pid != me and _scope(pid) in tokens]
 
 
-def descendants(root: int | None = None, prune: set[int] = frozenset()) -> list[int]:
+def descendants(root: int | None = None, prune: AbstractSet[int] = frozenset()) -> list[int]:
     """Every descendant of ``root`` (us), except the subtrees of ``prune``."""
     root = os.getpid() if root is None else root
     children: dict[int, list[int]] = {}

@@ -134,7 +134,7 @@ def none(reason: str, network: bool = True) -> Fence:
 def instance_worktrees(common: Path) -> list[Path]:
     """The worktrees of every instance of every run: each linked worktree
     whose HEAD is on an instance branch (``refs/heads/parallel/``)."""
-    found = []
+    found: list[Path] = []
     try:
         admins = list(os.scandir(common / "worktrees"))
     except OSError:
