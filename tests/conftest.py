@@ -12,8 +12,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pygit2
 import pytest
@@ -212,3 +213,15 @@ def snapshot(repo: Path) -> dict[str, Any]:
         "runs": sorted((p.name, p.read_bytes()) for p in runs.glob("*.yaml")) if runs.is_dir() else [],
         "status": git(repo, "status", "--porcelain"),
     }
+
+
+def wait_for(what: Callable[[], Any], timeout: float = 60.0, every: float = 0.05) -> Any:
+    """``what()``'s first true value, asked every ``every`` seconds; fails
+    the test after ``timeout`` seconds (tmux panes, background processes)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")

@@ -10,12 +10,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import GP, git, make_repo, snapshot
+from conftest import GP, git, make_repo, snapshot, wait_for
 
 PY = sys.executable
 
@@ -380,16 +379,6 @@ ASK = textwrap.dedent("""
 """)
 
 
-def _wait_for(what, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
 def test_run_tmux_gives_the_agent_a_terminal_a_person_types_into(tmp_path: Path) -> None:
@@ -413,8 +402,8 @@ def test_run_tmux_gives_the_agent_a_terminal_a_person_types_into(tmp_path: Path)
             out = tmux("list-windows", "-t", "=parallel-t", "-F", "#{window_id} #{window_name}").stdout
             return next((l.split()[0] for l in out.splitlines() if l.split()[1:] == ["1"]), None)
 
-        wid = _wait_for(window)
-        _wait_for(lambda: "your answer:" in tmux("capture-pane", "-p", "-t", wid).stdout)
+        wid = wait_for(window)
+        wait_for(lambda: "your answer:" in tmux("capture-pane", "-p", "-t", wid).stdout)
         shown = json.loads(gp("attach", "t", "1", "--json", env=env).stdout)
         assert shown["session"] == "parallel-t" and ["tmux", "select-window", "-t", wid] in [
             [Path(c[0]).name, *c[1:]] for c in shown["commands"]]
@@ -433,7 +422,7 @@ def test_run_tmux_gives_the_agent_a_terminal_a_person_types_into(tmp_path: Path)
     assert git(repo, "log", "-1", "--format=%s", "parallel/t/1") == "git-parallel: leftovers of t/1, attempt 0"
     inst = record(gp, "t")["instances"][0]
     assert inst["status"] == "succeeded" and inst["head"] == row["committed"]
-    assert _wait_for(lambda: "your answer:" in Path(inst["log"]).read_text(errors="replace"), 10)
+    assert wait_for(lambda: "your answer:" in Path(inst["log"]).read_text(errors="replace"), 10)
     assert any(n["kind"] == "instance" and n["status"] == "succeeded" for n in notes_on(repo, row["committed"]))
 
 

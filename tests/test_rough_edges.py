@@ -12,12 +12,11 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import GP, git, make_repo, snapshot
+from conftest import GP, git, make_repo, snapshot, wait_for
 
 PY = sys.executable
 
@@ -32,16 +31,6 @@ WAITER = textwrap.dedent("""
             time.sleep(0.05)
     pathlib.Path("done.txt").write_text(instance + "\\n")
 """)
-
-
-def _wait_for(what, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _instances(gp: GP, task: str) -> dict[str, dict]:
@@ -69,13 +58,13 @@ def test_run_tmux_that_starts_the_server_keeps_the_other_agents(tmp_path: Path) 
                               stderr=subprocess.PIPE, text=True)
     try:
         # Instance 1 ended and was recorded: the sweeps after its end are done.
-        _wait_for(lambda: _instances(gp, "t")["1"]["status"] == "succeeded", 90)
+        wait_for(lambda: _instances(gp, "t")["1"]["status"] == "succeeded", 90)
         windows = tmux("list-windows", "-t", "=parallel-t", "-F", "#{window_name}")
         assert windows.returncode == 0 and sorted(windows.stdout.split()) == ["2", "3"], windows.stderr
         marker.write_text("go\n")
         out, err = runner.communicate(timeout=120)
         # The server it started ends with its last window, as tmux's own would.
-        _wait_for(lambda: tmux("list-sessions").returncode != 0, 10)
+        wait_for(lambda: tmux("list-sessions").returncode != 0, 10)
     finally:
         if runner.poll() is None:
             runner.kill()
@@ -114,7 +103,7 @@ def test_tmux_server_started_by_a_subreaper_is_not_its_descendant(tmp_path: Path
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout) == {"started": True, "again": False, "subreaper": True, "ours": False,
                                           "scope": None}
-        _wait_for(lambda: subprocess.run(["tmux", "list-sessions"], capture_output=True, env=env).returncode != 0, 10)
+        wait_for(lambda: subprocess.run(["tmux", "list-sessions"], capture_output=True, env=env).returncode != 0, 10)
     finally:
         subprocess.run(["tmux", "kill-server"], capture_output=True, env=env)
         shutil.rmtree(sock, ignore_errors=True)

@@ -13,13 +13,12 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import GP, git, make_repo
+from conftest import GP, git, make_repo, wait_for
 from test_watch import reader, until
 
 PY = sys.executable
@@ -72,16 +71,6 @@ def received(tools: Path, kind: str) -> list[dict[str, Any]]:
     path = tools / "received.jsonl"
     lines = path.read_text().splitlines() if path.exists() else []
     return [e for e in map(json.loads, lines) if e["kind"] == kind]
-
-
-def wait_for(what: Any, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def json_events(seen: list[str], kind: str) -> list[dict[str, Any]]:
