@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -225,3 +226,15 @@ def wait_for(what: Callable[[], Any], timeout: float = 60.0, every: float = 0.05
             return found
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+# An agent for the tests: writes each NAME=CONTENT argument (``\\n`` for a
+# newline) as a file of its worktree.
+AGENT = textwrap.dedent("""
+    import sys, pathlib
+    for arg in sys.argv[1:]:
+        name, _, content = arg.partition("=")
+        path = pathlib.Path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content.replace("\\\\n", "\\n"))
+""")

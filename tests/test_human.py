@@ -14,19 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GP, git, make_repo, snapshot, wait_for
+from conftest import AGENT, GP, git, make_repo, snapshot, wait_for
 
 PY = sys.executable
 
-# An agent: writes files given as NAME=CONTENT arguments into its worktree.
-AGENT = textwrap.dedent("""
-    import sys, pathlib
-    for arg in sys.argv[1:]:
-        name, _, content = arg.partition("=")
-        path = pathlib.Path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content.replace("\\\\n", "\\n"))
-""")
 
 # The gate: a tiny test runner.  Each file tests/test_*.txt names a file and
 # the text it must hold; a failing one prints "FAILED <test name>".

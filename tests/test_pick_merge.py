@@ -11,19 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GP, git, make_repo, snapshot
+from conftest import AGENT, GP, git, make_repo, snapshot
 
 PY = sys.executable
 
-# An agent: writes files given as NAME=CONTENT arguments into its worktree.
-AGENT = textwrap.dedent("""
-    import sys, pathlib
-    for arg in sys.argv[1:]:
-        name, _, content = arg.partition("=")
-        path = pathlib.Path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content.replace("\\\\n", "\\n"))
-""")
 
 # The gate: every *.num file holds an integer and their sum is at most 10;
 # every PATH:TEXT line of REQUIRE names a file that contains TEXT.

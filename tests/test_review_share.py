@@ -13,18 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GP, git, make_repo, snapshot
+from conftest import AGENT, GP, git, make_repo, snapshot
 
 PY = sys.executable
 
-AGENT = textwrap.dedent("""
-    import sys, pathlib
-    for arg in sys.argv[1:]:
-        name, _, content = arg.partition("=")
-        path = pathlib.Path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content.replace("\\\\n", "\\n"))
-""")
 
 # Passes while the *.num files sum to at most 10; says the sum either way.
 GATE = textwrap.dedent("""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GP, git, make_repo, snapshot, wait_for
+from conftest import AGENT, GP, git, make_repo, snapshot, wait_for
 
 PY = sys.executable
 
@@ -110,14 +110,6 @@ def test_tmux_server_started_by_a_subreaper_is_not_its_descendant(tmp_path: Path
 
 
 # -- a small project with one gate, for items 4 to 13 ----------------------------------------
-AGENT = textwrap.dedent("""
-    import sys, pathlib
-    for arg in sys.argv[1:]:
-        name, _, content = arg.partition("=")
-        path = pathlib.Path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content.replace("\\\\n", "\\n"))
-""")
 
 # Passes unless a file FAIL exists (and counts its runs in the file its
 # argument names); BIG makes it print 300 lines of 1 KB,
