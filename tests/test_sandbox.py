@@ -348,7 +348,7 @@ def test_sandbox_write_refuses_relative_paths_and_the_repository(tmp_path: Path)
 @needs_landlock
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_the_judge_runs_fenced_like_a_gate(tmp_path: Path) -> None:
-    from test_selection import build, pick_record
+    from test_selection import build
 
     judge = textwrap.dedent(f"""
         import os, pathlib, sys
