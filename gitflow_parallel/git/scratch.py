@@ -290,10 +290,12 @@ def _made_cost(root: Path, seconds: float) -> None:
 
 
 def _made(repo: Repo) -> list[int]:
+    """The numbers of the pool's checkouts that exist (made, or being made)."""
+    root = scratch_root(repo)
     found = []
-    for name in os.listdir(scratch_root(repo)):
+    for name in os.listdir(root):
         head, plus, k = name.partition("+")
-        if head == "scratch" and plus and k.isdigit() and os.path.isfile(os.path.join(scratch_root(repo), name, ".git")):
+        if head == "scratch" and plus and k.isdigit() and os.path.isfile(os.path.join(root, name, ".git")):
             found.append(int(k))
     return sorted(found)
 
