@@ -448,7 +448,8 @@ def done(task: str, instance: str, as_json: bool) -> None:
               help="Run only this gate (repeatable). Gates it requires count as not passed unless also named; "
                    "the evidence is then incomplete and not a pick candidate.")
 @click.option("--jobs", type=click.IntRange(1, 1024), default=None,
-              help="Instances checked at once (default: max_total from the config).")
+              help="Instances checked at once, at most (default: max_total from the config); "
+                   "quick gates take turns in one clean checkout rather than each making its own.")
 @click.option("--again", is_flag=True,
               help="Check again the instances whose evidence is still fresh (skipped by default).")
 @json_option
