@@ -728,6 +728,7 @@ def test_a_busy_scratch_checkout_is_waited_for_as_long_as_making_one_takes(tmp_p
     assert name == "scratch+2" and 0.15 <= waited < 2.5  # a new one once 0.2 s were up
 
 
+@pytest.mark.slow  # three 3-second gates; the default tier keeps under 150 s
 def test_slow_gates_get_scratch_checkouts_of_their_own(tmp_path: Path) -> None:
     # Gates slower than making a checkout: a waiting instance makes its own
     # rather than wait for the other's gate to end.

@@ -271,6 +271,11 @@ def test_network_off_blocks_a_tcp_connect(tmp_path: Path) -> None:
 
 @needs_landlock
 def test_a_gate_cannot_read_the_main_worktree(tmp_path: Path) -> None:
+    # Three instances checked side by side, their fences built from one set
+    # of read rules (judge/check shares it): each gate still reads its own
+    # checkout only, neither the main worktree nor an instance's worktree,
+    # and writes nothing under .git.
+    sibling = tmp_path / "repo.parallel" / "t" / "1" / "app.py"
     config = textwrap.dedent(f"""\
         gates:
           - name: local
@@ -278,16 +283,29 @@ def test_a_gate_cannot_read_the_main_worktree(tmp_path: Path) -> None:
           - name: main-worktree
             mode: observe
             run: [cat, "{tmp_path / 'repo' / 'app.py'}"]
+          - name: sibling
+            mode: observe
+            run: [cat, "{sibling}"]
+          - name: git-config
+            mode: observe
+            run: [sh, -c, "echo '[x]' >> {tmp_path / 'repo' / '.git' / 'config'}"]
         """)
     repo, gp = project(tmp_path, config)
-    gp("spawn", "t", "-n", "1")
-    act(gp, "t", "1", HONEST)
-    [inst] = gp.json("check", "t", env=FENCED)["instances"]
-    gates = {g["name"]: g for g in inst["gates"]}
-    assert gates["local"]["passed"] and not gates["main-worktree"]["passed"]
-    assert "Permission denied" in Path(gates["main-worktree"]["log"]).read_text()
-    pack = json.loads(Path(inst["evidence"]["path"]).read_text())
-    assert pack["fence"] == "landlock"
+    gp("spawn", "t", "-n", "3")
+    for inst in ("1", "2", "3"):
+        act(gp, "t", inst, HONEST)
+    assert sibling.is_file()
+    checked = gp.json("check", "t", env=FENCED)["instances"]
+    assert [i["id"] for i in checked] == ["1", "2", "3"]
+    for inst in checked:
+        gates = {g["name"]: g for g in inst["gates"]}
+        assert gates["local"]["passed"], inst["id"]
+        for denied in ("main-worktree", "sibling", "git-config"):
+            assert not gates[denied]["passed"], (inst["id"], denied)
+            assert "Permission denied" in Path(gates[denied]["log"]).read_text(), (inst["id"], denied)
+        pack = json.loads(Path(inst["evidence"]["path"]).read_text())
+        assert pack["fence"] == "landlock"
+    assert "[x]" not in (repo / ".git" / "config").read_text()
 
 
 @needs_landlock

@@ -329,6 +329,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         return {"task": task, "run_id": record["run_id"], "notes_error": None, "instances": [], "errors": []}
     locks: list[FileLock] = []
     notifier = Notifier(project, record)
+    reads = sandbox.siblings(record)  # the fences' read rules, worked out once for every instance
     try:
         commits = {}
         for inst in targets:
@@ -339,7 +340,6 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         entries: list[tuple[str, str]] = []
         warnings: list[str | None] = []  # evidence refs not written (push writes them)
         shared_watchdog()  # forked before the threads
-        reads = sandbox.siblings(record)
         with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
             futures: dict[Future[dict[str, Any]], dict[str, Any]] = {
                 pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected, reads): inst
@@ -364,6 +364,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
                 if pack["verdict"] == "fail":
                     notifier.send(notify.gates_failed(record, inst, pack))
     finally:
+        reads.close()
         for lock in locks:
             lock.release()
     notes_error = project.mirror_notes(record, entries, "check") if entries else None
