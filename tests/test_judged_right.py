@@ -318,6 +318,29 @@ def test_a_gate_that_plants_code_in_the_kept_environment_voids_the_cache(tmp_pat
     assert setup["cached"] is False and setup["passed"]
 
 
+@pytest.mark.slow  # builds the environment three times
+def test_taking_turns_in_one_checkout_the_planted_code_still_judges_nobody(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within one check, quick gates take turns in one scratch checkout
+    (git/scratch): whichever attempt goes second must not be judged by what
+    the first one's code planted in the kept environment."""
+    repo, env = editable_project(tmp_path, SETUP + GATE)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    project, worktrees = start(repo, 2)
+    commit_in(worktrees["1"], {"src/calc/__init__.py": CALC + textwrap.dedent(f"""
+        import pathlib as _p
+        _p.Path(".venv/{SITE}/sitecustomize.py").write_text("import os\\nos._exit(0)\\n")
+        """)})
+    commit_in(worktrees["2"], {"src/calc/__init__.py": WRONG})
+    assert verdicts(check.check(project, "t", instances=["1"])) == {"1": "pass"}  # the pool has one checkout
+    scratch_root = project.repo.parallel_dir / "scratch"
+    (scratch_root / ".make-seconds").write_text("30\n")  # making another would take long: take turns
+    both = check.check(project, "t", again=True, jobs=2)
+    assert verdicts(both) == {"1": "pass", "2": "fail"}
+    assert sorted(p.name for p in scratch_root.glob("scratch+*") if p.suffix not in (".lock", ".json")) == ["scratch+1"]
+
+
 def test_a_failing_setup_fails_every_gate(tmp_path: Path) -> None:
     config = "setup: [sh, -c, 'exit 3']\n" + GATE
     repo = make_repo(tmp_path / "repo", {"src/calc/__init__.py": CALC, "tests/check.py": CHECK_SCRIPT}, config=config)

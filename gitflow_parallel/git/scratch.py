@@ -250,14 +250,13 @@ MAX_WAIT = 60.0
 
 
 class _Turns:
-    """What one process knows of a pool: the checkouts its threads hold, the
-    ones they are making, and how long the last one took to make."""
+    """What one process knows of a pool: the checkouts its threads hold and
+    the ones they are making."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.held: set[Path] = set()
         self.making: set[Path] = set()
-        self.cost: float | None = None
 
 
 _TURNS: dict[Path, _Turns] = {}
@@ -269,24 +268,21 @@ def _turns(root: Path) -> _Turns:
         return _TURNS.setdefault(root, _Turns())
 
 
-def _known_cost(root: Path, turns: _Turns) -> float | None:
-    if turns.cost is None:
-        try:
-            turns.cost = float((root / COST_FILE).read_text(encoding="ascii"))
-        except (OSError, ValueError):
-            return None
-    return min(max(turns.cost, 0.0), MAX_WAIT)
+def _known_cost(root: Path) -> float | None:
+    try:
+        return min(max(float((root / COST_FILE).read_text(encoding="ascii")), 0.0), MAX_WAIT)
+    except (OSError, ValueError):
+        return None
 
 
 def _made_cost(root: Path, seconds: float) -> None:
-    turns = _turns(root)
-    with turns.cond:
-        turns.cost = seconds
-        turns.cond.notify_all()
     try:
         (root / COST_FILE).write_text(f"{seconds:.3f}\n", encoding="ascii")
     except OSError:
         pass  # the next command measures again
+    turns = _turns(root)
+    with turns.cond:
+        turns.cond.notify_all()
 
 
 def _made(repo: Repo) -> list[int]:
@@ -323,7 +319,7 @@ def _wait_or_make(repo: Repo, turns: _Turns) -> tuple[Path, FileLock]:
         taken = _take(repo, made=True)
         if taken is not None:
             return taken
-        cost = _known_cost(root, turns)
+        cost = _known_cost(root)
         if not turns.held or (cost is None and not turns.making):
             break  # nothing of ours to wait for, or nothing to go by
         if cost is None:  # the first is being made: its time says how long to wait
