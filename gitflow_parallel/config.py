@@ -65,7 +65,8 @@ DEFAULTS: dict[str, Any] = {
 }
 # Keys a config may have that are left out of the frozen config when absent
 # (so a run spawned before they existed still matches its base commit).
-OPTIONAL: dict[str, Any] = {"agents": None, "notify": None, "sandbox_write": None, "distinguish": None}
+OPTIONAL: dict[str, Any] = {"agents": None, "notify": None, "sandbox_write": None, "distinguish": None,
+                            "gate_network": None}
 DISTINGUISH_DEFAULTS: dict[str, Any] = {"command": None, "run": None, "timeout": 300}
 
 GATE_DEFAULTS: dict[str, Any] = {
@@ -266,7 +267,7 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
             out[key] = want_choice(key, value, SELECTION_METHODS)
         elif key == "sandbox":
             out[key] = want_choice(key, value, SANDBOX_MODES)
-        elif key == "sandbox_network":
+        elif key in ("sandbox_network", "gate_network"):
             # YAML 1.1 reads a bare on/off as a boolean.
             out[key] = {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
             out[key] = want_choice(key, out[key], ("on", "off"))

@@ -162,6 +162,7 @@ RECORD_FORGER = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.unfenced("the record is rewritten as a person, or an agent run without the sandbox, could")
 def test_a_record_rewritten_with_no_gates_is_refused(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "1")

@@ -323,6 +323,7 @@ def _start_run_and_wait(repo: Path, argv: list[str], ready: Path, count: int) ->
     return proc
 
 
+@pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
 def test_abort_waits_for_the_agents_it_stops(repo: Path, gp: GP, tmp_path: Path) -> None:
     ready = tmp_path / "ready"
     ready.mkdir()
@@ -341,6 +342,7 @@ def test_abort_waits_for_the_agents_it_stops(repo: Path, gp: GP, tmp_path: Path)
     assert_sound(repo)
 
 
+@pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
 def test_abort_refused_after_stopping_says_what_it_did(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", config="commit_leftovers: false\n")
     gp = GP(repo)
@@ -397,6 +399,7 @@ def _gone(pid: int) -> bool:
     return not pid_alive(pid)
 
 
+@pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
 @pytest.mark.parametrize("scrub", ["keep-env", "scrub"])
 def test_daemonized_agent_does_not_outlive_run(repo: Path, gp: GP, tmp_path: Path, scrub: str) -> None:
     out = tmp_path / "pids"
@@ -409,6 +412,7 @@ def test_daemonized_agent_does_not_outlive_run(repo: Path, gp: GP, tmp_path: Pat
     assert git(wt, "status", "--porcelain") == ""  # nothing writes into the worktree after the commit
 
 
+@pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
 def test_daemonized_gate_does_not_outlive_check(tmp_path: Path) -> None:
     out = tmp_path / "pids"
     out.mkdir()
@@ -475,6 +479,7 @@ AGENT_THAT_WAITS = DAEMONIZE + """
 """
 
 
+@pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
 def test_kill_9_of_run_stops_a_daemon_that_scrubbed_its_environment(repo: Path, gp: GP, tmp_path: Path) -> None:
     """The one the scope and the subreaper cannot catch: the daemon carries no
     scope, and the runner that would reap it is gone.  Its cgroup holds it."""

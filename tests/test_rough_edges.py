@@ -202,6 +202,7 @@ def _failed_then_retried(gp: GP, *files: str) -> dict:
     return _instances(gp, "t")["1"]
 
 
+@pytest.mark.unfenced("its gate counts its runs in a file outside the checkout")
 def test_feedback_over_the_argument_limit_is_cut_to_its_tail(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     inst = _failed_then_retried(gp, "BIG=x")
@@ -218,6 +219,7 @@ def test_feedback_over_the_argument_limit_is_cut_to_its_tail(tmp_path: Path) -> 
     assert Path(inst["feedback"]).read_bytes() == full  # the file keeps it all
 
 
+@pytest.mark.unfenced("its gate counts its runs in a file outside the checkout")
 def test_nul_and_escapes_in_gate_output_reach_the_agent_as_plain_text(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     inst = _failed_then_retried(gp, "NUL=x")
@@ -232,6 +234,7 @@ def test_nul_and_escapes_in_gate_output_reach_the_agent_as_plain_text(tmp_path: 
 
 
 # -- 9. a lock file in the way of the base ref -------------------------------------------------
+@pytest.mark.unfenced("its gate counts its runs in a file outside the checkout")
 def test_merge_with_the_base_ref_locked_says_lock_held_and_retries_nothing(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "1")
@@ -254,6 +257,7 @@ def test_merge_with_the_base_ref_locked_says_lock_held_and_retries_nothing(tmp_p
 
 
 # -- 12. check leaves fresh evidence alone unless told --again ----------------------------------
+@pytest.mark.unfenced("its gate counts its runs in a file outside the checkout")
 def test_check_skips_fresh_evidence_unless_again(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     runs = tmp_path / "tools" / "runs.txt"
@@ -280,6 +284,7 @@ def test_check_skips_fresh_evidence_unless_again(tmp_path: Path) -> None:
 
 
 # -- 13. wording: merge's tries, help run, attach without a terminal ---------------------------
+@pytest.mark.unfenced("its gate counts its runs in a file outside the checkout")
 def test_merge_output_does_not_read_as_the_winners_attempt(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "1")

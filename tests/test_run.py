@@ -161,6 +161,7 @@ def pending_twice(gp: GP, tmp_path: Path) -> None:
 
 
 # -- concurrency ---------------------------------------------------------------------
+@pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
 def test_jobs_caps_commands_alive_at_once(repo: Path, gp: GP, tmp_path: Path) -> None:
     times = tmp_path / "times"
     times.mkdir()
@@ -222,6 +223,7 @@ def test_timeout_fails_and_kills_the_group(repo: Path, gp: GP, tmp_path: Path, l
     assert info["pid"] == info["pgid"] == info["sid"]  # its own session and process group
 
 
+@pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
 @pytest.mark.parametrize("how", ["SIGINT-to-process-group-via-git", "SIGTERM-to-runner"])
 def test_signal_stops_every_child_and_marks_aborted(repo: Path, gp: GP, tmp_path: Path, how: str) -> None:
     pids = tmp_path / "pids"
@@ -258,6 +260,7 @@ def test_signal_stops_every_child_and_marks_aborted(repo: Path, gp: GP, tmp_path
             assert i["error"] == f"stopped: git parallel run received {name}" and i["finished_at"]
 
 
+@pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
 def test_kill_9_of_runner_frees_slots_at_once(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r", config="max_total: 3\n")
     gp = GP(repo)
@@ -371,6 +374,7 @@ def test_commit_leftovers_off_leaves_the_worktree_alone(tmp_path: Path) -> None:
 
 
 # -- arguments, environment, output ---------------------------------------------------------
+@pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
 def test_arguments_arrive_literally_and_env_is_set(repo: Path, gp: GP, tmp_path: Path) -> None:
     out = tmp_path / "seen.json"
     dump = agent(tmp_path, "dump", """
@@ -523,6 +527,7 @@ def test_retry_after_run(repo: Path, gp: GP, tmp_path: Path) -> None:
     assert git(repo, "show", "parallel/T/1:attempt1.txt") == "1"
 
 
+@pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
 def test_same_task_run_twice_at_once_runs_each_instance_once(repo: Path, gp: GP, tmp_path: Path) -> None:
     seen = tmp_path / "seen"
     seen.mkdir()
@@ -547,6 +552,7 @@ def test_same_task_run_twice_at_once_runs_each_instance_once(repo: Path, gp: GP,
     assert all(i["status"] == "succeeded" for i in record(gp, "T")["instances"])
 
 
+@pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
 def test_abort_of_one_instance_during_run_stands(repo: Path, gp: GP, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()

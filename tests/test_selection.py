@@ -137,6 +137,7 @@ def test_probe_records_a_signature_and_never_blocks(tmp_path: Path) -> None:
     assert "seen behaviour" in gp("check", "t", "--instance", "1").stdout
 
 
+@pytest.mark.unfenced("its probe also writes a file outside the checkout, to show what the glob leaves out")
 def test_probe_outputs_globs_hash_the_files_it_wrote(tmp_path: Path) -> None:
     writer = tmp_path / "writer.py"
     writer.write_text(textwrap.dedent("""

@@ -368,11 +368,36 @@ class Checkout:
         self.path = path
         self._last_error = ""
 
+    def used(self) -> None:
+        """Untrusted code ran in the checkout itself (Landlock alone, no
+        overlay): it may have left links, a rewritten ``.git`` file or
+        anything else, so the next ``prepare`` makes it afresh instead of
+        writing into (and through) what it left."""
+        try:
+            _used(self.path).touch()
+        except OSError:
+            remove_checkout(self.repo, self.path)
+
+    def _trusted(self) -> bool:
+        """Is the checkout as git-parallel left it: never marked used, its
+        ``.git`` a regular file naming its own admin folder, which names it back?"""
+        if os.path.lexists(_used(self.path)):
+            return False
+        gitfile = self.path / ".git"
+        if gitfile.is_symlink() or not gitfile.is_file():
+            return False
+        admin = read_gitdir_file(gitfile)
+        try:
+            folder = (self.repo.common_dir / "worktrees").resolve()
+            return (admin is not None and admin.parent.resolve() == folder and not admin.is_symlink()
+                    and Path((admin / "gitdir").read_text(encoding="utf-8").strip()) == gitfile)
+        except OSError:
+            return False
+
     def prepare(self, commit: str, keep: Iterable[str] = ()) -> Path:
         """Make the checkout hold exactly ``commit``'s tracked files (and,
         untouched by the clean, the paths ``keep`` names)."""
-        if (self.path / ".git").is_file() and self._checkout(commit) and self._clean(keep) \
-                and self._head() == commit:
+        if self._trusted() and self._checkout(commit) and self._clean(keep) and self._head() == commit:
             return self.path
         started = time.monotonic()
         remove_checkout(self.repo, self.path)
@@ -390,7 +415,8 @@ class Checkout:
         no fsmonitor runs) and detach HEAD at it.  A ``fresh`` checkout
         writes every file, so it first asks whether libgit2's own filters
         could change any (``git/checkout``), and skips them if not."""
-        pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, 0)
+        # Every object read to judge is checked against its name.
+        pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, 1)
         strategy = pygit2.enums.CheckoutStrategy
         note_write(self.repo.common_dir)
         try:
@@ -441,6 +467,10 @@ class Checkout:
             return None
 
 
+def _used(path: Path) -> Path:
+    return path.with_name(path.name + ".used")
+
+
 def admin_dirs(common_dir: Path, path: Path) -> list[Path]:
     """The ``<common>/worktrees/*`` folders that belong to the worktree at ``path``."""
     found: list[Path] = []
@@ -466,7 +496,10 @@ def admin_dirs(common_dir: Path, path: Path) -> list[Path]:
 def remove_checkout(repo: Repo, path: Path) -> None:
     # Without `git worktree prune`, which would touch other worktrees' state too.
     admins = admin_dirs(repo.common_dir, path)
+    if path.is_symlink():
+        path.unlink()
     shutil.rmtree(path, ignore_errors=True)
+    _used(path).unlink(missing_ok=True)
     for admin in admins:
         shutil.rmtree(admin, ignore_errors=True)
 
@@ -476,7 +509,7 @@ def remove_pool(repo: Repo) -> list[Path]:
     removed = []
     root = scratch_root(repo)
     for path in sorted(root.glob("scratch+*")) if root.is_dir() else []:
-        if path.suffix == ".lock":
+        if path.is_symlink() or not path.is_dir():
             continue
         lock = FileLock(str(path) + ".lock", timeout=0)
         try:

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 NAME = "parallel-common"
@@ -67,16 +68,30 @@ _COPIED = ("packed-refs", "config")
 _ALWAYS = {"refs": {"heads", "tags", "remotes", "notes", "parallel"}}
 
 
-def make(common: Path, admin: Path) -> tuple[Path, str] | None:
-    """Point the worktree of ``admin`` at its own view of ``common``;
-    (the ``commondir`` file, what it said) for ``undo``, or None if the
-    worktree has no ``commondir`` file (nothing is changed then)."""
+@dataclass
+class View:
+    """A view in use: the ``commondir`` file and what it said before."""
+
+    commondir: Path
+    said: str
+    common: Path
+    folder: Path
+
+    @property
+    def objects(self) -> Path:
+        return self.folder / "objects"
+
+
+def make(common: Path, admin: Path) -> View | None:
+    """Point the worktree of ``admin`` at its own view of ``common``, for
+    ``undo``; None if the worktree has no ``commondir`` file (nothing is
+    changed then)."""
     commondir = admin / "commondir"
     try:
         said = commondir.read_text(encoding="utf-8")
     except OSError:
         return None
-    if said.strip() == NAME:  # left by an attempt whose runner was killed
+    if said.strip() in (NAME, str(admin / NAME)):  # left by an attempt whose runner was killed
         said = os.path.relpath(common, admin) + "\n"
     view = admin / NAME
     if view.is_symlink() or not view.is_dir():
@@ -86,7 +101,8 @@ def make(common: Path, admin: Path) -> tuple[Path, str] | None:
     # check): every link is checked against what it must say, anything
     # else the last attempt left is removed, the copies are made afresh,
     # and its stash starts empty.
-    _sync(common, view, "", skip={"refs", "logs", "worktrees", *_COPIED}, extra={"worktrees"})
+    _sync(common, view, "", skip={"refs", "logs", "worktrees", "objects", *_COPIED}, extra={"worktrees"})
+    _private_objects(common, view / "objects")
     for name in _COPIED:  # copies, not links (see the module doc)
         _remove(view / name)
         try:
@@ -99,8 +115,56 @@ def make(common: Path, admin: Path) -> tuple[Path, str] | None:
             (view / folder).mkdir()
         skip = _PRIVATE.get(folder, set()) | ({"refs"} if folder == "logs" else set())
         _sync(common, view, folder, skip)
-    _write(commondir, NAME + "\n")
-    return commondir, said
+    # Absolute: libgit2 (git-parallel's own reads, recover after a killed
+    # runner) does not find a common dir named by a bare relative name.
+    _write(commondir, f"{view}\n")
+    return View(commondir, said, common, view)
+
+
+def _private_objects(common: Path, objects: Path) -> None:
+    """The attempt's own object store: what its git writes lands here, and
+    the shared store, which it may not write, is read through
+    ``info/alternates``.  What an attempt whose runner was killed left here
+    is taken in first (``import_objects``), then the folder starts empty."""
+    if objects.is_symlink() or not objects.is_dir():
+        _remove(objects)
+    else:
+        import_objects(common, objects)
+        for name in os.listdir(objects):
+            _remove(objects / name)
+    (objects / "info").mkdir(parents=True)
+    (objects / "pack").mkdir()
+    real = os.path.realpath(common / "objects")
+    _write_new(objects / "info" / "alternates", real + "\n")
+
+
+def import_objects(common: Path, objects: Path) -> list[str]:
+    """Copy into the shared store every object of the attempt's own store
+    (``objects``) that it lacks, each read with libgit2's hash check on and
+    written by its content, so it lands under the name its content gives.
+    Returns the ids of the objects refused (their content does not match
+    their name, or they cannot be read): never taken in."""
+    import pygit2
+
+    if objects.is_symlink() or not objects.is_dir():
+        return []
+    pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, 1)
+    own = pygit2.Odb()
+    own.add_backend(pygit2.OdbBackendLoose(str(objects), 0, False), 2)
+    if (objects / "pack").is_dir() and not (objects / "pack").is_symlink():
+        own.add_backend(pygit2.OdbBackendPack(str(objects)), 1)
+    shared = pygit2.Odb(str(common / "objects"))
+    refused: list[str] = []
+    for oid in own:
+        if oid in shared:
+            continue
+        try:
+            kind, data = own.read(oid)
+            if shared.write(kind, data) != oid:
+                refused.append(str(oid))
+        except (pygit2.GitError, KeyError, ValueError, OSError):
+            refused.append(str(oid))
+    return refused
 
 
 def _sync(common: Path, view: Path, folder: str, skip: set[str], extra: set[str] = set()) -> None:  # noqa: B006
@@ -113,7 +177,7 @@ def _sync(common: Path, view: Path, folder: str, skip: set[str], extra: set[str]
     except OSError:
         names = set()
     wanted = (names | _ALWAYS.get(folder, set()) | extra) - skip
-    kept = {"refs", "logs", *_COPIED} if folder == "" else {"refs"} if folder == "logs" else set()
+    kept = {"refs", "logs", "objects", *_COPIED} if folder == "" else {"refs"} if folder == "logs" else set()
     for name in os.listdir(here):
         if name not in wanted and name not in kept:
             _remove(here / name)  # the last attempt's stash, or what it left
@@ -128,13 +192,16 @@ def _sync(common: Path, view: Path, folder: str, skip: set[str], extra: set[str]
         os.symlink(target, link)
 
 
-def undo(made: tuple[Path, str] | None) -> None:
-    """The ``commondir`` file says again what it said (the view stays for
-    the next attempt, which checks it: ``make``)."""
+def undo(made: View | None) -> list[str]:
+    """The attempt's objects taken into the shared store, and the
+    ``commondir`` file saying again what it said (the view stays for the
+    next attempt, which checks it: ``make``).  Returns the objects refused
+    (``import_objects``)."""
     if made is None:
-        return
-    commondir, said = made
-    _write(commondir, said)
+        return []
+    refused = import_objects(made.common, made.objects)
+    _write(made.commondir, made.said)
+    return refused
 
 
 # The admin folder is the agent's to write: whatever it left there (a
@@ -144,6 +211,12 @@ def _remove(path: Path) -> None:
         path.unlink()
     else:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _write_new(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def _write(path: Path, text: str) -> None:

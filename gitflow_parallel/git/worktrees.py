@@ -97,6 +97,9 @@ def _make_worktree(gitdir: str, name: str, path: str, branch: str, plain: bool =
         checkout_tree(repo, tree, pygit2.enums.CheckoutStrategy.FORCE, skip_filters=plain)
     except Exception as exc:  # reported back to the parent, which rolls back
         return f"{type(exc).__name__}: {exc}"
+    finally:
+        # Off for the agent's own worktree only; everything read to judge or land is checked.
+        pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, 1)
     return None
 
 

@@ -7,7 +7,9 @@ gates themselves, fingerprints and scores are ``judge/gates``'s.  See
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable
@@ -28,8 +30,8 @@ from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.proc.notifier import Notifier
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
-from gitflow_parallel.judge import hidden
-from gitflow_parallel.judge.gates import (Place, applicable, complete_of, gate_facts, input_fingerprints, judge_checkout,
+from gitflow_parallel.judge import hidden, layers
+from gitflow_parallel.judge.gates import (Place, applicable, judging, complete_of, gate_facts, input_fingerprints, judge_checkout,
                                          kept_paths, output_fingerprints, read_regular, refused_protected,
                                          repository_of, run_gates, verdict_of, what_is_judged)
 from gitflow_parallel.judge.score import score
@@ -198,14 +200,13 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
                 "score_error": None, "refused": refused_protected(judged), "input_fingerprints": {}, "setup": None,
                 "added_tests": None,
                 "output_fingerprints": output_fingerprints(repo, base_commit, commit), "proof_issued_at": utcnow()}
-    with scratch.borrow(project.repo) as checkout:
+    repo_ = project.repo
+    with scratch.borrow(repo_) as checkout, contextlib.ExitStack() as stack:
         path = checkout.prepare(judged["judged_commit"], keep=kept_paths(cfg))
-        place = Place(worktree=path, log_dir=project.repo.parallel_dir / "logs" / record["run_id"],
-                      log_prefix=f"{inst['id']}.{inst['attempt']}",
-                      facts=gate_facts(record, inst, inst["track"], path, commit),
-                      repository=repository_of(project.repo),
-                      fence=sandbox.GatePlan(project.repo.common_dir, project.repo.main_workdir, path, cfg,
-                                             reads))
+        place = stack.enter_context(judging(
+            repo_.common_dir, repo_.main_workdir, repo_.parallel_dir, checkout, path, cfg, reads,
+            log_dir=repo_.parallel_dir / "logs" / record["run_id"], log_prefix=f"{inst['id']}.{inst['attempt']}",
+            facts=gate_facts(record, inst, inst["track"], path, commit), repository=repository_of(repo_)))
         # Both fingerprints are taken before any gate can touch the checkout.
         outputs = output_fingerprints(repo, base_commit, commit,
                                       path if judged["judged_commit"] == commit else None)
@@ -242,19 +243,44 @@ def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[
     again = [g for g in gates if g["mode"] == "enforced" and not g.get("hidden")
              and (selected is None or g["name"] in selected)]
     tree = repo.get(commit).peel(pygit2.Commit).tree
+    if place.overlaid:
+        return _added_layered(repo, tree, paths, again, inst, place, mode)
     written = []
     try:
         for rel in paths:
             target = hidden.safe_target(place.worktree, rel)
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(repo.odb.read(tree[rel].id)[1])
+            # A new file, never through a link a gate left at its name.
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             written.append(target)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(repo.odb.read(tree[rel].id)[1])
         stage = Place(worktree=place.worktree, log_dir=place.log_dir, log_prefix=f"{place.log_prefix}.added",
                       facts=place.facts, path=place.path, repository=place.repository, fence=place.fence)
         ran = run_gates(again, inst["track"], stage)
+    except FileExistsError as exc:
+        raise ParallelError(E.EVIDENCE_MISMATCH, f"a gate left {exc.filename} where an added test goes; "
+                            "nothing is written through it", hint="check again: the checkout is made afresh") from None
     finally:
         for target in written:
             target.unlink(missing_ok=True)
+    return {"mode": mode, "paths": paths, "gates": ran, "passed": verdict_of(ran) == "pass"}
+
+
+def _added_layered(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str], again: list[dict[str, Any]],
+                   inst: dict[str, Any], place: Place, mode: str) -> dict[str, Any]:
+    """The added-tests stage under the namespace layer: the added files in a
+    layer of their own over the checkout, the gates in a fresh upper layer."""
+    parallel_dir = place.log_dir.parent.parent
+    folder = layers.files_layer(parallel_dir, {rel: repo.odb.read(tree[rel].id)[1] for rel in paths})
+    try:
+        with layers.space(parallel_dir) as fresh:
+            stage = Place(worktree=place.worktree, log_dir=place.log_dir, log_prefix=f"{place.log_prefix}.added",
+                          facts=place.facts, path=place.path, repository=place.repository, fence=place.fence,
+                          space=fresh, above=[folder])
+            ran = run_gates(again, inst["track"], stage)
+    finally:
+        layers.remove(folder)
     return {"mode": mode, "paths": paths, "gates": ran, "passed": verdict_of(ran) == "pass"}
 
 

@@ -119,6 +119,17 @@ def _keep_inputs(source: Path, store: Path) -> dict[str, Any]:
     return {"path": str(store), "sha256": sha256_bytes(json.dumps(files, sort_keys=True).encode()), "files": files}
 
 
+def _special(folder: str, names: list[str]) -> list[str]:
+    """Entries that are neither files, folders nor links (an overlay's
+    whiteouts, devices, FIFOs): never copied."""
+    out = []
+    for name in names:
+        mode = os.lstat(os.path.join(folder, name)).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            out.append(name)
+    return out
+
+
 def _fresh(folder: Path, inputs: Path | None = None) -> None:
     """``folder`` empty (or a copy of ``inputs``), whatever was there."""
     if folder.is_symlink() or folder.is_file():
@@ -148,15 +159,20 @@ def _run_one(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkou
     path = checkout.prepare(judged, keep=gates.kept_paths(cfg))
     folder = path / FOLDER
     _fresh(folder, inputs)
-    place = gates.Place(worktree=path, log_dir=repo.parallel_dir / "logs" / record["run_id"], log_prefix=prefix,
-                        facts={**gates.gate_facts(record, None, track, path, commit), **facts,
-                               ("DISTINGUISH_INPUTS" if inputs else "DISTINGUISH_OUT"): str(folder)},
-                        repository=gates.repository_of(repo),
-                        fence=sandbox.GatePlan(repo.common_dir, repo.main_workdir, path, cfg, sandbox.siblings(record)))
-    try:
-        _, results = gates.judge_checkout(repo.pygit, cfg, [gate], track, place, judged_tree)
-    except ParallelError as exc:  # e.g. its Python would import the checkout's code from elsewhere
-        return {"exit_code": None, "passed": False, "error": f"{exc.code}: {exc.message}", "log": None}, folder
+    with gates.judging(repo.common_dir, repo.main_workdir, repo.parallel_dir, checkout, path, cfg,
+                       sandbox.siblings(record), log_dir=repo.parallel_dir / "logs" / record["run_id"],
+                       log_prefix=prefix, repository=gates.repository_of(repo),
+                       facts={**gates.gate_facts(record, None, track, path, commit), **facts,
+                              ("DISTINGUISH_INPUTS" if inputs else "DISTINGUISH_OUT"): str(folder)}) as place:
+        try:
+            _, results = gates.judge_checkout(repo.pygit, cfg, [gate], track, place, judged_tree)
+        except ParallelError as exc:  # e.g. its Python would import the checkout's code from elsewhere
+            return {"exit_code": None, "passed": False, "error": f"{exc.code}: {exc.message}", "log": None}, folder
+        if place.space is not None and (place.space.upper / FOLDER).is_dir():
+            # What it wrote is in its layer: the judge copies it out (links as links).
+            _fresh(folder)
+            shutil.rmtree(folder)
+            shutil.copytree(place.space.upper / FOLDER, folder, symlinks=True, ignore=_special)
     return results[0], folder
 
 

@@ -53,9 +53,8 @@ import re
 import shlex
 import shutil
 import stat
-import subprocess
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import pygit2
 
@@ -169,6 +168,88 @@ def prepare(repo: pygit2.Repository, setup: dict[str, Any], tree: str, checkout:
     return {**entry, "passed": True}
 
 
+# -- the kept environment as a layer (the namespace layer) ---------------------------
+ENVS = "envs"
+READY = "ready.json"
+
+
+def envs_dir(parallel_dir: Path) -> Path:
+    return parallel_dir / ENVS
+
+
+def _dependency_tree(repo: pygit2.Repository, base: str, tree: str, setup: dict[str, Any]) -> str | None:
+    """The tree a kept environment may be built from for ``tree``: the
+    base commit's, when the attempt changed none of the ``cache_key`` files
+    (so its dependencies are the base's); None when it changed them."""
+    base_tree = str(cast(pygit2.Object, repo.get(base)).peel(pygit2.Tree).id)
+    return base_tree if cache_key(repo, base_tree, setup) == cache_key(repo, tree, setup) else None
+
+
+def prepare_layer(repo: pygit2.Repository, setup: dict[str, Any], tree: str, base: str, parallel_dir: Path,
+                  run: Any) -> tuple[dict[str, Any], Path | None, Callable[[], None]]:
+    """The environment of a judged ``tree`` as an overlay layer (namespace
+    layer): (the pack's ``setup`` entry, the layer or None when setup
+    failed, what to call when the judging is done).
+
+    Kept and reused across attempts only when built from trusted inputs:
+    the *base* commit's files, laid out at the checkout's path (so an
+    editable install points where every attempt's code will be), for an
+    attempt that changed no ``cache_key`` file; pruned to the ``keep``
+    paths; never written again (gates see it read-only, under their own
+    upper layer).  An attempt that changed its dependency files gets a
+    throwaway one, built from its own tree and removed after its judging.
+
+    ``run(argv, timeout, lower, upper)`` runs setup in the checkout's
+    place with ``lower`` as the layers under ``upper``."""
+    key = cache_key(repo, tree, setup)
+    entry: dict[str, Any] = {"argv": list(setup["run"]), "key": key, "keep": list(setup["keep"]),
+                             "path": list(setup["path"]), "cached": False, "exit_code": None, "duration_s": None,
+                             "log": None, "passed": False, "code": None, "error": None}
+    trusted = _dependency_tree(repo, base, tree, setup) if setup["keep"] else None
+    final = envs_dir(parallel_dir) / key
+    if trusted is not None and (final / READY).is_file():
+        return {**entry, "cached": True, "passed": True, "built_from": "base"}, final / "layer", lambda: None
+    from gitflow_parallel.judge import layers
+
+    space = layers.make_space(parallel_dir, prefix="env-")
+    lower: list[Path] | None = None
+    if trusted is not None:
+        source = space.folder / "source"
+        _write_tree(repo, trusted, source)
+        lower = [source]
+    code, error, seconds, log = run(list(setup["run"]), float(setup["timeout"]), lower, space.pair)
+    entry.update(exit_code=code, duration_s=round(seconds, 3), log=str(log),
+                 built_from="base" if trusted is not None else "attempt")
+    if error is not None or code != 0:
+        layers.remove(space.folder)
+        return {**entry, "code": E.EXECUTE_FAILED, "error": error or f"setup exited {code}"}, None, lambda: None
+    layers.prune(space.upper, list(setup["keep"]))
+    if trusted is None:
+        return {**entry, "passed": True}, space.upper, lambda: layers.remove(space.folder)
+    layers.remove(space.folder / "source")
+    layers.remove(space.work)
+    atomic_write(space.folder / READY, json.dumps({"key": key, "tree": trusted}))
+    space.upper.rename(space.folder / "layer")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(space.folder, final)
+    except OSError:  # another check built it meanwhile: theirs is as good
+        layers.remove(space.folder)
+        if not (final / READY).is_file():
+            return {**entry, "code": E.EXECUTE_FAILED, "error": f"the kept environment {final} is not complete"}, \
+                None, lambda: None
+    return {**entry, "passed": True}, final / "layer", lambda: None
+
+
+def _write_tree(repo: pygit2.Repository, tree: str, folder: Path) -> None:
+    """The files of ``tree`` written into the new ``folder`` by libgit2 (no filter runs)."""
+    folder.mkdir()
+    pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, 1)
+    target = cast(pygit2.Object, repo.get(tree)).peel(pygit2.Tree)
+    strategy = pygit2.enums.CheckoutStrategy
+    repo.checkout_tree(target, strategy=strategy.FORCE | strategy.DONT_UPDATE_INDEX, directory=str(folder))
+
+
 def path_entries(setup: dict[str, Any] | None, checkout: Path) -> list[str]:
     """The folders the gates find first on their ``PATH``."""
     return [str(checkout / p) for p in (setup or {}).get("path") or []]
@@ -251,16 +332,17 @@ def interpreter(argv: list[str], cwd: Path, env: dict[str, str]) -> str | None:
     return None
 
 
-def check_imports(python: str, packages: list[str], cwd: Path, env: dict[str, str]) -> None:
+def check_imports(python: str, packages: list[str], cwd: Path, ask: Callable[[list[str]], bytes]) -> None:
     """Refuse when ``python`` would import a package of the checkout from
-    anywhere else (see the module doc)."""
+    anywhere else (see the module doc).  ``ask(argv)`` runs the question
+    where and as the gates run (sandboxed: it runs the attempt's code) and
+    returns its output."""
     if not packages:
         return
     try:
-        proc = subprocess.run([python, "-c", _FIND, *packages], cwd=cwd, env=env, capture_output=True, timeout=60,
-                              stdin=subprocess.DEVNULL)
-        found = json.loads(proc.stdout or b"{}")
-    except (OSError, ValueError, subprocess.TimeoutExpired):
+        lines = [l for l in ask([python, "-c", _FIND, *packages]).splitlines() if l.strip()]
+        found = json.loads(lines[-1] if lines else b"{}")
+    except (OSError, ValueError):
         return  # it cannot even start: the gate will fail loudly on its own
     top = os.path.realpath(cwd)
     for name, places in sorted(found.items()) if isinstance(found, dict) else []:

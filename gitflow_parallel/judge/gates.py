@@ -140,7 +140,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import pygit2
 
@@ -152,6 +152,7 @@ from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import env as proc_env
+from gitflow_parallel.judge import layers
 from gitflow_parallel.proc import reaper, sandbox, supervise
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 
@@ -175,17 +176,20 @@ def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[
 
 def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             stdout: Path, stderr: Path | None = None,
-            plan: sandbox.GatePlan | None = None) -> tuple[int | None, str | None, float]:
+            plan: sandbox.GatePlan | None = None, layer: Layer | None = None) -> tuple[int | None, str | None, float]:
     """Run ``argv`` in its own process group with output to ``stdout`` (and
     ``stderr``, or the same file), stopped past ``timeout`` (``proc.supervise``),
-    in the fence of ``plan`` (default: the one planned for ``cwd``).
+    in the fence of ``plan`` (default: the one planned for ``cwd``), with
+    the overlay layers ``layer`` names (default: a throwaway upper layer).
     Returns (exit code or None, error or None, seconds)."""
     stdout.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     reaper.become_subreaper()
     before = tamper.before_command(cwd)  # what no command may change, as it is now
     scope, plan = supervise.new_scope("gate"), plan or _PLANS.get(str(cwd))
-    fence = plan.fence(scope) if plan is not None else sandbox.none("no fence planned here")
+    layer = layer or Layer()
+    fence = (plan.fence(scope, layer.above, layer.upper, layer.network, layer.lower, layer.main) if plan is not None
+             else sandbox.none("no fence planned here"))
     env = {**env, **fence.env}
     with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err, \
             contextlib.closing(fence):
@@ -217,6 +221,18 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     return code, None, time.monotonic() - start
 
 
+@dataclass
+class Layer:
+    """The overlay one command gets under the namespace layer (see
+    ``sandbox.GatePlan.fence``); ignored under Landlock alone."""
+
+    above: list[Path] = field(default_factory=list)
+    upper: tuple[Path, Path] | None = None
+    network: bool | None = None
+    lower: list[Path] | None = None
+    main: bool = False  # the main worktree readable (the import probe)
+
+
 # -- gates ----------------------------------------------------------------------
 # The fence plan of each scratch checkout in use, by path (see ``Place``).
 _PLANS: dict[str, sandbox.GatePlan | None] = {}
@@ -234,12 +250,49 @@ class Place:
     path: list[str] = field(default_factory=list)  # what setup built, first on the PATH
     repository: list[Path] = field(default_factory=list)  # where hidden tests must not be
     fence: sandbox.GatePlan | None = None
+    space: layers.Space | None = None  # the upper layer the attempt's gates share (namespace layer)
+    above: list[Path] = field(default_factory=list)  # files the judge lays over the checkout (added tests)
+    cleanups: list[Any] = field(default_factory=list)  # called when the judging in it is done
 
     def __post_init__(self) -> None:
         _PLANS[str(self.worktree)] = self.fence
 
     def log(self, what: str) -> Path:
         return self.log_dir / f"{self.log_prefix}.{what}.log"
+
+    @property
+    def overlaid(self) -> bool:
+        return self.fence is not None and self.fence.overlaid
+
+    def layer(self) -> Layer:
+        """The overlay of a gate or score: the attempt's shared upper layer."""
+        return Layer(above=list(self.above), upper=self.space.pair if self.space is not None else None)
+
+    def merged(self) -> layers.Merged:
+        """What the gates left, as they saw it (their layer over the checkout)."""
+        return layers.Merged(*([self.space.upper] if self.space is not None else []), self.worktree)
+
+
+@contextlib.contextmanager
+def judging(common_dir: Path, main_workdir: Path | None, parallel_dir: Path, checkout: Any, path: Path,
+            config: dict[str, Any], reads: sandbox.Reads, **fields: Any) -> Iterator[Place]:
+    """The ``Place`` of the commands judged in the borrowed ``checkout``
+    (at ``path``): its fence plan and, under the namespace layer, the upper
+    layer its commands share, removed when the ``with`` ends; under
+    Landlock alone the checkout is marked used (``scratch``), so it is
+    made afresh before anyone judges in it again."""
+    plan = sandbox.GatePlan(common_dir, main_workdir, path, config, reads)
+    if not plan.overlaid:
+        checkout.used()
+        yield Place(worktree=path, fence=plan, **fields)
+        return
+    with layers.space(parallel_dir) as space:
+        place = Place(worktree=path, fence=plan, space=space, **fields)
+        try:
+            yield place
+        finally:
+            for done in place.cleanups:
+                done()
 
 
 def applicable(gates: list[dict[str, Any]], track: str) -> list[dict[str, Any]]:
@@ -263,13 +316,14 @@ def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
     # A probe's stdout is its behaviour; stderr (warnings, timings) is kept
     # apart so that it cannot split candidates that behave alike.
     err_log = place.log(f"gate-{gate['name']}-stderr") if gate["mode"] == "probe" else None
-    code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log, err_log)
+    code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log, err_log,
+                                   layer=place.layer())
     result = _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
                      log=str(log), log_sha256=sha256_path(log),
                      code=E.EXECUTE_FAILED if error else None, error=error)
     if gate["mode"] == "probe":
         result["stderr_log"] = str(err_log)
-        result["signature"] = probe_signature(gate, place.worktree, log, code, error)
+        result["signature"] = probe_signature(gate, place, log, code, error)
     return result
 
 
@@ -279,8 +333,15 @@ def _run_hidden(gate: dict[str, Any], place: Place, env: dict[str, str]) -> dict
     root = hidden.folder_of(gate["hidden"], place.repository)
     log = hidden.scratch_log()
     try:
-        with hidden.overlaid(root, place.worktree) as files:
-            code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log)
+        if place.overlaid:
+            # Laid over the checkout in its own throwaway layer: nothing the
+            # gate copies out of them is seen by a gate after it.
+            files = hidden.listing(root)
+            code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log,
+                                           layer=Layer(above=[root]))
+        else:
+            with hidden.overlaid(root, place.worktree) as files:
+                code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log)
         counts = hidden.summary(log)
     finally:
         log.unlink(missing_ok=True)
@@ -289,23 +350,28 @@ def _run_hidden(gate: dict[str, Any], place: Place, env: dict[str, str]) -> dict
                    hidden={"files": len(files), "summary": counts})
 
 
-def _files_written(checkout: Path, patterns: Iterable[str]) -> dict[str, str]:
-    """sha256 of the regular files on disk in ``checkout`` that ``patterns``
-    match (what a probe wrote, so the disk, not the commit's tree); nothing
-    outside the checkout or under ``.git``, no symlink followed."""
-    root = checkout.resolve()
+def _files_written(place: Place, patterns: Iterable[str]) -> dict[str, str]:
+    """sha256 of the regular files the gates left that ``patterns`` match
+    (what a probe wrote, so what it saw, not the commit's tree); nothing
+    outside the checkout or under ``.git``, no link followed."""
+    merged = place.merged()
     out: dict[str, str] = {}
     for pattern in patterns:
-        for rel in glob.glob(pattern, root_dir=str(root), recursive=True):
-            full = Path(os.path.normpath(root / rel))
-            # A committed symlink to a folder must not lead the glob outside.
-            if root not in full.parents or root not in full.resolve().parents:
+        for rel in merged.names(pattern):
+            relpath = os.path.normpath(rel)
+            if relpath.startswith("..") or relpath.split("/")[0] == ".git":
                 continue
-            relpath = full.relative_to(root).as_posix()
-            data = None if relpath.split("/")[0] == ".git" else read_regular(full)
+            found = merged.find(relpath)
+            data = read_regular(found) if found is not None and _inside(found, merged.layers) else None
             if data is not None:
-                out[relpath] = sha256_bytes(data)
+                out[Path(relpath).as_posix()] = sha256_bytes(data)
     return dict(sorted(out.items()))
+
+
+def _inside(path: Path, roots: list[Path]) -> bool:
+    """Is ``path``, its folders' links resolved, still inside one of ``roots``?"""
+    real = Path(os.path.realpath(path.parent))
+    return any(real == Path(os.path.realpath(r)) or Path(os.path.realpath(r)) in real.parents for r in roots)
 
 
 # What a probe's stdout says instead of the checkout it ran in: every
@@ -314,7 +380,7 @@ def _files_written(checkout: Path, patterns: Iterable[str]) -> dict[str, str]:
 WORKTREE_PLACEHOLDER = b"<worktree>"
 
 
-def probe_signature(gate: dict[str, Any], worktree: Path, log: Path, code: int | None,
+def probe_signature(gate: dict[str, Any], place: Place, log: Path, code: int | None,
                     error: str | None) -> dict[str, Any]:
     """A probe's behaviour: its exit code and the sha256 of its stdout (with
     the checkout's path replaced), or of the files its ``outputs`` globs
@@ -324,10 +390,11 @@ def probe_signature(gate: dict[str, Any], worktree: Path, log: Path, code: int |
     if error is not None:
         return {"exit_code": None, "over": over, "sha256": None, "error": error}
     if over == "outputs":
-        files = _files_written(worktree, gate["outputs"])
+        files = _files_written(place, gate["outputs"])
         return {"exit_code": code, "over": over, "sha256": sha256_bytes(json.dumps(files, sort_keys=True).encode()),
                 "files": files}
     data = read_regular(log) or b""
+    worktree = place.worktree
     # The longer form first: one may contain the other (a symlinked /tmp).
     for form in sorted({str(worktree).encode(), str(worktree.resolve()).encode()}, key=len, reverse=True):
         data = data.replace(form, WORKTREE_PLACEHOLDER)
@@ -377,11 +444,7 @@ def judge_checkout(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dic
     setup = environment.needed(cfg, running)
     entry = None
     if setup is not None:
-        def run(argv: list[str], timeout: float) -> tuple[int | None, str | None, float, Path]:
-            log = place.log("setup")
-            return (*execute(argv, place.worktree, gate_env({}, place.facts), timeout, log), log)
-
-        entry = environment.prepare(repo, setup, tree, place.worktree, run)
+        entry = _setup(repo, setup, place, tree)
         if not entry["passed"]:
             return entry, [_result(g, code=E.EXECUTE_FAILED, log=entry["log"],
                                    error=f"not run: setup failed ({entry['error']}); see {entry['log']}")
@@ -391,11 +454,60 @@ def judge_checkout(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dic
     seen: set[str] = set()
     for gate in running:
         env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else ())
-        python = environment.interpreter(list(gate["run"]), place.worktree, env)
+        python = _interpreter(list(gate["run"]), place, env)
         if python and python not in seen:
             seen.add(python)
-            environment.check_imports(python, packages, place.worktree, env)
+            # Sandboxed like a gate: the question runs the attempt's code too
+            # (a committed json.py, a .pth its build planted).
+            def ask(argv: list[str]) -> bytes:
+                log = place.log("imports")
+                probe = Layer(above=list(place.above), main=True)  # its own throwaway layer
+                execute(argv, place.worktree, env, 60.0, log, place.log("imports-stderr"), layer=probe)
+                return read_regular(log, limit=1 << 20) or b""
+
+            environment.check_imports(python, packages, place.worktree, ask)
     return entry, run_gates(gates, track, place, selected)
+
+
+def _interpreter(argv: list[str], place: Place, env: dict[str, str]) -> str | None:
+    """The Python a gate starts (``environment.interpreter``), looked for
+    where its command will find it: under the namespace layer, a folder of
+    the checkout on its ``PATH`` is in the kept environment's layer."""
+    layer = place.fence.layers[0] if place.fence is not None and place.overlaid and place.fence.layers else None
+    if layer is None:
+        return environment.interpreter(argv, place.worktree, env)
+    top = str(place.worktree)
+    mapped = [str(layer) + p[len(top):] if p == top or p.startswith(top + "/") else p
+              for p in env.get("PATH", "").split(os.pathsep)]
+    found = environment.interpreter(argv, place.worktree, {**env, "PATH": os.pathsep.join(mapped)})
+    if found and found.startswith(str(layer) + "/"):
+        return top + found[len(str(layer)):]
+    return found
+
+
+def _setup(repo: pygit2.Repository, setup: dict[str, Any], place: Place, tree: str) -> dict[str, Any]:
+    """Build or reuse the environment the gates run in (``judge/environment``)."""
+    log = place.log("setup")
+    env = gate_env({}, place.facts)
+    network = (place.fence.config.get("sandbox_network") or "on") != "off" if place.fence else None
+    if not place.overlaid:
+        def run(argv: list[str], timeout: float) -> tuple[int | None, str | None, float, Path]:
+            return (*execute(argv, place.worktree, env, timeout, log, layer=Layer(network=network)), log)
+
+        return environment.prepare(repo, setup, tree, place.worktree, run)
+
+    def run_layered(argv: list[str], timeout: float, lower: list[Path] | None,
+                    upper: tuple[Path, Path]) -> tuple[int | None, str | None, float, Path]:
+        layer = Layer(upper=upper, network=network, lower=lower)
+        return (*execute(argv, place.worktree, env, timeout, log, layer=layer), log)
+
+    parallel_dir = place.log_dir.parent.parent
+    entry, folder, done = environment.prepare_layer(repo, setup, tree, place.facts["BASE"], parallel_dir,
+                                                    run_layered)
+    place.cleanups.append(done)
+    if folder is not None and place.fence is not None:
+        place.fence.layers = [folder]
+    return entry
 
 
 def verdict_of(results: list[dict[str, Any]]) -> str:
@@ -536,13 +648,13 @@ def verify_tree(project: Project, record: RunRecord, track: str, commit: str,
         return {**outcome, "passed": True, "gates": []}
     with scratch.borrow(repo) as checkout:
         path = checkout.prepare(judged["judged_commit"], keep=kept_paths(record["config"]))
-        place = Place(worktree=path, log_dir=repo.parallel_dir / "logs" / record["run_id"],
-                      log_prefix=f"verify-{track}-{commit[:12]}", facts={**gate_facts(record, None, track, path, commit),
-                                                                          "VERIFY": commit},
-                      repository=repository_of(repo),
-                      fence=sandbox.GatePlan(repo.common_dir, repo.main_workdir, path, record["config"],
-                                             sandbox.siblings(record)))
-        setup, results = judge_checkout(repo.pygit, record["config"], wanted, track, place, judged["judged_tree"])
+        with judging(repo.common_dir, repo.main_workdir, repo.parallel_dir, checkout, path, record["config"],
+                     sandbox.siblings(record), log_dir=repo.parallel_dir / "logs" / record["run_id"],
+                     log_prefix=f"verify-{track}-{commit[:12]}",
+                     facts={**gate_facts(record, None, track, path, commit), "VERIFY": commit},
+                     repository=repository_of(repo)) as place:
+            setup, results = judge_checkout(repo.pygit, record["config"], wanted, track, place,
+                                            judged["judged_tree"])
     return {**outcome, "passed": verdict_of(results) == "pass", "gates": results, "setup": setup}
 
 

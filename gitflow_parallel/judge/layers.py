@@ -1,0 +1,185 @@
+"""The overlay layers the judge lays over a pristine checkout (namespace
+layer only; see ``proc/namespace`` and ``proc/sandbox.GatePlan``).
+
+- **An attempt's scratch layer** (``space``): the upper layer one
+  attempt's gates share while it is judged (a ``build`` gate's output is
+  there for the ``test`` gate after it), made empty under
+  ``<common>/parallel/layers/`` and removed when the attempt's judging
+  ends.  Nothing in it is ever seen by another attempt or another check.
+- **A layer of files the judge writes** (``files_layer``): the added tests,
+  written into a folder the judge has just made, so no path on the way can
+  be a link an attempt planted.
+- **A kept environment** (``judge/environment``): setup's upper layer,
+  pruned to its ``keep`` paths (``prune``).
+
+What gates leave for the judge (a findings file, a probe's ``outputs``) is
+read through ``Merged``: the scratch layer first, then the checkout, never
+following a link, a whiteout hiding the file below it.
+
+``<common>/parallel`` is hidden from every sandboxed command, so no one but
+the judge sees these folders.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+LAYERS = "layers"
+# What overlayfs marks a folder with when it hides the lower one's content.
+_OPAQUE = ("trusted.overlay.opaque", "user.overlay.opaque")
+
+
+def root(parallel_dir: Path) -> Path:
+    return parallel_dir / LAYERS
+
+
+def _remove(path: Path) -> None:
+    """Remove ``path`` whole; overlayfs leaves its work folder unreadable."""
+    def unlock(func: object, name: str, exc: object) -> None:
+        try:
+            os.chmod(os.path.dirname(name), 0o700)
+            os.chmod(name, 0o700)
+        except OSError:
+            pass
+        if os.path.isdir(name) and not os.path.islink(name):
+            shutil.rmtree(name, ignore_errors=True)
+        else:
+            try:
+                os.unlink(name)
+            except OSError:
+                pass
+
+    shutil.rmtree(path, onerror=unlock)
+
+
+@dataclass
+class Space:
+    """An upper layer and its overlayfs work folder, on one file system."""
+
+    folder: Path
+
+    @property
+    def upper(self) -> Path:
+        return self.folder / "upper"
+
+    @property
+    def work(self) -> Path:
+        return self.folder / "work"
+
+    @property
+    def pair(self) -> tuple[Path, Path]:
+        return self.upper, self.work
+
+
+def make_space(parallel_dir: Path, prefix: str = "space-") -> Space:
+    base = root(parallel_dir)
+    base.mkdir(parents=True, exist_ok=True)
+    space = Space(Path(tempfile.mkdtemp(prefix=prefix, dir=base)))
+    space.upper.mkdir()
+    space.work.mkdir()
+    return space
+
+
+@contextmanager
+def space(parallel_dir: Path, prefix: str = "space-") -> Iterator[Space]:
+    made = make_space(parallel_dir, prefix)
+    try:
+        yield made
+    finally:
+        _remove(made.folder)
+
+
+def remove(path: Path) -> None:
+    if os.path.lexists(path):
+        _remove(path)
+
+
+def files_layer(parallel_dir: Path, files: dict[str, bytes]) -> Path:
+    """A new folder holding ``files`` (relative path: content)."""
+    base = root(parallel_dir)
+    base.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="files-", dir=base))
+    for rel, data in files.items():
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+    return folder
+
+
+def _whiteout(st: os.stat_result) -> bool:
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def prune(upper: Path, keep: list[str]) -> None:
+    """Leave in ``upper`` only the ``keep`` paths (and the folders on the
+    way to them): no whiteout, no opaque folder and no other file of setup's
+    may hide or replace a file of the checkout it is later laid over."""
+    wanted = {os.path.normpath(k).strip("/") for k in keep}
+    along = {str(parent) for k in wanted for parent in Path(k).parents if str(parent) != "."}
+
+    def visit(folder: Path, rel: str) -> None:
+        for entry in os.scandir(folder):
+            name = f"{rel}/{entry.name}" if rel else entry.name
+            if name in wanted and not _whiteout(entry.stat(follow_symlinks=False)):
+                continue
+            if name in along and entry.is_dir(follow_symlinks=False):
+                for attr in _OPAQUE:
+                    try:
+                        os.removexattr(entry.path, attr, follow_symlinks=False)
+                    except OSError:
+                        pass
+                visit(Path(entry.path), name)
+                continue
+            remove(Path(entry.path))
+
+    visit(upper, "")
+
+
+class Merged:
+    """Reads of the files a command left: ``layers`` looked at topmost
+    first; a whiteout hides what is below it; nothing is followed."""
+
+    def __init__(self, *layers: Path) -> None:
+        self.layers = [p for p in layers if p is not None]
+
+    def find(self, rel: str) -> Path | None:
+        """Where ``rel`` is, as the command saw it; None if it was deleted or
+        never there.  A folder on the way that is a link or a whiteout in a
+        higher layer hides the lower ones."""
+        parts = Path(os.path.normpath(rel)).parts
+        if not parts or parts[0] in ("..", "/"):
+            return None
+        for layer in self.layers:
+            path, hidden = layer, False
+            for i, part in enumerate(parts):
+                path = path / part
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    break
+                if _whiteout(st) or (i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode)):
+                    hidden = True
+                    break
+            else:
+                return path
+            if hidden:
+                return None
+        return None
+
+    def names(self, pattern: str) -> list[str]:
+        """Relative paths matching the glob ``pattern`` in any layer."""
+        import glob
+
+        found: set[str] = set()
+        for layer in self.layers:
+            found.update(glob.glob(pattern, root_dir=str(layer), recursive=True))
+        return sorted(found)

