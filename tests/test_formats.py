@@ -21,6 +21,8 @@ review the diff of ``tests/golden/`` like code.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import re
@@ -172,6 +174,7 @@ def capture(tmp: Path) -> dict[str, Any]:
     return captured
 
 
+@pytest.mark.unfenced("a pack names the layers that held, which differ from machine to machine")
 def test_every_format_matches_its_golden_file(tmp_path: Path) -> None:
     run = capture(tmp_path)
     norm = Normalizer(tmp_path)
