@@ -14,6 +14,7 @@ import pygit2
 from gitflow_parallel import errors as E
 from gitflow_parallel import provenance
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.git.repo import Identity
 from gitflow_parallel.model import InstanceRecord, LandingStep, PickRecord, RunRecord, Winner
 from gitflow_parallel.state.project import Project
 
@@ -180,7 +181,7 @@ def _describe_conflicts(conflicts: list[dict[str, Any]]) -> str:
 
 
 def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, policy: str,
-               message: str, sig: pygit2.Signature, what: str, again: str) -> tuple[pygit2.Oid, list[dict[str, Any]]]:
+               message: str, sig: Identity, what: str, again: str) -> tuple[pygit2.Oid, list[dict[str, Any]]]:
     """A merge commit of ``theirs`` into ``ours`` resolved by ``policy``;
     returns its oid and the conflicts the policy decided (with the lines of
     each side it dropped).  ``again`` is the retry that starts the winner
@@ -235,7 +236,7 @@ def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, po
             + (f" (merge.policy {policy} dropped {dropped} line(s) of the winner)" if conflicts else ""),
             hint=f"nothing moved; start a new attempt from the current base (`{again}`) or merge by hand",
             conflicts=conflicts)
-    commit = repo.create_commit(None, sig, sig, message, tree, [ours, theirs])
+    commit = repo.create_commit(None, *sig, message, tree, [ours, theirs])
     for c in conflicts:
         c["kept"] = "base" if policy in BASE_SIDE_POLICIES else "winner"
     return commit, conflicts
@@ -309,7 +310,7 @@ def compute(project: Project, record: RunRecord, start: str, winners: list[Winne
     """The commit the base would move to from ``start``, track by track."""
     repo = project.repo.pygit
     policy = record["config"]["merge"]["policy"]
-    sig = project.repo.signature()
+    sig = project.repo.identity()
     current = pygit2.Oid(hex=start)
     steps: list[LandingStep] = []
     resolved: list[dict[str, Any]] = []
@@ -332,7 +333,7 @@ def compute(project: Project, record: RunRecord, start: str, winners: list[Winne
             else:
                 merged, conflicts = _merge_one(repo, current, w, policy, message, sig, what, again)
                 tree = repo[merged].peel(pygit2.Commit).tree_id
-            current = repo.create_commit(None, sig, sig, message, tree, [current])
+            current = repo.create_commit(None, *sig, message, tree, [current])
             resolved += [{"track": pick["track"], **c} for c in conflicts]
             steps.append({"track": pick["track"], "winner": inst["id"], "method": "squash", "commit": str(current),
                           "resolved_files": [c["path"] for c in conflicts],

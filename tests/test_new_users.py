@@ -1,0 +1,52 @@
+"""What new users hit on real projects (issue 39): the tool's own commits
+under the user's identity, tampering and hidden counts in plain sight,
+hooks that check the tree they vouch for, a findings file an attempt cannot
+write, and a merge that keeps the user's ignored files."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+from conftest import AGENT, GP, git, make_repo
+
+PY = sys.executable
+
+
+def project(tmp_path: Path, extra: str = "", files: dict[str, str] | None = None) -> tuple[Path, GP]:
+    """A repository whose one gate passes when no ``*.bad`` file exists."""
+    tools = tmp_path / "tools"
+    tools.mkdir(exist_ok=True)
+    (tools / "agent.py").write_text(AGENT)
+    (tools / "gate.py").write_text("import pathlib, sys\nsys.exit(1 if list(pathlib.Path('.').rglob('*.bad')) else 0)\n")
+    config = textwrap.dedent(f"""
+        gates:
+          - name: ok
+            run: [{PY}, {tools / 'gate.py'}]
+    """) + extra
+    repo = make_repo(tmp_path / "repo", files=files or {"README.md": "hello\n"}, config=config)
+    return repo, GP(repo)
+
+
+def agent(gp: GP, task: str, inst: str, *files: str) -> None:
+    gp("run", task, "--instance", inst, "--", PY, str(gp.cwd.parent / "tools" / "agent.py"), *files)
+
+
+def test_leftovers_and_landing_commits_honour_the_identity_variables(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path, extra="merge:\n  squash: false\n")
+    git(repo, "config", "user.name", "Config Person")
+    git(repo, "config", "user.email", "config@example.com")
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "a.txt=one")
+    (repo / "base.txt").write_text("moved\n")  # the base moves: the landing is a merge commit of ours
+    git(repo, "add", "base.txt")
+    git(repo, "commit", "-q", "-m", "base moves")
+    gp("check", "t")
+    gp("pick", "t")
+    gp("merge", "t")
+    fmt = "%an <%ae> %aI | %cn <%ce> %cI"
+    want = "Test Author <author@example.com> 2026-01-01T00:00:00+00:00 | " \
+           "Test Committer <committer@example.com> 2026-01-01T00:00:00+00:00"
+    assert git(repo, "log", "-1", f"--format={fmt}", "main") == want  # the landing (merge) commit
+    assert git(repo, "log", "-1", f"--format={fmt}", "main^2") == want  # the leftovers commit
