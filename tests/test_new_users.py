@@ -50,3 +50,27 @@ def test_leftovers_and_landing_commits_honour_the_identity_variables(tmp_path: P
            "Test Committer <committer@example.com> 2026-01-01T00:00:00+00:00"
     assert git(repo, "log", "-1", f"--format={fmt}", "main") == want  # the landing (merge) commit
     assert git(repo, "log", "-1", f"--format={fmt}", "main^2") == want  # the leftovers commit
+
+
+def test_a_committed_findings_file_does_not_score_the_attempt(tmp_path: Path) -> None:
+    # The review gate writes its findings where none are yet (as a cached
+    # review does); an attempt that commits its own file must not be believed.
+    review = tmp_path / "review.py"
+    review.write_text("import pathlib\np = pathlib.Path('findings.jsonl')\n"
+                      "p.exists() or p.write_text('{\"anti_slop_score\": 3}\\n')\n")
+    repo, gp = project(tmp_path, extra=textwrap.dedent(f"""
+          - name: review
+            run: [{PY}, {review}]
+        score:
+          threshold: 0
+          findings: findings.jsonl
+    """))
+    gp("spawn", "t", "-n", "2")
+    agent(gp, "t", "1", 'findings.jsonl={"anti_slop_score": 10}\\n', "a.txt=self-scored")
+    agent(gp, "t", "2", "a.txt=honest")
+    checked = gp.json("check", "t")
+    scores = {i["id"]: i["score"] for i in checked["instances"]}
+    assert scores == {"1": 3, "2": 3}, checked
+    # It is a protected path: the attempt's copy is listed as a change it made.
+    first = next(i for i in checked["instances"] if i["id"] == "1")
+    assert "findings.jsonl" in first["protected_changes"], first
