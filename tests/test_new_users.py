@@ -5,6 +5,7 @@ write, and a merge that keeps the user's ignored files."""
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -74,3 +75,34 @@ def test_a_committed_findings_file_does_not_score_the_attempt(tmp_path: Path) ->
     # It is a protected path: the attempt's copy is listed as a change it made.
     first = next(i for i in checked["instances"] if i["id"] == "1")
     assert "findings.jsonl" in first["protected_changes"], first
+
+
+TAMPER = 'echo x > b.txt; git config --file "$(git rev-parse --git-common-dir)/config" user.name Mallory'
+
+
+def _cards(page: str) -> dict[str, str]:
+    """Each attempt's card of the report, by instance id."""
+    found = re.findall(r'<section class="attempt[^"]*" data-attempt="([^"]+)".*?</section>', page, re.S)
+    return dict(zip(found, re.findall(r'<section class="attempt.*?</section>', page, re.S)))
+
+
+def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path, files={"README.md": "hello\n", "tests/test_a.py": "def test_a(): pass\n"},
+                       extra="protect: ['tests/**']\n")
+    gp("spawn", "t", "-n", "3")
+    agent(gp, "t", "1", "a.txt=honest")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", TAMPER, code=1)
+    agent(gp, "t", "3", "tests/test_a.py=def test_a(): assert 0\\n", "c.bad=x")  # fails, and edits a test
+    gp("check", "t", code=1)
+    picked = gp("pick", "t").stdout
+    assert "lost 2: [PARALLEL_AGENT_TAMPERED]" in picked and "config" in picked, picked
+    assert "lost 3: [PARALLEL_DEV_SELECTION_NO_PASS]" in picked and "tests/test_a.py" in picked, picked
+    shown = gp("show", "t", "2").stdout
+    assert "tampered: it changed config" in shown and "[PARALLEL_AGENT_TAMPERED]" in shown, shown
+    page = tmp_path / "r.html"
+    gp("report", "t", "--html", str(page))
+    cards = _cards(page.read_text())
+    assert 'data-role="tampered"' in cards["2"] and "PARALLEL_AGENT_TAMPERED" in cards["2"], cards["2"]
+    assert "config" in cards["2"]
+    assert 'data-role="protected"' in cards["3"] and "tests/test_a.py" in cards["3"], cards["3"]
+    assert 'data-role="tampered"' not in cards["1"] and 'data-role="protected"' not in cards["1"]

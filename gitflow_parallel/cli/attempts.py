@@ -314,7 +314,7 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
                     click.echo(f"  round {m['round']}: {m['a']} vs {m['b']} -> {m['winner']} "
                                f"(decided by {m['decided_by']}; the judge {said}; log {ran['log']})")
             for loser in p["losers"]:
-                click.echo(f"  lost {loser['id']}: {loser['reason']}")
+                click.echo(f"  lost {loser['id']}: [{loser['code']}] {loser['reason']}")
         click.echo(f"next: git parallel merge {task}")
 
     def call() -> dict[str, Any]:

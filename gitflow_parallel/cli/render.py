@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from gitflow_parallel import errors as E
 from gitflow_parallel.git.scratch import blocks_pick
 from gitflow_parallel.provenance import protected_summary
 
@@ -152,6 +153,9 @@ def render_show(r: dict[str, Any]) -> None:
                + (f", {i['error']}" if i["error"] else ""))
     click.echo(f"run {r['run_id']} ({r['run_status']})" + ("  [fetched]" if r["shared"] else ""))
     click.echo(f"commit {short(r['commit'], 40)}  branch {i['branch']}")
+    if i.get("tampered"):
+        click.echo(f"tampered: it changed {', '.join(i['tampered'])}, which no attempt may change "
+                   f"(restored) [{E.AGENT_TAMPERED}]")
     ev = r["evidence"]
     p = r["pack"]
     if p is None:
@@ -176,7 +180,8 @@ def render_show(r: dict[str, Any]) -> None:
         click.echo(f"  agent log ({agent['log_source']}), last lines:")
         for line in agent["tail"]:
             click.echo(f"       | {line}")
-    click.echo(f"outcome: {r['outcome']['why']}")
+    code = r["outcome"].get("code")
+    click.echo(f"outcome: {r['outcome']['why']}" + (f" [{code}]" if code else ""))
     render_differential(r.get("differential"), "  ", only=i["id"])
     if r["landed"]:
         click.echo(f"landed at {r['landed'][:12]}")
