@@ -106,3 +106,32 @@ def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp
     assert "config" in cards["2"]
     assert 'data-role="protected"' in cards["3"] and "tests/test_a.py" in cards["3"], cards["3"]
     assert 'data-role="tampered"' not in cards["1"] and 'data-role="protected"' not in cards["1"]
+
+
+CALC_TESTS = "from calc import double\n\n\ndef test_two():\n    assert double(2) == 4\n"
+HIDDEN_TESTS = "".join(f"from calc import double\n\n\ndef test_h{n}():\n    assert double({n}) == {2 * n}\n\n\n"
+                       for n in range(4))
+
+
+def test_hidden_gate_counts_in_check_show_report_and_logs(tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden"
+    (hidden / "tests").mkdir(parents=True)
+    (hidden / "tests" / "test_hidden.py").write_text(HIDDEN_TESTS)
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "agent.py").write_text(AGENT)
+    pytest_run = f"[{PY}, -m, pytest, -q, -p, no:cacheprovider, tests]"
+    repo = make_repo(tmp_path / "repo", {"calc.py": "def double(n):\n    return 4\n", "tests/test_calc.py": CALC_TESTS},
+                     config=f"gates:\n  - name: hidden\n    run: {pytest_run}\n    hidden: {hidden}\n")
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "calc.py=def double(n):\\n    return 4 if n == 2 else 2 * n if n < 2 else 0\\n")
+    checked = gp("check", "t", code=1).stdout
+    assert "hidden tests: 1 failed, 4 passed (output not kept)" in checked, checked
+    assert "hidden tests: 1 failed, 4 passed" in gp("show", "t", "1").stdout
+    page = tmp_path / "r.html"
+    gp("report", "t", "--html", str(page))
+    assert re.search(r'data-role="hidden-counts">1 failed, 4 passed<', page.read_text())
+    asked = gp("logs", "t", "1", "--gate", "hidden", code=1)
+    assert "error[PARALLEL_EVIDENCE_MISSING]: gate hidden ran for instance 1" in asked.stderr, asked.stderr
+    assert "failed, exit 1, hidden tests: 1 failed, 4 passed; its output is not kept" in asked.stderr
+    assert "did not run" not in asked.stderr and "hint: " in asked.stderr

@@ -172,7 +172,7 @@ def render_show(r: dict[str, Any]) -> None:
     for g in r["gates"]:
         mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
         what = g["error"] if g["skipped"] or g["exit_code"] is None else f"exit {g['exit_code']} in {g['duration_s']:.2f}s"
-        click.echo(f"  {mark:<4} {g['name']:<16} {g['mode']:<8} {what}")
+        click.echo(f"  {mark:<4} {g['name']:<16} {g['mode']:<8} {what}{hidden_counts(g)}")
         for line in g["tail"]:
             click.echo(f"       | {line}")
     agent = r.get("agent") or {}
@@ -223,6 +223,14 @@ def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20
         click.echo(f"{indent}… and {len(changes) - limit} more")
 
 
+def hidden_counts(g: dict[str, Any]) -> str:
+    """A hidden-tests gate's counts: the one part of its output that is kept."""
+    hidden = g.get("hidden")
+    if not hidden or g.get("skipped"):
+        return ""
+    return f"; hidden tests: {hidden.get('summary') or 'no test counts in its output'} (output not kept)"
+
+
 # -- check --------------------------------------------------------------------------
 def render_check(r: dict[str, Any]) -> None:
     click.echo(f"check of {r['task']}  run {r['run_id']}")
@@ -250,7 +258,7 @@ def render_check(r: dict[str, Any]) -> None:
                 mark = "seen"
                 sig = g["signature"]
                 what += f", {sig['over']} sha256 {(sig['sha256'] or 'none')[:12]}"
-            click.echo(f"    {mark:<4} {g['name']:<16} {g['mode']:<8} {code}{what}")
+            click.echo(f"    {mark:<4} {g['name']:<16} {g['mode']:<8} {code}{what}{hidden_counts(g)}")
             if g["log"] and not g["passed"] and g["mode"] != "probe":
                 click.echo(f"         log: {g['log']}")
     skipped = r.get("skipped") or []

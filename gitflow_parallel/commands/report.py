@@ -121,6 +121,9 @@ def _gate_item(g: dict[str, Any]) -> str:
     result = "skip" if g["skipped"] else ("pass" if g["passed"] else "fail")
     took = "" if g["duration_s"] is None else f" in {g['duration_s']:.2f}s"
     detail = _e(g["error"]) if g["error"] else f"exit {_e(g['exit_code'])}{took}"
+    if g.get("hidden") and not g["skipped"]:  # its counts are all of its output that is kept
+        counts = g["hidden"].get("summary") or "no test counts in its output"
+        detail += f'; hidden tests: <b data-role="hidden-counts">{_e(counts)}</b> (output not kept)'
     log = f'<pre class="log">{_e(chr(10).join(g["digest"]))}</pre>' if g["digest"] else ""
     return (f'<li class="gate" data-gate="{_e(g["name"])}" data-result="{result}">'
             f'<span class="res-{result}">{result.upper()}</span> <b>{_e(g["name"])}</b> '
