@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import AGENT, GP, git, make_repo
+from conftest import AGENT, GP, git, make_repo, snapshot
 
 PY = sys.executable
 
@@ -135,3 +135,42 @@ def test_hidden_gate_counts_in_check_show_report_and_logs(tmp_path: Path) -> Non
     assert "error[PARALLEL_EVIDENCE_MISSING]: gate hidden ran for instance 1" in asked.stderr, asked.stderr
     assert "failed, exit 1, hidden tests: 1 failed, 4 passed; its output is not kept" in asked.stderr
     assert "did not run" not in asked.stderr and "hint: " in asked.stderr
+
+
+def test_merge_refuses_to_overwrite_an_ignored_file_of_the_base_checkout(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path, files={"README.md": "hello\n", ".gitignore": ".env.local\nbuild/\n"})
+    (repo / ".env.local").write_text("SECRET=mine\n")
+    (repo / "build").mkdir()
+    (repo / "build" / "keep.o").write_text("local build\n")
+    gp("spawn", "t", "-n", "1")
+    adds = "printf 'SECRET=agent\\n' > .env.local; mkdir -p build; echo x > build/new.o; " \
+           "git add -f .env.local build/new.o; git commit -qm 'add env'"
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", adds)
+    gp("check", "t")
+    gp("pick", "t")
+    before = snapshot(repo)
+    refused = gp("merge", "t", code=1)
+    assert "error[PARALLEL_BASE_DIRTY]" in refused.stderr and ".env.local" in refused.stderr, refused.stderr
+    assert "ignored" in refused.stderr and "hint: " in refused.stderr
+    assert "build/" not in refused.stderr  # build/new.o is new there: nothing of the user's is in its way
+    assert (repo / ".env.local").read_text() == "SECRET=mine\n"
+    assert snapshot(repo) == before  # a refused merge changes nothing
+    # Moved out of the way, the merge lands and the user's other ignored files stay.
+    (repo / ".env.local").rename(tmp_path / "env.saved")
+    gp("merge", "t")
+    assert (repo / ".env.local").read_text() == "SECRET=agent\n"
+    assert (repo / "build" / "keep.o").read_text() == "local build\n"
+
+
+def test_judging_doc_says_a_merge_lands_over_unrelated_edits_as_it_does(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path, files={"README.md": "hello\n", "notes.txt": "mine\n"})
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "a.txt=one")
+    gp("check", "t")
+    gp("pick", "t")
+    (repo / "notes.txt").write_text("mine, edited\n")  # uncommitted, and not a path the landing changes
+    gp("merge", "t")
+    assert (repo / "notes.txt").read_text() == "mine, edited\n" and (repo / "a.txt").read_text() == "one"
+    doc = " ".join((Path(__file__).parent.parent / "docs" / "judging.md").read_text().split())
+    assert "when it has changes, the merge is refused" not in doc
+    assert "its uncommitted changes to other paths stay as they are" in doc

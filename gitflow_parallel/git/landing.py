@@ -6,6 +6,7 @@ Nothing here moves a ref: ``commands/merge`` does, by compare-and-swap."""
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -59,7 +60,41 @@ def dirty_paths(path: Path, new_tree: pygit2.Tree | None, old_tree: pygit2.Tree 
             if new_tree is None or not _in_the_way(new_tree, rel.rstrip("/")):
                 continue
         out.append(rel)
+    if new_tree is not None and old_tree is not None:
+        out += [f"{rel} (ignored)" for rel in _ignored_in_the_way(wt, Path(path), old_tree, new_tree)]
     return sorted(out)
+
+
+def _ignored_in_the_way(wt: pygit2.Repository, root: Path, old_tree: pygit2.Tree,
+                        new_tree: pygit2.Tree) -> list[str]:
+    """Ignored files of the checkout that the update would overwrite: a path
+    the landing adds (or a file where it needs a folder) that is there on
+    disk, untracked, and ignored.  Git treats ignored files as expendable;
+    they are the user's (``.env.local``), so they count as in the way."""
+    out = set()
+    for delta in old_tree.diff_to_tree(new_tree).deltas:
+        if delta.status != pygit2.enums.DeltaStatus.ADDED:
+            continue
+        parts = delta.new_file.path.split("/")
+        for i in range(1, len(parts) + 1):
+            rel = "/".join(parts[:i])
+            on_disk = root / rel
+            if not os.path.lexists(on_disk):
+                break
+            if i < len(parts) and on_disk.is_dir() and not on_disk.is_symlink():
+                continue  # a folder on the way down: look further
+            if not _tracked(old_tree, rel) and wt.path_is_ignored(rel):
+                out.add(rel)
+            break
+    return sorted(out)
+
+
+def _tracked(tree: pygit2.Tree, rel: str) -> bool:
+    try:
+        tree[rel]
+    except KeyError:
+        return False
+    return True
 
 
 def _in_the_way(tree: pygit2.Tree, rel: str) -> bool:
@@ -80,7 +115,8 @@ def refuse_dirty(path: Path, dirty: list[str]) -> ParallelError:
         E.BASE_DIRTY,
         f"the base branch is checked out in {path}, which has uncommitted changes the landing would "
         f"overwrite: {shown}",
-        hint="commit or stash them there (git stash -u), then run `git parallel merge` again; nothing was changed",
+        hint="commit or stash them there (git stash -u; an ignored file: move it aside, or `git stash -u --all`), "
+             "then run `git parallel merge` again; nothing was changed",
     )
 
 
