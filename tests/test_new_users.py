@@ -6,10 +6,12 @@ write, and a merge that keeps the user's ignored files."""
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import test_hooks as hooks
 from conftest import AGENT, GP, git, make_repo, snapshot
 
 PY = sys.executable
@@ -174,3 +176,49 @@ def test_judging_doc_says_a_merge_lands_over_unrelated_edits_as_it_does(tmp_path
     doc = " ".join((Path(__file__).parent.parent / "docs" / "judging.md").read_text().split())
     assert "when it has changes, the merge is refused" not in doc
     assert "its uncommitted changes to other paths stay as they are" in doc
+
+
+def _refused(p: subprocess.CompletedProcess[str]) -> bool:
+    return p.returncode != 0 and "error[PARALLEL_DEV_SELECTION_NO_PASS]" in p.stderr
+
+
+def test_hooks_check_the_tree_a_merge_carries_and_refuse_a_losers_patch(tmp_path: Path) -> None:
+    repo, gp, run = hooks.picked_run(tmp_path)  # 1 won its pick, 2 lost
+    base = hooks.tip(repo, "main")
+    # A merge naming the winner as a parent but carrying the loser's files.
+    git(repo, "merge", "-q", "--no-commit", "--no-ff", "parallel/t/1")
+    git(repo, "checkout", "parallel/t/2", "--", ".")
+    forged = hooks.proc(repo, "commit", "-q", "-m", "merge winner (really)")
+    assert _refused(forged), forged.stderr
+    assert "differs from the clean merge" in forged.stderr and "result.txt" in forged.stderr, forged.stderr
+    assert "fresh, passing evidence" not in forged.stderr and hooks.tip(repo, "main") == base
+    git(repo, "merge", "--abort")
+    # git merge -s ours names the winner and keeps none of it.
+    ours = hooks.proc(repo, "merge", "-q", "-s", "ours", "-m", "ours", "parallel/t/1")
+    assert _refused(ours) and "result.txt" in ours.stderr, ours.stderr
+    git(repo, "merge", "--abort")
+    assert hooks.tip(repo, "main") == base
+
+    # An ordinary commit on the base needs no Python, while losers' patches are listed.
+    env = hooks._without_python(repo / ".git" / "hooks")
+    (repo / "notes.txt").write_text("base work\n")
+    git(repo, "add", "notes.txt")
+    plain = hooks.proc(repo, "commit", "-q", "-m", "ordinary", env=env)
+    assert plain.returncode == 0 and plain.stderr == "", plain.stderr
+    gp("hooks", "install")  # its Python back
+    base = hooks.tip(repo, "main")
+
+    # The loser's commit, cherry-picked or squashed, is its patch: refused.
+    loser = hooks.tip(repo, "parallel/t/2")
+    picked = hooks.proc(repo, "cherry-pick", loser)
+    assert _refused(picked) and "patch-id" in picked.stderr and "instance 2" in picked.stderr, picked.stderr
+    git(repo, "reset", "-q", "--hard", base)
+    git(repo, "merge", "-q", "--squash", "parallel/t/2")
+    squashed = hooks.proc(repo, "commit", "-q", "-m", "squash")
+    assert _refused(squashed) and "patch-id" in squashed.stderr, squashed.stderr
+    git(repo, "reset", "-q", "--hard", base)
+    assert hooks.tip(repo, "main") == base
+
+    won = hooks.proc(repo, "merge", "--no-ff", "-m", "merge winner", "parallel/t/1")
+    assert won.returncode == 0, won.stderr
+    assert "the tree is the clean merge of its parents" in won.stderr, won.stderr

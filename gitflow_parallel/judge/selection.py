@@ -80,7 +80,7 @@ from gitflow_parallel.judge import differential, tournament
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
-from gitflow_parallel.model import PickRecord, RunRecord
+from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, id_key
 
@@ -147,12 +147,13 @@ def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[l
     return candidates, losers
 
 
-def _unfinished(inst: dict[str, Any]) -> dict[str, Any]:
+def _unfinished(inst: InstanceRecord) -> dict[str, Any]:
     """A loser that did not finish well; one that tampered says so, with its code."""
-    if inst.get("tampered"):
+    tampered = inst.get("tampered") or []
+    if tampered:
         return {"id": inst["id"], "code": E.AGENT_TAMPERED,
                 "reason": f"status {inst['status']}: it changed what no attempt may change "
-                          f"({_shown(inst['tampered'])}; restored)"}
+                          f"({_shown(tampered)}; restored)"}
     return {"id": inst["id"], "code": E.SELECTION_NO_PASS, "reason": f"status {inst['status']}"}
 
 
