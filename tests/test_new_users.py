@@ -222,3 +222,17 @@ def test_hooks_check_the_tree_a_merge_carries_and_refuse_a_losers_patch(tmp_path
     won = hooks.proc(repo, "merge", "--no-ff", "-m", "merge winner", "parallel/t/1")
     assert won.returncode == 0, won.stderr
     assert "the tree is the clean merge of its parents" in won.stderr, won.stderr
+
+
+def test_default_landing_message_names_the_agent_without_its_absolute_paths(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "a.txt=one")  # only a leftovers commit: it lands squashed (merge.squash: auto)
+    gp("check", "t")
+    gp("pick", "t")
+    gp("merge", "t")
+    message = git(repo, "log", "-1", "--format=%B", "main")
+    assert str(tmp_path) not in message and sys.executable not in message, message
+    subject = message.splitlines()[0]
+    assert subject.startswith("t: ") and "agent.py a.txt=one" in subject, subject
+    assert f"Agent: {Path(PY).name} agent.py a.txt=one" in message, message

@@ -318,7 +318,8 @@ def history(repo: pygit2.Repository, record: RunRecord, inst: InstanceRecord, ba
             only = False
         elif said.get("Parallel-Command") and said["Parallel-Command"] not in agents:
             agents.append(said["Parallel-Command"])
-    return only, "; ".join(agents) or (BY_HAND if inst.get("origin") == "hand" else UNRECORDED_AGENT)
+    named = [provenance.command_label(a) for a in agents]
+    return only, "; ".join(named) or (BY_HAND if inst.get("origin") == "hand" else UNRECORDED_AGENT)
 
 
 def landing_message(record: RunRecord, pick: PickRecord, inst: InstanceRecord,
