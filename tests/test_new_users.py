@@ -5,7 +5,9 @@ write, and a merge that keeps the user's ignored files."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import subprocess
 import sys
 import textwrap
@@ -236,3 +238,25 @@ def test_default_landing_message_names_the_agent_without_its_absolute_paths(tmp_
     subject = message.splitlines()[0]
     assert subject.startswith("t: ") and "agent.py a.txt=one" in subject, subject
     assert f"Agent: {Path(PY).name} agent.py a.txt=one" in message, message
+
+
+def test_report_file_follows_the_umask_and_its_chart_labels_do_not_overlap(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "3")
+    agent(gp, "t", "1", "a.txt=one")
+    agent(gp, "t", "2", "a.txt=two")
+    gp("check", "t", "--instance", "2")  # 1 and 3 have no gate rows: their chart rows are empty
+    page = tmp_path / "r.html"
+    old = os.umask(0o022)
+    try:
+        gp("report", "t", "--html", str(page))
+        assert stat.S_IMODE(page.stat().st_mode) == 0o644
+        os.umask(0o002)
+        gp("report", "t", "--html", str(page))
+        assert stat.S_IMODE(page.stat().st_mode) == 0o664
+    finally:
+        os.umask(old)
+    for chart in re.findall(r"<svg class=\"chart\".*?</svg>", page.read_text(), re.S):
+        labels = [float(y) for y in re.findall(r'<text x="0" y="([\d.]+)">instance', chart)]
+        assert len(labels) == 3
+        assert all(b - a >= 16 for a, b in zip(labels, labels[1:])), labels  # 12px text, no overlap

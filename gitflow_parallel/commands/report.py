@@ -199,13 +199,15 @@ def _bars(title: str, rows: list[tuple[str, list[tuple[str, float, str]]]], unit
     line, y, parts = 18, 24, []
     for label, series in rows:
         parts.append(f'<text x="0" y="{y + 12}">{_e(label)}</text>')
-        for name, value, colour in series:
+        if not series:  # the row still takes its line, or the next label is drawn over this one
+            parts.append(f'<text x="150" y="{y + 12}" class="meta">none</text>')
+        for k, (name, value, colour) in enumerate(series):
             width = max(1.0, BAR_WIDTH * value / peak) if value else 0
-            parts.append(f'<rect x="150" y="{y}" width="{width:.1f}" height="14" fill="{colour}">'
+            top = y + k * line
+            parts.append(f'<rect x="150" y="{top}" width="{width:.1f}" height="14" fill="{colour}">'
                          f'<title>{_e(name)}: {value:g}{unit}</title></rect>'
-                         f'<text x="{156 + width:.1f}" y="{y + 12}">{_e(name)} {value:g}{unit}</text>')
-            y += line
-        y += 8
+                         f'<text x="{156 + width:.1f}" y="{top + 12}">{_e(name)} {value:g}{unit}</text>')
+        y += line * max(1, len(series)) + 8
     return (f'<figure><figcaption><b>{_e(title)}</b></figcaption>'
             f'<svg class="chart" role="img" aria-label="{_e(title)}" width="{150 + BAR_WIDTH + 170}" height="{y}">'
             f'{"".join(parts)}</svg></figure>')
