@@ -260,3 +260,10 @@ def test_report_file_follows_the_umask_and_its_chart_labels_do_not_overlap(tmp_p
         labels = [float(y) for y in re.findall(r'<text x="0" y="([\d.]+)">instance', chart)]
         assert len(labels) == 3
         assert all(b - a >= 16 for a, b in zip(labels, labels[1:])), labels  # 12px text, no overlap
+
+
+def test_readme_install_puts_the_command_on_path() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    install = readme.index("pipx install .")
+    assert "pipx ensurepath" in readme[install:install + 300] and "uv tool update-shell" in readme
+    assert "is not a git command" in readme
