@@ -267,3 +267,20 @@ def test_readme_install_puts_the_command_on_path() -> None:
     install = readme.index("pipx install .")
     assert "pipx ensurepath" in readme[install:install + 300] and "uv tool update-shell" in readme
     assert "is not a git command" in readme
+
+
+def test_init_check_trusts_protect_and_says_each_warning_once(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", files={"README.md": "hi\n", "tests/test_a.py": "def test_a(): pass\n",
+                                               "pkg/tests/test_b.py": "def test_b(): pass\n"})
+    # Written, not committed: the file differs from HEAD's.
+    (repo / ".gitparallel.yaml").write_text(f"gates:\n  - name: t\n    run: [{PY}, -c, 'pass']\n"
+                                            "protect: ['tests/**', 'pkg/tests/**']\n")
+    shown = GP(repo)("init", "--check")
+    both = shown.stdout + shown.stderr
+    assert "names no test folder" not in both, both  # protect covers every test file
+    assert both.count("differs from HEAD's") == 1, both
+    assert "tests in HEAD: 2, not protected: 0" in shown.stdout
+    # With a test protect does not cover, the gate's warning stands.
+    (repo / ".gitparallel.yaml").write_text(f"gates:\n  - name: t\n    run: [{PY}, -c, 'pass']\n"
+                                            "protect: ['tests/**']\n")
+    assert "names no test folder" in GP(repo)("init", "--check").stdout

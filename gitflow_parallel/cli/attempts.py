@@ -65,7 +65,7 @@ def init(force: bool, display: bool, remote: str | None, explain: bool, as_json:
         click.echo("next: review the file, commit it, then `git parallel spawn TASK`")
 
     if explain:
-        run_verb(as_json, lambda: init_cmd.check(_project()), render_init_check)
+        run_verb(as_json, lambda: init_cmd.check(_project()), render_init_check, renders_warnings=True)
     else:
         run_verb(as_json, lambda: init_cmd.init(_project(), force=force, display=display, remote=remote), render)
 
