@@ -235,9 +235,11 @@ def test_default_landing_message_names_the_agent_without_its_absolute_paths(tmp_
     gp("merge", "t")
     message = git(repo, "log", "-1", "--format=%B", "main")
     assert str(tmp_path) not in message and sys.executable not in message, message
+    # The commit's trailer keeps the command cut at 120 characters, so how
+    # much of its arguments shows depends on how long this machine's paths are.
     subject = message.splitlines()[0]
-    assert subject.startswith("t: ") and "agent.py a.txt=one" in subject, subject
-    assert f"Agent: {Path(PY).name} agent.py a.txt=one" in message, message
+    assert subject.startswith(f"t: {Path(PY).name} agent.py") and subject.endswith("(git-parallel winner 1)"), subject
+    assert f"Agent: {Path(PY).name} agent.py" in message, message
 
 
 def test_report_file_follows_the_umask_and_its_chart_labels_do_not_overlap(tmp_path: Path) -> None:
