@@ -167,7 +167,9 @@ def _alarms(inst: dict[str, Any], pack: dict[str, Any] | None) -> str:
 
 
 def _code(fate: dict[str, Any]) -> str:
-    return f" [{fate['code']}]" if fate.get("code") else ""
+    """A loser's own reason code; the generic one adds nothing to the why."""
+    code = fate.get("code")
+    return f" [{code}]" if code and code != E.SELECTION_NO_PASS else ""
 
 
 def _column(a: dict[str, Any]) -> str:
