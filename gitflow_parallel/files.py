@@ -108,6 +108,21 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, mode: int | No
     _fsync_dir(target.parent)
 
 
+def new_file_mode() -> int:
+    """The mode ``open()`` would give a new file (0666 less the umask): for
+    files written for the user to keep, as git writes its work tree files
+    (a temporary file from mkstemp is 0600)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # no other way to read it; set back at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def create_exclusive(path: str | os.PathLike[str], data: bytes | str) -> bool:
     """Write ``path`` only if it does not exist yet; return False if it did.
 

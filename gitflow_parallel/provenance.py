@@ -14,6 +14,7 @@ stores the lines; it does not build them.
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -128,6 +129,18 @@ def command_text(argv: list[str]) -> str:
     at ``COMMAND_CHARS`` (a prompt can be pages long)."""
     text = " ".join(shlex.join(argv).split())
     return text if len(text) <= COMMAND_CHARS else text[:COMMAND_CHARS - 1] + "\u2026"
+
+
+# An absolute path as a word of a command (quoted words with spaces stay).
+_ABSOLUTE = re.compile(r"(?<![^\s'\"=])/(?:[^\s/'\"]+/)*([^\s/'\"]+)")
+
+
+def command_label(text: str) -> str:
+    """A command as ``command_text`` wrote it, each absolute path cut to its
+    last part (``/opt/venv/bin/python /home/me/tools/agent.py`` reads
+    ``python agent.py``): the machine's folders say nothing on the base
+    branch's history, and may say more than their owner wants."""
+    return _ABSOLUTE.sub(lambda m: m.group(1), text)
 
 
 def leftovers_message(task: str, run_id: str, inst_id: str, attempt: int, why: str,

@@ -51,7 +51,7 @@ TEMPLATE_SETTINGS = """\
 # score:
 #   threshold: 6
 #   command: null                # e.g. [python, score.py]; last stdout line is 0-10
-#   findings: null               # e.g. findings.jsonl (minimum anti_slop_score)
+#   findings: null               # e.g. findings.jsonl (minimum anti_slop_score), written by a gate; protected
 
 # judge:                         # only with selection: tournament
 #   command: null                # e.g. [python, judge.py]; last stdout line A or B

@@ -14,16 +14,22 @@
 # branch and archived attempt of those runs.  It passes when nothing but $2
 # and $1 is listed, $2 is (so $2 is no instance commit: none lies above it),
 # and $2's only parent is $1 (a commit) or one of $1's parents (an amend):
-# then $2 is all the update brings in.  Anything else - a fast-forward to an
-# instance commit, a merge, a reset, a forced update with no old value - goes
-# to Python, which reads the records.
+# then $2 is all the update brings in, unless its patch is one a losing
+# attempt made (the index's "lost" lines of this base: a cherry-pick, a
+# squash), which two more git processes tell, and only while there are such
+# lines.  Anything else - a fast-forward to an instance commit, a merge, a
+# reset, a forced update with no old value, a loser's patch - goes to
+# Python, which reads the records.
 gp_plain() {
     case "$1" in *[!0]*) ;; *) return 1 ;; esac
     gp_globs=
+    gp_lost=
     {
         while read -r gp_kind gp_ref gp_task gp_run gp_rest; do
             if [ "$gp_kind" = base ] && [ "$gp_ref" = "$3" ]; then
                 gp_globs="$gp_globs --glob=refs/heads/parallel/$gp_task/* --glob=refs/parallel/archive/$gp_run/*"
+            elif [ "$gp_kind" = lost ] && [ "$gp_ref" = "$3" ]; then
+                gp_lost="$gp_lost ${gp_rest%% *}"
             fi
         done < "$GP_LIVE"
     } 2>/dev/null
@@ -46,11 +52,18 @@ gp_plain() {
 $gp_walk
 GP_WALK
     [ -n "$gp_parent" ] && [ -z "$gp_extra" ] || return 1
-    [ "$gp_parent" = "$1" ] && return 0
-    case "$gp_olds" in
-        *" $gp_parent "*) return 0 ;;
+    if [ "$gp_parent" != "$1" ]; then
+        case "$gp_olds" in
+            *" $gp_parent "*) ;;
+            *) return 1 ;;
+        esac
+    fi
+    [ -n "$gp_lost" ] || return 0
+    gp_patch=$(git diff-tree -p --no-ext-diff --no-textconv --no-color "$2" -- 2>/dev/null | git patch-id --stable 2>/dev/null)
+    case "$gp_lost " in
+        *" ${gp_patch%% *} "*) return 1 ;;
     esac
-    return 1
+    return 0
 }
 
 gp_state=$1

@@ -297,8 +297,15 @@ def test_scores(tmp_path: Path, score_cfg: str | None, files: dict[str, str], ex
     cfg = "instances: 1\n"
     if score_cfg:
         cfg += "score:\n  " + score_cfg.replace("PY", PY).replace("TOOLS", str(t)) + "\n"
+    if kind == "findings":
+        # A findings file is a gate's output (an attempt's own copy is protected).
+        (t / "review").mkdir()
+        for name, text in files.items():
+            (t / "review" / name).write_text(text)
+        (t / "review.py").write_text(f"import shutil\nshutil.copytree({str(t / 'review')!r}, '.', dirs_exist_ok=True)\n")
+        cfg += "gates:\n" + gate_cfg(t, "review", "review.py")
     repo, gp, _ = setup(tmp_path, cfg, n=1)
-    finish(repo, "1", files or {"x.txt": "x\n"})
+    finish(repo, "1", {"x.txt": "x\n"} if kind == "findings" or not files else files)
     data = gp.json("check", "t")
     [inst] = data["instances"]
     pack = load_pack(run_record(gp)["instances"][0])
@@ -314,7 +321,7 @@ def test_scores(tmp_path: Path, score_cfg: str | None, files: dict[str, str], ex
         assert pack["score"] is None and error in pack["score_error"]
     if kind == "findings" and pack["score_source"]["path"] in files:
         name = pack["score_source"]["path"]
-        assert pack["score_source"]["sha256"] == sha256(Path(run_record(gp)["instances"][0]["worktree"]) / name)
+        assert pack["score_source"]["sha256"] == hashlib.sha256(files[name].encode()).hexdigest()
     elif kind == "findings":
         assert pack["score_source"]["sha256"] is None
     if kind == "command" and expect is not None:

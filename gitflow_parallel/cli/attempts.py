@@ -65,7 +65,7 @@ def init(force: bool, display: bool, remote: str | None, explain: bool, as_json:
         click.echo("next: review the file, commit it, then `git parallel spawn TASK`")
 
     if explain:
-        run_verb(as_json, lambda: init_cmd.check(_project()), render_init_check)
+        run_verb(as_json, lambda: init_cmd.check(_project()), render_init_check, renders_warnings=True)
     else:
         run_verb(as_json, lambda: init_cmd.init(_project(), force=force, display=display, remote=remote), render)
 
@@ -314,7 +314,7 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
                     click.echo(f"  round {m['round']}: {m['a']} vs {m['b']} -> {m['winner']} "
                                f"(decided by {m['decided_by']}; the judge {said}; log {ran['log']})")
             for loser in p["losers"]:
-                click.echo(f"  lost {loser['id']}: {loser['reason']}")
+                click.echo(f"  lost {loser['id']}: [{loser['code']}] {loser['reason']}")
         click.echo(f"next: git parallel merge {task}")
 
     def call() -> dict[str, Any]:

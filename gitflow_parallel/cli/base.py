@@ -107,8 +107,10 @@ def _refused(as_json: bool, exc: ParallelError) -> None:
 
 
 def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None] | None = None,
-             ok: Callable[[Any], bool] | None = None) -> None:
-    """Call a verb and map its outcome to output and exit status."""
+             ok: Callable[[Any], bool] | None = None, renders_warnings: bool = False) -> None:
+    """Call a verb and map its outcome to output and exit status.  The
+    result's ``warnings`` go to stderr, unless ``render`` prints them itself
+    (``renders_warnings``: once is enough)."""
     try:
         result = fn()
     except ParallelError as exc:
@@ -137,7 +139,8 @@ def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None]
     if not as_json and isinstance(result, dict) and result.get("remote_warning"):
         click.echo(f"warning: {visible(result['remote_warning'])}", err=True)
     if not as_json and isinstance(result, dict):
-        for warning in (result.get("notify_warnings") or []) + (result.get("warnings") or []):
+        said = [] if renders_warnings else (result.get("warnings") or [])
+        for warning in (result.get("notify_warnings") or []) + said:
             click.echo(f"warning: {visible(warning)}", err=True)
     if as_json:
         payload = dict(result) if isinstance(result, dict) else {"result": result}

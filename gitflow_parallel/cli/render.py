@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from gitflow_parallel import errors as E
 from gitflow_parallel.git.scratch import blocks_pick
 from gitflow_parallel.provenance import protected_summary
 
@@ -152,6 +153,9 @@ def render_show(r: dict[str, Any]) -> None:
                + (f", {i['error']}" if i["error"] else ""))
     click.echo(f"run {r['run_id']} ({r['run_status']})" + ("  [fetched]" if r["shared"] else ""))
     click.echo(f"commit {short(r['commit'], 40)}  branch {i['branch']}")
+    if i.get("tampered"):
+        click.echo(f"tampered: it changed {', '.join(i['tampered'])}, which no attempt may change "
+                   f"(restored) [{E.AGENT_TAMPERED}]")
     ev = r["evidence"]
     p = r["pack"]
     if p is None:
@@ -168,7 +172,7 @@ def render_show(r: dict[str, Any]) -> None:
     for g in r["gates"]:
         mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
         what = g["error"] if g["skipped"] or g["exit_code"] is None else f"exit {g['exit_code']} in {g['duration_s']:.2f}s"
-        click.echo(f"  {mark:<4} {g['name']:<16} {g['mode']:<8} {what}")
+        click.echo(f"  {mark:<4} {g['name']:<16} {g['mode']:<8} {what}{hidden_counts(g)}")
         for line in g["tail"]:
             click.echo(f"       | {line}")
     agent = r.get("agent") or {}
@@ -176,7 +180,8 @@ def render_show(r: dict[str, Any]) -> None:
         click.echo(f"  agent log ({agent['log_source']}), last lines:")
         for line in agent["tail"]:
             click.echo(f"       | {line}")
-    click.echo(f"outcome: {r['outcome']['why']}")
+    code = r["outcome"].get("code")
+    click.echo(f"outcome: {r['outcome']['why']}" + (f" [{code}]" if code else ""))
     render_differential(r.get("differential"), "  ", only=i["id"])
     if r["landed"]:
         click.echo(f"landed at {r['landed'][:12]}")
@@ -218,6 +223,14 @@ def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20
         click.echo(f"{indent}… and {len(changes) - limit} more")
 
 
+def hidden_counts(g: dict[str, Any]) -> str:
+    """A hidden-tests gate's counts: the one part of its output that is kept."""
+    hidden = g.get("hidden")
+    if not hidden or g.get("skipped"):
+        return ""
+    return f"; hidden tests: {hidden.get('summary') or 'no test counts in its output'} (output not kept)"
+
+
 # -- check --------------------------------------------------------------------------
 def render_check(r: dict[str, Any]) -> None:
     click.echo(f"check of {r['task']}  run {r['run_id']}")
@@ -245,7 +258,7 @@ def render_check(r: dict[str, Any]) -> None:
                 mark = "seen"
                 sig = g["signature"]
                 what += f", {sig['over']} sha256 {(sig['sha256'] or 'none')[:12]}"
-            click.echo(f"    {mark:<4} {g['name']:<16} {g['mode']:<8} {code}{what}")
+            click.echo(f"    {mark:<4} {g['name']:<16} {g['mode']:<8} {code}{what}{hidden_counts(g)}")
             if g["log"] and not g["passed"] and g["mode"] != "probe":
                 click.echo(f"         log: {g['log']}")
     skipped = r.get("skipped") or []

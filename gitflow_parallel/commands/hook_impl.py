@@ -48,7 +48,11 @@ commits are the candidates - the merge heads; for a ref update the new value
 and its parents - that are a track's picked winner's commit and pass
 ``picks.winner_check`` (picked, exact commit, fresh passing evidence).
 The update passes iff nothing brought in is an instance commit outside the
-history of an approved commit.  So: a fast-forward to the winner passes; a
+history of an approved commit, the commit it lands is an approved one or
+carries the tree a clean merge of its parents gives (``git/vouch``: paths
+that merge leaves conflicted are a person's and not compared), and nothing
+brought in has the patch-id of a losing attempt's commit or whole change
+(the live index's ``lost`` lines: a cherry-pick, a squash).  So: a fast-forward to the winner passes; a
 merge commit whose parents include the winner passes (also a hand-made join
 of several winners); a loser, an unproven tip, a partial commit of the
 winner, or a commit built on top of the winner is refused.  The last is
@@ -103,7 +107,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 # Kept small at import time: ``git parallel _hook`` runs on hot paths (every
 # merge into a live base, every checkout of an instance branch).  The store
@@ -115,7 +119,13 @@ from gitflow_parallel.state.live import LiveRun, read_live
 from gitflow_parallel.git.plain import git_out
 from gitflow_parallel.errors import HOOK_INTERNAL, HOOK_REFUSED
 
+if TYPE_CHECKING:
+    from gitflow_parallel.git.vouch import Copy
+
 ZERO_OID = frozenset({"0" * 40, "0" * 64})
+# The commit an update lands (None: not made yet, a merge's index), its
+# tree and its parents; asked only once a winner is approved.
+Made = Callable[[], "tuple[str | None, str, list[str]]"]
 
 
 # -- what an update brings in ----------------------------------------------------------
@@ -186,10 +196,11 @@ def _hint(code: str | None, task: str, inst_id: str, fallback: str | None = None
 
 
 def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: list[str], old: list[str],
-           candidates_of: Callable[[], list[str]], doing: str) -> Verdict:
+           candidates_of: Callable[[], list[str]], doing: str, made: Made) -> Verdict:
     """Apply the rule of the module docstring to an update bringing in
     ``rev-list heads --not old``.  ``candidates_of`` gives the commits that
     may be approved (asked only when an instance commit is at stake);
+    ``made`` the tree and parents of the commit that lands;
     ``doing`` names the update in messages."""
     by_run: dict[str, set[str]] = {}
     for run in runs:
@@ -197,9 +208,15 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
         commits = set(_rev_list(tips, [_base_commit(run, common_dir)])) if tips else set()
         if commits:
             by_run[run.run_id] = commits
+    brought = _rev_list(heads, old) if by_run or any(run.lost for run in runs) else []
+    if any(run.lost for run in runs):
+        from gitflow_parallel.git import vouch  # pygit2: only where a loser's patch may be at stake
+
+        copy = vouch.loser_copy(runs, brought, set().union(*by_run.values()) if by_run else set())
+        if copy is not None:
+            return _copy_refusal(doing, copy)
     if not by_run:
         return Verdict(True)
-    brought = _rev_list(heads, old)
     brought_set = set(brought)
     involved = [run for run in runs if by_run.get(run.run_id, set()) & brought_set]
     if not involved:
@@ -236,8 +253,7 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
         remaining = [c for c in brought if c in at_stake]
     if not remaining:
         if approved:
-            names = ", ".join(f"instance {i['id']} of {r['task']} ({c[:12]})" for c, r, i in approved)
-            return Verdict(True, message=f"git-parallel: {doing}: the picked winner {names} has fresh, passing evidence")
+            return _vouch(project, doing, approved, made())
         return Verdict(True)
 
     # Refused.  Explain with the instance the newest blocked commit belongs
@@ -267,6 +283,46 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
     if ok:  # the winner's own commit, but brought in by something else than itself
         code, message = E.SELECTION_NO_PASS, "only the picked commit itself, or a merge of it, may land"
     return _refusal(doing, record, inst, code, message)
+
+
+def _vouch(project: Any, doing: str, approved: list[tuple[str, dict[str, Any], dict[str, Any]]],
+           landing: tuple[str | None, str, list[str]]) -> Verdict:
+    """The winner's evidence holds; the commit that lands must carry what a
+    clean merge of it gives (``git/vouch``), else it lands other files."""
+    from gitflow_parallel.git import vouch
+
+    names = ", ".join(f"instance {i['id']} of {r['task']} ({c[:12]})" for c, r, i in approved)
+    said = f"git-parallel: {doing}: the picked winner {names} has fresh, passing evidence"
+    commit, tree, parents = landing
+    if commit in {c for c, _, _ in approved}:  # the winner's commit itself
+        return Verdict(True, message=said)
+    checked = vouch.check_tree(project.repo.pygit, tree, parents)
+    _, record, inst = approved[0]
+    if checked.unmergeable:
+        return _refusal(doing, record, inst, E.SELECTION_NO_PASS,
+                        "the clean merge of its parents conflicts, so the tree it lands cannot be checked "
+                        "against the winner's; merge the winners one at a time")
+    if checked.differs:
+        shown = ", ".join(checked.differs[:10]) + (" …" if len(checked.differs) > 10 else "")
+        return _refusal(doing, record, inst, E.SELECTION_NO_PASS,
+                        f"the tree it lands differs from the clean merge of its parents "
+                        f"({', '.join(p[:12] for p in parents)}) at {shown}; only the picked commit, or a merge "
+                        "of it that changes nothing else, may land")
+    said += "; the tree is the clean merge of its parents"
+    if checked.conflicted:
+        said += (f" but for {len(checked.conflicted)} conflicted path(s) resolved by hand, which were not checked: "
+                 + ", ".join(checked.conflicted[:10]))
+    return Verdict(True, message=said)
+
+
+def _copy_refusal(doing: str, copy: Copy) -> Verdict:
+    return Verdict(False, E.SELECTION_NO_PASS,
+                   f"{doing} would bring in {copy.commit[:12]}, whose patch-id ({copy.patch_id[:12]}) is that of "
+                   f"{copy.original[:12]} of instance {copy.instance} of task {copy.run.task!r} (run "
+                   f"{copy.run.run_id}), which lost its pick: a cherry-pick or squash of a losing attempt",
+                   f"a losing attempt lands only by a person's `git parallel pick {copy.run.task} --instance "
+                   f"{copy.instance}` then `git parallel merge {copy.run.task}`; `git reset --merge` (or "
+                   "`git cherry-pick --abort`) puts this worktree back")
 
 
 def _refusal(doing: str, record: dict[str, Any], inst: dict[str, Any], code: str | None, message: str) -> Verdict:
@@ -318,7 +374,12 @@ def check_merge(common_dir: Path) -> Verdict:
     head = git_out(["rev-parse", "-q", "--verify", "HEAD^{commit}"], check=False).strip()
     owners = _owners(runs)
     doing = "merging " + ", ".join(_describe(h, owners) for h in heads)
-    verdict = _judge(common_dir, runs, owners, heads, [head] if head else [], lambda: heads, doing)
+
+    def made() -> tuple[str | None, str, list[str]]:
+        # The tree git is about to commit: the index, as the merge left it.
+        return None, git_out(["write-tree"]).strip(), ([head] if head else []) + heads
+
+    verdict = _judge(common_dir, runs, owners, heads, [head] if head else [], lambda: heads, doing, made)
     if not verdict.allowed:
         # git leaves the merge in progress (MERGE_HEAD, staged changes).
         verdict.hint = f"{verdict.hint}; `git merge --abort` puts the worktree back as it was"
@@ -349,7 +410,10 @@ def check_ref_updates(common_dir: Path, lines: list[str]) -> Verdict:
         def new_and_parents(new: str = new) -> list[str]:
             return git_out(["rev-list", "--parents", "-n", "1", new]).split() or [new]
 
-        verdict = _judge(common_dir, mine, owners, [new], exclude, new_and_parents, doing)
+        def made(new: str = new) -> tuple[str | None, str, list[str]]:
+            return new, git_out(["rev-parse", f"{new}^{{tree}}"]).strip(), new_and_parents(new)[1:]
+
+        verdict = _judge(common_dir, mine, owners, [new], exclude, new_and_parents, doing, made)
         if not verdict.allowed:
             verdict.message += f"; the update was aborted and {short} stays at {old[:12]}"
             if _checked_out_here(ref):

@@ -546,7 +546,8 @@ def _explain_gate(cfg: dict[str, Any], gate: dict[str, Any], tree: pygit2.Tree, 
     named = [p for p in scratch.protected_patterns({"gates": [gate], "protect_defaults": False}, tree)
              if p != C.CONFIG_FILE]
     warnings = []
-    if gate["mode"] == "enforced" and not any(scratch.matches(t, named) for t in tests):
+    loose = [t for t in tests if not scratch.matches(t, list(cfg["protect"] or []))]  # protect keeps the rest
+    if gate["mode"] == "enforced" and not any(scratch.matches(t, named) for t in tests) and (loose or not tests):
         warnings.append("its run names no test folder: it protects no test by itself (deleting a test file would "
                         "not be noticed unless protect covers it)")
     if gate["mode"] != "enforced":

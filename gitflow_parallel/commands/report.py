@@ -29,9 +29,11 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
 from gitflow_parallel import __version__
-from gitflow_parallel.files import atomic_write, utcnow
+from gitflow_parallel import errors as E
+from gitflow_parallel.files import atomic_write, new_file_mode, utcnow
 from gitflow_parallel.judge.selection import RULE_TEXT
 from gitflow_parallel.model import HUMAN
+from gitflow_parallel.provenance import protected_summary
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.view import RunView, changes_between, open_view, outcome
 
@@ -57,7 +59,8 @@ ul.gates{list-style:none;padding:0;margin:8px 0}ul.gates li{margin:4px 0}
 .res-pass{color:#1a7f37;font-weight:600}.res-fail{color:#cf222e;font-weight:600}.res-skip{color:#59636e;font-weight:600}
 pre.log{background:#f6f8fa;border-radius:6px;padding:6px;margin:4px 0;white-space:pre-wrap;overflow-wrap:anywhere;max-height:360px;overflow:auto}
 .earlier{margin-top:8px;font-size:13px;border-top:1px dashed #d0d7de;padding-top:6px}
-.why{margin-top:8px;font-size:13px}table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #eaeef2;text-align:left}
+.why{margin-top:8px;font-size:13px}.alarm{margin:8px 0;padding:6px;border-radius:6px;background:#fff8c5;font-size:13px}
+.alarm ul{margin:4px 0;padding-left:18px}table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #eaeef2;text-align:left}
 .chart text{font-size:12px;fill:#1f2328}.highlight{border:1px solid #d0d7de;border-radius:6px;overflow:auto}
 .highlight pre{margin:0;padding:8px}
 """
@@ -118,6 +121,9 @@ def _gate_item(g: dict[str, Any]) -> str:
     result = "skip" if g["skipped"] else ("pass" if g["passed"] else "fail")
     took = "" if g["duration_s"] is None else f" in {g['duration_s']:.2f}s"
     detail = _e(g["error"]) if g["error"] else f"exit {_e(g['exit_code'])}{took}"
+    if g.get("hidden") and not g["skipped"]:  # its counts are all of its output that is kept
+        counts = g["hidden"].get("summary") or "no test counts in its output"
+        detail += f'; hidden tests: <b data-role="hidden-counts">{_e(counts)}</b> (output not kept)'
     log = f'<pre class="log">{_e(chr(10).join(g["digest"]))}</pre>' if g["digest"] else ""
     return (f'<li class="gate" data-gate="{_e(g["name"])}" data-result="{result}">'
             f'<span class="res-{result}">{result.upper()}</span> <b>{_e(g["name"])}</b> '
@@ -143,6 +149,29 @@ def _why(fate: dict[str, Any]) -> str:
     return fate["why"]
 
 
+def _alarms(inst: dict[str, Any], pack: dict[str, Any] | None) -> str:
+    """What a reviewer must see first: what the attempt changed that no
+    attempt may (restored, and the reason it failed), and the protected
+    paths it changed (judged with the base's version)."""
+    out = ""
+    if inst.get("tampered"):
+        out += (f'<div class="alarm" data-role="tampered"><b>{_e(E.AGENT_TAMPERED)}</b>: it changed what no attempt '
+                f'may change (restored): <span class="mono">{_e(", ".join(inst["tampered"]))}</span></div>')
+    detail = (pack or {}).get("protected_detail") or []
+    if detail:
+        rows = "".join(f"<li>{_e(line)}</li>" for line in protected_summary(detail))
+        out += (f'<div class="alarm" data-role="protected">protected path(s) it changed, judged with the base\'s '
+                f'version{"; they keep it out of an automatic pick" if (pack or {}).get("protected_blocking") else ""}'
+                f':<ul class="mono">{rows}</ul></div>')
+    return out
+
+
+def _code(fate: dict[str, Any]) -> str:
+    """A loser's own reason code; the generic one adds nothing to the why."""
+    code = fate.get("code")
+    return f" [{code}]" if code and code != E.SELECTION_NO_PASS else ""
+
+
 def _column(a: dict[str, Any]) -> str:
     inst, pack, fate = a["inst"], a["pack"], a["outcome"]
     won = bool(fate.get("won"))
@@ -161,7 +190,8 @@ def _column(a: dict[str, Any]) -> str:
             f'<div>score <b data-role="score">{_e(score)}</b>; evidence {_e(a["fresh"].state)}; '
             f'{len(a["changes"]["files"])} file(s), <span class="res-pass">+{a["changes"]["added"]}</span> '
             f'<span class="res-fail">-{a["changes"]["removed"]}</span></div>'
-            f'<ul class="gates">{gates}</ul><div class="why" data-role="why">{_e(_why(fate))}</div>'
+            f'{_alarms(inst, pack)}<ul class="gates">{gates}</ul>'
+            f'<div class="why" data-role="why">{_e(_why(fate))}{_e(_code(fate))}</div>'
             f'{"".join(_earlier_item(h) for h in a["earlier"])}</section>')
 
 
@@ -171,13 +201,15 @@ def _bars(title: str, rows: list[tuple[str, list[tuple[str, float, str]]]], unit
     line, y, parts = 18, 24, []
     for label, series in rows:
         parts.append(f'<text x="0" y="{y + 12}">{_e(label)}</text>')
-        for name, value, colour in series:
+        if not series:  # the row still takes its line, or the next label is drawn over this one
+            parts.append(f'<text x="150" y="{y + 12}" class="meta">none</text>')
+        for k, (name, value, colour) in enumerate(series):
             width = max(1.0, BAR_WIDTH * value / peak) if value else 0
-            parts.append(f'<rect x="150" y="{y}" width="{width:.1f}" height="14" fill="{colour}">'
+            top = y + k * line
+            parts.append(f'<rect x="150" y="{top}" width="{width:.1f}" height="14" fill="{colour}">'
                          f'<title>{_e(name)}: {value:g}{unit}</title></rect>'
-                         f'<text x="{156 + width:.1f}" y="{y + 12}">{_e(name)} {value:g}{unit}</text>')
-            y += line
-        y += 8
+                         f'<text x="{156 + width:.1f}" y="{top + 12}">{_e(name)} {value:g}{unit}</text>')
+        y += line * max(1, len(series)) + 8
     return (f'<figure><figcaption><b>{_e(title)}</b></figcaption>'
             f'<svg class="chart" role="img" aria-label="{_e(title)}" width="{150 + BAR_WIDTH + 170}" height="{y}">'
             f'{"".join(parts)}</svg></figure>')
@@ -337,7 +369,7 @@ def report(project: Project, task: str, html_file: str | None = None) -> dict[st
     attempts = [_attempt_data(view, inst) for inst in view.record["instances"]]
     page = render(view, attempts)
     path = Path(html_file) if html_file else default_path(project, view.record)
-    atomic_write(path, page)
+    atomic_write(path, page, mode=new_file_mode())  # the user's file: the umask decides, as for git's
     return {"task": task, "run_id": view.record["run_id"], "path": str(path.resolve()), "bytes": len(page.encode()),
             "attempts": [{"id": a["inst"]["id"], "winner": bool(a["outcome"].get("won")),
                           "verdict": (a["pack"] or {}).get("verdict")} for a in attempts],

@@ -113,8 +113,7 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
             check_removable(project, record, [inst], force, what="reset it to the base")
             if force and worktree_changes(path):
                 tip = commit_all(path, provenance.kept_at_retry_message(task, inst_id, inst["attempt"]),
-                                 ref=None, parent=tip or start,
-                                 signature=repo.signature()) or tip
+                                 ref=None, parent=tip or start) or tip
         moved = _base_moved(project, record, inst, tip, start, unpicked) if onto_current else None
         retired = retire_picks(project, record, [unpicked]) if unpicked else []
         notes_for = feedback.write(repo.parallel_dir, record, inst, tip, picks_of_track(project, record, inst["track"]),

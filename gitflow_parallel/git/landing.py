@@ -6,6 +6,7 @@ Nothing here moves a ref: ``commands/merge`` does, by compare-and-swap."""
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -14,6 +15,7 @@ import pygit2
 from gitflow_parallel import errors as E
 from gitflow_parallel import provenance
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.git.repo import Identity
 from gitflow_parallel.model import InstanceRecord, LandingStep, PickRecord, RunRecord, Winner
 from gitflow_parallel.state.project import Project
 
@@ -58,7 +60,41 @@ def dirty_paths(path: Path, new_tree: pygit2.Tree | None, old_tree: pygit2.Tree 
             if new_tree is None or not _in_the_way(new_tree, rel.rstrip("/")):
                 continue
         out.append(rel)
+    if new_tree is not None and old_tree is not None:
+        out += [f"{rel} (ignored)" for rel in _ignored_in_the_way(wt, Path(path), old_tree, new_tree)]
     return sorted(out)
+
+
+def _ignored_in_the_way(wt: pygit2.Repository, root: Path, old_tree: pygit2.Tree,
+                        new_tree: pygit2.Tree) -> list[str]:
+    """Ignored files of the checkout that the update would overwrite: a path
+    the landing adds (or a file where it needs a folder) that is there on
+    disk, untracked, and ignored.  Git treats ignored files as expendable;
+    they are the user's (``.env.local``), so they count as in the way."""
+    out = set()
+    for delta in old_tree.diff_to_tree(new_tree).deltas:
+        if delta.status != pygit2.enums.DeltaStatus.ADDED:
+            continue
+        parts = delta.new_file.path.split("/")
+        for i in range(1, len(parts) + 1):
+            rel = "/".join(parts[:i])
+            on_disk = root / rel
+            if not os.path.lexists(on_disk):
+                break
+            if i < len(parts) and on_disk.is_dir() and not on_disk.is_symlink():
+                continue  # a folder on the way down: look further
+            if not _tracked(old_tree, rel) and wt.path_is_ignored(rel):
+                out.add(rel)
+            break
+    return sorted(out)
+
+
+def _tracked(tree: pygit2.Tree, rel: str) -> bool:
+    try:
+        tree[rel]
+    except KeyError:
+        return False
+    return True
 
 
 def _in_the_way(tree: pygit2.Tree, rel: str) -> bool:
@@ -79,7 +115,8 @@ def refuse_dirty(path: Path, dirty: list[str]) -> ParallelError:
         E.BASE_DIRTY,
         f"the base branch is checked out in {path}, which has uncommitted changes the landing would "
         f"overwrite: {shown}",
-        hint="commit or stash them there (git stash -u), then run `git parallel merge` again; nothing was changed",
+        hint="commit or stash them there (git stash -u; an ignored file: move it aside, or `git stash -u --all`), "
+             "then run `git parallel merge` again; nothing was changed",
     )
 
 
@@ -180,7 +217,7 @@ def _describe_conflicts(conflicts: list[dict[str, Any]]) -> str:
 
 
 def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, policy: str,
-               message: str, sig: pygit2.Signature, what: str, again: str) -> tuple[pygit2.Oid, list[dict[str, Any]]]:
+               message: str, sig: Identity, what: str, again: str) -> tuple[pygit2.Oid, list[dict[str, Any]]]:
     """A merge commit of ``theirs`` into ``ours`` resolved by ``policy``;
     returns its oid and the conflicts the policy decided (with the lines of
     each side it dropped).  ``again`` is the retry that starts the winner
@@ -235,7 +272,7 @@ def _merge_one(repo: pygit2.Repository, ours: pygit2.Oid, theirs: pygit2.Oid, po
             + (f" (merge.policy {policy} dropped {dropped} line(s) of the winner)" if conflicts else ""),
             hint=f"nothing moved; start a new attempt from the current base (`{again}`) or merge by hand",
             conflicts=conflicts)
-    commit = repo.create_commit(None, sig, sig, message, tree, [ours, theirs])
+    commit = repo.create_commit(None, *sig, message, tree, [ours, theirs])
     for c in conflicts:
         c["kept"] = "base" if policy in BASE_SIDE_POLICIES else "winner"
     return commit, conflicts
@@ -281,7 +318,8 @@ def history(repo: pygit2.Repository, record: RunRecord, inst: InstanceRecord, ba
             only = False
         elif said.get("Parallel-Command") and said["Parallel-Command"] not in agents:
             agents.append(said["Parallel-Command"])
-    return only, "; ".join(agents) or (BY_HAND if inst.get("origin") == "hand" else UNRECORDED_AGENT)
+    named = [provenance.command_label(a) for a in agents]
+    return only, "; ".join(named) or (BY_HAND if inst.get("origin") == "hand" else UNRECORDED_AGENT)
 
 
 def landing_message(record: RunRecord, pick: PickRecord, inst: InstanceRecord,
@@ -309,7 +347,7 @@ def compute(project: Project, record: RunRecord, start: str, winners: list[Winne
     """The commit the base would move to from ``start``, track by track."""
     repo = project.repo.pygit
     policy = record["config"]["merge"]["policy"]
-    sig = project.repo.signature()
+    sig = project.repo.identity()
     current = pygit2.Oid(hex=start)
     steps: list[LandingStep] = []
     resolved: list[dict[str, Any]] = []
@@ -332,7 +370,7 @@ def compute(project: Project, record: RunRecord, start: str, winners: list[Winne
             else:
                 merged, conflicts = _merge_one(repo, current, w, policy, message, sig, what, again)
                 tree = repo[merged].peel(pygit2.Commit).tree_id
-            current = repo.create_commit(None, sig, sig, message, tree, [current])
+            current = repo.create_commit(None, *sig, message, tree, [current])
             resolved += [{"track": pick["track"], **c} for c in conflicts]
             steps.append({"track": pick["track"], "winner": inst["id"], "method": "squash", "commit": str(current),
                           "resolved_files": [c["path"] for c in conflicts],

@@ -16,3 +16,36 @@ def git_out(args: list[str], cwd: str | os.PathLike[str] | None = None, check: b
     if check and proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
     return proc.stdout if proc.returncode == 0 else ""
+
+
+# -- patch-ids (the hooks' check on copies of a losing attempt) --------------------
+# The diff a patch-id is taken over: no program the repository configures runs.
+DIFF_FLAGS = ["-p", "--no-ext-diff", "--no-textconv", "--no-color"]
+
+
+def _git_bytes(args: list[str], git_dir: str | os.PathLike[str] | None, stdin: bytes) -> bytes:
+    where = ["--git-dir", str(git_dir)] if git_dir is not None else []
+    proc = subprocess.run(["git", *where, *args], input=stdin, capture_output=True)
+    return proc.stdout if proc.returncode == 0 else b""
+
+
+def patch_ids(commits: list[str], git_dir: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """commit -> ``git patch-id --stable`` of its change against its first
+    parent, for each commit that is no merge and changes something."""
+    if not commits:
+        return {}
+    diff = _git_bytes(["diff-tree", *DIFF_FLAGS, "--stdin"], git_dir, ("\n".join(commits) + "\n").encode())
+    out = _git_bytes(["patch-id", "--stable"], git_dir, diff).decode(errors="replace")
+    return {parts[1]: parts[0] for parts in (line.split() for line in out.splitlines()) if len(parts) == 2}
+
+
+def range_patch_id(base: str, head: str, git_dir: str | os.PathLike[str] | None = None) -> str | None:
+    """The patch-id of the whole change from ``base`` to ``head`` (what a
+    squash of ``head`` onto ``base`` commits)."""
+    diff = _git_bytes(["diff", *DIFF_FLAGS, base, head, "--"], git_dir, b"")
+    out = _git_bytes(["patch-id", "--stable"], git_dir, diff).decode(errors="replace").split()
+    return out[0] if out else None
+
+
+def commits_between(base: str, head: str, git_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    return _git_bytes(["rev-list", head, "--not", base, "--"], git_dir, b"").decode(errors="replace").split()

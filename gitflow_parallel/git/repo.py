@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import errno
 import os
+import re
 import secrets
 import subprocess
 import time
@@ -48,6 +49,31 @@ WRITES_FILE = "writes"
 
 DEFAULT_NAME = "git-parallel"
 DEFAULT_EMAIL = "git-parallel@localhost"
+
+# (author, committer) of a commit the tool writes.
+Identity = tuple[pygit2.Signature, pygit2.Signature]
+
+
+def identity(path: str | os.PathLike[str]) -> Identity:
+    """Author and committer as ``git commit`` in ``path`` would write them.
+
+    Asked of ``git var`` so that GIT_AUTHOR_NAME/EMAIL/DATE and
+    GIT_COMMITTER_* override the config exactly as git does (pygit2's
+    ``default_signature`` reads only ``user.*``); where git knows no
+    identity, the tool's own name stands in, as before."""
+    return _ident(path, "AUTHOR"), _ident(path, "COMMITTER")
+
+
+def _ident(path: str | os.PathLike[str], who: str) -> pygit2.Signature:
+    proc = subprocess.run(["git", *HARDENED, "var", f"GIT_{who}_IDENT"], cwd=str(path), env=proc_env.for_host_git(),
+                          stdin=subprocess.DEVNULL, capture_output=True)
+    found = re.fullmatch(r"(.*) <(.*)> (-?\d+) ([+-])(\d\d)(\d\d)", proc.stdout.decode(errors="replace").strip())
+    if proc.returncode != 0 or found is None:
+        return pygit2.Signature(os.environ.get(f"GIT_{who}_NAME") or DEFAULT_NAME,
+                                os.environ.get(f"GIT_{who}_EMAIL") or DEFAULT_EMAIL)
+    name, email, when, sign, hours, minutes = found.groups()
+    offset = (int(hours) * 60 + int(minutes)) * (-1 if sign == "-" else 1)
+    return pygit2.Signature(name, email, int(when), offset)
 
 
 
@@ -109,6 +135,10 @@ class Repo:
             return self.pygit.default_signature
         except (KeyError, pygit2.GitError):
             return pygit2.Signature(DEFAULT_NAME, DEFAULT_EMAIL)
+
+    def identity(self) -> Identity:
+        """Author and committer of a commit of ours here, as git would write them."""
+        return identity(self.workdir)
 
     def ref_target(self, name: str) -> str | None:
         try:
@@ -416,8 +446,7 @@ def _drop_temp_objects(path: str | os.PathLike[str], since: float) -> None:
 
 
 def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HEAD",
-               parent: str | None = None, signature: pygit2.Signature | None = None,
-               scratch: Iterable[str] = ()) -> str | None:
+               parent: str | None = None, scratch: Iterable[str] = ()) -> str | None:
     """Commit everything uncommitted in the worktree at ``path`` (respecting
     .gitignore), but untracked files the ``scratch`` patterns match.  With
     ``ref=None`` the commit is written without moving any ref and without
@@ -435,11 +464,8 @@ def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HE
     index = repo.index
     index.read(True)
     tree = index.write_tree()
-    try:
-        sig = signature or repo.default_signature
-    except (KeyError, pygit2.GitError):
-        sig = pygit2.Signature(DEFAULT_NAME, DEFAULT_EMAIL)
+    author, committer = identity(path)
     parents = [pygit2.Oid(hex=parent)] if parent else ([repo.head.target] if not repo.head_is_unborn else [])
-    oid = repo.create_commit(ref, sig, sig, message, tree, parents)
+    oid = repo.create_commit(ref, author, committer, message, tree, parents)
     note_write(common_path(repo))
     return str(oid)

@@ -113,13 +113,16 @@ def protected_patterns(config: dict[str, Any], base_tree: pygit2.Tree) -> list[s
     """Every pattern protected for a run with ``config`` on ``base_tree``:
     the config file, the paths the gates' and score's commands name, the
     ``protect`` globs and, unless ``protect_defaults: false``, the harness
-    files (``harness.HARNESS_PATTERNS``)."""
+    files (``harness.HARNESS_PATTERNS``) and the score's findings file."""
     named = [CONFIG_FILE]
     for gate in config.get("gates") or []:
         named += _named_paths(gate["run"], base_tree)
     named += _named_paths((config.get("score") or {}).get("command") or [], base_tree)
     literal = [re.sub(r"([*?])", r"[\1]", p) for p in named]  # a file named "a*b" is literal
     defaults = list(harness.HARNESS_PATTERNS) if config.get("protect_defaults", True) else []
+    # A findings file is a gate's output: an attempt's own copy would score itself.
+    findings = (config.get("score") or {}).get("findings")
+    defaults += [re.sub(r"([*?])", r"[\1]", findings)] if findings and config.get("protect_defaults", True) else []
     return sorted(set(literal) | set(config.get("protect") or []) | set(defaults))
 
 

@@ -489,7 +489,7 @@ def remove(repo: Repo, record: RunRecord, inst: InstanceRecord, force: bool = Fa
                        f"attempt {inst['attempt']}, kept at cleanup")
             wt_repo = pygit2.Repository(str(path))
             parent = None if wt_repo.head_is_unborn else str(wt_repo.head.target)
-            oid = commit_all(path, message, ref=None, parent=parent, signature=repo.signature())
+            oid = commit_all(path, message, ref=None, parent=parent)
             if oid:
                 tip = oid
                 done["dirty_committed"] = oid

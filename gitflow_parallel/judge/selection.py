@@ -80,7 +80,7 @@ from gitflow_parallel.judge import differential, tournament
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
-from gitflow_parallel.model import PickRecord, RunRecord
+from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, id_key
 
@@ -113,7 +113,7 @@ def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[l
             continue
         tip = project.tip(inst)
         if inst["status"] != "succeeded":
-            losers.append({"id": inst["id"], "code": E.SELECTION_NO_PASS, "reason": f"status {inst['status']}"})
+            losers.append(_unfinished(inst))
             continue
         fresh = evidence.freshness(record, inst, tip)
         if fresh.state != "fresh":
@@ -126,7 +126,8 @@ def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[l
         if pack.get("verdict") != "pass":
             failed = [g["name"] for g in pack.get("gates", []) if g.get("mode") == "enforced" and not g.get("passed")]
             losers.append({"id": inst["id"], "code": E.SELECTION_NO_PASS,
-                           "reason": "failed enforced gates: " + (", ".join(failed) or "(verdict fail)")})
+                           "reason": "failed enforced gates: " + (", ".join(failed) or "(verdict fail)")
+                                     + _protected_too(pack)})
             continue
         blocking = pack.get("protected_blocking") or []
         if blocking:
@@ -144,6 +145,22 @@ def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[l
                            "changed_lines": project.repo.changed_lines(base, pack["commit"]),
                            "probes": _probe_signature(pack), "worktree": inst["worktree"], "agent": inst.get("agent")})
     return candidates, losers
+
+
+def _unfinished(inst: InstanceRecord) -> dict[str, Any]:
+    """A loser that did not finish well; one that tampered says so, with its code."""
+    tampered = inst.get("tampered") or []
+    if tampered:
+        return {"id": inst["id"], "code": E.AGENT_TAMPERED,
+                "reason": f"status {inst['status']}: it changed what no attempt may change "
+                          f"({_shown(tampered)}; restored)"}
+    return {"id": inst["id"], "code": E.SELECTION_NO_PASS, "reason": f"status {inst['status']}"}
+
+
+def _protected_too(pack: dict[str, Any]) -> str:
+    """A failing attempt's protected changes, which its reason would otherwise hide."""
+    changed = pack.get("protected_changes") or []
+    return f"; it also changed protected path(s) {_shown(changed)}" if changed else ""
 
 
 def _shown(paths: list[str], limit: int = 5) -> str:

@@ -229,7 +229,6 @@ class _Runner:
         self.base_env = proc_env.for_command()
         self.watchdog = Watchdog()
         self.notifier = Notifier(project, record, self.watchdog)
-        self.signature = project.repo.signature()
         self.signals = Signals()
         self.reads = sandbox.siblings(record)  # its fences' read rules, worked out once
         self.stopping: str | None = None
@@ -421,7 +420,7 @@ class _Runner:
             "status": child.status, "error": child.error,
         })
         if self.commit_leftovers:
-            leftovers.commit(self.project, self.record, child, self.signature)
+            leftovers.commit(self.project, self.record, child)
         faults.point("run.after_commit")
         child.head = self.project.repo.ref_target(f"refs/heads/{child.branch}")
         # Done with the worktree: an abort waiting on the claim may go on.

@@ -43,7 +43,7 @@ def classify_exit(child: Any, rc: int, timeout: float | None) -> None:
         child.error = f"killed by {signame(-rc)}"
 
 
-def commit(project: Project, record: dict[str, Any], child: Any, signature: Any) -> None:
+def commit(project: Project, record: dict[str, Any], child: Any) -> None:
     """Commit what the agent left uncommitted on its branch (``child.committed``),
     or fail the instance saying why it could not be done."""
     import pygit2
@@ -60,12 +60,12 @@ def commit(project: Project, record: dict[str, Any], child: Any, signature: Any)
             where = on or "a detached HEAD"
             problem = f"the command left the worktree on {where}, not {child.branch}; its leftovers were not committed"
         elif tip is None or not project.repo.is_ancestor(base, tip):
-            problem = _keep_broken_branch(project, task, run_id, child, tip, base, signature)
+            problem = _keep_broken_branch(project, task, run_id, child, tip, base)
         else:
             message = leftovers_message(task, run_id, child.id, child.attempt,
                                         f"Uncommitted when the command exited ({child.status}, "
                                         f"exit {child.exit_code}).", command=child.argv)
-            child.committed = commit_all(child.worktree, message, signature=signature,
+            child.committed = commit_all(child.worktree, message,
                                          scratch=scratch_patterns(record["config"]))
     except Exception as exc:  # a broken worktree, or a full disk, fails this instance, not the run
         problem = ("could not commit leftovers: no space left on device" if is_no_space(exc)
@@ -78,8 +78,7 @@ def commit(project: Project, record: dict[str, Any], child: Any, signature: Any)
             child.error = f"{child.error}; {problem}"
 
 
-def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, tip: str | None, base: str,
-                        signature: Any) -> str:
+def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, tip: str | None, base: str) -> str:
     """The branch was deleted, or moved to history without the base, while
     the command ran (a sibling's ``git update-ref -d``): committing on it
     would make a root commit and orphan the attempt's work.  Keep the
@@ -91,7 +90,7 @@ def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, ti
     heads = worktrees.worktree_heads(repo, repo.common_dir / "worktrees" / worktrees.admin_name(task, child.id))
     parent = next((h for h in heads if h != tip and repo.is_ancestor(base, h)), base)
     message = stray_leftovers_message(task, run_id, child.id, child.attempt)
-    extra = [oid for oid in [commit_all(child.worktree, message, ref=None, parent=parent, signature=signature)] if oid]
+    extra = [oid for oid in [commit_all(child.worktree, message, ref=None, parent=parent)] if oid]
     kept = worktrees.keep_strays(repo, run_id, task, inst, extra=extra)
     what = "was deleted" if tip is None else f"was moved to {tip[:12]}, which does not descend from the base"
     where = f"; its work is kept at {', '.join(kept)}" if kept else ""

@@ -105,8 +105,7 @@ class InstanceInspection(RunContext):
                 task, self.run_id, inst_id, attempt,
                 f"Uncommitted when its process (pid {pid}) was found gone by git parallel recover.", recovery_id=rid)
             assert st is not None  # only planned for a usable worktree
-            commit_all(st.path, message, signature=project.repo.signature(),
-                       scratch=scratch_patterns(self.record["config"]))
+            commit_all(st.path, message, scratch=scratch_patterns(self.record["config"]))
 
         def record(rec: dict[str, Any]) -> None:
             i = find_instance(rec, inst_id)

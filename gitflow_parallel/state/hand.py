@@ -135,8 +135,7 @@ def done(project: Project, task: str, inst_id: str) -> dict[str, Any]:
         if record["config"].get("commit_leftovers", True):
             message = leftovers_message(task, record["run_id"], inst_id, inst["attempt"],
                                         "Uncommitted when `git parallel done` marked the work by hand finished.")
-            committed = commit_all(inst["worktree"], message, signature=project.repo.signature(),
-                                   scratch=scratch_patterns(record["config"]))
+            committed = commit_all(inst["worktree"], message, scratch=scratch_patterns(record["config"]))
             tip = project.tip(inst) or tip
 
         def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:

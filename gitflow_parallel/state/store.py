@@ -435,5 +435,5 @@ class Store:
             except ParallelError:
                 lines.extend(previous.get(task, []))
                 continue
-            lines.extend(live.run_lines(record, finished=record["status"] in FINISHED_RUN))
+            lines.extend(live.run_lines(record, record["status"] in FINISHED_RUN, previous.get(task), self.live_path.parent.parent))
         live.write(self.live_path, lines, previous_text if incremental else None)

@@ -246,6 +246,18 @@ def agent_row(view: RunView, inst: dict[str, Any], lines: int) -> dict[str, Any]
 
 
 # -- logs ------------------------------------------------------------------------------------
+def _hidden_has_no_log(view: RunView, inst: dict[str, Any], g: dict[str, Any]) -> ParallelError:
+    """A hidden-tests gate ran, but its output would show the hidden tests, so only its counts are kept."""
+    result = "passed" if g.get("passed") else "failed"
+    counts = (g.get("hidden") or {}).get("summary") or "no test counts in its output"
+    return ParallelError(
+        E.EVIDENCE_MISSING,
+        f"gate {g['name']} ran for instance {inst['id']} (attempt {inst['attempt']}): {result}, exit "
+        f"{g.get('exit_code')}, hidden tests: {counts}; its output is not kept, since it would show the hidden tests",
+        hint=f"its result and counts are in `git parallel show {view.record['task']} {inst['id']}`; run the hidden "
+             "tests yourself on the attempt's commit to see their output")
+
+
 def log_path(view: RunView, inst: dict[str, Any], gate: str | None) -> str:
     """The path the record or pack names for the agent's log or a gate's."""
     if gate is None:
@@ -266,6 +278,8 @@ def log_path(view: RunView, inst: dict[str, Any], gate: str | None) -> str:
     names = [g["name"] for g in pack.get("gates") or []]
     for g in pack.get("gates") or []:
         if g["name"] == gate:
+            if g.get("hidden") and not g.get("skipped"):
+                raise _hidden_has_no_log(view, inst, g)
             if not g.get("log"):
                 raise ParallelError(E.PREDECESSOR_INCOMPLETE, f"gate {gate} did not run for instance {inst['id']}: "
                                     f"{g.get('error')}", hint="its log would be empty; see `git parallel show`")
