@@ -375,12 +375,27 @@ def test_legacy_hooks_chained_and_restored(tmp_path: Path) -> None:
 def test_install_refuses_when_foreign_hook_and_legacy_both_exist(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path, install=False)
     hooks = repo / ".git" / "hooks"
-    (hooks / "post-checkout").write_text("#!/bin/sh\nexit 0\n")
-    (hooks / "post-checkout.legacy").write_text("#!/bin/sh\nexit 0\n")
+    (hooks / "post-checkout").write_text("#!/bin/sh\necho one\n")
+    (hooks / "post-checkout.legacy").write_text("#!/bin/sh\necho two\n")
     before = sorted(p.name for p in hooks.iterdir())
     out = gp("hooks", "install", code=1)
     assert "error[PARALLEL_CONFIG_INVALID]" in out.stderr and "hint:" in out.stderr
     assert sorted(p.name for p in hooks.iterdir()) == before
+
+
+def test_install_rechains_over_a_stale_copy_of_the_foreign_hook(tmp_path: Path) -> None:
+    # A hook manager that rewrites its script leaves the copy we kept as
+    # .legacy beside its new one: the copy is dropped, nothing is lost.
+    repo, gp = setup(tmp_path, install=False)
+    hooks = repo / ".git" / "hooks"
+    for name in ("post-checkout", "post-checkout.legacy"):
+        (hooks / name).write_text("#!/bin/sh\necho same\n")
+        (hooks / name).chmod(0o755)
+    result = gp.json("hooks", "install")
+    entry = next(h for h in result["hooks"] if h["name"] == "post-checkout")
+    assert entry["action"] == "installed" and entry["dropped_stale_legacy"] is True
+    assert (hooks / "post-checkout.legacy").read_text() == "#!/bin/sh\necho same\n"
+    assert gp.json("hooks", "status")["installed"] is True
 
 
 def test_core_hooks_path_is_honoured(tmp_path: Path) -> None:

@@ -52,7 +52,9 @@ def hooks_group() -> None:
     evidence for the exact commit, may land.  Installed where git runs hooks
     (`git rev-parse --git-path hooks`, so core.hooksPath is honoured and every
     linked worktree is covered); an existing hook is kept as <name>.legacy and
-    runs first."""
+    runs first (behind pre-commit's script, ours is the .legacy it runs).
+    After husky's or lefthook's reinstall took ours away, `hooks status`,
+    `check` and `merge` warn, and `hooks install` chains them in again."""
 
 
 @hooks_group.command("install")

@@ -389,15 +389,21 @@ def render_hooks(r: dict[str, Any]) -> None:
         if "action" in h:
             extra = (f"; the existing hook runs first as {Path(h['legacy']).name}"
                      if h.get("kept_foreign") else "")
+            extra += "; dropped its stale copy kept before" if h.get("dropped_stale_legacy") else ""
+            extra += f"; {h['run_by']} runs it first" if h.get("run_by") else ""
             click.echo(f"  {h['name']:<22} {h['action']}{extra}")
         else:
             where = "" if h["state"] == "absent" else f" at {h['path']}"
+            where += f" ({h['manager']}'s)" if h.get("manager") else ""
             extra = f"; chained: {Path(h['legacy']).name}" if h.get("legacy") else ""
+            extra += "; runs ours first" if h["state"] == "foreign" and h.get("runs_ours") else ""
             if h["state"] == "ours" and not h.get("python_exists"):
                 extra += f"; warning: its Python {h.get('python')} is gone (git-parallel on PATH is used, if any)"
             elif h["state"] == "ours" and not h.get("current"):
                 extra += "; outdated (`git parallel hooks install` rewrites it)"
             click.echo(f"  {h['name']:<22} {h['state']}{where}{extra}")
+    if r.get("gone"):
+        click.echo(f"warning: {r['gone']}", err=True)
     if "live_runs" in r:
         runs = ", ".join(r["live_runs"]) or "none"
         click.echo(f"live runs: {runs}")

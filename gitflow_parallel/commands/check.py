@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitflow_parallel import evidence
+from gitflow_parallel.git import hooks
 from gitflow_parallel.judge import check as engine
 from gitflow_parallel.state.project import Project
 
@@ -41,7 +42,8 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
 
     every = not (instances or gates or again)
     result = engine.check(project, task, instances=instances, gates=gates, jobs=jobs, skip=fresh if every else None)
-    return {**result, "skipped": skipped}
+    # Said loudly: a hook manager's reinstall took away the gate on plain git.
+    return {**result, "skipped": skipped, "warnings": hooks.gone_warnings(project.repo)}
 
 
 def check_ok(result: dict[str, Any]) -> bool:

@@ -18,20 +18,13 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write
 from gitflow_parallel.state.live import read_live
 from gitflow_parallel.git.plain import git_out
+from gitflow_parallel.git.hooks import (
+    HOOK_ID, HOOK_NAMES, LEFTHOOK_ASIDE, LEGACY_SUFFIX, common_hooks, gone, head_of_file, hooks_dir as _hooks_dir,
+    is_ours, manager_of, present, runs_its_legacy, runs_ours, slot, state_of)
 from gitflow_parallel.errors import HOOK_REFUSED
 
 
-HOOK_NAMES = ("pre-merge-commit", "reference-transaction", "post-checkout")
-
-
 VERSION = 1
-
-
-# Identifies scripts we wrote, whatever their version (pre-commit's model).
-HOOK_ID = "6f1d0c52-5b7e-4bb5-9a43-1f6a2e7c9d30"
-
-
-LEGACY_SUFFIX = ".legacy"
 
 
 TEMPLATES = "gitflow_parallel.hook_templates"
@@ -45,9 +38,7 @@ def _worktree_top(project: Any) -> Path:
 
 def hooks_dir(project: Any) -> Path:
     """The folder git runs this worktree's hooks from, as git itself says."""
-    top = _worktree_top(project)
-    out = git_out(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=top).strip()
-    return Path(out)
+    return _hooks_dir(_worktree_top(project))
 
 
 def _layout(folder: Path, common: Path) -> str:
@@ -94,36 +85,12 @@ def render(hook: str, python: str, common_dir: str, layout: str) -> str:
     return text
 
 
-def _head_of_file(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(4096).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-
-
-def is_our_hook(path: Path) -> bool:
-    head = _head_of_file(path)
-    return head is not None and any(
-        line.startswith("# git-parallel hook v") and HOOK_ID in line for line in head.splitlines()[:5])
-
-
-def _present(path: Path) -> bool:
-    return path.exists() or path.is_symlink()
-
-
-def state_of(path: Path) -> str:
-    if not _present(path):
-        return "absent"
-    return "ours" if is_our_hook(path) else "foreign"
-
-
 def _recorded(path: Path) -> dict[str, str]:
     """The values one of our scripts recorded (GP_PYTHON, GP_COMMON_DIR, GP_LAYOUT)."""
     import shlex
 
     out: dict[str, str] = {}
-    head = _head_of_file(path) or ""
+    head = head_of_file(path) or ""
     for line in head.splitlines():
         for key in ("GP_PYTHON", "GP_COMMON_DIR", "GP_LAYOUT"):
             if line.startswith(key + "="):
@@ -136,94 +103,171 @@ def _recorded(path: Path) -> dict[str, str]:
 
 
 # -- install / uninstall / status ----------------------------------------------------
+# Beside a hook manager: our hook goes in front of the manager's script, which
+# is kept as <name>.legacy and run first under its own name (see gp_legacy in
+# common.sh.tmpl); pre-commit's is the exception, it runs <name>.legacy
+# itself, so ours goes there (``hooks.slot``).  A manager that rewrites its
+# script leaves the old copy as <name>.legacy: that copy is dropped, since
+# the manager writes it again, where another hook there would be lost.
+
+
+def _droppable(old: Path, new: Path) -> bool:
+    """May ``old`` (a ``.legacy``) give way to ``new``?  Only when nothing is
+    lost: it is ours (we write it again), a byte copy of ``new``, or a script
+    the same hook manager generated."""
+    if is_ours(old):
+        return True
+    try:
+        if old.read_bytes() == new.read_bytes():
+            return True
+    except OSError:
+        return False
+    manager = manager_of(old)
+    return manager is not None and manager == manager_of(new)
+
+
+def _plan(folder: Path, name: str) -> dict[str, Any]:
+    """Where our ``name`` hook goes and what is in the way; refuses (before
+    anything changes) where installing would lose a hook."""
+    path = folder / name
+    if path.is_dir() and not path.is_symlink():
+        raise ParallelError(
+            E.CONFIG_INVALID, f"{path} is a folder, where git expects the {name} hook",
+            hint="move it away, then run `git parallel hooks install` again")
+    # Ours in front of pre-commit's (an install before this was known): swap.
+    swap = is_ours(path) and runs_its_legacy(folder / f"{name}{LEGACY_SUFFIX}")
+    target = folder / f"{name}{LEGACY_SUFFIX}" if swap else slot(folder, name)
+    legacy = target.with_name(target.name + LEGACY_SUFFIX)
+    state = "absent" if swap else state_of(target)
+    drop = state == "foreign" and present(legacy)
+    if drop and not _droppable(legacy, target):
+        # Moving the hook onto the .legacy would lose one of the two.
+        raise ParallelError(
+            E.CONFIG_INVALID,
+            f"{target} is a hook of someone else and {legacy.name} exists beside it; installing would have to "
+            "replace one of them; nothing was changed",
+            hint=f"merge the two by hand into {legacy} (which git-parallel runs first) and remove {target}, "
+                 "then run `git parallel hooks install` again")
+    return {"name": name, "path": path, "target": target, "legacy": legacy, "state": state, "swap": swap,
+            "drop": drop}
+
+
+def _apply(folder: Path, step: dict[str, Any], text: str) -> dict[str, Any]:
+    target, legacy, state = step["target"], step["legacy"], step["state"]
+    if step["swap"]:
+        os.replace(target, step["path"])  # pre-commit's script back in front
+    if state == "ours" and head_of_file(target) is not None and target.read_text(encoding="utf-8") == text \
+            and os.access(target, os.X_OK):
+        action = "unchanged"
+    else:
+        if state == "foreign":
+            os.replace(target, legacy)
+        # git must never see a half-written hook, nor one without its x bit.
+        atomic_write(target, text, mode=0o755)
+        action = {"absent": "installed", "ours": "updated", "foreign": "installed"}[state]
+    aside = folder / f"{step['name']}{LEFTHOOK_ASIDE}"
+    if is_ours(aside):
+        aside.unlink()  # lefthook's copy of ours: it never runs it, and its next install would stop on it
+    return {"name": step["name"], "path": str(target), "action": action,
+            "legacy": str(legacy) if present(legacy) else None, "kept_foreign": state == "foreign",
+            "dropped_stale_legacy": step["drop"],
+            "run_by": manager_of(step["path"]) if target != step["path"] else None}
+
+
 def install(project: Any) -> dict[str, Any]:
     """Install (or refresh) the three hooks; foreign ones are kept as ``.legacy``."""
     folder = hooks_dir(project)
     common = Path(project.repo.common_dir).resolve()
     layout = _layout(folder, common)
     python = os.path.abspath(sys.executable)
-    plan = []
-    for name in HOOK_NAMES:
-        path, legacy = folder / name, folder / f"{name}{LEGACY_SUFFIX}"
-        if path.is_dir() and not path.is_symlink():
-            raise ParallelError(
-                E.CONFIG_INVALID, f"{path} is a folder, where git expects the {name} hook",
-                hint="move it away, then run `git parallel hooks install` again")
-        state = state_of(path)
-        if state == "foreign" and _present(legacy):
-            # Moving the hook onto the .legacy would lose one of the two.
-            raise ParallelError(
-                E.CONFIG_INVALID,
-                f"{path} is a hook of someone else and {legacy.name} exists beside it; installing would have to "
-                "replace one of them; nothing was changed",
-                hint=f"merge the two by hand into {legacy} (which git-parallel runs first) and remove {path}, "
-                     "then run `git parallel hooks install` again")
-        plan.append((name, path, legacy, state))
+    plan = [_plan(folder, name) for name in HOOK_NAMES]
     folder.mkdir(parents=True, exist_ok=True)
-    results = []
-    for name, path, legacy, state in plan:
-        text = render(name, python, str(common), layout)
-        if state == "ours" and _head_of_file(path) is not None and path.read_text(encoding="utf-8") == text \
-                and os.access(path, os.X_OK):
-            action = "unchanged"
-        else:
-            if state == "foreign":
-                os.replace(path, legacy)
-            # git must never see a half-written hook, nor one without its x bit.
-            atomic_write(path, text, mode=0o755)
-            action = {"absent": "installed", "ours": "updated", "foreign": "installed"}[state]
-        results.append({"name": name, "path": str(path), "action": action,
-                        "legacy": str(legacy) if _present(legacy) else None,
-                        "kept_foreign": state == "foreign"})
+    results = [_apply(folder, step, render(step["name"], python, str(common), layout)) for step in plan]
+    _retire_unread(folder, common)
     return {"hooks_dir": str(folder), "layout": layout, "python": python, "common_dir": str(common),
             "core_hooks_path": _core_hooks_path(project), "hooks": results}
 
 
+def _uninstall_one(folder: Path, name: str) -> dict[str, Any]:
+    """Remove ours at ``name`` or, beside pre-commit, at ``name.legacy``, and
+    put back what it replaced there."""
+    path = folder / name
+    state = state_of(path)
+    restored = removed = False
+    for target in (path, folder / f"{name}{LEGACY_SUFFIX}"):
+        if is_ours(target):
+            target.unlink()
+            removed = True
+            legacy = target.with_name(target.name + LEGACY_SUFFIX)
+            if present(legacy):
+                os.replace(legacy, target)
+                restored = True
+            break
+    if state == "absent" and not removed and present(folder / f"{name}{LEGACY_SUFFIX}"):
+        os.replace(folder / f"{name}{LEGACY_SUFFIX}", path)
+        restored = True
+    aside = folder / f"{name}{LEFTHOOK_ASIDE}"
+    if is_ours(aside):
+        aside.unlink()
+    if state == "foreign" and not removed:
+        action = "left alone (not ours)"
+    elif removed:
+        action = "removed" + ("; restored the hook it had replaced" if restored else "")
+    else:
+        action = f"restored the hook kept as {name}{LEGACY_SUFFIX}" if restored else "absent"
+    return {"name": name, "path": str(path), "action": action, "state_before": state,
+            "restored_legacy": restored}
+
+
+def _retire_unread(folder: Path, common: Path) -> None:
+    """Ours left in ``<common dir>/hooks`` while git reads ``folder`` (a hook
+    manager set core.hooksPath) run nowhere: removed, what they had replaced
+    put back."""
+    if os.path.realpath(folder) != os.path.realpath(common_hooks(common)):
+        for name in HOOK_NAMES:
+            if is_ours(common_hooks(common) / name):
+                _uninstall_one(common_hooks(common), name)
+
+
 def uninstall(project: Any) -> dict[str, Any]:
-    """Remove our scripts and put each ``.legacy`` hook back; foreign hooks stay."""
+    """Remove our scripts and put each ``.legacy`` hook back; foreign hooks
+    stay.  Ours left in ``<common dir>/hooks`` while git reads another
+    folder (a hook manager set core.hooksPath) go too."""
     folder = hooks_dir(project)
-    results = []
-    for name in HOOK_NAMES:
-        path, legacy = folder / name, folder / f"{name}{LEGACY_SUFFIX}"
-        state = state_of(path)
-        restored = False
-        if state == "ours":
-            path.unlink()
-        if state in ("ours", "absent") and _present(legacy):
-            os.replace(legacy, path)
-            restored = True
-        if state == "foreign":
-            action = "left alone (not ours)"
-        elif state == "ours":
-            action = "removed" + (f"; restored the hook kept as {legacy.name}" if restored else "")
-        else:
-            action = f"restored the hook kept as {legacy.name}" if restored else "absent"
-        results.append({"name": name, "path": str(path), "action": action, "state_before": state,
-                        "restored_legacy": restored})
+    common = Path(project.repo.common_dir).resolve()
+    results = [_uninstall_one(folder, name) for name in HOOK_NAMES]
+    _retire_unread(folder, common)
     return {"hooks_dir": str(folder), "hooks": results}
 
 
+def _status_one(folder: Path, common: Path, name: str) -> dict[str, Any]:
+    path, legacy = folder / name, folder / f"{name}{LEGACY_SUFFIX}"
+    state = state_of(path)
+    entry: dict[str, Any] = {"name": name, "path": str(path), "state": state,
+                             "legacy": str(legacy) if present(legacy) else None,
+                             "manager": manager_of(path), "runs_ours": runs_ours(folder, name)}
+    ours = slot(folder, name)
+    if is_ours(ours):
+        rec = _recorded(ours)
+        python = rec.get("GP_PYTHON", "")
+        entry.update(python=python, python_exists=bool(python) and os.access(python, os.X_OK),
+                     recorded_common_dir=rec.get("GP_COMMON_DIR"), layout=rec.get("GP_LAYOUT"),
+                     current=ours.read_text(encoding="utf-8") == render(
+                         name, python or sys.executable, rec.get("GP_COMMON_DIR") or str(common),
+                         rec.get("GP_LAYOUT") or _layout(folder, common)))
+    return entry
+
+
 def status(project: Any) -> dict[str, Any]:
-    """Per hook: ours, foreign or absent, where, and what ours recorded."""
+    """Per hook: ours, foreign or absent, where, whether git runs ours (also
+    through pre-commit), and what ours recorded; ``gone`` says loudly when
+    a hook manager replaced ours."""
     folder = hooks_dir(project)
     common = Path(project.repo.common_dir).resolve()
-    hooks = []
-    for name in HOOK_NAMES:
-        path, legacy = folder / name, folder / f"{name}{LEGACY_SUFFIX}"
-        state = state_of(path)
-        entry: dict[str, Any] = {"name": name, "path": str(path), "state": state,
-                                 "legacy": str(legacy) if _present(legacy) else None}
-        if state == "ours":
-            rec = _recorded(path)
-            python = rec.get("GP_PYTHON", "")
-            entry.update(python=python, python_exists=bool(python) and os.access(python, os.X_OK),
-                         recorded_common_dir=rec.get("GP_COMMON_DIR"), layout=rec.get("GP_LAYOUT"),
-                         current=path.read_text(encoding="utf-8") == render(
-                             name, python or sys.executable, rec.get("GP_COMMON_DIR") or str(common),
-                             rec.get("GP_LAYOUT") or _layout(folder, common)))
-        hooks.append(entry)
+    hooks = [_status_one(folder, common, name) for name in HOOK_NAMES]
     live = read_live(common / "parallel")
     return {"hooks_dir": str(folder), "layout": _layout(folder, common), "common_dir": str(common),
-            "core_hooks_path": _core_hooks_path(project), "installed": all(h["state"] == "ours" for h in hooks),
+            "core_hooks_path": _core_hooks_path(project), "installed": all(h["runs_ours"] for h in hooks),
+            "gone": gone(_worktree_top(project), common),
             "live_index": (common / "parallel" / "live").is_file(),
             "live_runs": sorted(r.task for r in live.values()), "hooks": hooks}

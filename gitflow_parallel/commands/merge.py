@@ -63,7 +63,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import config, evidence, faults, model, notify, provenance
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, utcnow
-from gitflow_parallel.git import retire, share, transport
+from gitflow_parallel.git import hooks, retire, share, transport
 from gitflow_parallel.git.landing import Landing, compute, dirty_paths, refuse_dirty
 from gitflow_parallel.git.pull_request import pr_body, pr_command, pr_title, pr_tool, run_tool
 from gitflow_parallel.git.remote_landing import (
@@ -135,6 +135,7 @@ def merge(project: Project, task: str, remote: str | None = None) -> MergeResult
             record = published.record
         else:
             result, record = _after_landing(project, published.record, winners)
+    result["warnings"] = result["warnings"] + hooks.gone_warnings(project.repo)
     if remote is None:
         return result
     try:
@@ -181,7 +182,8 @@ def _ready(project: Project, record: RunRecord) -> tuple[list[Winner], Path | No
             E.MANUAL_HALT,
             "merge.policy is manual: git parallel does not merge; run:\n  " + "\n  ".join(lines),
             hint="the installed hooks (`git parallel hooks install`) gate that merge; "
-                 "then `git parallel recover " + task + "` records it",
+                 "then `git parallel recover " + task + "` records it"
+                 + "".join(f"; warning: {w}" for w in hooks.gone_warnings(project.repo)),
             commands=lines,
         )
     return winners, base_worktree(project.repo, base_ref)
