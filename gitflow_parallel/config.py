@@ -69,16 +69,10 @@ OPTIONAL: dict[str, Any] = {"agents": None, "notify": None, "sandbox_write": Non
 DISTINGUISH_DEFAULTS: dict[str, Any] = {"command": None, "run": None, "timeout": 300}
 
 GATE_DEFAULTS: dict[str, Any] = {
-    "mode": "enforced",
-    "timeout": 600,
-    "tracks": None,
-    "requires": [],
-    "inputs": [],
-    "outputs": [],
-    "env": {},
-    "setup": True,
-    "hidden": None,
+    "mode": "enforced", "timeout": 600, "tracks": None, "requires": [], "inputs": [], "outputs": [], "env": {},
+    "setup": True, "hidden": None,
 }
+GATE_OPTIONAL = ("threads",)  # kept only when given, so that runs frozen before them still match
 
 SETUP_DEFAULTS: dict[str, Any] = {
     "run": None,
@@ -456,7 +450,7 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
         raise _fail("gates", "must be a list of gates", lines.get("gates"))
     gates: list[dict[str, Any]] = []
     seen: set[str] = set()
-    allowed = ("name", "run", *GATE_DEFAULTS)
+    allowed = ("name", "run", *GATE_OPTIONAL, *GATE_DEFAULTS)
     for i, raw in enumerate(value):
         here = f"gates[{i}]"
         if not isinstance(raw, dict):
@@ -508,6 +502,11 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
             gate["setup"] = raw["setup"]
         if "hidden" in raw:
             gate["hidden"] = _hidden(raw["hidden"], f"{here}.hidden", lines)
+        if "threads" in raw:  # the cores it keeps busy, taken from check's budget (judge/pace)
+            if not _is_int(raw["threads"]) or not 1 <= raw["threads"] <= 1024:
+                raise _fail(f"{here}.threads", f"must be an integer 1..1024, got {raw['threads']!r}",
+                            lines.get(f"{here}.threads"))
+            gate["threads"] = raw["threads"]
         if gate["hidden"] and gate["mode"] == "probe":
             raise _fail(f"{here}.hidden", "a probe's output is its signature; hidden tests go on an enforced "
                         "or observe gate", lines.get(f"{here}.hidden"))

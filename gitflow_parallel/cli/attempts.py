@@ -14,7 +14,7 @@ import click
 from gitflow_parallel.provenance import protected_summary
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
-    RunProgress, RunWaitNotice, figures_text, render_check, render_differential, render_pr, render_published,
+    RunProgress, RunWaitNotice, check_progress, figures_text, render_check, render_differential, render_pr, render_published,
     render_push, render_rounds, render_run, render_status,
 )
 
@@ -448,8 +448,8 @@ def done(task: str, instance: str, as_json: bool) -> None:
               help="Run only this gate (repeatable). Gates it requires count as not passed unless also named; "
                    "the evidence is then incomplete and not a pick candidate.")
 @click.option("--jobs", type=click.IntRange(1, 1024), default=None,
-              help="Instances checked at once, at most (default: max_total from the config); "
-                   "quick gates take turns in one clean checkout rather than each making its own.")
+              help="Gate threads at once, at most (default: the cores this process may use; a gate with "
+                   "`threads: K` counts K); quick gates take turns in one clean checkout.")
 @click.option("--again", is_flag=True,
               help="Check again the instances whose evidence is still fresh (skipped by default).")
 @json_option
@@ -462,12 +462,16 @@ def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: i
     set verdict and score.
     An instance whose evidence is still fresh (its branch did not move since)
     is skipped unless named with --instance, or with --again.  Exits 1 when
-    any checked or skipped instance's verdict is fail."""
+    any checked or skipped instance's verdict is fail.  While it runs: a
+    progress line on a terminal, else a line per finished gate (stderr)."""
     from gitflow_parallel.commands import check as check_cmd
 
-    run_verb(as_json, lambda: check_cmd.check(_project(), task, instances=list(instances) or None,
-                                              gates=list(gates) or None, jobs=jobs, again=again),
-             render_check, ok=check_cmd.check_ok)
+    def call() -> dict[str, Any]:
+        with check_progress(as_json) as progress:
+            return check_cmd.check(_project(), task, instances=list(instances) or None, gates=list(gates) or None,
+                                   jobs=jobs, again=again, progress=progress)
+
+    run_verb(as_json, call, render_check, ok=check_cmd.check_ok)
 
 
 @main_group.command()
