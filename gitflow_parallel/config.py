@@ -19,7 +19,7 @@ from typing import Any, cast
 import yaml
 
 from gitflow_parallel.errors import CONFIG_INVALID, SANDBOX_WRITE_REFUSED, ParallelError
-from gitflow_parallel.files import canonical_json, sha256_bytes
+from gitflow_parallel.files import config_sha256  # noqa: F401 (callers name it config.config_sha256)
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.names import check_name
 
@@ -526,10 +526,6 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
                 raise _fail(path, f"requires {req!r}, a probe: probes describe behaviour and never block, "
                             "so only another probe may require one", lines.get(path))
     return gates
-
-
-def config_sha256(config: dict[str, Any]) -> str:
-    return sha256_bytes(canonical_json(config).encode("utf-8"))
 
 
 def load_from_commit(repo: Any, commit_oid: str) -> tuple[dict[str, Any], str]:

@@ -15,7 +15,7 @@ from gitflow_parallel.provenance import protected_summary
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
     RunProgress, RunWaitNotice, check_progress, figures_text, render_check, render_differential, render_pr, render_published,
-    render_push, render_rounds, render_run, render_status,
+    render_push, render_rounds, render_run,
 )
 
 
@@ -137,27 +137,6 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
         return spawn_cmd.spawn(_project(), task, n=instances, base=base, tracks=list(tracks))
 
     run_verb(as_json, call, render)
-
-
-@main_group.command()
-@click.argument("task", required=False)
-@json_option
-def status(task: str | None, as_json: bool) -> None:
-    """Without TASK, list the runs; with TASK, a table of its instances (id,
-    track, status, attempt, head, verdict, score, evidence fresh/stale,
-    branch, worktree).  --json prints {"ok": true, "run": <record>}."""
-    from gitflow_parallel.commands import status as status_cmd
-
-    def call() -> dict[str, Any]:
-        result = status_cmd.status(_project(), task)
-        if as_json and task is not None:
-            run = result["run"]
-            for inst, row in zip(run["instances"], result["rows"]):
-                inst["live"] = {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"]}
-            return {"run": run, "base_tip": result["base_tip"]}
-        return result
-
-    run_verb(as_json, call, render_status)
 
 
 # -- retry / abort / cleanup ------------------------------------------------------------

@@ -10,7 +10,6 @@ from typing import Any, Iterator
 
 import click
 
-from gitflow_parallel.git.scratch import blocks_pick
 from gitflow_parallel.provenance import protected_summary
 
 
@@ -213,6 +212,8 @@ def render_differential(ran: dict[str, Any] | None, indent: str, only: str | Non
 
 def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20) -> None:
     """Each protected change, and whether it keeps the attempt out of an automatic pick."""
+    from gitflow_parallel.git.scratch import blocks_pick  # only where there are changes to show: it is heavy
+
     for change, line in list(zip(changes, protected_summary(changes)))[:limit]:
         click.echo(f"{indent}{line}" + ("  (blocks an automatic pick)" if blocks_pick(change) else
                                         "  (a new test: run as added tests)"))
