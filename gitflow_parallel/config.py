@@ -19,7 +19,7 @@ from typing import Any, cast
 import yaml
 
 from gitflow_parallel.errors import CONFIG_INVALID, SANDBOX_WRITE_REFUSED, ParallelError
-from gitflow_parallel.files import canonical_json, sha256_bytes
+from gitflow_parallel.files import config_sha256  # noqa: F401 (callers name it config.config_sha256)
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.names import check_name
 
@@ -70,16 +70,10 @@ OPTIONAL: dict[str, Any] = {"agents": None, "notify": None, "sandbox_write": Non
 DISTINGUISH_DEFAULTS: dict[str, Any] = {"command": None, "run": None, "timeout": 300}
 
 GATE_DEFAULTS: dict[str, Any] = {
-    "mode": "enforced",
-    "timeout": 600,
-    "tracks": None,
-    "requires": [],
-    "inputs": [],
-    "outputs": [],
-    "env": {},
-    "setup": True,
-    "hidden": None,
+    "mode": "enforced", "timeout": 600, "tracks": None, "requires": [], "inputs": [], "outputs": [], "env": {},
+    "setup": True, "hidden": None,
 }
+GATE_OPTIONAL = ("threads",)  # kept only when given, so that runs frozen before them still match
 
 SETUP_DEFAULTS: dict[str, Any] = {
     "run": None,
@@ -457,7 +451,7 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
         raise _fail("gates", "must be a list of gates", lines.get("gates"))
     gates: list[dict[str, Any]] = []
     seen: set[str] = set()
-    allowed = ("name", "run", *GATE_DEFAULTS)
+    allowed = ("name", "run", *GATE_OPTIONAL, *GATE_DEFAULTS)
     for i, raw in enumerate(value):
         here = f"gates[{i}]"
         if not isinstance(raw, dict):
@@ -509,6 +503,11 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
             gate["setup"] = raw["setup"]
         if "hidden" in raw:
             gate["hidden"] = _hidden(raw["hidden"], f"{here}.hidden", lines)
+        if "threads" in raw:  # the cores it keeps busy, taken from check's budget (judge/pace)
+            if not _is_int(raw["threads"]) or not 1 <= raw["threads"] <= 1024:
+                raise _fail(f"{here}.threads", f"must be an integer 1..1024, got {raw['threads']!r}",
+                            lines.get(f"{here}.threads"))
+            gate["threads"] = raw["threads"]
         if gate["hidden"] and gate["mode"] == "probe":
             raise _fail(f"{here}.hidden", "a probe's output is its signature; hidden tests go on an enforced "
                         "or observe gate", lines.get(f"{here}.hidden"))
@@ -528,10 +527,6 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
                 raise _fail(path, f"requires {req!r}, a probe: probes describe behaviour and never block, "
                             "so only another probe may require one", lines.get(path))
     return gates
-
-
-def config_sha256(config: dict[str, Any]) -> str:
-    return sha256_bytes(canonical_json(config).encode("utf-8"))
 
 
 def load_from_commit(repo: Any, commit_oid: str) -> tuple[dict[str, Any], str]:

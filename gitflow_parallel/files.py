@@ -57,6 +57,13 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
+def config_sha256(config: dict[str, Any]) -> str:
+    """The hash a run record binds its frozen config with.  Here, not in
+    ``config``, because every record read checks it, and reading records
+    (``status``) should not load the config schema and its template."""
+    return sha256_bytes(canonical_json(config).encode("utf-8"))
+
+
 def _fsync_dir(folder: Path) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY)

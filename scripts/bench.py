@@ -53,6 +53,7 @@ TARGETS: dict[str, tuple[str, float]] = {
     "hash_ratio": ("<=", 1.5),
     "pick_s": ("<", 1),
     "status_json_s": ("<", 1),
+    "status_s": ("<=", 0.15),
     "hook_overhead_ratio": ("<=", 1.3),
     "hook_overhead_ms": ("<=", 3),
     "parallel_checkout_added_ms": ("<=", 250),

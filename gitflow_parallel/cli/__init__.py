@@ -5,7 +5,8 @@ into arguments, results into text or ``--json``, and errors into
 ``error[CODE]: ...`` / ``hint: ...`` with the documented exit status
 (0 done, 1 refused, 2 usage, 3 internal error with a traceback log).
 ``base`` holds the group, ``attempts``, ``review``, ``live`` and ``maintenance`` add
-the commands, ``render`` turns results into text.
+the commands (each imported when one of its commands is asked for:
+``base.HOMES``), ``render`` turns results into text.
 """
 
 from __future__ import annotations
@@ -14,12 +15,9 @@ import sys
 
 import click
 
-from gitflow_parallel.cli import attempts, live, maintenance, review
-
 from gitflow_parallel.cli.base import emit_json, main_group, run_verb
 
-# Importing the command modules adds their commands to the group.
-__all__ = ["attempts", "live", "maintenance", "review", "main", "main_group", "run_verb"]
+__all__ = ["main", "main_group", "run_verb"]
 
 
 def _wants_json(args: list[str]) -> bool:

@@ -14,8 +14,8 @@ import click
 from gitflow_parallel.provenance import protected_summary
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
-    RunProgress, RunWaitNotice, figures_text, render_check, render_differential, render_pr, render_published,
-    render_push, render_rounds, render_run, render_status,
+    RunProgress, RunWaitNotice, check_progress, figures_text, render_check, render_differential, render_pr, render_published,
+    render_push, render_rounds, render_run,
 )
 
 
@@ -137,27 +137,6 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
         return spawn_cmd.spawn(_project(), task, n=instances, base=base, tracks=list(tracks))
 
     run_verb(as_json, call, render)
-
-
-@main_group.command()
-@click.argument("task", required=False)
-@json_option
-def status(task: str | None, as_json: bool) -> None:
-    """Without TASK, list the runs; with TASK, a table of its instances (id,
-    track, status, attempt, head, verdict, score, evidence fresh/stale,
-    branch, worktree).  --json prints {"ok": true, "run": <record>}."""
-    from gitflow_parallel.commands import status as status_cmd
-
-    def call() -> dict[str, Any]:
-        result = status_cmd.status(_project(), task)
-        if as_json and task is not None:
-            run = result["run"]
-            for inst, row in zip(run["instances"], result["rows"]):
-                inst["live"] = {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"]}
-            return {"run": run, "base_tip": result["base_tip"]}
-        return result
-
-    run_verb(as_json, call, render_status)
 
 
 # -- retry / abort / cleanup ------------------------------------------------------------
@@ -448,8 +427,8 @@ def done(task: str, instance: str, as_json: bool) -> None:
               help="Run only this gate (repeatable). Gates it requires count as not passed unless also named; "
                    "the evidence is then incomplete and not a pick candidate.")
 @click.option("--jobs", type=click.IntRange(1, 1024), default=None,
-              help="Instances checked at once, at most (default: max_total from the config); "
-                   "quick gates take turns in one clean checkout rather than each making its own.")
+              help="Gate threads at once, at most (default: the cores this process may use; a gate with "
+                   "`threads: K` counts K); quick gates take turns in one clean checkout.")
 @click.option("--again", is_flag=True,
               help="Check again the instances whose evidence is still fresh (skipped by default).")
 @json_option
@@ -462,12 +441,16 @@ def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: i
     set verdict and score.
     An instance whose evidence is still fresh (its branch did not move since)
     is skipped unless named with --instance, or with --again.  Exits 1 when
-    any checked or skipped instance's verdict is fail."""
+    any checked or skipped instance's verdict is fail.  While it runs: a
+    progress line on a terminal, else a line per finished gate (stderr)."""
     from gitflow_parallel.commands import check as check_cmd
 
-    run_verb(as_json, lambda: check_cmd.check(_project(), task, instances=list(instances) or None,
-                                              gates=list(gates) or None, jobs=jobs, again=again),
-             render_check, ok=check_cmd.check_ok)
+    def call() -> dict[str, Any]:
+        with check_progress(as_json) as progress:
+            return check_cmd.check(_project(), task, instances=list(instances) or None, gates=list(gates) or None,
+                                   jobs=jobs, again=again, progress=progress)
+
+    run_verb(as_json, call, render_check, ok=check_cmd.check_ok)
 
 
 @main_group.command()

@@ -5,6 +5,7 @@ internal error with a traceback log), ``--json`` and the project opener."""
 from __future__ import annotations
 
 import codecs
+import importlib
 import json
 import os
 import re
@@ -162,13 +163,29 @@ def project() -> Any:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 
 
+# Which module of cli/ defines each command, in the order `--help` lists them.
+# A command's module is imported when the command is asked for, so a verb
+# pays only for its own imports (`status` starts without the engines of
+# run, check and merge); `--help` and the man page import them all.
+HOMES: dict[str, str] = {
+    "init": "attempts", "spawn": "attempts", "publish": "review", "run": "attempts", "worker": "review",
+    "collect": "review", "done": "attempts", "check": "attempts", "pick": "attempts", "unpick": "attempts",
+    "merge": "attempts", "status": "review", "diff": "review", "show": "review", "logs": "review",
+    "report": "review", "retry": "attempts", "abort": "attempts", "cleanup": "attempts", "push": "review",
+    "fetch": "review", "prune": "review", "recover": "maintenance", "validate": "maintenance",
+    "attach": "attempts", "hooks": "maintenance", "demo": "maintenance", "help": "maintenance",
+    "stats": "live", "comment": "live", "watch": "live", "_hook": "maintenance",
+}
+
+
 class HelpGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        order = ["init", "spawn", "publish", "run", "worker", "collect", "done", "check", "pick", "unpick", "merge",
-                 "status", "diff", "show", "logs", "report", "retry", "abort", "cleanup", "push", "fetch", "prune",
-                 "recover", "validate", "attach", "hooks", "demo", "help"]
-        names = list(self.commands)
-        return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
+        return list(dict.fromkeys([*HOMES, *self.commands]))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in HOMES:
+            importlib.import_module(f"gitflow_parallel.cli.{HOMES[cmd_name]}")  # its commands join the group
+        return super().get_command(ctx, cmd_name)
 
 
 @click.group(cls=HelpGroup, context_settings={"help_option_names": ["-h", "--help"]})

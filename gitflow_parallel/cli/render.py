@@ -3,13 +3,14 @@ prints the result itself, so nothing here decides anything)."""
 
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
 from gitflow_parallel import errors as E
-from gitflow_parallel.git.scratch import blocks_pick
 from gitflow_parallel.provenance import protected_summary
 
 
@@ -216,6 +217,8 @@ def render_differential(ran: dict[str, Any] | None, indent: str, only: str | Non
 
 def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20) -> None:
     """Each protected change, and whether it keeps the attempt out of an automatic pick."""
+    from gitflow_parallel.git.scratch import blocks_pick  # only where there are changes to show: it is heavy
+
     for change, line in list(zip(changes, protected_summary(changes)))[:limit]:
         click.echo(f"{indent}{line}" + ("  (blocks an automatic pick)" if blocks_pick(change) else
                                         "  (a new test: run as added tests)"))
@@ -291,6 +294,9 @@ class RunProgress:
             text += f" (stopping on {s['stopping']})"
         elif s["waiting_for_slot"]:
             text += f" (waiting for a free slot; max_total {s['max_total']})"
+        self.show(text)
+
+    def show(self, text: str) -> None:
         if text != self.shown:
             click.echo("\r" + text + "\x1b[K", nl=False, err=True)
             self.shown = text
@@ -313,6 +319,48 @@ class RunWaitNotice:
             click.echo(f"git parallel run: waiting for a free slot (max_total {s['max_total']} instances "
                        "run at once in this repository)", err=True)
             self.said = True
+
+
+def _gate_outcome(s: dict[str, Any]) -> str:
+    if s["exit_code"] is None:
+        return f"FAIL ({s['error']})" if s["error"] else "FAIL"
+    word = "pass" if s["passed"] else f"FAIL (exit {s['exit_code']})"
+    return f"{word} in {s['duration_s']:.2f}s"
+
+
+class CheckLines:
+    """Off a terminal (a log, CI): one line per finished gate, so a long
+    check is never silent and its log says what ended when."""
+
+    def __call__(self, s: dict[str, Any]) -> None:
+        if s["event"] == "finished":
+            click.echo(f"check {s['task']}: instance {s['instance']} gate {s['gate']} {_gate_outcome(s)}"
+                       f" [{s['finished']} finished, {len(s['running'])} running, {s['elapsed_s']:.1f}s]",
+                       err=True)
+
+
+@contextmanager
+def check_progress(as_json: bool) -> Iterator[CheckProgress | CheckLines]:
+    """The progress line on a terminal (cleared at the end), else the lines."""
+    live = sys.stderr.isatty() and not as_json
+    progress = CheckProgress() if live else CheckLines()
+    try:
+        yield progress
+    finally:
+        if isinstance(progress, CheckProgress):
+            progress.clear()
+
+
+class CheckProgress(RunProgress):
+    """On a terminal: one line redrawn in place, with the gates running now
+    and those waiting for a core; cleared before the summary."""
+
+    def __call__(self, s: dict[str, Any]) -> None:  # type: ignore[override]
+        running = ", ".join(s["running"]) or "nothing"
+        text = f"check {s['task']}: {s['finished']} gates finished, running {running}"
+        if s["waiting"]:
+            text += f"; {s['waiting']} waiting for a core ({s['cores']} in use at most)"
+        self.show(f"{text}, {s['elapsed_s']:.1f}s")
 
 
 def render_run(r: dict[str, Any]) -> None:

@@ -1,5 +1,5 @@
-"""Reviewing attempts and sharing runs: diff, show, logs, report, publish,
-worker, collect, push, fetch, prune."""
+"""Reviewing attempts and sharing runs: status, diff, show, logs, report,
+publish, worker, collect, push, fetch, prune."""
 
 from __future__ import annotations
 
@@ -9,7 +9,28 @@ from typing import Any
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb, visible_stream
-from gitflow_parallel.cli.render import render_diff, render_published, render_show, render_worker
+from gitflow_parallel.cli.render import render_diff, render_published, render_show, render_status, render_worker
+
+
+@main_group.command()
+@click.argument("task", required=False)
+@json_option
+def status(task: str | None, as_json: bool) -> None:
+    """Without TASK, list the runs; with TASK, a table of its instances (id,
+    track, status, attempt, head, verdict, score, evidence fresh/stale,
+    branch, worktree).  --json prints {"ok": true, "run": <record>}."""
+    from gitflow_parallel.commands import status as status_cmd
+
+    def call() -> dict[str, Any]:
+        result = status_cmd.status(_project(), task)
+        if as_json and task is not None:
+            run = result["run"]
+            for inst, row in zip(run["instances"], result["rows"]):
+                inst["live"] = {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"]}
+            return {"run": run, "base_tip": result["base_tip"]}
+        return result
+
+    run_verb(as_json, call, render_status)
 
 
 @main_group.command()

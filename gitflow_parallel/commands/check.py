@@ -9,7 +9,7 @@ evidence is fresh."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from gitflow_parallel import evidence
 from gitflow_parallel.git import hooks
@@ -18,7 +18,8 @@ from gitflow_parallel.state.project import Project
 
 
 def check(project: Project, task: str, instances: list[str] | None = None, gates: list[str] | None = None,
-          jobs: int | None = None, again: bool = False) -> dict[str, Any]:
+          jobs: int | None = None, again: bool = False,
+          progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Judge the instances; refusals before anything runs raise, what goes
     wrong for one instance afterwards is reported under ``errors``.
 
@@ -41,7 +42,8 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         return True
 
     every = not (instances or gates or again)
-    result = engine.check(project, task, instances=instances, gates=gates, jobs=jobs, skip=fresh if every else None)
+    result = engine.check(project, task, instances=instances, gates=gates, jobs=jobs, skip=fresh if every else None,
+                          progress=progress)
     # Said loudly: a hook manager's reinstall took away the gate on plain git.
     return {**result, "skipped": skipped, "warnings": hooks.gone_warnings(project.repo)}
 

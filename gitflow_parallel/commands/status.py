@@ -1,4 +1,7 @@
-"""``git parallel status``: every run, or one run's instances with their flags."""
+"""``git parallel status``: every run, or one run's instances with their flags.
+
+People type it to look, so it starts fast: what only some answers need
+(archive refs, a teammate's fetched run) is imported where it is needed."""
 
 from __future__ import annotations
 
@@ -8,11 +11,9 @@ from typing import Any
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence
-from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project, instance_process_alive
-from gitflow_parallel.state import view
 
 
 # -- status --------------------------------------------------------------------
@@ -23,6 +24,8 @@ def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
     for inst in record["instances"]:
         tip = project.tip(inst)
         if inst.get("removed"):
+            from gitflow_parallel.git import worktrees
+
             # Its branch is gone; its last tip lives on in the archive ref.
             tip = project.repo.ref_target(worktrees.archive_ref(record["run_id"], inst["id"], inst["attempt"]))
         fresh = evidence.freshness(record, inst, tip)
@@ -65,6 +68,7 @@ def status(project: Project, task: str | None = None) -> dict[str, Any]:
     except ParallelError as exc:
         if exc.code != E.RUN_NOT_FOUND:
             raise
+        from gitflow_parallel.state import view
 
         return view.shared_status(project, task)  # a run fetched from a teammate
     return {"run": record, "rows": describe(project, record),

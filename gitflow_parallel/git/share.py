@@ -54,7 +54,6 @@ from gitflow_parallel import evidence
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.git.repo import Repo
-from gitflow_parallel.git.worktrees import ARCHIVE_PREFIX
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.store import dump, parse_yaml, validate_record
@@ -469,6 +468,10 @@ def same_content(repo: Repo, name: str, mine: str, theirs: str) -> bool:
     evidence ref, one pack (the bytes the record's sha256 binds; the logs
     kept beside it are what the pack's writer had).  An archive ref keeps a
     commit with its history, so only that commit is the same."""
+    # Imported here: `status` reads fetched runs through this module, and
+    # needs none of what making worktrees takes.
+    from gitflow_parallel.git.worktrees import ARCHIVE_PREFIX
+
     if name.startswith(ARCHIVE_PREFIX + "/"):
         return False
     if repo.tree_of(mine) == repo.tree_of(theirs):

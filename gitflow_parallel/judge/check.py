@@ -30,7 +30,7 @@ from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.proc.notifier import Notifier
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
-from gitflow_parallel.judge import hidden, layers
+from gitflow_parallel.judge import hidden, layers, pace
 from gitflow_parallel.judge.gates import (Place, applicable, judging, complete_of, gate_facts, input_fingerprints, judge_checkout,
                                          kept_paths, output_fingerprints, read_regular, refused_protected,
                                          repository_of, run_gates, verdict_of, what_is_judged)
@@ -176,10 +176,11 @@ def _lock(project: Project, task: str, inst_id: str) -> FileLock:
 
 
 def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], commit: str,
-               selected: set[str] | None, reads: sandbox.Reads) -> dict[str, Any]:
+               selected: set[str] | None, reads: sandbox.Reads, lane: pace.Lane) -> dict[str, Any]:
     """Run the gates and score of one instance in a clean checkout of its
     commit; returns its pack (not yet written).  ``reads``: the fences' read
-    rules, shared by the check's instances."""
+    rules, shared by the check's instances; ``lane``: its way through the
+    check's budget of cores."""
     repo = pygit2.Repository(str(project.repo.common_dir))  # one handle per thread
     base_commit = record["base"]["commit"]
     cfg = record["config"]
@@ -206,7 +207,8 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
         place = stack.enter_context(judging(
             repo_.common_dir, repo_.main_workdir, repo_.parallel_dir, checkout, path, cfg, reads,
             log_dir=repo_.parallel_dir / "logs" / record["run_id"], log_prefix=f"{inst['id']}.{inst['attempt']}",
-            facts=gate_facts(record, inst, inst["track"], path, commit), repository=repository_of(repo_)))
+            facts=gate_facts(record, inst, inst["track"], path, commit), repository=repository_of(repo_),
+            lane=lane))
         # Both fingerprints are taken before any gate can touch the checkout.
         outputs = output_fingerprints(repo, base_commit, commit,
                                       path if judged["judged_commit"] == commit else None)
@@ -256,7 +258,8 @@ def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[
             with os.fdopen(fd, "wb") as handle:
                 handle.write(repo.odb.read(tree[rel].id)[1])
         stage = Place(worktree=place.worktree, log_dir=place.log_dir, log_prefix=f"{place.log_prefix}.added",
-                      facts=place.facts, path=place.path, repository=place.repository, fence=place.fence)
+                      facts=place.facts, path=place.path, repository=place.repository, fence=place.fence,
+                      lane=place.lane)
         ran = run_gates(again, inst["track"], stage)
     except FileExistsError as exc:
         raise ParallelError(E.EVIDENCE_MISMATCH, f"a gate left {exc.filename} where an added test goes; "
@@ -277,7 +280,7 @@ def _added_layered(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str],
         with layers.space(parallel_dir) as fresh:
             stage = Place(worktree=place.worktree, log_dir=place.log_dir, log_prefix=f"{place.log_prefix}.added",
                           facts=place.facts, path=place.path, repository=place.repository, fence=place.fence,
-                          space=fresh, above=[folder])
+                          space=fresh, above=[folder], lane=place.lane)
             ran = run_gates(again, inst["track"], stage)
     finally:
         layers.remove(folder)
@@ -330,12 +333,14 @@ def _store_pack(project: Project, task: str, pack: dict[str, Any]) -> dict[str, 
 
 
 def check(project: Project, task: str, instances: list[str] | None = None, gates: list[str] | None = None,
-          jobs: int | None = None, skip: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None
-          ) -> dict[str, Any]:
+          jobs: int | None = None, skip: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
+          progress: pace.Report | None = None) -> dict[str, Any]:
     """Run the gates of every succeeded (or each named) instance and record
     the evidence.  Refusals before anything runs raise; what goes wrong for
     one instance afterwards is reported under ``errors``.  ``skip(record,
-    inst)`` leaves an instance out (``check`` without --again: fresh evidence)."""
+    inst)`` leaves an instance out (``check`` without --again: fresh evidence).
+    ``jobs``: the gate threads run at once (default: this machine's cores);
+    ``progress`` hears of each gate started and finished (``judge/pace``)."""
     check_name(task, "task")
     record = project.store.load(task)
     if record["status"] in FINISHED_RUN:
@@ -348,14 +353,16 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
 
     record = hand.adopt(project, record, instances)  # pending work done by hand counts as finished
     targets = [i for i in _targets(record, instances) if skip is None or not skip(record, i)]
-    jobs = jobs or int(record["config"]["max_total"])
+    jobs = jobs or pace.machine_cores()
     if jobs < 1:
         raise ParallelError(E.RESOURCE_CAP_EXHAUSTED, f"--jobs {jobs} is below 1", hint="pass --jobs 1 or more")
     if not targets:
-        return {"task": task, "run_id": record["run_id"], "notes_error": None, "instances": [], "errors": []}
+        return {"task": task, "run_id": record["run_id"], "jobs": jobs, "notes_error": None, "instances": [],
+                "errors": []}
     locks: list[FileLock] = []
     notifier = Notifier(project, record)
     reads = sandbox.siblings(record)  # the fences' read rules, worked out once for every instance
+    cores = pace.Pace(task, jobs, progress)
     try:
         commits = {}
         for inst in targets:
@@ -368,7 +375,8 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         shared_watchdog()  # forked before the threads
         with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
             futures: dict[Future[dict[str, Any]], dict[str, Any]] = {
-                pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected, reads): inst
+                pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected, reads,
+                            cores.lane(inst["id"])): inst
                 for inst in targets}
             for future in as_completed(futures):
                 inst = futures[future]
@@ -396,7 +404,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
     notes_error = project.mirror_notes(record, entries, "check") if entries else None
     notes_error = "; ".join(w for w in (notes_error, *warnings) if w) or None
     order = [i["id"] for i in targets]
-    return {"task": task, "run_id": record["run_id"], "notes_error": notes_error,
+    return {"task": task, "run_id": record["run_id"], "jobs": jobs, "notes_error": notes_error,
             "instances": [checked[i] for i in order if i in checked],
             "errors": [errors[i] for i in order if i in errors], "notify_warnings": notifier.finish()}
 

@@ -44,8 +44,11 @@ declaration order (``requires`` may only name earlier gates, which the config
 validates).  A gate whose predecessors did not all pass is skipped and
 recorded with ``PARALLEL_PREDECESSOR_INCOMPLETE`` - also when a predecessor
 does not apply to the instance's track.  Instances are checked concurrently
-in a thread pool of at most ``jobs`` (default ``max_total``); each instance
-is a sequence of subprocesses, so threads are enough.
+in a thread pool of at most ``jobs`` (default: the cores this process may
+use); each instance is a sequence of subprocesses, so threads are enough.
+Each gate takes its ``threads`` (default 1) from a budget of ``jobs`` before
+it starts (``judge/pace``), so that a check does not run more gate threads
+than the machine has cores.
 
 ``--gate NAME`` (``gates=`` here) runs only the named gates.  Dependencies are
 *not* pulled in: a named gate whose predecessor was not also named is skipped
@@ -147,6 +150,7 @@ import pygit2
 from gitflow_parallel import errors as E
 from gitflow_parallel.git import scratch, tamper
 from gitflow_parallel.judge import environment, hidden
+from gitflow_parallel.judge.pace import Lane
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.model import RunRecord
@@ -253,6 +257,7 @@ class Place:
     space: layers.Space | None = None  # the upper layer the attempt's gates share (namespace layer)
     above: list[Path] = field(default_factory=list)  # files the judge lays over the checkout (added tests)
     cleanups: list[Any] = field(default_factory=list)  # called when the judging in it is done
+    lane: Lane = field(default_factory=Lane)  # the check's budget of cores, and its progress
 
     def __post_init__(self) -> None:
         _PLANS[str(self.worktree)] = self.fence
@@ -428,7 +433,9 @@ def run_gates(gates: list[dict[str, Any]], track: str, place: Place,
                                    error=f"skipped: requires {', '.join(why)}"))
             passed[gate["name"]] = False
             continue
-        result = run_gate(gate, place)
+        with place.lane.turn(gate):
+            result = run_gate(gate, place)
+        place.lane.done(result)
         results.append(result)
         passed[gate["name"]] = result["passed"]
     return results

@@ -20,10 +20,12 @@ import contextlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar, cast
 
 import yaml
-from filelock import FileLock, Timeout
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import faults
@@ -82,7 +84,7 @@ def validate_record(record: Any, path: Path) -> dict[str, Any]:
         raise _invalid(path, f"run_revision {record['run_revision']} is below 1")
     if record["status"] not in RUN_STATUSES:
         raise _invalid(path, f"status {record['status']!r} is not one of {', '.join(RUN_STATUSES)}")
-    from gitflow_parallel.config import config_sha256
+    from gitflow_parallel.files import config_sha256
     from gitflow_parallel.names import check_name
 
     try:
@@ -187,6 +189,14 @@ def _copy(record: dict[str, Any]) -> dict[str, Any]:
     return copy(record)
 
 
+def _file_lock(path: Path) -> FileLock:
+    """filelock loads asyncio, a large share of a verb's start: imported only
+    when a verb takes the lock, so one that only reads (`status`) never pays."""
+    from filelock import FileLock
+
+    return FileLock(str(path), timeout=LOCK_TIMEOUT)
+
+
 class Store:
     """Run records of one repository (its common dir)."""
 
@@ -204,10 +214,10 @@ class Store:
     def lock(self) -> Iterator[None]:
         if self._lock is None:
             self.root.mkdir(parents=True, exist_ok=True)
-            self._lock = FileLock(str(self.root / "lock"), timeout=LOCK_TIMEOUT)
+            self._lock = _file_lock(self.root / "lock")
         try:
             self._lock.acquire()
-        except Timeout:
+        except TimeoutError:  # filelock's Timeout is one
             raise ParallelError(
                 E.RESOURCE_LOCK_FAILED,
                 f"could not take the project lock {self.root / 'lock'} within {LOCK_TIMEOUT:.0f}s",

@@ -1,0 +1,81 @@
+"""Verbs that start at once: a verb imports what it uses, not the engines of
+the others.  Each verb runs in a fresh ``python -m gitflow_parallel``
+process whose module table is written out at exit, so what is asserted is
+what a user's ``git parallel status`` really loads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import GP, make_repo
+
+# Runs the real entry point, then writes sys.modules (at exit, after the
+# verb's sys.exit) to the file named by the first argument.
+PROBE = ("import atexit, json, runpy, sys\n"
+         "out = sys.argv[1]\n"
+         "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(sys.modules))))\n"
+         "sys.argv = ['git-parallel', *sys.argv[2:]]\n"
+         "runpy.run_module('gitflow_parallel', run_name='__main__')\n")
+
+VERB_MODULES = {"status": "status", "show": "show", "logs": "logs", "diff": "diff"}
+# Never needed to look at runs: the engines and the other verbs' CLI modules.
+HEAVY = ("gitflow_parallel.cli.attempts", "gitflow_parallel.cli.live", "gitflow_parallel.cli.maintenance",
+         "gitflow_parallel.judge", "gitflow_parallel.recovery", "gitflow_parallel.proc.engine",
+         "gitflow_parallel.git.scratch", "gitflow_parallel.git.landing", "gitflow_parallel.git.transport")
+
+
+def loaded(repo: Path, tmp_path: Path, *args: str) -> list[str]:
+    out = tmp_path / "modules.json"
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(out), *args], cwd=repo, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text())
+
+
+@pytest.fixture
+def spawned(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "repo")
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "2")
+    gp("run", "t", "--", sys.executable, "-c", "open('work.txt', 'w').write('done')")
+    return repo
+
+
+@pytest.mark.parametrize("args", [("status",), ("status", "t"), ("show", "t", "1"), ("logs", "t", "1"),
+                                  ("diff", "t")])
+def test_a_verb_imports_no_other_verb_nor_an_engine(spawned: Path, tmp_path: Path, args: tuple[str, ...]) -> None:
+    modules = loaded(spawned, tmp_path, *args)
+    verbs = [m for m in modules if m.startswith("gitflow_parallel.commands.")]
+    assert verbs == [f"gitflow_parallel.commands.{VERB_MODULES[args[0]]}"]
+    heavy = [m for m in modules if m.startswith(HEAVY)]
+    assert heavy == [], f"`git parallel {' '.join(args)}` imported {heavy}"
+
+
+def test_status_imports_only_what_reading_a_run_takes(spawned: Path, tmp_path: Path) -> None:
+    # The list of runs and one run's table: the records, the refs, the
+    # evidence packs; no worktree making, config parsing, templates or lock.
+    # (pygit2 is still loaded: the repository is opened through it.)
+    for args in (("status",), ("status", "t")):
+        modules = set(loaded(spawned, tmp_path, *args))
+        for absent in ("gitflow_parallel.git.worktrees", "gitflow_parallel.git.checkout", "gitflow_parallel.config",
+                       "gitflow_parallel.template", "gitflow_parallel.state.view", "gitflow_parallel.proc.sandbox"):
+            assert absent not in modules, f"`git parallel {' '.join(args)}` imported {absent}"
+        assert "filelock" not in modules and "asyncio" not in modules  # it reads without the project lock
+        assert "gitflow_parallel.commands.status" in modules and "click" in modules
+
+
+def test_help_still_lists_every_command(spawned: Path) -> None:
+    # Commands are imported when asked for; --help asks for all of them.
+    from gitflow_parallel.cli.base import HOMES
+
+    proc = subprocess.run([sys.executable, "-m", "gitflow_parallel", "-h"], cwd=spawned, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0
+    shown = [name for name in HOMES if not name.startswith("_")]
+    missing = [name for name in shown if f"  {name} " not in proc.stdout and f"  {name}\n" not in proc.stdout]
+    assert missing == []
