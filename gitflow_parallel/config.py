@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import yaml
 
+from gitflow_parallel import expect
 from gitflow_parallel.errors import CONFIG_INVALID, SANDBOX_WRITE_REFUSED, ParallelError
 from gitflow_parallel.files import canonical_json, sha256_bytes
 from gitflow_parallel.model import RunRecord
@@ -89,9 +90,8 @@ SETUP_DEFAULTS: dict[str, Any] = {
     "worktrees": False,
 }
 
-# The commented template `git parallel init` writes: the settings, then the
-# environment and the gates, which init replaces by what it finds in the project.
-# The commented file `init` writes (its own module: it is long).
+# The commented file `init` writes (its own module: it is long): the settings,
+# then the environment and the gates, which init replaces by what it finds.
 from gitflow_parallel.template import TEMPLATE, TEMPLATE_RUN, TEMPLATE_SETTINGS  # noqa: E402,F401
 
 
@@ -456,7 +456,7 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
         raise _fail("gates", "must be a list of gates", lines.get("gates"))
     gates: list[dict[str, Any]] = []
     seen: set[str] = set()
-    allowed = ("name", "run", *GATE_DEFAULTS)
+    allowed = ("name", "run", *GATE_DEFAULTS, *expect.GATE_KEYS)
     for i, raw in enumerate(value):
         here = f"gates[{i}]"
         if not isinstance(raw, dict):
@@ -506,8 +506,8 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
                 raise _fail(f"{here}.setup", "must be true (run after the project's setup) or false",
                             lines.get(f"{here}.setup"))
             gate["setup"] = raw["setup"]
-        if "hidden" in raw:
-            gate["hidden"] = _hidden(raw["hidden"], f"{here}.hidden", lines)
+        gate["hidden"] = _hidden(raw.get("hidden"), f"{here}.hidden", lines)
+        expect.read_gate_keys(raw, gate, here, lambda key, problem: _fail(key, problem, lines.get(key)))
         if gate["hidden"] and gate["mode"] == "probe":
             raise _fail(f"{here}.hidden", "a probe's output is its signature; hidden tests go on an enforced "
                         "or observe gate", lines.get(f"{here}.hidden"))

@@ -374,11 +374,12 @@ class GatePlan:
         mode, _ = settings(self.config)
         return "landlock" if mode != "off" and abi() > 0 else "none"
 
-    def fence(self, scope: str) -> Fence:
+    def fence(self, scope: str, writable: Path | None = None) -> Fence:
         denied = self.reads.instance_worktrees(self.common)
         if self.main_workdir is not None:
             try:
                 denied += [self.main_workdir / n for n in os.listdir(self.main_workdir) if n != ".git"]
             except OSError:
                 pass
-        return _fence("gate", self.config, [self.checkout], denied, _cgroup_procs(scope), self.reads)
+        write = [self.checkout, *([writable] if writable else [])]  # and a test report's own folder
+        return _fence("gate", self.config, write, denied, _cgroup_procs(scope), self.reads)
