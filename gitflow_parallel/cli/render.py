@@ -11,6 +11,8 @@ import click
 from gitflow_parallel.git.scratch import blocks_pick
 from gitflow_parallel.provenance import protected_summary
 
+FAILING_SHOWN = 20  # failing tests named per gate by `show`
+
 
 def render_published(p: dict[str, Any]) -> None:
     click.echo(f"published run {p['run_id']} to {p['remote']}: manifest {p['ref']} at {p['manifest'][:12]}, "
@@ -171,6 +173,10 @@ def render_show(r: dict[str, Any]) -> None:
         click.echo(f"  {mark:<4} {g['name']:<16} {g['mode']:<8} {what}")
         if _said_past_exit(g):
             click.echo(f"       {g['error']}")
+        for name in (g.get("failing") or [])[:FAILING_SHOWN]:
+            click.echo(f"       failed: {name}")
+        if len(g.get("failing") or []) > FAILING_SHOWN:
+            click.echo(f"       … and {len(g['failing']) - FAILING_SHOWN} more failing (`git parallel logs`)")
         for line in g["tail"]:
             click.echo(f"       | {line}")
     agent = r.get("agent") or {}
