@@ -176,3 +176,6 @@ def test_check_and_show_say_why_a_gate_that_exited_0_failed(tmp_path: Path) -> N
     assert "FAIL tests" in checked.stdout and "exit 0" in checked.stdout
     assert "the gate wrote no test report" in checked.stdout
     assert "the gate wrote no test report" in gp("show", "t", "1").stdout
+    gp("retry", "t", "1")  # and the next attempt is told
+    feedback = Path(project.store.load("t")["instances"][0]["feedback"]).read_text()
+    assert "## Gate tests: exit 0; the gate wrote no test report" in feedback
