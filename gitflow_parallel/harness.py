@@ -323,10 +323,14 @@ def reached_files(files: Collection[str], read: Callable[[str], bytes | None], r
     return sorted(set(out))
 
 
+# One pattern for every runner config's file name: a tree may hold many
+# thousand paths, each asked once per check.
+_CONFIG_NAME = re.compile("|".join(fnmatch.translate(p.rsplit("/", 1)[-1]) for p in RUNNER_CONFIGS))
+
+
 def matches_config(path: str) -> bool:
     """Is ``path`` a JavaScript test runner's configuration file?"""
-    name = path.rsplit("/", 1)[-1]
-    return any(fnmatch.fnmatchcase(name, pattern.rsplit("/", 1)[-1]) for pattern in RUNNER_CONFIGS)
+    return _CONFIG_NAME.match(path.rsplit("/", 1)[-1]) is not None
 
 
 def _runner_sections(data: bytes | None) -> str:

@@ -127,9 +127,7 @@ def protected_patterns(config: dict[str, Any], base_tree: pygit2.Tree) -> list[s
 def _reached_files(config: dict[str, Any], tree: pygit2.Tree) -> list[str]:
     """What the gates reach through package.json scripts and the runner
     configuration (``harness.reached_files``)."""
-    files = {path: oid for path, oid in _blobs(tree)}
-    if not any(p.rsplit("/", 1)[-1] == "package.json" or harness.matches_config(p) for p in files):
-        return []
+    files = {path for path, _ in _blobs(tree)}
     roots = harness.npm_scripts(g["run"] for g in config.get("gates") or [])
     return harness.reached_files(files, lambda p: _tree_blob(tree, p), roots, config.get("protect_defaults", True))
 
