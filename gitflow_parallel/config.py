@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import yaml
 
+from gitflow_parallel import expect
 from gitflow_parallel.errors import CONFIG_INVALID, SANDBOX_WRITE_REFUSED, ParallelError
 from gitflow_parallel.files import config_sha256  # noqa: F401 (callers name it config.config_sha256)
 from gitflow_parallel.model import RunRecord
@@ -84,9 +85,8 @@ SETUP_DEFAULTS: dict[str, Any] = {
     "worktrees": False,
 }
 
-# The commented template `git parallel init` writes: the settings, then the
-# environment and the gates, which init replaces by what it finds in the project.
-# The commented file `init` writes (its own module: it is long).
+# The commented file `init` writes (its own module: it is long): the settings,
+# then the environment and the gates, which init replaces by what it finds.
 from gitflow_parallel.template import TEMPLATE, TEMPLATE_RUN, TEMPLATE_SETTINGS  # noqa: E402,F401
 
 
@@ -451,7 +451,7 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
         raise _fail("gates", "must be a list of gates", lines.get("gates"))
     gates: list[dict[str, Any]] = []
     seen: set[str] = set()
-    allowed = ("name", "run", *GATE_OPTIONAL, *GATE_DEFAULTS)
+    allowed = ("name", "run", *GATE_OPTIONAL, *GATE_DEFAULTS, *expect.GATE_KEYS)
     for i, raw in enumerate(value):
         here = f"gates[{i}]"
         if not isinstance(raw, dict):
@@ -501,8 +501,8 @@ def _gates(value: Any, lines: dict[str, int]) -> list[dict[str, Any]]:
                 raise _fail(f"{here}.setup", "must be true (run after the project's setup) or false",
                             lines.get(f"{here}.setup"))
             gate["setup"] = raw["setup"]
-        if "hidden" in raw:
-            gate["hidden"] = _hidden(raw["hidden"], f"{here}.hidden", lines)
+        gate["hidden"] = _hidden(raw.get("hidden"), f"{here}.hidden", lines)
+        expect.read_gate_keys(raw, gate, here, lambda key, problem: _fail(key, problem, lines.get(key)))
         if "threads" in raw:  # the cores it keeps busy, taken from check's budget (judge/pace)
             if not _is_int(raw["threads"]) or not 1 <= raw["threads"] <= 1024:
                 raise _fail(f"{here}.threads", f"must be an integer 1..1024, got {raw['threads']!r}",

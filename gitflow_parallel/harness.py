@@ -7,7 +7,9 @@ the rootdir and every folder down to the tests, takes options (``addopts``,
 ``tox.ini`` and ``setup.cfg`` it finds, and autoloads plugins that installed
 packages declare under the ``pytest11`` entry point; any Python imports
 ``sitecustomize``/``usercustomize`` and runs ``.pth`` lines; ``make test``
-runs whatever the Makefile says; ``npm test`` whatever ``scripts.test`` says.
+runs whatever the Makefile says; ``npm test`` whatever ``scripts.test`` says,
+and every script that one runs in turn, with the files they and the
+runner's configuration name (:func:`reached_files`).
 An attempt that edits one of those can make failing code pass.  So, unless
 ``protect_defaults: false``, these are protected on top of the config's own
 rules (``git/scratch``): the judged tree has the base's version of each.
@@ -37,16 +39,26 @@ every later run is judged.
 
 from __future__ import annotations
 
+import fnmatch
 import json
-from typing import Any, Iterable
+import posixpath
+import re
+import shlex
+from typing import Any, Callable, Collection, Iterable
 
+# JavaScript test runners' configuration; its string literals name more
+# files to protect (``reached_files``).  ``vite.config.*`` is left out: it
+# builds the product too.
+RUNNER_CONFIGS = ("**/jest.config.*", "**/vitest.config.*", "**/vitest.workspace.*", "**/.mocharc*",
+                  "**/ava.config.*", "**/playwright.config.*", "**/karma.conf.*", "**/babel.config.*",
+                  "**/.babelrc*")
 # Wholly harness: globs in git/scratch's syntax (``**/`` spans folders).
 HARNESS_PATTERNS = (
     "**/conftest.py", "**/pytest.ini", "**/.pytest.ini", "**/pytest.toml", "**/.pytest.toml",
     "**/tox.ini", "**/noxfile.py",
     "**/sitecustomize.py", "**/usercustomize.py", "**/*.pth",
     "**/Makefile", "**/GNUmakefile", "**/makefile", "**/justfile", "**/Justfile",
-    "**/jest.config.*", "**/vitest.config.*", "**/.mocharc*", "**/karma.conf.*",
+    *RUNNER_CONFIGS,
 )
 
 # Files that carry the product too: only these sections are the harness's.
@@ -54,7 +66,7 @@ MIXED_FILES = ("pyproject.toml", "setup.cfg", "package.json")
 _PYPROJECT_SECTIONS = (("tool", "pytest"), ("tool", "tox"), ("tool", "nox"), ("tool", "coverage"),
                        ("tool", "hatch", "envs"), ("tool", "pdm", "scripts"), ("tool", "poe"),
                        ("project", "entry-points", "pytest11"))
-_PACKAGE_JSON_KEYS = ("jest", "mocha", "ava", "c8", "nyc", "vitest")
+_PACKAGE_JSON_KEYS = ("jest", "mocha", "ava", "c8", "nyc", "vitest", "babel")
 _NPM_SCRIPTS = ("test", "pretest", "posttest")
 
 
@@ -148,10 +160,10 @@ def harness_sections(path: str, data: bytes | None, scripts: Iterable[str] = ())
         if parser.has_option("options.entry_points", "pytest11"):
             out["options.entry_points.pytest11"] = parser.get("options.entry_points", "pytest11")
         return out
-    wanted = set(_NPM_SCRIPTS) | set(scripts)
     found = doc.get("scripts")
     run = found if isinstance(found, dict) else {}
-    return {"scripts": {k: v for k, v in run.items() if k in wanted}, **{k: doc.get(k) for k in _PACKAGE_JSON_KEYS}}
+    wanted = reached_scripts(run, [*_NPM_SCRIPTS, *scripts])
+    return {"scripts": {k: run[k] for k in wanted}, **{k: doc.get(k) for k in _PACKAGE_JSON_KEYS}}
 
 
 def harness_changed(path: str, old: bytes | None, new: bytes | None, scripts: Iterable[str] = ()) -> bool:
@@ -167,12 +179,175 @@ def harness_changed(path: str, old: bytes | None, new: bytes | None, scripts: It
     return bool(before != after)
 
 
+# -- what a gate reaches through package.json --------------------------------------------
+# Separators of a script's commands: the chain a shell runs in turn (``&&``,
+# ``||``, ``;``, a pipe, a background ``&``, a new line).
+_CHAIN = re.compile(r"&&|\|\||[;&|\n]")
+_SCRIPT_TOOLS = ("npm", "pnpm", "yarn", "bun")
+_RUN_ALL = ("npm-run-all", "npm-run-all2", "run-s", "run-p")
+_RUN_VERBS = ("run", "run-script", "rs", "urn")
+_VALUE_OPTIONS = ("--filter", "-F", "-C", "--dir", "--prefix", "-w", "--workspace", "--cwd")
+# npm's own verbs that run the script of the same name.
+_NPM_LIFECYCLE = {"test": "test", "t": "test", "tst": "test", "start": "start", "stop": "stop", "restart": "restart"}
+_RUNNER_KEYS = ("jest", "mocha", "ava", "vitest", "babel")
+# A word of a configuration file that may name a file (quoted or not: JSON,
+# YAML and JavaScript alike).
+_WORD = re.compile(r"""[^\s"'`,;:()\[\]{}=]+""")
+
+
+def _commands(text: str) -> list[list[str]]:
+    """The words of each command a shell line chains."""
+    out = []
+    for part in _CHAIN.split(text):
+        try:
+            words = shlex.split(part)
+        except ValueError:  # an unbalanced quote: still read its words
+            words = part.split()
+        if words:
+            out.append(words)
+    return out
+
+
+def _called(words: list[str], defined: Collection[str] | None) -> list[str]:
+    """Script names one command runs: ``npm run X``, ``npm test``,
+    ``pnpm X``/``yarn X`` (their shorthand for a defined script), ``bun run
+    X``, ``run-s a b``/``run-p``/``npm-run-all`` (with ``*`` patterns).
+    ``defined`` None (a gate's own command, before any package.json is
+    read) takes any bare word as a script."""
+    for i, word in enumerate(words):
+        tool = word.rsplit("/", 1)[-1]
+        args = _bare(words[i + 1:])
+        if tool in _RUN_ALL:
+            return _run_all(args, defined)
+        if tool not in _SCRIPT_TOOLS or not args:
+            continue
+        if args[0] in _RUN_VERBS:
+            return args[1:2]
+        if tool == "npm" and args[0] in _NPM_LIFECYCLE:
+            return [_NPM_LIFECYCLE[args[0]]]
+        if tool in ("pnpm", "yarn") and (defined is None or args[0] in defined):
+            return args[:1]
+        return []
+    return []
+
+
+def _bare(words: list[str]) -> list[str]:
+    """The words that are not options nor the value of one that takes a
+    value (``--filter pkg``, ``-C dir``)."""
+    out, skip = [], False
+    for word in words:
+        if not skip and not word.startswith("-"):
+            out.append(word)
+        skip = word in _VALUE_OPTIONS
+    return out
+
+
+def _run_all(patterns: list[str], defined: Collection[str] | None) -> list[str]:
+    """npm-run-all's arguments: names, or globs whose ``*`` stays within one
+    ``:`` part and ``**`` spans them."""
+    if defined is None:
+        return [p for p in patterns if "*" not in p]
+    out = []
+    for pattern in patterns:
+        rx = re.escape(pattern).replace(r"\*\*", ".+").replace(r"\*", "[^:]+")
+        out += [name for name in defined if re.fullmatch(rx, name)]
+    return out
+
+
 def npm_scripts(argvs: Iterable[Iterable[str]]) -> list[str]:
-    """Script names a gate runs through npm/pnpm/yarn (``npm run lint``)."""
-    found = []
+    """Script names the gates' commands run through npm, pnpm, yarn, bun or
+    npm-run-all (``npm run lint``, ``pnpm test``)."""
+    found: list[str] = []
     for argv in argvs:
-        words = [w for a in argv for w in str(a).split()]
-        for i, word in enumerate(words[:-1]):
-            if word in ("run", "run-script") and i and words[i - 1].rsplit("/", 1)[-1] in ("npm", "pnpm", "yarn"):
-                found.append(words[i + 1])
+        for words in _commands(" ".join(str(a) for a in argv)):
+            found += [n for n in _called(words, None) if n not in found]
     return found
+
+
+def reached_scripts(scripts: dict[str, Any], roots: Iterable[str]) -> list[str]:
+    """Every script of ``scripts`` (package.json's) that running ``roots``
+    runs: each one's ``pre``/``post`` script and every script its commands
+    run in turn, to any depth."""
+    seen: list[str] = []
+    todo = list(roots)
+    while todo:
+        name = todo.pop(0)
+        if name in seen or not isinstance(scripts.get(name), str):
+            continue
+        seen.append(name)
+        todo += [f"pre{name}", f"post{name}"]
+        for words in _commands(scripts[name]):
+            todo += _called(words, scripts)
+    return seen
+
+
+def _package_scripts(data: bytes | None) -> dict[str, Any]:
+    try:
+        doc = json.loads((data or b"{}").decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    found = doc.get("scripts") if isinstance(doc, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _named(words: Iterable[str], folder: str, files: Collection[str]) -> list[str]:
+    """The words that name a file of ``files``, read from ``folder``."""
+    out = []
+    for word in words:
+        word = word.split("=", 1)[-1].replace("<rootDir>/", "")
+        path = posixpath.normpath(posixpath.join(folder, word)) if not word.startswith("/") else ""
+        if path in files:
+            out.append(path)
+    return out
+
+
+def reached_files(files: Collection[str], read: Callable[[str], bytes | None], roots: Iterable[str],
+                  configs: bool = True) -> list[str]:
+    """Files of the tree ``files`` that the gates reach past their own
+    command line: those named by every package.json script the ``roots``
+    reach, and (``configs``) the files a test runner's configuration names
+    (setup files, the tsconfig ts-jest reads, a babel config)."""
+    roots = list(roots)
+    out: list[str] = []
+    for path in sorted(files):
+        folder = posixpath.dirname(path)
+        if path.rsplit("/", 1)[-1] == "package.json":
+            data = read(path)
+            scripts = _package_scripts(data)
+            for name in reached_scripts(scripts, roots):
+                out += _named((w for c in _commands(scripts[name]) for w in c), folder, files)
+            if configs:
+                out += _config_files(_runner_sections(data), folder, files)
+        elif configs and matches_config(path):
+            out += _config_files((read(path) or b"").decode("utf-8", "replace"), folder, files)
+    return sorted(set(out))
+
+
+# One pattern for every runner config's file name: a tree may hold many
+# thousand paths, each asked once per check.
+_CONFIG_NAME = re.compile("|".join(fnmatch.translate(p.rsplit("/", 1)[-1]) for p in RUNNER_CONFIGS))
+
+
+def matches_config(path: str) -> bool:
+    """Is ``path`` a JavaScript test runner's configuration file?"""
+    return _CONFIG_NAME.match(path.rsplit("/", 1)[-1]) is not None
+
+
+def _runner_sections(data: bytes | None) -> str:
+    """The runner sections of a package.json, as text to search."""
+    try:
+        doc = json.loads((data or b"{}").decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    return json.dumps({k: doc.get(k) for k in _RUNNER_KEYS}) if isinstance(doc, dict) else ""
+
+
+def _config_files(text: str, folder: str, files: Collection[str]) -> list[str]:
+    """The files a runner configuration names, and
+    the tsconfig next to it when it uses ts-jest (which reads that one
+    unless told another, and a literal names the other)."""
+    out = _named(_WORD.findall(text), folder, files)
+    tsconfig = posixpath.join(folder, "tsconfig.json").lstrip("/")
+    if "ts-jest" in text and tsconfig in files:
+        out.append(tsconfig)
+    return out

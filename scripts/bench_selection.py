@@ -262,7 +262,7 @@ try:
     bad = [args for args, want in CASES if repr(f(args)) != want]
 except Exception as exc:
     bad = [repr(exc)]
-print("hidden cases:", len(CASES), "failed:", len(bad))
+print(len(CASES) - len(bad), "passed,", len(bad), "failed")  # the count a hidden gate must report
 sys.exit(1 if bad else 0)
 """
 

@@ -13,7 +13,7 @@ import click
 
 from conftest import ROOT
 
-from gitflow_parallel import config, faults
+from gitflow_parallel import config, expect, faults
 from gitflow_parallel.cli import main_group
 from gitflow_parallel.errors import ALL_CODES
 from test_examples import _SEPARATORS as SEPARATORS, check_command, parallel_commands
@@ -113,7 +113,8 @@ def test_every_config_key_is_in_the_configuration_reference() -> None:
     assert not gone, f"docs/configuration.md documents keys that are gone: {gone}"
 
     gate = table_keys(text, "Each gate:")
-    assert sorted(gate) == sorted(["name", "run", *config.GATE_OPTIONAL, *config.GATE_DEFAULTS]), "docs/configuration.md's gate table"
+    assert sorted(gate) == sorted(["name", "run", *config.GATE_OPTIONAL, *config.GATE_DEFAULTS, *expect.GATE_KEYS]), \
+        "docs/configuration.md's gate table"
     setup = table_keys(text, "`setup:` as a mapping")
     assert sorted(setup) == sorted(config.SETUP_DEFAULTS), "docs/configuration.md's setup table"
 

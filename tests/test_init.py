@@ -314,3 +314,74 @@ def test_a_uv_lock_without_uv_on_path_gets_a_pip_setup(tmp_path: Path, monkeypat
     GP(repo).json("init")
     text, cfg = written(repo)
     assert "pip install" in " ".join(cfg["setup"]["run"]) and "uv is not on PATH" in text
+
+
+# -- dependency groups (PEP 735) ---------------------------------------------------------
+GROUPS = PYPROJECT.replace('[project.optional-dependencies]\ntest = ["pytest"]\n',
+                           '[dependency-groups]\ntest = ["pytest", "tomli-w"]\n')
+# A test that needs what only the group installs.
+TEST_GROUP = "import tomli_w\n\nfrom pkg import add\n\n\ndef test_add():\n    assert tomli_w.dumps({'n': add(2, 3)}) == 'n = 5\\n'\n"
+
+
+def _path_without_uv() -> str:
+    return os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "uv").exists())
+
+
+def group_project(path: Path) -> Path:
+    return make_repo(path, files={
+        "pyproject.toml": GROUPS, "src/pkg/__init__.py": APP_FIXED, "tests/test_add.py": TEST_GROUP,
+        ".gitignore": ".venv/\n"})
+
+
+def test_init_installs_the_test_dependency_group_with_an_upgraded_pip_without_uv(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", _path_without_uv())
+    repo = group_project(tmp_path / "repo")
+    GP(repo)("init")
+    text, cfg = written(repo)
+    line = cfg["setup"]["run"][-1]
+    assert line.startswith("python3 -m venv .venv && .venv/bin/python -m pip install -q --upgrade 'pip>=25.1' && ")
+    assert line.endswith(".venv/bin/python -m pip install -q -e . --group test")  # pytest is in the group
+    assert "dependency-groups" not in text  # no note left asking for a hand-made --group
+
+
+def _run_setup(repo: Path, tmp_path: Path, path: str) -> subprocess.CompletedProcess[str]:
+    """What init wrote, run for real in a checkout of the committed files; returns the gate's run."""
+    _, cfg = written(repo)
+    checkout = tmp_path / "checkout"
+    git(tmp_path, "clone", "-q", str(repo), str(checkout))
+    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}, "PATH": path}
+    setup = subprocess.run(cfg["setup"]["run"], cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    return subprocess.run(cfg["gates"][0]["run"], cwd=checkout, env=env, capture_output=True, text=True)
+
+
+@pytest.mark.slow  # pip, from the package index
+@pytest.mark.skipif(shutil.which("python3") is None, reason="setup runs python3 from PATH")
+def test_the_group_setup_pip_builds_runs_the_groups_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", _path_without_uv())
+    repo = group_project(tmp_path / "repo")
+    GP(repo)("init")
+    gate = _run_setup(repo, tmp_path, _path_without_uv())
+    assert gate.returncode == 0 and "1 passed" in gate.stdout, gate.stdout + gate.stderr
+
+
+@pytest.mark.slow  # uv from the package index, then the group through it
+def test_with_uv_on_path_init_installs_the_group_through_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tools = tmp_path / "tools"
+    subprocess.run([PY, "-m", "venv", str(tools)], check=True)
+    got = subprocess.run([str(tools / "bin" / "python"), "-m", "pip", "install", "-q", "uv"], capture_output=True,
+                         text=True)
+    if got.returncode != 0:
+        pytest.skip(f"uv could not be installed from the package index: {got.stderr[-300:]}")
+    uv_only = tmp_path / "uv-bin"
+    uv_only.mkdir()
+    (uv_only / "uv").symlink_to(tools / "bin" / "uv")  # uv alone: not the tools venv's python on PATH
+    path = f"{uv_only}{os.pathsep}{_path_without_uv()}"
+    monkeypatch.setenv("PATH", path)
+    repo = group_project(tmp_path / "repo")
+    GP(repo)("init")
+    _, cfg = written(repo)
+    assert cfg["setup"]["run"][-1] == "uv venv -q .venv && uv pip install -q --python .venv/bin/python -e . --group test"
+    gate = _run_setup(repo, tmp_path, path)
+    assert gate.returncode == 0 and "1 passed" in gate.stdout, gate.stdout + gate.stderr

@@ -13,6 +13,8 @@ import click
 from gitflow_parallel import errors as E
 from gitflow_parallel.provenance import protected_summary
 
+FAILING_SHOWN = 20  # failing tests named per gate by `show`
+
 
 def render_published(p: dict[str, Any]) -> None:
     click.echo(f"published run {p['run_id']} to {p['remote']}: manifest {p['ref']} at {p['manifest'][:12]}, "
@@ -174,6 +176,12 @@ def render_show(r: dict[str, Any]) -> None:
         mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
         what = g["error"] if g["skipped"] or g["exit_code"] is None else f"exit {g['exit_code']} in {g['duration_s']:.2f}s"
         click.echo(f"  {mark:<4} {g['name']:<16} {g['mode']:<8} {what}{hidden_counts(g)}")
+        if _said_past_exit(g):
+            click.echo(f"       {g['error']}")
+        for name in (g.get("failing") or [])[:FAILING_SHOWN]:
+            click.echo(f"       failed: {name}")
+        if len(g.get("failing") or []) > FAILING_SHOWN:
+            click.echo(f"       … and {len(g['failing']) - FAILING_SHOWN} more failing (`git parallel logs`)")
         for line in g["tail"]:
             click.echo(f"       | {line}")
     agent = r.get("agent") or {}
@@ -192,6 +200,12 @@ def render_show(r: dict[str, Any]) -> None:
     for h in r["history"]:
         click.echo(f"earlier attempt {h['attempt']}: {h['status']}, verdict {h['verdict'] or '-'}"
                    + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
+
+
+def _said_past_exit(gate: dict[str, Any]) -> bool:
+    """Did a gate that exited fail for a reason its exit status does not
+    show (its test report, a hidden gate's missing count)?"""
+    return bool(not gate["passed"] and not gate["skipped"] and gate.get("error") and gate["exit_code"] is not None)
 
 
 def render_differential(ran: dict[str, Any] | None, indent: str, only: str | None = None) -> None:
@@ -262,6 +276,8 @@ def render_check(r: dict[str, Any]) -> None:
                 sig = g["signature"]
                 what += f", {sig['over']} sha256 {(sig['sha256'] or 'none')[:12]}"
             click.echo(f"    {mark:<4} {g['name']:<16} {g['mode']:<8} {code}{what}{hidden_counts(g)}")
+            if _said_past_exit(g):
+                click.echo(f"         {g['error']}")
             if g["log"] and not g["passed"] and g["mode"] != "probe":
                 click.echo(f"         log: {g['log']}")
     skipped = r.get("skipped") or []

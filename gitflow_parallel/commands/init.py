@@ -17,7 +17,6 @@ is not, and which fence keeps gates from reading the other checkouts.
 
 from __future__ import annotations
 
-import configparser
 import ctypes
 import errno
 import json
@@ -28,7 +27,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +35,7 @@ import pygit2
 import yaml
 
 from gitflow_parallel import config as C
-from gitflow_parallel import harness
+from gitflow_parallel import harness, pysetup
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write
 from gitflow_parallel.git import scratch
@@ -45,12 +43,7 @@ from gitflow_parallel.state.project import Project
 
 # Folders no project file of interest lives in (environments, builds, caches).
 _SKIP = {".git", ".venv", "venv", "env", "node_modules", "target", "build", "dist", "__pycache__", ".tox", ".nox"}
-_PACKAGING: tuple[str, ...] = ("pyproject.toml", "setup.cfg", "setup.py")
 _TEST_DIR_NAMES = ("tests", "test", "testing")
-_TEST_EXTRAS = ("test", "tests", "testing", "dev")
-_DEV_REQUIREMENTS = ("requirements-dev.txt", "requirements_dev.txt", "dev-requirements.txt",
-                     "requirements-test.txt", "requirements_test.txt", "test-requirements.txt",
-                     "requirements/dev.txt", "requirements/test.txt", "requirements/tests.txt")
 _NODE_TEST_DIRS = ("test", "tests", "__tests__", "spec")
 _MAX_NAMED = 8  # more test folders than this go to protect: as globs, not onto the command line
 
@@ -77,29 +70,6 @@ def project_files(project: Project, top: Path) -> list[str]:
     return sorted({p for p in paths if not set(p.split("/")[:-1]) & _SKIP})
 
 
-def _read(top: Path, rel: str) -> str | None:
-    try:
-        return (top / rel).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _toml(top: Path, rel: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(_read(top, rel) or "")
-    except tomllib.TOMLDecodeError:
-        return {}
-
-
-def _ini(top: Path, rel: str) -> configparser.RawConfigParser:
-    parser = configparser.RawConfigParser(strict=False, interpolation=None)
-    try:
-        parser.read_string(_read(top, rel) or "")
-    except configparser.Error:
-        pass
-    return parser
-
-
 def _is_python_test(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
@@ -117,7 +87,7 @@ def _pytest_config(top: Path, files: set[str], pyproject: dict[str, Any]) -> tup
         return "pyproject.toml", [paths] if isinstance(paths, str) else [str(p) for p in paths]
     for rel, name in (("pytest.ini", "pytest"), ("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
         if rel in files:
-            parser = _ini(top, rel)
+            parser = pysetup.read_ini(top, rel)
             if parser.has_section(name) or (rel == "pytest.ini" and parser.has_section("tool:pytest")):
                 sect = name if parser.has_section(name) else "tool:pytest"
                 return rel, parser.get(sect, "testpaths", fallback="").split()
@@ -143,73 +113,10 @@ def _test_folders(tests: list[str], configured: list[str], dirs: set[str]) -> tu
     return named, globs
 
 
-def _extras(top: Path, files: set[str], pyproject: dict[str, Any]) -> dict[str, list[str]] | None:
-    """The optional dependencies the project declares; None when they cannot be read here."""
-    proj = pyproject.get("project")
-    if isinstance(proj, dict):
-        if "optional-dependencies" in (proj.get("dynamic") or []):
-            return None
-        found = proj.get("optional-dependencies") or {}
-        return {k: [str(r) for r in v] for k, v in found.items() if isinstance(v, list)}
-    if "setup.cfg" in files and _ini(top, "setup.cfg").has_section("options.extras_require"):
-        sect = _ini(top, "setup.cfg")["options.extras_require"]
-        return {k: [r.strip() for r in v.splitlines() if r.strip()] for k, v in sect.items()}
-    return None if "setup.py" in files else {}
-
-
-def _installable(top: Path, files: set[str], pyproject: dict[str, Any]) -> bool:
-    if "setup.py" in files or any(k in pyproject for k in ("project", "build-system")):
-        return True
-    return "poetry" in pyproject.get("tool", {}) or _ini(top, "setup.cfg").has_section("metadata")
-
-
-def _requirement_name(req: str) -> str:
-    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
-    return match.group(1).lower().replace("_", "-") if match else ""
-
-
-def _pip_setup(top: Path, files: set[str], pyproject: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    """A ``.venv`` built by pip from the checkout: the project installed
-    editable (its own copy, so the gate imports the attempt's code) with
-    its test extra, pytest, and the dev requirement files."""
-    args, keys = [], [f for f in _PACKAGING if f in files]
-    need_pytest = True
-    if _installable(top, files, pyproject):
-        extras = _extras(top, files, pyproject)
-        if extras is None:
-            args.append("-e '.[test]'")
-            notes.append("the extras are not read from setup.py: pip installs a 'test' extra if there is one "
-                         "(and warns if not)")
-        else:
-            extra = next((e for e in _TEST_EXTRAS if e in extras), None)
-            args.append(f"-e '.[{extra}]'" if extra else "-e .")
-            need_pytest = not extra or not any(_requirement_name(r) == "pytest" for r in extras[extra])
-    elif "requirements.txt" in files:
-        args.append("-r requirements.txt")
-        keys.append("requirements.txt")
-    for req in (f for f in _DEV_REQUIREMENTS if f in files):
-        args.append(f"-r {req}")
-        keys.append(req)
-    if need_pytest:
-        args.append("pytest")
-    run = ["sh", "-c", f"python3 -m venv .venv && .venv/bin/python -m pip install -q {' '.join(args)}"]
-    return {"run": run, "cache_key": keys or [C.CONFIG_FILE], "keep": [".venv"], "path": [".venv/bin"]}
-
-
-def _uv_setup(top: Path, pyproject: dict[str, Any]) -> dict[str, Any] | None:
-    """``uv sync`` from the lock, when the lock holds pytest."""
-    if 'name = "pytest"' not in (_read(top, "uv.lock") or ""):
-        return None
-    extras = _extras(top, {"pyproject.toml"}, pyproject) or {}
-    extra = next((e for e in _TEST_EXTRAS if e in extras), None)
-    run = ["uv", "sync", "--frozen", *(["--extra", extra] if extra else [])]
-    return {"run": run, "cache_key": ["pyproject.toml", "uv.lock"], "keep": [".venv"], "path": [".venv/bin"]}
-
-
 def _python(top: Path, files: list[str]) -> Runner | None:
     fileset = set(files)
-    pyproject = _toml(top, "pyproject.toml") if "pyproject.toml" in fileset else {}
-    packaging = [f for f in _PACKAGING if f in fileset]
+    pyproject = pysetup.read_toml(top, "pyproject.toml") if "pyproject.toml" in fileset else {}
+    packaging = [f for f in pysetup.PACKAGING if f in fileset]
     where, testpaths = _pytest_config(top, fileset, pyproject)
     tests = [f for f in files if _is_python_test(f)]
     if not tests and not (where and packaging):
@@ -221,18 +128,19 @@ def _python(top: Path, files: list[str]) -> Runner | None:
     if "uv.lock" in fileset and "pyproject.toml" in fileset and shutil.which("uv") is None:
         runner.notes.append("uv.lock is here but uv is not on PATH: setup installs with pip instead")
     elif "uv.lock" in fileset and "pyproject.toml" in fileset:
-        runner.setup = _uv_setup(top, pyproject)
+        runner.setup = pysetup.uv_setup(top, pyproject)
         runner.notes.append("setup runs uv sync from uv.lock (uv must be on PATH)" if runner.setup else
                             "uv.lock does not lock pytest: setup installs with pip instead")
-    runner.setup = runner.setup or _pip_setup(top, fileset, pyproject, runner.notes)
+    runner.setup = runner.setup or pysetup.pip_setup(top, fileset, pyproject, runner.notes)
     if "tox.ini" in fileset or "noxfile.py" in fileset:
         tool = "tox" if "tox.ini" in fileset else "nox"
         runner.notes.append(f"{tool} is configured: `run: [{tool}]` would test through it (slower: it builds its "
                             f"own environments, in .{tool}: add that to setup.keep); the gate runs pytest directly")
     if "poetry.lock" in fileset:
         runner.notes.append("poetry.lock is not used: setup installs with pip from pyproject.toml")
-    if isinstance(pyproject.get("dependency-groups"), dict):
-        runner.notes.append("[dependency-groups] are not installed: add `--group NAME` to setup (pip 25.1 or newer)")
+    if isinstance(pyproject.get("dependency-groups"), dict) and not pysetup.test_group(pyproject):
+        runner.notes.append(f"no dependency group is named {' or '.join(pysetup.TEST_EXTRAS)}: "
+                            "add `--group NAME` to setup")
     if not named:
         runner.notes.append("no test folder to name: the protect globs below cover the test files")
     return runner
@@ -242,7 +150,7 @@ def _node(top: Path, files: list[str]) -> Runner | None:
     if "package.json" not in files:
         return None
     try:
-        doc = json.loads(_read(top, "package.json") or "")
+        doc = json.loads(pysetup.read_text(top, "package.json") or "")
     except json.JSONDecodeError:
         return Runner("node", ["package.json"], notes=["package.json does not parse"])
     scripts = doc.get("scripts") if isinstance(doc, dict) else None
@@ -294,7 +202,7 @@ def _cargo(top: Path, files: list[str]) -> Runner | None:
 
 def _make(top: Path, files: list[str]) -> Runner | None:
     makefile = next((f for f in ("GNUmakefile", "makefile", "Makefile") if f in files), None)
-    if makefile is None or not re.search(r"^test\s*:(?!=)", _read(top, makefile) or "", re.M):
+    if makefile is None or not re.search(r"^test\s*:(?!=)", pysetup.read_text(top, makefile) or "", re.M):
         return None
     dirs = _dirs_with_files(files)
     return Runner("make", [makefile], tool="make test", run=["make", "test"],
@@ -520,7 +428,7 @@ def _imports_from(python: str, roots: list[Path], env: dict[str, str]) -> list[s
     for site in sites:
         folder = Path(site)
         for hook in (sorted(folder.glob("*.pth")) + sorted(folder.glob("__editable__*.py"))) if folder.is_dir() else []:
-            text = _read(hook.parent, hook.name) or ""
+            text = pysetup.read_text(hook.parent, hook.name) or ""
             found += [f"{hook} points at {r}" for r in roots if str(r) in text]
     return sorted(set(found))
 

@@ -20,7 +20,6 @@ headless browser's rendered DOM) can find them without parsing prose.
 from __future__ import annotations
 
 import html
-import re
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
-from gitflow_parallel import __version__
+from gitflow_parallel import __version__, failures
 from gitflow_parallel import errors as E
 from gitflow_parallel.files import atomic_write, new_file_mode, utcnow
 from gitflow_parallel.judge.selection import RULE_TEXT
@@ -40,9 +39,6 @@ from gitflow_parallel.state.view import RunView, changes_between, open_view, out
 MAX_PATCH_CHARS = 200_000  # per attempt: a page a browser still opens quickly
 LOG_LINES = 12
 MAX_FAILURES = 50  # failing test names listed per gate
-# A test runner's line naming one failing test: pytest's short summary
-# (FAILED/ERROR node id), unittest's (FAIL:/ERROR: name), go test's (--- FAIL:).
-FAILURE_LINE = re.compile(r"^(?:(?:FAILED|ERROR) \S|(?:FAIL|ERROR): \S|--- FAIL: \S)")
 BAR_WIDTH = 360
 
 CSS = """
@@ -71,21 +67,21 @@ def _e(value: Any) -> str:
 
 
 def digest(data: bytes | None, passed: bool) -> list[str]:
-    """The lines of a gate's log worth a card: a pass shows its last line
-    (a test runner's summary, not its progress dots); a fail shows that
-    line and every failing test the log names, whole, else its last lines."""
-    lines = [line.rstrip() for line in (data or b"").decode("utf-8", "replace").splitlines()]
-    while lines and not lines[-1]:
-        lines.pop()
-    if not lines:
+    """The lines of a gate's log worth a card: a pass shows the test
+    runner's summary (not its progress dots); a fail shows that line and
+    every failing test the log names (``failures``: pytest, unittest, go,
+    cargo, jest, vitest, mocha, node), else its last lines."""
+    text = (data or b"").decode("utf-8", "replace")
+    summary = failures.summary_line(text)
+    if summary is None:
         return []
     if passed:
-        return lines[-1:]
-    failures = [line for line in lines if FAILURE_LINE.match(line)]
-    if not failures:
-        return lines[-LOG_LINES:]
-    more = len(failures) - MAX_FAILURES
-    return ([lines[-1]] + failures[:MAX_FAILURES]
+        return [summary]
+    names = failures.failing_tests(text)
+    if not names:
+        return [line for line in failures.clean(text) if line][-LOG_LINES:]
+    more = len(names) - MAX_FAILURES
+    return ([summary] + [f"FAILED {n}" for n in names[:MAX_FAILURES]]
             + ([f"... and {more} more (`git parallel logs` shows the whole log)"] if more > 0 else []))
 
 

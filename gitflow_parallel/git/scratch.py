@@ -118,12 +118,34 @@ def protected_patterns(config: dict[str, Any], base_tree: pygit2.Tree) -> list[s
     for gate in config.get("gates") or []:
         named += _named_paths(gate["run"], base_tree)
     named += _named_paths((config.get("score") or {}).get("command") or [], base_tree)
+    named += _reached_files(config, base_tree)
     literal = [re.sub(r"([*?])", r"[\1]", p) for p in named]  # a file named "a*b" is literal
     defaults = list(harness.HARNESS_PATTERNS) if config.get("protect_defaults", True) else []
     # A findings file is a gate's output: an attempt's own copy would score itself.
     findings = (config.get("score") or {}).get("findings")
     defaults += [re.sub(r"([*?])", r"[\1]", findings)] if findings and config.get("protect_defaults", True) else []
     return sorted(set(literal) | set(config.get("protect") or []) | set(defaults))
+
+
+def _reached_files(config: dict[str, Any], tree: pygit2.Tree) -> list[str]:
+    """What the gates reach through package.json scripts and the runner
+    configuration (``harness.reached_files``)."""
+    files = {path for path, _ in _blobs(tree)}
+    roots = harness.npm_scripts(g["run"] for g in config.get("gates") or [])
+    return harness.reached_files(files, lambda p: _tree_blob(tree, p), roots, config.get("protect_defaults", True))
+
+
+def _tree_blob(tree: pygit2.Tree, path: str) -> bytes | None:
+    found = tree[path]
+    return found.data if isinstance(found, pygit2.Blob) else None
+
+
+def _blobs(tree: pygit2.Tree, prefix: str = "") -> Iterator[tuple[str, pygit2.Oid]]:
+    for entry in tree:
+        if entry.type_str == "tree":
+            yield from _blobs(entry, f"{prefix}{entry.name}/")  # type: ignore[arg-type]
+        elif entry.type_str == "blob":
+            yield f"{prefix}{entry.name}", entry.id
 
 
 def _line_counts(patch: pygit2.Patch | None) -> tuple[int, int]:

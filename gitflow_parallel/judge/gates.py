@@ -31,7 +31,7 @@ checkout it runs in).
 ``GIT_PARALLEL_EVENTS`` is deliberately *not* given: the events log is the
 agent's, and a gate must not be able to add to the engine evidence it is
 judged beside.  Arguments are passed as written (no ``{placeholder}``
-substitution; the environment carries the same facts).  Past ``timeout`` the
+substitution but ``{report}`` under ``expect:``, see ``expect``).  Past ``timeout`` the
 whole group gets SIGTERM, then SIGKILL; after the gate ends, whatever it left
 running in its group is killed (before the leader is reaped, so its group id
 cannot have been recycled), because a background process could otherwise
@@ -148,8 +148,9 @@ from typing import Any, Iterable, Iterator
 import pygit2
 
 from gitflow_parallel import errors as E
+from gitflow_parallel import expect
 from gitflow_parallel.git import scratch, tamper
-from gitflow_parallel.judge import environment, hidden
+from gitflow_parallel.judge import environment, hidden, reported
 from gitflow_parallel.judge.pace import Lane
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
@@ -184,7 +185,8 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     """Run ``argv`` in its own process group with output to ``stdout`` (and
     ``stderr``, or the same file), stopped past ``timeout`` (``proc.supervise``),
     in the fence of ``plan`` (default: the one planned for ``cwd``), with
-    the overlay layers ``layer`` names (default: a throwaway upper layer).
+    the overlay layers ``layer`` names (default: a throwaway upper layer)
+    and the folder it may write besides (a test report's).
     Returns (exit code or None, error or None, seconds)."""
     stdout.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -192,8 +194,8 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     before = tamper.before_command(cwd)  # what no command may change, as it is now
     scope, plan = supervise.new_scope("gate"), plan or _PLANS.get(str(cwd))
     layer = layer or Layer()
-    fence = (plan.fence(scope, layer.above, layer.upper, layer.network, layer.lower, layer.main) if plan is not None
-             else sandbox.none("no fence planned here"))
+    fence = (plan.fence(scope, layer.above, layer.upper, layer.network, layer.lower, layer.main, layer.writable)
+             if plan is not None else sandbox.none("no fence planned here"))
     env = {**env, **fence.env}
     with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err, \
             contextlib.closing(fence):
@@ -235,6 +237,7 @@ class Layer:
     network: bool | None = None
     lower: list[Path] | None = None
     main: bool = False  # the main worktree readable (the import probe)
+    writable: Path | None = None  # a folder it may write besides (a test report's)
 
 
 # -- gates ----------------------------------------------------------------------
@@ -315,44 +318,59 @@ def _result(gate: dict[str, Any], **fields: Any) -> dict[str, Any]:
 
 def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
     env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else ())
-    if gate.get("hidden"):
-        return _run_hidden(gate, place, env)
-    log = place.log(f"gate-{gate['name']}")
-    # A probe's stdout is its behaviour; stderr (warnings, timings) is kept
-    # apart so that it cannot split candidates that behave alike.
-    err_log = place.log(f"gate-{gate['name']}-stderr") if gate["mode"] == "probe" else None
-    code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log, err_log,
-                                   layer=place.layer())
-    result = _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
-                     log=str(log), log_sha256=sha256_path(log),
-                     code=E.EXECUTE_FAILED if error else None, error=error)
+    with reported.report_file(gate) as report:
+        argv, extra = reported.command(gate, report)
+        env.update(extra)
+        if gate.get("hidden"):
+            return _run_hidden(gate, place, env, argv, report)
+        log = place.log(f"gate-{gate['name']}")
+        # A probe's stdout is its behaviour; stderr (warnings, timings) is kept
+        # apart so that it cannot split candidates that behave alike.
+        err_log = place.log(f"gate-{gate['name']}-stderr") if gate["mode"] == "probe" else None
+        layer = place.layer()
+        layer.writable = report and report.parent
+        code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log, err_log, layer=layer)
+        result = _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
+                         log=str(log), log_sha256=sha256_path(log),
+                         code=E.EXECUTE_FAILED if error else None, error=error)
+        result = reported.apply(gate, result, report)
     if gate["mode"] == "probe":
         result["stderr_log"] = str(err_log)
         result["signature"] = probe_signature(gate, place, log, code, error)
     return result
 
 
-def _run_hidden(gate: dict[str, Any], place: Place, env: dict[str, str]) -> dict[str, Any]:
+def _run_hidden(gate: dict[str, Any], place: Place, env: dict[str, str], argv: list[str],
+                report: Path | None) -> dict[str, Any]:
     """A gate with hidden tests (``judge/hidden``): they are in the checkout
-    only while it runs, and nothing of its output but the counts is kept."""
+    only while it runs, and nothing of its output but the counts is kept.
+    Without a count of tests run it fails, unless ``require_count: false``."""
     root = hidden.folder_of(gate["hidden"], place.repository)
     log = hidden.scratch_log()
     try:
+        writable = report and report.parent
         if place.overlaid:
             # Laid over the checkout in its own throwaway layer: nothing the
             # gate copies out of them is seen by a gate after it.
             files = hidden.listing(root)
-            code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log,
-                                           layer=Layer(above=[root]))
+            code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log,
+                                           layer=Layer(above=[root], writable=writable))
         else:
             with hidden.overlaid(root, place.worktree) as files:
-                code, error, seconds = execute(list(gate["run"]), place.worktree, env, float(gate["timeout"]), log)
+                code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log,
+                                               layer=Layer(writable=writable))
         counts = hidden.summary(log)
     finally:
         log.unlink(missing_ok=True)
-    return _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
-                   code=E.EXECUTE_FAILED if error else None, error=error,
-                   hidden={"files": len(files), "summary": counts})
+    result = reported.apply(gate, _result(gate, exit_code=code, passed=(code == 0 and error is None),
+                                          duration_s=round(seconds, 3), code=E.EXECUTE_FAILED if error else None,
+                                          error=error), report)
+    counts = expect.count_line(result["expect"]) if report else counts
+    result["hidden"] = {"files": len(files), "summary": counts}
+    if counts is None and gate.get("require_count", True) and result["passed"]:
+        result.update(passed=False, error="the hidden tests reported no count of tests run (no runner summary "
+                      "line such as `3 passed`): set expect: on the gate, or require_count: false")
+    return result
 
 
 def _files_written(place: Place, patterns: Iterable[str]) -> dict[str, str]:

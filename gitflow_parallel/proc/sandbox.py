@@ -439,7 +439,8 @@ class GatePlan:
         return self.kind == "namespace"
 
     def fence(self, scope: str, above: Iterable[Path] = (), upper: tuple[Path, Path] | None = None,
-              network: bool | None = None, lower: list[Path] | None = None, main: bool = False) -> Fence:
+              network: bool | None = None, lower: list[Path] | None = None, main: bool = False,
+              writable: Path | None = None) -> Fence:
         """The fence of one command: ``above`` (a hidden gate's tests, the
         added tests) laid over the checkout and the kept environment;
         ``upper`` a kept upper layer (setup's, or the one an attempt's gates
@@ -447,19 +448,21 @@ class GatePlan:
         than the checkout's (setup built from the base); ``network`` (setup)
         as the config allows agents, else gates have none unless
         ``gate_network: on``; ``main``: the main worktree stays readable
-        (the import probe, which must see where a package would come from)."""
+        (the import probe, which must see where a package would come from);
+        ``writable``: a folder it may write besides (a test report's)."""
         denied = self.reads.instance_worktrees(self.common)
         if network is None:
             network = (self.config.get("gate_network") or "off") == "on"
+        extra = [writable] if writable else []
         if self.kind != "namespace":
             if self.main_workdir is not None:
                 try:
                     denied += [self.main_workdir / n for n in os.listdir(self.main_workdir) if n != ".git"]
                 except OSError:
                     pass
-            return _fence("gate", self.config, [self.checkout], denied, _cgroup_procs(scope), self.reads,
+            return _fence("gate", self.config, [self.checkout, *extra], denied, _cgroup_procs(scope), self.reads,
                           network=network)
-        fence = _fence("gate", self.config, [], denied, _cgroup_procs(scope), self.reads, self.common, network)
+        fence = _fence("gate", self.config, extra, denied, _cgroup_procs(scope), self.reads, self.common, network)
         if fence.mounts is not None:
             mounts = fence.mounts
             if self.main_workdir is not None and not main:

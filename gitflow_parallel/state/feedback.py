@@ -106,6 +106,8 @@ def text(record: dict[str, Any], inst: dict[str, Any], tip: str | None, picks: l
     for g in failing:
         what = ("skipped: " + (g.get("error") or "") if g.get("skipped")
                 else f"exit {g['exit_code']}" if g.get("exit_code") is not None else (g.get("error") or "did not run"))
+        if g.get("error") and g.get("exit_code") is not None:
+            what += f"; {g['error']}"  # failed past its exit status: its test report, or no count of tests
         if g.get("hidden"):
             # Its output could quote the hidden tests: only their counts.
             out += [f"## Gate {g['name']}: {what}", "",

@@ -26,7 +26,7 @@ from typing import Any
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence
+from gitflow_parallel import evidence, failures
 from gitflow_parallel.git import share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
@@ -234,7 +234,10 @@ def gate_rows(view: RunView, inst: dict[str, Any], pack: dict[str, Any] | None, 
     for g in (pack or {}).get("gates") or []:
         data, source = view.log(inst, g.get("log"))
         rows.append({**g, "log_name": Path(g["log"]).name if g.get("log") else None, "log_source": source,
-                     "tail": tail_lines(data, lines)})
+                     "tail": tail_lines(data, lines),
+                     # the tests the runner says failed, by name (the tail may be a coverage table)
+                     "failing": [] if g.get("passed") or not data else
+                     failures.failing_tests(data.decode("utf-8", "replace"))})
     return rows
 
 

@@ -1,0 +1,165 @@
+"""What a gate must prove by name, read from the test runner's own report.
+
+A gate's exit status says little: code that calls ``os._exit(0)`` when the
+test runner imports it ends the run early with status 0, and a runner that
+collected nothing can exit 0 too.  So a gate may declare ``expect:``, as
+SWE-bench does, with the test ids that must pass on the attempt:
+
+* ``fail_to_pass``: the tests the task is about (they fail on the base);
+* ``pass_to_pass``: the tests that passed before and must still pass.
+
+The verdict then comes from the runner's report, a JUnit XML file the gate
+writes to ``{report}`` (a path in a fresh folder outside the judged
+checkout, substituted in the gate's ``run`` and ``env``, and given as
+``GIT_PARALLEL_REPORT``): every listed id must be in it and have passed.
+No report, a report that does not parse, or one without a test is a fail,
+whatever the exit status.
+
+``require_count: false`` lets a gate with hidden tests pass without a count
+of tests run; by default such a gate must print a runner's summary line
+(``3 passed``) or write a report, else it fails (this module owns the rule,
+``judge/gates`` applies it).
+
+Ids are matched the way runners spell them: pytest's node id
+``tests/test_a.py::TestK::test_b`` matches the JUnit case ``classname=
+"tests.test_a.TestK" name="test_b"``; any id also matches a case's
+``classname.name`` or ``classname::name`` as written, or, when no case has
+that full name, its ``name`` alone.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import Any, Callable
+
+from gitflow_parallel.errors import ParallelError
+
+GATE_KEYS = ("expect", "require_count")  # optional: absent from a gate that does not set them
+LISTS = ("fail_to_pass", "pass_to_pass")
+FORMATS = ("junit",)
+PLACEHOLDER = "{report}"
+ENV = "GIT_PARALLEL_REPORT"
+MAX_LISTED = 20  # ids named per list in a result
+
+Fail = Callable[[str, str], ParallelError]
+
+
+def validate(key: str, value: Any, path: str, fail: Fail) -> Any:
+    """A gate's ``expect`` (a mapping) or ``require_count`` (a bool)."""
+    if key == "require_count":
+        if not isinstance(value, bool):
+            raise fail(path, "must be true (a hidden gate must report how many tests ran) or false")
+        return value
+    if not isinstance(value, dict):
+        raise fail(path, "must be a mapping with fail_to_pass and/or pass_to_pass (lists of test ids)")
+    unknown = sorted(set(value) - {"report", *LISTS})
+    if unknown:
+        raise fail(f"{path}.{unknown[0]}", f"unknown key (known: report, {', '.join(LISTS)})")
+    if value.get("report", "junit") not in FORMATS:
+        raise fail(f"{path}.report", f"must be one of {', '.join(FORMATS)}, got {value['report']!r}")
+    out: dict[str, Any] = {"report": value.get("report", "junit")}
+    for name in LISTS:
+        ids = value.get(name) or []
+        if not isinstance(ids, list) or not all(isinstance(i, str) and i.strip() for i in ids):
+            raise fail(f"{path}.{name}", "must be a list of test ids (strings)")
+        out[name] = list(ids)
+    if not out["fail_to_pass"] and not out["pass_to_pass"]:
+        raise fail(path, "names no test: give fail_to_pass and/or pass_to_pass")
+    return out
+
+
+def read_gate_keys(raw: dict[str, Any], gate: dict[str, Any], here: str, fail: Fail) -> None:
+    """Set the keys of this module on ``gate`` from its config ``raw``
+    (only those given: a run spawned before they existed keeps its config)."""
+    for key in (k for k in GATE_KEYS if k in raw):
+        gate[key] = validate(key, raw[key], f"{here}.{key}", fail)
+    if gate.get("expect") and gate["mode"] == "probe":
+        raise fail(f"{here}.expect", "a probe's output is its signature; expect: goes on an enforced or observe gate")
+    if gate.get("expect") and not written_to(gate):
+        raise fail(f"{here}.expect", "the gate's run or env must pass {report} to the test runner, which writes "
+                   "its JUnit XML report there (pytest: --junitxml={report})")
+
+
+def written_to(gate: dict[str, Any]) -> bool:
+    """Does the gate's command or environment say where the report goes?"""
+    return any(PLACEHOLDER in str(w) for w in [*gate["run"], *(gate.get("env") or {}).values()])
+
+
+def substitute(gate: dict[str, Any], report: str) -> tuple[list[str], dict[str, str]]:
+    """The gate's argv and env with ``{report}`` replaced by ``report``."""
+    argv = [str(w).replace(PLACEHOLDER, report) for w in gate["run"]]
+    env = {k: str(v).replace(PLACEHOLDER, report) for k, v in (gate.get("env") or {}).items()}
+    return argv, {**env, ENV: report}
+
+
+# -- the report --------------------------------------------------------------------------
+def parse_junit(data: bytes) -> dict[str, str]:
+    """Each test case of a JUnit XML report, by ``classname.name``:
+    ``passed``, ``failed`` (a failure or error) or ``skipped``.  Raises
+    ``ValueError`` when it is not such a report."""
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise ValueError(f"not XML: {exc}") from None
+    if root.tag not in ("testsuites", "testsuite"):
+        raise ValueError(f"the root element is <{root.tag}>, not <testsuites> or <testsuite>")
+    out: dict[str, str] = {}
+    for case in root.iter("testcase"):
+        name, cls = case.get("name") or "", case.get("classname") or ""
+        tags = {child.tag for child in case}
+        outcome = "failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed"
+        key = f"{cls}.{name}" if cls else name
+        # A case reported twice (a rerun) counts by its worst outcome.
+        out[key] = "failed" if "failed" in (out.get(key), outcome) else outcome
+    return out
+
+
+def _dotted(test_id: str) -> str:
+    """pytest's ``a/b.py::K::t`` as JUnit's ``a.b.K.t``."""
+    head, sep, rest = test_id.partition("::")
+    if sep and head.endswith(".py"):
+        return head[:-3].replace("/", ".") + "." + rest.replace("::", ".")
+    return test_id.replace("::", ".")
+
+
+def outcome_of(test_id: str, cases: dict[str, str]) -> str:
+    """``passed``, ``failed``, ``skipped`` or ``missing``: what the report
+    says of ``test_id``."""
+    for key in (test_id, _dotted(test_id)):
+        if key in cases:
+            return cases[key]
+    by_name = [o for k, o in cases.items() if k.rsplit(".", 1)[-1] == test_id or k == test_id]
+    if not by_name:
+        return "missing"
+    return "failed" if "failed" in by_name else by_name[0]
+
+
+def judge(spec: dict[str, Any], data: bytes | None) -> dict[str, Any]:
+    """The verdict of ``expect`` on a report (None: none was written):
+    ``passed``, the number of tests it ran and failed, ``error`` and, per
+    list, the ids that did not pass with what became of each."""
+    if data is None:
+        return {"passed": False, "tests": None, "failed": None,
+                "error": "the gate wrote no test report: the runner did not finish, or {report} is not passed to it"}
+    try:
+        cases = parse_junit(data)
+    except ValueError as exc:
+        return {"passed": False, "tests": None, "failed": None, "error": f"the test report is unreadable: {exc}"}
+    out: dict[str, Any] = {"tests": len(cases), "failed": sum(o == "failed" for o in cases.values()), "error": None}
+    ok = bool(cases)
+    for name in LISTS:
+        wrong = {i: o for i in spec[name] if (o := outcome_of(i, cases)) != "passed"}
+        out[name] = {"expected": len(spec[name]), "not_passed": dict(list(wrong.items())[:MAX_LISTED])}
+        ok = ok and not wrong
+    if not cases:
+        out["error"] = "the test report holds no test"
+    elif not ok:
+        out["error"] = "; ".join(f"{n}: {len(out[n]['not_passed'])} of {out[n]['expected']} did not pass"
+                                 for n in LISTS if out[n]["not_passed"])
+    return {"passed": ok, **out}
+
+
+def count_line(judged: dict[str, Any]) -> str | None:
+    """A hidden gate's summary from its report: ``N tests, M failed``."""
+    return None if judged.get("tests") is None else f"{judged['tests']} tests, {judged['failed']} failed"

@@ -1,0 +1,70 @@
+"""The test report a gate with ``expect:`` writes, and its verdict
+(``expect`` owns the rule; this module owns the file).
+
+The report goes to a fresh folder outside the judged checkout and outside
+the repository, made just before the gate runs and removed after it is
+read: a report the attempt committed, or one an earlier gate left, cannot
+stand in for the run.  The folder is the only place past the checkout that
+the gate's fence lets it write (``gates.execute``'s ``writable``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from gitflow_parallel import expect
+
+MAX_REPORT_BYTES = 64 * 1024 * 1024  # past this a report is not read
+
+
+@contextmanager
+def report_file(gate: dict[str, Any]) -> Iterator[Path | None]:
+    """Where the gate writes its report (None: it declares no ``expect``)."""
+    if not gate.get("expect"):
+        yield None
+        return
+    folder = Path(tempfile.mkdtemp(prefix="git-parallel-report-"))
+    try:
+        yield folder / "report.xml"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def command(gate: dict[str, Any], report: Path | None) -> tuple[list[str], dict[str, str]]:
+    """The gate's argv, and the env entries to lay over its environment."""
+    if report is None:
+        return list(gate["run"]), {}
+    return expect.substitute(gate, str(report))
+
+
+def _read(report: Path) -> bytes | None:
+    """The report's bytes: a regular file, no symlink followed, not huge."""
+    try:
+        fd = os.open(report, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with open(fd, "rb", closefd=True) as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_REPORT_BYTES:
+            return None
+        return handle.read()
+
+
+def apply(gate: dict[str, Any], result: dict[str, Any], report: Path | None) -> dict[str, Any]:
+    """``result`` judged by the report: it passes only when the report says
+    every expected test passed (and the command ended by itself)."""
+    if report is None:
+        return result
+    judged = expect.judge(gate["expect"], _read(report))
+    ended = result["error"] is None  # a timeout or a command that never started stays a fail
+    result["expect"] = judged
+    result["passed"] = bool(judged["passed"] and ended)
+    if ended and not judged["passed"]:
+        result["error"] = judged["error"]
+    return result
