@@ -1,0 +1,93 @@
+"""Hostile attempts against the object store: an agent writes only a store
+of its own, taken into the shared one object by object with the hash
+checked, and never the shared store itself."""
+
+from __future__ import annotations
+
+import textwrap
+import zlib
+from pathlib import Path
+
+from conftest import git
+from hostile import log_of, needs_namespace, status
+from test_hostile import HONEST, PY, act, project
+
+PASSING_TEST = b"def test_add():\n    pass\n"
+
+# The attempt's agent: rewrite the base's stored test to pass, delete the
+# packs, then plant the same forgery in its own store, and leave the bug.
+FORGE = textwrap.dedent("""
+    import os, pathlib, shutil, subprocess, sys, zlib
+    blob, forged = sys.argv[1], bytes.fromhex(sys.argv[2])
+    common = subprocess.run(["git", "rev-parse", "--git-common-dir"], capture_output=True, text=True).stdout.strip()
+    own = subprocess.run(["git", "rev-parse", "--git-path", "objects"], capture_output=True, text=True).stdout.strip()
+    shared = pathlib.Path(sys.argv[3])
+    for where, store in (("shared", shared), ("own", pathlib.Path(own))):
+        path = store / blob[:2] / blob[2:]
+        try:
+            path.parent.mkdir(exist_ok=True)
+            if path.exists():
+                path.chmod(0o644)
+            path.write_bytes(forged)
+            print(where, "written")
+        except OSError as exc:
+            print(where, "refused:", exc.strerror)
+    try:
+        shutil.rmtree(shared / "pack")
+        print("packs deleted")
+    except OSError as exc:
+        print("packs refused:", exc.strerror)
+""")
+
+
+@needs_namespace
+def test_a_rewritten_stored_test_judges_nobody_and_the_store_stays_whole(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    git(repo, "gc", "-q")  # the base's objects in a pack, as in any repository of some age
+    blob = git(repo, "rev-parse", "HEAD:tests/test_app.py")
+    forged = zlib.compress(b"blob %d\0" % len(PASSING_TEST) + PASSING_TEST).hex()
+    gp("spawn", "t", "-n", "2")
+    act(gp, "t", "1", HONEST)
+    gp("run", "t", "--instance", "2", "--", PY, "-c", FORGE, blob, forged, str(repo / ".git" / "objects"))
+    said = log_of(gp, "t", "2")
+    assert "shared refused" in said and "packs refused" in said and "own written" in said, said
+    git(repo, "fsck", "--full", "--no-dangling")  # raises on a bad object
+    assert list((repo / ".git" / "objects" / "pack").glob("*.pack"))
+    checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
+    assert checked["1"]["verdict"] == "pass" and checked["2"]["verdict"] == "fail"
+    gp("pick", "t")
+    gp("merge", "t")
+    assert git(repo, "show", "main:app.py").endswith("a + b")
+
+
+@needs_namespace
+def test_an_object_whose_content_is_not_its_name_is_never_taken_in(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    lie = "0" * 40  # a name no content gives
+    content = b"blob 5\0hello"
+    agent = textwrap.dedent(f"""
+        import pathlib, subprocess, zlib
+        own = subprocess.run(["git", "rev-parse", "--git-path", "objects"], capture_output=True, text=True).stdout.strip()
+        path = pathlib.Path(own) / "{lie[:2]}" / "{lie[2:]}"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(zlib.compress({content!r}))
+        pathlib.Path("app.py").write_text("def add(a, b):\\n    return a + b\\n")
+    """)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", PY, "-c", agent, code=1)
+    inst = status(gp, "t")["1"]
+    assert inst["status"] == "failed" and "PARALLEL_AGENT_TAMPERED" in inst["error"], inst
+    assert "does not match their name" in inst["error"]
+    assert git(repo, "cat-file", "-e", lie, check=False) == ""
+    assert not (repo / ".git" / "objects" / lie[:2] / lie[2:]).exists()
+
+
+@needs_namespace
+def test_an_honest_agents_commits_are_taken_in_and_its_branch_resolves(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", HONEST + " && git add -A && git commit -qm fix && git gc -q")
+    tip = git(repo, "rev-parse", "parallel/t/1")
+    assert git(repo, "cat-file", "-t", tip) == "commit"
+    git(repo, "fsck", "--full", "--no-dangling")
+    assert "fix" in git(repo, "log", "--format=%s", "parallel/t/1")
