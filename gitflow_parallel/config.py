@@ -21,6 +21,7 @@ import yaml
 from gitflow_parallel import expect
 from gitflow_parallel.errors import CONFIG_INVALID, SANDBOX_WRITE_REFUSED, ParallelError
 from gitflow_parallel.files import config_sha256  # noqa: F401 (callers name it config.config_sha256)
+from gitflow_parallel.files import canonical_json, load_yaml, sha256_bytes
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.names import check_name
 
@@ -164,8 +165,7 @@ def parse(text: str | bytes | None) -> dict[str, Any]:
     if text is None:
         return copy.deepcopy(DEFAULTS)
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
+        data, node = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

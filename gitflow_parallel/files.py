@@ -12,9 +12,12 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 
 def utcnow() -> str:
@@ -159,3 +162,79 @@ def append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+# What git-parallel reads of a file that an agent or a gate could have grown
+# (a log, an events file): a sparse `truncate -s 20G` costs them no disk, and
+# reading it whole would cost us 20 GB of memory.
+LOG_TAIL_BYTES = 1 << 20
+
+
+def read_tail(path: str | os.PathLike[str], limit: int = LOG_TAIL_BYTES) -> tuple[bytes, int]:
+    """The last ``limit`` bytes of a regular file, and how many bytes before
+    them were not read (0 when it was read whole).  ``OSError`` if it cannot
+    be opened or is not a regular file (a FIFO would block the reader)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb", closefd=True) as handle:
+        size = os.fstat(fd).st_size
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        cut = max(0, size - limit)
+        handle.seek(cut)
+        return handle.read(limit), cut
+
+
+def cut_notice(cut: int) -> bytes:
+    """The line put before a tail that left ``cut`` bytes unread."""
+    return f"[git-parallel: the first {cut:,} bytes of this file are not shown]\n".encode() if cut else b""
+
+
+# Nodes a YAML document may expand to, aliases counted each time they are
+# used: far above any config or record (a 100-instance record is about 6,000),
+# far below an alias bomb ("billion laughs": 10^9 from a few hundred bytes),
+# which would otherwise be walked node by node by every validation.
+MAX_YAML_NODES = 1_000_000
+
+
+class YamlTooLarge(yaml.YAMLError):
+    """A document that expands to more than ``MAX_YAML_NODES`` nodes."""
+
+    def __init__(self) -> None:
+        self.problem = f"it expands to more than {MAX_YAML_NODES:,} nodes once its aliases are expanded (an alias bomb?)"
+        super().__init__(self.problem)
+
+
+def _expanded(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """The nodes ``node`` stands for once every alias is expanded; each
+    distinct node is counted once and memoised, so this costs the size of
+    the text, not of the expansion."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    sizes[id(node)] = MAX_YAML_NODES + 1  # a node reached again through itself: a recursive alias
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    total = 1
+    for child in children:
+        total += _expanded(child, sizes)
+        if total > MAX_YAML_NODES:
+            break
+    sizes[id(node)] = total
+    return total
+
+
+def load_yaml(text: str | bytes, loader: type = yaml.SafeLoader) -> tuple[Any, yaml.Node | None]:
+    """``yaml.safe_load`` (with ``loader``, a safe one) and the composed
+    node, refusing with ``YamlTooLarge`` a document that expands too far."""
+    reader = loader(text)
+    try:
+        node = reader.get_single_node()
+        if node is not None:
+            if _expanded(node, {}) > MAX_YAML_NODES:
+                raise YamlTooLarge()
+        return (reader.construct_document(node) if node is not None else None), node
+    finally:
+        reader.dispose()

@@ -522,3 +522,42 @@ def _gone_within(pid: int, seconds: float) -> bool:
     while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
     return not pid_alive(pid)
+
+
+# Issue 35, finding 10 ----------------------------------------------------------------
+NESTED_CONFIG = f"gates:\n  - name: ok\n    run: [{PY}, -c, 'pass']\n"
+MAKE_NESTED = ("git init -q sub && cd sub && echo only-here > n.txt && git add n.txt "
+               "&& git commit -qm nested-work && git rev-parse HEAD > \"$OID_FILE\"")
+
+
+def test_a_nested_repository_an_agent_commits_is_archived_and_lands_resolvable(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", config=NESTED_CONFIG)
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    # The leftovers commit records sub as a gitlink to a commit only sub/.git held.
+    gp("run", "t", "--", "sh", "-c", f"echo top > top.txt && {MAKE_NESTED}", env={"OID_FILE": str(tmp_path / "oid")})
+    gp("check", "t")
+    gp("pick", "t")
+    gp("merge", "t")
+    oid = (tmp_path / "oid").read_text().strip()
+    assert git(repo, "ls-tree", "main", "sub").split()[:3] == ["160000", "commit", oid]
+    assert git(repo, "show", f"{oid}:n.txt") == "only-here"
+    run_id = record(repo)["run_id"]
+    assert git(repo, "for-each-ref", "--format=%(objectname)", f"refs/parallel/nested/{run_id}/1/0/") == oid
+    assert not Path(record(repo)["instances"][0]["worktree"]).exists()  # removed, since nothing is lost now
+    assert_sound(repo, {oid})
+
+
+def test_a_nested_repository_that_cannot_be_kept_is_refused_and_its_folder_kept(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", config=NESTED_CONFIG)
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    # Its git dir sits behind a symlink, which git-parallel does not follow.
+    hide = "mv sub/.git ../hidden-git && ln -s ../../hidden-git sub/.git"
+    gp("run", "t", "--", "sh", "-c", f"{MAKE_NESTED} && cd .. && {hide}", code=1, env={"OID_FILE": "/dev/null"})
+    inst = record(repo)["instances"][0]
+    assert inst["status"] == "failed" and "nested repositories" in inst["error"] and "sub" in inst["error"]
+    wt = Path(inst["worktree"])
+    proc = gp("abort", "t", "--force", code=1)
+    assert "PARALLEL_DEV_WORKTREE_CLEANUP_FAILED" in proc.stderr and "sub/" in proc.stderr
+    assert (wt / "sub" / "n.txt").read_text() == "only-here\n" and wt.is_dir()

@@ -445,12 +445,13 @@ def _read_record(parallel_dir: Path, run: LiveRun) -> dict[str, Any]:
     instance branch, and the pure-Python parser is most of its cost."""
     import yaml
 
-    from gitflow_parallel.state.store import validate_record
+    from gitflow_parallel.files import load_yaml
+    from gitflow_parallel.state.store import read_record_text, validate_record
 
     path = parallel_dir / "runs" / f"{run.task}.yaml"
     try:
-        data = yaml.load(path.read_bytes(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (OSError, yaml.YAMLError) as exc:
+        data = load_yaml(read_record_text(path), getattr(yaml, "CSafeLoader", yaml.SafeLoader))[0]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ParallelError(E.RECORD_INVALID, f"run record {path} cannot be read ({type(exc).__name__})",
                             hint=f"`git parallel validate {run.task}`") from None
     record = validate_record(data, path)

@@ -10,6 +10,7 @@ from typing import Any, Iterator
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import LOG_TAIL_BYTES, cut_notice
 from gitflow_parallel.state.project import Project, instance_process_alive
 from gitflow_parallel.model import find_instance
 from gitflow_parallel.state.view import log_path, open_view
@@ -34,7 +35,8 @@ def logs(project: Project, task: str, inst_id: str, gate: str | None = None) -> 
 
 
 def raw(project: Project, task: str, inst_id: str, gate: str | None = None) -> bytes:
-    """The log's bytes, exactly as the agent or gate wrote them."""
+    """The log's bytes, exactly as the agent or gate wrote them (its last
+    ``LOG_TAIL_BYTES``, after a line saying so, if it is longer)."""
     return _read(project, task, inst_id, gate)[1]
 
 
@@ -44,13 +46,19 @@ def follow(project: Project, task: str, inst_id: str, gate: str | None = None,
     view = open_view(project, task)
     inst = view.instance(inst_id)
     path = Path(log_path(view, inst, gate))
-    offset = 0
+    # Start at most a tail's length from the end, and read a tail's length at a time: the file may be huge.
+    try:
+        offset = max(0, path.stat().st_size - LOG_TAIL_BYTES)
+    except OSError:
+        offset = 0
+    if offset:
+        yield cut_notice(offset)
 
     def more() -> bytes:
         try:
             with open(path, "rb") as handle:
                 handle.seek(offset)
-                return handle.read()
+                return handle.read(LOG_TAIL_BYTES)
         except FileNotFoundError:
             return b""
 

@@ -11,6 +11,8 @@ import yaml
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError, is_no_space, no_space
 from gitflow_parallel.model import FINISHED_RUN
+from gitflow_parallel.files import load_yaml
+from gitflow_parallel.state.store import read_record_text
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.recovery.inspection import RunInspection, _all_records, lock_findings, orphan_findings
@@ -24,7 +26,7 @@ def _refuse_unloadable(project: Project, task: str, exc: ParallelError) -> Paral
     """A record that does not load cannot be reconciled; say so, in its audit
     log if its run id can still be read."""
     try:
-        raw = yaml.safe_load(project.store.path(task).read_text(encoding="utf-8"))
+        raw = load_yaml(read_record_text(project.store.path(task)))[0]
     except (OSError, yaml.YAMLError, UnicodeDecodeError):
         raw = None
     run_id = raw.get("run_id") if isinstance(raw, dict) else None

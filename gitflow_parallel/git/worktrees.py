@@ -25,6 +25,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.checkout import checkout_tree, filters_idle
+from gitflow_parallel.git import nested
 from gitflow_parallel.git.repo import Repo, commit_all, note_write, read_gitdir_file, worktree_changes
 from gitflow_parallel.model import InstanceRecord, RunRecord
 
@@ -457,13 +458,23 @@ def check_removable(repo: Repo, record: RunRecord, inst: InstanceRecord) -> None
             f"{path} is not the worktree git-parallel made for instance {inst['id']}; it is left alone",
             hint="move it away if it is yours (or remove it), then run the command again",
         )
-    nested = [p for p in worktree_changes(path) if p.endswith("/")]
-    if nested:
+    found = [p for p in worktree_changes(path) if p.endswith("/")] + _unkept_gitlinks(repo, record, inst)
+    if found:
         raise ParallelError(
             E.WORKTREE_CLEANUP_FAILED,
-            f"the worktree of instance {inst['id']} holds nested git repositories: {', '.join(nested)}",
+            f"the worktree of instance {inst['id']} holds nested git repositories: {', '.join(found)}",
             hint="move them out of the worktree (their history is not part of this repository), then run it again",
         )
+
+
+def _unkept_gitlinks(repo: Repo, record: RunRecord, inst: InstanceRecord) -> list[str]:
+    """The nested repositories the branch tip records as gitlinks whose
+    commits could not be archived here (those that could now are)."""
+    tip = repo.ref_target(f"refs/heads/{inst['branch']}")
+    if tip is None:
+        return []
+    _, lost = nested.archive(repo, record["run_id"], inst["id"], inst["attempt"], Path(inst["worktree"]), tip)
+    return [f"{p}/ (committed as a gitlink)" for p in lost]
 
 
 def remove(repo: Repo, record: RunRecord, inst: InstanceRecord, force: bool = False) -> dict[str, Any]:

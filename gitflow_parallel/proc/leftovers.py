@@ -12,6 +12,7 @@ detached HEAD fails the instance rather than committing where it points."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from gitflow_parallel.errors import is_no_space
@@ -67,6 +68,7 @@ def commit(project: Project, record: dict[str, Any], child: Any) -> None:
                                         f"exit {child.exit_code}).", command=child.argv)
             child.committed = commit_all(child.worktree, message,
                                          scratch=scratch_patterns(record["config"]))
+            problem = _keep_nested(project, run_id, child)
     except Exception as exc:  # a broken worktree, or a full disk, fails this instance, not the run
         problem = ("could not commit leftovers: no space left on device" if is_no_space(exc)
                    else f"its leftovers could not be committed: {type(exc).__name__}: {exc}")
@@ -76,6 +78,22 @@ def commit(project: Project, record: dict[str, Any], child: Any) -> None:
             child.error = f"exited 0 but {problem}"
         else:
             child.error = f"{child.error}; {problem}"
+
+
+def _keep_nested(project: Project, run_id: str, child: Any) -> str | None:
+    """Archive the commits of nested repositories the branch now records as
+    gitlinks, so that the attempt (and a landing of it) names nothing this
+    repository lacks; what cannot be kept fails the instance."""
+    from gitflow_parallel.git import nested
+
+    tip = project.repo.ref_target(f"refs/heads/{child.branch}")
+    if tip is None:
+        return None
+    _, lost = nested.archive(project.repo, run_id, child.id, child.attempt, Path(child.worktree), tip)
+    if not lost:
+        return None
+    return (f"it committed nested repositories whose history could not be kept here: {', '.join(lost)} "
+            "(their folders are left in the worktree)")
 
 
 def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, tip: str | None, base: str) -> str:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 from gitflow_parallel import errors as E
 from gitflow_parallel import faults
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import atomic_write, env_seconds, utcnow
+from gitflow_parallel.files import YamlTooLarge, atomic_write, env_seconds, load_yaml, utcnow
 from gitflow_parallel.state import live
 from gitflow_parallel.model import (FINISHED_RUN, INSTANCE_STATUSES, RUN_STATUSES, SCHEMA_VERSION, InstanceRecord,
                                      RunRecord, derive_run_status, bump, find_instance)
@@ -159,10 +159,33 @@ def parse_yaml(text: str) -> Any:
     """``yaml.safe_load(text)``, through libyaml where that is the same thing."""
     if _CSafeLoader is not None and "\t" not in text and not yaml.reader.Reader.NON_PRINTABLE.search(text):
         try:
-            return yaml.load(text, Loader=_CSafeLoader)
+            return load_yaml(text, _CSafeLoader)[0]
+        except YamlTooLarge:
+            raise
         except yaml.YAMLError:
             pass
-    return yaml.safe_load(text)
+    return load_yaml(text)[0]
+
+
+# A record is a few hundred KiB at most; one edited by hand (or by a process
+# that could write here) into gigabytes is refused, not read into memory.
+MAX_RECORD_BYTES = 64 << 20
+
+
+def _where(exc: yaml.YAMLError) -> str:
+    """Where a record's YAML broke, and why when it is too large to read."""
+    mark = getattr(exc, "problem_mark", None)
+    return (f" at line {mark.line + 1}" if mark is not None else "") + (
+        f": {exc.problem}" if isinstance(exc, YamlTooLarge) else "")
+
+
+def read_record_text(path: Path) -> str:
+    """A record file's text, refused (``OSError``) past ``MAX_RECORD_BYTES``."""
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_RECORD_BYTES + 1)
+    if len(data) > MAX_RECORD_BYTES:
+        raise OSError(f"it is larger than {MAX_RECORD_BYTES >> 20} MiB")
+    return data.decode("utf-8")
 
 
 _CSafeDumper = getattr(yaml, "CSafeDumper", None)
@@ -237,7 +260,7 @@ class Store:
 
     def read(self, path: Path) -> RunRecord:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_record_text(path)
         except FileNotFoundError:
             raise
         except (OSError, UnicodeDecodeError) as exc:
@@ -248,9 +271,7 @@ class Store:
         try:
             record = parse_yaml(text)
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise _invalid(path, f"not valid YAML{where}") from None
+            raise _invalid(path, f"not valid YAML{_where(exc)}") from None
         return cast(RunRecord, validate_record(record, path))
 
     def load(self, task: str) -> RunRecord:

@@ -29,7 +29,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, failures
 from gitflow_parallel.git import share
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import sha256_bytes
+from gitflow_parallel.files import cut_notice, read_tail, sha256_bytes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import find_instance
@@ -93,7 +93,8 @@ class RunView:
             return None, "none"
         if not self.shared:
             try:
-                return Path(path).read_bytes(), "file"
+                data, cut = read_tail(path)
+                return cut_notice(cut) + data, "file"
             except OSError:
                 pass
         kept = share.stored_log(self.project, self.record, inst["id"], inst["attempt"], Path(path).name)

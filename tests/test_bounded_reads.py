@@ -1,0 +1,102 @@
+"""Issue 35, finding 8: what agents and gates could have written is read
+with a cap.  A log or events file truncated to 20 GB (sparse: no disk used)
+must not be read whole, and a YAML alias bomb in a config or a record is
+refused at once instead of being walked 10^9 nodes deep."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import GP, git, make_repo
+
+CONFIG = f"gates:\n  - name: ok\n    run: [{sys.executable}, -c, 'print(1)']\n"
+HUGE = 20 << 30
+# Above what each verb needs here (about 80 MB), far below a 20 GB read.
+MAX_RSS_MB = 250
+
+
+def bomb(levels: int = 9) -> str:
+    text = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    for n in range(1, levels):
+        text += f"a{n}: &a{n} [" + ", ".join([f"*a{n - 1}"] * 10) + "]\n"
+    return text
+
+
+def run_capped(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``git parallel ARGS`` in a process whose address space is capped (a
+    read of the whole file fails instead of eating the machine's memory),
+    with the peak resident size of that process, in MB."""
+    script = ("import resource, subprocess, sys\n"
+              "cap = 3 << 30\n"
+              "p = subprocess.run(sys.argv[1:], capture_output=True, text=True, errors='replace',\n"
+              "                   preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)))\n"
+              "sys.stdout.write(f'{p.returncode}\\n{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n')\n"
+              "sys.stdout.write(p.stderr[-2000:])\n")
+    proc = subprocess.run([sys.executable, "-c", script, "git", "parallel", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+    code, rss, err = proc.stdout.split("\n", 2)
+    return subprocess.CompletedProcess(args, int(code), "", err), int(rss) // 1024
+
+
+def test_a_20_gb_log_or_events_file_is_read_as_a_tail(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", config=CONFIG)
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", "echo agent-said && echo '{\"event\": \"x\"}' >> \"$GIT_PARALLEL_EVENTS\"")
+    gp("check", "t")
+    parallel = repo / ".git" / "parallel"
+    grown = [*parallel.glob("logs/*/*.log"), *parallel.glob("events/*/*.jsonl")]
+    assert len(grown) >= 3  # the agent's log, the gate's, the events file
+    for path in grown:
+        os.truncate(path, HUGE)
+    for args in (["show", "t", "1"], ["show", "t", "1", "--json"], ["logs", "t", "1"],
+                 ["logs", "t", "1", "--gate", "ok"], ["status", "t"], ["report", "t"]):
+        proc, rss = run_capped(repo, *args)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert rss < MAX_RSS_MB, (args, rss)
+    text = gp("logs", "t", "1").stdout
+    assert "bytes of this file are not shown" in text and f"{HUGE - (1 << 20):,}" in text
+
+
+def test_an_alias_bomb_in_the_base_config_is_refused_at_once(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", config=bomb() + CONFIG)
+    started = time.monotonic()
+    proc = GP(repo)("spawn", "t", "-n", "1", code=1)
+    assert time.monotonic() - started < 1.0
+    assert "PARALLEL_CONFIG_INVALID" in proc.stderr and "alias bomb" in proc.stderr
+    assert "hint:" in proc.stderr
+    assert git(repo, "branch", "--list", "parallel/*") == ""
+
+
+def test_anchors_that_expand_modestly_are_still_yaml() -> None:
+    from gitflow_parallel import config as C  # noqa: N812
+
+    text = "gates:\n  - name: a\n    run: &r [make, test]\n  - name: b\n    run: *r\n"
+    assert [g["run"] for g in C.parse(text)["gates"]] == [["make", "test"], ["make", "test"]]
+
+
+def test_an_alias_bomb_in_a_record_is_refused_at_once(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", config=CONFIG)
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    path = repo / ".git" / "parallel" / "runs" / "t.yaml"
+    path.write_text(bomb() + path.read_text())
+    started = time.monotonic()
+    proc = gp("status", "t", code=1)
+    assert time.monotonic() - started < 1.0
+    assert "PARALLEL_RECORD_INVALID" in proc.stderr and "alias bomb" in proc.stderr
+
+
+def test_a_record_grown_past_its_cap_is_refused_unread(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", config=CONFIG)
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    os.truncate(repo / ".git" / "parallel" / "runs" / "t.yaml", HUGE)
+    proc, rss = run_capped(repo, "status", "t")
+    assert proc.returncode == 1 and "PARALLEL_RECORD_INVALID" in proc.stderr and "larger than" in proc.stderr
+    assert rss < MAX_RSS_MB
