@@ -29,7 +29,6 @@ that full name, its ``name`` alone.
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from typing import Any, Callable
 

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import GP, git, make_repo, without_scratch
 from gitflow_parallel import evidence
-from gitflow_parallel.judge import gates
+from gitflow_parallel.judge import fingerprints, gates
 from gitflow_parallel.git import scratch
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.state.project import Project, pid_alive
@@ -474,8 +474,8 @@ def test_output_fingerprints_hash_blobs_not_filtered_files(tmp_path: Path) -> No
     git(repo, "checkout", "--", "a.txt")  # checked out through the filter
     assert (repo / "a.txt").read_bytes() == b"one\r\ntwo\r\n"
     project = Project.open(repo)
-    fast = gates.output_fingerprints(project.repo.pygit, base, commit, repo)
-    slow = gates.output_fingerprints(project.repo.pygit, base, commit)
+    fast = fingerprints.output_fingerprints(project.repo.pygit, base, commit, repo)
+    slow = fingerprints.output_fingerprints(project.repo.pygit, base, commit)
     assert fast == slow
     assert fast["a.txt"] == {"sha256": hashlib.sha256(b"one\ntwo\n").hexdigest()}
     assert fast["b.dat"] == {"sha256": hashlib.sha256(b"\x00\x01raw").hexdigest()}

@@ -64,6 +64,7 @@ def _overlap(folder: Path) -> float:
     ([], ["--jobs", "2"], 2, 2, False),  # a gate of two threads fills a budget of two
     ([], ["--jobs", "2"], None, 2, True),  # two one-thread gates fit side by side
 ])
+@pytest.mark.unfenced("its gates record when they ran in a file outside the checkout")
 def test_check_runs_as_many_gate_threads_as_it_has_cores(tmp_path: Path, prefix: list[str], args: list[str],
                                                          threads: int | None, jobs: int, together: bool) -> None:
     repo, folder = _spans(tmp_path, 10.0 if together else 0.7, threads)
@@ -80,12 +81,14 @@ def test_check_runs_as_many_gate_threads_as_it_has_cores(tmp_path: Path, prefix:
     assert "finished, " in lines[-1] and "\r" not in proc.stderr
 
 
+@pytest.mark.unfenced("its gates record when they ran in a file outside the checkout")
 def test_check_without_jobs_uses_this_machines_cores(tmp_path: Path) -> None:
     repo, _ = _spans(tmp_path, 0.0, None)
     out = GP(repo).json("check", "t")
     assert out["jobs"] == len(os.sched_getaffinity(0)) and out["jobs"] != 6  # not max_total any more
 
 
+@pytest.mark.unfenced("its gates wait for a file outside the checkout")
 def test_progress_line_on_a_terminal(tmp_path: Path) -> None:
     import pty
 

@@ -77,7 +77,7 @@ def test_an_object_whose_content_is_not_its_name_is_never_taken_in(tmp_path: Pat
     gp("run", "t", "--", PY, "-c", agent, code=1)
     inst = status(gp, "t")["1"]
     assert inst["status"] == "failed" and "PARALLEL_AGENT_TAMPERED" in inst["error"], inst
-    assert "does not match their name" in inst["error"]
+    assert f"object {lie}" in inst["error"] and "does not match their name" in inst["error"]
     assert git(repo, "cat-file", "-e", lie, check=False) == ""
     assert not (repo / ".git" / "objects" / lie[:2] / lie[2:]).exists()
 
@@ -91,3 +91,26 @@ def test_an_honest_agents_commits_are_taken_in_and_its_branch_resolves(tmp_path:
     assert git(repo, "cat-file", "-t", tip) == "commit"
     git(repo, "fsck", "--full", "--no-dangling")
     assert "fix" in git(repo, "log", "--format=%s", "parallel/t/1")
+
+
+@needs_namespace
+def test_an_agent_moves_and_locks_no_branch_but_its_own(tmp_path: Path) -> None:
+    # Within one run, side by side: 2 points 1's branch at its own commit and
+    # leaves a lock on 3's; each sibling's branch is its own agent's work.
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "3")
+    honest = f"sleep 1; {HONEST} && git commit -qam honest"
+    mover = ("echo '# mine' >> app.py && git commit -qam mover && "
+             "git update-ref refs/heads/parallel/t/1 HEAD; "
+             "touch \"$(git rev-parse --git-common-dir)/refs/heads/parallel/t/3.lock\"; "
+             "git rev-parse --verify -q refs/heads/parallel/t/3 >/dev/null; echo \"sees 3: $?\"")
+    agent = (f'case "$GIT_PARALLEL_INSTANCE" in 2) {mover};; *) {honest};; esac')
+    gp("run", "t", "--", "sh", "-c", agent, code=None)
+    states = status(gp, "t")
+    assert states["1"]["status"] == "succeeded" and states["3"]["status"] == "succeeded", states
+    for inst in ("1", "3"):
+        subjects = git(repo, "log", "--format=%s", f"parallel/t/{inst}").splitlines()
+        assert "honest" in subjects and "mover" not in subjects, (inst, subjects)
+    assert "mover" in git(repo, "log", "--format=%s", "parallel/t/2")
+    assert not (repo / ".git" / "refs" / "heads" / "parallel" / "t" / "3.lock").exists()
+    assert "sees 3: 1" in log_of(gp, "t", "2")  # its siblings' loose refs are not in its view

@@ -357,11 +357,11 @@ def test_a_failing_setup_fails_every_gate(tmp_path: Path) -> None:
 
 
 def test_gates_never_use_git_parallels_own_virtualenv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gitflow_parallel.judge import gates
+    from gitflow_parallel.judge import place
 
     own = os.path.join(sys.prefix, "bin")
     monkeypatch.setenv("PATH", f"{own}{os.pathsep}/usr/bin")
-    env = gates.gate_env({}, {}, ["/x/.venv/bin"])
+    env = place.gate_env({}, {}, ["/x/.venv/bin"])
     if sys.prefix != sys.base_prefix:
         assert own not in env["PATH"].split(os.pathsep)
     assert env["PATH"].split(os.pathsep)[0] == "/x/.venv/bin"

@@ -90,7 +90,7 @@ def _prepare_worktrees(project: Project, record: dict[str, Any]) -> list[str]:
         return []
     from concurrent.futures import ThreadPoolExecutor
 
-    from gitflow_parallel.judge import gates
+    from gitflow_parallel.judge import place
     from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 
     log_dir = project.repo.parallel_dir / "logs" / record["run_id"]
@@ -99,7 +99,7 @@ def _prepare_worktrees(project: Project, record: dict[str, Any]) -> list[str]:
         log = log_dir / f"{inst['id']}.{inst['attempt']}.setup.log"
         facts = {"TASK": record["task"], "RUN_ID": record["run_id"], "INSTANCE": inst["id"],
                  "TRACK": inst["track"], "WORKTREE": inst["worktree"]}
-        code, error, _ = gates.execute(list(setup["run"]), Path(inst["worktree"]), gates.gate_env({}, facts),
+        code, error, _ = place.execute(list(setup["run"]), Path(inst["worktree"]), place.gate_env({}, facts),
                                        float(setup["timeout"]), log)
         if code == 0 and error is None:
             return None

@@ -54,12 +54,15 @@ it for every attempt cost more than the rest of the fence on a busy disk.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 NAME = "parallel-common"
+_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # Made private: these hold the shared stash.
 _PRIVATE = {"refs": {"stash"}, "logs/refs": {"stash"}}
 # Linked even where the common dir has none yet, so that a ref folder made
@@ -82,10 +85,11 @@ class View:
         return self.folder / "objects"
 
 
-def make(common: Path, admin: Path) -> View | None:
+def make(common: Path, admin: Path, branch: str | None = None) -> View | None:
     """Point the worktree of ``admin`` at its own view of ``common``, for
     ``undo``; None if the worktree has no ``commondir`` file (nothing is
-    changed then)."""
+    changed then).  With ``branch`` (``parallel/<task>/<id>``), the refs of
+    its task's folder are the attempt's own (``_private_refs``)."""
     commondir = admin / "commondir"
     try:
         said = commondir.read_text(encoding="utf-8")
@@ -109,16 +113,149 @@ def make(common: Path, admin: Path) -> View | None:
             shutil.copyfile(common / name, view / name)
         except FileNotFoundError:
             pass
-    for folder in ("refs", "logs", "logs/refs"):
+    own = _own_folder(branch)
+    if own is not None:
+        import_refs(common, view)  # what an attempt whose runner was killed left
+    for folder in ("refs", "logs", "logs/refs", *_along(own)):
         if (view / folder).is_symlink() or not (view / folder).is_dir():
             _remove(view / folder)
             (view / folder).mkdir()
         skip = _PRIVATE.get(folder, set()) | ({"refs"} if folder == "logs" else set())
+        if own is not None and folder in ("refs", *_along(own)):
+            skip = skip | {_next_part(folder, own)}
         _sync(common, view, folder, skip)
+    if own is not None:
+        _private_refs(common, view, own, branch.rsplit("/", 1)[1])  # type: ignore[union-attr]
     # Absolute: libgit2 (git-parallel's own reads, recover after a killed
     # runner) does not find a common dir named by a bare relative name.
     _write(commondir, f"{view}\n")
     return View(commondir, said, common, view)
+
+
+def _own_folder(branch: str | None) -> str | None:
+    """``refs/heads/parallel/<task>`` for an instance branch, else None."""
+    if not branch or branch.count("/") != 2 or not branch.startswith("parallel/"):
+        return None
+    return "refs/heads/" + branch.rsplit("/", 1)[0]
+
+
+def _along(own: str | None) -> list[str]:
+    """The folders between ``refs`` and ``own`` (``refs/heads``, ``refs/heads/parallel``)."""
+    if own is None:
+        return []
+    parts = own.split("/")
+    return ["/".join(parts[:k]) for k in range(2, len(parts))]
+
+
+def _next_part(folder: str, own: str) -> str:
+    return own[len(folder) + 1:].split("/")[0]
+
+
+# The start values of the attempt's own refs, kept in its view.
+START = "start-refs.json"
+
+
+def _is_own(name: str, inst: str) -> bool:
+    return name == inst or name.startswith(inst + "+")
+
+
+def _private_refs(common: Path, view: Path, own: str, inst: str) -> None:
+    """The task's ref folder of the view is a real folder holding copies of
+    the instance's own loose refs (``<id>``, ``<id>+<name>``) and nothing
+    else: the attempt moves, makes and deletes refs there, never in the
+    shared store, and cannot see its siblings' loose refs.  Their start
+    values are kept (``START``) for ``import_refs``."""
+    folder = view / own
+    _remove(folder)
+    folder.mkdir()
+    start: dict[str, str | None] = {}
+    for name, oid in _loose(common / own, inst).items():
+        _write_new(folder / name, oid + "\n")
+        start[name] = oid
+    packed = _packed(view / "packed-refs", own, inst)
+    for name, oid in packed.items():
+        start.setdefault(name, oid)
+    _write_new(view / START, json.dumps({"own": own, "inst": inst, "refs": start}))
+
+
+def _loose(folder: Path, inst: str) -> dict[str, str]:
+    """The instance's own loose refs in ``folder``: name -> oid (a file that
+    is not one object id is not a ref of its)."""
+    out: dict[str, str] = {}
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return out
+    for entry in entries:
+        if not _is_own(entry.name, inst) or entry.name.endswith(".lock") or not entry.is_file(follow_symlinks=False):
+            continue
+        try:
+            with open(entry.path, "rb") as handle:
+                text = handle.read(128).decode("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if _OID.fullmatch(text):
+            out[entry.name] = text
+    return out
+
+
+def _packed(path: Path, own: str, inst: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        with open(path, "rb") as handle:
+            lines = handle.read(64 << 20).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        oid, _, name = line.partition(" ")
+        if name.startswith(own + "/") and _OID.fullmatch(oid) and _is_own(name[len(own) + 1:], inst):
+            out[name[len(own) + 1:]] = oid
+    return out
+
+
+def import_refs(common: Path, view: Path) -> list[str]:
+    """Move the shared refs to what the attempt made of its own (created,
+    moved or deleted), each by compare-and-swap against its start value,
+    and only to a commit the shared store holds.  Returns what was refused."""
+    import pygit2
+
+    try:
+        said = json.loads((view / START).read_text(encoding="utf-8"))
+        own, inst, start = str(said["own"]), str(said["inst"]), dict(said["refs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    now = {**_packed(view / "packed-refs", own, inst), **_loose(view / own, inst)}
+    repo = pygit2.Repository(str(common))
+    refused = []
+    for name in sorted(set(start) | set(now)):
+        old, new = start.get(name), now.get(name)
+        if old == new:
+            continue
+        ref = f"{own}/{name}"
+        if new is not None:
+            try:
+                ok = repo.odb.read(new)[0] == pygit2.enums.ObjectType.COMMIT
+            except (KeyError, ValueError, pygit2.GitError):
+                ok = False
+            if not ok:
+                refused.append(f"{ref} -> {new[:12]} (no such commit)")
+                continue
+        if not _swap(common, ref, old, new):
+            refused.append(f"{ref} (it moved meanwhile)")
+    (view / START).unlink(missing_ok=True)
+    return refused
+
+
+def _swap(common: Path, ref: str, old: str | None, new: str | None) -> bool:
+    """``git update-ref`` by compare-and-swap, run hardened (no hook, no fsmonitor)."""
+    import subprocess
+
+    zero = "0" * 40
+    args = ["-d", ref, old or zero] if new is None else [ref, new, old or zero]
+    proc = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+                           f"--git-dir={common}", "update-ref", "-m", "git-parallel: the attempt's own ref", *args],
+                          capture_output=True, stdin=subprocess.DEVNULL)
+    return proc.returncode == 0
 
 
 def _private_objects(common: Path, objects: Path) -> None:
@@ -161,9 +298,9 @@ def import_objects(common: Path, objects: Path) -> list[str]:
         try:
             kind, data = own.read(oid)
             if shared.write(kind, data) != oid:
-                refused.append(str(oid))
+                refused.append(f"object {oid}")
         except (pygit2.GitError, KeyError, ValueError, OSError):
-            refused.append(str(oid))
+            refused.append(f"object {oid}")
     return refused
 
 
@@ -200,6 +337,7 @@ def undo(made: View | None) -> list[str]:
     if made is None:
         return []
     refused = import_objects(made.common, made.objects)
+    refused += import_refs(made.common, made.folder)
     _write(made.commondir, made.said)
     return refused
 

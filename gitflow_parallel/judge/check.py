@@ -31,9 +31,10 @@ from gitflow_parallel.proc import sandbox
 from gitflow_parallel.proc.notifier import Notifier
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 from gitflow_parallel.judge import hidden, layers, pace
-from gitflow_parallel.judge.gates import (Place, applicable, judging, complete_of, gate_facts, input_fingerprints, judge_checkout,
-                                         kept_paths, output_fingerprints, read_regular, refused_protected,
-                                         repository_of, run_gates, verdict_of, what_is_judged)
+from gitflow_parallel.judge.fingerprints import input_fingerprints, output_fingerprints, read_regular
+from gitflow_parallel.judge.gates import (applicable, complete_of, gate_facts, judge_checkout, kept_paths,
+                                         refused_protected, repository_of, run_gates, verdict_of, what_is_judged)
+from gitflow_parallel.judge.place import Place, judging
 from gitflow_parallel.judge.score import score
 
 

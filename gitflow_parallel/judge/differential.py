@@ -59,6 +59,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.git import scratch
 from gitflow_parallel.judge import gates
+from gitflow_parallel.judge import place as place_mod
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.state.project import Project
@@ -159,7 +160,7 @@ def _run_one(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkou
     path = checkout.prepare(judged, keep=gates.kept_paths(cfg))
     folder = path / FOLDER
     _fresh(folder, inputs)
-    with gates.judging(repo.common_dir, repo.main_workdir, repo.parallel_dir, checkout, path, cfg,
+    with place_mod.judging(repo.common_dir, repo.main_workdir, repo.parallel_dir, checkout, path, cfg,
                        sandbox.siblings(record), log_dir=repo.parallel_dir / "logs" / record["run_id"],
                        log_prefix=prefix, repository=gates.repository_of(repo),
                        facts={**gates.gate_facts(record, None, track, path, commit), **facts,

@@ -247,7 +247,8 @@ def _write_tree(repo: pygit2.Repository, tree: str, folder: Path) -> None:
     pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, 1)
     target = cast(pygit2.Object, repo.get(tree)).peel(pygit2.Tree)
     strategy = pygit2.enums.CheckoutStrategy
-    repo.checkout_tree(target, strategy=strategy.FORCE | strategy.DONT_UPDATE_INDEX, directory=str(folder))
+    repo.checkout_tree(target, strategy=strategy.FORCE | strategy.DONT_UPDATE_INDEX,  # type: ignore[no-untyped-call]
+                       directory=str(folder))
 
 
 def path_entries(setup: dict[str, Any] | None, checkout: Path) -> list[str]:

@@ -93,22 +93,6 @@ byproducts in their checkout, but if a tracked file changed or HEAD moved
 while they ran, what ran was not the commit: no pack is written for that
 instance and it is reported with ``PARALLEL_EVIDENCE_MISMATCH``.
 
-Fingerprints.  ``output_fingerprints`` lists every path that differs between
-the base commit's tree and the commit's tree (a pygit2 tree-to-tree diff, no
-rename detection): ``{"sha256": ...}`` of the blob's content, or
-``{"deleted": true}`` (a submodule entry gives ``{"gitlink": <oid>}``, having
-no content here; a symlink's content is its target, as git stores it).  The
-bytes hashed are always the blob's bytes.  Inflating 2,000 loose objects is
-several times slower than ``sha256sum`` reading the checked-out files, so
-when a clean worktree of the commit is at hand each file is read from it
-(regular files only, no symlink followed, a FIFO never opened blocking) and
-used only after its git object id, recomputed from those bytes, equals the
-blob's id; anything else (a filter such as ``eol=crlf``, a race, a symlink)
-falls back to the object database.  ``input_fingerprints`` hash the files
-of the judged tree matched by the applicable gates' ``inputs`` globs, read
-from git objects (a symlink is its target text, never followed): path ->
-sha256.
-
 Scores come from ``score.command`` (run like a gate with ``score.timeout``;
 the last non-empty stdout line must be an integer 0..10 and the command must
 exit 0) or ``score.findings`` (a path in the checkout: ``.jsonl`` gives the
@@ -133,174 +117,24 @@ protected paths of the commit it lands on, in a scratch checkout.
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import hashlib
 import json
 import os
-import stat
-import sys
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import expect
-from gitflow_parallel.git import scratch, tamper
+from gitflow_parallel.git import scratch
 from gitflow_parallel.judge import environment, hidden, reported
-from gitflow_parallel.judge.pace import Lane
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.proc import env as proc_env
-from gitflow_parallel.judge import layers
-from gitflow_parallel.proc import reaper, sandbox, supervise
-from gitflow_parallel.proc.watchdog import shared as shared_watchdog
-
-
-# -- running commands -------------------------------------------------------------
-def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[str] = ()) -> dict[str, str]:
-    """The environment a gate or score command runs with (see the module
-    doc): ``path_first`` (what ``setup`` built) first on the ``PATH``, and
-    never git-parallel's own virtual environment, whose interpreter is not
-    the project's."""
-    env = proc_env.for_command()
-    own = os.path.join(sys.prefix, "bin") if sys.prefix != sys.base_prefix else None
-    parts = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != own]
-    if own and env.get("VIRTUAL_ENV") == sys.prefix:
-        del env["VIRTUAL_ENV"]
-    env["PATH"] = os.pathsep.join([*path_first, *parts])
-    env.update(extra)
-    env.update({f"GIT_PARALLEL_{k}": v for k, v in facts.items()})
-    return env
-
-
-def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
-            stdout: Path, stderr: Path | None = None,
-            plan: sandbox.GatePlan | None = None, layer: Layer | None = None) -> tuple[int | None, str | None, float]:
-    """Run ``argv`` in its own process group with output to ``stdout`` (and
-    ``stderr``, or the same file), stopped past ``timeout`` (``proc.supervise``),
-    in the fence of ``plan`` (default: the one planned for ``cwd``), with
-    the overlay layers ``layer`` names (default: a throwaway upper layer)
-    and the folder it may write besides (a test report's).
-    Returns (exit code or None, error or None, seconds)."""
-    stdout.parent.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
-    reaper.become_subreaper()
-    before = tamper.before_command(cwd)  # what no command may change, as it is now
-    scope, plan = supervise.new_scope("gate"), plan or _PLANS.get(str(cwd))
-    layer = layer or Layer()
-    fence = (plan.fence(scope, layer.above, layer.upper, layer.network, layer.lower, layer.main, layer.writable)
-             if plan is not None else sandbox.none("no fence planned here"))
-    env = {**env, **fence.env}
-    with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err, \
-            contextlib.closing(fence):
-        try:
-            proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence)
-            fence.applied()
-        except supervise.START_ERRORS as exc:
-            _, message = supervise.cannot_start(argv[0], exc)
-            out.write(f"git-parallel: {message}\n".encode())
-            return None, message, time.monotonic() - start
-        try:
-            timed_out = proc.wait(timeout)
-        finally:
-            # Whatever it left running goes too (also when we were
-            # interrupted), then the leader is reaped.
-            code = proc.end()
-    if before is not None:
-        finding = tamper.after_command(cwd, before)
-        if finding.changes:
-            error = f"{E.AGENT_TAMPERED}: the command changed what no command may change: {finding.describe()}"
-            with open(stdout, "ab") as out:
-                out.write(f"\ngit-parallel: {error}\n".encode())
-            return None, error, time.monotonic() - start
-    if timed_out:
-        error = f"timed out after {timeout:g}s; its process group was killed"
-        with open(stdout, "ab") as out:
-            out.write(f"\ngit-parallel: {error}\n".encode())
-        return None, error, time.monotonic() - start
-    return code, None, time.monotonic() - start
-
-
-@dataclass
-class Layer:
-    """The overlay one command gets under the namespace layer (see
-    ``sandbox.GatePlan.fence``); ignored under Landlock alone."""
-
-    above: list[Path] = field(default_factory=list)
-    upper: tuple[Path, Path] | None = None
-    network: bool | None = None
-    lower: list[Path] | None = None
-    main: bool = False  # the main worktree readable (the import probe)
-    writable: Path | None = None  # a folder it may write besides (a test report's)
-
-
-# -- gates ----------------------------------------------------------------------
-# The fence plan of each scratch checkout in use, by path (see ``Place``).
-_PLANS: dict[str, sandbox.GatePlan | None] = {}
-
-
-@dataclass
-class Place:
-    """Where and as whom gates run: a worktree, its env facts and log names,
-    and the fence its commands run in (``execute`` honours it)."""
-
-    worktree: Path
-    facts: dict[str, str]
-    log_dir: Path
-    log_prefix: str
-    path: list[str] = field(default_factory=list)  # what setup built, first on the PATH
-    repository: list[Path] = field(default_factory=list)  # where hidden tests must not be
-    fence: sandbox.GatePlan | None = None
-    space: layers.Space | None = None  # the upper layer the attempt's gates share (namespace layer)
-    above: list[Path] = field(default_factory=list)  # files the judge lays over the checkout (added tests)
-    cleanups: list[Any] = field(default_factory=list)  # called when the judging in it is done
-    lane: Lane = field(default_factory=Lane)  # the check's budget of cores, and its progress
-
-    def __post_init__(self) -> None:
-        _PLANS[str(self.worktree)] = self.fence
-
-    def log(self, what: str) -> Path:
-        return self.log_dir / f"{self.log_prefix}.{what}.log"
-
-    @property
-    def overlaid(self) -> bool:
-        return self.fence is not None and self.fence.overlaid
-
-    def layer(self) -> Layer:
-        """The overlay of a gate or score: the attempt's shared upper layer."""
-        return Layer(above=list(self.above), upper=self.space.pair if self.space is not None else None)
-
-    def merged(self) -> layers.Merged:
-        """What the gates left, as they saw it (their layer over the checkout)."""
-        return layers.Merged(*([self.space.upper] if self.space is not None else []), self.worktree)
-
-
-@contextlib.contextmanager
-def judging(common_dir: Path, main_workdir: Path | None, parallel_dir: Path, checkout: Any, path: Path,
-            config: dict[str, Any], reads: sandbox.Reads, **fields: Any) -> Iterator[Place]:
-    """The ``Place`` of the commands judged in the borrowed ``checkout``
-    (at ``path``): its fence plan and, under the namespace layer, the upper
-    layer its commands share, removed when the ``with`` ends; under
-    Landlock alone the checkout is marked used (``scratch``), so it is
-    made afresh before anyone judges in it again."""
-    plan = sandbox.GatePlan(common_dir, main_workdir, path, config, reads)
-    if not plan.overlaid:
-        checkout.used()
-        yield Place(worktree=path, fence=plan, **fields)
-        return
-    with layers.space(parallel_dir) as space:
-        place = Place(worktree=path, fence=plan, space=space, **fields)
-        try:
-            yield place
-        finally:
-            for done in place.cleanups:
-                done()
+from gitflow_parallel.proc import sandbox
+from gitflow_parallel.judge.fingerprints import read_regular, sha256_path
+from gitflow_parallel.judge.place import Layer, Place, execute, gate_env, judging
 
 
 def applicable(gates: list[dict[str, Any]], track: str) -> list[dict[str, Any]]:
@@ -544,95 +378,6 @@ def verdict_of(results: list[dict[str, Any]]) -> str:
 def complete_of(results: list[dict[str, Any]]) -> bool:
     """Every gate ran, or was skipped by the predecessor rule."""
     return all(not r["skipped"] or r["code"] == E.PREDECESSOR_INCOMPLETE for r in results)
-
-
-# -- fingerprints -------------------------------------------------------------------
-def _open_regular(path: Path) -> int | None:
-    """An fd of ``path`` if it is a regular file, never following a symlink
-    nor blocking on a FIFO; else None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            return fd
-    except OSError:
-        pass
-    os.close(fd)
-    return None
-
-
-def read_regular(path: Path, limit: int | None = None) -> bytes | None:
-    fd = _open_regular(path)
-    if fd is None:
-        return None
-    with open(fd, "rb", buffering=0, closefd=True) as handle:
-        if limit is not None and os.fstat(handle.fileno()).st_size > limit:
-            return None
-        return handle.read()
-
-
-def sha256_path(path: Path) -> str | None:
-    data = read_regular(path)
-    return None if data is None else sha256_bytes(data)
-
-
-def _blob_id(data: bytes, oid_hex: str) -> str:
-    """Git's object id of a blob with content ``data``, in the repository's hash."""
-    digest = hashlib.sha1() if len(oid_hex) == 40 else hashlib.sha256()
-    digest.update(b"blob %d\0" % len(data))
-    digest.update(data)
-    return digest.hexdigest()
-
-
-def output_fingerprints(repo: pygit2.Repository, base_commit: str, commit: str,
-                        worktree: Path | None = None) -> dict[str, dict[str, Any]]:
-    """Every path changed between ``base_commit`` and ``commit``: the sha256 of
-    its content, or deleted.  ``worktree``, a checkout of ``commit``, is only a
-    faster source of the same bytes (each checked against the blob id)."""
-    old = repo.get(base_commit).peel(pygit2.Tree)
-    new = repo.get(commit).peel(pygit2.Tree)
-    out: dict[str, dict[str, Any]] = {}
-    for delta in repo.diff(old, new).deltas:
-        if delta.status == pygit2.enums.DeltaStatus.DELETED:
-            out[delta.old_file.path] = {"deleted": True}
-            continue
-        entry = delta.new_file
-        oid = str(entry.id)
-        if entry.mode == pygit2.GIT_FILEMODE_COMMIT:
-            out[entry.path] = {"gitlink": oid}
-            continue
-        data = None
-        if worktree is not None and entry.mode in (pygit2.GIT_FILEMODE_BLOB, pygit2.GIT_FILEMODE_BLOB_EXECUTABLE):
-            data = read_regular(worktree / entry.path)
-            if data is not None and _blob_id(data, oid) != oid:
-                data = None
-        if data is None:
-            data = repo.odb.read(entry.id)[1]
-        out[entry.path] = {"sha256": hashlib.sha256(data).hexdigest()}
-    return out
-
-
-def input_fingerprints(repo: pygit2.Repository, tree: str, patterns: Iterable[str]) -> dict[str, str]:
-    """sha256 of the files of ``tree`` (the judged tree) matched by ``patterns``.
-
-    Read from git objects, never from a filesystem: a symlink is hashed as
-    git stores it (its target), so nothing outside the checkout is ever
-    read, and a symlink loop cannot make the walk endless.  Submodule
-    entries have no content here and are left out."""
-    patterns = [p for p in patterns]
-    if not patterns:
-        return {}
-    index = pygit2.Index()
-    index.read_tree(repo.get(tree).peel(pygit2.Tree))
-    out: dict[str, str] = {}
-    for entry in index:
-        if entry.mode == pygit2.GIT_FILEMODE_COMMIT:
-            continue
-        if any(scratch.matches(entry.path, [p], folders=False) for p in patterns):
-            out[entry.path] = sha256_bytes(repo.odb.read(entry.id)[1])
-    return dict(sorted(out.items()))
 
 
 # -- verify a tree (merge) ---------------------------------------------------------------

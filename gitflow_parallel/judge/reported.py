@@ -5,7 +5,7 @@ The report goes to a fresh folder outside the judged checkout and outside
 the repository, made just before the gate runs and removed after it is
 read: a report the attempt committed, or one an earlier gate left, cannot
 stand in for the run.  The folder is the only place past the checkout that
-the gate's fence lets it write (``gates.execute``'s ``writable``).
+the gate's fence lets it write (``place.execute``'s ``writable``).
 """
 
 from __future__ import annotations

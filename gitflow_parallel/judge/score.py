@@ -11,7 +11,8 @@ import re
 from typing import Any
 
 from gitflow_parallel.files import sha256_bytes
-from gitflow_parallel.judge.gates import Place, execute, gate_env, read_regular, sha256_path
+from gitflow_parallel.judge.fingerprints import read_regular, sha256_path
+from gitflow_parallel.judge.place import Place, execute, gate_env
 
 # A findings file larger than this is not read (it is not a findings file).
 MAX_FINDINGS_BYTES = 64 << 20

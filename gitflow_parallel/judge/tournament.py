@@ -12,7 +12,7 @@ candidate as plain files:
   objects;
 * ``evidence.json``: its evidence pack, byte for byte.
 
-The judge runs like a gate (``gates.execute``: its own process group, stdin
+The judge runs like a gate (``place.execute``: its own process group, stdin
 closed, ``judge.timeout``, its whole group killed past it), in the main
 worktree (so ``[python, tools/judge.py]`` finds the repository's script, as
 a git alias would), with ``GIT_PARALLEL_TASK``, ``_RUN_ID``, ``_BASE`` and
@@ -38,7 +38,7 @@ from typing import Any
 
 from gitflow_parallel.files import sha256_file
 from gitflow_parallel.model import RunRecord
-from gitflow_parallel.judge.gates import execute, gate_env
+from gitflow_parallel.judge.place import execute, gate_env
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.state.project import Project
 

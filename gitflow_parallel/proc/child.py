@@ -241,8 +241,9 @@ def after_exit(project: Project, task: str, run_id: str, child: Child, busy: set
     if refused:
         # Objects whose content is not what their name says were never
         # taken into the shared store: what names them cannot be judged.
-        said = (f"{E.AGENT_TAMPERED}: its git store held {len(refused)} object(s) whose content does not match "
-                f"their name ({refused[0][:12]}…); they were not taken in")
+        said = (f"{E.AGENT_TAMPERED}: what its git made could not all be taken in ({len(refused)}: "
+                f"{'; '.join(r[:80] for r in refused[:3])}): objects whose content does not match their name, "
+                "or refs to commits that are not there, are never taken in")
         child.status = "failed"
         child.error = f"{child.error}; {said}" if child.error else said
     if child.snapshot is None:

@@ -371,13 +371,14 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     for folder in (ref_folder, log_folder):
         folder.mkdir(parents=True, exist_ok=True)
     extra = extra_writes(config, common, main_workdir)
-    # Its git writes objects into a store of its own in its admin folder
-    # (git/shadow), taken into the shared one, checked, when it ends.
-    write = [worktree, ref_folder, log_folder, *extra]
+    # Its git writes objects and its task's refs into a store of its own in
+    # its admin folder (git/shadow), taken into the shared one, checked,
+    # when it ends.
+    write = [worktree, log_folder, *extra]
     if admin is not None:
         write.append(admin)
     else:
-        write.append(common / "objects")
+        write += [common / "objects", ref_folder]
     # Every instance worktree is denied, its own too: the write rule on its
     # own grants it back, and the read rules are then the same for every
     # attempt of the run (``Reads``).
@@ -393,7 +394,7 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
         from gitflow_parallel.git import shadow
 
         try:
-            fence.view = shadow.make(common, admin)
+            fence.view = shadow.make(common, admin, branch)
         except OSError:
             pass  # then its stash is refused (EACCES), as without the view; nothing else changes
     return fence

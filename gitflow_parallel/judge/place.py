@@ -1,0 +1,168 @@
+"""Where and as whom a judged command runs: its environment, its fence and
+overlay layers, and the one routine that runs it (``execute``), for
+gates, setup, score, probes, the import probe, distinguish and the judge.
+
+A ``Place`` is a judged checkout in use: its facts, its log names, its
+fence plan (``proc/sandbox.GatePlan``) and, under the namespace layer, the
+upper layer its commands share (``judge/layers``).  ``judging`` makes one
+for a borrowed scratch checkout and takes it down afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from gitflow_parallel import errors as E
+from gitflow_parallel.git import tamper
+from gitflow_parallel.judge import layers
+from gitflow_parallel.judge.pace import Lane
+from gitflow_parallel.proc import env as proc_env
+from gitflow_parallel.proc import reaper, sandbox, supervise
+from gitflow_parallel.proc.watchdog import shared as shared_watchdog
+
+
+# -- running commands -------------------------------------------------------------
+def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[str] = ()) -> dict[str, str]:
+    """The environment a gate or score command runs with (see the module
+    doc): ``path_first`` (what ``setup`` built) first on the ``PATH``, and
+    never git-parallel's own virtual environment, whose interpreter is not
+    the project's."""
+    env = proc_env.for_command()
+    own = os.path.join(sys.prefix, "bin") if sys.prefix != sys.base_prefix else None
+    parts = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != own]
+    if own and env.get("VIRTUAL_ENV") == sys.prefix:
+        del env["VIRTUAL_ENV"]
+    env["PATH"] = os.pathsep.join([*path_first, *parts])
+    env.update(extra)
+    env.update({f"GIT_PARALLEL_{k}": v for k, v in facts.items()})
+    return env
+
+
+def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
+            stdout: Path, stderr: Path | None = None,
+            plan: sandbox.GatePlan | None = None, layer: Layer | None = None) -> tuple[int | None, str | None, float]:
+    """Run ``argv`` in its own process group with output to ``stdout`` (and
+    ``stderr``, or the same file), stopped past ``timeout`` (``proc.supervise``),
+    in the fence of ``plan`` (default: the one planned for ``cwd``), with
+    the overlay layers ``layer`` names (default: a throwaway upper layer)
+    and the folder it may write besides (a test report's).
+    Returns (exit code or None, error or None, seconds)."""
+    stdout.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    reaper.become_subreaper()
+    before = tamper.before_command(cwd)  # what no command may change, as it is now
+    scope, plan = supervise.new_scope("gate"), plan or _PLANS.get(str(cwd))
+    layer = layer or Layer()
+    fence = (plan.fence(scope, layer.above, layer.upper, layer.network, layer.lower, layer.main, layer.writable)
+             if plan is not None else sandbox.none("no fence planned here"))
+    env = {**env, **fence.env}
+    with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err, \
+            contextlib.closing(fence):
+        try:
+            proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence)
+            fence.applied()
+        except supervise.START_ERRORS as exc:
+            _, message = supervise.cannot_start(argv[0], exc)
+            out.write(f"git-parallel: {message}\n".encode())
+            return None, message, time.monotonic() - start
+        try:
+            timed_out = proc.wait(timeout)
+        finally:
+            # Whatever it left running goes too (also when we were
+            # interrupted), then the leader is reaped.
+            code = proc.end()
+    if before is not None:
+        finding = tamper.after_command(cwd, before)
+        if finding.changes:
+            error = f"{E.AGENT_TAMPERED}: the command changed what no command may change: {finding.describe()}"
+            with open(stdout, "ab") as out:
+                out.write(f"\ngit-parallel: {error}\n".encode())
+            return None, error, time.monotonic() - start
+    if timed_out:
+        error = f"timed out after {timeout:g}s; its process group was killed"
+        with open(stdout, "ab") as out:
+            out.write(f"\ngit-parallel: {error}\n".encode())
+        return None, error, time.monotonic() - start
+    return code, None, time.monotonic() - start
+
+
+@dataclass
+class Layer:
+    """The overlay one command gets under the namespace layer (see
+    ``sandbox.GatePlan.fence``); ignored under Landlock alone."""
+
+    above: list[Path] = field(default_factory=list)
+    upper: tuple[Path, Path] | None = None
+    network: bool | None = None
+    lower: list[Path] | None = None
+    main: bool = False  # the main worktree readable (the import probe)
+    writable: Path | None = None  # a folder it may write besides (a test report's)
+
+
+# -- gates ----------------------------------------------------------------------
+# The fence plan of each scratch checkout in use, by path (see ``Place``).
+_PLANS: dict[str, sandbox.GatePlan | None] = {}
+
+
+@dataclass
+class Place:
+    """Where and as whom gates run: a worktree, its env facts and log names,
+    and the fence its commands run in (``execute`` honours it)."""
+
+    worktree: Path
+    facts: dict[str, str]
+    log_dir: Path
+    log_prefix: str
+    path: list[str] = field(default_factory=list)  # what setup built, first on the PATH
+    repository: list[Path] = field(default_factory=list)  # where hidden tests must not be
+    fence: sandbox.GatePlan | None = None
+    space: layers.Space | None = None  # the upper layer the attempt's gates share (namespace layer)
+    above: list[Path] = field(default_factory=list)  # files the judge lays over the checkout (added tests)
+    cleanups: list[Any] = field(default_factory=list)  # called when the judging in it is done
+    lane: Lane = field(default_factory=Lane)  # the check's budget of cores, and its progress
+
+    def __post_init__(self) -> None:
+        _PLANS[str(self.worktree)] = self.fence
+
+    def log(self, what: str) -> Path:
+        return self.log_dir / f"{self.log_prefix}.{what}.log"
+
+    @property
+    def overlaid(self) -> bool:
+        return self.fence is not None and self.fence.overlaid
+
+    def layer(self) -> Layer:
+        """The overlay of a gate or score: the attempt's shared upper layer."""
+        return Layer(above=list(self.above), upper=self.space.pair if self.space is not None else None)
+
+    def merged(self) -> layers.Merged:
+        """What the gates left, as they saw it (their layer over the checkout)."""
+        return layers.Merged(*([self.space.upper] if self.space is not None else []), self.worktree)
+
+
+@contextlib.contextmanager
+def judging(common_dir: Path, main_workdir: Path | None, parallel_dir: Path, checkout: Any, path: Path,
+            config: dict[str, Any], reads: sandbox.Reads, **fields: Any) -> Iterator[Place]:
+    """The ``Place`` of the commands judged in the borrowed ``checkout``
+    (at ``path``): its fence plan and, under the namespace layer, the upper
+    layer its commands share, removed when the ``with`` ends; under
+    Landlock alone the checkout is marked used (``scratch``), so it is
+    made afresh before anyone judges in it again."""
+    plan = sandbox.GatePlan(common_dir, main_workdir, path, config, reads)
+    if not plan.overlaid:
+        checkout.used()
+        yield Place(worktree=path, fence=plan, **fields)
+        return
+    with layers.space(parallel_dir) as space:
+        place = Place(worktree=path, fence=plan, space=space, **fields)
+        try:
+            yield place
+        finally:
+            for done in place.cleanups:
+                done()
