@@ -92,6 +92,7 @@ def test_detached_head_commit_survives_abort_and_retry(repo: Path, gp: GP, tmp_p
 
 
 # 2. ----------------------------------------------------------------------------------
+@pytest.mark.unfenced("a sibling deletes the branch, which the sandbox prevents outright (test_hostile_objects)")
 def test_branch_deleted_during_run_is_no_root_commit(repo: Path, gp: GP, tmp_path: Path) -> None:
     gp("spawn", "t", "-n", "2")
     hostile = agent(tmp_path, "hostile", """
@@ -530,6 +531,7 @@ MAKE_NESTED = ("git init -q sub && cd sub && echo only-here > n.txt && git add n
                "&& git commit -qm nested-work && git rev-parse HEAD > \"$OID_FILE\"")
 
 
+@pytest.mark.unfenced("its agent hands the nested commit over through a file outside its worktree")
 def test_a_nested_repository_an_agent_commits_is_archived_and_lands_resolvable(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", config=NESTED_CONFIG)
     gp = GP(repo)
@@ -548,6 +550,7 @@ def test_a_nested_repository_an_agent_commits_is_archived_and_lands_resolvable(t
     assert_sound(repo, {oid})
 
 
+@pytest.mark.unfenced("its agent hides the nested repository behind a link to a folder outside its worktree")
 def test_a_nested_repository_that_cannot_be_kept_is_refused_and_its_folder_kept(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", config=NESTED_CONFIG)
     gp = GP(repo)

@@ -463,7 +463,10 @@ class GatePlan:
                     pass
             return _fence("gate", self.config, [self.checkout, *extra], denied, _cgroup_procs(scope), self.reads,
                           network=network)
-        fence = _fence("gate", self.config, extra, denied, _cgroup_procs(scope), self.reads, self.common, network)
+        # No gate sees a hidden folder but through its own gate's layer.
+        hidden = [Path(os.path.expanduser(g["hidden"])) for g in self.config.get("gates") or [] if g.get("hidden")]
+        fence = _fence("gate", self.config, extra, [*denied, *hidden], _cgroup_procs(scope), self.reads, self.common,
+                       network)
         if fence.mounts is not None:
             mounts = fence.mounts
             if self.main_workdir is not None and not main:
