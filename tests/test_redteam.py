@@ -39,3 +39,57 @@ def test_forged_start_refs_cannot_move_main(tmp_path: Path) -> None:
     gp("run", "t", "--", "sh", "-c", agent, code=None)
     print(log_of(gp, "t", "1"))
     assert git(repo, "rev-parse", "main") == main_before, "main moved to the agent's unjudged commit"
+
+
+@needs_namespace
+@pytest.mark.xfail(strict=True, reason="agent replaces .git with its own repo+filter; the unfenced leftovers `git add -A` runs it")
+def test_the_leftovers_commit_runs_no_filter_the_agent_configured(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    mark = tmp_path / "pwned"
+    gp("spawn", "t", "-n", "1")
+    agent = (f"{HONEST} && rm -f .git && git init -q -b parallel/t/1 . && "
+             f"git config filter.x.clean \"sh -c 'id > {mark}; cat'\" && echo '* filter=x' > .gitattributes; "
+             f"touch {mark} 2>/dev/null && echo 'sandbox let me write it'; true")
+    gp("run", "t", "--", "sh", "-c", agent, code=None)
+    assert "sandbox let me write it" not in log_of(gp, "t", "1")
+    assert not mark.exists(), "a filter the agent configured ran outside the sandbox: " + mark.read_text()
+
+
+@needs_namespace
+@pytest.mark.xfail(strict=True, reason="sibling's admin folder (private objects and refs) is readable: git --git-dir=<common>/worktrees/<sib> show")
+def test_an_agent_cannot_read_a_live_siblings_commits(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    writer = "echo SECRET-WORK-OF-ONE > secret.txt && git add secret.txt && git commit -qm mine && sleep 5"
+    reader = ("V=$(git rev-parse --git-common-dir); for i in $(seq 40); do "
+              "for a in $V/worktrees/*; do git --git-dir=$a show HEAD:secret.txt 2>/dev/null && exit 0; done; "
+              "sleep 0.2; done")
+    agent = f'case "$GIT_PARALLEL_INSTANCE" in 1) {writer};; *) {reader};; esac'
+    gp("run", "t", "--", "sh", "-c", agent, code=None)
+    assert "SECRET-WORK-OF-ONE" not in log_of(gp, "t", "2")
+
+
+@needs_namespace
+@pytest.mark.xfail(strict=True, reason="the hidden: folder is not hidden from ordinary gates: the attempt's code reads it and prints it into its log")
+def test_a_visible_gate_cannot_read_the_hidden_tests(tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden"
+    (hidden / "tests").mkdir(parents=True)
+    (hidden / "tests" / "test_secret.py").write_text("SECRET_ANSWER = 42\n")
+    config = textwrap.dedent(f"""\
+        protect: [tests/**]
+        gates:
+          - name: tests
+            run: [./test.sh]
+          - name: hidden
+            run: [./test.sh]
+            hidden: {hidden}
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    spy = ("import re, pathlib\\n"
+           "h = re.search(r'hidden: (\\\\S+)', pathlib.Path('.gitparallel.yaml').read_text()).group(1)\\n"
+           "raise RuntimeError('LEAK ' + ' '.join(p.read_text() for p in pathlib.Path(h).rglob('*.py')))\\n")
+    act(gp, "t", "1", f"printf \"{spy}\" > app.py")
+    checked = gp.json("check", "t", code=None)["instances"][0]
+    logs = " ".join(Path(g["log"]).read_text() for g in checked["gates"] if g.get("log"))
+    assert "SECRET_ANSWER" not in logs, "a gate read the hidden tests"
