@@ -61,7 +61,7 @@ def test_an_agent_cannot_read_a_live_siblings_commits(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "2")
     writer = "echo SECRET-WORK-OF-ONE > secret.txt && git add secret.txt && git commit -qm mine && sleep 5"
-    reader = ("V=$(git rev-parse --git-common-dir); for i in $(seq 40); do "
+    reader = ("V=$(dirname $(git rev-parse --absolute-git-dir))/..; for i in $(seq 40); do "
               "for a in $V/worktrees/*; do git --git-dir=$a show HEAD:secret.txt 2>/dev/null && exit 0; done; "
               "sleep 0.2; done")
     agent = f'case "$GIT_PARALLEL_INSTANCE" in 1) {writer};; *) {reader};; esac'
