@@ -93,3 +93,74 @@ def test_a_visible_gate_cannot_read_the_hidden_tests(tmp_path: Path) -> None:
     checked = gp.json("check", "t", code=None)["instances"][0]
     logs = " ".join(Path(g["log"]).read_text() for g in checked["gates"] if g.get("log"))
     assert "SECRET_ANSWER" not in logs, "a gate read the hidden tests"
+
+
+# The attempt's app.py: the bug stays; imported outside pytest it rewrites
+# the protected test in the attempt's shared upper layer.
+REWRITER = textwrap.dedent("""\
+    import os, sys
+    def add(a, b):
+        return a - b
+    if 'pytest' not in sys.modules and os.path.isdir('tests'):
+        open('tests/test_app.py', 'w').write('def test_add():\\n    pass\\n')
+    """)
+
+
+def heredoc(name: str, text: str) -> str:
+    return f"cat > {name} <<'GP_EOF'\n{text}GP_EOF\n"
+
+
+@needs_namespace
+@pytest.mark.xfail(strict=True, reason="gates of one attempt share an upper layer: an earlier gate running the attempt's code rewrites the protected tests the next gate runs")
+def test_an_earlier_gate_cannot_rewrite_the_protected_tests_of_a_later_one(tmp_path: Path) -> None:
+    config = textwrap.dedent(f"""\
+        protect: [tests/**]
+        gates:
+          - name: imports
+            run: ['{PY}', -c, 'import app']
+          - name: tests
+            run: [./test.sh]
+            requires: [imports]
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", heredoc("app.py", REWRITER))
+    checked = gp.json("check", "t", code=None)["instances"][0]
+    gp("pick", "t", code=None)
+    gp("merge", "t", code=None)
+    assert checked["verdict"] != "pass", "the bug passed its tests"
+    assert "a - b" not in git(repo, "show", "main:app.py"), "the bug landed on main (re-proved)"
+
+
+# The attempt's app.py under a gate with expect: it writes the runner's
+# report itself (its path is in the environment) and ends the run.
+FORGED_REPORT = textwrap.dedent("""\
+    import os
+    def add(a, b):
+        return a - b
+    r = os.environ.get('GIT_PARALLEL_REPORT')
+    if r:
+        open(r, 'w').write('<testsuite tests="1"><testcase classname="tests.test_app" name="test_add"/></testsuite>')
+        os._exit(0)
+    """)
+
+
+@needs_namespace
+@pytest.mark.xfail(strict=True, reason="expect: the attempt's code writes the JUnit report itself (GIT_PARALLEL_REPORT, writable) and os._exit(0)")
+def test_expect_cannot_be_satisfied_by_a_report_the_attempt_wrote(tmp_path: Path) -> None:
+    config = textwrap.dedent(f"""\
+        protect: [tests/**]
+        gates:
+          - name: tests
+            run: ['{PY}', -m, pytest, -q, -p, no:cacheprovider, '--junitxml={{report}}', tests]
+            expect:
+              fail_to_pass: [tests/test_app.py::test_add]
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", heredoc("app.py", FORGED_REPORT))
+    checked = gp.json("check", "t", code=None)["instances"][0]
+    gp("pick", "t", code=None)
+    gp("merge", "t", code=None)
+    assert checked["verdict"] != "pass", "the bug passed by a forged report"
+    assert "a - b" not in git(repo, "show", "main:app.py"), "the bug landed on main (re-proved)"
