@@ -5,15 +5,14 @@ product's promise; an attack that works makes it fail (marked xfail strict)."""
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from conftest import git
-from hostile import log_of, needs_namespace, status
-from test_hostile import APP_BUGGY, HONEST, PY, act, project
+from hostile import log_of, needs_namespace
+from test_hostile import HONEST, PY, act, project
 
 # sh: a commit whose test passes with the bug left in, made as objects only
 # (the branch is left at the base, so no tamper rule sees "its" commits).
@@ -128,8 +127,8 @@ def test_an_earlier_gate_cannot_rewrite_the_protected_tests_of_a_later_one(tmp_p
     checked = gp.json("check", "t", code=None)["instances"][0]
     gp("pick", "t", code=None)
     gp("merge", "t", code=None)
-    assert checked["verdict"] != "pass", "the bug passed its tests"
     assert "a - b" not in git(repo, "show", "main:app.py"), "the bug landed on main (re-proved)"
+    assert checked["verdict"] != "pass", "the bug passed its tests"
 
 
 # The attempt's app.py under a gate with expect: it writes the runner's
@@ -162,5 +161,17 @@ def test_expect_cannot_be_satisfied_by_a_report_the_attempt_wrote(tmp_path: Path
     checked = gp.json("check", "t", code=None)["instances"][0]
     gp("pick", "t", code=None)
     gp("merge", "t", code=None)
-    assert checked["verdict"] != "pass", "the bug passed by a forged report"
     assert "a - b" not in git(repo, "show", "main:app.py"), "the bug landed on main (re-proved)"
+    assert checked["verdict"] != "pass", "the bug passed by a forged report"
+
+
+@needs_namespace
+@pytest.mark.xfail(strict=True, reason="agent rewrites its admin gitdir file; instance_worktrees() then hides its dirname (here /) in every later fence")
+def test_an_agents_admin_gitdir_cannot_fail_an_honest_sibling(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    act(gp, "t", "1", HONEST)
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", 'echo /.git > "$(git rev-parse --absolute-git-dir)/gitdir"',
+       code=None)
+    checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
+    assert checked["1"]["verdict"] == "pass", json.dumps(checked["1"]["gates"])[:600]
