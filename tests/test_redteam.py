@@ -25,7 +25,6 @@ EVIL_COMMIT = (
 
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, reason="agent forges start-refs.json in its view: import_refs moves refs/heads/main")
 def test_forged_start_refs_cannot_move_main(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     main_before = git(repo, "rev-parse", "main")
@@ -41,7 +40,6 @@ def test_forged_start_refs_cannot_move_main(tmp_path: Path) -> None:
 
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, reason="agent replaces .git with its own repo+filter; the unfenced leftovers `git add -A` runs it")
 def test_the_leftovers_commit_runs_no_filter_the_agent_configured(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     mark = tmp_path / "pwned"
@@ -55,7 +53,6 @@ def test_the_leftovers_commit_runs_no_filter_the_agent_configured(tmp_path: Path
 
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, reason="sibling's admin folder (private objects and refs) is readable: git --git-dir=<common>/worktrees/<sib> show")
 def test_an_agent_cannot_read_a_live_siblings_commits(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "2")
@@ -69,7 +66,6 @@ def test_an_agent_cannot_read_a_live_siblings_commits(tmp_path: Path) -> None:
 
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, reason="the hidden: folder is not hidden from ordinary gates: the attempt's code reads it and prints it into its log")
 def test_a_visible_gate_cannot_read_the_hidden_tests(tmp_path: Path) -> None:
     hidden = tmp_path / "hidden"
     (hidden / "tests").mkdir(parents=True)
@@ -110,7 +106,6 @@ def heredoc(name: str, text: str) -> str:
 
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, reason="gates of one attempt share an upper layer: an earlier gate running the attempt's code rewrites the protected tests the next gate runs")
 def test_an_earlier_gate_cannot_rewrite_the_protected_tests_of_a_later_one(tmp_path: Path) -> None:
     config = textwrap.dedent(f"""\
         protect: [tests/**]
@@ -127,7 +122,7 @@ def test_an_earlier_gate_cannot_rewrite_the_protected_tests_of_a_later_one(tmp_p
     checked = gp.json("check", "t", code=None)["instances"][0]
     gp("pick", "t", code=None)
     gp("merge", "t", code=None)
-    assert "a - b" not in git(repo, "show", "main:app.py"), "the bug landed on main (re-proved)"
+    assert "pytest" not in git(repo, "show", "main:app.py"), "the bug landed on main (re-proved)"
     assert checked["verdict"] != "pass", "the bug passed its tests"
 
 
@@ -145,7 +140,8 @@ FORGED_REPORT = textwrap.dedent("""\
 
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, reason="expect: the attempt's code writes the JUnit report itself (GIT_PARALLEL_REPORT, writable) and os._exit(0)")
+@pytest.mark.xfail(strict=True, reason="known limit (docs/judging.md): the runner writes its report in the process that "
+                                       "runs the attempt's code, which can write it first and end the run")
 def test_expect_cannot_be_satisfied_by_a_report_the_attempt_wrote(tmp_path: Path) -> None:
     config = textwrap.dedent(f"""\
         protect: [tests/**]
@@ -161,12 +157,11 @@ def test_expect_cannot_be_satisfied_by_a_report_the_attempt_wrote(tmp_path: Path
     checked = gp.json("check", "t", code=None)["instances"][0]
     gp("pick", "t", code=None)
     gp("merge", "t", code=None)
-    assert "a - b" not in git(repo, "show", "main:app.py"), "the bug landed on main (re-proved)"
+    assert "GIT_PARALLEL_REPORT" not in git(repo, "show", "main:app.py"), "the bug landed on main (re-proved)"
     assert checked["verdict"] != "pass", "the bug passed by a forged report"
 
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, reason="agent rewrites its admin gitdir file; instance_worktrees() then hides its dirname (here /) in every later fence")
 def test_an_agents_admin_gitdir_cannot_fail_an_honest_sibling(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "2")

@@ -79,13 +79,14 @@ class View:
     said: str
     common: Path
     folder: Path
+    worktree: Path | None = None  # whose .git file, and its admin's gitdir file, are put back at undo
 
     @property
     def objects(self) -> Path:
         return self.folder / "objects"
 
 
-def make(common: Path, admin: Path, branch: str | None = None) -> View | None:
+def make(common: Path, admin: Path, branch: str | None = None, worktree: Path | None = None) -> View | None:
     """Point the worktree of ``admin`` at its own view of ``common``, for
     ``undo``; None if the worktree has no ``commondir`` file (nothing is
     changed then).  With ``branch`` (``parallel/<task>/<id>``), the refs of
@@ -115,7 +116,7 @@ def make(common: Path, admin: Path, branch: str | None = None) -> View | None:
             pass
     own = _own_folder(branch)
     if own is not None:
-        import_refs(common, view)  # what an attempt whose runner was killed left
+        import_refs(common, admin)  # what an attempt whose runner was killed left
     for folder in ("refs", "logs", "logs/refs", *_along(own)):
         if (view / folder).is_symlink() or not (view / folder).is_dir():
             _remove(view / folder)
@@ -125,11 +126,11 @@ def make(common: Path, admin: Path, branch: str | None = None) -> View | None:
             skip = skip | {_next_part(folder, own)}
         _sync(common, view, folder, skip)
     if own is not None:
-        _private_refs(common, view, own, branch.rsplit("/", 1)[1])  # type: ignore[union-attr]
+        _private_refs(common, admin, own, branch.rsplit("/", 1)[1])  # type: ignore[union-attr]
     # Absolute: libgit2 (git-parallel's own reads, recover after a killed
     # runner) does not find a common dir named by a bare relative name.
     _write(commondir, f"{view}\n")
-    return View(commondir, said, common, view)
+    return View(commondir, said, common, view, worktree)
 
 
 def _own_folder(branch: str | None) -> str | None:
@@ -151,20 +152,24 @@ def _next_part(folder: str, own: str) -> str:
     return own[len(folder) + 1:].split("/")[0]
 
 
-# The start values of the attempt's own refs, kept in its view.
-START = "start-refs.json"
+def _start_file(common: Path, admin: Path) -> Path:
+    """Where the runner keeps the start values of an attempt's own refs: in
+    git-parallel's own state, which no sandboxed command sees or writes
+    (never in the view, which the attempt writes)."""
+    return common / "parallel" / "views" / f"{admin.name}.json"
 
 
 def _is_own(name: str, inst: str) -> bool:
     return name == inst or name.startswith(inst + "+")
 
 
-def _private_refs(common: Path, view: Path, own: str, inst: str) -> None:
+def _private_refs(common: Path, admin: Path, own: str, inst: str) -> None:
     """The task's ref folder of the view is a real folder holding copies of
     the instance's own loose refs (``<id>``, ``<id>+<name>``) and nothing
     else: the attempt moves, makes and deletes refs there, never in the
     shared store, and cannot see its siblings' loose refs.  Their start
-    values are kept (``START``) for ``import_refs``."""
+    values are kept (``_start_file``) for ``import_refs``."""
+    view = admin / NAME
     folder = view / own
     _remove(folder)
     folder.mkdir()
@@ -175,7 +180,11 @@ def _private_refs(common: Path, view: Path, own: str, inst: str) -> None:
     packed = _packed(view / "packed-refs", own, inst)
     for name, oid in packed.items():
         start.setdefault(name, oid)
-    _write_new(view / START, json.dumps({"own": own, "inst": inst, "refs": start}))
+    record = _start_file(common, admin)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    tmp = record.with_name(record.name + ".tmp")
+    tmp.write_text(json.dumps({"own": own, "inst": inst, "refs": start}), encoding="utf-8")
+    os.replace(tmp, record)
 
 
 def _loose(folder: Path, inst: str) -> dict[str, str]:
@@ -213,16 +222,23 @@ def _packed(path: Path, own: str, inst: str) -> dict[str, str]:
     return out
 
 
-def import_refs(common: Path, view: Path) -> list[str]:
+def import_refs(common: Path, admin: Path) -> list[str]:
     """Move the shared refs to what the attempt made of its own (created,
     moved or deleted), each by compare-and-swap against its start value,
-    and only to a commit the shared store holds.  Returns what was refused."""
+    and only to a commit the shared store holds.  Which refs are its own,
+    and where they started, come from the runner's record of them, never
+    from the view.  Returns what was refused."""
     import pygit2
 
+    record = _start_file(common, admin)
+    view = admin / NAME
     try:
-        said = json.loads((view / START).read_text(encoding="utf-8"))
+        said = json.loads(record.read_text(encoding="utf-8"))
         own, inst, start = str(said["own"]), str(said["inst"]), dict(said["refs"])
     except (OSError, ValueError, KeyError, TypeError):
+        return []
+    if not own.startswith("refs/heads/parallel/") or "/" in inst or not inst:
+        record.unlink(missing_ok=True)
         return []
     now = {**_packed(view / "packed-refs", own, inst), **_loose(view / own, inst)}
     repo = pygit2.Repository(str(common))
@@ -242,7 +258,7 @@ def import_refs(common: Path, view: Path) -> list[str]:
                 continue
         if not _swap(common, ref, old, new):
             refused.append(f"{ref} (it moved meanwhile)")
-    (view / START).unlink(missing_ok=True)
+    record.unlink(missing_ok=True)
     return refused
 
 
@@ -337,9 +353,42 @@ def undo(made: View | None) -> list[str]:
     if made is None:
         return []
     refused = import_objects(made.common, made.objects)
-    refused += import_refs(made.common, made.folder)
+    refused += import_refs(made.common, made.folder.parent)
     _write(made.commondir, made.said)
+    if made.worktree is not None:
+        refused += _put_back_pointers(made.folder.parent, made.worktree)
     return refused
+
+
+def _put_back_pointers(admin: Path, worktree: Path) -> list[str]:
+    """The two files that tie the worktree to its admin folder, as git wrote
+    them: the worktree's ``.git`` file and the admin's ``gitdir``.  The
+    attempt could write both; git-parallel's own git after it (the
+    leftovers commit) must find this repository through them, not one the
+    attempt made.  Returns what had been changed (the attempt fails)."""
+    changed = []
+    gitfile = worktree / ".git"
+    if os.path.lexists(gitfile) and not gitfile.is_symlink() and gitfile.is_dir():
+        changed.append(f"{gitfile} was replaced by a folder (left as it is; nothing is committed from it)")
+    else:
+        try:
+            said = gitfile.read_text(encoding="utf-8") if not gitfile.is_symlink() else None
+        except OSError:
+            said = None
+        if said != f"gitdir: {admin}\n":
+            changed.append(f"{gitfile} was rewritten (put back)")
+            if os.path.lexists(gitfile):
+                gitfile.unlink()
+            _write_new(gitfile, f"gitdir: {admin}\n")
+    pointer = admin / "gitdir"
+    try:
+        back = pointer.read_text(encoding="utf-8") if not pointer.is_symlink() else None
+    except OSError:
+        back = None
+    if back != f"{gitfile}\n":
+        changed.append(f"{pointer} was rewritten (put back)")
+        _write(pointer, f"{gitfile}\n")
+    return changed
 
 
 # The admin folder is the agent's to write: whatever it left there (a

@@ -277,13 +277,13 @@ def _added_layered(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str],
     layer of their own over the checkout, the gates in a fresh upper layer."""
     parallel_dir = place.log_dir.parent.parent
     folder = layers.files_layer(parallel_dir, {rel: repo.odb.read(tree[rel].id)[1] for rel in paths})
+    stage = Place(worktree=place.worktree, log_dir=place.log_dir, log_prefix=f"{place.log_prefix}.added",
+                  facts=place.facts, path=place.path, repository=place.repository, fence=place.fence,
+                  layer_root=place.layer_root, above=[folder], lane=place.lane)
     try:
-        with layers.space(parallel_dir) as fresh:
-            stage = Place(worktree=place.worktree, log_dir=place.log_dir, log_prefix=f"{place.log_prefix}.added",
-                          facts=place.facts, path=place.path, repository=place.repository, fence=place.fence,
-                          space=fresh, above=[folder], lane=place.lane)
-            ran = run_gates(again, inst["track"], stage)
+        ran = run_gates(again, inst["track"], stage)
     finally:
+        stage.close()
         layers.remove(folder)
     return {"mode": mode, "paths": paths, "gates": ran, "passed": verdict_of(ran) == "pass"}
 

@@ -169,11 +169,12 @@ def _run_one(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkou
             _, results = gates.judge_checkout(repo.pygit, cfg, [gate], track, place, judged_tree)
         except ParallelError as exc:  # e.g. its Python would import the checkout's code from elsewhere
             return {"exit_code": None, "passed": False, "error": f"{exc.code}: {exc.message}", "log": None}, folder
-        if place.space is not None and (place.space.upper / FOLDER).is_dir():
+        written = place.spaces[-1].upper / FOLDER if place.spaces else None
+        if written is not None and written.is_dir() and not written.is_symlink():
             # What it wrote is in its layer: the judge copies it out (links as links).
             _fresh(folder)
             shutil.rmtree(folder)
-            shutil.copytree(place.space.upper / FOLDER, folder, symlinks=True, ignore=_special)
+            shutil.copytree(written, folder, symlinks=True, ignore=_special)
     return results[0], folder
 
 

@@ -122,7 +122,8 @@ class Place:
     path: list[str] = field(default_factory=list)  # what setup built, first on the PATH
     repository: list[Path] = field(default_factory=list)  # where hidden tests must not be
     fence: sandbox.GatePlan | None = None
-    space: layers.Space | None = None  # the upper layer the attempt's gates share (namespace layer)
+    layer_root: Path | None = None  # where its commands' upper layers are made (namespace layer)
+    spaces: list[layers.Space] = field(default_factory=list)  # each command's upper layer, oldest first
     above: list[Path] = field(default_factory=list)  # files the judge lays over the checkout (added tests)
     cleanups: list[Any] = field(default_factory=list)  # called when the judging in it is done
     lane: Lane = field(default_factory=Lane)  # the check's budget of cores, and its progress
@@ -138,12 +139,28 @@ class Place:
         return self.fence is not None and self.fence.overlaid
 
     def layer(self) -> Layer:
-        """The overlay of a gate or score: the attempt's shared upper layer."""
-        return Layer(above=list(self.above), upper=self.space.pair if self.space is not None else None)
+        """The overlay of a gate or score: an upper layer of its own, over
+        the pristine checkout (no gate sees what an earlier one wrote: the
+        attempt's code runs in each), kept until the judging ends so that
+        what it hands back (a findings file, a probe's outputs) can be read."""
+        if self.layer_root is None:
+            return Layer(above=list(self.above))
+        space = layers.make_space(self.layer_root)
+        self.spaces.append(space)
+        return Layer(above=list(self.above), upper=space.pair)
 
     def merged(self) -> layers.Merged:
-        """What the gates left, as they saw it (their layer over the checkout)."""
-        return layers.Merged(*([self.space.upper] if self.space is not None else []), self.worktree)
+        """What the commands left, as the last one saw it (its layer over
+        the checkout), then what earlier ones left."""
+        return layers.Merged(*(s.upper for s in reversed(self.spaces)), self.worktree)
+
+    def close(self) -> None:
+        for space in self.spaces:
+            layers.remove(space.folder)
+        self.spaces.clear()
+        for done in self.cleanups:
+            done()
+        self.cleanups.clear()
 
 
 @contextlib.contextmanager
@@ -151,7 +168,7 @@ def judging(common_dir: Path, main_workdir: Path | None, parallel_dir: Path, che
             config: dict[str, Any], reads: sandbox.Reads, **fields: Any) -> Iterator[Place]:
     """The ``Place`` of the commands judged in the borrowed ``checkout``
     (at ``path``): its fence plan and, under the namespace layer, the upper
-    layer its commands share, removed when the ``with`` ends; under
+    layers its commands write, removed when the ``with`` ends; under
     Landlock alone the checkout is marked used (``scratch``), so it is
     made afresh before anyone judges in it again."""
     plan = sandbox.GatePlan(common_dir, main_workdir, path, config, reads)
@@ -159,10 +176,8 @@ def judging(common_dir: Path, main_workdir: Path | None, parallel_dir: Path, che
         checkout.used()
         yield Place(worktree=path, fence=plan, **fields)
         return
-    with layers.space(parallel_dir) as space:
-        place = Place(worktree=path, fence=plan, space=space, **fields)
-        try:
-            yield place
-        finally:
-            for done in place.cleanups:
-                done()
+    place = Place(worktree=path, fence=plan, layer_root=parallel_dir, **fields)
+    try:
+        yield place
+    finally:
+        place.close()

@@ -12,6 +12,7 @@ detached HEAD fails the instance rather than committing where it points."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,10 @@ def commit(project: Project, record: dict[str, Any], child: Any) -> None:
     import pygit2
 
     task, run_id = record["task"], record["run_id"]
-    problem = None
+    problem = _foreign_gitfile(project, task, child)
+    if problem is not None:
+        _fail(child, problem)
+        return
     try:
         wt = pygit2.Repository(child.worktree)
         head = wt.references.get("HEAD")
@@ -73,11 +77,33 @@ def commit(project: Project, record: dict[str, Any], child: Any) -> None:
         problem = ("could not commit leftovers: no space left on device" if is_no_space(exc)
                    else f"its leftovers could not be committed: {type(exc).__name__}: {exc}")
     if problem:
-        if child.status == "succeeded":
-            child.status = "failed"
-            child.error = f"exited 0 but {problem}"
-        else:
-            child.error = f"{child.error}; {problem}"
+        _fail(child, problem)
+
+
+def _fail(child: Any, problem: str) -> None:
+    if child.status == "succeeded":
+        child.status = "failed"
+        child.error = f"exited 0 but {problem}"
+    else:
+        child.error = f"{child.error}; {problem}"
+
+
+def _foreign_gitfile(project: Project, task: str, child: Any) -> str | None:
+    """Why the worktree's ``.git`` is not the file naming its admin folder,
+    or None.  git-parallel's own git must not find a repository the
+    attempt made there (its config could name a filter, which the commit
+    would run outside the sandbox)."""
+    from gitflow_parallel.git import worktrees
+
+    admin = project.repo.common_dir / "worktrees" / worktrees.admin_name(task, child.id)
+    gitfile = Path(child.worktree) / ".git"
+    try:
+        said = gitfile.read_text(encoding="utf-8") if gitfile.is_file() and not gitfile.is_symlink() else None
+    except OSError:
+        said = None
+    if said is not None and os.path.realpath(said.removeprefix("gitdir: ").strip()) == os.path.realpath(admin):
+        return None
+    return f"its worktree's .git is not the file naming {admin} (the command replaced it); nothing was committed"
 
 
 def _keep_nested(project: Project, run_id: str, child: Any) -> str | None:

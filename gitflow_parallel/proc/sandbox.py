@@ -179,9 +179,19 @@ def instance_worktrees(common: Path) -> list[Path]:
                 gitfile = text.read().strip()
         except OSError:
             continue
-        if head.startswith(b"ref: refs/heads/parallel/"):
-            found.append(Path(os.path.dirname(gitfile)))
+        worktree = os.path.dirname(gitfile)
+        # The admin folder is the attempt's to write: a gitdir naming "/", or
+        # a folder that holds the repository, would hide everything.
+        if head.startswith(b"ref: refs/heads/parallel/") and os.path.basename(gitfile) == ".git" \
+                and os.path.isabs(worktree) and not _holds(worktree, common):
+            found.append(Path(worktree))
     return found
+
+
+def _holds(folder: str, path: Path) -> bool:
+    top = os.path.realpath(folder)
+    inner = os.path.realpath(path)
+    return top == "/" or inner == top or inner.startswith(top.rstrip("/") + "/")
 
 
 def siblings(record: RunRecord) -> Reads:
@@ -386,6 +396,10 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     # Nor what judges it: the hidden tests, and the scratch checkouts they are laid over.
     hidden = [Path(os.path.expanduser(g["hidden"])) for g in config.get("gates") or [] if g.get("hidden")]
     unseen = [p for p in [*hidden, common / "parallel" / "scratch"] if p.is_dir()]
+    if admin is not None:
+        # Nor its siblings' admin folders (their own objects and refs while
+        # they run) nor its task's shared ref folder: its own are in its view.
+        unseen += [p for p in (common / "worktrees", ref_folder) if p.is_dir()]
     fence = _fence("agent", config, write, [*others, *unseen], [*files, *_cgroup_procs(scope)], reads, common)
     if fence.kind != "none":
         fence.extra = [str(p) for p in extra]
@@ -394,7 +408,7 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
         from gitflow_parallel.git import shadow
 
         try:
-            fence.view = shadow.make(common, admin, branch)
+            fence.view = shadow.make(common, admin, branch, worktree)
         except OSError:
             pass  # then its stash is refused (EACCES), as without the view; nothing else changes
     return fence
