@@ -360,6 +360,17 @@ def undo(made: View | None) -> list[str]:
     return refused
 
 
+def _names(text: str | None, prefix: str, path: Path, relative_to: Path) -> bool:
+    """Does a pointer file's ``text`` (``prefix`` and a path, relative ones
+    taken from ``relative_to``, as git does) name ``path``?"""
+    if text is None or not text.startswith(prefix):
+        return False
+    said = Path(text[len(prefix):].strip())
+    if not said.is_absolute():
+        said = relative_to / said
+    return os.path.realpath(said) == os.path.realpath(path)
+
+
 def _put_back_pointers(admin: Path, worktree: Path) -> list[str]:
     """The two files that tie the worktree to its admin folder, as git wrote
     them: the worktree's ``.git`` file and the admin's ``gitdir``.  The
@@ -373,9 +384,9 @@ def _put_back_pointers(admin: Path, worktree: Path) -> list[str]:
     else:
         try:
             said = gitfile.read_text(encoding="utf-8") if not gitfile.is_symlink() else None
-        except OSError:
+        except (OSError, UnicodeDecodeError):
             said = None
-        if said != f"gitdir: {admin}\n":
+        if not _names(said, "gitdir:", admin, worktree):
             changed.append(f"{gitfile} was rewritten (put back)")
             if os.path.lexists(gitfile):
                 gitfile.unlink()
@@ -383,9 +394,9 @@ def _put_back_pointers(admin: Path, worktree: Path) -> list[str]:
     pointer = admin / "gitdir"
     try:
         back = pointer.read_text(encoding="utf-8") if not pointer.is_symlink() else None
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         back = None
-    if back != f"{gitfile}\n":
+    if not _names(back, "", gitfile, admin):
         changed.append(f"{pointer} was rewritten (put back)")
         _write(pointer, f"{gitfile}\n")
     return changed
