@@ -23,6 +23,7 @@ pair, then
     check_cold_ratio: X   (first check: ours makes 3 scratch checkouts)
     check_cold_vs_spawn: S   (that check against the `spawn -n 3` that made 3 attempts like them)
     check_warm_ratio: Y   (a check again: the checkouts are reused)
+    gate_layer_ms: L   (what the sandbox adds to one gate: its namespaces and throwaway layer)
     check_setup_cold_ms: C   (one round: each checkout builds its venv)
     check_setup_warm_ratio: W   (a check whose setup is reused, against no setup)
     merge_verify_always_ratio: Z
@@ -131,6 +132,47 @@ def setup_figures(base: Path, env: dict[str, str], pairs: int, quiet: bool = Fal
     return median(warm)
 
 
+def gate_layer_ms(repo: Path, env: dict[str, str], times: int = 30) -> list[float]:
+    """What the sandbox adds to one gate, in-process: ``true`` run as a gate
+    in a scratch checkout under the namespace layer with a throwaway upper
+    layer of its own (made, mounted, removed), minus the same unfenced,
+    alternating, each pair one figure.  Empty where there is no namespace
+    layer (said so)."""
+    import os
+    import time
+
+    from gitflow_parallel.judge import layers, place
+    from gitflow_parallel.proc import namespace, sandbox
+
+    why = namespace.unavailable()
+    if why is not None:
+        print(f"gate_layer_ms: not measured ({why})")
+        return []
+    common = repo / ".git"
+    checkout = sorted(p for p in (common / "parallel" / "scratch").glob("scratch+*") if p.is_dir())[0]
+    fenced = sandbox.GatePlan(common, repo, checkout, {"sandbox": "auto"})
+    bare = sandbox.GatePlan(common, repo, checkout, {"sandbox": "off"})
+    log = repo.parent / "gate-layer.log"
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        gate_env = place.gate_env({}, {})
+        out = []
+        for _ in range(times):
+            t0 = time.perf_counter()
+            with layers.space(common / "parallel") as space:
+                place.execute(["true"], checkout, gate_env, 30.0, log, plan=fenced, layer=place.Layer(upper=space.pair))
+            t1 = time.perf_counter()
+            place.execute(["true"], checkout, gate_env, 30.0, log, plan=bare)
+            t2 = time.perf_counter()
+            out.append(((t1 - t0) - (t2 - t1)) * 1000)
+        return out
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=ROUNDS,
@@ -199,6 +241,9 @@ def main() -> int:
         check_ours()
         warm = paired("warm check", check_ours, check_old, pairs)
         figure("check_warm_ratio", warm)
+        layer = gate_layer_ms(ours_repo, env)
+        if layer:
+            figure("gate_layer_ms", layer, 1)
         if args.check_only:
             return 0
 

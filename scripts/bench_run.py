@@ -105,8 +105,11 @@ def snapshot_ms(repo: Path, times: int = 50) -> list[float]:
 def fence_start_ms(repo: Path, times: int = 50) -> list[float]:
     """What the fence adds to starting one agent, in-process (the run's
     side by side figure drowns in noise on a loaded machine): building the
-    attempt's fence, starting ``true`` inside it and closing it, minus
-    starting ``true`` without, alternating, each pair one figure."""
+    attempt's fence (the layers this machine has: its namespaces, else
+    Landlock), starting ``true`` inside it and closing it (taking in its
+    objects and refs), minus starting ``true`` without, alternating, each
+    pair one figure."""
+    import os
     import time
 
     from gitflow_parallel.proc import sandbox
@@ -117,8 +120,10 @@ def fence_start_ms(repo: Path, times: int = 50) -> list[float]:
     true = shutil.which("true") or "true"
 
     def start(fence: sandbox.Fence | None) -> None:
+        argv = [true] if fence is None else fence.wrap([true], worktree, dict(os.environ))
+
         def begin() -> subprocess.Popen[bytes]:
-            return subprocess.Popen([true], cwd=worktree, start_new_session=True, stdin=subprocess.DEVNULL)
+            return subprocess.Popen(argv, cwd=worktree, start_new_session=True, stdin=subprocess.DEVNULL)
         proc = begin() if fence is None else fence.spawn(begin)
         proc.wait()
 
@@ -151,6 +156,9 @@ def main() -> int:
         figure("run_unfenced_overhead_ms", scaled(differences_ms(times["unfenced"], times["ideal"]), 1 / INSTANCES), 1)
         figure("fence_added_ms", scaled(differences_ms(times["run"], times["unfenced"]), 1 / INSTANCES), 1)
         figure("tamper_snapshot_ms", snapshot_ms(base / "repo0"), 2)
+        from gitflow_parallel.proc import namespace
+
+        print(f"fence: {'namespace' if namespace.unavailable() is None else 'landlock or none'}")
         figure("fence_start_ms", fence_start_ms(base / "repo0"), 2)
         return 0
     finally:

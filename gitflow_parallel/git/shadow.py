@@ -122,9 +122,10 @@ def make(common: Path, admin: Path, branch: str | None = None, worktree: Path | 
             _remove(view / folder)
             (view / folder).mkdir()
         skip = _PRIVATE.get(folder, set()) | ({"refs"} if folder == "logs" else set())
+        private: set[str] = set()
         if own is not None and folder in ("refs", *_along(own)):
-            skip = skip | {_next_part(folder, own)}
-        _sync(common, view, folder, skip)
+            private = {_next_part(folder, own)}  # a real folder of the view's, made below
+        _sync(common, view, folder, skip | private, keep=private)
     if own is not None:
         _private_refs(common, admin, own, branch.rsplit("/", 1)[1])  # type: ignore[union-attr]
     # Absolute: libgit2 (git-parallel's own reads, recover after a killed
@@ -171,8 +172,11 @@ def _private_refs(common: Path, admin: Path, own: str, inst: str) -> None:
     values are kept (``_start_file``) for ``import_refs``."""
     view = admin / NAME
     folder = view / own
-    _remove(folder)
-    folder.mkdir()
+    if folder.is_symlink() or not folder.is_dir():
+        _remove(folder)
+        folder.mkdir()
+    for name in os.listdir(folder):  # what the last attempt left
+        _remove(folder / name)
     start: dict[str, str | None] = {}
     for name, oid in _loose(common / own, inst).items():
         _write_new(folder / name, oid + "\n")
@@ -241,6 +245,9 @@ def import_refs(common: Path, admin: Path) -> list[str]:
         record.unlink(missing_ok=True)
         return []
     now = {**_packed(view / "packed-refs", own, inst), **_loose(view / own, inst)}
+    if now == start:
+        record.unlink(missing_ok=True)
+        return []
     repo = pygit2.Repository(str(common))
     refused = []
     for name in sorted(set(start) | set(now)):
@@ -279,16 +286,32 @@ def _private_objects(common: Path, objects: Path) -> None:
     the shared store, which it may not write, is read through
     ``info/alternates``.  What an attempt whose runner was killed left here
     is taken in first (``import_objects``), then the folder starts empty."""
+    real = os.path.realpath(common / "objects") + "\n"
     if objects.is_symlink() or not objects.is_dir():
         _remove(objects)
     else:
         import_objects(common, objects)
+        if _empty_store(objects, real):
+            return  # as the last attempt left it when it took nothing
         for name in os.listdir(objects):
             _remove(objects / name)
     (objects / "info").mkdir(parents=True)
     (objects / "pack").mkdir()
-    real = os.path.realpath(common / "objects")
-    _write_new(objects / "info" / "alternates", real + "\n")
+    _write_new(objects / "info" / "alternates", real)
+
+
+def _empty_store(objects: Path, alternates: str) -> bool:
+    """Does ``objects`` hold only its empty ``pack`` folder and an
+    ``info/alternates`` naming the shared store (nothing to clear)?"""
+    try:
+        if sorted(os.listdir(objects)) != ["info", "pack"] or os.listdir(objects / "pack") \
+                or os.listdir(objects / "info") != ["alternates"]:
+            return False
+        entry = objects / "info" / "alternates"
+        return not entry.is_symlink() and entry.read_text(encoding="utf-8") == alternates \
+            and not (objects / "info").is_symlink() and not (objects / "pack").is_symlink()
+    except OSError:
+        return False
 
 
 def import_objects(common: Path, objects: Path) -> list[str]:
@@ -306,9 +329,12 @@ def import_objects(common: Path, objects: Path) -> list[str]:
     own.add_backend(pygit2.OdbBackendLoose(str(objects), 0, False), 2)
     if (objects / "pack").is_dir() and not (objects / "pack").is_symlink():
         own.add_backend(pygit2.OdbBackendPack(str(objects)), 1)
+    made = list(own)
+    if not made:  # the usual case for an attempt that committed nothing: no shared store opened
+        return []
     shared = pygit2.Odb(str(common / "objects"))
     refused: list[str] = []
-    for oid in own:
+    for oid in made:
         if oid in shared:
             continue
         try:
@@ -320,7 +346,8 @@ def import_objects(common: Path, objects: Path) -> list[str]:
     return refused
 
 
-def _sync(common: Path, view: Path, folder: str, skip: set[str], extra: set[str] = set()) -> None:  # noqa: B006
+def _sync(common: Path, view: Path, folder: str, skip: set[str], extra: set[str] = set(),  # noqa: B006
+          keep: set[str] = set()) -> None:  # noqa: B006
     """Make ``view/folder`` hold a symlink to each entry of
     ``common/folder`` (and the ``_ALWAYS`` ones) but ``skip``; remove what
     else is there, but the folders and copies made beside."""
@@ -331,6 +358,7 @@ def _sync(common: Path, view: Path, folder: str, skip: set[str], extra: set[str]
         names = set()
     wanted = (names | _ALWAYS.get(folder, set()) | extra) - skip
     kept = {"refs", "logs", "objects", *_COPIED} if folder == "" else {"refs"} if folder == "logs" else set()
+    kept = kept | {k for k in keep if (here / k).is_dir() and not (here / k).is_symlink()}
     for name in os.listdir(here):
         if name not in wanted and name not in kept:
             _remove(here / name)  # the last attempt's stash, or what it left
