@@ -203,8 +203,10 @@ def main() -> int:
         def check_ours() -> None:
             sh(ours_check, ours_repo, env)
 
+        old_check = ["git", "parallel", "check", "T"] + (["--again"] if again_flag(old_env) else [])
+
         def check_old() -> None:
-            sh(["git", "parallel", "check", "T"], old_repo, old_env)
+            sh(old_check, old_repo, old_env)
 
         trash = Trash(base)
 
