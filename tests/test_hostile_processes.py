@@ -51,3 +51,27 @@ def test_a_daemon_a_gate_starts_is_gone_with_it(tmp_path: Path) -> None:
     act(gp, "t", "1", HONEST)
     gp("check", "t")
     assert processes_with(word) == []
+
+
+@needs_namespace
+def test_no_sandbox_leaves_a_zombie_behind(tmp_path: Path) -> None:
+    # bwrap hands its namespace's init to the subreaper (us, in-process):
+    # each must be collected, or a long check leaves hundreds.
+    import os
+
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    for inst in ("1", "2"):
+        act(gp, "t", inst, HONEST)
+    gp("check", "t", code=None)
+    zombies = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2:].split()
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            zombies.append(text[:60])
+    assert zombies == []

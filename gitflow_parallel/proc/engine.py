@@ -408,6 +408,7 @@ class _Runner:
         reaper.sweep_orphans(child.scope, keep | {self.watchdog.pid or 0, child.pid})
         self.watchdog.ended(child.pid)
         rc = child.popen.wait()
+        reaper.reap_group(child.pid)
         child.duration = round(time.monotonic() - child.started, 3)
         if child.slot is not None:
             child.slot.release()

@@ -158,6 +158,61 @@ def _reap(pids: list[int]) -> None:
             pass
 
 
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent, process group) of ``pid``, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    try:
+        return fields[0], int(fields[1]), int(fields[2])
+    except (IndexError, ValueError):
+        return None
+
+
+def _children() -> list[int]:
+    """Our children, from each thread's ``children`` list (a few reads, not
+    a walk of /proc); all of /proc where the kernel has no such list."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return _pids()
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children", "rb") as handle:
+                found += [int(p) for p in handle.read().split()]
+        except (OSError, ValueError):
+            return _pids()
+    return found
+
+
+def reap_group(pgid: int, wait: float = 0.5) -> None:
+    """Collect what is left of the group of a command we just reaped: the
+    sandbox's bwrap leaves its own init process (PID 1 of the command's
+    namespace, in the same group) to us, the subreaper, once the command's
+    leader is gone; it is dead or dying (``--die-with-parent``).  Only
+    members of that group are waited for, so no other command's child is
+    reaped under its owner."""
+    deadline = time.monotonic() + wait
+    me = os.getpid()
+    while True:
+        left = []
+        for pid in _children():
+            seen = _stat(pid)
+            if seen is None or seen[1] != me or seen[2] != pgid:
+                continue
+            if seen[0] == "Z":
+                _reap([pid])
+            else:
+                left.append(pid)
+        if not left or time.monotonic() >= deadline:
+            return
+        time.sleep(0.005)
+
+
 def sweep(tokens: set[str]) -> list[int]:
     """SIGKILL every process carrying one of ``tokens`` until none is left;
     returns the pids killed."""

@@ -209,7 +209,9 @@ class Process:
         if keep is not None:
             reaper.sweep_orphans(self.scope, keep | {self.watchdog.pid or 0, self.pid})
         self.watchdog.ended(self.pid)  # before the reap, so the group id is not reused under it
-        return self.popen.wait()
+        code = self.popen.wait()
+        reaper.reap_group(self.pid)
+        return code
 
 
 def new_scope(kind: str) -> str:
