@@ -27,7 +27,7 @@ What was built is reused when both hold:
   than trusting it.
 
 The stamp that records key and manifest lives beside the checkout, not in
-it (``<common>/parallel/scratch/scratch+<k>.setup.json``).  The pack says
+it (``<repo>.parallel/.judged/scratch+<k>.setup.json``).  The pack says
 what happened (``setup``: the command, key, whether the cache held, exit
 code, seconds, log).  A setup that fails fails every gate of the check: the
 gates could only have judged some other environment.
