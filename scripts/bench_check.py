@@ -141,6 +141,7 @@ def gate_layer_ms(repo: Path, env: dict[str, str], times: int = 30) -> list[floa
     import os
     import time
 
+    from gitflow_parallel.git import scratch
     from gitflow_parallel.judge import layers, place
     from gitflow_parallel.proc import namespace, sandbox
 
@@ -149,7 +150,7 @@ def gate_layer_ms(repo: Path, env: dict[str, str], times: int = 30) -> list[floa
         print(f"gate_layer_ms: not measured ({why})")
         return []
     common = repo / ".git"
-    checkout = sorted(p for p in (common / "parallel" / "scratch").glob("scratch+*") if p.is_dir())[0]
+    checkout = sorted(p for p in scratch.judged_root(common, repo).glob("scratch+*") if p.is_dir())[0]
     fenced = sandbox.GatePlan(common, repo, checkout, {"sandbox": "auto"})
     bare = sandbox.GatePlan(common, repo, checkout, {"sandbox": "off"})
     log = repo.parent / "gate-layer.log"
@@ -194,7 +195,7 @@ def main() -> int:
         ours_repo, old_repo = build(base / "ours", env), build(base / "old", old_env)
         ready(ours_repo, env, "T")
         ready(old_repo, old_env, "T")
-        scratch = ours_repo / ".git" / "parallel" / "scratch"
+        scratch = ours_repo.parent / f"{ours_repo.name}.parallel" / ".judged"
 
         # A check skips instances whose evidence is fresh unless told
         # --again; the old code always re-ran, so ours must too.

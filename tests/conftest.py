@@ -203,7 +203,7 @@ def without_scratch(porcelain: str) -> str:
     checkouts (its own cache of clean checkouts for gates, kept between
     commands and removed with the run)."""
     blocks = porcelain.split("\n\n")
-    return "\n\n".join(b for b in blocks if "/parallel/scratch/" not in b.split("\n", 1)[0])
+    return "\n\n".join(b for b in blocks if "/scratch+" not in b.split("\n", 1)[0])
 
 
 def snapshot(repo: Path) -> dict[str, Any]:

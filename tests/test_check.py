@@ -146,7 +146,7 @@ def test_pass_and_fail_verdicts_with_exit_codes_logs_and_notes(tmp_path: Path) -
         assert f"verdict.txt: {'good' if code == 0 else 'bad'}" in text
         assert f"instance: {inst['id']} attempt: 0 track: main task: t" in text
         ran_in = text.split(f"run: {run['run_id']} worktree: ", 1)[1].split("\n", 1)[0]
-        assert ran_in.startswith(str(repo / ".git" / "parallel" / "scratch" / "scratch+"))  # a clean checkout
+        assert ran_in.startswith(str(repo.parent / "repo.parallel" / ".judged" / "scratch+"))  # a clean checkout
         assert "events: None extra: seen" in text  # gates get no events log; gate env merged
         assert pack["engine_evidence"]["status"] == "observed"  # the runner's own events
         assert pack["engine_evidence"]["counts"] == {"engine_dispatched": 1, "engine_exited": 1}
@@ -656,7 +656,7 @@ def test_verify_tree_runs_enforced_gates_in_a_temporary_worktree(tmp_path: Path)
     assert ok["passed"] is True and [g["name"] for g in ok["gates"]] == ["tests"]
     assert ok["tree"] == git(repo, "rev-parse", f"{good}^{{tree}}")
     log = Path(ok["gates"][0]["log"]).read_text()
-    assert "verdict.txt: good" in log and "/.git/parallel/scratch/" in log  # it ran in the temporary tree
+    assert "verdict.txt: good" in log and "/repo.parallel/.judged/scratch+" in log  # it ran in the temporary tree
     assert not marker.exists()  # observe gates are not run
     nope = gates.verify_tree(project, record, "main", bad)
     assert nope["passed"] is False and nope["gates"][0]["exit_code"] == 1
@@ -665,7 +665,7 @@ def test_verify_tree_runs_enforced_gates_in_a_temporary_worktree(tmp_path: Path)
     # removing the run's scratch checkouts leaves git as it was.
     worktree_of_log = [l for l in log.splitlines() if l.startswith("run:")][0].split("worktree: ")[1]
     assert without_scratch(git(repo, "worktree", "list", "--porcelain")) == worktrees_before
-    assert git(repo, "worktree", "list", "--porcelain").count("/parallel/scratch/") == 1
+    assert git(repo, "worktree", "list", "--porcelain").count("/.judged/scratch+") == 1
     assert Path(worktree_of_log).is_dir()
     with pytest.raises(ParallelError) as err:
         gates.verify_tree(project, record, "main", "0" * 40)
@@ -694,7 +694,7 @@ def test_verify_tree_cleans_up_when_a_gate_cannot_start(tmp_path: Path) -> None:
 
 
 def _scratch_checkouts(repo: Path) -> list[str]:
-    return sorted(p.name for p in (repo / ".git" / "parallel" / "scratch").glob("scratch+*") if p.suffix != ".lock")
+    return sorted(p.name for p in (repo.parent / "repo.parallel" / ".judged").glob("scratch+*") if p.suffix != ".lock")
 
 
 def test_a_busy_scratch_checkout_is_waited_for_as_long_as_making_one_takes(tmp_path: Path) -> None:
@@ -706,7 +706,7 @@ def test_a_busy_scratch_checkout_is_waited_for_as_long_as_making_one_takes(tmp_p
     repo, gp, _ = setup(tmp_path, "gates: []\n", n=1)
     project = Project.open(repo)
     commit = git(repo, "rev-parse", "HEAD")
-    root = repo / ".git" / "parallel" / "scratch"
+    root = repo.parent / "repo.parallel" / ".judged"
 
     def second() -> tuple[str, float]:
         started = time.monotonic()

@@ -238,7 +238,7 @@ def test_scratch_checkouts_are_a_pool_reused_from_run_to_run(tmp_path: Path) -> 
 
     def pool() -> list[str]:
         listing = git(repo, "worktree", "list", "--porcelain").split("\n\n")
-        return sorted(b.split("\n", 1)[0] for b in listing if "/parallel/scratch/" in b.split("\n", 1)[0])
+        return sorted(b.split("\n", 1)[0] for b in listing if "/scratch+" in b.split("\n", 1)[0])
 
     for task in ("a", "b"):
         gp("spawn", task, "-n", "2")

@@ -51,7 +51,7 @@ def test_a_checkout_the_attempts_code_rewrote_judges_the_next_attempt_right(tmp_
         verdicts[inst] = gp.json("check", "t", "--instance", inst, "--jobs", "1", code=None)["instances"][0]["verdict"]
     assert verdicts == {"1": "fail", "2": "fail", "3": "pass"}
     assert (outside / "authorized_keys").read_text() == "ssh-ed25519 owner\n"
-    scratch = repo / ".git" / "parallel" / "scratch" / "scratch+1"
+    scratch = tmp_path / "repo.parallel" / ".judged" / "scratch+1"
     assert (scratch / ".git").read_text().startswith(f"gitdir: {repo / '.git' / 'worktrees'}")
     assert (scratch / "tests").is_dir() and not (scratch / "tests").is_symlink()
     assert not (scratch / "fake-gitdir").exists()

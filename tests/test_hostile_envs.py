@@ -69,3 +69,22 @@ def test_a_gate_writing_into_the_kept_environment_changes_nothing_kept(tmp_path:
     assert verdicts(check.check(project, "t", instances=["1"])) == {"1": "pass"}
     assert verdicts(check.check(project, "t", instances=["2"])) == {"2": "fail"}
     assert packs(project)["2"]["setup"]["cached"] is True  # the kept layer, untouched
+
+
+@needs_namespace
+def test_each_checkout_of_the_pool_judges_with_an_environment_built_at_its_path(tmp_path: Path) -> None:
+    # Two instances checked side by side take two checkouts; an editable
+    # install names the path it was built at, so the one built at
+    # scratch+2 must never serve scratch+1 (found on pypa/packaging).
+    from test_judged_right import SETUP
+
+    gate = "gates:\n  - name: tests\n    run: [sh, -c, 'sleep 2; exec python tests/check.py']\n"
+    repo = make_repo(tmp_path / "repo", {"src/calc/__init__.py": CALC, "tests/check.py": CHECK_SCRIPT,
+                                         "pyproject.toml": '[project]\nname = "calc"\nversion = "1"\n'},
+                     config=SETUP + gate)
+    project, worktrees = start(repo, 2)
+    commit_in(worktrees["1"], {"src/calc/__init__.py": CALC + "\n# one\n"})
+    commit_in(worktrees["2"], {"src/calc/__init__.py": CALC + "\n# two\n"})
+    assert verdicts(check.check(project, "t", jobs=2)) == {"1": "pass", "2": "pass"}
+    for inst in ("1", "2", "1"):
+        assert verdicts(check.check(project, "t", instances=[inst], jobs=1)) == {inst: "pass"}

@@ -258,7 +258,10 @@ def test_check_explains_a_gate_that_names_the_test_folder(tmp_path: Path) -> Non
     assert "tests" in out["protected"] and "**/conftest.py" in out["protected"]
     abi, _ = landlock_abi()
     assert out["fence"]["landlock_abi"] == abi
-    assert out["fence"]["holds"] == ("landlock" if abi else "outside-checkout check")
+    from gitflow_parallel.proc import namespace
+
+    assert out["fence"]["holds"] == ("namespace" if namespace.unavailable() is None
+                                     else "landlock" if abi else "outside-checkout check")
     text = gp("init", "--check").stdout
     assert "gate tests (enforced, after setup): .venv/bin/python -m pytest -q tests" in text
     assert "its run protects: tests" in text and "fence: " in text and "warning" not in text

@@ -22,6 +22,7 @@ import pytest
 from conftest import GP, git, make_repo
 from gitflow_parallel.commands import check, merge, pick, spawn
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.git import scratch
 from gitflow_parallel.state.project import Project
 
 PY = sys.executable
@@ -288,7 +289,7 @@ def test_with_setup_the_verdicts_are_about_each_attempt(tmp_path: Path, monkeypa
     assert verdicts(result) == {"1": "pass", "2": "fail", "3": "fail"}
     by_id = packs(project)
     logs = {i: Path(by_id[i]["gates"][0]["log"]).read_text() for i in by_id}
-    assert "/parallel/scratch/scratch+" in logs["1"] and str(repo / "src") not in logs["1"]
+    assert "/.judged/scratch+" in logs["1"] and str(repo / "src") not in logs["1"]
     assert "failed: ['add']" in logs["2"] and "failed: ['mul']" in logs["3"]
     setups = [by_id[i]["setup"] for i in ("1", "2", "3")]
     assert all(s["passed"] for s in setups)
@@ -337,7 +338,7 @@ def test_taking_turns_in_one_checkout_the_planted_code_still_judges_nobody(tmp_p
         """)})
     commit_in(worktrees["2"], {"src/calc/__init__.py": WRONG})
     assert verdicts(check.check(project, "t", instances=["1"])) == {"1": "pass"}  # the pool has one checkout
-    scratch_root = project.repo.parallel_dir / "scratch"
+    scratch_root = scratch.scratch_root(project.repo)
     (scratch_root / ".make-seconds").write_text("30\n")  # making another would take long: take turns
     both = check.check(project, "t", again=True, jobs=2)
     assert verdicts(both) == {"1": "pass", "2": "fail"}

@@ -333,5 +333,5 @@ def test_worker_with_index_takes_that_instance_and_nothing_else(tmp_path: Path) 
     # The worker's clone keeps no worktree or branch of it; the work is on the remote.
     assert git(w, "branch", "--list", "parallel/*") == ""
     # Only the clone's own checkout and its reusable scratch pool (kept from run to run) remain.
-    others = [l for l in git(w, "worktree", "list").splitlines()[1:] if "/parallel/scratch/scratch+" not in l]
+    others = [l for l in git(w, "worktree", "list").splitlines()[1:] if "/scratch+" not in l]
     assert others == []

@@ -336,7 +336,7 @@ def test_an_agent_cannot_read_the_hidden_tests_nor_the_scratch_checkouts(tmp_pat
     config = ("gates:\n  - name: hidden\n    run: [sh, -c, 'true']\n"
               f"    hidden: {hidden.parent}\n")
     repo, gp = project(tmp_path, config)
-    scratch = repo / ".git" / "parallel" / "scratch" / "scratch+1"
+    scratch = tmp_path / "repo.parallel" / ".judged" / "scratch+1"
     scratch.mkdir(parents=True)
     (scratch / "test_secret.py").write_text("SECRET = 2\n")  # as while a hidden gate runs
     gp("spawn", "t", "-n", "1")

@@ -127,7 +127,7 @@ def test_probe_records_a_signature_and_never_blocks(tmp_path: Path) -> None:
         # The signature hashes stdout with the checkout's path replaced; stderr is apart.
         stdout = Path(probe["log"]).read_bytes()
         wt = stdout.split(b"ran in ", 1)[1].split(b"\n", 1)[0].decode()
-        assert wt.startswith(str(gp.cwd / ".git" / "parallel" / "scratch" / "scratch+"))  # a clean checkout
+        assert wt.startswith(str(gp.cwd.parent / f"{gp.cwd.name}.parallel" / ".judged" / "scratch+"))  # a clean checkout
         assert b"took" not in stdout and b"took" in Path(probe["stderr_log"]).read_bytes()
         expected = stdout.replace(wt.encode(), b"<worktree>")
         assert probe["signature"]["sha256"] == hashlib.sha256(expected).hexdigest()

@@ -367,10 +367,20 @@ def landlock_abi() -> tuple[int | None, str]:
 
 
 def fence() -> dict[str, Any]:
+    from gitflow_parallel.proc import namespace
+
     abi, why = landlock_abi()
+    missing = namespace.unavailable()
+    if missing is None:
+        return {"landlock_abi": abi or None, "holds": "namespace",
+                "why": "bubblewrap runs here: every agent, gate, setup, score and probe gets namespaces of its own "
+                       "(read-only /, its own PIDs, gates without network), judged checkouts are overlaid, and "
+                       "gates cannot see the main worktree or the agents' worktrees, so an environment pointing "
+                       "there fails loudly"}
     if abi:
         return {"landlock_abi": abi, "holds": "landlock",
-                "why": f"{why}: gates, setup, score and judge commands cannot read the main worktree or the "
+                "why": f"no namespace layer ({missing}); {why}: gates, setup, score and judge commands cannot read "
+                       "the main worktree or the "
                        "agents' worktrees, so an environment pointing there fails loudly"}
     return {"landlock_abi": None, "holds": "outside-checkout check",
             "why": f"no Landlock ({why}): before the gates, the environment's import paths are checked instead, "

@@ -7,11 +7,12 @@ files that change what a gate sees, or add patterns to
 re-proof runs in a *scratch checkout*: a detached git worktree of the exact
 commit being judged, reset with a forced libgit2 checkout and
 ``git clean -ffdx`` before each use, so nothing but the commit's tracked
-files is there.  The files are written by libgit2, never by ``git checkout``:
+files is there.  They live outside ``.git`` (``judged_root``), where test
+runners treat them as ordinary project folders.  The files are written by libgit2, never by ``git checkout``:
 libgit2 runs no external filter driver, so a ``filter.<x>.smudge`` that an
 agent configured (in the shared config, naming ``info/attributes``) cannot
 write a file the commit does not hold, nor run anything.  The repository keeps a pool of them,
-``<common>/parallel/scratch/scratch+<k>``: a command borrows one no one else
+``<repo>.parallel/.judged/scratch+<k>``: a command borrows one no one else
 holds (an OS file lock, so a killed holder frees it at once), and the next
 user simply resets it.  Switching a checkout between commits of one
 repository writes the few files that differ; a fresh checkout writes them
@@ -254,8 +255,31 @@ def judged_commit(repo: pygit2.Repository, commit: str, base: str, patterns: lis
 
 
 # -- scratch checkouts -------------------------------------------------------------
+# Where the pool lives: outside the repository's .git and its main
+# worktree, so that test runners, watchers and linters that skip every path
+# holding "/.git/" (jest's haste map among them) see an ordinary project
+# folder; beside the worktrees by default, or where the git config
+# ``parallel.judgedRoot`` says.
+JUDGED = ".judged"
+ROOT_KEY = "parallel.judgedRoot"
+
+
+def judged_root(common_dir: Path, main_workdir: Path | None) -> Path:
+    """The folder of the pool of judged checkouts of a repository."""
+    try:
+        configured = pygit2.Config(str(common_dir / "config"))[ROOT_KEY]
+    except (KeyError, pygit2.GitError, OSError, ValueError):
+        configured = None
+    if configured:
+        root = Path(os.path.expanduser(str(configured)))
+        return root if root.is_absolute() else (main_workdir or common_dir) / root
+    if main_workdir is None:  # a bare repository: no project folder to mirror
+        return common_dir / "parallel" / SCRATCH
+    return main_workdir.parent / f"{main_workdir.name}.parallel" / JUDGED
+
+
 def scratch_root(repo: Repo) -> Path:
-    return repo.parallel_dir / SCRATCH
+    return judged_root(repo.common_dir, repo.main_workdir)
 
 
 def pool_path(repo: Repo, k: int) -> Path:

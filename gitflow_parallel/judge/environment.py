@@ -27,7 +27,7 @@ What was built is reused when both hold:
   than trusting it.
 
 The stamp that records key and manifest lives beside the checkout, not in
-it (``<common>/parallel/scratch/scratch+<k>.setup.json``).  The pack says
+it (``<repo>.parallel/.judged/scratch+<k>.setup.json``).  The pack says
 what happened (``setup``: the command, key, whether the cache held, exit
 code, seconds, log).  A setup that fails fails every gate of the check: the
 gates could only have judged some other environment.
@@ -186,7 +186,7 @@ def _dependency_tree(repo: pygit2.Repository, base: str, tree: str, setup: dict[
 
 
 def prepare_layer(repo: pygit2.Repository, setup: dict[str, Any], tree: str, base: str, parallel_dir: Path,
-                  run: Any) -> tuple[dict[str, Any], Path | None, Callable[[], None]]:
+                  checkout: Path, run: Any) -> tuple[dict[str, Any], Path | None, Callable[[], None]]:
     """The environment of a judged ``tree`` as an overlay layer (namespace
     layer): (the pack's ``setup`` entry, the layer or None when setup
     failed, what to call when the judging is done).
@@ -200,13 +200,16 @@ def prepare_layer(repo: pygit2.Repository, setup: dict[str, Any], tree: str, bas
     throwaway one, built from its own tree and removed after its judging.
 
     ``run(argv, timeout, lower, upper)`` runs setup in the checkout's
-    place with ``lower`` as the layers under ``upper``."""
+    place with ``lower`` as the layers under ``upper``.  A layer is kept
+    per checkout of the pool (``checkout``): what setup writes names the
+    path it was built at (an editable install's ``.pth``), and another
+    checkout's path is not there."""
     key = cache_key(repo, tree, setup)
     entry: dict[str, Any] = {"argv": list(setup["run"]), "key": key, "keep": list(setup["keep"]),
                              "path": list(setup["path"]), "cached": False, "exit_code": None, "duration_s": None,
                              "log": None, "passed": False, "code": None, "error": None}
     trusted = _dependency_tree(repo, base, tree, setup) if setup["keep"] else None
-    final = envs_dir(parallel_dir) / key
+    final = envs_dir(parallel_dir) / f"{key[:32]}-{sha256_bytes(str(checkout).encode())[:12]}"
     if trusted is not None and (final / READY).is_file():
         return {**entry, "cached": True, "passed": True, "built_from": "base"}, final / "layer", lambda: None
     from gitflow_parallel.judge import layers

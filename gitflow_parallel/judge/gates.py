@@ -362,7 +362,7 @@ def _setup(repo: pygit2.Repository, setup: dict[str, Any], place: Place, tree: s
 
     parallel_dir = place.log_dir.parent.parent
     entry, folder, done = environment.prepare_layer(repo, setup, tree, place.facts["BASE"], parallel_dir,
-                                                    run_layered)
+                                                    place.worktree, run_layered)
     place.cleanups.append(done)
     if folder is not None and place.fence is not None:
         place.fence.layers = [folder]

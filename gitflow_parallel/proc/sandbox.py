@@ -283,8 +283,12 @@ def _build(write: list[Path], denied: list[Path], network: bool, extra_files: li
 # Never seen by a sandboxed command: git-parallel's own state (records,
 # logs, events, evidence, the judged checkouts) and the tmux servers' sockets.
 def _always_hidden(common: Path) -> list[Path]:
+    from gitflow_parallel.git.scratch import judged_root
+
     tmux = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
-    return [common / "parallel", tmux]
+    # The judged checkouts: a gate's own is laid over this again.
+    top = common.parent if common.name == ".git" else None
+    return [common / "parallel", tmux, judged_root(common, top)]
 
 
 def _fence(kind: str, config: dict[str, Any], write: list[Path], denied: list[Path],
@@ -395,7 +399,9 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     others = reads.instance_worktrees(common)
     # Nor what judges it: the hidden tests, and the scratch checkouts they are laid over.
     hidden = [Path(os.path.expanduser(g["hidden"])) for g in config.get("gates") or [] if g.get("hidden")]
-    unseen = [p for p in [*hidden, common / "parallel" / "scratch"] if p.is_dir()]
+    from gitflow_parallel.git.scratch import judged_root
+
+    unseen = [p for p in [*hidden, judged_root(common, main_workdir)] if p.is_dir()]
     if admin is not None:
         # Nor its siblings' admin folders (their own objects and refs while
         # they run) nor its task's shared ref folder: its own are in its view.
