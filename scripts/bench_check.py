@@ -179,6 +179,8 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=ROUNDS,
                         help=f"alternating pairs per figure (default {ROUNDS}, at least {MIN_ROUNDS})")
     parser.add_argument("--baseline", default=BASELINE, help="the git-parallel revision to compare with")
+    parser.add_argument("--baseline-again", action="store_true",
+                        help="the baseline skips fresh evidence too: give its check --again")
     parser.add_argument("--setup-only", action="store_true", help="only the figures of a check with setup:")
     parser.add_argument("--check-only", action="store_true", help="only check_cold_ratio and check_warm_ratio")
     args = parser.parse_args()
@@ -204,7 +206,8 @@ def main() -> int:
         def check_ours() -> None:
             sh(ours_check, ours_repo, env)
 
-        old_check = ["git", "parallel", "check", "T"] + (["--again"] if again_flag(old_env) else [])
+        # A baseline that also skips fresh evidence (one of this session's) is told --again too.
+        old_check = ["git", "parallel", "check", "T"] + (["--again"] if args.baseline_again else [])
 
         def check_old() -> None:
             sh(old_check, old_repo, old_env)

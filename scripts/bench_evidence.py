@@ -7,7 +7,7 @@ GIT_CONFIG_NOSYSTEM, fixed identities), spawns one instance with the real
 (about 40 MB of source-like text, committed on the instance branch with
 git).  Then, interleaved and after one warm-up of each, it times
 
-* ours: ``gates.output_fingerprints(repo, base, commit, worktree)``, the
+* ours: ``fingerprints.output_fingerprints(repo, base, commit, worktree)``, the
   function ``git parallel check`` uses for ``output_fingerprints`` (opening
   the repository included), and
 * theirs: one ``sha256sum`` process over the same 2,000 files,
@@ -36,7 +36,7 @@ from benchenv import MIN_ROUNDS, ROOT, ROUNDS, Side, alternating, discard, figur
 
 sys.path.insert(0, str(ROOT))
 
-from gitflow_parallel.judge import gates  # noqa: E402
+from gitflow_parallel.judge import fingerprints  # noqa: E402
 
 FILES = sized(2000, 10)
 FILE_BYTES = 20_000
@@ -96,10 +96,10 @@ def main() -> int:
         common = repo / ".git"
 
         def ours() -> dict[str, dict[str, object]]:
-            return gates.output_fingerprints(pygit2.Repository(str(common)), base_commit, commit, worktree)
+            return fingerprints.output_fingerprints(pygit2.Repository(str(common)), base_commit, commit, worktree)
 
         def odb_only() -> dict[str, dict[str, object]]:
-            return gates.output_fingerprints(pygit2.Repository(str(common)), base_commit, commit)
+            return fingerprints.output_fingerprints(pygit2.Repository(str(common)), base_commit, commit)
 
         def theirs() -> dict[str, str]:
             out = sh(["sha256sum", "--", *names], worktree, env).stdout.decode()

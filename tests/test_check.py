@@ -349,6 +349,7 @@ def test_gate_command_that_does_not_exist(tmp_path: Path) -> None:
     assert pack["verdict"] == "fail" and pack["complete"] is True
 
 
+@pytest.mark.unfenced("its gate leaves pid files outside the checkout")
 @pytest.mark.slow
 def test_gate_timeout_kills_its_process_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
@@ -373,6 +374,7 @@ def test_gate_timeout_kills_its_process_group(tmp_path: Path) -> None:
     assert not pid_alive(child)
 
 
+@pytest.mark.unfenced("its gates meet through a file outside the checkout")
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_instances_are_checked_concurrently(tmp_path: Path) -> None:
     # Each gate announces itself, then waits for the other instance's gate:
@@ -520,6 +522,7 @@ def test_dirty_worktree_refused_before_anything_runs(tmp_path: Path) -> None:
     assert "error[PARALLEL_EVIDENCE_MISMATCH]" in proc.stderr and "checkout" in proc.stderr
 
 
+@pytest.mark.unfenced("under the namespace layer a gate cannot change the checkout at all (each writes a layer of its own); this is the Landlock-or-none behaviour")
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_gate_changing_tracked_files_writes_no_evidence(tmp_path: Path) -> None:
     script = tmp_path / "rewrite.py"

@@ -31,6 +31,7 @@ GATE = "import os, sys\nprint('ok.txt present' if os.path.exists('ok.txt') else 
        "sys.exit(0 if os.path.exists('ok.txt') else 1)\n"
 
 
+@pytest.mark.unfenced("its agent hands over through a file outside its worktree")
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_a_comment_on_attempt_reaches_its_retry_and_the_report(tmp_path: Path) -> None:
     (tmp_path / "agent.py").write_text(AGENT)

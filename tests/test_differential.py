@@ -36,8 +36,10 @@ AGENT = textwrap.dedent("""
         pathlib.Path(path).write_text(text)
 """)
 VISIBLE = "import sys\nsys.path.insert(0, '.')\nfrom impl import f\nsys.exit(0 if f(2) == 4 else 1)\n"
+# Says how many checks ran, as a test runner would: a hidden gate needs a count.
 HIDDEN = ("import sys\nsys.path.insert(0, '.')\nfrom impl import f\n"
-          "sys.exit(0 if all(f(x) == x * x for x in range(-5, 9)) else 1)\n")
+          "ok = all(f(x) == x * x for x in range(-5, 9))\n"
+          "print('1 passed' if ok else '1 failed')\nsys.exit(0 if ok else 1)\n")
 DISTINGUISH = f"""\
 distinguish:
   command: [{PY}, tools/distinguish.py, generate]

@@ -163,6 +163,7 @@ FIXER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.unfenced("its agent counts its rounds in a file outside its worktree")
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_gate_failure_retried_onto_current_with_feedback_wins_and_lands(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)

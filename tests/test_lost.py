@@ -259,6 +259,7 @@ def test_kept_loser_cannot_be_merged_with_plain_git_after_the_run_merged(tmp_pat
 
 
 # 14a. --------------------------------------------------------------------------------
+@pytest.mark.unfenced("its gate waits on a file outside the checkout")
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_two_merges_racing_both_report_the_one_landing(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
@@ -443,6 +444,7 @@ GATE_THAT_WAITS = """
 """
 
 
+@pytest.mark.unfenced("its gate leaves a pid file outside the checkout")
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_kill_9_of_check_stops_its_gates(tmp_path: Path) -> None:
     import signal

@@ -202,6 +202,7 @@ MOVER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.unfenced("its gate moves the base branch while merge re-proves, as a person would")
 @pytest.mark.parametrize("moves, retries, lands", [(1, 2, True), (5, 1, False)])
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_base_moving_during_merge(tmp_path: Path, moves: int, retries: int, lands: bool) -> None:

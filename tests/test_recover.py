@@ -274,6 +274,7 @@ def test_crash_at_every_point(tmp_path: Path, point: str) -> None:
     assert_validate_clean(gp)
 
 
+@pytest.mark.unfenced("its agents leave marker files outside their worktrees")
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_kill_9_of_run_while_agents_committed(tmp_path: Path, sealed: dict[str, str]) -> None:
     repo, gp, tools = project(tmp_path)
@@ -316,6 +317,7 @@ def test_kill_9_of_run_while_agents_committed(tmp_path: Path, sealed: dict[str, 
     assert_reachable(repo, made)
 
 
+@pytest.mark.unfenced("it watches its agents' host pids and marker files")
 @pytest.mark.slow
 def test_live_agent_is_left_alone_until_it_is_gone(tmp_path: Path) -> None:
     repo, gp, tools = project(tmp_path)

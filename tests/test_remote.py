@@ -142,6 +142,7 @@ def test_three_workers_claim_each_instance_once_and_the_winner_lands(tmp_path: P
     assert pack["tree"] == git(fourth, "rev-parse", "main^{tree}")
 
 
+@pytest.mark.unfenced("its agents hand over through files outside their worktrees")
 @pytest.mark.slow
 def test_eight_instances_two_workers_and_a_killed_one_taken_over(tmp_path: Path) -> None:
     origin, coord, gp, (a, b) = setup_remote(tmp_path, 2)

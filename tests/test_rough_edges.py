@@ -157,6 +157,7 @@ def commit_on_base(repo: Path, name: str, content: str) -> str:
 
 
 # -- 4. a picked winner that no longer lands, started again in one command ---------------------
+@pytest.mark.unfenced("its gate counts its runs in a file outside the checkout")
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_retry_onto_current_of_a_picked_winner_unpicks_it_in_one_command(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)

@@ -174,6 +174,7 @@ def test_jobs_caps_commands_alive_at_once(repo: Path, gp: GP, tmp_path: Path) ->
     assert all(i["status"] == "succeeded" for i in record(gp, "T")["instances"])
 
 
+@pytest.mark.unfenced("its agents record when they ran in files outside their worktrees")
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_two_runs_share_max_total(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r", config="max_total: 3\n")
@@ -194,6 +195,7 @@ def test_two_runs_share_max_total(tmp_path: Path) -> None:
 
 
 # -- timeouts, signals, kill -9 ----------------------------------------------------------
+@pytest.mark.unfenced("it watches its agents' host pids")
 @pytest.mark.parametrize("leader_ignores_term", [False, True], ids=["leader-dies-on-term", "leader-ignores-term"])
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_timeout_fails_and_kills_the_group(repo: Path, gp: GP, tmp_path: Path, leader_ignores_term: bool) -> None:

@@ -338,6 +338,7 @@ def test_a_failing_judge_never_blocks_the_pick(tmp_path: Path, kind: str) -> Non
     assert "the judge gave no answer" in next(l["reason"] for l in p["losers"] if l["id"] == "1")
 
 
+@pytest.mark.unfenced("its judge changes the run record while it runs, as a person could")
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_the_judge_runs_outside_the_lock_and_a_changed_field_is_refused(tmp_path: Path) -> None:
     # A judge that re-checks a candidate mid-pick: it needs the project lock
