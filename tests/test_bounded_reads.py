@@ -100,3 +100,25 @@ def test_a_record_grown_past_its_cap_is_refused_unread(tmp_path: Path) -> None:
     proc, rss = run_capped(repo, "status", "t")
     assert proc.returncode == 1 and "PARALLEL_RECORD_INVALID" in proc.stderr and "larger than" in proc.stderr
     assert rss < MAX_RSS_MB
+
+
+def test_check_reads_a_20_gb_events_file_and_probe_output_with_a_cap(tmp_path: Path) -> None:
+    # The agent grows its events file, and the probe its own stdout, to 20 GB
+    # (sparse): check counts and hashes their first part and says so.
+    grow = f"import os; print('behaviour', flush=True); os.truncate('/proc/self/fd/1', {HUGE})"
+    config = CONFIG + f"  - name: probe\n    mode: probe\n    run: [{sys.executable}, -c, \"{grow}\"]\n"
+    repo = make_repo(tmp_path / "repo", config=config)
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", f"echo '{{\"event\": \"x\"}}' >> \"$GIT_PARALLEL_EVENTS\" && "
+                                     f"truncate -s {HUGE} \"$GIT_PARALLEL_EVENTS\"")
+    proc, rss = run_capped(repo, "check", "t")
+    assert proc.returncode == 0, proc.stderr
+    assert rss < MAX_RSS_MB, rss
+    import json
+
+    inst = gp.json("status", "t")["run"]["instances"][0]
+    evidence = json.loads(Path(inst["evidence"]["path"]).read_text())
+    assert evidence["engine_evidence"]["cut"] > 0 and evidence["engine_evidence"]["counts"]
+    probe = next(g for g in evidence["gates"] if g["name"] == "probe")
+    assert probe["signature"]["cut"] > 0

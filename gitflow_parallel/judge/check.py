@@ -31,7 +31,7 @@ from gitflow_parallel.proc import sandbox
 from gitflow_parallel.proc.notifier import Notifier
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 from gitflow_parallel.judge import hidden, layers, pace
-from gitflow_parallel.judge.fingerprints import input_fingerprints, output_fingerprints, read_regular
+from gitflow_parallel.judge.fingerprints import input_fingerprints, output_fingerprints, read_head
 from gitflow_parallel.judge.gates import (applicable, complete_of, gate_facts, judge_checkout, kept_paths,
                                          refused_protected, repository_of, run_gates, verdict_of, what_is_judged)
 from gitflow_parallel.judge.place import Place, judging
@@ -45,7 +45,9 @@ def engine_evidence(inst: dict[str, Any]) -> dict[str, Any]:
     Nothing observed is null, never 0: an empty or absent log does not prove
     that an agent did nothing, only that it told us nothing."""
     path = inst.get("events")
-    data = read_regular(Path(path)) if path else None
+    data, size = read_head(Path(path)) if path else (None, 0)
+    if data is not None and size > len(data):  # cut: the last line read may be half a line
+        data = data[:data.rfind(b"\n") + 1]
     lines = [l for l in (data or b"").decode("utf-8", "replace").splitlines() if l.strip()]
     if not lines:
         return {"status": "unavailable", "counts": None}
@@ -61,8 +63,11 @@ def engine_evidence(inst: dict[str, Any]) -> dict[str, Any]:
             malformed += 1
             continue
         counts[name] = counts.get(name, 0) + 1
-    return {"status": "observed", "counts": dict(sorted(counts.items())), "lines": len(lines),
-            "malformed": malformed, "path": str(path), "sha256": sha256_bytes(data or b"")}
+    out = {"status": "observed", "counts": dict(sorted(counts.items())), "lines": len(lines),
+           "malformed": malformed, "path": str(path), "sha256": sha256_bytes(data or b"")}
+    if data is not None and size > len(data):
+        out["cut"] = size - len(data)  # bytes past what was read (and hashed)
+    return out
 
 
 # -- check ----------------------------------------------------------------------

@@ -59,9 +59,44 @@ def read_regular(path: Path, limit: int | None = None) -> bytes | None:
         return handle.read()
 
 
+# What git-parallel reads of a file a judged command or an agent wrote (an
+# events file, a probe's stdout): at most this much, from its start; a
+# sparse file of gigabytes costs no disk, and must cost no memory either.
+READ_CAP = 16 << 20
+
+
+def read_head(path: Path, limit: int = READ_CAP) -> tuple[bytes | None, int]:
+    """At most ``limit`` bytes from the start of a regular file (no link
+    followed, no FIFO opened blocking), and its size; (None, 0) if it is not one."""
+    fd = _open_regular(path)
+    if fd is None:
+        return None, 0
+    with open(fd, "rb", buffering=0, closefd=True) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        return handle.read(limit), size
+
+
+# A log is hashed whole up to this size, in pieces; past it, its first part
+# and its size stand for it ("<sha256>+<size>"): a gate can grow its log to
+# gigabytes for nothing.
+HASH_CAP = 1 << 30
+
+
 def sha256_path(path: Path) -> str | None:
-    data = read_regular(path)
-    return None if data is None else sha256_bytes(data)
+    fd = _open_regular(path)
+    if fd is None:
+        return None
+    digest = hashlib.sha256()
+    with open(fd, "rb", buffering=0, closefd=True) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        left = HASH_CAP
+        while left > 0:
+            piece = handle.read(min(left, 1 << 20))
+            if not piece:
+                break
+            digest.update(piece)
+            left -= len(piece)
+    return digest.hexdigest() if size <= HASH_CAP else f"{digest.hexdigest()}+{size}"
 
 
 def _blob_id(data: bytes, oid_hex: str) -> str:

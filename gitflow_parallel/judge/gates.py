@@ -133,7 +133,7 @@ from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import sandbox
-from gitflow_parallel.judge.fingerprints import read_regular, sha256_path
+from gitflow_parallel.judge.fingerprints import read_head, read_regular, sha256_path
 from gitflow_parallel.judge.place import Layer, Place, execute, gate_env, judging
 
 
@@ -219,9 +219,10 @@ def _files_written(place: Place, patterns: Iterable[str]) -> dict[str, str]:
             if relpath.startswith("..") or relpath.split("/")[0] == ".git":
                 continue
             found = merged.find(relpath)
-            data = read_regular(found) if found is not None and _inside(found, merged.layers) else None
-            if data is not None:
-                out[Path(relpath).as_posix()] = sha256_bytes(data)
+            data, size = read_head(found) if found is not None and _inside(found, merged.layers) else (None, 0)
+            if data is not None:  # over the cap: its first part, and its size
+                digest = sha256_bytes(data)
+                out[Path(relpath).as_posix()] = digest if size <= len(data) else f"{digest}+{size}"
     return dict(sorted(out.items()))
 
 
@@ -250,11 +251,14 @@ def probe_signature(gate: dict[str, Any], place: Place, log: Path, code: int | N
         files = _files_written(place, gate["outputs"])
         return {"exit_code": code, "over": over, "sha256": sha256_bytes(json.dumps(files, sort_keys=True).encode()),
                 "files": files}
-    data = read_regular(log) or b""
+    head, size = read_head(log)
+    data = head or b""
     worktree = place.worktree
     # The longer form first: one may contain the other (a symlinked /tmp).
     for form in sorted({str(worktree).encode(), str(worktree.resolve()).encode()}, key=len, reverse=True):
         data = data.replace(form, WORKTREE_PLACEHOLDER)
+    if size > len(data):  # over the cap: the signature is of its first part, and says so
+        return {"exit_code": code, "over": over, "sha256": sha256_bytes(data), "cut": size - len(data)}
     return {"exit_code": code, "over": over, "sha256": sha256_bytes(data)}
 
 

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from gitflow_parallel.files import sha256_bytes
+from gitflow_parallel.files import read_tail
 from gitflow_parallel.judge.fingerprints import read_regular, sha256_path
 from gitflow_parallel.judge.place import Place, execute, gate_env
 
@@ -75,7 +76,11 @@ def score(config: dict[str, Any], place: Place) -> tuple[int | None, dict[str, A
             return None, source, error
         if code != 0:
             return None, source, f"the score command exited {code}"
-        lines = [l for l in (read_regular(log) or b"").decode("utf-8", "replace").splitlines() if l.strip()]
+        try:
+            tail = read_tail(log, 1 << 20)[0]  # its last line is the score
+        except OSError:
+            tail = b""
+        lines = [l for l in tail.decode("utf-8", "replace").splitlines() if l.strip()]
         if not lines:
             return None, source, "the score command printed nothing"
         value = _score_value(lines[-1])
