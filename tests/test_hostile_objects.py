@@ -114,3 +114,37 @@ def test_an_agent_moves_and_locks_no_branch_but_its_own(tmp_path: Path) -> None:
     assert "mover" in git(repo, "log", "--format=%s", "parallel/t/2")
     assert not (repo / ".git" / "refs" / "heads" / "parallel" / "t" / "3.lock").exists()
     assert "sees 3: 1" in log_of(gp, "t", "2")  # its siblings' loose refs are not in its view
+
+
+@needs_namespace
+def test_recover_takes_in_what_a_killed_runners_agent_committed(tmp_path: Path) -> None:
+    # kill -9 of the runner while its agent, which has committed into its
+    # own store and refs, still runs: recover takes them in as the runner would have.
+    import os
+    import signal
+    import subprocess
+    import time
+
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    worktree = Path(status(gp, "t")["1"]["worktree"])
+    agent = f"{HONEST} && git commit -qam agent-work && touch committed && sleep 60"
+    runner = subprocess.Popen(["git-parallel", "run", "t", "--", "sh", "-c", agent], cwd=repo,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (worktree / "committed").exists():
+            assert time.monotonic() < deadline and runner.poll() is None
+            time.sleep(0.05)
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait()
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    admin = Path(git(worktree, "rev-parse", "--absolute-git-dir"))
+    assert "parallel-common" in (admin / "commondir").read_text()  # the view was left in place
+    gp("recover", "t")
+    assert "agent-work" in git(repo, "log", "--format=%s", "parallel/t/1")
+    assert (admin / "commondir").read_text().strip() == "../.."
+    git(repo, "fsck", "--full", "--no-dangling")
+    assert status(gp, "t")["1"]["status"] == "failed"

@@ -388,6 +388,27 @@ def undo(made: View | None) -> list[str]:
     return refused
 
 
+def left_by_killed_runner(admin: Path) -> bool:
+    """Does the worktree of ``admin`` still look through a view (its runner
+    was killed before it could undo it)?"""
+    try:
+        said = (admin / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return False
+    return said in (NAME, str(admin / NAME))
+
+
+def restore(common: Path, admin: Path, worktree: Path) -> list[str]:
+    """What ``undo`` would have done for an attempt whose runner was killed:
+    its objects and own refs taken in (from the runner's record of where its
+    refs started), the ``commondir`` file naming the shared dir again, the
+    pointers put back.  Returns what was refused."""
+    refused = import_objects(common, admin / NAME / "objects")
+    refused += import_refs(common, admin)
+    _write(admin / "commondir", os.path.relpath(common, admin) + "\n")
+    return refused + _put_back_pointers(admin, worktree)
+
+
 def _names(text: str | None, prefix: str, path: Path, relative_to: Path) -> bool:
     """Does a pointer file's ``text`` (``prefix`` and a path, relative ones
     taken from ``relative_to``, as git does) name ``path``?"""

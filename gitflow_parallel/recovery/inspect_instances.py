@@ -4,11 +4,13 @@ process is gone, a branch that moved after its attempt ended.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, model, provenance
-from gitflow_parallel.git import worktrees
+from gitflow_parallel.git import shadow, worktrees
+from gitflow_parallel.git.worktrees import admin_name
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import BRANCH_MOVED, CLEANUP_INCOMPLETE, PROCESS_GONE, ParallelError
 from gitflow_parallel.files import utcnow
@@ -84,6 +86,8 @@ class InstanceInspection(RunContext):
         project, task, rid = self.project, self.task, self.rid
         inst_id, attempt = inst["id"], inst["attempt"]
         commit_leftovers = bool(self.record["config"].get("commit_leftovers", True))
+        admin = self.project.repo.common_dir / "worktrees" / admin_name(task, inst_id)
+        stale_view = shadow.left_by_killed_runner(admin)
         dirty = (st is not None and st.usable and commit_leftovers and not fresh.passing
                  and bool(worktree_changes(st.path)))
         outcome = "succeeded" if tip is not None and fresh.passing else "failed"
@@ -98,6 +102,12 @@ class InstanceInspection(RunContext):
                      f"its commits are kept on {inst['branch']}")
 
         def git() -> None:
+            if stale_view:
+                # The sandbox's view of the killed attempt: its commits and
+                # refs are taken in, as its runner would have done.
+                shadow.restore(project.repo.common_dir, admin, Path(inst["worktree"]))
+            if not dirty:
+                return
             # As the runner would have: the dead agent's uncommitted work
             # becomes a commit on its branch rather than being left to a retry
             # that resets the worktree.
@@ -124,7 +134,7 @@ class InstanceInspection(RunContext):
                 + (" after committing its uncommitted changes" if dirty else "")
                 + (f"; its commits stay on {inst['branch']} at {tip[:12]}" if tip else ""))
         self.add(PROCESS_GONE, ERROR, f"instance {inst_id} is running but its process {pid} is gone", instance=inst_id,
-                 repair=Repair("instance_" + outcome, what, why, git=git if dirty else None, record=record,
+                 repair=Repair("instance_" + outcome, what, why, git=git if dirty or stale_view else None, record=record,
                                details={"instance": inst_id, "pid": pid, "tip": tip, "outcome": outcome,
                                         "evidence": fresh.state, "leftovers_committed": dirty}))
 
