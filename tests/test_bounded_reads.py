@@ -5,6 +5,8 @@ refused at once instead of being walked 10^9 nodes deep."""
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import resource
 import subprocess
@@ -43,6 +45,7 @@ def run_capped(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str],
     return subprocess.CompletedProcess(args, int(code), "", err), int(rss) // 1024
 
 
+@pytest.mark.slow  # the default tier keeps near 150 s; CI runs this after it
 def test_a_20_gb_log_or_events_file_is_read_as_a_tail(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", config=CONFIG)
     gp = GP(repo)
@@ -102,6 +105,7 @@ def test_a_record_grown_past_its_cap_is_refused_unread(tmp_path: Path) -> None:
     assert rss < MAX_RSS_MB
 
 
+@pytest.mark.slow  # the default tier keeps near 150 s; CI runs this after it
 def test_check_reads_a_20_gb_events_file_and_probe_output_with_a_cap(tmp_path: Path) -> None:
     # The agent grows its events file, and the probe its own stdout, to 20 GB
     # (sparse): check counts and hashes their first part and says so.

@@ -71,6 +71,7 @@ def test_a_gate_writing_into_the_kept_environment_changes_nothing_kept(tmp_path:
     assert packs(project)["2"]["setup"]["cached"] is True  # the kept layer, untouched
 
 
+@pytest.mark.slow  # the default tier keeps near 150 s; CI runs this after it
 @needs_namespace
 def test_each_checkout_of_the_pool_judges_with_an_environment_built_at_its_path(tmp_path: Path) -> None:
     # Two instances checked side by side take two checkouts; an editable

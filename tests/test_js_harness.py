@@ -51,6 +51,7 @@ def test_reached_scripts_follow_every_way_a_script_runs_another() -> None:
                                 ["npx", "run-s", "a", "b:*"]]) == ["test", "test:edge", "x", "lint", "t2", "a"]
 
 
+@pytest.mark.slow  # the default tier keeps near 150 s; CI runs this after it
 def test_a_rewritten_reached_script_or_setup_file_is_judged_with_the_base(tmp_path: Path) -> None:
     if shutil.which("npm") is None or shutil.which("node") is None:
         pytest.skip("node and npm are not installed")

@@ -52,6 +52,7 @@ def test_the_leftovers_commit_runs_no_filter_the_agent_configured(tmp_path: Path
     assert not mark.exists(), "a filter the agent configured ran outside the sandbox: " + mark.read_text()
 
 
+@pytest.mark.slow  # the default tier keeps near 150 s; CI runs this after it
 @needs_namespace
 def test_an_agent_cannot_read_a_live_siblings_commits(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
