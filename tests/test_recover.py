@@ -164,10 +164,11 @@ def finish_flow(repo: Path, gp: GP, tools: Path) -> None:
 
 
 def wait_for_dead(pids: list[int], timeout: float = 15) -> None:
-    from gitflow_parallel.state.project import pid_alive
+    from gitflow_parallel.state.project import _group_alive, pid_alive
 
     deadline = time.monotonic() + timeout
-    while any(pid_alive(p) for p in pids):
+    # And their groups: a sandboxed agent dies a moment after its bwrap.
+    while any(pid_alive(p) or _group_alive(p) for p in pids):
         assert time.monotonic() < deadline, f"processes {pids} did not go away"
         time.sleep(0.05)
 

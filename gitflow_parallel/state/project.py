@@ -94,6 +94,11 @@ def instance_process_alive(inst: dict[str, Any]) -> bool:
         # btime has one-second resolution and the record is written just after the start.
         if started is None or when is None or abs(started - when) < 5.0:
             return True
+    if _group_alive(pid):
+        # The leader (a sandbox's bwrap) is gone but what it ran is not yet:
+        # a namespace's processes die a moment after it.  A group id is not
+        # handed out again while any member is left, so this is that group.
+        return True
     runner = inst.get("runner_pid")
     if runner != os.getpid() and pid_alive(runner):
         started = _process_start_epoch(runner)
@@ -109,6 +114,31 @@ def process_alive_since(pid: Any, since: str | None) -> bool:
         return False
     started, when = _process_start_epoch(pid), _recorded_epoch({"started_at": since})
     return started is None or when is None or started <= when + 5.0
+
+
+def _group_alive(pgid: Any) -> bool:
+    """Is any process of group ``pgid`` still running (not a zombie)?"""
+    if not isinstance(pgid, int) or isinstance(pgid, bool) or not 1 < pgid < 1 << 31:
+        return False
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return True
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b") ", 1)[-1].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            return True
+    return False
 
 
 def pid_alive(pid: Any) -> bool:
