@@ -116,10 +116,12 @@ def test_kill_9_at_a_random_moment(tmp_path: Path, verb: str, k: int) -> None:
             pass
     wrapper.communicate(timeout=60)
     # What the agents committed before the kill, and whatever the watchdog stopped.
-    from gitflow_parallel.state.project import pid_alive
+    from gitflow_parallel.state.project import _group_alive, pid_alive
     rec = _record(repo)
     deadline = time.monotonic() + 15
-    while rec and any(pid_alive(i.get("pid")) for i in rec["instances"] if i["status"] == "running"):
+    # A sandboxed agent dies a moment after its bwrap (the pid): its group too.
+    while rec and any(pid_alive(i.get("pid")) or _group_alive(i.get("pid"))
+                      for i in rec["instances"] if i["status"] == "running"):
         assert time.monotonic() < deadline, "an agent outlived its killed runner"
         time.sleep(0.05)
     made = made_before | _instance_commits(repo, base_before)
