@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from conftest import GP, git
 from hostile import log_of, needs_namespace
 from test_hostile import HONEST, PY, act, project
 
@@ -102,6 +102,14 @@ REWRITER = textwrap.dedent("""\
     """)
 
 
+def judge_and_land(gp: GP) -> dict:
+    """check, pick and merge the task as a user would; the one attempt's check result."""
+    checked = gp.json("check", "t", code=None)["instances"][0]
+    gp("pick", "t", code=None)
+    gp("merge", "t", code=None)
+    return checked
+
+
 def heredoc(name: str, text: str) -> str:
     return f"cat > {name} <<'GP_EOF'\n{text}GP_EOF\n"
 
@@ -120,9 +128,7 @@ def test_an_earlier_gate_cannot_rewrite_the_protected_tests_of_a_later_one(tmp_p
     repo, gp = project(tmp_path, config)
     gp("spawn", "t", "-n", "1")
     act(gp, "t", "1", heredoc("app.py", REWRITER))
-    checked = gp.json("check", "t", code=None)["instances"][0]
-    gp("pick", "t", code=None)
-    gp("merge", "t", code=None)
+    checked = judge_and_land(gp)
     assert "pytest" not in git(repo, "show", "main:app.py"), "the bug landed on main (re-proved)"
     assert checked["verdict"] != "pass", "the bug passed its tests"
 
@@ -155,9 +161,7 @@ def test_expect_cannot_be_satisfied_by_a_report_the_attempt_wrote(tmp_path: Path
     repo, gp = project(tmp_path, config)
     gp("spawn", "t", "-n", "1")
     act(gp, "t", "1", heredoc("app.py", FORGED_REPORT))
-    checked = gp.json("check", "t", code=None)["instances"][0]
-    gp("pick", "t", code=None)
-    gp("merge", "t", code=None)
+    checked = judge_and_land(gp)
     assert "GIT_PARALLEL_REPORT" not in git(repo, "show", "main:app.py"), "the bug landed on main (re-proved)"
     assert checked["verdict"] != "pass", "the bug passed by a forged report"
 

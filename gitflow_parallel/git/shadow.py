@@ -409,6 +409,14 @@ def restore(common: Path, admin: Path, worktree: Path) -> list[str]:
     return refused + _put_back_pointers(admin, worktree)
 
 
+def _pointer(path: Path) -> str | None:
+    """The text of a pointer file, or None if it is a link or unreadable."""
+    try:
+        return None if path.is_symlink() else path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _names(text: str | None, prefix: str, path: Path, relative_to: Path) -> bool:
     """Does a pointer file's ``text`` (``prefix`` and a path, relative ones
     taken from ``relative_to``, as git does) name ``path``?"""
@@ -431,21 +439,13 @@ def _put_back_pointers(admin: Path, worktree: Path) -> list[str]:
     if os.path.lexists(gitfile) and not gitfile.is_symlink() and gitfile.is_dir():
         changed.append(f"{gitfile} was replaced by a folder (left as it is; nothing is committed from it)")
     else:
-        try:
-            said = gitfile.read_text(encoding="utf-8") if not gitfile.is_symlink() else None
-        except (OSError, UnicodeDecodeError):
-            said = None
-        if not _names(said, "gitdir:", admin, worktree):
+        if not _names(_pointer(gitfile), "gitdir:", admin, worktree):
             changed.append(f"{gitfile} was rewritten (put back)")
             if os.path.lexists(gitfile):
                 gitfile.unlink()
             _write_new(gitfile, f"gitdir: {admin}\n")
     pointer = admin / "gitdir"
-    try:
-        back = pointer.read_text(encoding="utf-8") if not pointer.is_symlink() else None
-    except (OSError, UnicodeDecodeError):
-        back = None
-    if not _names(back, "", gitfile, admin):
+    if not _names(_pointer(pointer), "", gitfile, admin):
         changed.append(f"{pointer} was rewritten (put back)")
         _write(pointer, f"{gitfile}\n")
     return changed
