@@ -125,9 +125,15 @@ COMMAND_CHARS = 120  # of an agent command in a commit message
 
 
 def command_text(argv: list[str]) -> str:
-    """An agent command on one line, quoted as a shell would read it, cut
-    at ``COMMAND_CHARS`` (a prompt can be pages long)."""
+    """An agent command on one line, quoted as a shell would read it; one
+    longer than ``COMMAND_CHARS`` (a prompt can be pages long) has its
+    absolute paths cut to their last part first (``command_label``), so
+    that the program and script names survive a machine's long folders,
+    and is then cut at ``COMMAND_CHARS``."""
     text = " ".join(shlex.join(argv).split())
+    if len(text) <= COMMAND_CHARS:
+        return text
+    text = command_label(text)
     return text if len(text) <= COMMAND_CHARS else text[:COMMAND_CHARS - 1] + "\u2026"
 
 

@@ -245,6 +245,17 @@ def test_default_landing_message_names_the_agent_without_its_absolute_paths(tmp_
     assert f"Agent: {Path(PY).name} agent.py" in message, message
 
 
+def test_a_long_agent_command_keeps_its_program_and_script_names_in_the_trailer() -> None:
+    # CI's fresh clone has longer folders than a developer's: the cut at 120
+    # characters once fell inside the script's path ("agent.…").
+    from gitflow_parallel import provenance
+    deep = "/tmp/" + "d" * 90
+    text = provenance.command_text([f"{deep}/.venv/bin/python", f"{deep}/tools/agent.py", "a.txt=one"])
+    assert text == "python agent.py a.txt=one", text
+    short = provenance.command_text(["/usr/bin/python3", "/srv/agent.py"])
+    assert short == "/usr/bin/python3 /srv/agent.py"  # a command that fits keeps its paths
+
+
 def test_report_file_follows_the_umask_and_its_chart_labels_do_not_overlap(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "3")
