@@ -433,15 +433,21 @@ def test_under_tmux_the_pane_puts_the_agent_in_the_same_fence(tmp_path: Path) ->
     agent = (f"echo hacked > {repo}/app.py; echo \"main: $?\" > seen.txt; "
              "cat ../2/app.py > /dev/null; echo \"sibling: $?\" >> seen.txt; "
              "echo \"tmp: $TMPDIR\" >> seen.txt; echo mine > mine.txt; git add mine.txt; git commit -qm mine; "
-             "echo \"commit: $?\" >> seen.txt")
+             "echo \"commit: $?\" >> seen.txt; "
+             # The server runs unfenced: a job it ran for the agent would outlive the run.
+             f"tmux run-shell -b 'sleep 1; touch {tmp_path}/escaped'; echo \"run-shell: $?\" >> seen.txt; "
+             f"tmux new-window -d 'touch {tmp_path}/escaped'; echo \"new-window: $?\" >> seen.txt")
     try:
         gp("run", "t", "--instance", "1", "--tmux", "--", "sh", "-c", agent, env=env, timeout=60)
         # Its tmux server is out of its sight: it cannot run anything there.
+        time.sleep(1.5)  # what a run-shell -b job would have needed to show
     finally:
         subprocess.run(["tmux", "kill-server"], env={**os.environ, "TMUX_TMPDIR": str(sock)}, capture_output=True)
         shutil.rmtree(sock, ignore_errors=True)
     seen = git(repo, "show", "parallel/t/1:seen.txt")
     assert "main: 2" in seen and "sibling: 1" in seen and "git-parallel-agent-" in seen and "commit: 0" in seen, seen
+    assert "run-shell: 0" not in seen and "new-window: 0" not in seen and "run-shell: " in seen, seen
+    assert not (tmp_path / "escaped").exists()
     assert (repo / "app.py").read_text() == APP_BUGGY
     [dispatched] = [e for e in _events(gp, "t", "1") if e["event"] == "engine_dispatched"]
     assert dispatched["sandbox"] == ("landlock" if namespace.unavailable() else "namespace")
