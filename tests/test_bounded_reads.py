@@ -126,3 +126,29 @@ def test_check_reads_a_20_gb_events_file_and_probe_output_with_a_cap(tmp_path: P
     assert evidence["engine_evidence"]["cut"] > 0 and evidence["engine_evidence"]["counts"]
     probe = next(g for g in evidence["gates"] if g["name"] == "probe")
     assert probe["signature"]["cut"] > 0
+
+
+@pytest.mark.slow  # the default tier keeps near 150 s; CI runs this after it
+def test_a_hidden_gate_that_grows_its_output_to_20_gb_is_summarised_from_its_end(tmp_path: Path) -> None:
+    # The hidden gate's output goes to a file the judge reads for the one
+    # line it keeps (the counts): the gate's code can grow it, sparse.
+    hidden = tmp_path / "hidden"
+    (hidden / "tests").mkdir(parents=True)
+    (hidden / "tests" / "test_secret.py").write_text("X = 1\n")
+    gate = tmp_path / "grow.py"
+    gate.write_text(f"import os\nos.truncate('/proc/self/fd/1', {HUGE})\nos.lseek(1, 0, os.SEEK_END)\n"
+                    "os.write(1, b'\\n3 passed\\n')\n")
+    config = f"gates:\n  - name: hidden\n    run: [{sys.executable}, {gate}]\n    hidden: {hidden}\n"
+    repo = make_repo(tmp_path / "repo", config=config)
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", "echo x > x.txt")
+    proc, rss = run_capped(repo, "check", "t")
+    assert proc.returncode == 0, proc.stderr
+    assert rss < MAX_RSS_MB, rss
+    gate = gp.json("status", "t")["run"]["instances"][0]
+    import json
+
+    pack = json.loads(Path(gate["evidence"]["path"]).read_text())
+    [hidden_gate] = [g for g in pack["gates"] if g["name"] == "hidden"]
+    assert "3 passed" in json.dumps(hidden_gate), hidden_gate

@@ -30,6 +30,7 @@ from typing import Iterator
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import read_tail
 
 _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
 
@@ -124,7 +125,7 @@ def summary(log: Path) -> str | None:
     """The one line of a hidden gate's output that is kept: a test runner's
     counts, else nothing (any other line may quote a hidden test)."""
     try:
-        text = log.read_bytes().decode("utf-8", "replace")
+        text = read_tail(log)[0].decode("utf-8", "replace")  # the gate wrote it: capped
     except OSError:
         return None
     for line in reversed(text.splitlines()):

@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gitflow_parallel.files import sha256_file
+from gitflow_parallel.files import read_tail, sha256_file
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.judge.place import execute, gate_env
 from gitflow_parallel.proc import sandbox
@@ -86,7 +86,10 @@ def match(project: Project, record: RunRecord, track: str, round_no: int,
         code, error, seconds = execute(list(cfg["command"]), cwd, env, float(cfg["timeout"]), log, err_log, plan)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    stdout = log.read_bytes() if log.is_file() else b""
+    try:  # the judge runs the attempts' code: its output is read from its end, capped
+        stdout = read_tail(log)[0]
+    except OSError:
+        stdout = b""
     answer = answer_of(stdout) if error is None and code == 0 else None
     if error is None and code != 0:
         error = f"the judge exited {code}"

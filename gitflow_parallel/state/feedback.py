@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gitflow_parallel import evidence
-from gitflow_parallel.files import atomic_write
+from gitflow_parallel.files import atomic_write, read_tail
 
 TAIL_LINES = 200  # of each failing gate's log
 AGENT_TAIL_LINES = 50  # of the agent's log, when the agent failed
@@ -50,7 +50,7 @@ def tail(path: str | None, lines: int) -> list[str]:
     if not path:
         return []
     try:
-        data = Path(path).read_bytes()
+        data = read_tail(path)[0]  # an agent's or a gate's log: read from its end, capped
     except OSError:
         return []
     return data.decode("utf-8", "replace").splitlines()[-lines:]
