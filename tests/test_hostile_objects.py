@@ -8,6 +8,8 @@ import textwrap
 import zlib
 from pathlib import Path
 
+import pytest
+
 from conftest import git
 from hostile import log_of, needs_namespace, status
 from test_hostile import HONEST, PY, act, project
@@ -141,10 +143,72 @@ def test_recover_takes_in_what_a_killed_runners_agent_committed(tmp_path: Path) 
     finally:
         if runner.poll() is None:
             runner.kill()
+    # A sandboxed agent dies a moment after its bwrap: recover waits for
+    # nothing, so this waits until its group is gone, as a person would.
+    from gitflow_parallel.state.project import _group_alive, pid_alive
+
+    pid = status(gp, "t")["1"].get("pid")
+    deadline = time.monotonic() + 15
+    while pid_alive(pid) or _group_alive(pid):
+        assert time.monotonic() < deadline, "the agent outlived its killed runner"
+        time.sleep(0.05)
     admin = Path(git(worktree, "rev-parse", "--absolute-git-dir"))
     assert "parallel-common" in (admin / "commondir").read_text()  # the view was left in place
-    gp("recover", "t")
-    assert "agent-work" in git(repo, "log", "--format=%s", "parallel/t/1")
+    said = gp("recover", "t")
+    assert "agent-work" in git(repo, "log", "--format=%s", "parallel/t/1"), said
     assert (admin / "commondir").read_text().strip() == "../.."
     git(repo, "fsck", "--full", "--no-dangling")
     assert status(gp, "t")["1"]["status"] == "failed"
+
+
+@pytest.mark.slow  # the reader looks for 6 s when it finds nothing; CI runs this after the default tier
+def test_an_agent_cannot_read_a_siblings_commits_while_the_run_is_live(tmp_path: Path) -> None:
+    # Agent 1 commits its answer and ends at once; agent 2, still running,
+    # looks through every object its git can reach for that answer.  The
+    # finished attempt's objects are taken into the shared store only when
+    # the run's agents have all ended.
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    answer = "ANSWER_" + "7" * 12
+    writer = f"echo {answer} > answer.txt && git add answer.txt && git commit -qm answer"
+    reader = ("for i in $(seq 1 30); do "
+              f"  if git cat-file --batch-all-objects --batch 2>/dev/null | grep -q {answer}; then echo FOUND; exit 0; fi; "
+              "  sleep 0.2; "
+              "done; echo 'not found'")
+    gp("run", "t", "--", "sh", "-c", f'if [ "$GIT_PARALLEL_INSTANCE" = 1 ]; then {writer}; else {reader}; fi')
+    said = log_of(gp, "t", "2")
+    assert "not found" in said and "FOUND" not in said, said
+    # Once the run ended, both attempts' work is in the shared store, on their branches.
+    assert git(repo, "show", "parallel/t/1:answer.txt") == answer
+    assert status(gp, "t")["1"]["status"] == "succeeded" and status(gp, "t")["2"]["status"] == "succeeded"
+
+
+@pytest.mark.slow  # a run in its own process and an abort beside it
+def test_abort_of_an_attempt_held_back_for_its_siblings_keeps_its_work_at_once(tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    agent = ('if [ "$GIT_PARALLEL_INSTANCE" = 1 ]; then echo one > one.txt && git add one.txt && git commit -qm one; '
+             'else sleep 60; fi')
+    runner = subprocess.Popen(["git-parallel", "run", "t", "--", "sh", "-c", agent], cwd=repo,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        events = repo / ".git" / "parallel" / "events"
+        deadline = time.monotonic() + 60
+        while not any("engine_exited" in p.read_text() for p in events.glob("*/1.*.jsonl")):
+            assert time.monotonic() < deadline and runner.poll() is None
+            time.sleep(0.05)
+        assert status(gp, "t")["1"]["status"] == "running"  # held back: instance 2 still runs
+        started = time.monotonic()
+        gp("abort", "t", "1")
+        assert time.monotonic() - started < 10  # its runner let go of it without waiting for instance 2
+        assert status(gp, "t")["1"]["status"] == "aborted"
+        assert git(repo, "show", "parallel/t/1:one.txt") == "one"  # its work is on its branch
+        assert status(gp, "t")["2"]["status"] == "running"
+        gp("abort", "t", "2")
+        runner.wait(timeout=60)
+    finally:
+        if runner.poll() is None:
+            runner.kill()

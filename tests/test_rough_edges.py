@@ -57,8 +57,11 @@ def test_run_tmux_that_starts_the_server_keeps_the_other_agents(tmp_path: Path) 
                                "{instance}", str(marker)], cwd=repo, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     try:
-        # Instance 1 ended and was recorded: the sweeps after its end are done.
-        wait_for(lambda: _instances(gp, "t")["1"]["status"] == "succeeded", 90)
+        # Instance 1 ended: the sweeps after its end are done before its
+        # runner says so (its end is recorded once 2 and 3 end too).
+        events = repo / ".git" / "parallel" / "events"
+        wait_for(lambda: any("engine_exited" in p.read_text() for p in events.glob("*/1.*.jsonl")), 90)
+        assert _instances(gp, "t")["1"]["status"] == "running"
         windows = tmux("list-windows", "-t", "=parallel-t", "-F", "#{window_name}")
         assert windows.returncode == 0 and sorted(windows.stdout.split()) == ["2", "3"], windows.stderr
         marker.write_text("go\n")

@@ -95,14 +95,19 @@ def alive(pid: int) -> bool:
 
 
 def wait_gone(pids: list[int], within: float = 5.0) -> list[int]:
-    """Pids still alive after ``within`` seconds (empty when all are gone)."""
+    """Pids still alive after ``within`` seconds (empty when all are gone);
+    a pid that leads a group counts while its group lives (a sandboxed agent
+    dies a moment after its bwrap, whose pid is the one recorded)."""
+    from gitflow_parallel.state.project import _group_alive
+
+    def living() -> list[int]:
+        return [p for p in pids if alive(p) or _group_alive(p)]
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        left = [p for p in pids if alive(p)]
-        if not left:
+        if not living():
             return []
         time.sleep(0.05)
-    return [p for p in pids if alive(p)]
+    return living()
 
 
 def wait_files(folder: Path, pattern: str, n: int, within: float = 20.0) -> list[Path]:

@@ -64,6 +64,9 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
             check_removable(project, record, record["instances"], force)
         stopping = [i for i in targets if _stop(record, i)]
         stopped = [i["id"] for i in stopping]
+        # An attempt that ended while siblings of its run still ran is
+        # recorded running until its runner takes its work in: wait for that too.
+        held = [i for i in targets if i["status"] == "running" and i not in stopping]
 
         def apply(rec: dict[str, Any]) -> None:
             now = utcnow()
@@ -78,7 +81,7 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
     # Wait, without the lock (their runner needs it to finish), until the
     # stopped agents are gone and their runner has committed what they left:
     # a TERM handler may still write, and what is checked next is what stays.
-    _wait_stopped(project, record, stopping)
+    _wait_stopped(project, record, stopping + held)
     removed: list[dict[str, Any]] = []
     if inst_id is None:
         with store.lock():

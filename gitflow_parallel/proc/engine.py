@@ -99,6 +99,7 @@ LOCK_RETRIES = 10
 SLOT_POLL = 0.05  # seconds between looks for a slot another run freed
 TICK = 0.25  # progress refresh on a terminal
 WAIT_POLL = 0.5  # seconds between looks whether a running agent waits for input (proc/waiting)
+HELD_POLL = 1.0  # seconds between looks whether abort decided about an attempt held back (_Runner.held)
 
 
 # -- selection ---------------------------------------------------------------------
@@ -233,6 +234,11 @@ class _Runner:
         self.reads = sandbox.siblings(record)  # its fences' read rules, worked out once
         self.stopping: str | None = None
         self.waiting_for_slot = False
+        # Attempts that ended while a sibling of this run still ran or waited
+        # to: their objects and refs stay in their own stores (git/shadow)
+        # until none is left, so that no live attempt reads their work.
+        self.held: list[child_proc.Child] = []
+        self.looked = 0.0  # when the record was last read for them
         self.t0 = time.monotonic()
 
     # -- the loop ------------------------------------------------------------------
@@ -268,7 +274,7 @@ class _Runner:
 
     def _loop(self, active: dict[int, child_proc.Child]) -> None:
         queue = deque(self.children)
-        while queue or active:
+        while queue or active or self.held:
             if self.signals.caught and not self.stopping:
                 self.stopping = signame(self.signals.caught[0])
                 for child in queue:
@@ -277,10 +283,10 @@ class _Runner:
                 self._stop_all(active)
             now = time.monotonic()
             child_proc.enforce_deadlines(active, now)
-            finished = [c for c in active.values() if child_proc.exited(c)]
-            for child in finished:
+            for child in [c for c in active.values() if child_proc.exited(c)]:
                 del active[child.pid]
-                self._finish(child)
+                self._ended(child)
+                self.held.append(child)
             starting: list[child_proc.Child] = []
             self.waiting_for_slot = False
             while queue and len(active) + len(starting) < self.jobs:
@@ -291,6 +297,13 @@ class _Runner:
                 child = queue.popleft()
                 child.slot = slot
                 starting.append(child)
+            finished: list[child_proc.Child] = []
+            if self.held and not (active or starting or queue):
+                finished, self.held = self.held, []
+            elif self.held:
+                finished = self._decided_elsewhere()
+            for child in finished:
+                self._settle(child)
             if finished or starting:
                 self._write(finished, starting)
                 _notify_ended(self.notifier, self.record, finished + [c for c in starting if c.ran and not c.popen])
@@ -301,7 +314,7 @@ class _Runner:
                     faults.point("run.after_running")
             self._report(active, queue)
             _notify_waiting(self.notifier, self.record, active)
-            if not queue and not active:
+            if not queue and not active and not self.held:
                 break
             self.signals.wait(_next_wait(active, bool(queue), self.waiting_for_slot, self.progress is not None))
 
@@ -397,7 +410,10 @@ class _Runner:
                 child.term_at = now
                 killpg(child.pid, signal.SIGTERM)
 
-    def _finish(self, child: child_proc.Child) -> None:
+    def _ended(self, child: child_proc.Child) -> None:
+        """Its command ended: nothing of its group is left running, and how
+        it ended is said (``engine_exited``); what it made is taken in later
+        (``_settle``)."""
         assert child.popen is not None
         # Anything the command left running in its group would go on writing
         # to the worktree after its work is committed.
@@ -413,13 +429,38 @@ class _Runner:
         if child.slot is not None:
             child.slot.release()
         leftovers.classify_exit(child, rc, self.timeout)
-        child_proc.after_exit(self.project, self.task, self.run_id, child, _ran_beside(self.children, child))
         child.finished_at = utcnow()
         append_jsonl(child.events, {
             "event": "engine_exited", "ts": child.finished_at, "run_id": self.run_id, "instance": child.id,
             "attempt": child.attempt, "pid": child.pid, "exit_code": child.exit_code, "duration_s": child.duration,
             "status": child.status, "error": child.error,
         })
+
+    def _decided_elsewhere(self) -> list[child_proc.Child]:
+        """The held attempts that ``abort`` recorded meanwhile (it waits for
+        their runner to let go of them): taken in now, not when their
+        siblings end."""
+        now = time.monotonic()
+        if now - self.looked < HELD_POLL:
+            return []
+        self.looked = now
+        try:
+            record = self.store.load(self.task)
+        except ParallelError:
+            return []
+        decided = []
+        for child in self.held:
+            inst = find_instance(record, child.id)
+            if inst["status"] != "running" or inst["attempt"] != child.attempt:
+                decided.append(child)
+        self.held = [c for c in self.held if c not in decided]
+        return decided
+
+    def _settle(self, child: child_proc.Child) -> None:
+        """Once no sibling of this run is live: its objects and refs taken
+        into the shared store (closing its fence), what it changed that it
+        may not put back, its leftovers committed, its head read."""
+        child_proc.after_exit(self.project, self.task, self.run_id, child, _ran_beside(self.children, child))
         if self.commit_leftovers:
             leftovers.commit(self.project, self.record, child)
         faults.point("run.after_commit")
