@@ -15,7 +15,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import create_exclusive, sha256_bytes, utcnow
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.model import HUMAN, find_instance
+from gitflow_parallel.model import HUMAN, binding_of, find_instance
 from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, load_pick, pick_bytes, pick_path, who
 from gitflow_parallel.judge.selection import candidate_basis, choose, decide, track_candidates
 from gitflow_parallel.state.picks import refuse_closed
@@ -162,7 +162,7 @@ def choose_human(project: Project, record: dict[str, Any], inst_id: str, reason:
     return {
         "schema_version": SCHEMA_VERSION, "run_id": record["run_id"], "task": task, "track": track,
         "winner": {"id": inst_id, "attempt": inst["attempt"], "commit": commit, "tree": project.repo.tree_of(commit),
-                   "evidence_sha256": (inst.get("evidence") or {}).get("sha256") if pack else None,
+                   "evidence_sha256": binding_of(inst).get("sha256") if pack else None,
                    **({"agent": inst["agent"]} if inst.get("agent") else {})},
         "verdict": pack.get("verdict") if pack else None, "score": pack.get("score") if pack else None,
         "proof_issued_at": pack.get("proof_issued_at") if pack else None,
