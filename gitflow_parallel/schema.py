@@ -44,12 +44,20 @@ class ShapeError(ValueError):
         self.path = path
         self.problem = problem
 
+    def within(self, key: object) -> ShapeError:
+        """The same error seen from the mapping (``key``: str) or list (``key``: int) holding it."""
+        prefix = f"[{key}]" if isinstance(key, int) else str(key)
+        path = prefix if not self.path else prefix + self.path if self.path.startswith("[") else f"{prefix}.{self.path}"
+        return ShapeError(path, self.problem)
+
 
 class Invalid(ValueError):
     """Raised by a :class:`Convert` function: the value cannot be read (the message says why)."""
 
 
-@dataclass(frozen=True)
+# The markers compare by identity (a Default may hold a list), so that the
+# Annotated types holding them can key the cache of compiled checkers.
+@dataclass(frozen=True, eq=False)
 class Range:
     """A number from ``lo`` to ``hi`` (inclusive; ``None``: unbounded)."""
     lo: float | None = None
@@ -64,7 +72,7 @@ class Range:
         return f"{self.lo}..{self.hi}" if self.lo is not None else f"<= {self.hi}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Check:
     """A predicate the value must pass once its type holds; ``expected``
     says what passes (and replaces the type's words in the message)."""
@@ -72,19 +80,19 @@ class Check:
     expected: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Convert:
     """Applied to the value before it is checked; may raise :class:`Invalid`."""
     fn: Callable[[Any], Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Default:
     """The value of a missing key (checked, and converted, like a given one)."""
     value: Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Expect:
     """What the message says is expected, in place of the words made from the type."""
     words: str
@@ -143,113 +151,215 @@ def expected(hint: Any) -> str:
     return _NAMES.get(hint, getattr(hint, "__name__", str(hint)))
 
 
-def _fail(path: str, hint: Any, value: Any) -> ShapeError:
-    return ShapeError(path, f"must be {expected(hint)}, got {value!r}")
-
-
-def _join(path: str, key: object) -> str:
-    return f"{path}.{key}" if path else str(key)
+def _fail(hint: Any, value: Any) -> ShapeError:
+    return ShapeError("", f"must be {expected(hint)}, got {value!r}")
 
 
 def check(hint: Any, value: Any, path: str = "", *, closed: bool = False) -> Any:
     """``value`` checked against ``hint`` (converted where a :class:`Convert`
-    says, defaults filled); raises :class:`ShapeError` at the first mismatch."""
+    says, defaults filled); raises :class:`ShapeError` at the first mismatch,
+    its path starting at ``path``."""
+    try:
+        return _compiled(hint)(value, closed)
+    except ShapeError as exc:
+        raise (exc.within(path) if path else exc) from None
+
+
+# -- compiled checkers: one closure per declared type, made once ------------------------
+Checker = Callable[[Any, bool], Any]
+
+
+@functools.cache
+def _compiled(hint: Any) -> Checker:
     origin = get_origin(hint)
     if hint is Any:
-        return value
+        return lambda value, closed: value
     if origin is Annotated:
-        return _annotated(hint, value, path, closed)
+        return _annotated(hint)
     if is_typeddict(hint):
-        return _mapping(hint, value, path, closed)
+        return _mapping(hint)
     if origin is Literal:
-        if not any(value == a and type(value) is type(a) for a in get_args(hint)):
-            raise _fail(path, hint, value)
-        return value
+        return _literal(hint)
     if origin in (Union, types.UnionType):
-        return _union(hint, value, path, closed)
+        return _union(hint)
     if origin is list:
-        if not isinstance(value, list):
-            raise _fail(path, hint, value)
-        (item,) = get_args(hint)
-        return [check(item, v, f"{path}[{i}]", closed=closed) for i, v in enumerate(value)]
+        return _list(hint)
     if origin is dict:
-        if not isinstance(value, dict):
-            raise _fail(path, hint, value)
-        key_hint, item = get_args(hint)
-        return {check(key_hint, k, path, closed=closed): check(item, v, _join(path, k), closed=closed)
-                for k, v in value.items()}
-    return _scalar(hint, value, path)
+        return _dict(hint)
+    return _scalar(hint)
 
 
-def _scalar(hint: Any, value: Any, path: str) -> Any:
+@functools.cache
+def _transforms(hint: Any) -> bool:
+    """Can checking ``hint`` change the value (a Convert, a Default)?  If not,
+    containers are checked in place and returned as they are."""
+    if get_origin(hint) is Annotated and any(isinstance(m, (Convert, Default)) for m in hint.__metadata__):
+        return True
+    if is_typeddict(hint):
+        return any(_transforms(f.hint) for f in fields(hint).values())
+    return any(_transforms(a) for a in get_args(hint) if not isinstance(a, (str, int, bool)))
+
+
+def _scalar(hint: Any) -> Checker:
     if hint is None or hint is type(None):
-        ok = value is None
+        def ok(v: Any) -> bool:
+            return v is None
     elif hint is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    elif hint is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
+        def ok(v: Any) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    elif hint is bool:
+        def ok(v: Any) -> bool:
+            return isinstance(v, bool)
     else:
-        ok = isinstance(value, hint) and (hint is bool or not isinstance(value, bool))
-    if not ok:
-        raise _fail(path, hint, value)
-    return value
+        def ok(v: Any) -> bool:
+            return isinstance(v, hint) and not isinstance(v, bool)
+
+    def scalar(value: Any, closed: bool) -> Any:
+        if not ok(value):
+            raise _fail(hint, value)
+        return value
+    return scalar
 
 
-def _annotated(hint: Any, value: Any, path: str, closed: bool) -> Any:
-    marks = hint.__metadata__
-    for mark in marks:
-        if isinstance(mark, Convert):
+def _literal(hint: Any) -> Checker:
+    allowed = get_args(hint)
+
+    def literal(value: Any, closed: bool) -> Any:
+        if not any(value == a and type(value) is type(a) for a in allowed):
+            raise _fail(hint, value)
+        return value
+    return literal
+
+
+def _list(hint: Any) -> Checker:
+    item = _compiled(get_args(hint)[0])
+    keep = not _transforms(hint)
+
+    def checked_list(value: Any, closed: bool) -> Any:
+        if not isinstance(value, list):
+            raise _fail(hint, value)
+        out = []
+        for i, v in enumerate(value):
             try:
-                value = mark.fn(value)
+                checked = item(v, closed)
+            except ShapeError as exc:
+                raise exc.within(i) from None
+            if not keep:
+                out.append(checked)
+        return value if keep else out
+    return checked_list
+
+
+def _dict(hint: Any) -> Checker:
+    key_hint, item_hint = get_args(hint)
+    key_check, item = _compiled(key_hint), _compiled(item_hint)
+    keep = not _transforms(hint)
+
+    def checked_dict(value: Any, closed: bool) -> Any:
+        if not isinstance(value, dict):
+            raise _fail(hint, value)
+        out = {}
+        for k, v in value.items():
+            try:
+                out[key_check(k, closed)] = item(v, closed)
+            except ShapeError as exc:
+                raise exc.within(k) from None
+        return value if keep else out
+    return checked_dict
+
+
+def _annotated(hint: Any) -> Checker:
+    marks = hint.__metadata__
+    converts = [m.fn for m in marks if isinstance(m, Convert)]
+    tests = [m.ok if isinstance(m, Range) else m.test for m in marks if isinstance(m, (Range, Check))]
+    base = _compiled(get_args(hint)[0])
+
+    def annotated(value: Any, closed: bool) -> Any:
+        for fn in converts:
+            try:
+                value = fn(value)
             except Invalid as exc:
-                raise ShapeError(path, str(exc)) from None
-    base = get_args(hint)[0]
-    try:
-        value = check(base, value, path, closed=closed)
-    except ShapeError as exc:
-        if exc.path != path:
-            raise  # a nested key's own message
-        raise _fail(path, hint, value) from None
-    for mark in marks:
-        if isinstance(mark, Range) and not mark.ok(value) or isinstance(mark, Check) and not mark.test(value):
-            raise _fail(path, hint, value)
-    return value
-
-
-def _union(hint: Any, value: Any, path: str, closed: bool) -> Any:
-    members = get_args(hint)
-    if value is None and type(None) in members:
-        return None
-    nested: list[ShapeError] = []
-    for member in members:
+                raise ShapeError("", str(exc)) from None
         try:
-            return check(member, value, path, closed=closed)
+            value = base(value, closed)
         except ShapeError as exc:
-            if exc.path != path:
-                nested.append(exc)  # the value had this member's form; its own key was wrong
-    if len(nested) == 1:
-        raise nested[0]
-    raise _fail(path, hint, value)
+            if exc.path:
+                raise  # a nested key's own message
+            raise _fail(hint, value) from None
+        if not all(test(value) for test in tests):
+            raise _fail(hint, value)
+        return value
+    return annotated
 
 
-def _mapping(shape: type, value: Any, path: str, closed: bool) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _fail(path, shape, value)
-    declared = fields(shape)
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        field = declared.get(key) if isinstance(key, str) else None
-        if field is None:
-            if closed:
-                raise ShapeError(_join(path, key), f"unknown key (known: {', '.join(sorted(declared))})")
-            out[key] = item  # a newer version's key: kept as it is
-            continue
-        out[key] = check(field.hint, item, _join(path, key), closed=closed)
-    for key, field in declared.items():
-        if key in value:
-            continue
-        if field.default is not None:
-            out[key] = check(field.hint, copy.deepcopy(field.default.value), _join(path, key), closed=closed)
-        elif field.required:
-            raise ShapeError(_join(path, key), f"is missing: it must be {expected(field.hint)}")
-    return out
+def _union(hint: Any) -> Checker:
+    members = [_compiled(m) for m in get_args(hint)]
+    nullable = type(None) in get_args(hint)
+
+    def union(value: Any, closed: bool) -> Any:
+        if value is None and nullable:
+            return None
+        nested: list[ShapeError] = []
+        for member in members:
+            try:
+                return member(value, closed)
+            except ShapeError as exc:
+                if exc.path:
+                    nested.append(exc)  # the value had this member's form; one of its keys was wrong
+        if len(nested) == 1:
+            raise nested[0]
+        raise _fail(hint, value)
+    return union
+
+
+def _mapping(shape: type) -> Checker:
+    declared = {key: (field, _compiled(field.hint)) for key, field in fields(shape).items()}
+    checkers = {key: item for key, (_, item) in declared.items()}
+    wanted = [(key, field, item) for key, (field, item) in declared.items() if field.required or field.default]
+    keep = not _transforms(shape)
+
+    def missing(key: str, field: Field) -> ShapeError:
+        return ShapeError(key, f"is missing: it must be {expected(field.hint)}")
+
+    def in_place(value: dict[Any, Any], closed: bool) -> Any:
+        """The common case (a record loaded): nothing to convert, unknown keys kept."""
+        for key, v in value.items():
+            item = checkers.get(key)
+            if item is not None:
+                try:
+                    item(v, closed)
+                except ShapeError as exc:
+                    raise exc.within(key) from None
+        for key, field, _ in wanted:
+            if key not in value:
+                raise missing(key, field)
+        return value
+
+    def mapping(value: Any, closed: bool) -> Any:
+        if not isinstance(value, dict):
+            raise _fail(shape, value)
+        if keep and not closed:
+            return in_place(value, closed)
+        out: dict[Any, Any] = {}
+        for key, v in value.items():
+            item = checkers.get(key) if isinstance(key, str) else None
+            if item is None:
+                if closed:
+                    raise ShapeError(str(key), f"unknown key (known: {', '.join(sorted(declared))})")
+                out[key] = v  # a newer version's key: kept as it is
+                continue
+            try:
+                out[key] = item(v, closed)
+            except ShapeError as exc:
+                raise exc.within(key) from None
+        for key, field, item in wanted:
+            if key in value:
+                continue
+            if field.default is None:
+                raise missing(key, field)
+            try:
+                out[key] = item(copy.deepcopy(field.default.value), closed)
+            except ShapeError as exc:
+                raise exc.within(key) from None
+        return out
+    return mapping
