@@ -276,3 +276,174 @@ class PickRecord(TypedDict):
     clusters: NotRequired[list[dict[str, Any]]]
     tournament: NotRequired[dict[str, Any]]
     differential: NotRequired[dict[str, Any]]  # the distinguishing inputs and each candidate's behaviour on them
+
+
+# -- the evidence pack (``parallel/evidence/<run_id>/<id>.<attempt>.json``) ---------------------
+class GateResult(TypedDict):
+    """One gate as a pack records it (docs/formats.md says what each key means)."""
+    name: str
+    mode: str
+    passed: bool
+    exit_code: int | None
+    error: str | None
+    argv: NotRequired[list[str]]
+    duration_s: NotRequired[float | None]
+    skipped: NotRequired[bool]
+    code: NotRequired[str | None]
+    log: NotRequired[str | None]
+    log_sha256: NotRequired[str | None]
+    signature: NotRequired[dict[str, Any]]  # a probe's
+    stderr_log: NotRequired[str | None]
+    hidden: NotRequired[dict[str, Any]]
+    expect: NotRequired[dict[str, Any]]
+    cut: NotRequired[int]
+
+
+class EngineEvidence(TypedDict):
+    """What the attempt's events log held, counted by event name."""
+    status: Literal["observed", "unavailable"]
+    counts: dict[str, int] | None
+    lines: NotRequired[int]
+    malformed: NotRequired[int]
+    path: NotRequired[str]
+    sha256: NotRequired[str]
+    cut: NotRequired[int]
+
+
+class Refusal(TypedDict):
+    code: str
+    message: str
+
+
+class EvidencePack(TypedDict):
+    """What ``check`` proved of one attempt, bound to one commit and tree."""
+    schema_version: Version
+    origin: str
+    run_id: str
+    task: str
+    instance: str
+    track: str
+    attempt: int
+    instance_revision: int
+    commit: Oid
+    tree: Oid
+    base_commit: Oid
+    config_sha256: str
+    gates: list[GateResult]
+    verdict: Verdict
+    complete: bool
+    proof_issued_at: str
+    score: int | None
+    score_source: dict[str, Any] | None
+    score_error: str | None
+    refused: Refusal | None
+    input_fingerprints: dict[str, str]
+    output_fingerprints: dict[str, dict[str, Any]]
+    setup: dict[str, Any] | None
+    added_tests: dict[str, Any] | None
+    engine_evidence: NotRequired[EngineEvidence]
+    checkout: NotRequired[str]
+    fence: NotRequired[str]
+    judged_commit: NotRequired[Oid]
+    judged_tree: NotRequired[Oid]
+    protect_mode: NotRequired[str]
+    protected: NotRequired[list[str]]
+    protected_changes: NotRequired[list[str]]
+    protected_detail: NotRequired[list[dict[str, Any]]]
+    protected_blocking: NotRequired[list[str]]
+
+
+# -- what the verbs print with --json (besides ``ok``, which the CLI adds) -----------------
+class SpawnResult(RunRecord):
+    """``spawn``: the new run's record."""
+    warnings: NotRequired[list[str]]
+
+
+class CheckedInstance(TypedDict):
+    id: str
+    track: str
+    attempt: int
+    commit: Oid
+    tree: Oid
+    verdict: Verdict
+    complete: bool
+    score: int | None
+    score_error: str | None
+    gates: list[GateResult]
+    evidence: EvidenceBinding
+    proof_issued_at: str
+    protected_changes: list[str]
+    protected_detail: list[dict[str, Any]]
+    refused: Refusal | None
+
+
+class InstanceError(TypedDict):
+    id: str
+    code: str
+    message: str
+    hint: str | None
+
+
+class CheckResult(TypedDict):
+    """``check``: each instance judged (or its error), and those skipped as fresh."""
+    task: str
+    run_id: str
+    jobs: int
+    notes_error: str | None
+    instances: list[CheckedInstance]
+    errors: list[InstanceError]
+    notify_warnings: NotRequired[list[str]]
+    skipped: NotRequired[list[dict[str, Any]]]
+    warnings: NotRequired[list[str]]
+
+
+class PickResult(TypedDict):
+    """``pick``: the picks written now, and those that were already there."""
+    run_id: str
+    task: str
+    notes_error: str | None
+    picks: list[PickRecord]
+    existing: list[PickRecord]
+    status: RunStatus
+
+
+class LiveView(TypedDict):
+    """How ``status`` sees an instance's branch now."""
+    evidence: str
+    flags: list[str]
+    tip: str | None
+
+
+class StatusInstance(InstanceRecord):
+    live: NotRequired[LiveView]
+
+
+class StatusRun(RunRecord):
+    instances: list[StatusInstance]  # type: ignore[misc]  # each with its live view
+
+
+class StatusResult(TypedDict):
+    """``status TASK``: the record, each instance with its live view."""
+    run: StatusRun
+    base_tip: str | None
+
+
+class RunSummary(TypedDict):
+    task: str
+    run_id: str
+    status: RunStatus
+    base: str
+    instances: int
+    updated_at: str
+    fetched: bool
+
+
+class Problem(TypedDict):
+    code: str
+    message: str
+
+
+class StatusListResult(TypedDict):
+    """``status``: every run, and the records that did not load."""
+    runs: list[RunSummary]
+    problems: list[Problem]

@@ -180,3 +180,99 @@ def test_pick_records_are_checked_against_their_shape_and_their_run() -> None:
     assert validate_pick(forced, Path("p.json"), rec, "main") is forced
     assert pick_refused({**forced, "forced": False}, rec).startswith("proof_issued_at is null")
     assert json.dumps(forced)  # what is checked is what was read: nothing added or converted
+
+
+# -- the declarations match what a real run writes and prints -------------------------------
+def test_a_real_run_writes_and_prints_what_the_shapes_declare(tmp_path: Path) -> None:
+    """One run through the CLI: every --json result, the evidence packs, the
+    pick record and the run record pass ``schema.check`` against their
+    declarations in shapes.py (open: a key they do not declare would pass
+    too, so ``closed`` says the declarations name every key)."""
+    import textwrap
+
+    from conftest import GP, git, make_repo
+    from test_formats import AGENT, GATE, PY, SCORE
+
+    from gitflow_parallel import shapes
+
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name, text in (("agent.py", AGENT), ("gate.py", GATE), ("score.py", SCORE)):
+        (tools / name).write_text(text)
+    repo = make_repo(tmp_path / "repo", config=textwrap.dedent(f"""
+        gates:
+          - name: answer
+            run: [{PY}, {tools / 'gate.py'}]
+        score:
+          command: [{PY}, {tools / 'score.py'}]
+          threshold: 1
+    """))
+    gp = GP(repo)
+
+    def declared(shape: Any, value: dict[str, Any]) -> None:
+        value = {k: v for k, v in value.items() if k != "ok"}
+        schema.check(shape, value, closed=True)
+
+    declared(shapes.SpawnResult, gp.json("spawn", "t", "-n", "2"))
+    gp("run", "t", "--instance", "1", "--", PY, str(tools / "agent.py"), "42")
+    gp("run", "t", "--instance", "2", "--", PY, str(tools / "agent.py"), "41")
+    checked = gp.json("check", "t", code=1)
+    declared(shapes.CheckResult, checked)
+    assert {i["verdict"] for i in checked["instances"]} == {"pass", "fail"}
+    parallel = repo / ".git" / "parallel"
+    for inst in checked["instances"]:
+        declared(shapes.EvidencePack, json.loads(Path(inst["evidence"]["path"]).read_text()))
+    picked = gp.json("pick", "t")
+    declared(shapes.PickResult, picked)
+    declared(shapes.PickRecord, json.loads((parallel / "picks" / picked["run_id"] / "main.json").read_text()))
+    declared(shapes.StatusResult, {k: v for k, v in gp.json("status", "t").items() if k != "rows"})
+    declared(shapes.StatusListResult, gp.json("status"))
+    gp.json("merge", "t")
+    import yaml
+
+    declared(shapes.RunRecord, yaml.safe_load((parallel / "runs" / "t.yaml").read_text()))
+    assert git(repo, "notes", "--ref=parallel", "list")
+
+
+# -- the config file ----------------------------------------------------------------------
+@pytest.mark.parametrize("text, message", [
+    ("instances: 0\n", ".gitparallel.yaml: instances (line 1): must be an integer 1..64, got 0"),
+    ("merge:\n  retries: 2\n  verify: sometimes\n",
+     ".gitparallel.yaml: merge.verify (line 3): must be one of always, changed, never, got 'sometimes'"),
+    ("gates:\n  - name: a\n    run: [make]\n    timeout: .inf\n",
+     ".gitparallel.yaml: gates[0].timeout (line 4): must be a number of seconds above 0 and at most 604800, got inf"),
+    ("gates:\n  - name: a\n", ".gitparallel.yaml: gates[0].run (line 2): is missing: it must be a command: "
+                              "a list of strings or one string"),
+    ("gates:\n  - name: a\n    run: null\n",  # once frozen as a gate without a command
+     ".gitparallel.yaml: gates[0].run (line 3): must be a command: a list of strings or one string, got None"),
+    ("gates:\n  - name: a\n    run: [make]\n    requires: [b]\n",
+     ".gitparallel.yaml: gates[0].requires (line 4): requires 'b', which is not a gate declared before it"),
+    ("instances: 0\nbogus: 1\n", ".gitparallel.yaml: bogus (line 2): unknown key (known: added_tests, agents, "),
+    ("setup:\n  run: make\n  keep: [/abs]\n", ".gitparallel.yaml: setup.keep (line 3): '/abs' must be relative "
+                                                "to the top of the checkout, inside it and not in .git"),
+])
+def test_a_bad_config_is_refused_naming_key_line_and_what_was_expected(text: str, message: str) -> None:
+    from gitflow_parallel import config
+    from gitflow_parallel.errors import CONFIG_INVALID
+
+    with pytest.raises(ParallelError) as err:
+        config.parse(text)
+    assert err.value.code == CONFIG_INVALID and err.value.message.startswith(message), err.value.message
+
+
+def test_the_frozen_config_comes_from_its_declaration() -> None:
+    from gitflow_parallel import config, config_schema
+
+    cfg = config.parse("sandbox_network: off\nmerge: {verify: true}\nsetup: make build\n"
+                       "gates:\n  - {name: t, run: 'make test', env: {N: 2}, requires: null}\n")
+    assert cfg["sandbox_network"] == "off" and cfg["merge"]["verify"] == "always"
+    assert cfg["setup"] == {"run": ["make", "build"], "cache_key": [], "keep": [], "path": [], "timeout": 1800,
+                            "worktrees": False}
+    assert cfg["gates"] == [{"name": "t", "run": ["make", "test"], "mode": "enforced", "timeout": 600, "tracks": None,
+                             "requires": [], "inputs": [], "outputs": [], "env": {"N": "2"}, "setup": True,
+                             "hidden": None}]
+    assert config.parse(None) == config.DEFAULTS == config.validate({})
+    assert set(schema.fields(config_schema.FrozenConfig)) == {*config.DEFAULTS, *config.OPTIONAL}
+    assert "agents" not in config.DEFAULTS and config.OPTIONAL == dict.fromkeys(
+        ["agents", "notify", "sandbox_write", "distinguish", "gate_network"])
+    schema.check(config_schema.FrozenConfig, cfg, closed=True)  # a frozen config is its own valid input
