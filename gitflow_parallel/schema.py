@@ -323,55 +323,63 @@ def _union(hint: Any) -> Checker:
     return union
 
 
+Wanted = list[tuple[str, Field, Checker]]  # the keys a mapping must have, or takes a default for
+
+
 def _mapping(shape: type) -> Checker:
     declared = {key: (field, _compiled(field.hint)) for key, field in fields(shape).items()}
     checkers = {key: item for key, (_, item) in declared.items()}
     wanted = [(key, field, item) for key, (field, item) in declared.items() if field.required or field.default]
     keep = not _transforms(shape)
 
-    def missing(key: str, field: Field) -> ShapeError:
-        return ShapeError(key, f"is missing: it must be {expected(field.hint)}")
-
-    def in_place(value: dict[Any, Any], closed: bool) -> Any:
-        """The common case (a record loaded): nothing to convert, unknown keys kept."""
-        for key, v in value.items():
-            item = checkers.get(key)
-            if item is not None:
-                try:
-                    item(v, closed)
-                except ShapeError as exc:
-                    raise exc.within(key) from None
-        for key, field, _ in wanted:
-            if key not in value:
-                raise missing(key, field)
-        return value
-
     def mapping(value: Any, closed: bool) -> Any:
         if not isinstance(value, dict):
             raise _fail(shape, value)
         if keep and not closed:
-            return in_place(value, closed)
-        unknown = [key for key in value if not isinstance(key, str) or key not in checkers]
-        if closed and unknown:  # a typo is said first: it may be why other keys look wrong
-            raise ShapeError(str(unknown[0]), f"unknown key (known: {', '.join(sorted(declared))})")
-        out: dict[Any, Any] = {}
-        for key, v in value.items():
-            item = checkers.get(key) if isinstance(key, str) else None
-            if item is None:
-                out[key] = v  # a newer version's key: kept as it is
-                continue
-            try:
-                out[key] = item(v, closed)
-            except ShapeError as exc:
-                raise exc.within(key) from None
-        for key, field, item in wanted:
-            if key in value:
-                continue
-            if field.default is None:
-                raise missing(key, field)
-            try:
-                out[key] = item(copy.deepcopy(field.default.value), closed)
-            except ShapeError as exc:
-                raise exc.within(key) from None
-        return out
+            return _in_place(value, checkers, wanted)
+        return _converted(value, checkers, wanted, closed)
     return mapping
+
+
+def _missing(key: str, field: Field) -> ShapeError:
+    return ShapeError(key, f"is missing: it must be {expected(field.hint)}")
+
+
+def _in_place(value: dict[Any, Any], checkers: dict[str, Checker], wanted: Wanted) -> Any:
+    """The common case (a record loaded): nothing to convert, unknown keys kept."""
+    for key, v in value.items():
+        item = checkers.get(key)
+        if item is not None:
+            try:
+                item(v, False)
+            except ShapeError as exc:
+                raise exc.within(key) from None
+    for key, field, _ in wanted:
+        if key not in value:
+            raise _missing(key, field)
+    return value
+
+
+def _converted(value: dict[Any, Any], checkers: dict[str, Checker], wanted: Wanted, closed: bool) -> Any:
+    """A new mapping: each value checked and converted, defaults filled."""
+    unknown = [key for key in value if not isinstance(key, str) or key not in checkers]
+    if closed and unknown:  # a typo is said first: it may be why other keys look wrong
+        raise ShapeError(str(unknown[0]), f"unknown key (known: {', '.join(sorted(checkers))})")
+    out: dict[Any, Any] = {key: value[key] for key in unknown}  # a newer version's keys: kept as they are
+    for key, v in value.items():
+        if key in out:
+            continue
+        try:
+            out[key] = checkers[key](v, closed)
+        except ShapeError as exc:
+            raise exc.within(key) from None
+    for key, field, item in wanted:
+        if key in value:
+            continue
+        if field.default is None:
+            raise _missing(key, field)
+        try:
+            out[key] = item(copy.deepcopy(field.default.value), closed)
+        except ShapeError as exc:
+            raise exc.within(key) from None
+    return out

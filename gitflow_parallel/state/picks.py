@@ -63,22 +63,28 @@ def validate_pick(pick: Any, path: Path, record: RunRecord, track: str) -> PickR
 
 def _pick_problem(pick: PickRecord, record: RunRecord, track: str) -> str | None:
     """What the pick's fields say that does not hold together, if anything."""
-    forced, winner = is_forced(pick), pick["winner"]
     if pick["selection_method"] == HUMAN and not ("picked_by" in pick and "forced" in pick):
         return "a human pick must name picked_by and say whether it was forced"
     if pick["run_id"] != record["run_id"] or pick["task"] != record["task"] or pick["track"] != track:
         return "it names another run, task or track"
-    if not forced:  # a forced pick may have no evidence at all
-        missing = [k for k, v in (("proof_issued_at", pick["proof_issued_at"]),
-                                  ("winner.evidence_sha256", winner["evidence_sha256"])) if v is None]
-        if missing:
-            return f"{missing[0]} is null, and only a person's forced pick has no evidence"
-        if pick["verdict"] != "pass":
-            return f"verdict is {pick['verdict']!r}, a pick is always of a passing instance"
+    unproven = None if is_forced(pick) else _unproven(pick)  # a forced pick may have no evidence at all
+    if unproven:
+        return unproven
     decision = pick.get("decision")  # picks written before it was recorded have none
     if decision is not None and (decision.get("rule") != pick["selection_method"]
-                                 or (decision.get("winner") or {}).get("id") != winner["id"]):
+                                 or (decision.get("winner") or {}).get("id") != pick["winner"]["id"]):
         return "its decision does not name its rule and winner"
+    return None
+
+
+def _unproven(pick: PickRecord) -> str | None:
+    """Why a pick that was not forced lacks the proof every pick needs, if it does."""
+    for key, value in (("proof_issued_at", pick["proof_issued_at"]),
+                       ("winner.evidence_sha256", pick["winner"]["evidence_sha256"])):
+        if value is None:
+            return f"{key} is null, and only a person's forced pick has no evidence"
+    if pick["verdict"] != "pass":
+        return f"verdict is {pick['verdict']!r}, a pick is always of a passing instance"
     return None
 
 
