@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from gitflow_parallel.provenance import protected_summary
+from gitflow_parallel.shapes import PickResult
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
     RunProgress, RunWaitNotice, check_progress, figures_text, render_check, render_differential, render_pr, render_published,
@@ -296,7 +297,7 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
                 click.echo(f"  lost {loser['id']}: [{loser['code']}] {loser['reason']}")
         click.echo(f"next: git parallel merge {task}")
 
-    def call() -> dict[str, Any]:
+    def call() -> PickResult:
         if instance is None:
             if reason is not None or force:
                 raise click.UsageError("--reason and --force go with --instance ID (a person's pick)")
