@@ -18,7 +18,7 @@ import yaml
 
 from gitflow_parallel import expect, schema
 from gitflow_parallel.errors import CONFIG_INVALID, SANDBOX_WRITE_REFUSED, ParallelError
-from gitflow_parallel.files import config_sha256  # noqa: F401 (callers name it config.config_sha256)
+from gitflow_parallel.files import config_sha256 as config_sha256  # callers name it config.config_sha256
 from gitflow_parallel.files import load_yaml
 from gitflow_parallel.model import RunRecord
 

@@ -1,6 +1,6 @@
 """One checker for every declared shape: a value is checked against the
-TypedDict that declares it (``shapes``, ``config``), so a shape is written
-once and mypy and the loaders read the same declaration.
+TypedDict that declares it (``shapes``, ``config_schema``), so a shape is
+written once and mypy and the loaders read the same declaration.
 
 :func:`check` walks a TypedDict's annotations (``typing.get_type_hints``)
 and understands what the declarations use: ``int``, ``float``, ``str``,
@@ -13,15 +13,21 @@ A field says more through ``Annotated`` markers:
 - :class:`Convert` turns what a reader gave into the declared form before
   the check (``on`` read by YAML as ``True`` into ``"on"``; a command
   string into its argv);
-- :class:`Default` fills a missing key (the value is checked like a given one).
+- :class:`Default` fills a missing key (the value is checked like a given one);
+- :class:`Expect` words what is expected, where the type's own words would not help.
 
 A failure raises :class:`ShapeError` with the key path (``instances[0].status``)
 and what was expected; each loader words it for its file.  Unknown keys are
 kept as they are (a record written by a newer version still loads) unless the
 check is ``closed`` (the config file, where an unknown key is a typo).
 
+Each declared type is compiled once into a checker (a closure); a mapping
+with nothing to convert is checked in place and returned as it is, so a
+loaded record costs a walk, not a copy.
+
 (Python 3.11's ``__required_keys__`` is wrong under ``from __future__ import
-annotations``, so requiredness is read from the hints and ``__total__``.)
+annotations``, so requiredness is read from the hints and ``__total__``; a
+TypedDict extending another has one ``total`` for all its keys.)
 """
 
 from __future__ import annotations
@@ -31,8 +37,8 @@ import functools
 import math
 import types
 from dataclasses import dataclass
-from typing import (Annotated, Any, Callable, cast, Literal, NotRequired, Required, Union, get_args, get_origin,
-                    get_type_hints, is_typeddict)
+from typing import (Annotated, Any, Callable, Literal, NotRequired, Required, Union, get_args, get_origin,
+                    get_type_hints, is_typeddict, cast)
 
 
 class ShapeError(ValueError):

@@ -7,7 +7,7 @@ import os
 import shlex
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 import click
 
@@ -130,7 +130,7 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
         else:
             click.echo(f"next: git parallel run {r['task']} -- <agent command>")
 
-    def call() -> dict[str, Any]:
+    def call() -> Mapping[str, Any]:  # a SpawnResult, or spawn_remote's
         if remote is not None:
             from gitflow_parallel.cli.compose import spawn_remote
 
