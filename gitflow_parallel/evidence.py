@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.files import atomic_write, sha256_bytes, sha256_file
-from gitflow_parallel.model import InstanceRecord, RunRecord
+from gitflow_parallel.model import InstanceRecord, RunRecord, binding_of
 
 SCHEMA_VERSION = 1
 ORIGIN = "git-parallel"
@@ -90,7 +90,7 @@ def freshness(record: RunRecord, inst: InstanceRecord, tip: str | None,
         (pack.get("instance") == inst["id"], "it belongs to another instance"),
         (pack.get("attempt") == inst["attempt"], f"it is for attempt {pack.get('attempt')}, the instance is on {inst['attempt']}"),
         (pack.get("config_sha256") == record["config_sha256"], "it was made under another configuration"),
-        (pack.get("instance_revision") == (inst["evidence"] or {}).get("instance_revision", pack.get("instance_revision")),
+        (pack.get("instance_revision") == binding_of(inst).get("instance_revision", pack.get("instance_revision")),
          "it was made at another instance revision"),
         (tip is not None and pack.get("commit") == tip,
          f"it proves {str(pack.get('commit'))[:12]}, the branch is at {str(tip)[:12]}"),

@@ -21,15 +21,33 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, cast
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
+# The shapes (declared in ``shapes``) are named here too, beside their mutations.
+from gitflow_parallel.shapes import INSTANCE_STATUSES as INSTANCE_STATUSES
+from gitflow_parallel.shapes import RUN_STATUSES as RUN_STATUSES
+from gitflow_parallel.shapes import SCHEMA_VERSION as SCHEMA_VERSION
+from gitflow_parallel.shapes import ClaimHolder as ClaimHolder
+from gitflow_parallel.shapes import Comment as Comment
+from gitflow_parallel.shapes import EvidenceBinding as EvidenceBinding
+from gitflow_parallel.shapes import HistoryEntry as HistoryEntry
+from gitflow_parallel.shapes import InstanceRecord as InstanceRecord
+from gitflow_parallel.shapes import InstanceStatus as InstanceStatus
+from gitflow_parallel.shapes import LandingStep as LandingStep
+from gitflow_parallel.shapes import MergeRecord as MergeRecord
+from gitflow_parallel.shapes import PickBinding as PickBinding
+from gitflow_parallel.shapes import PickRecord as PickRecord
+from gitflow_parallel.shapes import PickWinner as PickWinner
+from gitflow_parallel.shapes import PrInfo as PrInfo
+from gitflow_parallel.shapes import PushedInfo as PushedInfo
+from gitflow_parallel.shapes import RelandedEntry as RelandedEntry
+from gitflow_parallel.shapes import RemoteInfo as RemoteInfo
+from gitflow_parallel.shapes import RunRecord as RunRecord
+from gitflow_parallel.shapes import RunStatus as RunStatus
+from gitflow_parallel.shapes import StartPoint as StartPoint
 
-SCHEMA_VERSION = 1
-
-RUN_STATUSES = ("pending", "running", "completed", "picked", "merged", "failed", "aborted")
-INSTANCE_STATUSES = ("pending", "running", "succeeded", "failed", "aborted")
 TERMINAL = ("succeeded", "failed", "aborted")
 RETRYABLE = ("failed", "aborted")
 FINISHED_RUN = ("merged", "aborted")
@@ -45,227 +63,8 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-# -- the shapes ------------------------------------------------------------------------
-# total=False: records written by older versions lack the newer optional keys
-# (``removed``, ``start``, ``origin``…), and store.validate_record is what
-# says which keys a loaded record must have.
-class EvidenceBinding(TypedDict, total=False):
-    path: str
-    sha256: str
-    instance_revision: int
-
-
-# Where an attempt started from (``from``: how; a keyword, hence the call form).
-StartPoint = TypedDict("StartPoint", {"commit": str, "from": str}, total=False)
-
-
-class ClaimHolder(TypedDict):
-    """Who holds an instance's claim, in a worker's own record."""
-    worker: str
-    host: str
-    pid: int
-    generation: int
-    since: str
-
-
-class Comment(TypedDict):
-    """A person's review comment on one attempt."""
-    attempt: int
-    text: str
-    file: str | None
-    line: int | None
-    by: str
-    at: str
-
-
-class HistoryEntry(TypedDict, total=False):
-    """One earlier attempt of an instance, as ``retry`` keeps it."""
-    attempt: int
-    status: str
-    head: str | None
-    verdict: str | None
-    score: int | None
-    evidence: EvidenceBinding | None
-    error: str | None
-    exit_code: int | None
-    log: str | None
-    events: str | None
-    archive_ref: str | None
-    kept: list[str]
-    finished_at: str | None
-    start: StartPoint | None
-    origin: str | None
-    feedback: Any
-    agent: str | None
-
-
-class InstanceRecord(TypedDict, total=False):
-    id: str
-    track: str
-    branch: str
-    worktree: str
-    attempt: int
-    instance_revision: int
-    status: str
-    head: str | None
-    verdict: str | None
-    score: int | None
-    evidence: EvidenceBinding | None
-    error: str | None
-    history: list[HistoryEntry]
-    pid: int | None
-    runner_pid: int | None
-    started_at: str | None
-    finished_at: str | None
-    exit_code: int | None
-    log: str | None
-    events: str | None
-    removed: bool
-    origin: str | None
-    start: StartPoint | None
-    feedback: Any
-    worker: Any  # the worker that ran it (``collect``)
-    protected_changes: list[dict[str, Any]]
-    claim: ClaimHolder | None
-    tampered: list[str] | None  # what the attempt changed that no attempt may (restored)
-    agent: str | None
-    agent_command: list[str] | None
-    comments: list[Comment]
-
-
-class PickBinding(TypedDict, total=False):
-    path: str
-    sha256: str
-    winner: str
-    commit: str
-
-
-class PickWinner(TypedDict, total=False):
-    id: str
-    attempt: int
-    commit: str
-    tree: str
-    evidence_sha256: str | None
-    agent: str
-
-
-class PickRecord(TypedDict, total=False):
-    schema_version: int
-    run_id: str
-    task: str
-    track: str
-    winner: PickWinner
-    verdict: str | None
-    score: int | None
-    proof_issued_at: str | None
-    selection_method: str
-    decision: dict[str, Any]
-    arbiter: str
-    merge_policy: str
-    losers: list[dict[str, Any]]
-    created_at: str
-    picked_by: str  # a person's pick (``selection_method``: human)
-    reason: str | None
-    forced: bool
-    waived: list[str]
-    protected_changes: list[dict[str, Any]]
-    ranking: list[dict[str, Any]]  # how the rule saw the candidates (``judge/selection``)
-    tree_groups: list[dict[str, Any]]
-    clusters: list[dict[str, Any]]
-    tournament: dict[str, Any]
-    differential: dict[str, Any]  # the distinguishing inputs and each candidate's behaviour on them
-
-
-class PushedInfo(TypedDict):
-    """What ``merge --push`` put on the remote (``merge["pushed"]``)."""
-    remote: str
-    landed: str
-    pushed_at: str
-    attempts: int
-
-
-class RelandedEntry(TypedDict):
-    """An earlier landing that ``merge --push`` replaced."""
-    landed: str
-    onto: str
-    remote_tip: str
-    at: str
-
-
-class LandingStep(TypedDict, total=False):
-    """How one track's winner landed (``merge["steps"]``); ``commit``,
-    ``resolved_files`` and ``winner_lines_dropped`` for a step that wrote one."""
-    track: str
-    winner: str
-    method: str  # fast-forward, merge, squash, already-contained
-    commit: str
-    resolved_files: list[str]
-    winner_lines_dropped: int
-
-
 # A track's pick and its winning instance, as ``merge`` lands them.
 Winner = tuple[PickRecord, InstanceRecord]
-
-
-class MergeRecord(TypedDict, total=False):
-    landed: str
-    previous: str | None
-    base_ref: str
-    steps: list[LandingStep]
-    method: str
-    resolved_files: list[Any]
-    policy: str
-    attempts: int | None
-    onto: str
-    retried: list[dict[str, Any]]
-    verify: Any
-    verified: list[dict[str, Any]]
-    worktree: str | None
-    worktree_error: str | None
-    merged_at: str
-    recovered: dict[str, Any]
-    outside: bool
-    relanded: list[RelandedEntry]
-    pushed: PushedInfo
-
-
-class RemoteInfo(TypedDict):
-    """Where ``publish`` pushed the run (``record["remote"]``)."""
-    name: str
-    agent: list[str] | None
-    timeout: float | None
-    published_at: str
-
-
-class PrInfo(TypedDict):
-    """The pull requests ``merge --pr`` asked for (``record["pr"]``)."""
-    remote: str
-    base: str
-    requested_at: str
-    proposals: list[dict[str, Any]]
-
-
-class RunRecord(TypedDict, total=False):
-    schema_version: int
-    run_id: str
-    task: str
-    base: dict[str, str]
-    run_revision: int
-    status: str
-    created_at: str
-    updated_at: str
-    tracks: list[str]
-    config: dict[str, Any]
-    config_sha256: str
-    config_source: Any
-    worktree_root: str
-    instances: list[InstanceRecord]
-    picks: dict[str, PickBinding]
-    retired_picks: list[dict[str, Any]]
-    merge: MergeRecord | None
-    worker: dict[str, Any]  # a worker's own record: {"remote": the remote it serves}
-    remote: RemoteInfo
-    pr: PrInfo
 
 
 # -- building ------------------------------------------------------------------------
@@ -313,7 +112,7 @@ def new_merge(landed: str, previous: str | None, base_ref: str, steps: list[Land
 
 
 # -- reading ---------------------------------------------------------------------------
-def derive_run_status(record: RunRecord) -> str:
+def derive_run_status(record: RunRecord) -> RunStatus:
     """The run status implied by its instances, unless a later stage set it."""
     if record["status"] in ("picked", "merged", "aborted"):
         return record["status"]
@@ -335,6 +134,12 @@ def find_instance(record: RunRecord, inst_id: str) -> InstanceRecord:
         f"run {record['run_id']} of task {record['task']!r} has no instance {inst_id!r} (it has: {known})",
         hint=f"see `git parallel status {record['task']}`",
     )
+
+
+def binding_of(inst: InstanceRecord) -> dict[str, Any]:
+    """The instance's evidence binding as a plain mapping (empty without one)."""
+    binding = inst.get("evidence")
+    return cast(dict[str, Any], binding) if binding else {}
 
 
 def check_transition(record: RunRecord, inst: InstanceRecord, to: str) -> None:
@@ -373,7 +178,7 @@ def start(record: RunRecord, inst: InstanceRecord, pid: int, runner_pid: int, no
 def move(record: RunRecord, inst: InstanceRecord, to: str, **fields: Any) -> None:
     """Any allowed status move, with the fields that go with it."""
     check_transition(record, inst, to)
-    inst["status"] = to
+    inst["status"] = cast(InstanceStatus, to)  # one of TRANSITIONS, which holds only statuses
     inst.update(fields)  # type: ignore[typeddict-item]
 
 
@@ -495,7 +300,7 @@ def retire_picks(record: RunRecord, retired: list[dict[str, Any]]) -> None:
     """``unpick``: the tracks' picks move to ``retired_picks``; a picked run
     goes back to what its instances say."""
     for r in retired:
-        record["picks"].pop(r["track"], None)
+        (record.get("picks") or {}).pop(r["track"], None)
     record.setdefault("retired_picks", []).extend(retired)
     if record["status"] == "picked":
         record["status"] = "pending"  # re-derived from the instances by the store

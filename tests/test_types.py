@@ -24,7 +24,9 @@ def mypy(cache: Path, *files: Path) -> subprocess.CompletedProcess[str]:
 def test_the_typed_modules_pass_mypy_strict(tmp_path: Path) -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     assert config["strict"] is True
-    assert "gitflow_parallel/model.py" in config["files"]
+    # The declarations, their checker and every module that loads or changes records through them.
+    for module in ("model", "shapes", "schema", "config", "state/store", "state/picks", "state/live"):
+        assert f"gitflow_parallel/{module}.py" in config["files"], module
     result = mypy(tmp_path / "cache")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"no issues found in {len(config['files'])} source files" in result.stdout
@@ -49,7 +51,7 @@ def publish(rec: RunRecord) -> None:
 '''
 
 WRONG = '''
-from gitflow_parallel.model import InstanceRecord, MergeRecord
+from gitflow_parallel.model import InstanceRecord, MergeRecord, RunRecord
 
 
 def change(inst: InstanceRecord) -> None:
@@ -59,6 +61,13 @@ def change(inst: InstanceRecord) -> None:
 
 def land(merge: MergeRecord) -> None:
     merge["landed_at"] = "2026-01-01T00:00:00Z"
+
+
+def build(inst: InstanceRecord) -> RunRecord:
+    inst["status"] = "exploded"
+    return {"schema_version": 1, "task": "t", "base": {"ref": "refs/heads/main", "commit": "0" * 40},
+            "run_revision": 1, "status": "pending", "created_at": "", "updated_at": "", "tracks": ["main"],
+            "config": {}, "config_sha256": "", "instances": [inst]}
 '''
 
 
@@ -74,4 +83,7 @@ def test_a_wrong_field_write_fails_mypy(tmp_path: Path) -> None:
     assert 'writes.py:6: error: Value of "attempt" has incompatible type "str"; expected "int"' in wrong.stdout
     assert 'writes.py:7: error: TypedDict "InstanceRecord" has no key "winner"' in wrong.stdout
     assert 'writes.py:11: error: TypedDict "MergeRecord" has no key "landed_at"' in wrong.stdout
-    assert "Found 3 errors in 1 file" in wrong.stdout
+    # Statuses are Literals, and a record without one of its Required keys is no record.
+    assert 'writes.py:15: error: Value of "status" has incompatible type "Literal[\'exploded\']"' in wrong.stdout
+    assert 'writes.py:16: error: Missing key "run_id" for TypedDict "RunRecord"' in wrong.stdout
+    assert "Found 5 errors in 1 file" in wrong.stdout

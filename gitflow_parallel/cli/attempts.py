@@ -7,11 +7,12 @@ import os
 import shlex
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 import click
 
 from gitflow_parallel.provenance import protected_summary
+from gitflow_parallel.shapes import PickResult
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
     RunProgress, RunWaitNotice, check_progress, figures_text, render_check, render_differential, render_pr, render_published,
@@ -129,7 +130,7 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
         else:
             click.echo(f"next: git parallel run {r['task']} -- <agent command>")
 
-    def call() -> dict[str, Any]:
+    def call() -> Mapping[str, Any]:  # a SpawnResult, or spawn_remote's
         if remote is not None:
             from gitflow_parallel.cli.compose import spawn_remote
 
@@ -296,7 +297,7 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
                 click.echo(f"  lost {loser['id']}: [{loser['code']}] {loser['reason']}")
         click.echo(f"next: git parallel merge {task}")
 
-    def call() -> dict[str, Any]:
+    def call() -> PickResult:
         if instance is None:
             if reason is not None or force:
                 raise click.UsageError("--reason and --force go with --instance ID (a person's pick)")

@@ -15,19 +15,21 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import create_exclusive, sha256_bytes, utcnow
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.model import HUMAN, find_instance
+from gitflow_parallel.model import (HUMAN, InstanceRecord, PickRecord, PickWinner, RunRecord, binding_of,
+                                     find_instance)
+from gitflow_parallel.shapes import PickResult
 from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, load_pick, pick_bytes, pick_path, who
 from gitflow_parallel.judge.selection import candidate_basis, choose, decide, track_candidates
 from gitflow_parallel.state.picks import refuse_closed
 
 
-def _bind(rec: dict[str, Any], written: list[tuple[dict[str, Any], Path, str]]) -> None:
+def _bind(rec: RunRecord, written: list[tuple[PickRecord, Path, str]]) -> None:
     """Name each written pick file (path and sha256) in the run record."""
     for p, path, sha in written:
         model.bind_pick(rec, p["track"], path, sha, p)
 
 
-def _tracks_to_pick(project: Project, record: dict[str, Any], task: str, track: str | None) -> list[str]:
+def _tracks_to_pick(project: Project, record: RunRecord, task: str, track: str | None) -> list[str]:
     if record["status"] == "aborted":
         raise ParallelError(E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} was aborted",
                             hint=f"spawn a new run with `git parallel spawn {task}`")
@@ -38,7 +40,7 @@ def _tracks_to_pick(project: Project, record: dict[str, Any], task: str, track: 
     return [track] if track else list(record["tracks"])
 
 
-def _judged_outside_lock(project: Project, task: str, track: str | None) -> dict[str, tuple[dict[str, Any], Any]]:
+def _judged_outside_lock(project: Project, task: str, track: str | None) -> dict[str, tuple[PickRecord, Any]]:
     """A tournament's judge may take minutes (an LLM per match), and so may
     the distinguish commands of a differential pick; they run
     before the project lock is taken, so spawns, runs and checks of other
@@ -51,7 +53,7 @@ def _judged_outside_lock(project: Project, task: str, track: str | None) -> dict
             if load_pick(project, record, t) is None}
 
 
-def _confirmed(project: Project, record: dict[str, Any], track: str, judged: tuple[dict[str, Any], Any]) -> dict[str, Any]:
+def _confirmed(project: Project, record: RunRecord, track: str, judged: tuple[PickRecord, Any]) -> PickRecord:
     """The pick decided outside the lock, if its candidates are still exactly
     the ones it was decided from; a changed field of candidates is refused
     rather than judged again under the lock."""
@@ -66,7 +68,7 @@ def _confirmed(project: Project, record: dict[str, Any], track: str, judged: tup
     return pick
 
 
-def pick(project: Project, task: str, track: str | None = None) -> dict[str, Any]:
+def pick(project: Project, task: str, track: str | None = None) -> PickResult:
     """Pick the winner of ``track`` (or of every unpicked track)."""
     check_name(task, "task")
     store = project.store
@@ -74,7 +76,8 @@ def pick(project: Project, task: str, track: str | None = None) -> dict[str, Any
     with store.lock():
         record = store.load(task)
         tracks = _tracks_to_pick(project, record, task, track)
-        existing, fresh_picks = [], []
+        existing: list[PickRecord] = []
+        fresh_picks: list[PickRecord] = []
         for t in tracks:
             found = load_pick(project, record, t)
             if found is not None:
@@ -83,14 +86,15 @@ def pick(project: Project, task: str, track: str | None = None) -> dict[str, Any
                 fresh_picks.append(_confirmed(project, record, t, judged[t]))
             else:
                 fresh_picks.append(choose(project, record, t))
-        written = []
+        written: list[tuple[PickRecord, Path, str]] = []
         for p in fresh_picks:
             path = pick_path(project.repo.parallel_dir, record["run_id"], p["track"])
             data = pick_bytes(p)
             if create_exclusive(path, data):
                 written.append((p, path, sha256_bytes(data)))
             else:  # someone else picked first (outside our lock: a hand-made file)
-                existing.append(load_pick(project, record, p["track"]))
+                first = load_pick(project, record, p["track"])
+                existing += [first] if first is not None else []
         created = {p["track"] for p, _, _ in written}
         # A pick file that exists but is not in the record (a pick that crashed
         # between the two) is bound now, exactly as its own pick would have.
@@ -109,7 +113,7 @@ def pick(project: Project, task: str, track: str | None = None) -> dict[str, Any
             "existing": existing, "status": record["status"]}
 
 
-def _human_shortfalls(project: Project, record: dict[str, Any], inst: dict[str, Any],
+def _human_shortfalls(project: Project, record: RunRecord, inst: InstanceRecord,
                       tip: str | None) -> tuple[dict[str, Any] | None, list[str]]:
     """What an automatic pick would hold against ``inst`` (its pack, if
     fresh, and every shortfall in words); a human pick refuses on any unless forced."""
@@ -135,8 +139,8 @@ def _human_shortfalls(project: Project, record: dict[str, Any], inst: dict[str, 
     return pack, wanted
 
 
-def choose_human(project: Project, record: dict[str, Any], inst_id: str, reason: str | None,
-                 force: bool) -> dict[str, Any]:
+def choose_human(project: Project, record: RunRecord, inst_id: str, reason: str | None,
+                 force: bool) -> PickRecord:
     """Compute (without writing) the pick record of a person's choice."""
     inst = find_instance(record, inst_id)
     task, track = record["task"], inst["track"]
@@ -159,11 +163,15 @@ def choose_human(project: Project, record: dict[str, Any], inst_id: str, reason:
     losers = [{"id": i["id"], "code": E.SELECTION_NO_PASS, "reason": f"not chosen: {person} picked {inst_id}{because}"}
               for i in record["instances"] if i["track"] == track and i["id"] != inst_id]
     commit = pack["commit"] if pack else tip
+    winner: PickWinner = {"id": inst_id, "attempt": inst["attempt"], "commit": commit,
+                          "tree": project.repo.tree_of(commit),
+                          "evidence_sha256": binding_of(inst).get("sha256") if pack else None}
+    agent = inst.get("agent")
+    if agent:
+        winner["agent"] = agent
     return {
         "schema_version": SCHEMA_VERSION, "run_id": record["run_id"], "task": task, "track": track,
-        "winner": {"id": inst_id, "attempt": inst["attempt"], "commit": commit, "tree": project.repo.tree_of(commit),
-                   "evidence_sha256": (inst.get("evidence") or {}).get("sha256") if pack else None,
-                   **({"agent": inst["agent"]} if inst.get("agent") else {})},
+        "winner": winner,
         "verdict": pack.get("verdict") if pack else None, "score": pack.get("score") if pack else None,
         "proof_issued_at": pack.get("proof_issued_at") if pack else None,
         "selection_method": HUMAN, "picked_by": person, "reason": reason, "forced": bool(force),
@@ -175,7 +183,7 @@ def choose_human(project: Project, record: dict[str, Any], inst_id: str, reason:
 
 
 def pick_human(project: Project, task: str, inst_id: str, reason: str | None = None,
-               force: bool = False) -> dict[str, Any]:
+               force: bool = False) -> PickResult:
     """A person's pick of ``inst_id`` for its track (write-once, like any pick)."""
     check_name(task, "task")
     store = project.store

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pygit2
 
@@ -15,7 +15,8 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.model import FINISHED_RUN, TERMINAL
+from gitflow_parallel.model import FINISHED_RUN, TERMINAL, InstanceRecord, RunRecord
+from gitflow_parallel.shapes import SpawnResult
 
 
 MAX_INSTANCES = 64
@@ -35,7 +36,7 @@ def live_instances(project: Project) -> int:
 
 
 def spawn(project: Project, task: str, n: int | None = None, base: str | None = None,
-          tracks: list[str] | None = None) -> dict[str, Any]:
+          tracks: list[str] | None = None) -> SpawnResult:
     check_name(task, "task")
     tracks = list(tracks or ["main"])
     for t in tracks:
@@ -77,10 +78,11 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
         faults.point("spawn.after_worktrees")
     warnings += _prepare_worktrees(project, record)
     # No notes: every tip is still the base commit (see project.notes_instance_on).
-    return {**record, "warnings": warnings} if warnings else record
+    # A record is a spawn result without warnings (the key is NotRequired).
+    return {**record, "warnings": warnings} if warnings else cast(SpawnResult, record)
 
 
-def _prepare_worktrees(project: Project, record: dict[str, Any]) -> list[str]:
+def _prepare_worktrees(project: Project, record: RunRecord) -> list[str]:
     """``setup.worktrees``: the same setup the judge runs, in each new agent
     worktree (side by side), so an agent starts with the project's
     environment built; a failure is a warning, never a refusal (the agent
@@ -95,7 +97,7 @@ def _prepare_worktrees(project: Project, record: dict[str, Any]) -> list[str]:
 
     log_dir = project.repo.parallel_dir / "logs" / record["run_id"]
 
-    def one(inst: dict[str, Any]) -> str | None:
+    def one(inst: InstanceRecord) -> str | None:
         log = log_dir / f"{inst['id']}.{inst['attempt']}.setup.log"
         facts = {"TASK": record["task"], "RUN_ID": record["run_id"], "INSTANCE": inst["id"],
                  "TRACK": inst["track"], "WORKTREE": inst["worktree"]}

@@ -17,7 +17,7 @@ import os
 import shutil
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import pygit2
 
@@ -188,7 +188,7 @@ def _kill(pid: int, pipe: int) -> None:
             pass  # already gone, already reaped, already closed
 
 
-def create(repo: Repo, task: str, base_commit: str, instances: list[dict[str, Any]],
+def create(repo: Repo, task: str, base_commit: str, instances: Sequence[Mapping[str, Any]],
            fault: Any = None) -> None:
     """Create a branch at ``base_commit`` and a worktree for every instance.
 
@@ -266,7 +266,7 @@ def _ref_in_the_way(repo: Repo, name: str) -> str | None:
     return None
 
 
-def _create_failed(inst: dict[str, Any], why: str) -> ParallelError:
+def _create_failed(inst: Mapping[str, Any], why: str) -> ParallelError:
     return ParallelError(
         E.WORKTREE_CREATE_FAILED,
         f"could not create the worktree of instance {inst['id']} at {inst['worktree']}: {why}",
@@ -275,7 +275,7 @@ def _create_failed(inst: dict[str, Any], why: str) -> ParallelError:
 
 
 def _rollback(repo: Repo, task: str, branches: list[str], paths: list[Path], admin: list[str],
-              instances: list[dict[str, Any]]) -> None:
+              instances: Sequence[Mapping[str, Any]]) -> None:
     # Only what this spawn made: the pre-checks refused any path, admin folder
     # or branch that existed before, so whatever is there now is ours.
     if branches:

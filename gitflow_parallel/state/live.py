@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 HEADER = ("# git-parallel live index v1: base REF TASK RUN_ID BASE_COMMIT | branch REF TASK RUN_ID INSTANCE TRACK"
           " | lost REF TASK RUN_ID PATCH_ID INSTANCE HEAD COMMIT")
@@ -39,7 +39,7 @@ KINDS = ("base", "branch", "lost")
 
 
 # -- writing -----------------------------------------------------------------------
-def run_lines(record: dict[str, Any], finished: bool, previous: list[str] | None = None,
+def run_lines(record: Mapping[str, Any], finished: bool, previous: list[str] | None = None,
               git_dir: Path | None = None) -> list[str]:
     """The lines of one run: its base, each instance branch, and the patches
     of the attempts that lost a pick (with ``git_dir``; ``previous``: the
@@ -60,7 +60,7 @@ def run_lines(record: dict[str, Any], finished: bool, previous: list[str] | None
     return lines
 
 
-def _lost_lines(record: dict[str, Any], insts: list[dict[str, Any]], previous: list[str],
+def _lost_lines(record: Mapping[str, Any], insts: list[dict[str, Any]], previous: list[str],
                 git_dir: Path) -> list[str]:
     """``lost`` lines for each loser of a picked track (see the module docstring)."""
     from gitflow_parallel.git import plain

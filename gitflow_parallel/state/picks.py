@@ -15,16 +15,14 @@ from typing import Any, Mapping, cast
 
 import pygit2
 
-from gitflow_parallel import __version__, evidence
+from gitflow_parallel import __version__, evidence, schema
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes, utcnow
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.model import HUMAN, InstanceRecord, PickBinding, PickRecord, RunRecord, find_instance
-
-
-
-SCHEMA_VERSION = 1
+from gitflow_parallel.model import (HUMAN, InstanceRecord, PickBinding, PickRecord, RunRecord, binding_of,
+                                     find_instance)
+from gitflow_parallel.shapes import SCHEMA_VERSION as SCHEMA_VERSION  # a pick record's, as a run record's
 
 
 ARBITER = f"git-parallel {__version__}"
@@ -48,42 +46,46 @@ def is_forced(pick: Mapping[str, Any]) -> bool:
 
 
 def validate_pick(pick: Any, path: Path, record: RunRecord, track: str) -> PickRecord:
+    """Check a loaded pick record against its shape (``shapes.PickRecord``)
+    and against the run and track it is read for; returns it unchanged."""
     if not isinstance(pick, dict):
         raise _schema_invalid(path, "not a JSON object")
-    forced = is_forced(pick)
-    for key, types in (("schema_version", int), ("run_id", str), ("task", str), ("track", str), ("winner", dict),
-                       ("verdict", str), ("selection_method", str), ("arbiter", str), ("merge_policy", str),
-                       ("losers", list), ("created_at", str), ("proof_issued_at", str)):
-        if forced and key in ("verdict", "proof_issued_at") and pick.get(key) is None:
-            continue  # a forced pick may have no evidence at all
-        if not isinstance(pick.get(key), types) or isinstance(pick.get(key), bool):
-            raise _schema_invalid(path, f"field {key!r} is missing or not {types.__name__}")
-    if pick["selection_method"] == HUMAN:
-        if not isinstance(pick.get("picked_by"), str) or not isinstance(pick.get("forced"), bool):
-            raise _schema_invalid(path, "a human pick must name picked_by and say whether it was forced")
-        if pick.get("reason") is not None and not isinstance(pick["reason"], str):
-            raise _schema_invalid(path, "reason must be a string or null")
-    if pick["schema_version"] != SCHEMA_VERSION:
-        raise _schema_invalid(path, f"schema_version {pick['schema_version']} is not {SCHEMA_VERSION}")
+    try:
+        schema.check(PickRecord, pick)
+    except schema.ShapeError as exc:
+        raise _schema_invalid(path, f"{exc.path} {exc.problem}") from None
+    checked = cast(PickRecord, pick)
+    problem = _pick_problem(checked, record, track)
+    if problem:
+        raise _schema_invalid(path, problem)
+    return checked
+
+
+def _pick_problem(pick: PickRecord, record: RunRecord, track: str) -> str | None:
+    """What the pick's fields say that does not hold together, if anything."""
+    if pick["selection_method"] == HUMAN and not ("picked_by" in pick and "forced" in pick):
+        return "a human pick must name picked_by and say whether it was forced"
     if pick["run_id"] != record["run_id"] or pick["task"] != record["task"] or pick["track"] != track:
-        raise _schema_invalid(path, "it names another run, task or track")
-    if "score" not in pick or not (pick["score"] is None or (isinstance(pick["score"], int) and not isinstance(pick["score"], bool))):
-        raise _schema_invalid(path, "score must be an integer or null")
-    winner = pick["winner"]
-    for key in ("id", "commit", "tree", "evidence_sha256"):
-        if forced and key == "evidence_sha256" and winner.get(key) is None:
-            continue
-        if not isinstance(winner.get(key), str):
-            raise _schema_invalid(path, f"winner.{key} is missing")
-    if not isinstance(winner.get("attempt"), int):
-        raise _schema_invalid(path, "winner.attempt is missing")
-    if pick["verdict"] != "pass" and not forced:
-        raise _schema_invalid(path, f"verdict is {pick['verdict']!r}, a pick is always of a passing instance")
+        return "it names another run, task or track"
+    unproven = None if is_forced(pick) else _unproven(pick)  # a forced pick may have no evidence at all
+    if unproven:
+        return unproven
     decision = pick.get("decision")  # picks written before it was recorded have none
-    if decision is not None and (not isinstance(decision, dict) or decision.get("rule") != pick["selection_method"]
-                                 or (decision.get("winner") or {}).get("id") != winner["id"]):
-        raise _schema_invalid(path, "its decision does not name its rule and winner")
-    return cast(PickRecord, pick)
+    if decision is not None and (decision.get("rule") != pick["selection_method"]
+                                 or (decision.get("winner") or {}).get("id") != pick["winner"]["id"]):
+        return "its decision does not name its rule and winner"
+    return None
+
+
+def _unproven(pick: PickRecord) -> str | None:
+    """Why a pick that was not forced lacks the proof every pick needs, if it does."""
+    for key, value in (("proof_issued_at", pick["proof_issued_at"]),
+                       ("winner.evidence_sha256", pick["winner"]["evidence_sha256"])):
+        if value is None:
+            return f"{key} is null, and only a person's forced pick has no evidence"
+    if pick["verdict"] != "pass":
+        return f"verdict is {pick['verdict']!r}, a pick is always of a passing instance"
+    return None
 
 
 def load_pick(project: Project, record: RunRecord, track: str) -> PickRecord | None:
@@ -129,7 +131,7 @@ def winner_check(project: Project, record: RunRecord, inst: InstanceRecord, comm
         return False, fresh.code, f"evidence of instance {inst['id']} is {fresh.state}: {fresh.reason}"
     if not fresh.passing:
         return False, E.SELECTION_NO_PASS, f"evidence of instance {inst['id']} does not pass"
-    if (inst.get("evidence") or {}).get("sha256") != winner["evidence_sha256"]:
+    if binding_of(inst).get("sha256") != winner["evidence_sha256"]:
         return False, E.EVIDENCE_MISMATCH, "the evidence pack is not the one the pick was made from"
     return True, None, f"instance {inst['id']} is the picked winner with fresh passing evidence"
 
@@ -247,7 +249,8 @@ def picks_of_track(project: Project, record: RunRecord, track: str) -> list[Pick
 
 def refuse_closed(record: RunRecord, verb: str) -> None:
     if record["status"] in ("merged", "aborted"):
-        landed = (record.get("merge") or {}).get("landed")
+        merge = record.get("merge")
+        landed = merge["landed"] if merge else None
         raise ParallelError(
             E.BRANCH_TERMINAL,
             f"run {record['run_id']} of {record['task']!r} is {record['status']}"

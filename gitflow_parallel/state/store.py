@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, TypeVar, cast
 
 import yaml
 
@@ -32,13 +31,12 @@ from gitflow_parallel import faults
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import YamlTooLarge, atomic_write, env_seconds, load_yaml, utcnow
 from gitflow_parallel.state import live
-from gitflow_parallel.model import (FINISHED_RUN, INSTANCE_STATUSES, RUN_STATUSES, SCHEMA_VERSION, InstanceRecord,
-                                     RunRecord, derive_run_status, bump, find_instance)
+from gitflow_parallel import schema
+from gitflow_parallel.model import FINISHED_RUN, InstanceRecord, RunRecord, bump, derive_run_status, find_instance
 
 LOCK_TIMEOUT = env_seconds("GIT_PARALLEL_LOCK_TIMEOUT", 60.0)
 
 T = TypeVar("T")
-_OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 def _invalid(path: Path, problem: str) -> ParallelError:
@@ -50,98 +48,40 @@ def _invalid(path: Path, problem: str) -> ParallelError:
     )
 
 
-def _check_type(path: Path, where: str, value: Any, types: tuple[type, ...] | type, nullable: bool = False) -> None:
-    if value is None and nullable:
-        return
-    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
-        raise _invalid(path, f"{where} must be {_tname(types)}, not {value!r}")
-    if not isinstance(value, types):
-        raise _invalid(path, f"{where} must be {_tname(types)}, not {value!r}")
-
-
-def _tname(types: tuple[type, ...] | type) -> str:
-    ts = types if isinstance(types, tuple) else (types,)
-    return " or ".join({int: "an integer", str: "a string", dict: "a mapping", list: "a list", bool: "a boolean"}.get(t, t.__name__) for t in ts)
-
-
-def validate_record(record: Any, path: Path) -> dict[str, Any]:
-    """Check that a loaded record has the shape and invariants of schema 1."""
+def validate_record(record: Any, path: Path) -> RunRecord:
+    """Check that a loaded record has the shape (``shapes.RunRecord``) and the
+    invariants of schema 1; returns it unchanged."""
     if not isinstance(record, dict):
         raise _invalid(path, "the file does not hold a mapping")
-    for key, types in (
-        ("schema_version", int), ("run_id", str), ("task", str), ("base", dict), ("run_revision", int),
-        ("status", str), ("created_at", str), ("updated_at", str), ("tracks", list), ("config", dict),
-        ("config_sha256", str), ("instances", list),
-    ):
-        if key not in record:
-            raise _invalid(path, f"missing field {key!r}")
-        _check_type(path, key, record[key], types)
-    if record["schema_version"] != SCHEMA_VERSION:
-        raise _invalid(path, f"schema_version {record['schema_version']!r} is not {SCHEMA_VERSION}")
-    if not re.fullmatch(r"PR-[0-9a-f-]{36}", record["run_id"]):
-        raise _invalid(path, f"run_id {record['run_id']!r} is not PR-<uuid>")
-    if record["run_revision"] < 1:
-        raise _invalid(path, f"run_revision {record['run_revision']} is below 1")
-    if record["status"] not in RUN_STATUSES:
-        raise _invalid(path, f"status {record['status']!r} is not one of {', '.join(RUN_STATUSES)}")
-    from gitflow_parallel.files import config_sha256
-    from gitflow_parallel.names import check_name
-
     try:
-        check_name(record["task"])
-    except ParallelError:
-        raise _invalid(path, f"task {record['task']!r} is not a valid task name") from None
+        schema.check(RunRecord, record)
+    except schema.ShapeError as exc:
+        raise _invalid(path, f"{exc.path} {exc.problem}") from None
+    checked = cast(RunRecord, record)
+    _check_invariants(checked, path)
+    return checked
+
+
+def _check_invariants(record: RunRecord, path: Path) -> None:
+    """What one field's declaration cannot say: how fields agree."""
+    from gitflow_parallel.files import config_sha256
+
     if path.name.endswith(".yaml") and path.parent.name == "runs" and path.name != f"{record['task']}.yaml":
         raise _invalid(path, f"it names task {record['task']!r}, but its file is {path.name}")
     if config_sha256(record["config"]) != record["config_sha256"]:
         # The frozen config is what every gate, score and merge decision
         # trusts; an edit of it by hand must not pass for the original.
         raise _invalid(path, "its frozen config no longer matches config_sha256 (edited by hand?)")
-    for key, types in (("picks", dict), ("merge", dict)):
-        if record.get(key) is not None and not isinstance(record[key], types):
-            raise _invalid(path, f"{key} must be {_tname(types)} or null")
-    for track, binding in (record.get("picks") or {}).items():
-        if not isinstance(binding, dict) or not all(isinstance(binding.get(k), str) for k in ("path", "sha256", "winner")):
-            raise _invalid(path, f"picks.{track} must name the pick record's path, sha256 and winner")
-    base = record["base"]
-    if not isinstance(base.get("ref"), str) or not isinstance(base.get("commit"), str) or not _OID.fullmatch(base["commit"]):
-        raise _invalid(path, "base must have a ref name and a commit oid")
     seen: set[str] = set()
     for i, inst in enumerate(record["instances"]):
         where = f"instances[{i}]"
-        if not isinstance(inst, dict):
-            raise _invalid(path, f"{where} is not a mapping")
-        for key, types, nullable in (
-            ("id", str, False), ("track", str, False), ("branch", str, False), ("worktree", str, False),
-            ("attempt", int, False), ("instance_revision", int, False), ("status", str, False),
-            ("head", str, True), ("verdict", str, True), ("score", int, True), ("evidence", dict, True),
-            ("error", str, True), ("history", list, False),
-        ):
-            if key not in inst:
-                raise _invalid(path, f"{where} is missing field {key!r}")
-            _check_type(path, f"{where}.{key}", inst[key], types, nullable)
         if inst["id"] in seen:
             raise _invalid(path, f"instance id {inst['id']!r} appears twice")
         seen.add(inst["id"])
-        if inst["status"] not in INSTANCE_STATUSES:
-            raise _invalid(path, f"{where}.status {inst['status']!r} is not one of {', '.join(INSTANCE_STATUSES)}")
         if inst["track"] not in record["tracks"]:
             raise _invalid(path, f"{where}.track {inst['track']!r} is not one of the run's tracks")
-        if inst["attempt"] < 0 or inst["instance_revision"] < 1:
-            raise _invalid(path, f"{where} has a negative attempt or a revision below 1")
-        if inst["verdict"] not in (None, "pass", "fail"):
-            raise _invalid(path, f"{where}.verdict {inst['verdict']!r} is not pass, fail or null")
-        ev = inst["evidence"]
-        if ev is not None and not (isinstance(ev.get("path"), str) and isinstance(ev.get("sha256"), str)):
-            raise _invalid(path, f"{where}.evidence must name the pack's path and sha256")
-        pid = inst.get("pid")
-        if pid is not None and (not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 1 << 31):
-            raise _invalid(path, f"{where}.pid {pid!r} is not a process id")
-        if inst["head"] is not None and not _OID.fullmatch(inst["head"]):
-            raise _invalid(path, f"{where}.head {inst['head']!r} is not a commit oid")
         if inst["branch"] != f"parallel/{record['task']}/{inst['id']}":
             raise _invalid(path, f"{where}.branch {inst['branch']!r} is not parallel/{record['task']}/{inst['id']}")
-    return record
 
 
 # libyaml's parser is several times faster than PyYAML's own (a 100-instance
@@ -191,7 +131,7 @@ def read_record_text(path: Path) -> str:
 _CSafeDumper = getattr(yaml, "CSafeDumper", None)
 
 
-def dump(record: dict[str, Any]) -> str:
+def dump(record: Mapping[str, Any]) -> str:
     """The record as YAML.  libyaml's emitter, where PyYAML has it, writes
     the same text as the pure-Python one at a third of the cost (a record is
     written on every transition); the representer is the safe one either way."""
@@ -200,7 +140,7 @@ def dump(record: dict[str, Any]) -> str:
     return yaml.safe_dump(record, sort_keys=True, default_flow_style=False, allow_unicode=True)
 
 
-def _copy(record: dict[str, Any]) -> dict[str, Any]:
+def _copy(record: RunRecord) -> RunRecord:
     """A deep copy of a record (plain dicts, lists and scalars), its keys in
     the sorted order that parsing its YAML gives them."""
     def copy(value: Any) -> Any:
@@ -209,7 +149,7 @@ def _copy(record: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, list):
             return [copy(v) for v in value]
         return value
-    return copy(record)
+    return cast(RunRecord, copy(record))
 
 
 def _file_lock(path: Path) -> FileLock:
@@ -230,7 +170,7 @@ class Store:
         self.live_path = parallel_dir / "live"
         self._lock: FileLock | None = None
         # The last record written per file, with its text: read back unparsed while the file holds those bytes.
-        self._written: dict[Path, tuple[str, dict[str, Any]]] = {}
+        self._written: dict[Path, tuple[str, RunRecord]] = {}
 
     # -- locking -------------------------------------------------------------
     @contextlib.contextmanager
@@ -272,7 +212,7 @@ class Store:
             record = parse_yaml(text)
         except yaml.YAMLError as exc:
             raise _invalid(path, f"not valid YAML{_where(exc)}") from None
-        return cast(RunRecord, validate_record(record, path))
+        return validate_record(record, path)
 
     def load(self, task: str) -> RunRecord:
         path = self.path(task)
@@ -301,7 +241,7 @@ class Store:
         return records, problems
 
     # -- writing ---------------------------------------------------------------
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: RunRecord) -> None:
         path = self.path(record["task"])
         validate_record(record, path)
         text = dump(record)
@@ -310,7 +250,7 @@ class Store:
         self._written[path] = (text, _copy(record))
         self.write_live_index(record)
 
-    def previous_run(self, task: str) -> dict[str, Any] | None:
+    def previous_run(self, task: str) -> RunRecord | None:
         """The task's finished run that a new spawn may move aside, or None if
         it has no record; refuses (``PARALLEL_RUN_EXISTS``) while the task has
         a live run, a record that does not load, or a finished run whose
@@ -347,7 +287,7 @@ class Store:
             )
         return old
 
-    def create(self, record: dict[str, Any]) -> dict[str, Any]:
+    def create(self, record: RunRecord) -> RunRecord:
         """Store a new run; refuse if the task already has a live one.  A
         finished run (merged or aborted) of the task is kept in runs/done/."""
         with self.lock():
@@ -358,7 +298,7 @@ class Store:
             self._write(record)
             return record
 
-    def retire(self, record: dict[str, Any]) -> None:
+    def retire(self, record: RunRecord) -> None:
         """Keep a finished run's record at runs/done/<run_id>.yaml.
 
         A copy, not a move: the caller then replaces runs/<task>.yaml with the
@@ -443,7 +383,7 @@ class Store:
         return self.update(task, apply, expected_revision)
 
     # -- the hooks' index ---------------------------------------------------------
-    def write_live_index(self, changed: dict[str, Any] | None = None) -> None:
+    def write_live_index(self, changed: RunRecord | None = None) -> None:
         """Rewrite ``parallel/live`` (format: ``state/live``) from the live
         records, called under the lock.  With ``changed`` (the record just
         written), only that task's lines are recomputed and the others are
@@ -453,18 +393,18 @@ class Store:
         hooks go on guarding its branches until it is repaired."""
         previous_text = live.read_text(self.live_path)
         previous = live.lines_by_task(previous_text or "")
-        incremental = changed is not None and previous_text is not None
+        incremental = changed if previous_text is not None else None
         lines: list[str] = []
         for task in self.tasks():
-            if incremental and task != changed["task"]:
+            if incremental is not None and task != incremental["task"]:
                 lines.extend(previous.get(task, []))
                 continue
             try:
-                record = changed if incremental else self.read(self.path(task))
+                record = incremental if incremental is not None else self.read(self.path(task))
             except FileNotFoundError:
                 continue
             except ParallelError:
                 lines.extend(previous.get(task, []))
                 continue
             lines.extend(live.run_lines(record, record["status"] in FINISHED_RUN, previous.get(task), self.live_path.parent.parent))
-        live.write(self.live_path, lines, previous_text if incremental else None)
+        live.write(self.live_path, lines, previous_text if incremental is not None else None)

@@ -1,0 +1,449 @@
+"""The shapes of what git-parallel writes and prints, declared once.
+
+Run, instance, pick and merge records, the evidence pack and the results
+the verbs print with ``--json`` are TypedDicts here: mypy checks every
+write against them, and ``schema.check`` checks every load against the same
+declaration (``state/store`` for run records, ``state/picks`` for pick
+records), so a shape is never written twice.  ``model`` re-exports the
+record shapes beside the mutations that change them; the frozen config's
+shape lives with its loader in ``config``.
+
+``Required`` fields are those every version ever wrote: a record without
+one is refused.  ``NotRequired`` ones came later (a record from before them
+still loads) or are written only in some states.  Keys no declaration names
+are kept as they are, so a record written by a newer version loads too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args
+
+from gitflow_parallel.schema import Check
+
+SCHEMA_VERSION = 1
+
+RunStatus = Literal["pending", "running", "completed", "picked", "merged", "failed", "aborted"]
+InstanceStatus = Literal["pending", "running", "succeeded", "failed", "aborted"]
+Verdict = Literal["pass", "fail"]
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+INSTANCE_STATUSES: tuple[str, ...] = get_args(InstanceStatus)
+
+_OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+
+
+def _valid_task(value: str) -> bool:
+    from gitflow_parallel.errors import ParallelError
+    from gitflow_parallel.names import check_name
+
+    try:
+        check_name(value)
+    except ParallelError:
+        return False
+    return True
+
+
+# Field types with the constraints the loaders check.
+Version = Annotated[int, Check(lambda v: v == SCHEMA_VERSION, str(SCHEMA_VERSION))]
+Oid = Annotated[str, Check(lambda v: bool(_OID.fullmatch(v)), "a commit oid (40 or 64 hex digits)")]
+RunId = Annotated[str, Check(lambda v: bool(re.fullmatch(r"PR-[0-9a-f-]{36}", v)), "PR-<uuid>")]
+TaskName = Annotated[str, Check(_valid_task, "a valid task name")]
+Revision = Annotated[int, Check(lambda v: v >= 1, "an integer >= 1")]
+Count = Annotated[int, Check(lambda v: v >= 0, "an integer >= 0")]
+Pid = Annotated[int | None, Check(lambda v: v is None or 0 < v < 1 << 31, "a process id or null")]
+
+
+# -- the run record ------------------------------------------------------------------
+class EvidenceBinding(TypedDict):
+    """The evidence pack an instance's verdict comes from."""
+    path: str
+    sha256: str
+    instance_revision: NotRequired[int]
+
+
+# Where an attempt started from (``from``: how; a keyword, hence the call form).
+StartPoint = TypedDict("StartPoint", {"commit": str, "from": str}, total=False)
+
+
+class ClaimHolder(TypedDict):
+    """Who holds an instance's claim, in a worker's own record."""
+    worker: str
+    host: str
+    pid: int
+    generation: int
+    since: str
+
+
+class Comment(TypedDict):
+    """A person's review comment on one attempt."""
+    attempt: int
+    text: str
+    file: str | None
+    line: int | None
+    by: str
+    at: str
+
+
+class HistoryEntry(TypedDict, total=False):
+    """One earlier attempt of an instance, as ``retry`` keeps it."""
+    attempt: int
+    status: str
+    head: str | None
+    verdict: str | None
+    score: int | None
+    evidence: EvidenceBinding | None
+    error: str | None
+    exit_code: int | None
+    log: str | None
+    events: str | None
+    archive_ref: str | None
+    kept: list[str]
+    finished_at: str | None
+    start: StartPoint | None
+    origin: str | None
+    feedback: Any
+    agent: str | None
+
+
+class InstanceRecord(TypedDict):
+    id: str
+    track: str
+    branch: str
+    worktree: str
+    attempt: Count
+    instance_revision: Revision
+    status: InstanceStatus
+    head: Oid | None
+    verdict: Verdict | None
+    score: int | None
+    evidence: EvidenceBinding | None
+    error: str | None
+    history: list[HistoryEntry]
+    pid: NotRequired[Pid]
+    runner_pid: NotRequired[int | None]
+    started_at: NotRequired[str | None]
+    finished_at: NotRequired[str | None]
+    exit_code: NotRequired[int | None]
+    log: NotRequired[str | None]
+    events: NotRequired[str | None]
+    removed: NotRequired[bool]
+    origin: NotRequired[str | None]
+    start: NotRequired[StartPoint | None]
+    feedback: NotRequired[Any]
+    worker: NotRequired[Any]  # the worker that ran it (``collect``)
+    protected_changes: NotRequired[list[dict[str, Any]]]
+    claim: NotRequired[ClaimHolder | None]
+    tampered: NotRequired[list[str] | None]  # what the attempt changed that no attempt may (restored)
+    agent: NotRequired[str | None]
+    agent_command: NotRequired[list[str] | None]
+    comments: NotRequired[list[Comment]]
+
+
+class PickBinding(TypedDict):
+    """A written pick file, as the run record names it."""
+    path: str
+    sha256: str
+    winner: str
+    commit: NotRequired[str]
+
+
+class PushedInfo(TypedDict):
+    """What ``merge --push`` put on the remote (``merge["pushed"]``)."""
+    remote: str
+    landed: str
+    pushed_at: str
+    attempts: int
+
+
+class RelandedEntry(TypedDict):
+    """An earlier landing that ``merge --push`` replaced."""
+    landed: str
+    onto: str
+    remote_tip: str
+    at: str
+
+
+class LandingStep(TypedDict, total=False):
+    """How one track's winner landed (``merge["steps"]``); ``commit``,
+    ``resolved_files`` and ``winner_lines_dropped`` for a step that wrote one."""
+    track: str
+    winner: str
+    method: str  # fast-forward, merge, squash, already-contained
+    commit: str
+    resolved_files: list[str]
+    winner_lines_dropped: int
+
+
+class MergeRecord(TypedDict):
+    landed: str
+    previous: str | None
+    base_ref: str
+    steps: list[LandingStep]
+    method: str
+    resolved_files: list[Any]
+    policy: str
+    merged_at: str
+    attempts: NotRequired[int | None]
+    onto: NotRequired[str]
+    retried: NotRequired[list[dict[str, Any]]]
+    verify: NotRequired[Any]
+    verified: NotRequired[list[dict[str, Any]]]
+    worktree: NotRequired[str | None]
+    worktree_error: NotRequired[str | None]
+    recovered: NotRequired[dict[str, Any]]
+    outside: NotRequired[bool]
+    relanded: NotRequired[list[RelandedEntry]]
+    pushed: NotRequired[PushedInfo]
+
+
+class RemoteInfo(TypedDict):
+    """Where ``publish`` pushed the run (``record["remote"]``)."""
+    name: str
+    agent: list[str] | None
+    timeout: float | None
+    published_at: str
+
+
+class PrInfo(TypedDict):
+    """The pull requests ``merge --pr`` asked for (``record["pr"]``)."""
+    remote: str
+    base: str
+    requested_at: str
+    proposals: list[dict[str, Any]]
+
+
+class Base(TypedDict):
+    """The base branch a run started from: its ref name and the commit it had."""
+    ref: str
+    commit: Oid
+
+
+class RunRecord(TypedDict):
+    schema_version: Version
+    run_id: RunId
+    task: TaskName
+    base: Base
+    run_revision: Revision
+    status: RunStatus
+    created_at: str
+    updated_at: str
+    tracks: list[str]
+    config: dict[str, Any]  # the frozen config (``config.FrozenConfig``), bound by config_sha256
+    config_sha256: str
+    instances: list[InstanceRecord]
+    config_source: NotRequired[Any]
+    worktree_root: NotRequired[str]
+    picks: NotRequired[dict[str, PickBinding] | None]
+    retired_picks: NotRequired[list[dict[str, Any]]]
+    merge: NotRequired[MergeRecord | None]
+    worker: NotRequired[dict[str, Any]]  # a worker's own record: {"remote": the remote it serves}
+    remote: NotRequired[RemoteInfo]
+    pr: NotRequired[PrInfo]
+
+
+# -- the pick record ---------------------------------------------------------------------
+class PickWinner(TypedDict):
+    id: str
+    attempt: int
+    commit: str
+    tree: str
+    evidence_sha256: str | None  # None only in a person's forced pick
+    agent: NotRequired[str]
+
+
+class PickRecord(TypedDict):
+    schema_version: Version
+    run_id: str
+    task: str
+    track: str
+    winner: PickWinner
+    verdict: str | None  # "pass", but for a person's forced pick
+    score: int | None
+    proof_issued_at: str | None
+    selection_method: str
+    arbiter: str
+    merge_policy: str
+    losers: list[dict[str, Any]]
+    created_at: str
+    decision: NotRequired[dict[str, Any] | None]  # picks written before it was recorded have none
+    picked_by: NotRequired[str]  # a person's pick (``selection_method``: human)
+    reason: NotRequired[str | None]
+    forced: NotRequired[bool]
+    waived: NotRequired[list[str]]
+    protected_changes: NotRequired[list[dict[str, Any]]]
+    ranking: NotRequired[list[dict[str, Any]]]  # how the rule saw the candidates (``judge/selection``)
+    tree_groups: NotRequired[list[dict[str, Any]]]
+    clusters: NotRequired[list[dict[str, Any]]]
+    tournament: NotRequired[dict[str, Any]]
+    differential: NotRequired[dict[str, Any]]  # the distinguishing inputs and each candidate's behaviour on them
+
+
+# -- the evidence pack (``parallel/evidence/<run_id>/<id>.<attempt>.json``) ---------------------
+class GateResult(TypedDict):
+    """One gate as a pack records it (docs/formats.md says what each key means)."""
+    name: str
+    mode: str
+    passed: bool
+    exit_code: int | None
+    error: str | None
+    argv: NotRequired[list[str]]
+    duration_s: NotRequired[float | None]
+    skipped: NotRequired[bool]
+    code: NotRequired[str | None]
+    log: NotRequired[str | None]
+    log_sha256: NotRequired[str | None]
+    signature: NotRequired[dict[str, Any]]  # a probe's
+    stderr_log: NotRequired[str | None]
+    hidden: NotRequired[dict[str, Any]]
+    expect: NotRequired[dict[str, Any]]
+    cut: NotRequired[int]
+
+
+class EngineEvidence(TypedDict):
+    """What the attempt's events log held, counted by event name."""
+    status: Literal["observed", "unavailable"]
+    counts: dict[str, int] | None
+    lines: NotRequired[int]
+    malformed: NotRequired[int]
+    path: NotRequired[str]
+    sha256: NotRequired[str]
+    cut: NotRequired[int]
+
+
+class Refusal(TypedDict):
+    code: str
+    message: str
+
+
+class EvidencePack(TypedDict):
+    """What ``check`` proved of one attempt, bound to one commit and tree."""
+    schema_version: Version
+    origin: str
+    run_id: str
+    task: str
+    instance: str
+    track: str
+    attempt: int
+    instance_revision: int
+    commit: Oid
+    tree: Oid
+    base_commit: Oid
+    config_sha256: str
+    gates: list[GateResult]
+    verdict: Verdict
+    complete: bool
+    proof_issued_at: str
+    score: int | None
+    score_source: dict[str, Any] | None
+    score_error: str | None
+    refused: Refusal | None
+    input_fingerprints: dict[str, str]
+    output_fingerprints: dict[str, dict[str, Any]]
+    setup: dict[str, Any] | None
+    added_tests: dict[str, Any] | None
+    engine_evidence: NotRequired[EngineEvidence]
+    checkout: NotRequired[str]
+    fence: NotRequired[str]
+    judged_commit: NotRequired[Oid]
+    judged_tree: NotRequired[Oid]
+    protect_mode: NotRequired[str]
+    protected: NotRequired[list[str]]
+    protected_changes: NotRequired[list[str]]
+    protected_detail: NotRequired[list[dict[str, Any]]]
+    protected_blocking: NotRequired[list[str]]
+
+
+# -- what the verbs print with --json (besides ``ok``, which the CLI adds) -----------------
+class SpawnResult(RunRecord):
+    """``spawn``: the new run's record."""
+    warnings: NotRequired[list[str]]
+
+
+class CheckedInstance(TypedDict):
+    id: str
+    track: str
+    attempt: int
+    commit: Oid
+    tree: Oid
+    verdict: Verdict
+    complete: bool
+    score: int | None
+    score_error: str | None
+    gates: list[GateResult]
+    evidence: EvidenceBinding
+    proof_issued_at: str
+    protected_changes: list[str]
+    protected_detail: list[dict[str, Any]]
+    refused: Refusal | None
+
+
+class InstanceError(TypedDict):
+    id: str
+    code: str
+    message: str
+    hint: str | None
+
+
+class CheckResult(TypedDict):
+    """``check``: each instance judged (or its error), and those skipped as fresh."""
+    task: str
+    run_id: str
+    jobs: int
+    notes_error: str | None
+    instances: list[CheckedInstance]
+    errors: list[InstanceError]
+    notify_warnings: NotRequired[list[str]]
+    skipped: NotRequired[list[dict[str, Any]]]
+    warnings: NotRequired[list[str]]
+
+
+class PickResult(TypedDict):
+    """``pick``: the picks written now, and those that were already there."""
+    run_id: str
+    task: str
+    notes_error: str | None
+    picks: list[PickRecord]
+    existing: list[PickRecord]
+    status: RunStatus
+
+
+class LiveView(TypedDict):
+    """How ``status`` sees an instance's branch now."""
+    evidence: str
+    flags: list[str]
+    tip: str | None
+
+
+class StatusInstance(InstanceRecord):
+    live: NotRequired[LiveView]
+
+
+class StatusRun(RunRecord):
+    instances: list[StatusInstance]  # type: ignore[misc]  # each with its live view
+
+
+class StatusResult(TypedDict):
+    """``status TASK``: the record, each instance with its live view."""
+    run: StatusRun
+    base_tip: str | None
+
+
+class RunSummary(TypedDict):
+    task: str
+    run_id: str
+    status: RunStatus
+    base: str
+    instances: int
+    updated_at: str
+    fetched: bool
+
+
+class Problem(TypedDict):
+    code: str
+    message: str
+
+
+class StatusListResult(TypedDict):
+    """``status``: every run, and the records that did not load."""
+    runs: list[RunSummary]
+    problems: list[Problem]
