@@ -25,7 +25,7 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
         progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False,
         agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> dict[str, Any]:
     """Run ``argv`` in every selected instance (or each one's agent); returns
-    the summary.  A run refused before it starts (``engine.refuse_options``)
+    the summary.  A run refused before it starts (``claims.refuse_options``)
     claims nothing."""
     argv = assign_agents(project, task, argv, instances, agent_commands or {}, split)
     return engine.run(project, task, argv, instances=instances, timeout=timeout, jobs=jobs, progress=progress,

@@ -71,24 +71,22 @@ import os
 import signal
 import time
 from collections import deque
-from pathlib import Path
 from typing import Any, Callable
 
-from gitflow_parallel import config
 from gitflow_parallel import errors as E
 from gitflow_parallel import faults, model, notify
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.model import FINISHED_RUN, check_transition, find_instance
-from gitflow_parallel.names import check_name
-from gitflow_parallel.state.project import Project, notes_instance_on, pid_alive
+from gitflow_parallel.state.project import Project, notes_instance_on
 from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import child as child_proc
-from gitflow_parallel.proc import cgroup, leftovers, reaper, sandbox, slots
+from gitflow_parallel.proc import claims as claims_proc
+from gitflow_parallel.proc import cgroup, leftovers, reaper, sandbox
 from gitflow_parallel.proc import tmux as tmux_proc
 from gitflow_parallel.proc.notifier import Notifier
-from gitflow_parallel.proc.slots import Slot, Slots
+from gitflow_parallel.proc.slots import Slots
 from gitflow_parallel.proc.supervise import KILL_GRACE, POLL, START_ERRORS, Signals, killpg, signame
 from gitflow_parallel.proc.watchdog import Watchdog
 from gitflow_parallel.git import tamper
@@ -103,51 +101,6 @@ HELD_POLL = 1.0  # seconds between looks whether abort decided about an attempt 
 
 
 # -- selection ---------------------------------------------------------------------
-def _select(project: Project, record: dict[str, Any], wanted: list[str] | None) -> list[dict[str, Any]]:
-    task = record["task"]
-    if wanted:
-        chosen = []
-        for inst_id in dict.fromkeys(wanted):  # keep order, drop repeats
-            inst = find_instance(record, inst_id)
-            if inst["status"] == "running":
-                alive = pid_alive(inst.get("pid"))
-                raise ParallelError(
-                    E.BRANCH_TERMINAL,
-                    f"instance {inst_id} is already running (pid {inst.get('pid')}, "
-                    f"{'alive' if alive else 'process gone'})",
-                    hint=(f"wait for it, or stop it with `git parallel abort {task} {inst_id}`" if alive else
-                          f"its runner died: `git parallel recover {task}`, or `git parallel abort {task} {inst_id}` "
-                          f"then `git parallel retry {task} {inst_id}`"),
-                )
-            check_transition(record, inst, "running")  # the store's rule: terminal ones need a retry
-            chosen.append(inst)
-    else:
-        chosen = [i for i in record["instances"] if i["status"] == "pending"]
-        if not chosen:
-            counts: dict[str, int] = {}
-            for i in record["instances"]:
-                counts[i["status"]] = counts.get(i["status"], 0) + 1
-            summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-            raise ParallelError(
-                E.BRANCH_TERMINAL,
-                f"run {record['run_id']} of {task!r} has no pending instance ({summary})",
-                hint=f"`git parallel retry {task} ID` starts a new attempt of a failed or aborted one; "
-                f"see `git parallel status {task}`",
-            )
-    for inst in chosen:
-        path = Path(inst["worktree"])
-        tip = project.tip(inst)
-        if inst.get("removed") or not (path / ".git").exists() or tip is None:
-            what = "branch" if tip is None else "worktree"
-            raise ParallelError(
-                E.BRANCH_NOT_FOUND,
-                f"the {what} of instance {inst['id']} is missing ({inst['branch']} at {path}); nothing was started",
-                hint=f"`git parallel abort {task} {inst['id']}` then `git parallel retry {task} {inst['id']}` "
-                f"makes it again; `git parallel validate {task}` shows what else is off",
-            )
-    return chosen
-
-
 def _ran_beside(children: list[child_proc.Child], child: child_proc.Child) -> set[str]:
     """The branches of this runner's other attempts that ran while ``child`` did."""
     return {f"refs/heads/{c.branch}" for c in children if c is not child and c.started
@@ -285,7 +238,7 @@ class _Runner:
             child_proc.enforce_deadlines(active, now)
             for child in [c for c in active.values() if child_proc.exited(c)]:
                 del active[child.pid]
-                self._ended(child)
+                _ended(self, child)
                 self.held.append(child)
             starting: list[child_proc.Child] = []
             self.waiting_for_slot = False
@@ -301,7 +254,7 @@ class _Runner:
             if self.held and not (active or starting or queue):
                 finished, self.held = self.held, []
             elif self.held:
-                finished = self._decided_elsewhere()
+                finished = _decided_elsewhere(self)
             for child in finished:
                 self._settle(child)
             if finished or starting:
@@ -410,52 +363,6 @@ class _Runner:
                 child.term_at = now
                 killpg(child.pid, signal.SIGTERM)
 
-    def _ended(self, child: child_proc.Child) -> None:
-        """Its command ended: nothing of its group is left running, and how
-        it ended is said (``engine_exited``); what it made is taken in later
-        (``_settle``)."""
-        assert child.popen is not None
-        # Anything the command left running in its group would go on writing
-        # to the worktree after its work is committed.
-        killpg(child.pid, signal.SIGKILL)
-        # ... and whatever daemonized out of the group (setsid, double fork).
-        reaper.sweep({child.scope})
-        keep = {c.pid for c in self.children if c.popen is not None and c is not child and not child_proc.exited(c)}
-        reaper.sweep_orphans(child.scope, keep | {self.watchdog.pid or 0, child.pid})
-        self.watchdog.ended(child.pid)
-        rc = child.popen.wait()
-        reaper.reap_group(child.pid)
-        child.duration = round(time.monotonic() - child.started, 3)
-        if child.slot is not None:
-            child.slot.release()
-        leftovers.classify_exit(child, rc, self.timeout)
-        child.finished_at = utcnow()
-        append_jsonl(child.events, {
-            "event": "engine_exited", "ts": child.finished_at, "run_id": self.run_id, "instance": child.id,
-            "attempt": child.attempt, "pid": child.pid, "exit_code": child.exit_code, "duration_s": child.duration,
-            "status": child.status, "error": child.error,
-        })
-
-    def _decided_elsewhere(self) -> list[child_proc.Child]:
-        """The held attempts that ``abort`` recorded meanwhile (it waits for
-        their runner to let go of them): taken in now, not when their
-        siblings end."""
-        now = time.monotonic()
-        if now - self.looked < HELD_POLL:
-            return []
-        self.looked = now
-        try:
-            record = self.store.load(self.task)
-        except ParallelError:
-            return []
-        decided = []
-        for child in self.held:
-            inst = find_instance(record, child.id)
-            if inst["status"] != "running" or inst["attempt"] != child.attempt:
-                decided.append(child)
-        self.held = [c for c in self.held if c not in decided]
-        return decided
-
     def _settle(self, child: child_proc.Child) -> None:
         """Once no sibling of this run is live: its objects and refs taken
         into the shared store (closing its fence), what it changed that it
@@ -498,6 +405,54 @@ class _Runner:
         })
 
 
+def _ended(runner: _Runner, child: child_proc.Child) -> None:
+    """Its command ended: nothing of its group is left running, and how
+    it ended is said (``engine_exited``); what it made is taken in later
+    (``_settle``)."""
+    assert child.popen is not None
+    # Anything the command left running in its group would go on writing
+    # to the worktree after its work is committed.
+    killpg(child.pid, signal.SIGKILL)
+    # ... and whatever daemonized out of the group (setsid, double fork).
+    reaper.sweep({child.scope})
+    keep = {c.pid for c in runner.children if c.popen is not None and c is not child and not child_proc.exited(c)}
+    reaper.sweep_orphans(child.scope, keep | {runner.watchdog.pid or 0, child.pid})
+    runner.watchdog.ended(child.pid)
+    rc = child.popen.wait()
+    reaper.reap_group(child.pid)
+    child.duration = round(time.monotonic() - child.started, 3)
+    if child.slot is not None:
+        child.slot.release()
+    leftovers.classify_exit(child, rc, runner.timeout)
+    child.finished_at = utcnow()
+    append_jsonl(child.events, {
+        "event": "engine_exited", "ts": child.finished_at, "run_id": runner.run_id, "instance": child.id,
+        "attempt": child.attempt, "pid": child.pid, "exit_code": child.exit_code, "duration_s": child.duration,
+        "status": child.status, "error": child.error,
+    })
+
+
+def _decided_elsewhere(runner: _Runner) -> list[child_proc.Child]:
+    """The held attempts that ``abort`` recorded meanwhile (it waits for
+    their runner to let go of them): taken in now, not when their
+    siblings end."""
+    now = time.monotonic()
+    if now - runner.looked < HELD_POLL:
+        return []
+    runner.looked = now
+    try:
+        record = runner.store.load(runner.task)
+    except ParallelError:
+        return []
+    decided = []
+    for child in runner.held:
+        inst = find_instance(record, child.id)
+        if inst["status"] != "running" or inst["attempt"] != child.attempt:
+            decided.append(child)
+    runner.held = [c for c in runner.held if c not in decided]
+    return decided
+
+
 def _summary(runner: _Runner, notes_error: str | None) -> dict[str, Any]:
     rows = _summary_rows(runner.record, runner.children)
     return {"task": runner.task, "run_id": runner.run_id, "command": runner.argv, "jobs": runner.jobs,
@@ -526,19 +481,6 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {s: sum(1 for r in rows if r["status"] == s) for s in ("succeeded", "failed", "aborted")}
 
 
-def refuse_options(task: str, argv: list[str], timeout: float | None, jobs: int | None) -> None:
-    """Refuse a run that cannot start, before anything is claimed."""
-    check_name(task, "task")
-    if not argv or not argv[0]:
-        raise ParallelError(E.EXECUTE_FAILED, "no command to run",
-                            hint=f"give it after --: `git parallel run {task} -- CMD [ARG...]`")
-    if timeout is not None and not timeout > 0:
-        raise ParallelError(E.EXECUTE_FAILED, f"--timeout {timeout} is not a positive number of seconds",
-                            hint="pass --timeout S with S > 0, or leave it out for no limit")
-    if jobs is not None and jobs < 1:
-        raise ParallelError(E.EXECUTE_FAILED, f"--jobs {jobs} is below 1", hint="pass --jobs 1 or more")
-
-
 def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
         timeout: float | None = None, jobs: int | None = None,
         progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False) -> dict[str, Any]:
@@ -546,13 +488,13 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
 
     ``progress``, if given, is called with a small state dict whenever
     something changes (and a few times a second while anything runs)."""
-    refuse_options(task, argv, timeout, jobs)
+    claims_proc.refuse_options(task, argv, timeout, jobs)
     binary = None
     if tmux:
         binary = tmux_proc.require_tmux()
     for attempt in range(LOCK_RETRIES + 1):
         try:
-            record, claims = _select_and_claim(project, task, instances)
+            record, claims = claims_proc.select_and_claim(project, task, instances)
             break
         except ParallelError as exc:
             # Nothing was selected or started yet: another command holding
@@ -564,56 +506,3 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
         child.claim = claim
     return runner.run()
 
-
-def _select_and_claim(project: Project, task: str, instances: list[str] | None
-                      ) -> tuple[dict[str, Any], list[tuple[dict[str, Any], Slot]]]:
-    with project.store.lock():
-        record = project.store.load(task)
-        if record["status"] in FINISHED_RUN:
-            raise ParallelError(
-                E.BRANCH_TERMINAL,
-                f"run {record['run_id']} of {task!r} is {record['status']}; nothing to run",
-                hint=f"spawn a new run with `git parallel spawn {task}`",
-            )
-        # What runs on the host (the agents' split, notify) comes from the
-        # base commit, never from a record an earlier agent could have edited.
-        config.verify_frozen(project.repo, record)
-        if (record.get("remote") or {}).get("agent"):
-            # Its instances are the workers' to run; running them here too
-            # would race their deliveries.
-            raise ParallelError(
-                E.BRANCH_TERMINAL,
-                f"run {record['run_id']} of {task!r} is published to {record['remote']['name']} for workers",
-                hint=f"workers run it (`git parallel worker --remote {record['remote']['name']}`); "
-                     f"`git parallel collect {task}` brings their results")
-        chosen = _select(project, record, instances)
-        sandbox.refuse_unavailable(record["config"], "an agent")
-        sandbox.extra_writes(record["config"], project.repo.common_dir, project.repo.main_workdir)
-        return record, _take_claims(project, record, chosen, named=bool(instances))
-
-
-def _take_claims(project: Project, record: dict[str, Any], chosen: list[dict[str, Any]],
-                 named: bool) -> list[tuple[dict[str, Any], Slot]]:
-    """Claim every selected instance (under the project lock).  Without
-    ``--instance``, those another runner claimed first are left to it; a
-    named one is refused, and so is a run left with nothing to do."""
-    task, parallel_dir = record["task"], project.repo.parallel_dir
-    taken, busy = [], []
-    for inst in chosen:
-        claim = slots.try_claim(parallel_dir, task, inst["id"], f"task={task} run={record['run_id']}")
-        if claim is None:
-            busy.append(inst["id"])
-        else:
-            taken.append((inst, claim))
-    if busy and (named or not taken):
-        for _, claim in taken:
-            claim.release()
-        who = slots.claim_holder(parallel_dir, task, busy[0])
-        raise ParallelError(
-            E.BRANCH_TERMINAL,
-            f"instance(s) {', '.join(busy)} of {task!r} are being run by another `git parallel run` "
-            f"({who or 'holder unknown'}); nothing was started",
-            hint=f"wait for that run to finish (`git parallel status {task}`), or stop it with "
-                 f"`git parallel abort {task} ID`",
-        )
-    return taken
