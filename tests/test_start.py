@@ -56,17 +56,43 @@ def test_a_verb_imports_no_other_verb_nor_an_engine(spawned: Path, tmp_path: Pat
     assert heavy == [], f"`git parallel {' '.join(args)}` imported {heavy}"
 
 
+# What `status` never needs: worktree making, config parsing, templates,
+# the lock, the sandbox, git notes, and pygit2 itself (about 80 ms of CPU
+# to import): it reads records, ref files and evidence packs.
+STATUS_ABSENT = ("gitflow_parallel.git.worktrees", "gitflow_parallel.git.checkout", "gitflow_parallel.config",
+                 "gitflow_parallel.template", "gitflow_parallel.state.view", "gitflow_parallel.proc.sandbox",
+                 "gitflow_parallel.git.notes", "pygit2", "filelock", "asyncio")
+
+
 def test_status_imports_only_what_reading_a_run_takes(spawned: Path, tmp_path: Path) -> None:
     # The list of runs and one run's table: the records, the refs, the
-    # evidence packs; no worktree making, config parsing, templates or lock.
-    # (pygit2 is still loaded: the repository is opened through it.)
-    for args in (("status",), ("status", "t")):
+    # evidence packs, the flags (a checked, a picked run: refs of every kind).
+    gp = GP(spawned)
+    gp("check", "t")
+    gp("pick", "t")
+    for args in (("status",), ("status", "t"), ("status", "t", "--json")):
         modules = set(loaded(spawned, tmp_path, *args))
-        for absent in ("gitflow_parallel.git.worktrees", "gitflow_parallel.git.checkout", "gitflow_parallel.config",
-                       "gitflow_parallel.template", "gitflow_parallel.state.view", "gitflow_parallel.proc.sandbox"):
-            assert absent not in modules, f"`git parallel {' '.join(args)}` imported {absent}"
-        assert "filelock" not in modules and "asyncio" not in modules  # it reads without the project lock
-        assert "gitflow_parallel.commands.status" in modules and "click" in modules
+        imported = [m for m in modules if m.startswith(STATUS_ABSENT)]
+        assert imported == [], f"`git parallel {' '.join(args)}` imported {imported}"
+        assert "gitflow_parallel.commands.status" in modules and "click" in modules and "yaml" in modules
+
+
+def test_status_without_pygit2_says_what_it_said_with_it(spawned: Path, tmp_path: Path) -> None:
+    # The refs read from files (loose, then packed) give the table pygit2
+    # gave: the same tips, the same flags, after `git pack-refs --all` too.
+    gp = GP(spawned)
+    gp("check", "t")
+    before = gp.json("status", "t")
+    subprocess.run(["git", "pack-refs", "--all"], cwd=spawned, check=True)
+    assert not (spawned / ".git" / "refs" / "heads" / "parallel" / "t" / "1").exists()
+    after = gp.json("status", "t")
+    assert after == before
+    tips = {i["id"]: i["live"]["tip"] for i in after["run"]["instances"]}
+    for inst, tip in tips.items():
+        assert tip == subprocess.run(["git", "rev-parse", f"refs/heads/parallel/t/{inst}"], cwd=spawned,
+                                     capture_output=True, text=True, check=True).stdout.strip()
+    assert after["base_tip"] == subprocess.run(["git", "rev-parse", "HEAD"], cwd=spawned, capture_output=True,
+                                               text=True, check=True).stdout.strip()
 
 
 def test_help_still_lists_every_command(spawned: Path) -> None:
