@@ -30,7 +30,7 @@ CONFIG_FILE = ".gitparallel.yaml"
 MERGE_POLICIES = ("refuse", "first_pass_wins", "last_pass_wins", "winner_takes_all", "manual")
 SELECTION_METHODS = ("critic_first_pass", "majority_vote", "cluster", "tournament", "differential")
 GATE_MODES = ("enforced", "observe", "probe")
-VERIFY_MODES = ("always", "changed", "never")
+VERIFY_MODES = ("auto", "always", "changed", "never")
 PROTECT_MODES = ("restore", "refuse")
 ADDED_TESTS_MODES = ("observe", "enforced", "off")
 SANDBOX_MODES = ("auto", "required", "off")
@@ -59,7 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "setup": None,
     "sandbox": "auto",
     "sandbox_network": "on",
-    "merge": {"policy": "refuse", "retries": 2, "timeout": 60, "verify": "always", "squash": "auto",
+    "merge": {"policy": "refuse", "retries": 2, "timeout": 60, "verify": "auto", "squash": "auto",
               "message": None},
     "score": {"threshold": 6, "command": None, "findings": None, "timeout": 300},
     "judge": {"command": None, "timeout": 300},

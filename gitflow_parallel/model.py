@@ -220,6 +220,7 @@ class MergeRecord(TypedDict, total=False):
     retried: list[dict[str, Any]]
     verify: Any
     verified: list[dict[str, Any]]
+    rests_on: list[dict[str, Any]]  # the evidence of the tracks not re-proved (``merge.verify: auto``)
     worktree: str | None
     worktree_error: str | None
     merged_at: str
