@@ -77,6 +77,15 @@ def test_status_imports_only_what_reading_a_run_takes(spawned: Path, tmp_path: P
         assert "gitflow_parallel.commands.status" in modules and "click" in modules and "yaml" in modules
 
 
+def test_logs_and_show_read_a_local_run_without_making_worktrees(spawned: Path, tmp_path: Path) -> None:
+    # Their record, packs and logs are files; the archive refs (worktrees)
+    # only matter for an attempt whose branch is gone.
+    for args in (("logs", "t", "1"), ("show", "t", "1")):
+        modules = set(loaded(spawned, tmp_path, *args))
+        assert not {"gitflow_parallel.git.worktrees", "gitflow_parallel.config", "filelock"} & modules, args
+    assert "pygit2" not in loaded(spawned, tmp_path, "logs", "t", "1")
+
+
 def test_status_without_pygit2_says_what_it_said_with_it(spawned: Path, tmp_path: Path) -> None:
     # The refs read from files (loose, then packed) give the table pygit2
     # gave: the same tips, the same flags, after `git pack-refs --all` too.
