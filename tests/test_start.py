@@ -114,3 +114,34 @@ def test_help_still_lists_every_command(spawned: Path) -> None:
     shown = [name for name in HOMES if not name.startswith("_")]
     missing = [name for name in shown if f"  {name} " not in proc.stdout and f"  {name}\n" not in proc.stdout]
     assert missing == []
+
+
+def test_the_repository_found_without_pygit2_is_the_one_pygit2_finds(spawned: Path) -> None:
+    # From the main worktree, a subfolder and an instance's linked worktree:
+    # the same git dir, common dir, worktree and main worktree, and refs
+    # read from files as libgit2 reads them (a symbolic ref followed; a name
+    # that would read outside refs/ is no ref).
+    import pygit2
+
+    from gitflow_parallel.git import refs
+    from gitflow_parallel.git.repo import Repo
+
+    worktree = spawned.parent / "repo.parallel" / "t" / "1"
+    (spawned / "sub").mkdir()
+    for start in (spawned, spawned / "sub", worktree):
+        found = refs.discover(start)
+        assert found is not None, start
+        libgit2 = pygit2.Repository(str(start))
+        assert found.gitdir == Path(libgit2.path).resolve() and found.workdir == Path(libgit2.workdir).resolve()
+        repo = Repo.open(start)
+        assert repo.main_workdir == spawned.resolve() and repo.common_dir == (spawned / ".git").resolve()
+        for name in ("HEAD", "refs/heads/parallel/t/1", "refs/heads/main", "refs/heads/none"):
+            ref = libgit2.references.get(name)
+            assert repo.ref_target(name) == (str(ref.resolve().target) if ref is not None else None), name
+    subprocess.run(["git", "symbolic-ref", "refs/heads/alias", "refs/heads/main"], cwd=spawned, check=True)
+    repo = Repo.open(spawned)
+    assert repo.ref_target("refs/heads/alias") == repo.ref_target("refs/heads/main") is not None
+    for bad in ("refs/heads/../../config", "refs/../HEAD", "refs/heads/main.lock", "config", "refs/heads/ma in"):
+        assert repo.ref_target(bad) is None, bad
+    assert [n for n, _ in repo.refs_under("refs/heads/parallel/t/")] == ["refs/heads/parallel/t/1",
+                                                                        "refs/heads/parallel/t/2"]

@@ -140,18 +140,20 @@ def packed(common: Path) -> dict[str, str]:
     return out
 
 
-def target(found: Found, name: str) -> str | None:
+def target(found: Found, name: str, packed_refs: dict[str, str] | None = None) -> str | None:
     """The commit (or other object) ``name`` points at, symbolic refs
-    followed, or None when it does not exist or is no valid ref.  An
-    unreadable ref file raises ``OSError``, as pygit2 would fail."""
+    followed, or None when it does not exist or is no valid ref
+    (``packed_refs``: ``packed`` already read).  An unreadable ref file
+    raises ``OSError``, as pygit2 would fail."""
     for _ in range(6):  # git follows at most 5 levels of symbolic refs
         if not valid_name(name):
             return None
         value = _read_loose(found, name)
+        if value is None and name.startswith("refs/"):
+            packed_refs = packed(found.common) if packed_refs is None else packed_refs
+            value = packed_refs.get(name)
         if value is None:
-            value = packed(found.common).get(name) if name.startswith("refs/") else None
-            if value is None:
-                return None
+            return None
         if value.startswith("ref:"):
             name = value[4:].strip()
             continue
@@ -162,7 +164,8 @@ def target(found: Found, name: str) -> str | None:
 def under(found: Found, prefix: str) -> Iterator[tuple[str, str]]:
     """(name, target) of every shared ref whose name starts with ``prefix``
     (a ``refs/…/`` folder), loose ones over packed ones, sorted by name."""
-    names = {n for n in packed(found.common) if n.startswith(prefix)}
+    packed_refs = packed(found.common)
+    names = {n for n in packed_refs if n.startswith(prefix)}
     top = prefix.rsplit("/", 1)[0]
     root = found.common / top
     cut = len(str(found.common)) + 1
@@ -173,6 +176,6 @@ def under(found: Found, prefix: str) -> Iterator[tuple[str, str]]:
                 if name.startswith(prefix):
                     names.add(name)
     for name in sorted(names):
-        oid = target(found, name)
+        oid = target(found, name, packed_refs)
         if oid is not None:
             yield name, oid
