@@ -72,7 +72,9 @@ def test_a_fast_forward_of_a_checked_winner_lands_on_its_evidence(tmp_path: Path
     assert pack["fence"] == "namespace" and pack["tree"] == pack["judged_tree"]
     assert gate_logs(repo) == (["1.0.gate-unit.log"], [])
     base = git(repo, "rev-parse", "main")
-    merged = gp.json("merge", "t")["merge"]
+    out = gp("merge", "t").stdout
+    assert "re-proved" not in out.replace("not re-proved", "") and "not re-proved: track main lands the tree" in out
+    merged = gp.json("status", "t")["run"]["merge"]
     if squash == "false":
         assert merged["method"] == "fast-forward" and merged["landed"] == inst["head"]
     else:
@@ -96,7 +98,9 @@ def test_a_merge_commit_is_reproved(tmp_path: Path) -> None:
     (repo / "other.txt").write_text("moved on\n")
     git(repo, "add", "other.txt")
     git(repo, "commit", "-qm", "the base moves: the landing is a merged tree no gate saw")
-    merged = gp.json("merge", "t")["merge"]
+    out = gp("merge", "t").stdout
+    assert "re-proved track main on the landing tree in a clean checkout: pass (unit); the landing tree is not" in out
+    merged = gp.json("status", "t")["run"]["merge"]
     assert merged["method"] != "fast-forward"
     [verified] = merged["verified"]
     assert verified["passed"] and verified["why"] == "the landing tree is not the tree its gates judged"
