@@ -61,7 +61,7 @@ def test_a_verb_imports_no_other_verb_nor_an_engine(spawned: Path, tmp_path: Pat
 # to import): it reads records, ref files and evidence packs.
 STATUS_ABSENT = ("gitflow_parallel.git.worktrees", "gitflow_parallel.git.checkout", "gitflow_parallel.config",
                  "gitflow_parallel.template", "gitflow_parallel.state.view", "gitflow_parallel.proc.sandbox",
-                 "gitflow_parallel.git.notes", "pygit2", "filelock", "asyncio")
+                 "gitflow_parallel.git.notes", "pygit2", "filelock", "asyncio", "tempfile")
 
 
 def test_status_imports_only_what_reading_a_run_takes(spawned: Path, tmp_path: Path) -> None:
