@@ -27,7 +27,7 @@ MAX_SECONDS = 7 * 24 * 3600  # a week: a longer timeout is a typo
 MergePolicy = Literal["refuse", "first_pass_wins", "last_pass_wins", "winner_takes_all", "manual"]
 SelectionMethod = Literal["critic_first_pass", "majority_vote", "cluster", "tournament", "differential"]
 GateMode = Literal["enforced", "observe", "probe"]
-VerifyMode = Literal["always", "changed", "never"]
+VerifyMode = Literal["auto", "always", "changed", "never"]
 ProtectMode = Literal["restore", "refuse"]
 AddedTestsMode = Literal["observe", "enforced", "off"]
 SandboxMode = Literal["auto", "required", "off"]
@@ -67,7 +67,7 @@ def _on_off(value: Any) -> Any:
 
 
 def _verify(value: Any) -> Any:
-    """true/false from before the three modes: true asked for proof."""
+    """true/false from before the modes: true asked for proof."""
     return {True: "always", False: "never"}[value] if isinstance(value, bool) else value
 
 
@@ -174,7 +174,7 @@ class MergeConfig(TypedDict):
     policy: Annotated[MergePolicy, Default("refuse")]
     retries: Annotated[int, Range(0, 100), Default(2)]
     timeout: Annotated[Seconds, Default(60)]
-    verify: Annotated[VerifyMode, Convert(_verify), Default("always")]
+    verify: Annotated[VerifyMode, Convert(_verify), Default("auto")]
     squash: Annotated[bool | Literal["auto"], Expect("true, false or auto"), Default("auto")]
     message: Annotated[str | None, Check(lambda v: v is None or bool(v.strip()),
                                          "a non-empty string (a template) or null"), Default(None)]

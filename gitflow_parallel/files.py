@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +81,8 @@ def _fsync_dir(folder: Path) -> None:
 
 def _complete_temp(target: Path, payload: bytes, mode: int | None) -> str:
     """A fully written, fsynced temporary file beside ``target``."""
+    import tempfile  # (only writers need it: the verbs that only read start without it)
+
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:

@@ -97,7 +97,10 @@ def merge_note(record: RunRecord, m: MergeRecord) -> str:
                 base_ref=m["base_ref"], method=m["method"], policy=m["policy"], merged_at=m["merged_at"],
                 reproved=[{"track": v["track"], "passed": v["passed"], "gates": [g["name"] for g in v["gates"]]}
                           for v in m.get("verified") or []],
-                winner_lines_dropped=sum(s.get("winner_lines_dropped", 0) for s in m["steps"]))
+                winner_lines_dropped=sum(s.get("winner_lines_dropped", 0) for s in m["steps"]),
+                # The tracks that landed on their evidence, not re-proved (``merge.verify: auto``).
+                **({"rests_on": [{k: r.get(k) for k in ("track", "reproved", "pack_sha256", "commit", "tree")}
+                                 for r in m["rests_on"]]} if m.get("rests_on") else {}))
 
 
 def landing_line(record: RunRecord, winners: list[tuple[PickRecord, dict[str, Any] | None]]) -> str:

@@ -188,6 +188,7 @@ class MergeRecord(TypedDict):
     retried: NotRequired[list[dict[str, Any]]]
     verify: NotRequired[Any]
     verified: NotRequired[list[dict[str, Any]]]
+    rests_on: NotRequired[list[dict[str, Any]]]  # the evidence of the tracks not re-proved (``merge.verify: auto``)
     worktree: NotRequired[str | None]
     worktree_error: NotRequired[str | None]
     recovered: NotRequired[dict[str, Any]]

@@ -42,7 +42,8 @@ TEMPLATE_SETTINGS = """\
 #                                # last_pass_wins | winner_takes_all | manual
 #   retries: 2                   # recomputations when the base moves meanwhile
 #   timeout: 60                  # seconds
-#   verify: always               # re-prove the landing tree: always | changed | never
+#   verify: auto                 # re-prove the landing tree unless this machine's pristine
+#                                # check proved it: auto | always | changed | never
 #   squash: auto                 # true: land each winner as one commit on the base; auto: when
 #                                # its history is only leftovers commits; false: never
 #   message: null                # template of the commit that lands: {task} {track} {winner} {branch}

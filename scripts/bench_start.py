@@ -15,6 +15,9 @@ as a pip install does.  Prints the median over the rounds with min and max:
 * `git_status_s`: `git status`, for scale;
 * `status_cpu_s`, `status_task_cpu_s`, `help_cpu_s`: the CPU seconds (user +
   system) each used, which say more than wall times on a loaded machine.
+
+The load is printed at the start and at the end: figures made while it
+was above the core count are not the quiet machine's.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchenv import (ROUNDS, Side, alternating, discard, figure, new_repo, print_load, sh,  # noqa: E402
-                      with_bytecode, workspace)
+from benchenv import (ROUNDS, Side, alternating, discard, figure, load_average, new_repo, print_load,  # noqa: E402
+                      sh, with_bytecode, workspace)
 
 
 def main() -> None:
@@ -52,6 +55,7 @@ def main() -> None:
             figure(name, times[name], digits=3)
         for name in ("status_s", "status_task_s", "help_s"):
             figure(name[:-2] + "_cpu_s", cpu[name], digits=3)
+        print(f"load average at end: {load_average()}", flush=True)
     finally:
         discard(base)
 

@@ -468,7 +468,7 @@ def test_a_failing_worktree_setup_is_a_warning(tmp_path: Path) -> None:
 def test_merge_timeout_does_not_count_the_reproofs_gates(tmp_path: Path) -> None:
     """Found on click: a re-proof longer than merge.timeout threw the merge away."""
     config = (f"gates:\n  - name: slow\n    run: [{PY}, -c, 'import time; time.sleep(2.0)']\n"
-              "merge:\n  timeout: 1\n")
+              "merge:\n  timeout: 1\n  verify: always\n")  # (a fast-forward: auto would rest on the check)
     repo = make_repo(tmp_path / "repo", {"calc/__init__.py": CALC}, config=config)
     project, worktrees = start(repo, 1)
     commit_in(worktrees["1"], {"calc/__init__.py": CALC + "\n"})

@@ -56,17 +56,52 @@ def test_a_verb_imports_no_other_verb_nor_an_engine(spawned: Path, tmp_path: Pat
     assert heavy == [], f"`git parallel {' '.join(args)}` imported {heavy}"
 
 
+# What `status` never needs: worktree making, config parsing, templates,
+# the lock, the sandbox, git notes, and pygit2 itself (about 80 ms of CPU
+# to import): it reads records, ref files and evidence packs.
+STATUS_ABSENT = ("gitflow_parallel.git.worktrees", "gitflow_parallel.git.checkout", "gitflow_parallel.config",
+                 "gitflow_parallel.template", "gitflow_parallel.state.view", "gitflow_parallel.proc.sandbox",
+                 "gitflow_parallel.git.notes", "pygit2", "filelock", "asyncio", "tempfile")
+
+
 def test_status_imports_only_what_reading_a_run_takes(spawned: Path, tmp_path: Path) -> None:
     # The list of runs and one run's table: the records, the refs, the
-    # evidence packs; no worktree making, config parsing, templates or lock.
-    # (pygit2 is still loaded: the repository is opened through it.)
-    for args in (("status",), ("status", "t")):
+    # evidence packs, the flags (a checked, a picked run: refs of every kind).
+    gp = GP(spawned)
+    gp("check", "t")
+    gp("pick", "t")
+    for args in (("status",), ("status", "t"), ("status", "t", "--json")):
         modules = set(loaded(spawned, tmp_path, *args))
-        for absent in ("gitflow_parallel.git.worktrees", "gitflow_parallel.git.checkout", "gitflow_parallel.config",
-                       "gitflow_parallel.template", "gitflow_parallel.state.view", "gitflow_parallel.proc.sandbox"):
-            assert absent not in modules, f"`git parallel {' '.join(args)}` imported {absent}"
-        assert "filelock" not in modules and "asyncio" not in modules  # it reads without the project lock
-        assert "gitflow_parallel.commands.status" in modules and "click" in modules
+        imported = [m for m in modules if m.startswith(STATUS_ABSENT)]
+        assert imported == [], f"`git parallel {' '.join(args)}` imported {imported}"
+        assert "gitflow_parallel.commands.status" in modules and "click" in modules and "yaml" in modules
+
+
+def test_logs_and_show_read_a_local_run_without_making_worktrees(spawned: Path, tmp_path: Path) -> None:
+    # Their record, packs and logs are files; the archive refs (worktrees)
+    # only matter for an attempt whose branch is gone.
+    for args in (("logs", "t", "1"), ("show", "t", "1")):
+        modules = set(loaded(spawned, tmp_path, *args))
+        assert not {"gitflow_parallel.git.worktrees", "gitflow_parallel.config", "filelock"} & modules, args
+    assert "pygit2" not in loaded(spawned, tmp_path, "logs", "t", "1")
+
+
+def test_status_without_pygit2_says_what_it_said_with_it(spawned: Path, tmp_path: Path) -> None:
+    # The refs read from files (loose, then packed) give the table pygit2
+    # gave: the same tips, the same flags, after `git pack-refs --all` too.
+    gp = GP(spawned)
+    gp("check", "t")
+    before = gp.json("status", "t")
+    subprocess.run(["git", "pack-refs", "--all"], cwd=spawned, check=True)
+    assert not (spawned / ".git" / "refs" / "heads" / "parallel" / "t" / "1").exists()
+    after = gp.json("status", "t")
+    assert after == before
+    tips = {i["id"]: i["live"]["tip"] for i in after["run"]["instances"]}
+    for inst, tip in tips.items():
+        assert tip == subprocess.run(["git", "rev-parse", f"refs/heads/parallel/t/{inst}"], cwd=spawned,
+                                     capture_output=True, text=True, check=True).stdout.strip()
+    assert after["base_tip"] == subprocess.run(["git", "rev-parse", "HEAD"], cwd=spawned, capture_output=True,
+                                               text=True, check=True).stdout.strip()
 
 
 def test_help_still_lists_every_command(spawned: Path) -> None:
@@ -79,3 +114,34 @@ def test_help_still_lists_every_command(spawned: Path) -> None:
     shown = [name for name in HOMES if not name.startswith("_")]
     missing = [name for name in shown if f"  {name} " not in proc.stdout and f"  {name}\n" not in proc.stdout]
     assert missing == []
+
+
+def test_the_repository_found_without_pygit2_is_the_one_pygit2_finds(spawned: Path) -> None:
+    # From the main worktree, a subfolder and an instance's linked worktree:
+    # the same git dir, common dir, worktree and main worktree, and refs
+    # read from files as libgit2 reads them (a symbolic ref followed; a name
+    # that would read outside refs/ is no ref).
+    import pygit2
+
+    from gitflow_parallel.git import refs
+    from gitflow_parallel.git.repo import Repo
+
+    worktree = spawned.parent / "repo.parallel" / "t" / "1"
+    (spawned / "sub").mkdir()
+    for start in (spawned, spawned / "sub", worktree):
+        found = refs.discover(start)
+        assert found is not None, start
+        libgit2 = pygit2.Repository(str(start))
+        assert found.gitdir == Path(libgit2.path).resolve() and found.workdir == Path(libgit2.workdir).resolve()
+        repo = Repo.open(start)
+        assert repo.main_workdir == spawned.resolve() and repo.common_dir == (spawned / ".git").resolve()
+        for name in ("HEAD", "refs/heads/parallel/t/1", "refs/heads/main", "refs/heads/none"):
+            ref = libgit2.references.get(name)
+            assert repo.ref_target(name) == (str(ref.resolve().target) if ref is not None else None), name
+    subprocess.run(["git", "symbolic-ref", "refs/heads/alias", "refs/heads/main"], cwd=spawned, check=True)
+    repo = Repo.open(spawned)
+    assert repo.ref_target("refs/heads/alias") == repo.ref_target("refs/heads/main") is not None
+    for bad in ("refs/heads/../../config", "refs/../HEAD", "refs/heads/main.lock", "config", "refs/heads/ma in"):
+        assert repo.ref_target(bad) is None, bad
+    assert [n for n, _ in repo.refs_under("refs/heads/parallel/t/")] == ["refs/heads/parallel/t/1",
+                                                                        "refs/heads/parallel/t/2"]

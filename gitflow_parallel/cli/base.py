@@ -10,7 +10,6 @@ import json
 import os
 import re
 import sys
-import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -68,6 +67,8 @@ def _internal_log(exc: BaseException) -> Path | None:
     """Keep the traceback of an unexpected error in the common dir's
     parallel/logs; where it cannot be written whole (a full disk), no empty
     file is left and the traceback goes to stderr instead."""
+    import traceback
+
     from gitflow_parallel.files import utcnow
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

@@ -17,10 +17,12 @@ The base ref then moves **once**, by compare-and-swap against the oid read at
 the start of the attempt.  If it moved meanwhile, everything is recomputed
 (up to ``merge.retries`` times), so a concurrent commit on the base is never
 overwritten.  Before the base moves, the landing is re-proved
-(``merge.verify``: ``always`` by default, ``changed`` only for a merged tree
-no gate saw, ``never``): the enforced gates run on the exact tree that will
-land, in a clean checkout with protected paths from the commit it lands on,
-so stale or forged evidence never lands a failing tree.  Every refusal
+(``merge.verify``, see ``judge/reprove``: ``auto`` by default, which lands a
+tree this machine's own pristine judging proved without judging it again,
+``always``, ``changed`` only for a merged tree no gate saw, ``never``): the
+enforced gates run on the exact tree that will land, in a clean checkout
+with protected paths from the commit it lands on, so stale or forged
+evidence never lands a failing tree.  Every refusal
 happens before the base moves, so a refused merge changes nothing.
 
 ``merge.squash`` lands each winner as one new commit on the base (parent:
@@ -282,6 +284,7 @@ class Computed:
     old: str  # the local base it moves from
     start: str  # the commit it was computed on
     verified: list[dict[str, Any]]
+    rested: list[dict[str, Any]]  # the evidence of the tracks not re-proved (``merge.verify: auto``)
     proving_s: float  # seconds the re-proof took
     new_tree: pygit2.Tree
     old_tree: pygit2.Tree
@@ -367,8 +370,8 @@ def _compute(project: Project, record: RunRecord, winners: list[Winner], worktre
     old_tree = repo[old].peel(pygit2.Tree)
     _check_clean(worktree, new_tree, old_tree)
     proving = time.monotonic()
-    verified = reprove.verify_landing(project, record, landing["commit"], winners, start)
-    return Computed(landing, old, start, verified, time.monotonic() - proving, new_tree, old_tree)
+    verified, rested = reprove.verify_landing(project, record, landing["commit"], winners, start)
+    return Computed(landing, old, start, verified, rested, time.monotonic() - proving, new_tree, old_tree)
 
 
 def _publish(project: Project, record: RunRecord, worktree: Path | None, target: Target, computed: Computed,
@@ -411,7 +414,7 @@ def _publish(project: Project, record: RunRecord, worktree: Path | None, target:
                 new, old, base_ref, computed.landing["steps"], computed.landing["resolved_files"], cfg["policy"],
                 utcnow(), attempts=attempt, retried=history, verified=computed.verified,
                 worktree=str(worktree) if worktree else None, worktree_error=worktree_error, verify=reprove.verify_mode(cfg),
-                **({"onto": computed.start} if computed.start != old else {}))
+                rests_on=computed.rested, **({"onto": computed.start} if computed.start != old else {}))
             updated, _ = store.update_loaded(current, lambda rec: model.mark_merged(rec, merge_record))
         else:
             replaced_onto, at = target.replaced_onto(), utcnow()

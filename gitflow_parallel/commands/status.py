@@ -54,7 +54,8 @@ def status(project: Project, task: str | None = None) -> dict[str, Any]:
         local = {r["task"] for r in records}
         # The newest fetched run of each task that has no record here.
         fetched = {}
-        for rec, _ in share.shared_runs(project):
+        # (A snapshot of a run recorded here says what its record says: not read.)
+        for rec, _ in share.shared_runs(project, known=[r["run_id"] for r in records]):
             if rec["task"] not in local:
                 fetched.setdefault(rec["task"], rec)
         return {"runs": [{"task": r["task"], "run_id": r["run_id"], "status": r["status"],

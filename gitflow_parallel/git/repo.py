@@ -16,12 +16,14 @@ import secrets
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterable
-
-import pygit2
+from typing import TYPE_CHECKING, Iterable
 
 from gitflow_parallel.errors import BASE_NOT_FOUND, LOCK_HELD, NOT_A_REPO, ParallelError, is_no_space
+from gitflow_parallel.git import refs
 from gitflow_parallel.proc import env as proc_env
+
+if TYPE_CHECKING:  # pygit2 is imported where an object is read or a ref moved (see ``refs``)
+    import pygit2
 
 # The pass our hooks honour: a random token naming a file under
 # <common>/parallel/internal/ that exists while the process that made it
@@ -51,7 +53,7 @@ DEFAULT_NAME = "git-parallel"
 DEFAULT_EMAIL = "git-parallel@localhost"
 
 # (author, committer) of a commit the tool writes.
-Identity = tuple[pygit2.Signature, pygit2.Signature]
+Identity = tuple["pygit2.Signature", "pygit2.Signature"]
 
 
 def identity(path: str | os.PathLike[str]) -> Identity:
@@ -65,6 +67,8 @@ def identity(path: str | os.PathLike[str]) -> Identity:
 
 
 def _ident(path: str | os.PathLike[str], who: str) -> pygit2.Signature:
+    import pygit2
+
     proc = subprocess.run(["git", *HARDENED, "var", f"GIT_{who}_IDENT"], cwd=str(path), env=proc_env.for_host_git(),
                           stdin=subprocess.DEVNULL, capture_output=True)
     found = re.fullmatch(r"(.*) <(.*)> (-?\d+) ([+-])(\d\d)(\d\d)", proc.stdout.decode(errors="replace").strip())
@@ -86,51 +90,60 @@ def _lock_held(what: str, lock: Path, exc: Exception, task: str | None) -> Paral
              f"a stale lock, or remove it by hand (rm {lock}), then run the command again")
 
 class Repo:
-    """A repository as git-parallel sees it: its common dir and main worktree."""
+    """A repository as git-parallel sees it: its common dir and main worktree.
 
-    def __init__(self, repo: pygit2.Repository, common_dir: Path) -> None:
-        self.pygit = repo  # the pygit2 handle (the git CLI is run through run_git)
-        self.common_dir = common_dir
-        self.parallel_dir = common_dir / "parallel"
+    The pygit2 handles (``pygit``, ``main``) are opened on first use: a verb
+    that only reads records and refs never imports pygit2 (see ``refs``)."""
+
+    def __init__(self, found: refs.Found, repo: pygit2.Repository | None = None) -> None:
+        self._found = found
+        self._pygit = repo
+        self._main: pygit2.Repository | None = None
+        self.common_dir = found.common
+        self.parallel_dir = found.common / "parallel"
         # The worktree the command was started in (may be a linked one).
-        self.workdir = Path(repo.workdir).resolve() if repo.workdir else None
-        main = repo if common_dir == Path(repo.path).resolve() else pygit2.Repository(str(common_dir))
-        self.main = main
-        self.main_workdir = Path(main.workdir).resolve() if main.workdir else None
+        self.workdir: Path | None = found.workdir
+        self._main_workdir: Path | None = found.workdir if found.gitdir == found.common else None
+        if self._main_workdir is None and found.common.name == ".git" and repo is None:
+            self._main_workdir = found.common.parent  # (``refs.discover`` saw no core.worktree)
+
+    @property
+    def pygit(self) -> pygit2.Repository:
+        """The pygit2 handle (the git CLI is run through run_git)."""
+        if self._pygit is None:
+            import pygit2
+
+            self._pygit = pygit2.Repository(str(self._found.workdir))
+        return self._pygit
+
+    @property
+    def main(self) -> pygit2.Repository:
+        """The main worktree's repository."""
+        if self._main is None:
+            import pygit2
+
+            linked = self._found.gitdir != self._found.common
+            self._main = pygit2.Repository(str(self.common_dir)) if linked else self.pygit
+        return self._main
+
+    @property
+    def main_workdir(self) -> Path | None:
+        if self._main_workdir is None and self._found.gitdir != self._found.common:
+            workdir = self.main.workdir
+            self._main_workdir = Path(workdir).resolve() if workdir else None
+        return self._main_workdir
 
     # -- opening -----------------------------------------------------------
     @classmethod
     def open(cls, cwd: str | os.PathLike[str] | None = None) -> "Repo":
         start = str(cwd or os.getcwd())
-        try:
-            found = pygit2.discover_repository(start)
-        except pygit2.GitError:
-            found = None
-        if not found:
-            raise ParallelError(
-                NOT_A_REPO,
-                f"not inside a git repository: {start}",
-                hint="run git parallel from inside a git repository (git init, or cd into one)",
-            )
-        # Opened from where we stand, not from the git dir: with a separate
-        # git dir (git init --separate-git-dir) libgit2 would guess the git
-        # dir's parent as the worktree.
-        repo = pygit2.Repository(start) if not pygit2.Repository(found).is_bare else pygit2.Repository(found)
-        gitdir = Path(repo.path).resolve()
-        common = gitdir
-        commondir_file = gitdir / "commondir"
-        if commondir_file.exists():
-            common = (gitdir / commondir_file.read_text().strip()).resolve()
-        if repo.is_bare or (common == gitdir and repo.workdir is None):
-            raise ParallelError(
-                NOT_A_REPO,
-                f"{gitdir} is a bare repository; git parallel needs a main worktree",
-                hint="clone it (git clone <bare> <dir>) and run git parallel in the clone",
-            )
-        return cls(repo, common)
+        found = refs.discover(start)
+        return cls(found) if found is not None else cls(*_found_by_pygit2(start))
 
     # -- objects and refs ----------------------------------------------------
     def signature(self) -> pygit2.Signature:
+        import pygit2
+
         try:
             return self.pygit.default_signature
         except (KeyError, pygit2.GitError):
@@ -141,6 +154,10 @@ class Repo:
         return identity(self.workdir)
 
     def ref_target(self, name: str) -> str | None:
+        if self._readable():
+            return refs.target(self._found, name)
+        import pygit2
+
         try:
             ref = self.pygit.references[name]
         except (KeyError, pygit2.InvalidSpecError):
@@ -150,9 +167,15 @@ class Repo:
         except (KeyError, pygit2.GitError):
             return None
 
+    def _readable(self) -> bool:
+        """Are refs read from the files (see ``refs``), not through pygit2?"""
+        return not (self._found.common / "reftable").exists()
+
     def resolve_base(self, spec: str | None) -> tuple[str, str]:
         """The base as (full ref name, commit oid).  It must be a local branch,
         because the winner is landed by moving it."""
+        import pygit2
+
         if spec is None:
             # The branch of the worktree the command runs in (a linked one too).
             head = self.pygit.references.get("HEAD")
@@ -200,6 +223,8 @@ class Repo:
             note_write(self.common_dir)  # and after: a tamper check may have started meanwhile
 
     def _cas_ref(self, name: str, new: str, old: str | None, message: str, task: str | None) -> bool:
+        import pygit2
+
         refs = self.pygit.references
         if old is None:
             return self.create_ref(name, new, message)
@@ -243,6 +268,9 @@ class Repo:
         return True
 
     def refs_under(self, prefix: str) -> Iterable[tuple[str, str]]:
+        if self._readable():
+            yield from refs.under(self._found, prefix)
+            return
         for name in self.pygit.references:
             if name.startswith(prefix):
                 target = self.ref_target(name)
@@ -250,14 +278,20 @@ class Repo:
                     yield name, target
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        import pygit2
+
         if ancestor == descendant:
             return True
         return self.pygit.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor))
 
     def tree_of(self, commit: str) -> str:
+        import pygit2
+
         return str(self.pygit.get(commit).peel(pygit2.Commit).tree_id)
 
     def _diff(self, old: str, new: str) -> pygit2.Diff:
+        import pygit2
+
         return self.pygit.diff(self.pygit.get(old).peel(pygit2.Tree), self.pygit.get(new).peel(pygit2.Tree))
 
     def changed_lines(self, old: str, new: str) -> int:
@@ -283,6 +317,38 @@ class Repo:
             raise RuntimeError(f"git {' '.join(args)} failed ({proc.returncode}): "
                                f"{proc.stderr.decode(errors='replace').strip()}")
         return proc
+
+
+def _found_by_pygit2(start: str) -> tuple[refs.Found, pygit2.Repository]:
+    """The repository at ``start`` as libgit2 finds it, where ``refs.discover`` was not sure."""
+    import pygit2
+
+    try:
+        found = pygit2.discover_repository(start)
+    except pygit2.GitError:
+        found = None
+    if not found:
+        raise ParallelError(
+            NOT_A_REPO,
+            f"not inside a git repository: {start}",
+            hint="run git parallel from inside a git repository (git init, or cd into one)",
+        )
+    # Opened from where we stand, not from the git dir: with a separate
+    # git dir (git init --separate-git-dir) libgit2 would guess the git
+    # dir's parent as the worktree.
+    repo = pygit2.Repository(start) if not pygit2.Repository(found).is_bare else pygit2.Repository(found)
+    gitdir = Path(repo.path).resolve()
+    common = gitdir
+    commondir_file = gitdir / "commondir"
+    if commondir_file.exists():
+        common = (gitdir / commondir_file.read_text().strip()).resolve()
+    if repo.is_bare or (common == gitdir and repo.workdir is None):
+        raise ParallelError(
+            NOT_A_REPO,
+            f"{gitdir} is a bare repository; git parallel needs a main worktree",
+            hint="clone it (git clone <bare> <dir>) and run git parallel in the clone",
+        )
+    return refs.Found(gitdir, common, Path(repo.workdir).resolve()), repo
 
 
 def common_path(repo: pygit2.Repository) -> str:
@@ -377,6 +443,8 @@ def read_gitdir_file(gitfile: str | os.PathLike[str]) -> Path | None:
 def worktree_changes(path: str | os.PathLike[str], scratch: Iterable[str] = ()) -> list[str]:
     """Paths with uncommitted changes in a worktree (untracked included,
     ignored not, nor untracked files the ``scratch`` patterns match)."""
+    import pygit2
+
     repo = pygit2.Repository(str(path))
     flags = repo.status(untracked_files="all", ignored=False)
     changed = {p for p, f in flags.items() if f != pygit2.GIT_STATUS_CURRENT and not f & pygit2.GIT_STATUS_IGNORED}
@@ -452,6 +520,8 @@ def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HE
     ``ref=None`` the commit is written without moving any ref and without
     touching the worktree's index (used to archive a dirty worktree before
     removing it).  Returns the new oid, or None if clean."""
+    import pygit2
+
     repo = pygit2.Repository(str(path))
     if not worktree_changes(path, scratch):
         return None

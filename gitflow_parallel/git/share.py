@@ -45,9 +45,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator
-
-import pygit2
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence
@@ -57,6 +55,9 @@ from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.store import dump, parse_yaml, validate_record
+
+if TYPE_CHECKING:  # imported where an object is read or written: `status` lists runs without it
+    import pygit2
 
 PARALLEL_PREFIX = "refs/parallel"
 EVIDENCE_PREFIX = "refs/parallel/evidence"
@@ -95,13 +96,14 @@ def lookup(repo: Repo, name: str) -> str | None:
 
 def fetched_remotes(repo: Repo) -> list[str]:
     names = set()
-    for ref in repo.pygit.references:
-        if ref.startswith(REMOTES_PREFIX + "/"):
-            names.add(ref.split("/")[2])
+    for ref, _ in repo.refs_under(REMOTES_PREFIX + "/"):
+        names.add(ref.split("/")[2])
     return sorted(names)
 
 
 def tree_file(repo: Repo, commit: str | None, path: str) -> bytes | None:
+    import pygit2
+
     if commit is None:
         return None
     try:
@@ -114,6 +116,8 @@ def tree_file(repo: Repo, commit: str | None, path: str) -> bytes | None:
 
 def tree_of_files(repo: Repo, files: dict[str, bytes]) -> pygit2.Oid:
     """A tree holding ``files`` (paths with at most one folder level)."""
+    import pygit2
+
     folders: dict[str, dict[str, bytes]] = {}
     top = repo.pygit.TreeBuilder()
     for path, data in sorted(files.items()):
@@ -194,6 +198,8 @@ def commit_pack(project: Project, record: dict[str, Any], inst_id: str, attempt:
     """Keep the pack bound by ``binding`` and its logs on the attempt's
     evidence ref; returns the ref.  A ref that already holds these pack
     bytes is left as it is."""
+    import pygit2
+
     repo = project.repo
     pack_bytes = Path(binding["path"]).read_bytes()
     if sha256_bytes(pack_bytes) != binding["sha256"]:
@@ -271,6 +277,8 @@ def _snapshot_files(record: dict[str, Any]) -> dict[str, bytes]:
 def snapshot_commit(project: Project, record: dict[str, Any], parent: str | None,
                     files: dict[str, bytes] | None = None) -> str:
     """A commit on ``parent`` holding the record (and its pick records); no ref moves."""
+    import pygit2
+
     repo = project.repo
     tree = tree_of_files(repo, files if files is not None else _snapshot_files(record))
     sig = repo.signature()
@@ -282,6 +290,8 @@ def snapshot_commit(project: Project, record: dict[str, Any], parent: str | None
 def snapshot_run(project: Project, record: dict[str, Any]) -> str:
     """Keep the record (and its pick records) on ``refs/parallel/runs/<run_id>``
     (also the manifest workers read, see ``git/transport``)."""
+    import pygit2
+
     repo = project.repo
     files = _snapshot_files(record)
     name = run_ref(record["run_id"])
@@ -325,10 +335,15 @@ def shared_record(repo: Repo, commit: str) -> dict[str, Any] | None:
         return None
 
 
-def shared_runs(project: Project, task: str | None = None) -> list[tuple[dict[str, Any], str]]:
-    """(record, snapshot commit) of every run kept in git, newest first."""
+def shared_runs(project: Project, task: str | None = None,
+                known: Iterable[str] = ()) -> list[tuple[dict[str, Any], str]]:
+    """(record, snapshot commit) of every run kept in git, newest first, but
+    the runs ``known`` (run ids the caller has records of: not read)."""
     out = []
+    skip = set(known)
     for run_id, commit in _snapshots(project.repo).items():
+        if run_id in skip:
+            continue
         rec = shared_record(project.repo, commit)
         if rec is not None and rec["run_id"] == run_id and (task is None or rec["task"] == task):
             out.append((rec, commit))
@@ -414,6 +429,8 @@ def git_failed(what: str, proc: Any, hint: str) -> ParallelError:
 
 def _identity(repo: Repo) -> list[str]:
     """``-c user.*`` for git commands that commit, when no identity is configured."""
+    import pygit2
+
     try:
         repo.pygit.default_signature
         return []
@@ -457,6 +474,8 @@ def merge_notes(project: Project, notes_ref: str, theirs: str) -> str:
 
 
 def has_object(repo: Repo, oid: str) -> bool:
+    import pygit2
+
     try:
         return repo.pygit.get(oid) is not None
     except (ValueError, pygit2.GitError):

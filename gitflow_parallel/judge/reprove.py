@@ -1,16 +1,33 @@
 """The re-proof of a landing before the base moves (``merge.verify``): the
 enforced gates run again on the exact tree that will land, in a clean
-checkout, so that evidence, however it was made, is never the only thing
-that lets a tree land.  Every refusal here happens before anything moved."""
+checkout, so that evidence of unknown making is never the only thing that
+lets a tree land.  Every refusal here happens before anything moved.
+
+``auto`` (the default) runs no gate twice on one tree: a track whose
+landing tree is exactly the tree its winner's evidence pack judged lands
+on that pack, when the pack is one this machine's ``check`` made in a
+pristine sandboxed checkout by the run's frozen config (:func:`rests_on`
+names each condition).  Everything else is re-proved: a merged tree no
+gate saw, evidence collected from a worker, evidence judged without the
+namespace layer, or protected paths from another commit than the one the
+landing goes onto.  ``always`` re-proves every landing, ``changed`` trusts
+any fresh evidence of the landing tree, ``never`` trusts the evidence."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gitflow_parallel import errors as E
+from gitflow_parallel import evidence
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.model import RunRecord, Winner
+from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord, Winner
+from gitflow_parallel.state.picks import is_forced
 from gitflow_parallel.state.project import Project
+
+# What a judged command's sandbox must have held for its verdict to stand
+# for a second run: its own pid and mount namespaces (``/`` read-only) and
+# the pristine checkout under a throwaway overlay, not only Landlock.
+PRISTINE_LAYERS = ("pid", "mount", "overlay")
 
 
 def verify_mode(cfg: dict[str, Any]) -> str:
@@ -21,27 +38,86 @@ def verify_mode(cfg: dict[str, Any]) -> str:
     return str(mode)
 
 
+def rests_on(record: RunRecord, pick: PickRecord, inst: InstanceRecord, tree: str,
+             onto: str) -> tuple[dict[str, Any] | None, str]:
+    """The evidence a landing of ``tree`` onto ``onto`` can rest on without
+    running its gates again, or None and why not.  The pack must be the
+    one the pick was made from, fresh, passing, made here (not collected
+    from a worker), by the run's frozen config, in a clean checkout under
+    the namespace layer, with the protected paths of ``onto``, and have
+    judged exactly ``tree`` (no protected path restored)."""
+    pack = evidence.load(inst)
+    binding = inst.get("evidence") or {}
+    why = _distrust(record, pick, inst, pack, tree, onto)
+    if why is not None or pack is None:
+        return None, why or "no evidence pack"
+    return {"track": pick["track"], "instance": inst["id"], "attempt": inst["attempt"],
+            "pack_sha256": binding.get("sha256"), "pack": binding.get("path"), "commit": pack["commit"],
+            "tree": pack["tree"], "proof_issued_at": pack.get("proof_issued_at"), "fence": pack.get("fence"),
+            "reproved": False}, "fresh pristine evidence made here"
+
+
+def _distrust(record: RunRecord, pick: PickRecord, inst: InstanceRecord, pack: dict[str, Any] | None,
+              tree: str, onto: str) -> str | None:
+    """The first reason not to rest a landing of ``tree`` on ``pack``, or None."""
+    layers = pack.get("layers") if pack is not None else None
+    reasons = (
+        (pack is None, "its evidence pack is missing or does not match its sha256"),
+        (is_forced(pick), "a person picked it with --force"),
+        (inst.get("origin") == "remote" or bool(inst.get("worker")), "its evidence was collected from a worker"),
+        (record["config"].get("sandbox") == "off", "the run's config turns the sandbox off"),
+        (pack is not None and pack.get("origin") != evidence.ORIGIN, "the pack was not made by git-parallel"),
+        (pack is not None and (inst.get("evidence") or {}).get("sha256") != pick["winner"].get("evidence_sha256"),
+         "the pack is not the one the pick was made from"),
+        (pack is not None and pack.get("config_sha256") != record["config_sha256"],
+         "the pack was made under another configuration"),
+        (pack is not None and not evidence.freshness(record, inst, pack.get("commit")).passing,
+         "the evidence is not fresh and passing"),
+        (pack is not None and pack.get("commit") != pick["winner"]["commit"], "the pack proves another commit"),
+        (pack is not None and not (pack.get("tree") == pack.get("judged_tree") == tree),
+         "the landing tree is not the tree its gates judged"),
+        (pack is not None and pack.get("checkout") != "clean", "it was not judged in a clean checkout"),
+        (pack is not None and pack.get("fence") != "namespace",
+         f"it was judged without the namespace layer (sandbox: {(pack or {}).get('fence')})"),
+        (isinstance(layers, list) and not set(PRISTINE_LAYERS) <= set(layers),
+         f"its sandbox lacked a layer of {', '.join(PRISTINE_LAYERS)}"),
+        (pack is not None and pack.get("base_commit") != onto,
+         "its protected paths came from another commit than the one it lands on"),
+    )
+    return next((why for bad, why in reasons if bad), None)
+
+
 def verify_landing(project: Project, record: RunRecord, commit: str, winners: list[Winner],
-                   onto: str) -> list[dict[str, Any]]:
+                   onto: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Re-prove the landing ``commit``: the enforced gates of each track on the exact
     tree that will land, judged with the protected paths of ``onto`` (the
     commit the base is at), in a clean checkout.  Evidence, however it was
     made, is then never the only thing that lets a tree land.  ``changed``
     skips the tracks whose winner's own tree is the landing tree; ``never``
-    trusts the evidence."""
+    trusts the evidence; ``auto`` skips the tracks whose evidence
+    :func:`rests_on` accepts.  Returns the re-proofs run (each with ``why``
+    under ``auto``) and the evidence the other tracks rest on."""
     from gitflow_parallel.judge import gates  # only a landing needs it: a merged run is said again without
 
     mode = verify_mode(record["config"]["merge"])
     if mode == "never":
-        return []
+        return [], []
     tree = project.repo.tree_of(commit)
-    results = []
+    results: list[dict[str, Any]] = []
+    rested: list[dict[str, Any]] = []
     for pick, inst in winners:
         if mode == "changed" and pick["winner"]["tree"] == tree:
             continue
+        why = None
+        if mode == "auto":
+            proof, why = rests_on(record, pick, inst, tree, onto)
+            if proof is not None:
+                rested.append(proof)
+                continue
         outcome = gates.verify_tree(project, record, pick["track"], commit, base=onto)
         results.append({
             "track": pick["track"], "passed": outcome["passed"], "commit": commit, "tree": tree,
+            **({"why": why} if why else {}),
             "judged_commit": outcome["judged_commit"], "protected_changes": outcome["protected_changes"],
             "refused": outcome["refused"], "checkout": "clean",
             "gates": [{k: g.get(k) for k in ("name", "mode", "passed", "exit_code", "duration_s", "log", "error")}
@@ -65,4 +141,4 @@ def verify_landing(project: Project, record: RunRecord, commit: str, winners: li
                                           f"{record['task']} {inst['id']} --onto-current`, then run, check, "
                                           "pick), or merge by hand"),
             )
-    return results
+    return results, rested

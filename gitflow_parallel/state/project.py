@@ -6,7 +6,6 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from gitflow_parallel.git import notes
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.model import InstanceRecord, RunRecord
 from gitflow_parallel.state.store import Store
@@ -26,6 +25,8 @@ class Project:
         return self.repo.ref_target(f"refs/heads/{inst['branch']}")
 
     def add_notes(self, record: RunRecord, entries: Iterable[tuple[str, str]], what: str) -> str | None:
+        from gitflow_parallel.git import notes  # (pygit2: not for the verbs that only read)
+
         return notes.add(self.repo.pygit, record["config"]["notes_ref"], list(entries),
                          f"git-parallel: {what} ({record['task']}, {record['run_id']})", self.repo.signature())
 

@@ -21,9 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pygit2
+from typing import TYPE_CHECKING, Any
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, failures
@@ -33,8 +31,9 @@ from gitflow_parallel.files import cut_notice, read_tail, sha256_bytes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import find_instance
-from gitflow_parallel.git.worktrees import archive_ref
 
+if TYPE_CHECKING:  # imported by what reads objects: `show` and `logs` of a local run need none
+    import pygit2
 
 
 TAIL_LINES = 5
@@ -64,6 +63,8 @@ class RunView:
             tip = self.project.tip(inst)
             if tip is not None:
                 return tip
+        from gitflow_parallel.git.worktrees import archive_ref  # (its branch is gone: rarely needed)
+
         kept = share.lookup(self.project.repo, archive_ref(self.record["run_id"], inst["id"], inst["attempt"]))
         if kept is not None:
             return kept
@@ -134,6 +135,8 @@ def shared_status(project: Project, task: str) -> dict[str, Any]:
 
 # -- diff -------------------------------------------------------------------------------------
 def changes_between(repo: pygit2.Repository, old: str, new: str, with_patch: bool) -> dict[str, Any]:
+    import pygit2
+
     diff = repo.diff(repo.get(old).peel(pygit2.Commit).tree, repo.get(new).peel(pygit2.Commit).tree)
     files = []
     for patch in diff:
@@ -150,20 +153,20 @@ def changes_between(repo: pygit2.Repository, old: str, new: str, with_patch: boo
     return out
 
 
-WORKDIR_FLAGS = (pygit2.enums.DiffOption.INCLUDE_UNTRACKED | pygit2.enums.DiffOption.RECURSE_UNTRACKED_DIRS
-                 | pygit2.enums.DiffOption.SHOW_UNTRACKED_CONTENT)
-
-
 def worktree_diff(worktree: str, base: str) -> pygit2.Diff | None:
     """A worktree as it is on disk (committed, staged, changed and new files;
     not the ignored ones) against the commit ``base``, read-only: libgit2
     writes no index for it and runs none of the worktree's filters, fsmonitor
     or external diff, which its agent could have configured.  None when the
     worktree or ``base`` cannot be read."""
+    import pygit2
+
+    flags = (pygit2.enums.DiffOption.INCLUDE_UNTRACKED | pygit2.enums.DiffOption.RECURSE_UNTRACKED_DIRS
+             | pygit2.enums.DiffOption.SHOW_UNTRACKED_CONTENT)
     try:
         repo = pygit2.Repository(worktree)
         tree = repo.get(base).peel(pygit2.Commit).tree  # type: ignore[union-attr]
-        return tree.diff_to_workdir(WORKDIR_FLAGS)
+        return tree.diff_to_workdir(flags)
     except (pygit2.GitError, KeyError, ValueError, AttributeError, OSError):
         return None
 
@@ -179,6 +182,8 @@ def worktree_stat(worktree: str, base: str) -> dict[str, int] | None:
 
 def commit_stat(repo: pygit2.Repository, base: str, commit: str) -> dict[str, int] | None:
     """The same figures between two commits (an attempt that ended)."""
+    import pygit2
+
     try:
         stats = repo.diff(repo.get(base).peel(pygit2.Commit).tree, repo.get(commit).peel(pygit2.Commit).tree).stats
     except (pygit2.GitError, KeyError, ValueError, AttributeError):
