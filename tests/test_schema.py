@@ -238,7 +238,7 @@ def test_a_real_run_writes_and_prints_what_the_shapes_declare(tmp_path: Path) ->
 @pytest.mark.parametrize("text, message", [
     ("instances: 0\n", ".gitparallel.yaml: instances (line 1): must be an integer 1..64, got 0"),
     ("merge:\n  retries: 2\n  verify: sometimes\n",
-     ".gitparallel.yaml: merge.verify (line 3): must be one of always, changed, never, got 'sometimes'"),
+     ".gitparallel.yaml: merge.verify (line 3): must be one of auto, always, changed, never, got 'sometimes'"),
     ("gates:\n  - name: a\n    run: [make]\n    timeout: .inf\n",
      ".gitparallel.yaml: gates[0].timeout (line 4): must be a number of seconds above 0 and at most 604800, got inf"),
     ("gates:\n  - name: a\n", ".gitparallel.yaml: gates[0].run (line 2): is missing: it must be a command: "

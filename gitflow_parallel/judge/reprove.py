@@ -47,12 +47,13 @@ def rests_on(record: RunRecord, pick: PickRecord, inst: InstanceRecord, tree: st
     the namespace layer, with the protected paths of ``onto``, and have
     judged exactly ``tree`` (no protected path restored)."""
     pack = evidence.load(inst)
-    binding = inst.get("evidence") or {}
+    binding = inst.get("evidence")
     why = _distrust(record, pick, inst, pack, tree, onto)
     if why is not None or pack is None:
         return None, why or "no evidence pack"
     return {"track": pick["track"], "instance": inst["id"], "attempt": inst["attempt"],
-            "pack_sha256": binding.get("sha256"), "pack": binding.get("path"), "commit": pack["commit"],
+            "pack_sha256": binding["sha256"] if binding else None, "pack": binding["path"] if binding else None,
+            "commit": pack["commit"],
             "tree": pack["tree"], "proof_issued_at": pack.get("proof_issued_at"), "fence": pack.get("fence"),
             "reproved": False}, "fresh pristine evidence made here"
 
@@ -61,13 +62,14 @@ def _distrust(record: RunRecord, pick: PickRecord, inst: InstanceRecord, pack: d
               tree: str, onto: str) -> str | None:
     """The first reason not to rest a landing of ``tree`` on ``pack``, or None."""
     layers = pack.get("layers") if pack is not None else None
+    binding = inst.get("evidence")
     reasons = (
         (pack is None, "its evidence pack is missing or does not match its sha256"),
         (is_forced(pick), "a person picked it with --force"),
         (inst.get("origin") == "remote" or bool(inst.get("worker")), "its evidence was collected from a worker"),
         (record["config"].get("sandbox") == "off", "the run's config turns the sandbox off"),
         (pack is not None and pack.get("origin") != evidence.ORIGIN, "the pack was not made by git-parallel"),
-        (pack is not None and (inst.get("evidence") or {}).get("sha256") != pick["winner"].get("evidence_sha256"),
+        (pack is not None and (binding["sha256"] if binding else None) != pick["winner"].get("evidence_sha256"),
          "the pack is not the one the pick was made from"),
         (pack is not None and pack.get("config_sha256") != record["config_sha256"],
          "the pack was made under another configuration"),
