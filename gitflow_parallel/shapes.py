@@ -345,6 +345,7 @@ class EvidencePack(TypedDict):
     engine_evidence: NotRequired[EngineEvidence]
     checkout: NotRequired[str]
     fence: NotRequired[str]
+    layers: NotRequired[list[str]]  # the sandbox layers its gates ran in (``GatePlan.held``)
     judged_commit: NotRequired[Oid]
     judged_tree: NotRequired[Oid]
     protect_mode: NotRequired[str]

@@ -230,9 +230,9 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
     verdict = verdict_of(results)
     if added and added["mode"] == "enforced" and not added["passed"]:
         verdict = "fail"
-    return {**pack, "fence": place.fence.kind if place.fence else "none", "setup": setup, "gates": results, "added_tests": added, "verdict": verdict, "score": value,
-            "score_source": source,
-            "score_error": error, "input_fingerprints": inputs, "output_fingerprints": outputs,
+    return {**pack, "fence": place.fence.kind if place.fence else "none",
+            "layers": place.fence.held() if place.fence else [], "setup": setup, "gates": results,
+            "added_tests": added, "verdict": verdict, "score": value, "score_source": source, "score_error": error, "input_fingerprints": inputs, "output_fingerprints": outputs,
             "proof_issued_at": utcnow(), "complete": complete_of(results)}
 
 

@@ -454,6 +454,14 @@ class GatePlan:
             return "none"
         return "namespace" if namespace.unavailable() is None else "landlock" if abi() > 0 else "none"
 
+    def held(self) -> list[str]:
+        """The sandbox layers its commands run in, from what was checked (as
+        ``Fence.layers`` says of one command): the pack records them."""
+        if self.kind == "namespace":
+            network = (self.config.get("gate_network") or "off") == "on"
+            return ["pid", "mount", "ipc"] + ([] if network else ["net"]) + ["overlay"]
+        return ["landlock"] if self.kind == "landlock" else []
+
     @property
     def overlaid(self) -> bool:
         """Do its commands see the checkout through a throwaway layer?"""
