@@ -21,14 +21,13 @@ from gitflow_parallel.errors import CONFIG_INVALID, SANDBOX_WRITE_REFUSED, Paral
 from gitflow_parallel.files import config_sha256 as config_sha256  # callers name it config.config_sha256
 from gitflow_parallel.files import load_yaml
 from gitflow_parallel.model import RunRecord
-
-CONFIG_FILE = ".gitparallel.yaml"
-
 # The declarations (sections, choices, defaults, converters) live in config_schema.
 from gitflow_parallel.config_schema import (ADDED_TESTS_MODES, AGENT_SCRATCH, GATE_MODES, MAX_SECONDS,  # noqa: F401
                                             MERGE_POLICIES, PROTECT_MODES, SANDBOX_MODES, SELECTION_METHODS,
                                             SQUASH_MODES, VERIFY_MODES, DistinguishConfig, FrozenConfig, GateConfig,
                                             SetupConfig, default_values, optional_keys, to_argv)
+
+CONFIG_FILE = ".gitparallel.yaml"
 
 DEFAULTS: dict[str, Any] = schema.defaults(FrozenConfig)
 # Keys a config may have that are left out of the frozen config when absent
@@ -70,7 +69,7 @@ def _key_lines(node: yaml.Node | None, prefix: str = "", out: dict[str, int] | N
     return out
 
 
-def _argv(value: Any, key: str, line: int | None) -> list[str] | None:
+def command_argv(value: Any, key: str, line: int | None) -> list[str] | None:
     """A command (``config_schema.to_argv``) for the modules that validate
     their own keys (``mix``, ``notify``)."""
     try:

@@ -95,7 +95,7 @@ def auto_weights(names: list[str], win_rates: dict[str, float]) -> dict[str, flo
 def validate_config(value: Any, fail: Callable[[str, str], ParallelError]) -> dict[str, Any] | None:
     """The ``agents:`` key: ``commands`` (name: command) and ``split``
     (name: count, or ``auto``)."""
-    from gitflow_parallel.config import _argv
+    from gitflow_parallel.config import command_argv
 
     if value is None:
         return None
@@ -110,7 +110,7 @@ def validate_config(value: Any, fail: Callable[[str, str], ParallelError]) -> di
             check_name(str(name), "agent")
         except ParallelError as exc:
             raise fail(f"agents.commands.{name}", exc.message) from None
-        out["commands"][str(name)] = _argv(command, f"agents.commands.{name}", None)
+        out["commands"][str(name)] = command_argv(command, f"agents.commands.{name}", None)
     split = value.get("split")
     if split == AUTO or split is None:
         out["split"] = split

@@ -47,7 +47,7 @@ MAX_TIMEOUT = 300  # a notification that needs longer is a job, not a notificati
 
 def validate_config(value: Any, fail: Callable[[str, str], ParallelError]) -> dict[str, Any] | None:
     """The ``notify:`` key: a command alone, or ``command`` and ``timeout``."""
-    from gitflow_parallel.config import _argv
+    from gitflow_parallel.config import command_argv
 
     if value is None:
         return None
@@ -59,7 +59,7 @@ def validate_config(value: Any, fail: Callable[[str, str], ParallelError]) -> di
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:
         raise fail("notify.timeout", f"must be a number of seconds above 0 and at most {MAX_TIMEOUT}, got {timeout!r}")
     try:
-        command = _argv(value["command"], "notify.command", None)
+        command = command_argv(value["command"], "notify.command", None)
     except ParallelError as exc:
         raise fail("notify.command", exc.message.split(": ", 2)[-1]) from None
     return {"command": command, "timeout": timeout}

@@ -38,7 +38,7 @@ import math
 import types
 from dataclasses import dataclass
 from typing import (Annotated, Any, Callable, Literal, NotRequired, Required, Union, get_args, get_origin,
-                    get_type_hints, is_typeddict, cast)
+                    get_type_hints, is_typeddict)
 
 
 class ShapeError(ValueError):

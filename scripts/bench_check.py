@@ -45,8 +45,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from benchenv import (MIN_ROUNDS, ROOT, ROUNDS, Side, Trash, alternating, discard, sized, differences_ms, figure, median, print_load, ratios,
-                      sh, with_bytecode, workspace)
+from benchenv import (MIN_ROUNDS, ROOT, ROUNDS, Side, Trash, alternating, discard, sized, differences_ms, figure, median,
+                      print_load, ratios, sh, with_bytecode, workspace)
 
 FILES = sized(5000, 20)
 BASELINE = "903f955"  # the last revision whose check ran gates in the worktree

@@ -193,7 +193,7 @@ def alternating(sides: list[Side], rounds: int,
                 side.before(k)
             os.sync()
             used = children_cpu()
-            times[side.name].append(timed(lambda: side.run(k)))
+            times[side.name].append(timed(lambda side=side, k=k: side.run(k)))
             if cpu is not None:
                 cpu.setdefault(side.name, []).append(children_cpu() - used)
             if side.after:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 import os
-import resource
 import subprocess
 import sys
 import time

@@ -8,6 +8,7 @@ functions), so nothing is imported and the test takes milliseconds."""
 from __future__ import annotations
 
 import ast
+import warnings
 from pathlib import Path
 
 import pytest
@@ -26,11 +27,9 @@ LAYERS: dict[str, set[str]] = {
 }
 # Imports that point up a layer (none left).
 KNOWN_UPWARD: set[tuple[str, str]] = set()
+# Sizes past which a module or class is named in a warning (a seam may be
+# due); the rules that fail are ruff's (tests/test_lint.py).
 MAX_MODULE_LINES, MAX_CLASS_LINES = 600, 250
-# Modules still over the line limit, with their size when this list was made:
-# they may shrink, never grow, and leave the list once under the limit.
-KNOWN_LONG: dict[str, int] = {}
-KNOWN_LONG_CLASSES: dict[str, int] = {}
 
 
 def top_name(path: Path) -> str:
@@ -137,16 +136,10 @@ def test_an_added_upward_import_is_caught(tmp_path: Path) -> None:
 def test_sizes(path: Path) -> None:
     lines = len(path.read_text(encoding="utf-8").splitlines())
     name = ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
-    if name in KNOWN_LONG:
-        assert lines <= KNOWN_LONG[name], f"{name} grew to {lines} lines (listed at {KNOWN_LONG[name]})"
-        assert lines > MAX_MODULE_LINES, f"{name} is {lines} lines now: take it off KNOWN_LONG"
-    else:
-        assert lines <= MAX_MODULE_LINES, f"{name} has {lines} lines (at most {MAX_MODULE_LINES})"
+    if lines > MAX_MODULE_LINES:
+        warnings.warn(f"{name} has {lines} lines (over {MAX_MODULE_LINES}: a seam may be due)", stacklevel=1)
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ClassDef):
             size = (node.end_lineno or node.lineno) - node.lineno + 1
-            known = KNOWN_LONG_CLASSES.get(f"{name}.{node.name}")
-            if known is not None:
-                assert MAX_CLASS_LINES < size <= known, f"class {node.name} in {name}: {size} lines, listed at {known}"
-            else:
-                assert size <= MAX_CLASS_LINES, f"class {node.name} in {name} has {size} lines"
+            if size > MAX_CLASS_LINES:
+                warnings.warn(f"class {node.name} in {name} has {size} lines (over {MAX_CLASS_LINES})", stacklevel=1)

@@ -124,8 +124,8 @@ def test_merge_push_refuses_a_base_that_diverged_and_changes_nothing(tmp_path: P
     after = snapshot(mine)
     assert {k: v for k, v in after.items() if k != "refs"} == {k: v for k, v in local_before.items() if k != "refs"}
     # Only the remote-tracking origin/main (and origin/HEAD, its symref) may have moved: it was fetched.
-    strip = lambda refs: [l for l in refs.splitlines() if not l.startswith(("refs/remotes/origin/main ",
-                                                                              "refs/remotes/origin/HEAD "))]
+    def strip(refs: str) -> list[str]:
+        return [l for l in refs.splitlines() if not l.startswith(("refs/remotes/origin/main ", "refs/remotes/origin/HEAD "))]
     assert strip(after["refs"]) == strip(local_before["refs"])
     assert git(origin, "for-each-ref", "--format=%(refname) %(objectname)") == remote_before
 

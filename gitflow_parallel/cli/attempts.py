@@ -234,6 +234,44 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
              render)
 
 
+def _render_pick(p: dict[str, Any], again: str) -> None:
+    """One track's pick as text: winner, how it was chosen, what it changes
+    of protected paths, the figures that decided, the losers and why."""
+    from gitflow_parallel import model
+
+    w = p["winner"]
+    score = "unavailable" if p["score"] is None else p["score"]
+    by = p["selection_method"]
+    if by == model.HUMAN:
+        by = f"{p['picked_by']}" + (f" ({p['reason']})" if p.get("reason") else "")
+        if p["forced"]:
+            by += "; forced, waiving: " + ("; ".join(p.get("waived") or []) or "nothing")
+    click.echo(f"track {p['track']}: winner {w['id']} at {w['commit'][:12]}, score {score}, by {by}{again}")
+    changes = p.get("protected_changes") or []
+    if changes:
+        # New test files only: judged as a second stage (added_tests), not a change of the harness.
+        added = all(c.get("change") == "added" and not c.get("harness") and not c.get("dependencies") for c in changes)
+        click.echo("  it adds test file(s) under protected paths (run as a second stage: added_tests), which merge "
+                   "will land:" if added else "  it changes protected path(s), which merge will land:")
+        for line in protected_summary(changes):
+            click.echo(f"    {line}")
+    decision = p.get("decision")  # absent from picks made before it was recorded
+    if decision:
+        click.echo(f"  decided by {decision['stage']}: {figures_text(decision['winner'])}"
+                   + (f" against {figures_text(decision['runner_up'])}" if decision["runner_up"] else ""))
+    for c in p.get("clusters") or []:
+        click.echo(f"  cluster of {c['size']}: {', '.join(c['members'])}")
+    render_differential(p.get("differential"), "  ")
+    for m in (p.get("tournament") or {}).get("matches", []):
+        if m["b"] is not None:
+            ran = m["judge"]
+            said = f"answered {ran['answer']}" if ran["answer"] else f"gave no answer: {ran['error']}"
+            click.echo(f"  round {m['round']}: {m['a']} vs {m['b']} -> {m['winner']} "
+                       f"(decided by {m['decided_by']}; the judge {said}; log {ran['log']})")
+    for loser in p["losers"]:
+        click.echo(f"  lost {loser['id']}: [{loser['code']}] {loser['reason']}")
+
+
 @main_group.command()
 @click.argument("task")
 @click.option("--track", default=None, help="Pick only this track (default: every unpicked track).")
@@ -261,40 +299,11 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
     "selection_method": "human", who (git config user.email) and why
     (--reason).  It needs the same evidence unless --force, which is
     recorded too.  `git parallel unpick` retires a pick that has not landed."""
-    from gitflow_parallel import model
     from gitflow_parallel.commands import pick as pick_cmd
 
     def render(r: dict[str, Any]) -> None:
         for p in r["picks"] + r["existing"]:
-            w = p["winner"]
-            again = " (already picked)" if p in r["existing"] else ""
-            score = "unavailable" if p["score"] is None else p["score"]
-            by = p["selection_method"]
-            if by == model.HUMAN:
-                by = f"{p['picked_by']}" + (f" ({p['reason']})" if p.get("reason") else "")
-                if p["forced"]:
-                    by += "; forced, waiving: " + ("; ".join(p.get("waived") or []) or "nothing")
-            click.echo(f"track {p['track']}: winner {w['id']} at {w['commit'][:12]}, score {score}, "
-                       f"by {by}{again}")
-            if p.get("protected_changes"):
-                click.echo("  it changes protected path(s), which merge will land:")
-                for line in protected_summary(p["protected_changes"]):
-                    click.echo(f"    {line}")
-            decision = p.get("decision")  # absent from picks made before it was recorded
-            if decision:
-                click.echo(f"  decided by {decision['stage']}: {figures_text(decision['winner'])}"
-                           + (f" against {figures_text(decision['runner_up'])}" if decision["runner_up"] else ""))
-            for c in p.get("clusters") or []:
-                click.echo(f"  cluster of {c['size']}: {', '.join(c['members'])}")
-            render_differential(p.get("differential"), "  ")
-            for m in (p.get("tournament") or {}).get("matches", []):
-                if m["b"] is not None:
-                    ran = m["judge"]
-                    said = f"answered {ran['answer']}" if ran["answer"] else f"gave no answer: {ran['error']}"
-                    click.echo(f"  round {m['round']}: {m['a']} vs {m['b']} -> {m['winner']} "
-                               f"(decided by {m['decided_by']}; the judge {said}; log {ran['log']})")
-            for loser in p["losers"]:
-                click.echo(f"  lost {loser['id']}: [{loser['code']}] {loser['reason']}")
+            _render_pick(p, " (already picked)" if p in r["existing"] else "")
         click.echo(f"next: git parallel merge {task}")
 
     def call() -> PickResult:

@@ -223,12 +223,31 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
         return Verdict(True)
 
     # An instance commit is at stake: now read records, picks and evidence.
-    from gitflow_parallel.state import picks
     from gitflow_parallel.state.project import Project
-    from gitflow_parallel.model import find_instance
 
     project = Project.open(common_dir)
     candidates = candidates_of()
+    approved, records = _approved_winners(project, involved, candidates)
+    at_stake = set().union(*(by_run[r] for r in records)) if records else set()
+    if approved:
+        remaining = [c for c in _rev_list(heads, old + [a for a, _, _ in approved]) if c in at_stake]
+    else:
+        remaining = [c for c in brought if c in at_stake]
+    if not remaining:
+        if approved:
+            return _vouch(project, doing, approved, made())
+        return Verdict(True)
+
+    return _explain(project, common_dir, owners, records, by_run, remaining, brought_set, candidates, doing)
+
+
+def _approved_winners(project: Any, involved: list[LiveRun], candidates: list[str]
+                      ) -> tuple[list[tuple[str, dict[str, Any], dict[str, Any]]], dict[str, dict[str, Any]]]:
+    """The picked winners among ``candidates`` whose evidence holds, and the
+    records of the runs involved (by run id)."""
+    from gitflow_parallel.state import picks
+    from gitflow_parallel.model import find_instance
+
     approved: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     records: dict[str, dict[str, Any]] = {}
     for run in involved:
@@ -246,20 +265,19 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
             ok, _, _ = picks.winner_check(project, record, inst, pick["winner"]["commit"])
             if ok:
                 approved.append((pick["winner"]["commit"], record, inst))
-    at_stake = set().union(*(by_run[r] for r in records)) if records else set()
-    if approved:
-        remaining = [c for c in _rev_list(heads, old + [a for a, _, _ in approved]) if c in at_stake]
-    else:
-        remaining = [c for c in brought if c in at_stake]
-    if not remaining:
-        if approved:
-            return _vouch(project, doing, approved, made())
-        return Verdict(True)
+    return approved, records
 
-    # Refused.  Explain with the instance the newest blocked commit belongs
-    # to, preferring one whose tip is being merged, then a branch over an
-    # archived attempt; winner_check says why it may not land (a loser, no
-    # pick yet, stale evidence, another commit than the picked one).
+
+def _explain(project: Any, common_dir: Path, owners: list[Owner], records: dict[str, dict[str, Any]],
+             by_run: dict[str, set[str]], remaining: list[str], brought_set: set[str], candidates: list[str],
+             doing: str) -> Verdict:
+    """Refused.  Explain with the instance the newest blocked commit belongs
+    to, preferring one whose tip is being merged, then a branch over an
+    archived attempt; winner_check says why it may not land (a loser, no
+    pick yet, stale evidence, another commit than the picked one)."""
+    from gitflow_parallel.state import picks
+    from gitflow_parallel.model import find_instance
+
     first = remaining[0]
     culprit = None
     order = sorted((o for o in owners if o.run.run_id in records),

@@ -177,7 +177,8 @@ def choose_human(project: Project, record: RunRecord, inst_id: str, reason: str 
         "selection_method": HUMAN, "picked_by": person, "reason": reason, "forced": bool(force),
         "waived": wanted if force else [],
         # What it changed of the tests, the harness or the config lands with it: said here, in the notes, by merge.
-        "protected_changes": (pack.get("protected_detail") or []) if pack else [], "arbiter": ARBITER, "merge_policy": record["config"]["merge"]["policy"],
+        "protected_changes": (pack.get("protected_detail") or []) if pack else [], "arbiter": ARBITER,
+        "merge_policy": record["config"]["merge"]["policy"],
         "losers": losers, "created_at": utcnow(),
     }
 

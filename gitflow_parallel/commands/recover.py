@@ -15,8 +15,8 @@ from gitflow_parallel.files import load_yaml
 from gitflow_parallel.state.store import read_record_text
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.recovery.inspection import RunInspection, _all_records, lock_findings, orphan_findings
-from gitflow_parallel.recovery.plan import _apply, _audit, _in_order, audit_path
+from gitflow_parallel.recovery.inspection import RunInspection, all_records, lock_findings, orphan_findings
+from gitflow_parallel.recovery.plan import apply_repairs, audit, in_order, audit_path
 from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.scan import Scan, recovery_id
 
@@ -32,7 +32,7 @@ def _refuse_unloadable(project: Project, task: str, exc: ParallelError) -> Paral
     run_id = raw.get("run_id") if isinstance(raw, dict) else None
     if isinstance(run_id, str) and re.fullmatch(r"PR-[0-9a-f-]{36}", run_id):
         rev = raw.get("run_revision") if isinstance(raw.get("run_revision"), int) else 0
-        _audit(project, run_id, recovery_id(run_id, rev), None, task, "refused", run_revision=rev,
+        audit(project, run_id, recovery_id(run_id, rev), None, task, "refused", run_revision=rev,
                what="load the run record", why=exc.message)
     return ParallelError(
         E.RECOVERY_REFUSED,
@@ -62,7 +62,7 @@ def _recover_workers(project: Project, task: str, dry_run: bool) -> dict[str, An
             "left": waiting, "next": [], "noop": not plan, "repaired": []}
     if dry_run or not plan:
         return base
-    _audit(project, run_id, rid, record, task, "validated", what="plan", why="worker instances left behind", plan=plan)
+    audit(project, run_id, rid, record, task, "validated", what="plan", why="worker instances left behind", plan=plan)
     repaired = []
     for step, done in zip(plan, workers.tidy(project, [i for i in left if not i.waiting])):
         if done.get("problem"):
@@ -71,7 +71,7 @@ def _recover_workers(project: Project, task: str, dry_run: bool) -> dict[str, An
                             "repair": None, "refusal": done["problem"]})
             continue
         repaired.append({**step, "details": {**step["details"], **done}})
-        _audit(project, done["run_id"], rid, record, task, "repaired", **repaired[-1])
+        audit(project, done["run_id"], rid, record, task, "repaired", **repaired[-1])
     after = next((rec for _, rec in workers.worker_records(project, task) if rec["run_id"] == run_id), record)
     return {**base, "repaired": repaired, "run_revision_after": after["run_revision"], "status": after["status"]}
 
@@ -105,7 +105,7 @@ def _recover(project: Project, task: str, dry_run: bool) -> dict[str, Any]:
                 raise _refuse_unloadable(project, task, exc) from None
             if exc.code != E.RUN_NOT_FOUND:
                 raise
-            live, done, _ = _all_records(project)
+            live, done, _ = all_records(project)
             orphans = orphan_findings(Scan(project), live + done + workers.records(project), task)
             if not orphans:
                 raise
@@ -119,7 +119,7 @@ def _recover(project: Project, task: str, dry_run: bool) -> dict[str, Any]:
         scan = Scan(project)
         check = RunInspection(scan, record)
         findings = check.run() + lock_findings(scan, task)
-        live, done, _ = _all_records(project)
+        live, done, _ = all_records(project)
         orphans = orphan_findings(scan, live + done + workers.records(project), task)
         findings += [f for f in orphans if f.repair or f.refusal]
         rid, run_id = check.rid, record["run_id"]
@@ -130,7 +130,7 @@ def _recover(project: Project, task: str, dry_run: bool) -> dict[str, Any]:
                 "dry_run": dry_run, "audit": str(audit_path(project, run_id))}
         if refused:
             if not dry_run:
-                _audit(project, run_id, rid, record, task, "refused",
+                audit(project, run_id, rid, record, task, "refused",
                        what="recover", why="; ".join(f.refusal or "" for f in refused),
                        findings=[f.as_json() for f in refused])
             raise ParallelError(
@@ -143,25 +143,25 @@ def _recover(project: Project, task: str, dry_run: bool) -> dict[str, Any]:
         left_json = [f.as_json() for f in left] + _left_instances(record)
         if not repairs:
             if not dry_run:
-                _audit(project, run_id, rid, record, task, "idempotent_noop",
+                audit(project, run_id, rid, record, task, "idempotent_noop",
                        what="recover", why="nothing to repair: the records agree with git",
                        left=[f["message"] for f in left_json])
             return {**base, "noop": True, "plan": [], "repaired": [], "left": left_json,
                     "next": _next_steps(record)}
-        repairs = _in_order(repairs)
+        repairs = in_order(repairs)
         plan = [r.as_json() for r in repairs]
         if dry_run:
             return {**base, "noop": False, "plan": plan, "repaired": [], "left": left_json, "next": []}
-        _audit(project, run_id, rid, record, task, "validated", what="plan",
+        audit(project, run_id, rid, record, task, "validated", what="plan",
                why="every candidate repair was decided before any change", plan=plan)
         try:
-            done_steps = _apply(project, record, rid, repairs)
+            done_steps = apply_repairs(project, record, rid, repairs)
         except BaseException as exc:
             # Every step is idempotent, so what was done stays done and the
             # next recover picks up from there; the log says where it stopped.
             why = exc.message if isinstance(exc, ParallelError) else f"{type(exc).__name__}: {exc}"
             try:
-                _audit(project, run_id, rid, record, task, "refused", what="apply the plan",
+                audit(project, run_id, rid, record, task, "refused", what="apply the plan",
                        why=f"a step failed, the steps logged before it are done: {why}")
             except OSError:
                 pass  # a full disk: the error itself says so

@@ -53,10 +53,12 @@ code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
 .badge.fail{background:#ffebe9;color:#a40e26}.badge.none{background:#eaeef2;color:#59636e}
 ul.gates{list-style:none;padding:0;margin:8px 0}ul.gates li{margin:4px 0}
 .res-pass{color:#1a7f37;font-weight:600}.res-fail{color:#cf222e;font-weight:600}.res-skip{color:#59636e;font-weight:600}
-pre.log{background:#f6f8fa;border-radius:6px;padding:6px;margin:4px 0;white-space:pre-wrap;overflow-wrap:anywhere;max-height:360px;overflow:auto}
+pre.log{background:#f6f8fa;border-radius:6px;padding:6px;margin:4px 0;white-space:pre-wrap;overflow-wrap:anywhere}
+pre.log{max-height:360px;overflow:auto}
 .earlier{margin-top:8px;font-size:13px;border-top:1px dashed #d0d7de;padding-top:6px}
 .why{margin-top:8px;font-size:13px}.alarm{margin:8px 0;padding:6px;border-radius:6px;background:#fff8c5;font-size:13px}
-.alarm ul{margin:4px 0;padding-left:18px}table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #eaeef2;text-align:left}
+.alarm ul{margin:4px 0;padding-left:18px}table{border-collapse:collapse}
+td,th{padding:3px 10px;border-bottom:1px solid #eaeef2;text-align:left}
 .chart text{font-size:12px;fill:#1f2328}.highlight{border:1px solid #d0d7de;border-radius:6px;overflow:auto}
 .highlight pre{margin:0;padding:8px}
 """

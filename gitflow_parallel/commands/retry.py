@@ -60,6 +60,56 @@ def _refuse_retry(project: Project, record: dict[str, Any], inst: dict[str, Any]
         hint=f"wait for it to finish, or `git parallel abort {task} {inst_id}` first")
 
 
+def _refuse_spent_or_stale(record: dict[str, Any], inst: dict[str, Any], expected_revision: int | None) -> None:
+    """An instance that used its ``rework_max`` retries, or a run that
+    changed since its revision was read, is refused."""
+    rework_max = record["config"]["rework_max"]
+    if inst["attempt"] >= rework_max:
+        raise ParallelError(
+            E.BRANCH_TERMINAL,
+            f"instance {inst['id']} has used its {rework_max} retries (rework_max)",
+            hint="raise rework_max in .gitparallel.yaml for new runs, or spawn a new run",
+        )
+    if expected_revision is not None and record["run_revision"] != expected_revision:
+        raise ParallelError(
+            E.RUN_REVISION_CONFLICT,
+            f"run {record['run_id']} is at revision {record['run_revision']}, not {expected_revision} as read",
+            hint=f"someone else changed it meanwhile; read it again (`git parallel status {record['task']}`) and retry",
+        )
+
+
+def _start_point(project: Project, record: dict[str, Any], inst: dict[str, Any], tip: str | None,
+                 onto_current: bool, keep: bool) -> tuple[str, str]:
+    """Where the next attempt starts, and how that is recorded."""
+    if onto_current:
+        start = project.repo.ref_target(record["base"]["ref"])
+        if start is None:
+            raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {record['base']['ref']} no longer exists",
+                                hint="recreate it, or retry without --onto-current")
+        return start, START_BASE_TIP
+    if keep:
+        return tip or inst["head"] or attempt_start(record, inst), START_KEEP
+    return record["base"]["commit"], START_BASE
+
+
+def _make_again(project: Project, task: str, inst: dict[str, Any], tip: str | None, start: str) -> None:
+    """The worktree is gone (aborted and cleaned, or lost): make its branch
+    and worktree again at ``start`` (its tip was archived before)."""
+    repo, path = project.repo, Path(inst["worktree"])
+    if os.path.lexists(path):
+        raise ParallelError(
+            E.WORKTREE_CREATE_FAILED, f"{path} exists but is not the instance's worktree",
+            hint="move it away and retry")
+    # A worktree whose folder was deleted by hand leaves git's admin
+    # folder behind; it points at nothing, so it is safe to drop.
+    admin = repo.common_dir / "worktrees" / worktrees.admin_name(task, inst["id"])
+    if admin.is_dir():
+        shutil.rmtree(admin)
+    if tip is not None:
+        repo.pygit.branches.local.delete(inst["branch"])  # its tip is archived above
+    worktrees.create(repo, task, start, [dict(inst)])
+
+
 def retry(project: Project, task: str, inst_id: str, expected_revision: int | None = None,
           force: bool = False, onto_current: bool = False, keep: bool = False) -> dict[str, Any]:
     """Start attempt + 1 of an instance: from the spawn's base (default), the
@@ -80,29 +130,9 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
         inst = find_instance(record, inst_id)
         refuse_finished(record, "retry")
         unpicked = _refuse_retry(project, record, inst, force, onto_current)
-        rework_max = record["config"]["rework_max"]
-        if inst["attempt"] >= rework_max:
-            raise ParallelError(
-                E.BRANCH_TERMINAL,
-                f"instance {inst_id} has used its {rework_max} retries (rework_max)",
-                hint="raise rework_max in .gitparallel.yaml for new runs, or spawn a new run",
-            )
-        if expected_revision is not None and record["run_revision"] != expected_revision:
-            raise ParallelError(
-                E.RUN_REVISION_CONFLICT,
-                f"run {record['run_id']} is at revision {record['run_revision']}, not {expected_revision} as read",
-                hint=f"someone else changed it meanwhile; read it again (`git parallel status {task}`) and retry",
-            )
+        _refuse_spent_or_stale(record, inst, expected_revision)
         tip = project.tip(inst)
-        if onto_current:
-            start, how = repo.ref_target(record["base"]["ref"]), START_BASE_TIP
-            if start is None:
-                raise ParallelError(E.BASE_NOT_FOUND, f"the base branch {record['base']['ref']} no longer exists",
-                                    hint="recreate it, or retry without --onto-current")
-        elif keep:
-            start, how = tip or inst["head"] or attempt_start(record, inst), START_KEEP
-        else:
-            start, how = record["base"]["commit"], START_BASE
+        start, how = _start_point(project, record, inst, tip, onto_current, keep)
         path = Path(inst["worktree"])
         # Our worktree whose branch was deleted under it is reset like any other.
         usable = (path / ".git").exists() and (tip is not None or worktrees.is_our_worktree(repo, task, inst))
@@ -130,20 +160,7 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
             if not keep:
                 worktrees.reset(repo, inst, start)
         else:
-            # Gone (aborted and cleaned, or lost): make branch and worktree again.
-            fresh = dict(inst)
-            if os.path.lexists(path):
-                raise ParallelError(
-                    E.WORKTREE_CREATE_FAILED, f"{path} exists but is not the instance's worktree",
-                    hint="move it away and retry")
-            # A worktree whose folder was deleted by hand leaves git's admin
-            # folder behind; it points at nothing, so it is safe to drop.
-            admin = repo.common_dir / "worktrees" / worktrees.admin_name(task, inst_id)
-            if admin.is_dir():
-                shutil.rmtree(admin)
-            if tip is not None:
-                repo.pygit.branches.local.delete(inst["branch"])  # its tip is archived above
-            worktrees.create(repo, task, start, [fresh])
+            _make_again(project, task, inst, tip, start)
 
         def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
             if retired:

@@ -1,4 +1,7 @@
-"""``git parallel spawn``: a run record first (so a crash leaves something ``recover``\ncan see), then every branch and worktree, all or nothing, under the project\nlock and the repository-wide cap on live instances; with ``--remote`` the run\nis published too."""
+"""``git parallel spawn``: a run record first (so a crash leaves something ``recover``
+can see), then every branch and worktree, all or nothing, under the project
+lock and the repository-wide cap on live instances; with ``--remote`` the run
+is published too."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from typing import Any
 from gitflow_parallel import errors as E
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.recovery.inspection import RunInspection, _all_records, intent_findings, lock_findings, orphan_findings
+from gitflow_parallel.recovery.inspection import RunInspection, all_records, intent_findings, lock_findings, orphan_findings
 from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.scan import ERROR, Finding, Scan
 
@@ -20,7 +20,7 @@ def validate(project: Project, task: str | None = None) -> dict[str, Any]:
     if task is not None:
         check_name(task, "task")
     scan = Scan(project)
-    live, done, problems = _all_records(project)
+    live, done, problems = all_records(project)
     findings: list[Finding] = []
     for path_task, exc in problems:
         if task is None or path_task == task:

@@ -154,7 +154,7 @@ def conflict_hunks(ancestor: list[bytes], ours: list[bytes], theirs: list[bytes]
         if sides != {"ours", "theirs"} or ours_part == theirs_part:
             continue  # one side only, or both made the same change: git merges it
         hunk: dict[str, Any] = {}
-        for side, lines in (("ours", ours), ("theirs", theirs)):
+        for side in ("ours", "theirs"):
             mine = [r for r in group if r[4] == side]
             lo, hi = min(r[2] for r in mine), max(r[3] for r in mine)
             hunk["base_lines" if side == "ours" else "winner_lines"] = [lo + 1, max(lo + 1, hi)]

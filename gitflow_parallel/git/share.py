@@ -432,7 +432,7 @@ def _identity(repo: Repo) -> list[str]:
     import pygit2
 
     try:
-        repo.pygit.default_signature
+        _ = repo.pygit.default_signature  # raises where none is configured
         return []
     except (KeyError, pygit2.GitError):
         sig = repo.signature()

@@ -200,22 +200,7 @@ def create(repo: Repo, task: str, base_commit: str, instances: Sequence[Mapping[
     commit = repo.pygit.get(base_commit)
     try:
         for inst in instances:
-            path = Path(inst["worktree"])
-            name = admin_name(task, inst["id"])
-            if os.path.lexists(path) and (path.is_symlink() or not path.is_dir() or any(path.iterdir())):
-                raise _create_failed(inst, f"the path {path} already exists")
-            if (repo.common_dir / "worktrees" / name).exists():
-                raise _create_failed(inst, f"a worktree named {name} is already registered")
-            if inst["branch"] in repo.pygit.branches.local:
-                raise _create_failed(inst, f"the branch {inst['branch']} already exists")
-            clash = _ref_in_the_way(repo, f"refs/heads/{inst['branch']}")
-            if clash:
-                raise _create_failed(inst, f"the ref {clash} is in the way of the branch {inst['branch']} "
-                                           "(git cannot hold a ref and a folder of refs under one name)")
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise _create_failed(inst, f"cannot make the folder {path.parent}: {exc.strerror}") from None
+            _refuse_in_the_way(repo, task, inst)
         # libgit2 creates <common>/worktrees without tolerating a concurrent
         # mkdir, so make it before the workers race for it.
         (repo.common_dir / "worktrees").mkdir(exist_ok=True)
@@ -250,6 +235,27 @@ def create(repo: Repo, task: str, base_commit: str, instances: Sequence[Mapping[
     except BaseException:
         _rollback(repo, task, made_branches, made_paths, made_admin, instances)
         raise
+
+
+def _refuse_in_the_way(repo: Repo, task: str, inst: Mapping[str, Any]) -> None:
+    """Refuse an instance whose path, admin folder, branch or ref is taken;
+    make its worktree's parent folder."""
+    path = Path(inst["worktree"])
+    name = admin_name(task, inst["id"])
+    if os.path.lexists(path) and (path.is_symlink() or not path.is_dir() or any(path.iterdir())):
+        raise _create_failed(inst, f"the path {path} already exists")
+    if (repo.common_dir / "worktrees" / name).exists():
+        raise _create_failed(inst, f"a worktree named {name} is already registered")
+    if inst["branch"] in repo.pygit.branches.local:
+        raise _create_failed(inst, f"the branch {inst['branch']} already exists")
+    clash = _ref_in_the_way(repo, f"refs/heads/{inst['branch']}")
+    if clash:
+        raise _create_failed(inst, f"the ref {clash} is in the way of the branch {inst['branch']} "
+                                   "(git cannot hold a ref and a folder of refs under one name)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _create_failed(inst, f"cannot make the folder {path.parent}: {exc.strerror}") from None
 
 
 def _ref_in_the_way(repo: Repo, name: str) -> str | None:

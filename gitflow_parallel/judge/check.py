@@ -232,8 +232,9 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
         verdict = "fail"
     return {**pack, "fence": place.fence.kind if place.fence else "none",
             "layers": place.fence.held() if place.fence else [], "setup": setup, "gates": results,
-            "added_tests": added, "verdict": verdict, "score": value, "score_source": source, "score_error": error, "input_fingerprints": inputs, "output_fingerprints": outputs,
-            "proof_issued_at": utcnow(), "complete": complete_of(results)}
+            "added_tests": added, "verdict": verdict, "score": value, "score_source": source, "score_error": error,
+            "input_fingerprints": inputs, "output_fingerprints": outputs, "proof_issued_at": utcnow(),
+            "complete": complete_of(results)}
 
 
 def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[str, Any]], inst: dict[str, Any],

@@ -322,7 +322,7 @@ def judge_checkout(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dic
             seen.add(python)
             # Sandboxed like a gate: the question runs the attempt's code too
             # (a committed json.py, a .pth its build planted).
-            def ask(argv: list[str]) -> bytes:
+            def ask(argv: list[str], env: dict[str, str] = env) -> bytes:
                 log = place.log("imports")
                 probe = Layer(above=list(place.above), main=True)  # its own throwaway layer
                 execute(argv, place.worktree, env, 60.0, log, place.log("imports-stderr"), layer=probe)

@@ -9,7 +9,7 @@ from typing import Any
 import pygit2
 
 from gitflow_parallel.model import FINISHED_RUN
-from gitflow_parallel.recovery.gitwork import _only_files_of
+from gitflow_parallel.recovery.gitwork import only_files_of
 from gitflow_parallel.recovery.scan import Finding, Repair, Scan, WorktreeState, recovery_id
 
 
@@ -66,7 +66,7 @@ class RunContext:
             return None
         if st.path.is_symlink() or not st.path.is_dir():
             return f"{st.path} is not a folder git-parallel made"
-        foreign = _only_files_of(st.path, tree)
+        foreign = only_files_of(st.path, tree)
         if foreign:
             shown = ", ".join(foreign[:5]) + (" …" if len(foreign) > 5 else "")
             return f"{st.path} holds files that are not in the commit ({shown}); removing it could lose work"

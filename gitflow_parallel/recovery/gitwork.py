@@ -19,7 +19,7 @@ from gitflow_parallel.recovery.scan import Scan, WorktreeState
 
 
 # -- small helpers ------------------------------------------------------------------
-def _only_files_of(path: Path, tree: pygit2.Tree | None) -> list[str]:
+def only_files_of(path: Path, tree: pygit2.Tree | None) -> list[str]:
     """Files under ``path`` that are not byte-identical to ``tree``'s entry
     (the worktree's own ``.git`` file aside); empty means removing the folder
     loses nothing that is not in the commit."""
@@ -50,7 +50,7 @@ def _only_files_of(path: Path, tree: pygit2.Tree | None) -> list[str]:
     return sorted(foreign)
 
 
-def _attach_worktree(project: Project, task: str, inst: dict[str, Any]) -> None:
+def attach_worktree(project: Project, task: str, inst: dict[str, Any]) -> None:
     """Make the worktree of an instance whose branch exists (the branch keeps
     its commits; the folder and admin entry are made fresh)."""
     repo = project.repo
@@ -73,7 +73,7 @@ def _attach_worktree(project: Project, task: str, inst: dict[str, Any]) -> None:
         ) from None
 
 
-def _clear_partial(st: WorktreeState) -> None:
+def clear_partial(st: WorktreeState) -> None:
     """Remove a half-made worktree folder and admin entry (checked to hold
     nothing beyond the commit's files when the plan was made)."""
     if st.admin.exists():
@@ -82,7 +82,7 @@ def _clear_partial(st: WorktreeState) -> None:
         shutil.rmtree(st.path) if st.path.is_dir() and not st.path.is_symlink() else st.path.unlink()
 
 
-def _dismantle(project: Project, scan: "Scan", run_id: str, task: str, inst: dict[str, Any],
+def dismantle_instance(project: Project, scan: "Scan", run_id: str, task: str, inst: dict[str, Any],
                skip_archive: str | None = None) -> None:
     """Take apart what is left of an instance that is not a usable worktree:
     archive its branch tip (unless it is ``skip_archive``), clear the partial
@@ -90,7 +90,7 @@ def _dismantle(project: Project, scan: "Scan", run_id: str, task: str, inst: dic
     tip = project.tip(inst)
     if tip is not None and tip != skip_archive:
         worktrees.archive(project.repo, run_id, inst["id"], inst["attempt"], tip)
-    _clear_partial(scan.worktree(task, inst))
+    clear_partial(scan.worktree(task, inst))
     if tip is not None:
         project.repo.delete_ref(f"refs/heads/{inst['branch']}", expected=tip)
     _remove_empty_parent(Path(inst["worktree"]))

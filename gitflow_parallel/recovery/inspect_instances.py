@@ -18,7 +18,7 @@ from gitflow_parallel.git.repo import commit_all, worktree_changes
 from gitflow_parallel.model import TERMINAL, find_instance
 from gitflow_parallel.state.project import instance_process_alive, notes_instance_on
 from gitflow_parallel.recovery.base import RunContext
-from gitflow_parallel.recovery.gitwork import _dismantle
+from gitflow_parallel.recovery.gitwork import dismantle_instance
 from gitflow_parallel.recovery.scan import ERROR, Repair, WorktreeState
 
 
@@ -51,7 +51,7 @@ class InstanceInspection(RunContext):
             if now.linked and now.tip is not None:
                 worktrees.remove(project.repo, record, inst)
             else:
-                _dismantle(project, self.scan, run_id, task, inst)
+                dismantle_instance(project, self.scan, run_id, task, inst)
 
         def rec_change(rec: dict[str, Any]) -> None:
             i = find_instance(rec, inst["id"])

@@ -192,7 +192,7 @@ class LandingInspection(RunContext):
         return record
 
     def intent(self, path: Path, base_tip: str | None) -> None:
-    
+
         rec, task, project = self.record, self.task, self.project
         try:
             intent = merge_intent.read_intent(path)
@@ -246,7 +246,7 @@ class LandingInspection(RunContext):
         """After a crash between moving the base ref and updating its
         checkout: move a worktree still at the previous tree forward, as
         merge would have, only if git itself says nothing can be overwritten."""
-    
+
         base_ref = self.record["base"]["ref"]
         wt = worktrees.base_worktree(self.repo, base_ref)
         if wt is None:

@@ -13,7 +13,7 @@ from gitflow_parallel.files import utcnow
 from gitflow_parallel.model import TERMINAL
 from gitflow_parallel.state.project import instance_process_alive
 from gitflow_parallel.recovery.base import RunContext
-from gitflow_parallel.recovery.gitwork import _attach_worktree, _clear_partial, _dismantle
+from gitflow_parallel.recovery.gitwork import attach_worktree, clear_partial, dismantle_instance
 from gitflow_parallel.recovery.scan import ERROR, Repair
 
 
@@ -87,13 +87,13 @@ class SpawnInspection(RunContext):
 
         def git() -> None:
             current = project.tip(inst)
-            _clear_partial(self.scan.worktree(task, inst))
+            clear_partial(self.scan.worktree(task, inst))
             if current is None:
                 if not project.repo.cas_ref(f"refs/heads/{inst['branch']}", base, None,
                                             "git-parallel: recover a half-made spawn"):
                     raise ParallelError(E.RECOVERY_REFUSED, f"the branch {inst['branch']} appeared meanwhile",
                                         hint=f"run `git parallel recover {task}` again")
-            _attach_worktree(project, task, inst)
+            attach_worktree(project, task, inst)
 
         what = (f"make the worktree of instance {inst_id} at {st.path}"
                 + ("" if st.tip else f" and its branch {inst['branch']} at the base {base[:12]}")
@@ -123,7 +123,7 @@ class SpawnInspection(RunContext):
         def git() -> None:
             for inst in insts:
                 # A tip still at the base holds nothing to keep.
-                _dismantle(project, self.scan, run_id, task, inst, skip_archive=base)
+                dismantle_instance(project, self.scan, run_id, task, inst, skip_archive=base)
 
         def record(rec: dict[str, Any]) -> None:
             now = utcnow()

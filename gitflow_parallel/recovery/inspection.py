@@ -22,7 +22,7 @@ from gitflow_parallel.recovery.inspect_instances import InstanceInspection
 from gitflow_parallel.recovery.inspect_landing import EvidenceInspection, LandingInspection
 from gitflow_parallel.recovery.inspect_spawn import SpawnInspection
 from gitflow_parallel.recovery.scan import (
-    ERROR, PHASE_LOCKS, STALE_LOCK_SECONDS, WARNING, Finding, Repair, Scan, _read_text, missing_notes)
+    ERROR, PHASE_LOCKS, STALE_LOCK_SECONDS, WARNING, Finding, Repair, Scan, text_of, missing_notes)
 
 
 class RunInspection(SpawnInspection, InstanceInspection, EvidenceInspection, LandingInspection):
@@ -199,7 +199,7 @@ def lock_findings(scan: Scan, task: str | None) -> list[Finding]:
     return out
 
 
-def _all_records(project: Project) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, ParallelError]]]:
+def all_records(project: Project) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, ParallelError]]]:
     """Live records, retired (runs/done/) records, and (task, error) for those that do not load."""
     live, problems = project.store.load_all()
     done = []
@@ -247,7 +247,7 @@ def orphan_findings(scan: Scan, records: list[dict[str, Any]], task: str | None)
                 continue
             if any(name.startswith(worktrees.admin_name(t, "")) for t in unreadable):
                 continue
-            back = _read_text(admin / "gitdir")
+            back = text_of(admin / "gitdir")
             target = Path(back) if back else None
             if target is not None and target.exists():
                 out.append(Finding(ORPHAN, ERROR,

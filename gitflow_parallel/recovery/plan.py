@@ -22,7 +22,7 @@ def audit_path(project: Project, run_id: str) -> Path:
     return project.repo.parallel_dir / "audit" / f"{run_id}.jsonl"
 
 
-def _audit(project: Project, run_id: str, rid: str, record: dict[str, Any] | None, task: str, action: str,
+def audit(project: Project, run_id: str, rid: str, record: dict[str, Any] | None, task: str, action: str,
            **fields: Any) -> None:
     append_jsonl(audit_path(project, run_id), {
         "schema_version": AUDIT_SCHEMA, "origin": ORIGIN, "recovery_id": rid, "run_id": run_id, "task": task,
@@ -31,8 +31,8 @@ def _audit(project: Project, run_id: str, rid: str, record: dict[str, Any] | Non
     })
 
 
-def _in_order(repairs: list[Repair]) -> list[Repair]:
-    """The order ``_apply`` completes (and logs) the steps in: git-only steps
+def in_order(repairs: list[Repair]) -> list[Repair]:
+    """The order ``apply_repairs`` completes (and logs) the steps in: git-only steps
     by phase, then those that change the record, the notes, and last the
     files removed once the record no longer needs them."""
     def key(r: Repair) -> tuple[int, int]:
@@ -46,7 +46,7 @@ def _in_order(repairs: list[Repair]) -> list[Repair]:
     return sorted(repairs, key=key)
 
 
-def _apply(project: Project, record: dict[str, Any], rid: str, repairs: list[Repair]) -> list[dict[str, Any]]:
+def apply_repairs(project: Project, record: dict[str, Any], rid: str, repairs: list[Repair]) -> list[dict[str, Any]]:
     task, run_id = record["task"], record["run_id"]
     started = record  # every line of this recovery names the revision it started from
     done: list[dict[str, Any]] = []
@@ -54,7 +54,7 @@ def _apply(project: Project, record: dict[str, Any], rid: str, repairs: list[Rep
     def log(r: Repair, **extra: Any) -> None:
         entry = {**r.as_json(), **extra}
         done.append(entry)
-        _audit(project, run_id, rid, started, task, "repaired", **entry)
+        audit(project, run_id, rid, started, task, "repaired", **entry)
 
     for r in sorted((r for r in repairs if r.git is not None), key=lambda r: r.phase):
         assert r.git is not None

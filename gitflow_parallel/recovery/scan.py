@@ -96,7 +96,7 @@ class WorktreeState:
         return self.tip is not None and self.linked and self.head_ok and self.index_ok
 
 
-def _read_text(path: Path) -> str | None:
+def text_of(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
@@ -122,12 +122,12 @@ class Scan:
         path = Path(inst["worktree"])
         admin = self.repo.common_dir / "worktrees" / worktrees.admin_name(task, inst["id"])
         gitfile = read_gitdir_file(path / ".git") if (path / ".git").is_file() else None
-        back = _read_text(admin / "gitdir")
+        back = text_of(admin / "gitdir")
         linked = (gitfile is not None and _same_path(gitfile, admin)
                   and back is not None and _same_path(back, path / ".git"))
         return WorktreeState(
             path=path, admin=admin, tip=self.project.tip(inst), path_exists=os.path.lexists(path),
-            linked=linked, head_ok=_read_text(admin / "HEAD") == f"ref: refs/heads/{inst['branch']}",
+            linked=linked, head_ok=text_of(admin / "HEAD") == f"ref: refs/heads/{inst['branch']}",
             index_ok=(admin / "index").is_file(),
         )
 
@@ -164,7 +164,7 @@ class Scan:
         admin_root = self.repo.common_dir / "worktrees"
         if admin_root.is_dir():
             for admin in admin_root.iterdir():
-                back = _read_text(admin / "gitdir")
+                back = text_of(admin / "gitdir")
                 if back:
                     roots.append(Path(back).parent)
         return [Path(os.path.realpath(r)) for r in roots]
