@@ -83,8 +83,8 @@ SETUP_DEFAULTS: dict[str, Any] = {
     "keep": [],
     "path": [],
     "timeout": 1800,
-    "worktrees": False,
-}
+    "worktrees": False}
+STORE_NAMES = ("pnpm", "npm", "yarn", "pip", "uv", "go", "cargo")
 
 # The commented file `init` writes (its own module: it is long): the settings,
 # then the environment and the gates, which init replaces by what it finds.
@@ -414,14 +414,18 @@ def _setup(value: Any, lines: dict[str, int]) -> dict[str, Any] | None:
     out = copy.deepcopy(SETUP_DEFAULTS)
     for key, item in value.items():
         path = f"setup.{key}"
-        if key not in SETUP_DEFAULTS:
-            raise _fail(path, f"unknown key (known: {', '.join(sorted(SETUP_DEFAULTS))})", lines.get(path))
+        if key not in SETUP_DEFAULTS and key != "stores":
+            raise _fail(path, f"unknown key (known: {', '.join(sorted([*SETUP_DEFAULTS, 'stores']))})", lines.get(path))
         if key == "run":
             out[key] = _argv(item, path, lines.get(path))
         elif key in ("cache_key", "keep", "path"):
             out[key] = _relative_paths(item, path, lines)
         elif key == "timeout":
             out[key] = _seconds(path, item, lines.get(path))
+        elif key == "stores":  # kept only when given, so that runs frozen before it still match (judge/stores)
+            if not isinstance(item, list) or not all(isinstance(v, str) and (v in STORE_NAMES or v[:1] in ("/", "~")) for v in item):
+                raise _fail(path, f"must list store names ({', '.join(STORE_NAMES)}) or folders (absolute, or under ~)", lines.get(path))
+            out[key] = list(item)
         elif key == "worktrees":
             if not isinstance(item, bool):
                 raise _fail(path, f"must be true or false, got {item!r}", lines.get(path))
