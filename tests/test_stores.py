@@ -4,6 +4,7 @@ and nothing they write ever reaches the user's folder nor the next command."""
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -150,3 +151,33 @@ def test_init_writes_a_setup_that_reads_the_users_store(tmp_path: Path, files: d
     assert setup["stores"] == [store] and word in " ".join(setup["run"])
     if store == "pnpm":  # what changes the install is part of its key
         assert setup["cache_key"] == ["package.json", "pnpm-lock.yaml", "pnpm-workspace.yaml"]
+
+
+@pytest.mark.slow  # compiles with the Go toolchain (no network: the module has no dependency)
+@pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed")
+@needs_namespace
+@pytest.mark.parametrize("read", [True, False])
+def test_go_test_needs_its_build_cache_and_never_writes_the_users(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 read: bool) -> None:
+    cache = tmp_path / "go-build"
+    cache.mkdir()
+    (cache / "README").write_text("the user's\n")
+    monkeypatch.setenv("GOCACHE", str(cache))
+    monkeypatch.setenv("GOPATH", str(tmp_path / "gopath"))
+    monkeypatch.setenv("GOFLAGS", "-mod=mod")
+    stores_line = "  stores: [go]\n" if read else ""
+    config = f"setup:\n  run: [go, mod, download]\n  cache_key: [go.mod]\n{stores_line}" \
+             "gates:\n  - name: tests\n    run: [go, test, ./...]\n"
+    repo = make_repo(tmp_path / "repo", {"go.mod": "module calc\n\ngo 1.13\n", "calc.go": GO_CALC,
+                                         "calc_test.go": GO_TEST}, config=config)
+    project, worktrees = start(repo, 1)
+    commit_in(worktrees["1"], {"calc.go": GO_CALC + "\n// tidy\n"})
+    # Go writes its build cache even to read it: read-only, no Go gate can pass.
+    assert verdicts(check.check(project, "t", jobs=1)) == {"1": "pass" if read else "fail"}
+    said = Path(packs(project)["1"]["gates"][0]["log"]).read_text()
+    assert ("read-only file system" in said) is not read, said
+    assert _listing(cache) == {"README": "the user's\n"}
+
+
+GO_CALC = "package calc\n\nfunc Add(a, b int) int { return a + b }\n"
+GO_TEST = 'package calc\n\nimport "testing"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal("add")\n\t}\n}\n'
