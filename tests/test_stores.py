@@ -181,3 +181,15 @@ def test_go_test_needs_its_build_cache_and_never_writes_the_users(tmp_path: Path
 
 GO_CALC = "package calc\n\nfunc Add(a, b int) int { return a + b }\n"
 GO_TEST = 'package calc\n\nimport "testing"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal("add")\n\t}\n}\n'
+
+
+def test_init_check_names_a_tool_whose_store_setup_does_not_read(tmp_path: Path) -> None:
+    config = ("setup:\n  run: [sh, -c, 'corepack enable && pnpm install --frozen-lockfile']\n"
+              "  cache_key: [pnpm-lock.yaml]\n  keep: [node_modules]\n"
+              "gates:\n  - name: tests\n    run: [go, test, ./...]\n")
+    repo = make_repo(tmp_path / "repo", {"pnpm-lock.yaml": ""}, config=config)
+    warnings = GP(repo).json("init", "--check")["warnings"]
+    assert [w.split(" without")[0] for w in warnings if "store" in w] == ["setup and gates run pnpm",
+                                                                          "setup and gates run go"]
+    (repo / ".gitparallel.yaml").write_text(config.replace("  keep:", "  stores: [pnpm, go]\n  keep:"))
+    assert not [w for w in GP(repo).json("init", "--check")["warnings"] if "store" in w]

@@ -484,6 +484,20 @@ def _explain_gate(cfg: dict[str, Any], gate: dict[str, Any], tree: pygit2.Tree, 
             "names": named, "hidden": gate["hidden"], "warnings": warnings}
 
 
+def _unread_stores(cfg: dict[str, Any]) -> list[str]:
+    """The package tools setup or a gate runs whose store ``setup.stores``
+    does not name: in the sandbox that store is read-only, and pnpm (which
+    registers each project there) and go (which writes its build cache to
+    read it) fail; the others download again what you have."""
+    setup = cfg["setup"] or {}
+    words = {Path(w).name for argv in [setup.get("run") or [], *(g["run"] for g in cfg["gates"] if g["setup"])]
+             for arg in argv for w in arg.replace("&&", " ").replace(";", " ").split()}
+    return [f"setup and gates run {tool} without reading your {tool} store: add `stores: [{tool}]` to setup "
+            "(read through a throwaway layer, never written)" if setup else
+            f"a gate runs {tool} with no setup, so without your {tool} store: add a setup with `stores: [{tool}]`"
+            for tool in C.STORE_NAMES if tool in words and tool not in (setup.get("stores") or [])]
+
+
 def check(project: Project) -> dict[str, Any]:
     """Explain the worktree's ``.gitparallel.yaml``: what each gate protects,
     what it does not, and which fence will hold."""
@@ -517,6 +531,7 @@ def check(project: Project) -> dict[str, Any]:
     if setup and setup["worktrees"]:
         warnings += [f"setup keeps {k}, which git does not ignore: an agent's leftovers commit would add it; "
                      "add it to .gitignore" for k in setup["keep"] if not repo.path_is_ignored(k)]
+    warnings += _unread_stores(cfg)
     return {"config": str(path), "exists": data is not None, "committed": data is not None and data == committed,
             "setup": setup, "protect_defaults": cfg["protect_defaults"], "protected": patterns,
             "added_tests": cfg["added_tests"], "gates": gates, "tests": len(tests),
