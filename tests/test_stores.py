@@ -193,3 +193,20 @@ def test_init_check_names_a_tool_whose_store_setup_does_not_read(tmp_path: Path)
                                                                           "setup and gates run go"]
     (repo / ".gitparallel.yaml").write_text(config.replace("  keep:", "  stores: [pnpm, go]\n  keep:"))
     assert not [w for w in GP(repo).json("init", "--check")["warnings"] if "store" in w]
+
+
+@needs_namespace
+def test_a_store_holding_a_gates_hidden_tests_is_refused(tmp_path: Path) -> None:
+    # bwrap reads an overlay's lower folder as the host has it: the hidden tests would be seen again.
+    (tmp_path / "secret" / "hidden").mkdir(parents=True)
+    repo = make_repo(tmp_path / "repo", {"code.sh": "echo ok\n"}, config=textwrap.dedent(f"""
+        setup: {{run: [sh, -c, 'true'], stores: ['{tmp_path / "secret"}']}}
+        gates:
+          - name: tests
+            run: [sh, code.sh]
+            hidden: '{tmp_path / "secret" / "hidden"}'
+    """))
+    project, worktrees = start(repo, 1)
+    commit_in(worktrees["1"], {"code.sh": "echo tidy\n"})
+    errors = check.check(project, "t", jobs=1)["errors"]
+    assert errors[0]["code"] == "PARALLEL_CONFIG_INVALID" and "holds a gate's hidden tests" in errors[0]["message"]

@@ -27,8 +27,10 @@ that move them (``PNPM_HOME``, ``npm_config_cache``, ``PIP_CACHE_DIR``,
 ``XDG_CACHE_HOME``, ...), read from git-parallel's own environment, the one
 the commands inherit.  A folder that does not exist is skipped: there is
 nothing to read.  A store that is, holds or lies in the repository's git
-dir, the main worktree or the judged checkouts is refused: its overlay
-would cover what the judge must see as it is.
+dir, the main worktree, the judged checkouts, an instance's worktree, a
+gate's hidden tests or the tmux sockets is refused: bwrap reads an
+overlay's lower folder as the host has it, so its overlay would show what
+the sandbox hides, or cover what the judge must see as it is.
 """
 
 from __future__ import annotations
@@ -130,8 +132,10 @@ def resolve(entries: list[str], guarded: list[tuple[str, Path]]) -> list[Path]:
                     raise ParallelError(
                         E.CONFIG_INVALID,
                         f"setup.stores: {entry!r} ({path}) {'holds' if path in place.parents else 'is in'} {what} "
-                        f"({place}): judged commands would see that through a layer of their own",
-                        hint="name the store's own folder, outside the repository, its worktrees and judged checkouts")
+                        f"({place}): its layer would show judged commands what the sandbox hides from them, or "
+                        "cover what they must see",
+                        hint="name the store's own folder in setup.stores, outside the repository, its worktrees, "
+                             "the judged checkouts and the hidden tests")
             if path.is_dir() and path not in out:
                 out.append(path)
     return sorted(out, key=lambda p: len(p.parts))
@@ -142,7 +146,14 @@ def for_plan(setup: dict[str, Any], plan: GatePlan) -> list[Path]:
     through their own layers: ``setup.stores``, resolved here and now."""
     from gitflow_parallel.git.scratch import judged_root
 
+    # bwrap reads an overlay's lower folder as the host has it: a store over
+    # what the sandbox hides would show it again.
+    tmux = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
     guarded = [("the repository's git dir", plan.common),
                ("the judged checkouts", judged_root(plan.common, plan.main_workdir)),
-               *([("the main worktree", plan.main_workdir)] if plan.main_workdir is not None else [])]
+               *([("the main worktree", plan.main_workdir)] if plan.main_workdir is not None else []),
+               *(("an instance's worktree", w) for w in plan.reads.instance_worktrees(plan.common)),
+               *(("a gate's hidden tests", Path(os.path.expanduser(g["hidden"])))
+                 for g in plan.config.get("gates") or [] if g.get("hidden")),
+               ("the tmux servers' sockets", tmux)]
     return resolve(list(setup.get("stores") or []), guarded)
