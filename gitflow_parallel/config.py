@@ -25,7 +25,7 @@ from gitflow_parallel.model import RunRecord
 from gitflow_parallel.config_schema import (ADDED_TESTS_MODES, AGENT_SCRATCH, GATE_MODES, MAX_SECONDS,  # noqa: F401
                                             MERGE_POLICIES, PROTECT_MODES, SANDBOX_MODES, SELECTION_METHODS,
                                             SQUASH_MODES, VERIFY_MODES, DistinguishConfig, FrozenConfig, GateConfig,
-                                            SetupConfig, default_values, optional_keys, to_argv)
+                                            STORE_NAMES, SetupConfig, default_values, optional_keys, to_argv)
 
 CONFIG_FILE = ".gitparallel.yaml"
 

@@ -200,6 +200,14 @@ class DistinguishConfig(TypedDict):
     timeout: Annotated[Seconds, Default(300)]
 
 
+# The package stores setup and gates may read (judge/stores), by tool.
+STORE_NAMES = ("pnpm", "npm", "yarn", "pip", "uv", "go", "cargo")
+
+
+def _stores(value: Any) -> bool:
+    return all(isinstance(v, str) and (v in STORE_NAMES or v[:1] in ("/", "~")) for v in value)
+
+
 class SetupConfig(TypedDict):
     """``setup``: the command that builds the judged checkout's environment."""
     run: Command
@@ -208,6 +216,9 @@ class SetupConfig(TypedDict):
     path: Annotated[list[str], Convert(_relative_paths), Default([])]
     timeout: Annotated[Seconds, Default(1800)]
     worktrees: Annotated[Flag, Default(False)]
+    # Kept only when given, so that runs frozen before it still match (judge/stores).
+    stores: NotRequired[Annotated[list[str], Check(_stores, f"store names ({', '.join(STORE_NAMES)}) or folders "
+                                                            "(absolute, or under ~)")]]
 
 
 class GateConfig(TypedDict):

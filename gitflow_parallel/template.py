@@ -31,10 +31,12 @@ TEMPLATE_SETTINGS = """\
 # protect_defaults: true  # false: the harness files are not protected
 # added_tests: observe    # tests an attempt adds run after the gates: observe | enforced | off
 
-# Each agent attempt and each gate runs in a Landlock fence where the kernel
-# has one (Linux 5.13+): writes only to its worktree (a gate: its checkout).
-# sandbox: auto           # required: refuse where there is no Landlock; off
-# sandbox_network: on     # off: no TCP connect or bind (Linux 6.7+)
+# Each agent attempt, setup and gate runs sandboxed: in namespaces of its own
+# (bubblewrap: read-only /, its own PIDs, gates without network; a gate sees
+# its checkout through a throwaway layer), else in a Landlock fence (Linux
+# 5.13+); either way it writes only its worktree (a gate: its checkout).
+# sandbox: auto           # required: refuse without the namespace layer; off
+# sandbox_network: on     # off: agents and setup get no network
 # sandbox_write: [~/.claude, ~/.cache/pip]   # what agents' tools write outside the worktree
 
 # merge:
@@ -71,6 +73,8 @@ TEMPLATE_RUN = """\
 #   cache_key: [pyproject.toml]  # a built environment is reused while these files are unchanged
 #   keep: [.venv]                # what setup builds, kept between checks
 #   path: [.venv/bin]            # put first on the gates' PATH
+#   stores: [pip]                # your package stores (pnpm, npm, yarn, pip, uv, go, cargo, or
+#                                # folders): read through a throwaway layer, never written
 #   timeout: 1800
 #   worktrees: false             # also run it in each agent worktree at spawn
 

@@ -132,6 +132,7 @@ def _python(top: Path, files: list[str]) -> Runner | None:
         runner.notes.append("setup runs uv sync from uv.lock (uv must be on PATH)" if runner.setup else
                             "uv.lock does not lock pytest: setup installs with pip instead")
     runner.setup = runner.setup or pysetup.pip_setup(top, fileset, pyproject, runner.notes)
+    runner.setup["stores"] = ["uv" if "uv" in " ".join(runner.setup["run"]).split() else "pip"]
     if "tox.ini" in fileset or "noxfile.py" in fileset:
         tool = "tox" if "tox.ini" in fileset else "nox"
         runner.notes.append(f"{tool} is configured: `run: [{tool}]` would test through it (slower: it builds its "
@@ -162,15 +163,17 @@ def _node(top: Path, files: list[str]) -> Runner | None:
     manager = str(doc.get("packageManager") or "").split("@")[0]
     lock = next((f for f in locks if f in fileset and manager in ("", locks[f])), None)
     tool = manager if manager in ("npm", "pnpm", "yarn") else locks.get(lock or "", "npm")
+    # --prefer-offline: what the user's store holds (read through setup.stores) is not asked for again
     install = {"pnpm": ["pnpm", "install", "--frozen-lockfile"], "yarn": ["yarn", "install", "--frozen-lockfile"],
-               "npm": ["npm", "ci"] if lock else ["npm", "install"]}[tool]
+               "npm": ["npm", "ci"] if lock else ["npm", "install"]}[tool] + ["--prefer-offline"]
     dirs = _dirs_with_files(files)
     protect = [f"{d}/**" for d in _NODE_TEST_DIRS if d in dirs]
     for glob in ("**/__tests__/**", "**/*.test.*", "**/*.spec.*"):
         if any(scratch.matches(f, [glob]) and not scratch.matches(f, protect) for f in files):
             protect.append(glob)
-    setup = {"run": install, "cache_key": ["package.json", *([lock] if lock else [])], "keep": ["node_modules"],
-             "path": ["node_modules/.bin"]}
+    settings = [f for f in (".npmrc", ".yarnrc", "pnpm-workspace.yaml") if f in fileset]  # they change the install
+    setup = {"run": install, "cache_key": ["package.json", *([lock] if lock else []), *settings],
+             "keep": ["node_modules"], "path": ["node_modules/.bin"], "stores": [tool]}
     notes = [f"scripts.test is `{test}` (protected by default, as the test section of package.json)"]
     if tool == "yarn":
         notes.append("yarn 2 or newer: use `yarn install --immutable` in setup")
@@ -185,7 +188,7 @@ def _go(top: Path, files: list[str]) -> Runner | None:
     protect = (["**/*_test.go"] if any(f.endswith("_test.go") for f in files) else []) + \
         (["**/testdata/**"] if any("testdata" in f.split("/")[:-1] for f in files) else [])
     return Runner("go", ["go.mod"], tool="go test", run=["go", "test", "./..."], protect=protect,
-                  setup={"run": ["go", "mod", "download"], "cache_key": keys})
+                  setup={"run": ["go", "mod", "download"], "cache_key": keys, "stores": ["go"]})
 
 
 def _cargo(top: Path, files: list[str]) -> Runner | None:
@@ -196,7 +199,7 @@ def _cargo(top: Path, files: list[str]) -> Runner | None:
     protect = sorted(f"{m}/tests/**".lstrip("/") for m in manifests
                      if any(f.startswith(f"{m}/tests/".lstrip("/")) for f in files))
     return Runner("cargo", ["Cargo.toml"], tool="cargo test", run=["cargo", "test"], protect=protect,
-                  setup={"run": ["cargo", "fetch"], "cache_key": keys},
+                  setup={"run": ["cargo", "fetch"], "cache_key": keys, "stores": ["cargo"]},
                   notes=["#[cfg(test)] modules inside src/ are part of the code: they cannot be protected apart from it"])
 
 
@@ -245,7 +248,7 @@ def _harness_summary() -> str:
 
 def _setup_block(setup: dict[str, Any]) -> list[str]:
     lines = ["setup:", f"  run: {_flow(setup['run'])}"]
-    for key in ("cache_key", "keep", "path"):
+    for key in ("cache_key", "keep", "path", "stores"):
         if setup.get(key):
             lines.append(f"  {key}: {_flow(setup[key])}")
     return lines
@@ -272,7 +275,9 @@ def render_config(runners: list[Runner]) -> str:
     if main.setup:
         out += _comment("The environment the gates run in, built in the judged checkout from the attempt's own "
                         "files: a gate using the python on PATH could import the main worktree's code through an "
-                        "editable install and judge that instead.")
+                        "editable install and judge that instead.  It is kept while the cache_key files are "
+                        "unchanged; stores are your package stores, which setup and gates read through a "
+                        "throwaway layer of their own: what they write there is never kept.")
         out += _setup_block(main.setup) + [""]
     out += _comment("Protected: the judged checkout has the base commit's copy of each, and an attempt that "
                     "changes one is kept out of an automatic pick:")
@@ -479,6 +484,20 @@ def _explain_gate(cfg: dict[str, Any], gate: dict[str, Any], tree: pygit2.Tree, 
             "names": named, "hidden": gate["hidden"], "warnings": warnings}
 
 
+def _unread_stores(cfg: dict[str, Any]) -> list[str]:
+    """The package tools setup or a gate runs whose store ``setup.stores``
+    does not name: in the sandbox that store is read-only, and pnpm (which
+    registers each project there) and go (which writes its build cache to
+    read it) fail; the others download again what you have."""
+    setup = cfg["setup"] or {}
+    words = {Path(w).name for argv in [setup.get("run") or [], *(g["run"] for g in cfg["gates"] if g["setup"])]
+             for arg in argv for w in arg.replace("&&", " ").replace(";", " ").split()}
+    return [f"setup and gates run {tool} without reading your {tool} store: add `stores: [{tool}]` to setup "
+            "(read through a throwaway layer, never written)" if setup else
+            f"a gate runs {tool} with no setup, so without your {tool} store: add a setup with `stores: [{tool}]`"
+            for tool in C.STORE_NAMES if tool in words and tool not in (setup.get("stores") or [])]
+
+
 def check(project: Project) -> dict[str, Any]:
     """Explain the worktree's ``.gitparallel.yaml``: what each gate protects,
     what it does not, and which fence will hold."""
@@ -512,6 +531,7 @@ def check(project: Project) -> dict[str, Any]:
     if setup and setup["worktrees"]:
         warnings += [f"setup keeps {k}, which git does not ignore: an agent's leftovers commit would add it; "
                      "add it to .gitignore" for k in setup["keep"] if not repo.path_is_ignored(k)]
+    warnings += _unread_stores(cfg)
     return {"config": str(path), "exists": data is not None, "committed": data is not None and data == committed,
             "setup": setup, "protect_defaults": cfg["protect_defaults"], "protected": patterns,
             "added_tests": cfg["added_tests"], "gates": gates, "tests": len(tests),

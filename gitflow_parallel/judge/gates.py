@@ -127,7 +127,7 @@ import pygit2
 from gitflow_parallel import errors as E
 from gitflow_parallel import expect
 from gitflow_parallel.git import scratch
-from gitflow_parallel.judge import environment, hidden, reported
+from gitflow_parallel.judge import environment, hidden, reported, stores
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.model import RunRecord
@@ -352,12 +352,15 @@ def _setup(repo: pygit2.Repository, setup: dict[str, Any], place: Place, tree: s
     """Build or reuse the environment the gates run in (``judge/environment``)."""
     log = place.log("setup")
     env = gate_env({}, place.facts)
+    read = stores.for_plan(setup, place.fence) if place.overlaid and place.fence is not None else []
+    if place.fence is not None:
+        place.fence.stores = read  # setup's and the gates' (Go's caches serve its tests too)
     network = (place.fence.config.get("sandbox_network") or "on") != "off" if place.fence else None
     if not place.overlaid:
         def run(argv: list[str], timeout: float) -> tuple[int | None, str | None, float, Path]:
             return (*execute(argv, place.worktree, env, timeout, log, layer=Layer(network=network)), log)
 
-        return environment.prepare(repo, setup, tree, place.worktree, run)
+        return {**environment.prepare(repo, setup, tree, place.worktree, run), "stores": []}
 
     def run_layered(argv: list[str], timeout: float, lower: list[Path] | None,
                     upper: tuple[Path, Path]) -> tuple[int | None, str | None, float, Path]:
@@ -370,7 +373,7 @@ def _setup(repo: pygit2.Repository, setup: dict[str, Any], place: Place, tree: s
     place.cleanups.append(done)
     if folder is not None and place.fence is not None:
         place.fence.layers = [folder]
-    return entry
+    return {**entry, "stores": [str(p) for p in read]}
 
 
 def verdict_of(results: list[dict[str, Any]]) -> str:

@@ -98,6 +98,7 @@ class Mounts:
     layers: list[Path] = field(default_factory=list)  # its lower layers, lowest first
     upper: tuple[Path, Path] | None = None  # a kept upper layer and its work folder (setup)
     network: bool = True
+    stores: list[Path] = field(default_factory=list)  # read through a throwaway layer each (judge/stores)
 
     def host_path(self, path: str) -> str:
         """Where ``path``, as the command will see it, is on the host: under
@@ -148,6 +149,8 @@ class Mounts:
             out += ["--bind", str(path), str(path)]
         for path in _existing(self.files, os.path.isfile):
             out += ["--bind", str(path), str(path)]
+        for path in _existing(self.stores, os.path.isdir):  # outer first (judge/stores.resolve)
+            out += ["--overlay-src", str(path), "--tmp-overlay", str(path)]
         if self.target is not None:
             for layer in self.layers:
                 out += ["--overlay-src", os.path.realpath(layer)]

@@ -445,6 +445,7 @@ class GatePlan:
     config: dict[str, Any]
     reads: Reads = field(default_factory=Reads)
     layers: list[Path] = field(default_factory=list)
+    stores: list[Path] = field(default_factory=list)  # the user's stores, each under a throwaway layer
 
     @property
     def kind(self) -> str:
@@ -504,4 +505,5 @@ class GatePlan:
             mounts.target = self.checkout
             mounts.layers = [*(lower if lower is not None else [self.checkout, *self.layers]), *above]
             mounts.upper = upper
+            mounts.stores = list(self.stores)
         return fence
