@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -173,11 +174,9 @@ def instance_worktrees(common: Path) -> list[Path]:
         return found
     for admin in admins:
         try:  # os-level reads: this runs before every fenced command
-            with open(os.path.join(admin.path, "HEAD"), "rb") as handle:
-                head = handle.read(64)
-            with open(os.path.join(admin.path, "gitdir"), encoding="utf-8") as text:
-                gitfile = text.read().strip()
-        except OSError:
+            head = _small_file(os.path.join(admin.path, "HEAD"))
+            gitfile = _small_file(os.path.join(admin.path, "gitdir")).decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError):
             continue
         worktree = os.path.dirname(gitfile)
         # The admin folder is the attempt's to write: a gitdir naming "/", or
@@ -186,6 +185,18 @@ def instance_worktrees(common: Path) -> list[Path]:
                 and os.path.isabs(worktree) and not _holds(worktree, common):
             found.append(Path(worktree))
     return found
+
+
+def _small_file(path: str) -> bytes:
+    """The start of a file an attempt may have written (its admin folder,
+    while siblings run): never through a link, never blocking on a FIFO."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
 
 
 def _holds(folder: str, path: Path) -> bool:
@@ -388,11 +399,11 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     # Its git writes objects and its task's refs into a store of its own in
     # its admin folder (git/shadow), taken into the shared one, checked,
     # when it ends.
-    write = [worktree, log_folder, *extra]
+    write = [worktree, *extra]
     if admin is not None:
         write.append(admin)
     else:
-        write += [common / "objects", ref_folder]
+        write += [common / "objects", ref_folder, log_folder]
     # Every instance worktree is denied, its own too: the write rule on its
     # own grants it back, and the read rules are then the same for every
     # attempt of the run (``Reads``).
@@ -405,7 +416,8 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     if admin is not None:
         # Nor its siblings' admin folders (their own objects and refs while
         # they run) nor its task's shared ref folder: its own are in its view.
-        unseen += [p for p in (common / "worktrees", ref_folder) if p.is_dir()]
+        # Nor the task's shared reflogs: its own are in its view too.
+        unseen += [p for p in (common / "worktrees", ref_folder, log_folder) if p.is_dir()]
     fence = _fence("agent", config, write, [*others, *unseen], [*files, *_cgroup_procs(scope)], reads, common)
     if fence.kind != "none":
         fence.extra = [str(p) for p in extra]

@@ -1,0 +1,50 @@
+"""Red team, round two: new routes out of the sandbox (issue 35's model),
+written as the attempt's agent and as the attempt's own code.  Each test
+asserts the promise; an attack that works makes it fail.  The cheap
+attacks the sandbox held are kept too, so that it goes on holding."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from conftest import git
+from hostile import log_of, needs_namespace, status
+from test_hostile import HONEST, act, project
+
+# sh: the agent's admin folder and the real common dir (not its view).
+ADMIN = 'A=$(git rev-parse --absolute-git-dir) && R=$(cd "$A/../.." && pwd) && '
+COMMIT = HONEST + " && git commit -qam fix && "
+
+
+@needs_namespace
+def test_a_fifo_an_agent_leaves_in_its_admin_folder_hangs_no_later_command(tmp_path: Path) -> None:
+    # git-parallel reads HEAD, ORIG_HEAD and logs/HEAD of every admin
+    # folder (the fence of every later command lists the instances'
+    # worktrees), some of it under the project lock: a FIFO there blocked
+    # `run` forever, and every later command on the lock.
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    agent = COMMIT + ADMIN + "for f in ORIG_HEAD logs/HEAD HEAD; do rm -f $A/$f; mkfifo $A/$f; done"
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", agent, code=None, own_process=True, timeout=60)
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", HONEST, own_process=True, timeout=60)
+    checked = {i["id"]: i for i in gp.json("check", "t", code=None, own_process=True, timeout=60)["instances"]}
+    assert checked["2"]["verdict"] == "pass"
+    assert status(gp, "t")["1"]["status"] == "failed"  # it broke its own worktree: named, never trusted
+
+
+@needs_namespace
+def test_a_link_an_agent_plants_in_the_reflogs_is_never_written_through(tmp_path: Path) -> None:
+    # The task's reflog folder was the agents' to write: a link there made
+    # the runner's own ref update append to any file of the user's.
+    repo, gp = project(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine\n")
+    gp("spawn", "t", "-n", "2")
+    agent = COMMIT + ADMIN + (
+        f"for L in $(git rev-parse --git-common-dir)/logs/refs/heads/parallel/t $R/logs/refs/heads/parallel/t; do "
+        f"for n in 1 2; do rm -f $L/$n; ln -s {victim} $L/$n; done; done; "
+        f"rm -f $A/logs/HEAD; ln -s {victim} $A/logs/HEAD; echo leftover > left.txt")
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", agent, code=None)
+    act(gp, "t", "2", HONEST)
+    assert victim.read_text() == "mine\n", "the runner wrote through the agent's link"
