@@ -48,3 +48,32 @@ def test_a_link_an_agent_plants_in_the_reflogs_is_never_written_through(tmp_path
     gp("run", "t", "--instance", "1", "--", "sh", "-c", agent, code=None)
     act(gp, "t", "2", HONEST)
     assert victim.read_text() == "mine\n", "the runner wrote through the agent's link"
+
+
+@needs_namespace
+def test_a_fifo_in_place_of_the_test_report_hangs_no_check(tmp_path: Path) -> None:
+    # The gate may write its report's folder: a FIFO named as the report
+    # blocked the judge's read of it forever.
+    config = textwrap.dedent("""\
+        gates:
+          - name: tests
+            run: [sh, -c, 'rm -f "$0"; mkfifo "$0"', '{report}']
+            expect:
+              fail_to_pass: [tests/test_app.py::test_add]
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", HONEST)
+    checked = gp.json("check", "t", code=None, own_process=True, timeout=60)["instances"][0]
+    assert checked["verdict"] == "fail"
+
+
+@needs_namespace
+def test_fifos_the_agent_leaves_in_its_worktree_hang_no_leftovers_commit(tmp_path: Path) -> None:
+    # git reads .gitattributes, .gitignore and .mailmap from the worktree it
+    # commits; the agent's FIFOs there must not block the runner.
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    agent = HONEST + " && mkfifo .gitattributes .gitignore tests/.gitignore .mailmap"
+    gp("run", "t", "--", "sh", "-c", agent, code=None, own_process=True, timeout=60)
+    assert status(gp, "t")["1"]["status"] in ("succeeded", "failed")

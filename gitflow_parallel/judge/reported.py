@@ -46,7 +46,7 @@ def command(gate: dict[str, Any], report: Path | None) -> tuple[list[str], dict[
 def _read(report: Path) -> bytes | None:
     """The report's bytes: a regular file, no symlink followed, not huge."""
     try:
-        fd = os.open(report, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(report, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO would block
     except OSError:
         return None
     with open(fd, "rb", closefd=True) as handle:
