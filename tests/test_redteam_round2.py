@@ -8,9 +8,12 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from conftest import git
 from hostile import log_of, needs_namespace, status
-from test_hostile import HONEST, act, project
+from test_hostile import CONFIG, HONEST, act, project
+from test_sandbox import LAYERS, fenced
 
 # sh: the agent's admin folder and the real common dir (not its view).
 ADMIN = 'A=$(git rev-parse --absolute-git-dir) && R=$(cd "$A/../.." && pwd) && '
@@ -33,8 +36,8 @@ def test_a_fifo_an_agent_leaves_in_its_admin_folder_hangs_no_later_command(tmp_p
     assert status(gp, "t")["1"]["status"] == "failed"  # it broke its own worktree: named, never trusted
 
 
-@needs_namespace
-def test_a_link_an_agent_plants_in_the_reflogs_is_never_written_through(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_link_an_agent_plants_in_the_reflogs_is_never_written_through(tmp_path: Path, layer: str) -> None:
     # The task's reflog folder was the agents' to write: a link there made
     # the runner's own ref update append to any file of the user's.
     repo, gp = project(tmp_path)
@@ -45,8 +48,8 @@ def test_a_link_an_agent_plants_in_the_reflogs_is_never_written_through(tmp_path
         f"for L in $(git rev-parse --git-common-dir)/logs/refs/heads/parallel/t $R/logs/refs/heads/parallel/t; do "
         f"for n in 1 2; do rm -f $L/$n; ln -s {victim} $L/$n; done; done; "
         f"rm -f $A/logs/HEAD; ln -s {victim} $A/logs/HEAD; echo leftover > left.txt")
-    gp("run", "t", "--instance", "1", "--", "sh", "-c", agent, code=None)
-    act(gp, "t", "2", HONEST)
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", agent, code=None, env=fenced(layer))
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", HONEST, env=fenced(layer))
     assert victim.read_text() == "mine\n", "the runner wrote through the agent's link"
 
 
@@ -77,3 +80,22 @@ def test_fifos_the_agent_leaves_in_its_worktree_hang_no_leftovers_commit(tmp_pat
     agent = HONEST + " && mkfifo .gitattributes .gitignore tests/.gitignore .mailmap"
     gp("run", "t", "--", "sh", "-c", agent, code=None, own_process=True, timeout=60)
     assert status(gp, "t")["1"]["status"] in ("succeeded", "failed")
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_an_agent_cannot_read_a_running_siblings_private_tmpdir(tmp_path: Path, layer: str) -> None:
+    # /tmp is read-only in the sandbox, not hidden, and each command's
+    # TMPDIR was a folder of /tmp: a sibling's scratch work was readable.
+    meet = tmp_path / "meet"  # a sandbox_write folder both may write: only to meet
+    repo, gp = project(tmp_path, CONFIG + f"sandbox_write: ['{meet}']\n")
+    gp("spawn", "t", "-n", "2")
+    wait = "i=0; while [ ! -e {f} ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; [ -e {f} ] && echo met-the-other; "
+    one = f"echo SECRET-OF-ONE > $TMPDIR/notes.txt; touch {meet}/ready; " + wait.replace("{f}", f"{meet}/done")
+    two = (wait.replace("{f}", f"{meet}/ready") +
+           "cat /tmp/git-parallel-*/notes.txt /tmp/git-parallel-*/*/notes.txt $(dirname $TMPDIR)/*/notes.txt; "
+           f"touch {meet}/done")
+    agent = f'case "$GIT_PARALLEL_INSTANCE" in 1) {one};; *) {two};; esac 2>/dev/null; true'
+    gp("run", "t", "--", "sh", "-c", agent, env=fenced(layer))
+    said = log_of(gp, "t", "2")
+    assert "met-the-other" in said, "the two agents did not run side by side: " + said  # the attack was made
+    assert "SECRET-OF-ONE" not in said, "an agent read its sibling's TMPDIR"

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 from gitflow_parallel import expect
+from gitflow_parallel.proc import sandbox
 
 MAX_REPORT_BYTES = 64 * 1024 * 1024  # past this a report is not read
 
@@ -29,7 +29,7 @@ def report_file(gate: dict[str, Any]) -> Iterator[Path | None]:
     if not gate.get("expect"):
         yield None
         return
-    folder = Path(tempfile.mkdtemp(prefix="git-parallel-report-"))
+    folder = sandbox.private_tmp("git-parallel-report-")  # hidden from every other sandboxed command
     try:
         yield folder / "report.xml"
     finally:

@@ -211,8 +211,34 @@ def siblings(record: RunRecord) -> Reads:
     return Reads([Path(i["worktree"]) for i in record["instances"] if i.get("worktree")])
 
 
+def tmp_root() -> Path:
+    """The folder every sandboxed command's private ``TMPDIR`` (and a test
+    report's folder) is made in, hidden from every sandboxed command: under
+    ``/tmp`` itself, which the sandbox shows read-only, a sibling's TMPDIR
+    was readable while it ran.  ``/tmp`` itself where that folder cannot be
+    ours (another user made it, or a link)."""
+    root = Path(tempfile.gettempdir()) / f"git-parallel-{os.getuid()}"
+    try:
+        root.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(root)
+    except OSError:
+        return Path(tempfile.gettempdir())
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        return Path(tempfile.gettempdir())
+    return root
+
+
+def private_tmp(prefix: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=tmp_root()))
+
+
 def _tmpdir(kind: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=f"git-parallel-{kind}-"))
+    return private_tmp(f"git-parallel-{kind}-")
+
+
+def _hidden_tmp() -> list[Path]:
+    root = tmp_root()
+    return [] if root == Path(tempfile.gettempdir()) else [root]
 
 
 class Reads:
@@ -314,13 +340,14 @@ def _fence(kind: str, config: dict[str, Any], write: list[Path], denied: list[Pa
     if why is None:
         tmp = _tmpdir(kind)
         mounts = namespace.Mounts(write=[*write, tmp], files=list(extra_files), network=network,
-                                  hidden=[*denied, *(_always_hidden(common) if common else [])])
+                                  hidden=[*denied, *_hidden_tmp(), *(_always_hidden(common) if common else [])])
         return Fence("namespace", network=network, tmpdir=tmp, mounts=mounts,
                      env={"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)})
     if abi() == 0:
         return none(f"{why}; no Landlock in this kernel", network)
     tmp = _tmpdir(kind)
     try:
+        denied = [*denied, *_hidden_tmp()]
         ruleset = _build([*write, tmp], denied, network, [Path("/dev"), *extra_files], reads or Reads())
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
