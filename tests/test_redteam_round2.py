@@ -12,7 +12,7 @@ import pytest
 
 from conftest import git
 from hostile import log_of, needs_namespace, status
-from test_hostile import CONFIG, HONEST, act, project
+from test_hostile import CONFIG, HONEST, PY, act, project
 from test_sandbox import LAYERS, fenced
 
 # sh: the agent's admin folder and the real common dir (not its view).
@@ -99,3 +99,61 @@ def test_an_agent_cannot_read_a_running_siblings_private_tmpdir(tmp_path: Path, 
     said = log_of(gp, "t", "2")
     assert "met-the-other" in said, "the two agents did not run side by side: " + said  # the attack was made
     assert "SECRET-OF-ONE" not in said, "an agent read its sibling's TMPDIR"
+
+
+def hidden_project(tmp_path: Path, run: str) -> tuple[Path, object]:
+    """A project whose one gate runs the script ``run`` (sh) over hidden tests, and an
+    honest attempt to judge."""
+    hidden = tmp_path / "hidden"
+    (hidden / "tests").mkdir(parents=True)
+    (hidden / "tests" / "test_secret.py").write_text("SECRET_ANSWER = 42\n")
+    (tmp_path / "gate.sh").write_text(run + "\n")
+    config = textwrap.dedent(f"""\
+        gates:
+          - name: hidden
+            run: [sh, {tmp_path / 'gate.sh'}]
+            hidden: {hidden}
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", HONEST)
+    return repo, gp
+
+
+def hidden_summary(gp: object) -> str:
+    return gp.json("check", "t", code=None)["instances"][0]["gates"][0]["hidden"]["summary"]  # type: ignore[attr-defined]
+
+
+@needs_namespace
+def test_a_hidden_gates_output_is_not_where_other_sandboxed_commands_can_read_it(tmp_path: Path) -> None:
+    # Its output (which may quote the hidden tests) went to a file of /tmp,
+    # which every sandboxed command can read: an agent running meanwhile
+    # could copy it.  The gate itself says, in its counts, whether it sees it.
+    run = ('n=$(ls /tmp/git-parallel-hidden-* /tmp/git-parallel-*/git-parallel-hidden-* 2>/dev/null | wc -l); '
+           'echo "$n skipped, 1 passed"')
+    repo, gp = hidden_project(tmp_path, run)
+    assert hidden_summary(gp) == "0 skipped, 1 passed"
+
+
+@needs_namespace
+def test_a_hidden_gates_counts_carry_no_more_than_counts(tmp_path: Path) -> None:
+    # The counts of a hidden gate are its only output kept, and go back to
+    # the agent in retry feedback: the attempt's code could print the hidden
+    # tests as one long number.
+    leak = ("import pathlib; s = pathlib.Path('tests/test_secret.py').read_bytes(); "
+            "print(str(int.from_bytes(s, 'big')) + ' passed, ' + ', '.join(f'{b} failed' for b in s))")
+    repo, gp = hidden_project(tmp_path, f'"{PY}" -c "{leak}"')
+    said = hidden_summary(gp)
+    secret = b"SECRET_ANSWER = 42\n"
+    assert str(int.from_bytes(secret, "big")) not in said and len(said) < 120, said
+
+
+@pytest.mark.slow  # a capped process and a 20 GB sparse file
+@needs_namespace
+def test_a_hidden_gates_20_gb_output_is_read_with_a_cap(tmp_path: Path) -> None:
+    from test_bounded_reads import MAX_RSS_MB, run_capped
+
+    grow = f'"{PY}" -c "import os; os.ftruncate(1, 20 << 30)"; echo "1 passed"'
+    repo, gp = hidden_project(tmp_path, grow)
+    proc, rss = run_capped(repo, "check", "t")
+    assert proc.returncode in (0, 1) and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])
