@@ -157,3 +157,88 @@ def test_a_hidden_gates_20_gb_output_is_read_with_a_cap(tmp_path: Path) -> None:
     repo, gp = hidden_project(tmp_path, grow)
     proc, rss = run_capped(repo, "check", "t")
     assert proc.returncode in (0, 1) and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])
+
+
+@needs_namespace
+def test_a_filter_an_agent_configures_for_its_worktree_alone_runs_nowhere_unfenced(tmp_path: Path) -> None:
+    # With extensions.worktreeConfig (set by `git sparse-checkout` in a
+    # worktree, or by the user), git reads <admin>/config.worktree, which is
+    # in the agent's admin folder: a clean filter there ran in the runner's
+    # leftovers commit, outside the sandbox.
+    repo, gp = project(tmp_path)
+    git(repo, "config", "extensions.worktreeConfig", "true")
+    mark = tmp_path / "pwned"
+    gp("spawn", "t", "-n", "1")
+    agent = (f"git config --worktree filter.x.clean \"sh -c 'id > {mark}; cat'\" && "
+             f"echo '*.py filter=x' > .gitattributes && " + HONEST)
+    gp("run", "t", "--", "sh", "-c", agent, code=None)
+    print(log_of(gp, "t", "1"))
+    assert not mark.exists(), "the agent's filter ran outside the sandbox"
+
+
+# What a sandboxed command sees of the runner: its inherited descriptors
+# (only stdin, stdout and stderr: no lock, ruleset or pipe of the runner's)
+# and the processes it can name (its own namespace's: no runner, no user's).
+SEES = textwrap.dedent("""\
+    import os, sys
+    fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))
+    mine = {0, 1, 2, max(fds)}  # the listing's own
+    pids = [p for p in os.listdir('/proc') if p.isdigit()]
+    runner = (b'-m\\0pytest', b'-m\\0gitflow_parallel', b'bin/git-parallel\\0')
+    outside = [p for p in pids if any(r in open(f'/proc/{p}/cmdline', 'rb').read() for r in runner)]
+    print('extra-fds', [f for f in fds if f not in mine], 'outside', outside)
+    """)
+
+
+@needs_namespace
+def test_agents_and_gates_inherit_no_descriptor_and_name_no_process_of_the_runner(tmp_path: Path) -> None:
+    (tmp_path / "sees.py").write_text(SEES)
+    config = f"gates:\n  - name: sees\n    mode: observe\n    run: ['{PY}', '{tmp_path / 'sees.py'}']\n"
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", f"'{PY}' '{tmp_path / 'sees.py'}' && {HONEST}")
+    assert "extra-fds [] outside []" in log_of(gp, "t", "1")
+    gate = gp.json("check", "t")["instances"][0]["gates"][0]
+    assert "extra-fds [] outside []" in Path(gate["log"]).read_text()
+
+
+@needs_namespace
+def test_a_gate_reaches_no_abstract_unix_socket_of_the_host(tmp_path: Path) -> None:
+    # Abstract sockets have no path for the mount fence to hide: only the
+    # gate's own network namespace keeps it from the user's services.
+    import socket
+
+    name = f"\0gp-redteam-{tmp_path.name}"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(name)
+    server.listen(1)
+    try:
+        probe = (f"import socket; s = socket.socket(socket.AF_UNIX); "
+                 f"print('connected' if s.connect_ex({name!r}) == 0 else 'refused')")
+        (tmp_path / "probe.py").write_text(probe + "\n")
+        config = f"gates:\n  - name: probe\n    mode: observe\n    run: ['{PY}', '{tmp_path / 'probe.py'}']\n"
+        repo, gp = project(tmp_path, config)
+        gp("spawn", "t", "-n", "1")
+        act(gp, "t", "1", HONEST)
+        gate = gp.json("check", "t")["instances"][0]["gates"][0]
+        said = Path(gate["log"]).read_text()
+        assert "refused" in said and "connected" not in said, said
+    finally:
+        server.close()
+
+
+@needs_namespace
+def test_a_findings_file_left_as_a_fifo_or_a_link_to_dev_zero_hangs_no_check(tmp_path: Path) -> None:
+    for n, make in enumerate(("mkfifo findings.jsonl", "ln -s /dev/zero findings.jsonl")):
+        config = textwrap.dedent(f"""\
+            gates:
+              - name: tests
+                run: [sh, -c, '{make}']
+            score:
+              findings: findings.jsonl
+            """)
+        repo, gp = project(tmp_path / str(n), config)
+        gp("spawn", "t", "-n", "1")
+        act(gp, "t", "1", HONEST)
+        checked = gp.json("check", "t", code=None, own_process=True, timeout=60)["instances"][0]
+        assert checked["score"] is None and "findings" in (checked["score_error"] or ""), checked
