@@ -164,6 +164,35 @@ def append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
         os.close(fd)
 
 
+def remove_special_files(worktree: str | os.PathLike[str]) -> list[str]:
+    """Remove the FIFOs, sockets and device files under ``worktree`` (an
+    attempt's worktree, a checkout a gate wrote), no link followed, and name
+    them (relative paths).  git and libgit2 open a worktree's ``.gitignore``
+    and ``.gitattributes`` files to read them: a FIFO there blocked the
+    leftovers commit, ``check``'s look for changes and ``cleanup`` for ever."""
+    found: list[str] = []
+
+    def visit(folder: str, rel: str) -> None:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return
+        for entry in entries:
+            name = f"{rel}{entry.name}"
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    visit(entry.path, name + "/")
+                elif not entry.is_file(follow_symlinks=False) and not entry.is_symlink():
+                    os.unlink(entry.path)
+                    found.append(name)
+            except OSError:
+                continue
+
+    visit(str(worktree), "")
+    return found
+
+
+
 # What git-parallel reads of a file that an agent or a gate could have grown
 # (a log, an events file): a sparse `truncate -s 20G` costs them no disk, and
 # reading it whole would cost us 20 GB of memory.

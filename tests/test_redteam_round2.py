@@ -242,3 +242,24 @@ def test_a_findings_file_left_as_a_fifo_or_a_link_to_dev_zero_hangs_no_check(tmp
         act(gp, "t", "1", HONEST)
         checked = gp.json("check", "t", code=None, own_process=True, timeout=60)["instances"][0]
         assert checked["score"] is None and "findings" in (checked["score_error"] or ""), checked
+
+
+@pytest.mark.slow  # two checks, a pick and a merge
+@pytest.mark.parametrize("layer", LAYERS)
+def test_fifos_a_gate_leaves_in_its_checkout_hang_no_later_judging(tmp_path: Path, layer: str) -> None:
+    # Under Landlock alone the gate writes the judged checkout itself, which
+    # is made afresh (libgit2, git clean) before the next judging in it.
+    config = textwrap.dedent("""\
+        gates:
+          - name: tests
+            run: [sh, -c, 'rm -f .gitignore; mkfifo .gitignore .gitattributes tests/.gitattributes && ./test.sh']
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", HONEST, env=fenced(layer))
+    for _ in range(2):
+        checked = gp.json("check", "t", "--again", code=None, env=fenced(layer), timeout=60)["instances"][0]
+        assert checked["verdict"] == "pass", checked
+    gp("pick", "t", env=fenced(layer), timeout=60)
+    gp("merge", "t", env=fenced(layer), timeout=60)
+    assert git(repo, "show", "main:app.py").strip().endswith("a + b")

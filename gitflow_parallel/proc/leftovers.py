@@ -18,6 +18,7 @@ from typing import Any
 
 from gitflow_parallel.errors import is_no_space
 from gitflow_parallel.config import scratch_patterns
+from gitflow_parallel.files import remove_special_files
 from gitflow_parallel.git.repo import commit_all
 from gitflow_parallel.proc.supervise import KILL_GRACE, signame
 from gitflow_parallel.provenance import leftovers_message, stray_leftovers_message
@@ -82,34 +83,6 @@ def commit(project: Project, record: dict[str, Any], child: Any) -> None:
                    else f"its leftovers could not be committed: {type(exc).__name__}: {exc}")
     if problem:
         _fail(child, problem)
-
-
-def remove_special_files(worktree: Path) -> list[str]:
-    """Remove the FIFOs, sockets and device files under ``worktree``, no link
-    followed, and name them (relative paths).  git and libgit2 open the
-    worktree's ``.gitignore`` and ``.gitattributes`` files to read them: a
-    FIFO there blocks the leftovers commit, ``check``'s look for uncommitted
-    changes and ``cleanup`` for ever."""
-    found: list[str] = []
-
-    def visit(folder: str, rel: str) -> None:
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            return
-        for entry in entries:
-            name = f"{rel}{entry.name}"
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    visit(entry.path, name + "/")
-                elif not entry.is_file(follow_symlinks=False) and not entry.is_symlink():
-                    os.unlink(entry.path)
-                    found.append(name)
-            except OSError:
-                continue
-
-    visit(str(worktree), "")
-    return found
 
 
 def _fail(child: Any, problem: str) -> None:
