@@ -263,3 +263,31 @@ def test_fifos_a_gate_leaves_in_its_checkout_hang_no_later_judging(tmp_path: Pat
     gp("pick", "t", env=fenced(layer), timeout=60)
     gp("merge", "t", env=fenced(layer), timeout=60)
     assert git(repo, "show", "main:app.py").strip().endswith("a + b")
+
+
+@pytest.mark.slow  # a capped process and 1 GB sparse files
+@needs_namespace
+def test_a_huge_sparse_gitignore_the_agent_leaves_is_not_read_whole_by_the_runner(tmp_path: Path) -> None:
+    # libgit2 reads a worktree's .gitignore and .gitattributes whole (git
+    # caps attributes at 100 MB): a sparse one costs the agent no disk.
+    from test_bounded_reads import MAX_RSS_MB, run_capped
+
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    # 1 GB: under the cap, so a whole read shows in the peak size (a 20 GB
+    # one would fail to allocate there, and be handled as an error).
+    agent = HONEST + " && truncate -s 1G .gitignore tests/.gitattributes"
+    proc, rss = run_capped(repo, "run", "t", "--", "sh", "-c", agent)
+    assert proc.returncode in (0, 1) and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])
+
+
+@pytest.mark.slow  # a capped process and a 1 GB sparse file
+@needs_namespace
+def test_a_huge_sparse_index_the_agent_leaves_is_not_read_whole_by_the_runner(tmp_path: Path) -> None:
+    from test_bounded_reads import MAX_RSS_MB, run_capped
+
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    agent = HONEST + ' && truncate -s 1G "$(git rev-parse --absolute-git-dir)/index"'
+    proc, rss = run_capped(repo, "run", "t", "--", "sh", "-c", agent)
+    assert proc.returncode in (0, 1) and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])

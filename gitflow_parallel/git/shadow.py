@@ -69,6 +69,9 @@ _PRIVATE = {"refs": {"stash"}, "logs/refs": {"stash"}}
 # meanwhile (the first note, the first evidence ref) is seen.
 _COPIED = ("packed-refs", "config")
 _ALWAYS = {"refs": {"heads", "tags", "remotes", "notes", "parallel"}}
+# The largest index of an attempt's worktree git-parallel's own git reads
+# (a worktree of 100,000 files has one of about 10 MB).
+MAX_INDEX_BYTES = 512 << 20
 
 
 @dataclass
@@ -454,6 +457,15 @@ def scrub(common: Path, admin: Path) -> list[str]:
 
     visit(admin, NAME)
     visit(admin / NAME / "objects", None)
+    index = admin / "index"
+    try:
+        info = os.lstat(index)
+        # libgit2 reads the index whole: a sparse one (no disk used) is never git's.
+        if info.st_size > MAX_INDEX_BYTES or (info.st_size > 1 << 20 and info.st_blocks * 512 < info.st_size // 2):
+            _remove(index)
+            removed.append(f"{index}: {info.st_size:,} bytes, {info.st_blocks * 512:,} of them on disk (removed)")
+    except OSError:
+        pass
     head = admin / "HEAD"
     if not os.path.lexists(head):
         try:
