@@ -291,3 +291,28 @@ def test_a_huge_sparse_index_the_agent_leaves_is_not_read_whole_by_the_runner(tm
     agent = HONEST + ' && truncate -s 1G "$(git rev-parse --absolute-git-dir)/index"'
     proc, rss = run_capped(repo, "run", "t", "--", "sh", "-c", agent)
     assert proc.returncode in (0, 1) and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])
+
+
+@pytest.mark.slow  # Landlock alone
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_visible_gate_cannot_read_the_hidden_tests_under_either_layer(tmp_path: Path, layer: str) -> None:
+    # test_redteam holds this under the namespace layer; under Landlock alone
+    # the gates' fence denied the worktrees but not the hidden folders.
+    hidden = tmp_path / "hidden"
+    (hidden / "tests").mkdir(parents=True)
+    (hidden / "tests" / "test_secret.py").write_text("SECRET_ANSWER = 42\n")
+    config = textwrap.dedent(f"""\
+        gates:
+          - name: spy
+            run: [sh, -c, 'cat {hidden}/tests/test_secret.py; true']
+          - name: hidden
+            run: [sh, -c, 'grep -q SECRET tests/test_secret.py && echo "1 passed"']
+            hidden: {hidden}
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", HONEST, env=fenced(layer))
+    checked = gp.json("check", "t", code=None, env=fenced(layer))["instances"][0]
+    spy = next(g for g in checked["gates"] if g["name"] == "spy")
+    assert "SECRET_ANSWER" not in Path(spy["log"]).read_text(), "a visible gate read the hidden tests"
+    assert checked["verdict"] == "pass"  # and the hidden gate still runs its tests

@@ -514,7 +514,11 @@ class GatePlan:
         if network is None:
             network = (self.config.get("gate_network") or "off") == "on"
         extra = [writable] if writable else []
+        # No gate sees a hidden folder but through its own gate's layer (or,
+        # under Landlock alone, the copy the judge lays into the checkout).
+        hidden = [Path(os.path.expanduser(g["hidden"])) for g in self.config.get("gates") or [] if g.get("hidden")]
         if self.kind != "namespace":
+            denied += [p for p in hidden if p.is_dir()]
             if self.main_workdir is not None:
                 try:
                     denied += [self.main_workdir / n for n in os.listdir(self.main_workdir) if n != ".git"]
@@ -522,8 +526,6 @@ class GatePlan:
                     pass
             return _fence("gate", self.config, [self.checkout, *extra], denied, _cgroup_procs(scope), self.reads,
                           network=network)
-        # No gate sees a hidden folder but through its own gate's layer.
-        hidden = [Path(os.path.expanduser(g["hidden"])) for g in self.config.get("gates") or [] if g.get("hidden")]
         fence = _fence("gate", self.config, extra, [*denied, *hidden], _cgroup_procs(scope), self.reads, self.common,
                        network)
         if fence.mounts is not None:
