@@ -316,3 +316,21 @@ def test_a_visible_gate_cannot_read_the_hidden_tests_under_either_layer(tmp_path
     spy = next(g for g in checked["gates"] if g["name"] == "spy")
     assert "SECRET_ANSWER" not in Path(spy["log"]).read_text(), "a visible gate read the hidden tests"
     assert checked["verdict"] == "pass"  # and the hidden gate still runs its tests
+
+
+@pytest.mark.slow  # two gates that wait for each other (bounded)
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_gate_cannot_read_the_checkout_another_attempt_is_judged_in(tmp_path: Path, layer: str) -> None:
+    # The judged checkouts are a pool of folders side by side; under Landlock
+    # alone a gate's fence denied the worktrees but not the other checkouts,
+    # where a sibling's code (and, during a hidden gate, the hidden tests the
+    # judge copies in) lies while it is judged.
+    look = ('i=0; while [ $i -lt 60 ]; do grep -h "MARK-" ../*/app.py 2>/dev/null | grep -v "MARK-$GIT_PARALLEL_INSTANCE" '
+            '&& break; sleep 0.1; i=$((i+1)); done; true')
+    config = f"gates:\n  - name: look\n    run: [sh, -c, '{look}']\n"
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "2")
+    gp("run", "t", "--", "sh", "-c", HONEST + ' && echo "# MARK-$GIT_PARALLEL_INSTANCE" >> app.py', env=fenced(layer))
+    checked = gp.json("check", "t", code=None, env=fenced(layer))["instances"]
+    logs = {i["id"]: Path(i["gates"][0]["log"]).read_text() for i in checked}
+    assert "MARK-2" not in logs["1"] and "MARK-1" not in logs["2"], logs

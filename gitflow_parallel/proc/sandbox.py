@@ -518,7 +518,12 @@ class GatePlan:
         # under Landlock alone, the copy the judge lays into the checkout).
         hidden = [Path(os.path.expanduser(g["hidden"])) for g in self.config.get("gates") or [] if g.get("hidden")]
         if self.kind != "namespace":
-            denied += [p for p in hidden if p.is_dir()]
+            from gitflow_parallel.git.scratch import judged_root
+
+            # Nor the other judged checkouts (a sibling's code, the hidden
+            # tests the judge copied in): its own is granted back by its write rule.
+            pool = judged_root(self.common, self.main_workdir)
+            denied += [p for p in [*hidden, pool] if p.is_dir()]
             if self.main_workdir is not None:
                 try:
                     denied += [self.main_workdir / n for n in os.listdir(self.main_workdir) if n != ".git"]
