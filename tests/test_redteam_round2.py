@@ -334,3 +334,22 @@ def test_a_gate_cannot_read_the_checkout_another_attempt_is_judged_in(tmp_path: 
     checked = gp.json("check", "t", code=None, env=fenced(layer))["instances"]
     logs = {i["id"]: Path(i["gates"][0]["log"]).read_text() for i in checked}
     assert "MARK-2" not in logs["1"] and "MARK-1" not in logs["2"], logs
+
+
+@needs_namespace
+def test_a_link_a_probe_leaves_where_its_outputs_are_globbed_hangs_no_check(tmp_path: Path) -> None:
+    # The judge globs a probe's `outputs` in the layer the probe wrote; a
+    # recursive pattern through a link to / walked the host's whole tree
+    # (and /proc/<pid>/root around it again) outside the sandbox.
+    config = textwrap.dedent("""\
+        gates:
+          - name: values
+            mode: probe
+            run: [sh, -c, 'mkdir -p out && echo 1 > out/a.txt && ln -s / out/all && ln -s / top']
+            outputs: ['out/**/*.txt', 'top/**/*.txt']
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", HONEST)
+    checked = gp.json("check", "t", code=None, own_process=True, timeout=60)["instances"][0]
+    assert set(checked["gates"][0]["signature"]["files"]) == {"out/a.txt"}, checked["gates"][0]["signature"]
