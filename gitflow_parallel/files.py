@@ -165,6 +165,46 @@ def append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
         os.close(fd)
 
 
+# The largest .gitignore or .gitattributes git-parallel lets git read in an
+# untrusted worktree: libgit2 reads each whole (git caps attributes at
+# 100 MB, ignores not at all), and a sparse 20 GB one costs its writer no disk.
+MAX_GIT_RULES_BYTES = 8 << 20
+_GIT_RULES = (".gitignore", ".gitattributes")
+
+
+def remove_hostile_files(worktree: str | os.PathLike[str]) -> list[str]:
+    """Remove what git and libgit2 must not read under ``worktree`` (an
+    attempt's worktree, a checkout a gate wrote), no link followed, and name
+    it (relative paths): FIFOs, sockets and device files, which git cannot
+    hold and whose opening blocks (a FIFO ``.gitignore`` blocked the
+    leftovers commit, ``check``'s look for changes and ``cleanup`` for ever),
+    and a ``.gitignore`` or ``.gitattributes`` over ``MAX_GIT_RULES_BYTES``,
+    which libgit2 would read whole."""
+    found: list[str] = []
+
+    def visit(folder: str, rel: str) -> None:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return
+        for entry in entries:
+            name = f"{rel}{entry.name}"
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    visit(entry.path, name + "/")
+                elif entry.is_symlink():
+                    continue
+                elif not entry.is_file(follow_symlinks=False) or (
+                        entry.name in _GIT_RULES and entry.stat(follow_symlinks=False).st_size > MAX_GIT_RULES_BYTES):
+                    os.unlink(entry.path)
+                    found.append(name)
+            except OSError:
+                continue
+
+    visit(str(worktree), "")
+    return found
+
+
 # What git-parallel reads of a file that an agent or a gate could have grown
 # (a log, an events file): a sparse `truncate -s 20G` costs them no disk, and
 # reading it whole would cost us 20 GB of memory.

@@ -69,6 +69,9 @@ _PRIVATE = {"refs": {"stash"}, "logs/refs": {"stash"}}
 # meanwhile (the first note, the first evidence ref) is seen.
 _COPIED = ("packed-refs", "config")
 _ALWAYS = {"refs": {"heads", "tags", "remotes", "notes", "parallel"}}
+# The largest index of an attempt's worktree git-parallel's own git reads
+# (a worktree of 100,000 files has one of about 10 MB).
+MAX_INDEX_BYTES = 512 << 20
 
 
 @dataclass
@@ -117,7 +120,8 @@ def make(common: Path, admin: Path, branch: str | None = None, worktree: Path | 
     own = _own_folder(branch)
     if own is not None:
         import_refs(common, admin)  # what an attempt whose runner was killed left
-    for folder in ("refs", "logs", "logs/refs", *_along(own)):
+    own_logs = f"logs/{own}" if own is not None else None
+    for folder in ("refs", "logs", "logs/refs", *_along(own), *_along(own_logs, 3)):
         if (view / folder).is_symlink() or not (view / folder).is_dir():
             _remove(view / folder)
             (view / folder).mkdir()
@@ -125,9 +129,12 @@ def make(common: Path, admin: Path, branch: str | None = None, worktree: Path | 
         private: set[str] = set()
         if own is not None and folder in ("refs", *_along(own)):
             private = {_next_part(folder, own)}  # a real folder of the view's, made below
+        if own_logs is not None and folder in ("logs/refs", *_along(own_logs, 3)):
+            private = {_next_part(folder, own_logs)}
         _sync(common, view, folder, skip | private, keep=private)
     if own is not None:
         _private_refs(common, admin, own, branch.rsplit("/", 1)[1])  # type: ignore[union-attr]
+        _private_logs(view / own_logs)  # type: ignore[operator]
     # Absolute: libgit2 (git-parallel's own reads, recover after a killed
     # runner) does not find a common dir named by a bare relative name.
     _write(commondir, f"{view}\n")
@@ -141,12 +148,25 @@ def _own_folder(branch: str | None) -> str | None:
     return "refs/heads/" + branch.rsplit("/", 1)[0]
 
 
-def _along(own: str | None) -> list[str]:
-    """The folders between ``refs`` and ``own`` (``refs/heads``, ``refs/heads/parallel``)."""
+def _along(own: str | None, start: int = 2) -> list[str]:
+    """The folders between ``refs`` and ``own`` (``refs/heads``, ``refs/heads/parallel``;
+    from ``logs/refs`` with ``start`` 3)."""
     if own is None:
         return []
     parts = own.split("/")
-    return ["/".join(parts[:k]) for k in range(2, len(parts))]
+    return ["/".join(parts[:k]) for k in range(start, len(parts))]
+
+
+def _private_logs(folder: Path) -> None:
+    """The task's reflog folder of the view is a real, empty folder of the
+    view's: the attempt's git logs its refs there.  The shared one is never
+    the attempt's to write: a link it planted there would have the runner's
+    own ref updates append to whatever file it names."""
+    if folder.is_symlink() or not folder.is_dir():
+        _remove(folder)
+        folder.mkdir()
+    for name in os.listdir(folder):
+        _remove(folder / name)
 
 
 def _next_part(folder: str, own: str) -> str:
@@ -380,7 +400,8 @@ def undo(made: View | None) -> list[str]:
     (``import_objects``)."""
     if made is None:
         return []
-    refused = import_objects(made.common, made.objects)
+    refused = scrub(made.common, made.folder.parent)
+    refused += import_objects(made.common, made.objects)
     refused += import_refs(made.common, made.folder.parent)
     _write(made.commondir, made.said)
     if made.worktree is not None:
@@ -403,10 +424,57 @@ def restore(common: Path, admin: Path, worktree: Path) -> list[str]:
     its objects and own refs taken in (from the runner's record of where its
     refs started), the ``commondir`` file naming the shared dir again, the
     pointers put back.  Returns what was refused."""
-    refused = import_objects(common, admin / NAME / "objects")
+    refused = scrub(common, admin)
+    refused += import_objects(common, admin / NAME / "objects")
     refused += import_refs(common, admin)
     _write(admin / "commondir", os.path.relpath(common, admin) + "\n")
     return refused + _put_back_pointers(admin, worktree)
+
+
+def scrub(common: Path, admin: Path) -> list[str]:
+    """Remove what the attempt left in its admin folder (and its view's
+    object store) that is neither a regular file nor a folder: git-parallel's
+    own reads and git there (``HEAD``, ``logs/HEAD``, the leftovers commit,
+    the objects it takes in) would block forever on a FIFO, read a link to
+    ``/dev/zero`` without end, or append through a link to a file of the
+    user's.  A ``HEAD`` removed so is put back naming the instance's branch.
+    Returns what was removed (the attempt fails)."""
+    removed: list[str] = []
+
+    def visit(folder: Path, skip: str | None) -> None:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name == skip:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                visit(Path(entry.path), None)
+            elif not entry.is_file(follow_symlinks=False):
+                _remove(Path(entry.path))
+                removed.append(f"{entry.path}: not a regular file (removed)")
+
+    visit(admin, NAME)
+    visit(admin / NAME / "objects", None)
+    index = admin / "index"
+    try:
+        info = os.lstat(index)
+        # libgit2 reads the index whole: a sparse one (no disk used) is never git's.
+        if info.st_size > MAX_INDEX_BYTES or (info.st_size > 1 << 20 and info.st_blocks * 512 < info.st_size // 2):
+            _remove(index)
+            removed.append(f"{index}: {info.st_size:,} bytes, {info.st_blocks * 512:,} of them on disk (removed)")
+    except OSError:
+        pass
+    head = admin / "HEAD"
+    if not os.path.lexists(head):
+        try:
+            said = json.loads(_start_file(common, admin).read_text(encoding="utf-8"))
+            branch = f"{said['own']}/{said['inst']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return removed
+        _write_new(head, f"ref: {branch}\n")
+    return removed
 
 
 def _pointer(path: Path) -> str | None:
@@ -454,10 +522,10 @@ def _put_back_pointers(admin: Path, worktree: Path) -> list[str]:
 # The admin folder is the agent's to write: whatever it left there (a
 # symlink where a folder or a file is expected) is removed, never followed.
 def _remove(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    else:
+    if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):  # a file, a link, a FIFO, a socket
+        path.unlink()
 
 
 def _write_new(path: Path, text: str) -> None:

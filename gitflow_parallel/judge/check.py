@@ -21,7 +21,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import config, evidence, faults, model, notify, provenance
 from gitflow_parallel.git import scratch, share
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import sha256_bytes, utcnow
+from gitflow_parallel.files import remove_hostile_files, sha256_bytes, utcnow
 from gitflow_parallel.git.repo import worktree_changes
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.names import check_name
@@ -298,6 +298,9 @@ def _still_judged(path: Path, commit: str, what: str) -> None:
     """Gates may leave byproducts, but what they ran on must still be the
     judged commit: a gate that moved HEAD or rewrote tracked files has
     judged something else (and the gates after it saw that)."""
+    # Under Landlock alone the gates wrote it: libgit2 would block on a FIFO
+    # there, or read a 20 GB .gitignore whole.
+    remove_hostile_files(path)
     moved = _head_of(path)
     changed = _tracked_changes(path)
     if moved != commit or changed:

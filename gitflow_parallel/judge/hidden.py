@@ -31,8 +31,14 @@ from typing import Iterator
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import read_tail
+from gitflow_parallel.proc.sandbox import tmp_root
 
-_SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
+# Counts of at most six digits, each kind once: the attempt's code prints
+# this line, and it goes back to the next attempt (retry feedback), so a
+# count must not be a long number spelling the hidden tests out.
+_SUMMARY = re.compile(r"(?<![\d.])(\d{1,6}) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
+# The end of a hidden gate's output read for it: its summary is its last lines.
+_SUMMARY_TAIL = 64 << 10
 
 
 def folder_of(value: str, repository: list[Path]) -> Path:
@@ -116,7 +122,8 @@ def overlaid(root: Path, checkout: Path) -> Iterator[list[str]]:
 
 def scratch_log() -> Path:
     """Where a hidden gate's output goes while it runs (outside every repository)."""
-    fd, name = tempfile.mkstemp(prefix="git-parallel-hidden-", suffix=".log")
+    # In the folder no sandboxed command sees: the output may quote the tests.
+    fd, name = tempfile.mkstemp(prefix="git-parallel-hidden-", suffix=".log", dir=tmp_root())
     os.close(fd)
     return Path(name)
 
@@ -124,12 +131,14 @@ def scratch_log() -> Path:
 def summary(log: Path) -> str | None:
     """The one line of a hidden gate's output that is kept: a test runner's
     counts, else nothing (any other line may quote a hidden test)."""
-    try:
-        text = read_tail(log)[0].decode("utf-8", "replace")  # the gate wrote it: capped
+    try:  # the gate could have grown it to gigabytes (a sparse ftruncate)
+        text = read_tail(log, _SUMMARY_TAIL)[0].decode("utf-8", "replace")
     except OSError:
         return None
     for line in reversed(text.splitlines()):
         if _SUMMARY.search(line):
-            counts = [m.group(0) for m in _SUMMARY.finditer(line)]
-            return ", ".join(counts)
+            counts: dict[str, str] = {}
+            for m in _SUMMARY.finditer(line):
+                counts.setdefault(m.group(2), m.group(0))
+            return ", ".join(counts.values())
     return None

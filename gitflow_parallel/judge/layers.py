@@ -22,6 +22,7 @@ the judge sees these folders.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import stat
@@ -176,10 +177,43 @@ class Merged:
         return None
 
     def names(self, pattern: str) -> list[str]:
-        """Relative paths matching the glob ``pattern`` in any layer."""
-        import glob
-
+        """Relative paths matching the glob ``pattern`` (``**`` for any
+        folders) in any layer, no link followed on the way: ``glob`` follows
+        them, so a probe's ``out -> /`` had the judge walk the host's tree,
+        and ``/proc/<pid>/root`` around it again, for ever."""
         found: set[str] = set()
+        parts = [p for p in pattern.split("/") if p not in ("", ".")]
         for layer in self.layers:
-            found.update(glob.glob(pattern, root_dir=str(layer), recursive=True))
-        return sorted(found)
+            _match(str(layer), "", parts, found)
+        return sorted(f for f in found if f)
+
+
+def _entries(folder: str) -> list[os.DirEntry[str]]:
+    try:
+        return list(os.scandir(folder))
+    except OSError:
+        return []
+
+
+def _match(root: str, rel: str, parts: list[str], out: set[str]) -> None:
+    """Add to ``out`` the paths under ``root``/``rel`` that ``parts`` (a
+    glob's segments) match, descending only into real folders."""
+    if not parts:
+        out.add(rel)
+        return
+    head, rest = parts[0], parts[1:]
+    folder = os.path.join(root, rel)
+    if head == "**":
+        _match(root, rel, rest, out)
+        for entry in _entries(folder):
+            if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
+                _match(root, os.path.join(rel, entry.name), parts, out)
+        return
+    for entry in _entries(folder):
+        if entry.name.startswith(".") and not head.startswith("."):
+            continue
+        if fnmatch.fnmatchcase(entry.name, head):
+            if not rest:
+                out.add(os.path.join(rel, entry.name))
+            elif entry.is_dir(follow_symlinks=False):
+                _match(root, os.path.join(rel, entry.name), rest, out)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 from gitflow_parallel import expect
+from gitflow_parallel.proc import sandbox
 
 MAX_REPORT_BYTES = 64 * 1024 * 1024  # past this a report is not read
 
@@ -29,7 +29,7 @@ def report_file(gate: dict[str, Any]) -> Iterator[Path | None]:
     if not gate.get("expect"):
         yield None
         return
-    folder = Path(tempfile.mkdtemp(prefix="git-parallel-report-"))
+    folder = sandbox.private_tmp("git-parallel-report-")  # hidden from every other sandboxed command
     try:
         yield folder / "report.xml"
     finally:
@@ -46,7 +46,7 @@ def command(gate: dict[str, Any], report: Path | None) -> tuple[list[str], dict[
 def _read(report: Path) -> bytes | None:
     """The report's bytes: a regular file, no symlink followed, not huge."""
     try:
-        fd = os.open(report, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(report, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO would block
     except OSError:
         return None
     with open(fd, "rb", closefd=True) as handle:

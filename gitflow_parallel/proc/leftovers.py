@@ -18,6 +18,7 @@ from typing import Any
 
 from gitflow_parallel.errors import is_no_space
 from gitflow_parallel.config import scratch_patterns
+from gitflow_parallel.files import remove_hostile_files
 from gitflow_parallel.git.repo import commit_all
 from gitflow_parallel.proc.supervise import KILL_GRACE, signame
 from gitflow_parallel.provenance import leftovers_message, stray_leftovers_message
@@ -55,6 +56,10 @@ def commit(project: Project, record: dict[str, Any], child: Any) -> None:
     if problem is not None:
         _fail(child, problem)
         return
+    special = remove_hostile_files(Path(child.worktree))
+    if special:
+        _fail(child, f"it left {len(special)} file(s) in its worktree that git must not read (a FIFO, socket or "
+                     f"device, or a .gitignore or .gitattributes over 8 MB; removed): {', '.join(special[:5])}")
     try:
         wt = pygit2.Repository(child.worktree)
         head = wt.references.get("HEAD")

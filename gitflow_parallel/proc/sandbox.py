@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -173,11 +174,9 @@ def instance_worktrees(common: Path) -> list[Path]:
         return found
     for admin in admins:
         try:  # os-level reads: this runs before every fenced command
-            with open(os.path.join(admin.path, "HEAD"), "rb") as handle:
-                head = handle.read(64)
-            with open(os.path.join(admin.path, "gitdir"), encoding="utf-8") as text:
-                gitfile = text.read().strip()
-        except OSError:
+            head = _small_file(os.path.join(admin.path, "HEAD"))
+            gitfile = _small_file(os.path.join(admin.path, "gitdir")).decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError):
             continue
         worktree = os.path.dirname(gitfile)
         # The admin folder is the attempt's to write: a gitdir naming "/", or
@@ -186,6 +185,18 @@ def instance_worktrees(common: Path) -> list[Path]:
                 and os.path.isabs(worktree) and not _holds(worktree, common):
             found.append(Path(worktree))
     return found
+
+
+def _small_file(path: str) -> bytes:
+    """The start of a file an attempt may have written (its admin folder,
+    while siblings run): never through a link, never blocking on a FIFO."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
 
 
 def _holds(folder: str, path: Path) -> bool:
@@ -200,8 +211,34 @@ def siblings(record: RunRecord) -> Reads:
     return Reads([Path(i["worktree"]) for i in record["instances"] if i.get("worktree")])
 
 
+def tmp_root() -> Path:
+    """The folder every sandboxed command's private ``TMPDIR`` (and a test
+    report's folder) is made in, hidden from every sandboxed command: under
+    ``/tmp`` itself, which the sandbox shows read-only, a sibling's TMPDIR
+    was readable while it ran.  ``/tmp`` itself where that folder cannot be
+    ours (another user made it, or a link)."""
+    root = Path(tempfile.gettempdir()) / f"git-parallel-{os.getuid()}"
+    try:
+        root.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(root)
+    except OSError:
+        return Path(tempfile.gettempdir())
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        return Path(tempfile.gettempdir())
+    return root
+
+
+def private_tmp(prefix: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=tmp_root()))
+
+
 def _tmpdir(kind: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=f"git-parallel-{kind}-"))
+    return private_tmp(f"git-parallel-{kind}-")
+
+
+def _hidden_tmp() -> list[Path]:
+    root = tmp_root()
+    return [] if root == Path(tempfile.gettempdir()) else [root]
 
 
 class Reads:
@@ -303,13 +340,14 @@ def _fence(kind: str, config: dict[str, Any], write: list[Path], denied: list[Pa
     if why is None:
         tmp = _tmpdir(kind)
         mounts = namespace.Mounts(write=[*write, tmp], files=list(extra_files), network=network,
-                                  hidden=[*denied, *(_always_hidden(common) if common else [])])
+                                  hidden=[*denied, *_hidden_tmp(), *(_always_hidden(common) if common else [])])
         return Fence("namespace", network=network, tmpdir=tmp, mounts=mounts,
                      env={"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)})
     if abi() == 0:
         return none(f"{why}; no Landlock in this kernel", network)
     tmp = _tmpdir(kind)
     try:
+        denied = [*denied, *_hidden_tmp()]
         ruleset = _build([*write, tmp], denied, network, [Path("/dev"), *extra_files], reads or Reads())
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -388,11 +426,11 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     # Its git writes objects and its task's refs into a store of its own in
     # its admin folder (git/shadow), taken into the shared one, checked,
     # when it ends.
-    write = [worktree, log_folder, *extra]
+    write = [worktree, *extra]
     if admin is not None:
         write.append(admin)
     else:
-        write += [common / "objects", ref_folder]
+        write += [common / "objects", ref_folder, log_folder]
     # Every instance worktree is denied, its own too: the write rule on its
     # own grants it back, and the read rules are then the same for every
     # attempt of the run (``Reads``).
@@ -405,7 +443,8 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     if admin is not None:
         # Nor its siblings' admin folders (their own objects and refs while
         # they run) nor its task's shared ref folder: its own are in its view.
-        unseen += [p for p in (common / "worktrees", ref_folder) if p.is_dir()]
+        # Nor the task's shared reflogs: its own are in its view too.
+        unseen += [p for p in (common / "worktrees", ref_folder, log_folder) if p.is_dir()]
     fence = _fence("agent", config, write, [*others, *unseen], [*files, *_cgroup_procs(scope)], reads, common)
     if fence.kind != "none":
         fence.extra = [str(p) for p in extra]
@@ -484,7 +523,16 @@ class GatePlan:
         if network is None:
             network = (self.config.get("gate_network") or "off") == "on"
         extra = [writable] if writable else []
+        # No gate sees a hidden folder but through its own gate's layer (or,
+        # under Landlock alone, the copy the judge lays into the checkout).
+        hidden = [Path(os.path.expanduser(g["hidden"])) for g in self.config.get("gates") or [] if g.get("hidden")]
         if self.kind != "namespace":
+            from gitflow_parallel.git.scratch import judged_root
+
+            # Nor the other judged checkouts (a sibling's code, the hidden
+            # tests the judge copied in): its own is granted back by its write rule.
+            pool = judged_root(self.common, self.main_workdir)
+            denied += [p for p in [*hidden, pool] if p.is_dir()]
             if self.main_workdir is not None:
                 try:
                     denied += [self.main_workdir / n for n in os.listdir(self.main_workdir) if n != ".git"]
@@ -492,8 +540,6 @@ class GatePlan:
                     pass
             return _fence("gate", self.config, [self.checkout, *extra], denied, _cgroup_procs(scope), self.reads,
                           network=network)
-        # No gate sees a hidden folder but through its own gate's layer.
-        hidden = [Path(os.path.expanduser(g["hidden"])) for g in self.config.get("gates") or [] if g.get("hidden")]
         fence = _fence("gate", self.config, extra, [*denied, *hidden], _cgroup_procs(scope), self.reads, self.common,
                        network)
         if fence.mounts is not None:
