@@ -19,6 +19,7 @@ POINTS = (
     "spawn.after_record",
     "spawn.before_worktrees",
     "spawn.after_worktrees",
+    "run.after_start",
     "run.after_running",
     "run.after_commit",
     "check.after_pack",

@@ -135,7 +135,8 @@ def test_recover_takes_in_what_a_killed_runners_agent_committed(tmp_path: Path) 
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while not (worktree / "committed").exists():
+        # Its start written too (a kill before that is run.after_start: test_recover's sweep).
+        while not ((worktree / "committed").exists() and status(gp, "t")["1"]["status"] == "running"):
             assert time.monotonic() < deadline and runner.poll() is None
             time.sleep(0.05)
         os.kill(runner.pid, signal.SIGKILL)

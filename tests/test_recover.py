@@ -188,6 +188,9 @@ EXPECTED: dict[str, tuple[set[str], list[str], str]] = {
     "spawn.before_worktrees": ({"PARALLEL_SPAWN_INCOMPLETE"}, ["rollback_spawn"], "aborted"),
     # Nothing left to repair: spawn writes no notes (every tip is the base commit).
     "spawn.after_worktrees": (set(), [], "pending"),
+    # The first agent is started, its start not written: the record still says
+    # pending, and its worktree still looks through its sandbox view.
+    "run.after_start": ({"PARALLEL_PROCESS_GONE"}, ["take_in_view"], "pending"),
     "run.after_running": ({"PARALLEL_PROCESS_GONE", "PARALLEL_NOTES_MISSING?"},
                           ["instance_failed", "instance_failed", "write_notes?"], "failed"),
     "run.after_commit": ({"PARALLEL_PROCESS_GONE", "PARALLEL_NOTES_MISSING"},

@@ -343,6 +343,7 @@ class _Runner:
         except START_ERRORS as exc:
             child_proc.record_cannot_start(self.project, record, inst, child, exc, now)
             return
+        faults.point("run.after_start")  # started, its start not yet written
         self.watchdog.started(child.pid, child.scope)
         child_proc.follow_waiting(child, self.tmux)
         child.started = time.monotonic()

@@ -138,6 +138,34 @@ class InstanceInspection(RunContext):
                                details={"instance": inst_id, "pid": pid, "tip": tip, "outcome": outcome,
                                         "evidence": fresh.state, "leftovers_committed": dirty}))
 
+    # -- sandbox views a killed runner left ---------------------------------------------
+    def views_left(self) -> None:
+        """An instance not recorded running whose worktree still looks through
+        its sandbox view (``git/shadow``): its runner was killed after
+        starting the agent and before writing that start (or after ``abort``
+        recorded it and before taking it in).  What the agent made is taken
+        in, as its runner would have done; the record stays as it is."""
+        from gitflow_parallel.proc import slots
+
+        common, parallel_dir = self.project.repo.common_dir, self.project.repo.parallel_dir
+        for inst in self.record["instances"]:
+            admin = common / "worktrees" / admin_name(self.task, inst["id"])
+            if inst["status"] == "running" or inst.get("removed") or not shadow.left_by_killed_runner(admin):
+                continue
+            if not slots.wait_unclaimed(parallel_dir, self.task, inst["id"], 0):
+                continue  # its runner still holds it: it takes it in itself
+            worktree = Path(inst["worktree"])
+
+            def git(admin: Path = admin, worktree: Path = worktree) -> None:
+                shadow.restore(common, admin, worktree)
+
+            message = (f"instance {inst['id']} ({inst['status']}) still looks through the sandbox view of an "
+                       "attempt whose runner was killed before recording it")
+            self.add(PROCESS_GONE, ERROR, message, instance=inst["id"], repair=Repair(
+                "take_in_view", f"take in what the agent of instance {inst['id']} committed (its objects and its "
+                                f"branch, by compare-and-swap) and point its worktree at the shared git dir again",
+                message, git=git, details={"instance": inst["id"]}))
+
     # -- branches that moved -----------------------------------------------------------
     def moved_branches(self) -> None:
         for inst in self.record["instances"]:

@@ -32,6 +32,7 @@ class RunInspection(SpawnInspection, InstanceInspection, EvidenceInspection, Lan
         self.revisions_and_objects()
         self.spawn_and_worktrees()
         self.processes()
+        self.views_left()
         self.moved_branches()
         self.evidence_packs()
         self.picks_and_merge()
