@@ -700,6 +700,7 @@ def _scratch_checkouts(repo: Path) -> list[str]:
     return sorted(p.name for p in (repo.parent / "repo.parallel" / ".judged").glob("scratch+*") if p.suffix != ".lock")
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_a_busy_scratch_checkout_is_waited_for_as_long_as_making_one_takes(tmp_path: Path) -> None:
     # Rent or make: while one thread of a check holds the only checkout, a
     # second waits for it as long as making a checkout took here, then

@@ -158,6 +158,7 @@ def test_ff_only_to_loser_refused_by_reference_transaction(tmp_path: Path) -> No
     assert tip(repo, "main") == tip(repo, "parallel/t/1")
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_unproven_and_stale_commits_refused(tmp_path: Path) -> None:
     repo, gp, run = picked_run(tmp_path)
     base = tip(repo, "main")
@@ -398,6 +399,7 @@ def test_install_rechains_over_a_stale_copy_of_the_foreign_hook(tmp_path: Path) 
     assert gp.json("hooks", "status")["installed"] is True
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_core_hooks_path_is_honoured(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path, install=False)
     git(repo, "config", "core.hooksPath", ".githooks")

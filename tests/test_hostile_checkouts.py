@@ -4,6 +4,8 @@ stays as the judge wrote it, and what it judges next is judged right."""
 
 from __future__ import annotations
 
+import pytest
+
 import textwrap
 from pathlib import Path
 
@@ -34,6 +36,7 @@ VANDAL = textwrap.dedent('''\
 
 
 @needs_namespace
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_a_checkout_the_attempts_code_rewrote_judges_the_next_attempt_right(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()

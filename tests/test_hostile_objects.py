@@ -43,6 +43,7 @@ FORGE = textwrap.dedent("""
 
 
 @needs_namespace
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_a_rewritten_stored_test_judges_nobody_and_the_store_stays_whole(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     git(repo, "gc", "-q")  # the base's objects in a pack, as in any repository of some age

@@ -4,6 +4,8 @@ processes."""
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import textwrap
 from pathlib import Path
@@ -23,6 +25,7 @@ def test_a_daemon_an_agent_starts_is_gone_with_it(tmp_path: Path) -> None:
 
 
 @needs_namespace
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_an_agent_that_kills_everything_it_sees_kills_only_itself(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     bystander = subprocess.Popen([PY, "-c", "import time; time.sleep(120)", token()])

@@ -75,6 +75,7 @@ def three_passing(gp: GP) -> None:
 
 
 # -- 1. pick --instance / unpick -----------------------------------------------------------
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_human_pick_lands_with_its_reason_in_the_landed_note(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     git(repo, "config", "user.email", "ada@example.com")

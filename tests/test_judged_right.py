@@ -87,6 +87,7 @@ CHEATS: dict[str, dict[str, str]] = {
 }
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_each_harness_cheat_fails_and_the_honest_attempt_lands(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"calc/__init__.py": CALC, "tests/test_calc.py": TESTS,
                                          "pyproject.toml": '[project]\nname = "calc"\nversion = "1"\n'},
@@ -465,6 +466,7 @@ def test_a_failing_worktree_setup_is_a_warning(tmp_path: Path) -> None:
     assert any("setup in the worktree of instance 1 failed (exit 4)" in w for w in result["warnings"])
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_merge_timeout_does_not_count_the_reproofs_gates(tmp_path: Path) -> None:
     """Found on click: a re-proof longer than merge.timeout threw the merge away."""
     config = (f"gates:\n  - name: slow\n    run: [{PY}, -c, 'import time; time.sleep(2.0)']\n"

@@ -93,6 +93,7 @@ def test_detached_head_commit_survives_abort_and_retry(repo: Path, gp: GP, tmp_p
 
 # 2. ----------------------------------------------------------------------------------
 @pytest.mark.unfenced("a sibling deletes the branch, which the sandbox prevents outright (test_hostile_objects)")
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_branch_deleted_during_run_is_no_root_commit(repo: Path, gp: GP, tmp_path: Path) -> None:
     gp("spawn", "t", "-n", "2")
     hostile = agent(tmp_path, "hostile", """

@@ -187,6 +187,7 @@ def _refused(p: subprocess.CompletedProcess[str]) -> bool:
     return p.returncode != 0 and "error[PARALLEL_DEV_SELECTION_NO_PASS]" in p.stderr
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_hooks_check_the_tree_a_merge_carries_and_refuse_a_losers_patch(tmp_path: Path) -> None:
     repo, gp, run = hooks.picked_run(tmp_path)  # 1 won its pick, 2 lost
     base = hooks.tip(repo, "main")

@@ -59,6 +59,7 @@ def _result(out: Path, name: str) -> tuple[int, str, str]:
             (out / f"{name}.err").read_text())
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_a_full_disk_is_recorded_refused_by_name_and_recovered(tmp_path: Path) -> None:
     why = _namespaces_allowed(tmp_path)
     if why:

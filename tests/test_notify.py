@@ -78,6 +78,7 @@ def agent(gp: GP, tools: Path, inst: str, *args: str, code: int = 0) -> None:
     gp("run", "t", "--instance", inst, "--", PY, str(tools / "agent.py"), *args, code=code)
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_notify_gets_each_attempt_a_failing_verdict_all_done_and_the_landing(tmp_path: Path) -> None:
     repo, gp, tools = project(tmp_path, "{notify}")
     run_id = gp.json("spawn", "t", "-n", "3")["run_id"]
@@ -129,6 +130,7 @@ def _gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_a_notify_that_hangs_or_fails_is_a_warning_and_changes_nothing(tmp_path: Path) -> None:
     repo, gp, tools = project(tmp_path, "{{command: {notify}, timeout: 0.5}}")
     gp("spawn", "t", "-n", "2")

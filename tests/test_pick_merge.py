@@ -285,6 +285,7 @@ def join_project(tmp_path: Path, third: str) -> tuple[Path, GP]:
     return repo, gp
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_join_lands_all_tracks_in_one_move(tmp_path: Path) -> None:
     repo, gp = join_project(tmp_path, "docs.txt=docs")
     before = git(repo, "rev-parse", "main")

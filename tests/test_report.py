@@ -194,6 +194,7 @@ CALC_TESTS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_report_cards_show_the_test_summary_and_every_failing_test(tmp_path: Path) -> None:
     agent = tmp_path / "agent.py"
     agent.write_text("import pathlib, sys\npathlib.Path('calc.py').write_text(sys.argv[1] + '\\n')\n")

@@ -589,6 +589,7 @@ def test_abort_of_one_instance_during_run_stands(repo: Path, gp: GP, tmp_path: P
     assert inst(run, "2")["status"] == "succeeded"
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_refusals(repo: Path, gp: GP, tmp_path: Path) -> None:
     ok = agent(tmp_path, "ok", "pass")
     proc = gp("run", "nope", "--", *ok, code=1)

@@ -290,6 +290,7 @@ def test_network_off_blocks_a_tcp_connect(tmp_path: Path, layer: str) -> None:
 
 
 @pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_a_gate_cannot_read_the_main_worktree(tmp_path: Path, layer: str) -> None:
     # Three instances checked side by side, their fences built from one set
     # of read rules (judge/check shares it): each gate still reads its own

@@ -4,6 +4,8 @@ runs are made by the verbs in-process (real git, real agent processes)."""
 
 from __future__ import annotations
 
+import pytest
+
 import shlex
 import sys
 import textwrap
@@ -31,6 +33,7 @@ AGENT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_stats_win_rates_by_hand_and_split_auto_follows_them(tmp_path: Path) -> None:
     script = tmp_path / "agent.py"
     script.write_text(AGENT)

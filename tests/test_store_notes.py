@@ -3,6 +3,8 @@ separate processes racing on one repository."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
@@ -107,6 +109,7 @@ def test_live_index_tracks_live_runs(repo: Path, gp: GP) -> None:
     assert not live.exists()
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_exclusive_ref_creation_has_one_winner(repo: Path) -> None:
     # libgit2's references.create(force=False) checks before it locks, so two
     # creators can both "win"; create_ref_exclusive must never let that happen.
