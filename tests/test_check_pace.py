@@ -65,6 +65,7 @@ def _overlap(folder: Path) -> float:
     ([], ["--jobs", "2"], None, 2, True),  # two one-thread gates fit side by side
 ])
 @pytest.mark.unfenced("its gates record when they ran in a file outside the checkout")
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_check_runs_as_many_gate_threads_as_it_has_cores(tmp_path: Path, prefix: list[str], args: list[str],
                                                          threads: int | None, jobs: int, together: bool) -> None:
     repo, folder = _spans(tmp_path, 10.0 if together else 0.7, threads)

@@ -604,6 +604,7 @@ def test_commit_on_live_base_needs_no_python(tmp_path: Path) -> None:
     assert tip(repo, "main") == new
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_fast_forward_of_base_to_an_instance_commit_still_refused(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path)
     run = spawn(gp, "t", 1)

@@ -74,6 +74,7 @@ def _zombie_children() -> set[str]:
 
 
 @needs_namespace
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_no_sandbox_leaves_a_zombie_behind(tmp_path: Path) -> None:
     # bwrap hands its namespace's init to the subreaper (us, in-process):
     # each must be collected, or a long check leaves hundreds.

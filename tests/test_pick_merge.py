@@ -298,6 +298,7 @@ def test_join_lands_all_tracks_in_one_move(tmp_path: Path) -> None:
     assert git(repo, "merge-base", "--is-ancestor", before, "main") == ""
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_join_refused_whole_when_third_conflicts(tmp_path: Path) -> None:
     # The third track rewrites the line the first track changed and requires
     # its own version: first_pass_wins keeps the first track's line, so the

@@ -321,6 +321,7 @@ def test_a_manifest_whose_config_was_weakened_is_refused(tmp_path: Path) -> None
     assert claim_chain(origin, R.claim_ref(run_id, "1"))[-1]["state"] == "released"
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_worker_with_index_takes_that_instance_and_nothing_else(tmp_path: Path) -> None:
     origin, coord, gp, (w,) = setup_remote(tmp_path, 1)
     run_id = spawn_published(gp, "fx", 3, GOOD_AGENT)

@@ -14,6 +14,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import GP, git
 from test_hostile import APP_BUGGY, APP_FIXED, HONEST, act, project
 
@@ -29,6 +31,7 @@ def _status(gp: GP, task: str) -> dict[str, dict]:
     return {i["id"]: i for i in gp.json("status", task)["run"]["instances"]}
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_a_smudge_filter_cannot_land_a_failing_tree(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     good = tmp_path / "good.py"
@@ -152,7 +155,6 @@ def test_a_user_committing_on_main_meanwhile_is_no_tampering(tmp_path: Path) -> 
 # -- the Landlock fence ----------------------------------------------------------------
 from gitflow_parallel.proc import landlock  # noqa: E402
 
-import pytest  # noqa: E402
 
 needs_landlock = pytest.mark.skipif(landlock.abi() == 0, reason="this kernel has no Landlock (Linux 5.13+, enabled "
                                     "at boot); the fence cannot be shown here")

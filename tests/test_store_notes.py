@@ -44,6 +44,7 @@ NOTE_WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_sixteen_processes_transitioning(repo: Path, gp: GP, tmp_path: Path) -> None:
     (repo / ".gitparallel.yaml").write_text("max_total: 16\n")
     git(repo, "add", ".gitparallel.yaml")
