@@ -237,6 +237,25 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
     return None if a == b and type(a) is type(b) else path.rstrip(".") or "(all)"
 
 
+# Defaults that changed: a run frozen by an earlier version holds the earlier
+# value where its file gave none.  Each earlier value here is the stricter
+# one, so a record that says it asks no less than the file would.
+EARLIER_DEFAULTS: dict[tuple[str, str], dict[Any, tuple[Any, ...]]] = {
+    ("merge", "verify"): {"auto": ("always",)},  # "always" until merge.verify: auto (2026-12-06)
+}
+
+
+def _as_frozen_then(derived: dict[str, Any], frozen: dict[str, Any]) -> dict[str, Any]:
+    """``derived`` with each changed default as the record's earlier one."""
+    out = derived
+    for (section, key), earlier in EARLIER_DEFAULTS.items():
+        now = (derived.get(section) or {}).get(key)
+        then = (frozen.get(section) or {}).get(key) if isinstance(frozen.get(section), dict) else None
+        if then != now and then in earlier.get(now, ()):
+            out = {**out, section: {**out[section], key: then}}
+    return out
+
+
 def verify_frozen(repo: Any, record: RunRecord) -> None:
     """Refuse a record whose frozen config is not what its base commit says.
 
@@ -254,7 +273,7 @@ def verify_frozen(repo: Any, record: RunRecord) -> None:
     except (KeyError, ValueError, AttributeError) as exc:
         raise ParallelError(RECORD_INVALID, f"the base commit {base[:12]} of run {record['run_id']} cannot be read ({exc})",
                             hint=f"`git parallel validate {task}`; abort the run and spawn again") from None
-    field = _first_difference(derived, record["config"])
+    field = _first_difference(_as_frozen_then(derived, record["config"]), record["config"])
     if field:
         raise ParallelError(
             RECORD_INVALID,

@@ -274,3 +274,31 @@ def test_protected_patterns_and_conflict_hunks() -> None:
     assert landing.conflict_hunks(base, ours, theirs) == [
         {"base_lines": [2, 2], "base_written": 1, "winner_lines": [2, 3], "winner_written": 2}]
     assert landing.conflict_hunks(base, ours, ours) == []  # the same change on both sides
+
+
+def _set_verify(repo: Path, task: str, value: str) -> None:
+    """The record as an earlier version froze it (or as a hand edited it)."""
+    import yaml
+
+    from gitflow_parallel.config import config_sha256
+
+    path = repo / ".git" / "parallel" / "runs" / f"{task}.yaml"
+    record = yaml.safe_load(path.read_text())
+    record["config"]["merge"]["verify"] = value
+    record["config_sha256"] = config_sha256(record["config"])
+    path.write_text(yaml.safe_dump(record, sort_keys=False))
+
+
+def test_a_run_frozen_under_an_earlier_default_still_runs_and_a_weaker_edit_is_refused(tmp_path: Path) -> None:
+    # merge.verify's default was "always" before "auto": a run spawned by
+    # that version holds "always" where its file says nothing.
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    assert gp.json("status", "t")["run"]["config"]["merge"]["verify"] == "auto"
+    _set_verify(repo, "t", "always")
+    act(gp, "t", "1", HONEST)
+    gp("check", "t")
+    assert "PARALLEL_RECORD_INVALID" not in {f["code"] for f in gp.json("validate", "t")["findings"]}
+    _set_verify(repo, "t", "never")  # asks less than the file: an edit, refused
+    proc = gp("check", "t", "--again", code=1)
+    assert "error[PARALLEL_RECORD_INVALID]" in proc.stderr and "config.merge.verify" in proc.stderr
