@@ -13,8 +13,6 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, cast
 
-import pygit2
-
 from gitflow_parallel import __version__, evidence, schema
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
@@ -168,6 +166,8 @@ def winner_instances(project: Project, record: RunRecord) -> list[tuple[PickReco
 def who(project: Project) -> str:
     """The person acting: ``git config user.email`` (the identity git would
     commit with when it is unset)."""
+    import pygit2
+
     try:
         email = project.repo.pygit.config["user.email"]
     except (KeyError, pygit2.GitError):
