@@ -59,7 +59,7 @@ def discover(start: str | os.PathLike[str]) -> Found | None:
         if dotgit.is_dir():
             gitdir = dotgit
         elif dotgit.is_file():
-            gitdir = _pointed(dotgit)
+            gitdir = read_gitdir_file(dotgit)
             if gitdir is None:
                 return None
         else:
@@ -68,7 +68,11 @@ def discover(start: str | os.PathLike[str]) -> Found | None:
     return None
 
 
-def _pointed(gitfile: Path) -> Path | None:
+def read_gitdir_file(gitfile: str | os.PathLike[str]) -> Path | None:
+    """Where a linked worktree's ``.git`` file points (``gitdir: <path>``,
+    a relative path taken from the file's folder, as git does), or None when
+    it is missing, unreadable, a folder, or not such a file."""
+    gitfile = Path(gitfile)
     try:
         text = gitfile.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):

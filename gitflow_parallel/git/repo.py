@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from gitflow_parallel.errors import BASE_NOT_FOUND, LOCK_HELD, NOT_A_REPO, ParallelError, is_no_space
 from gitflow_parallel.git import refs
+from gitflow_parallel.git.refs import read_gitdir_file as read_gitdir_file  # the one reader of a .git file
 from gitflow_parallel.proc import env as proc_env
 
 if TYPE_CHECKING:  # pygit2 is imported where an object is read or a ref moved (see ``refs``)
@@ -424,20 +425,6 @@ def create_ref_exclusive(git_dir: str | os.PathLike[str], name: str, new: str, m
                            "0" * len(new)], env=proc_env.for_host_git(), capture_output=True)
     return proc.returncode == 0
 
-
-def read_gitdir_file(gitfile: str | os.PathLike[str]) -> Path | None:
-    """Where a linked worktree's ``.git`` file points (``gitdir: <path>``,
-    a relative path taken from the file's folder, as git does), or None when
-    it is missing, unreadable, a folder, or not such a file."""
-    gitfile = Path(gitfile)
-    try:
-        text = gitfile.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not text.startswith("gitdir:"):
-        return None
-    target = Path(text[len("gitdir:"):].strip())
-    return target if target.is_absolute() else gitfile.parent / target
 
 
 def worktree_changes(path: str | os.PathLike[str], scratch: Iterable[str] = ()) -> list[str]:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.proc.sandbox import overlapping
 
 if TYPE_CHECKING:
     from gitflow_parallel.proc.sandbox import GatePlan
@@ -126,16 +127,16 @@ def resolve(entries: list[str], guarded: list[tuple[str, Path]]) -> list[Path]:
             if not path.is_absolute() or path == Path("/"):
                 raise ParallelError(E.CONFIG_INVALID, f"setup.stores: {entry!r} names {path}, which is not a store",
                                     hint="name a tool (pnpm, npm, yarn, pip, uv, go, cargo) or a store's folder")
-            for what, place in guarded:
-                place = Path(os.path.realpath(place))
-                if path == place or place in path.parents or path in place.parents:
-                    raise ParallelError(
-                        E.CONFIG_INVALID,
-                        f"setup.stores: {entry!r} ({path}) {'holds' if path in place.parents else 'is in'} {what} "
-                        f"({place}): its layer would show judged commands what the sandbox hides from them, or "
-                        "cover what they must see",
-                        hint="name the store's own folder in setup.stores, outside the repository, its worktrees, "
-                             "the judged checkouts and the hidden tests")
+            clash = overlapping(path, guarded)
+            if clash is not None:
+                what, place = clash
+                raise ParallelError(
+                    E.CONFIG_INVALID,
+                    f"setup.stores: {entry!r} ({path}) {'holds' if path in place.parents else 'is in'} {what} "
+                    f"({place}): its layer would show judged commands what the sandbox hides from them, or "
+                    "cover what they must see",
+                    hint="name the store's own folder in setup.stores, outside the repository, its worktrees, "
+                         "the judged checkouts and the hidden tests")
             if path.is_dir() and path not in out:
                 out.append(path)
     return sorted(out, key=lambda p: len(p.parts))

@@ -373,6 +373,16 @@ def agent_env(fence: Fence, env: dict[str, str]) -> None:
     env["GIT_CONFIG_COUNT"] = str(base + len(AGENT_GIT_CONFIG))
 
 
+def overlapping(path: Path, guarded: Iterable[tuple[str, Path]]) -> tuple[str, Path] | None:
+    """The first guarded place (``(what, path)``, its path resolved) that
+    ``path`` is, lies in or holds, or None."""
+    for what, place in guarded:
+        place = Path(os.path.realpath(place))
+        if path == place or place in path.parents or path in place.parents:
+            return what, place
+    return None
+
+
 def extra_writes(config: dict[str, Any], common: Path, main_workdir: Path | None) -> list[Path]:
     """The ``sandbox_write`` paths, ``~`` expanded and resolved, a missing
     one made as a folder; refused (``PARALLEL_SANDBOX_WRITE_REFUSED``) if one
@@ -389,15 +399,15 @@ def extra_writes(config: dict[str, Any], common: Path, main_workdir: Path | None
         if not path.is_absolute():
             raise ParallelError(E.SANDBOX_WRITE_REFUSED, f"sandbox_write: {given!r} is relative",
                                 hint="give an absolute path or one under ~ in .gitparallel.yaml")
-        for what, place in guarded:
-            place = Path(os.path.realpath(place))
-            if path == place or place in path.parents or path in place.parents:
-                raise ParallelError(
-                    E.SANDBOX_WRITE_REFUSED,
-                    f"sandbox_write: {given!r} ({path}) {'is inside' if place in path.parents or path == place else 'holds'}"
-                    f" {what} ({place}): a fenced agent could then rewrite what judges it, or other attempts",
-                    hint="list the narrowest folder the agent's tool writes (for example ~/.claude, ~/.cache/pip), "
-                         "outside the repository and its worktrees")
+        clash = overlapping(path, guarded)
+        if clash is not None:
+            what, place = clash
+            raise ParallelError(
+                E.SANDBOX_WRITE_REFUSED,
+                f"sandbox_write: {given!r} ({path}) {'is inside' if place in path.parents or path == place else 'holds'}"
+                f" {what} ({place}): a fenced agent could then rewrite what judges it, or other attempts",
+                hint="list the narrowest folder the agent's tool writes (for example ~/.claude, ~/.cache/pip), "
+                     "outside the repository and its worktrees")
         if not path.exists():
             path.mkdir(parents=True, exist_ok=True)
         out.append(path)
