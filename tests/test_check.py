@@ -155,7 +155,7 @@ def test_pass_and_fail_verdicts_with_exit_codes_logs_and_notes(tmp_path: Path) -
             "commit", "tree", "base_commit", "config_sha256", "gates", "verdict", "score", "score_source",
             "score_error", "input_fingerprints", "output_fingerprints", "engine_evidence", "proof_issued_at",
             "complete", "checkout", "protected", "protect_mode", "protected_changes", "protected_detail", "protected_blocking", "setup", "added_tests", "judged_commit",
-            "judged_tree", "refused", "fence"}
+            "judged_tree", "refused", "fence", "layers"}
         assert pack["checkout"] == "clean" and pack["protected_changes"] == [] and pack["judged_commit"] == commit
         assert evidence.freshness(rec, inst, commit).state == "fresh"
         # The note on the commit mirrors the pack.

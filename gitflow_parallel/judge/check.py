@@ -223,9 +223,13 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
                                      for p in g.get("inputs") or []])
         setup, results = judge_checkout(repo, cfg, gates, inst["track"], place, judged["judged_tree"], selected)
         value, source, error = score(cfg["score"], place)
-        _still_judged(path, judged["judged_commit"], inst["id"])
+        # Under the namespace layer the gates saw the checkout through a
+        # throwaway layer and never wrote it: there is nothing to look for.
+        written = not place.overlaid
+        if written:
+            _still_judged(path, judged["judged_commit"], inst["id"])
         added = _added_stage(repo, cfg, gates, inst, place, commit, judged, results, selected)
-        if added is not None:
+        if added is not None and written:
             _still_judged(path, judged["judged_commit"], inst["id"])
     verdict = verdict_of(results)
     if added and added["mode"] == "enforced" and not added["passed"]:
