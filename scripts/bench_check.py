@@ -197,7 +197,6 @@ def main() -> int:
         ours_repo, old_repo = build(base / "ours", env), build(base / "old", old_env)
         ready(ours_repo, env, "T")
         ready(old_repo, old_env, "T")
-        scratch = ours_repo.parent / f"{ours_repo.name}.parallel" / ".judged"
 
         # A check skips instances whose evidence is fresh unless told
         # --again; the old code always re-ran, so ours must too.
@@ -214,12 +213,15 @@ def main() -> int:
 
         trash = Trash(base)
 
-        def no_scratch() -> None:
-            # The pool of scratch checkouts (``scratch+<k>``) goes, as if never
-            # made: its files moved aside (deleted after the last round, see
-            # benchenv.Trash), its admin folders (a few files each) deleted.
-            trash.put(scratch)
-            for admin in sorted((ours_repo / ".git" / "worktrees").glob("scratch+*")):
+        def no_scratch(repo: Path) -> None:
+            # The pool of scratch checkouts (``scratch+<k>``) of ``repo`` goes,
+            # as if never made: its files moved aside (deleted after the last
+            # round, see benchenv.Trash), its admin folders (a few files each)
+            # deleted.  Each side's own pool, wherever its revision keeps it:
+            # beside the repository now, under .git/parallel/scratch before.
+            for pool in (repo.parent / f"{repo.name}.parallel" / ".judged", repo / ".git" / "parallel" / "scratch"):
+                trash.put(pool)
+            for admin in sorted((repo / ".git" / "worktrees").glob("scratch+*")):
                 shutil.rmtree(admin)
 
         if args.setup_only:
@@ -235,8 +237,8 @@ def main() -> int:
         def spawn(k: int) -> None:
             sh(["git", "parallel", "spawn", f"S{k}", "-n", "3"], spawn_repo, env)
 
-        times = alternating([Side("ours", lambda k: check_ours(), lambda k: no_scratch()),
-                             Side("theirs", lambda k: check_old(), lambda k: no_scratch()),
+        times = alternating([Side("ours", lambda k: check_ours(), lambda k: no_scratch(ours_repo)),
+                             Side("theirs", lambda k: check_old(), lambda k: no_scratch(old_repo)),
                              Side("spawn", spawn)], pairs)
         for k, (a, b, c) in enumerate(zip(times["ours"], times["theirs"], times["spawn"])):
             print(f"  cold check round {k + 1}: ours {a * 1000:.0f} ms, other {b * 1000:.0f} ms, "
