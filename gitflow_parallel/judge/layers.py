@@ -44,11 +44,14 @@ def root(parallel_dir: Path) -> Path:
 def _remove(path: Path) -> None:
     """Remove ``path`` whole; overlayfs leaves its work folder unreadable."""
     def unlock(func: object, name: str, exc: object) -> None:
-        try:
-            os.chmod(os.path.dirname(name), 0o700)
-            os.chmod(name, 0o700)
-        except OSError:
-            pass
+        # A gate made what is in its layer: a link there is never followed
+        # (chmod would change the file it names, wherever that is).
+        for target in (os.path.dirname(name), name):
+            try:
+                if not os.path.islink(target):
+                    os.chmod(target, 0o700)
+            except OSError:
+                pass
         if os.path.isdir(name) and not os.path.islink(name):
             shutil.rmtree(name, ignore_errors=True)
         else:
