@@ -71,7 +71,7 @@ def match(project: Project, record: RunRecord, track: str, round_no: int,
     logs = project.repo.parallel_dir / "logs" / record["run_id"]
     name = f"judge-{track}-{round_no}.{a['id']}-{b['id']}"
     log, err_log = logs / f"{name}.log", logs / f"{name}-stderr.log"
-    scratch = Path(tempfile.mkdtemp(prefix="git-parallel-judge-"))
+    scratch = Path(tempfile.mkdtemp(prefix="git-parallel-judge-", dir=sandbox.tmp_root()))  # out of every sandbox's sight
     try:
         base = record["base"]["commit"]
         _write_side(scratch / "A", project, base, a)
