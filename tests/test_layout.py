@@ -108,7 +108,9 @@ def test_no_command_imports_another_and_only_the_cli_imports_commands() -> None:
     for path in modules():
         here = top_name(path)
         if here == "commands":
-            assert command_imports(path) == set(), f"{path.name} imports a command: move what it shares below"
+            # A command made of several modules (commands/init/) imports its own parts.
+            own = path.relative_to(PACKAGE / "commands").parts[0].removesuffix(".py")
+            assert command_imports(path) - {own} == set(), f"{path.name} imports a command: move what it shares below"
         elif path.name == "__main__.py":
             # The entry point: the installed hooks' slow path goes straight
             # to the hook command, without loading the CLI.
