@@ -40,10 +40,13 @@ Design, in the order an instance lives through it:
   ``KILL_GRACE`` seconds (3; ``GIT_PARALLEL_KILL_GRACE`` overrides it).  When
   the leader exits, whatever it left in its group is killed while the
   unreaped leader still reserves the group id (so no recycled pid can be
-  hit), and then it is reaped.  Leftover changes are
-  committed on the instance branch (``commit_leftovers``), the tip is recorded
-  as ``head``, and the instance becomes succeeded (exit 0), failed (non-zero,
-  signal, timeout, cannot execute) or aborted (the runner was told to stop).
+  hit), and then it is reaped.  While other attempts of this run still run
+  or wait for a slot, what it made stays in its own store (``held``: no live
+  sibling reads it; ``abort`` of it is taken in at once).  Then its objects
+  and refs are taken in, leftover changes are committed on the instance
+  branch (``commit_leftovers``), the tip is recorded as ``head``, and the
+  instance becomes succeeded (exit 0), failed (non-zero, signal, timeout,
+  cannot execute) or aborted (the runner was told to stop).
 - **Stopping.** SIGINT, SIGTERM or SIGHUP to the runner starts no more
   commands, sends SIGTERM to every group (SIGKILL after the grace), records
   them aborted, and returns a summary that is not ok (exit status 1).  Git
