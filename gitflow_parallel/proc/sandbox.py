@@ -124,10 +124,7 @@ class Fence:
     def layers(self) -> list[str]:
         """The layers that hold, from what was checked (``namespace.unavailable``,
         the kernel's Landlock ABI), never assumed."""
-        if self.mounts is not None:
-            held = ["pid", "mount", "ipc"] + ([] if self.network else ["net"])
-            return held + (["overlay"] if self.mounts.target is not None else [])
-        return ["landlock"] if self.kind == "landlock" else []
+        return layer_names(self.kind, self.network, self.mounts is not None and self.mounts.target is not None)
 
     def record(self) -> dict[str, Any]:
         """What the events and packs say about it."""
@@ -158,6 +155,13 @@ class Fence:
 
             self.refused_objects = shadow.undo(self.view)
             self.view = None
+
+
+def layer_names(kind: str, network: bool, overlay: bool) -> list[str]:
+    """The layers a fence of ``kind`` holds, as events and packs name them."""
+    if kind == "namespace":
+        return ["pid", "mount", "ipc"] + ([] if network else ["net"]) + (["overlay"] if overlay else [])
+    return ["landlock"] if kind == "landlock" else []
 
 
 def none(reason: str, network: bool = True) -> Fence:
@@ -507,10 +511,7 @@ class GatePlan:
     def held(self) -> list[str]:
         """The sandbox layers its commands run in, from what was checked (as
         ``Fence.layers`` says of one command): the pack records them."""
-        if self.kind == "namespace":
-            network = (self.config.get("gate_network") or "off") == "on"
-            return ["pid", "mount", "ipc"] + ([] if network else ["net"]) + ["overlay"]
-        return ["landlock"] if self.kind == "landlock" else []
+        return layer_names(self.kind, (self.config.get("gate_network") or "off") == "on", overlay=True)
 
     @property
     def overlaid(self) -> bool:
