@@ -16,7 +16,7 @@ import secrets
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from gitflow_parallel.errors import BASE_NOT_FOUND, LOCK_HELD, NOT_A_REPO, ParallelError, is_no_space
 from gitflow_parallel.git import refs
@@ -41,6 +41,9 @@ HARDENED = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c"
             "-c", "protocol.ext.allow=never"]
 INTERNAL_DIR = "internal"
 _TOKENS: dict[str, str] = {}
+
+# How a command runs elsewhere than here (argv, cwd, env, stdin): in an attempt's fence.
+Runner = Callable[[list[str], str, dict[str, str], bytes], "subprocess.CompletedProcess[bytes]"]
 
 # Instance branches; they are never a base (see ``resolve_base``).
 INSTANCE_PREFIX = "refs/heads/parallel/"
@@ -464,9 +467,11 @@ def scratch_files(path: str | os.PathLike[str], patterns: Iterable[str]) -> set[
     return matched & {os.fsdecode(p) for p in visible.stdout.split(b"\0") if p}
 
 
-def stage_all(path: str | os.PathLike[str], skip: Iterable[str] = ()) -> None:
+def stage_all(path: str | os.PathLike[str], skip: Iterable[str] = (), run: Runner | None = None) -> None:
     """``git add -A`` in a worktree: everything but the paths in ``skip``,
-    .gitignore respected, filters run.
+    .gitignore respected, filters run; by ``run`` (argv, cwd, env, stdin)
+    when given: the attempt's fence, where the filters run what the attempt
+    may have written.
 
     On a full disk git dies leaving the object it was writing as a
     ``tmp_obj_*`` file that fills what space was left; that garbage is
@@ -475,8 +480,11 @@ def stage_all(path: str | os.PathLike[str], skip: Iterable[str] = ()) -> None:
     started = time.time() - 1.0
     # Pathspecs on stdin: a scratch folder can hold thousands of files.
     specs = b"".join(os.fsencode(s) + b"\0" for s in [".", *(f":(exclude,literal){p}" for p in skip)])
-    proc = subprocess.run(["git", *HARDENED, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"],
-                          cwd=str(path), env=proc_env.for_host_git(), input=specs, capture_output=True)
+    argv = ["git", *HARDENED, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"]
+    if run is None:
+        proc = subprocess.run(argv, cwd=str(path), env=proc_env.for_host_git(), input=specs, capture_output=True)
+    else:
+        proc = run(argv, str(path), proc_env.for_host_git(), specs)
     if proc.returncode == 0:
         return
     said = proc.stderr.decode(errors="replace").strip()
@@ -501,9 +509,10 @@ def _drop_temp_objects(path: str | os.PathLike[str], since: float) -> None:
 
 
 def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HEAD",
-               parent: str | None = None, scratch: Iterable[str] = ()) -> str | None:
+               parent: str | None = None, scratch: Iterable[str] = (), staged: bool = False) -> str | None:
     """Commit everything uncommitted in the worktree at ``path`` (respecting
-    .gitignore), but untracked files the ``scratch`` patterns match.  With
+    .gitignore), but untracked files the ``scratch`` patterns match; with
+    ``staged``, what its index holds (``stage_all`` has run already).  With
     ``ref=None`` the commit is written without moving any ref and without
     touching the worktree's index (used to archive a dirty worktree before
     removing it).  Returns the new oid, or None if clean."""
@@ -516,7 +525,8 @@ def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HE
     # Git LFS), so its add_all would commit raw content that git then shows
     # as modified.  With ref=None the worktree is about to be removed (or
     # reset), so staging into its own index is harmless.
-    stage_all(path, sorted(scratch_files(path, scratch)))
+    if not staged:
+        stage_all(path, sorted(scratch_files(path, scratch)))
     note_write(common_path(repo))  # the instance's branch moves (see tamper)
     index = repo.index
     index.read(True)

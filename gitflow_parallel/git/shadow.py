@@ -61,6 +61,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitflow_parallel.git import lfs
+
 NAME = "parallel-common"
 _OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # Made private: these hold the shared stash.
@@ -109,8 +111,9 @@ def make(common: Path, admin: Path, branch: str | None = None, worktree: Path | 
     # check): every link is checked against what it must say, anything
     # else the last attempt left is removed, the copies are made afresh,
     # and its stash starts empty.
-    _sync(common, view, "", skip={"refs", "logs", "worktrees", "objects", *_COPIED}, extra={"worktrees"})
+    _sync(common, view, "", skip={"refs", "logs", "worktrees", "objects", "lfs", *_COPIED}, extra={"worktrees"})
     _private_objects(common, view / "objects")
+    _private_lfs(common, view / "lfs")
     for name in _COPIED:  # copies, not links (see the module doc)
         _remove(view / name)
         try:
@@ -320,6 +323,15 @@ def _private_objects(common: Path, objects: Path) -> None:
     _write_new(objects / "info" / "alternates", real)
 
 
+def _private_lfs(common: Path, store: Path) -> None:
+    """The attempt's own Git LFS store (``git/lfs``), empty: what an
+    attempt whose runner was killed left there is taken in first."""
+    if not store.is_symlink() and store.is_dir():
+        lfs.import_objects(common, store)
+    _remove(store)
+    store.mkdir()
+
+
 def _empty_store(objects: Path, alternates: str) -> bool:
     """Does ``objects`` hold only its empty ``pack`` folder and an
     ``info/alternates`` naming the shared store (nothing to clear)?"""
@@ -377,7 +389,7 @@ def _sync(common: Path, view: Path, folder: str, skip: set[str], extra: set[str]
     except OSError:
         names = set()
     wanted = (names | _ALWAYS.get(folder, set()) | extra) - skip
-    kept = {"refs", "logs", "objects", *_COPIED} if folder == "" else {"refs"} if folder == "logs" else set()
+    kept = {"refs", "logs", "objects", "lfs", *_COPIED} if folder == "" else {"refs"} if folder == "logs" else set()
     kept = kept | {k for k in keep if (here / k).is_dir() and not (here / k).is_symlink()}
     for name in os.listdir(here):
         if name not in wanted and name not in kept:
@@ -402,6 +414,7 @@ def undo(made: View | None) -> list[str]:
         return []
     refused = scrub(made.common, made.folder.parent)
     refused += import_objects(made.common, made.objects)
+    refused += lfs.import_objects(made.common, made.folder / "lfs")
     refused += import_refs(made.common, made.folder.parent)
     _write(made.commondir, made.said)
     if made.worktree is not None:
@@ -426,6 +439,7 @@ def restore(common: Path, admin: Path, worktree: Path) -> list[str]:
     pointers put back.  Returns what was refused."""
     refused = scrub(common, admin)
     refused += import_objects(common, admin / NAME / "objects")
+    refused += lfs.import_objects(common, admin / NAME / "lfs")
     refused += import_refs(common, admin)
     _write(admin / "commondir", os.path.relpath(common, admin) + "\n")
     return refused + _put_back_pointers(admin, worktree)

@@ -19,7 +19,8 @@ from typing import Any
 from gitflow_parallel.errors import is_no_space
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.files import remove_hostile_files
-from gitflow_parallel.git.repo import commit_all
+from gitflow_parallel.git.repo import commit_all, scratch_files, stage_all, worktree_changes
+from gitflow_parallel.proc import reaper
 from gitflow_parallel.proc.supervise import KILL_GRACE, signame
 from gitflow_parallel.provenance import leftovers_message, stray_leftovers_message
 from gitflow_parallel.state.project import Project
@@ -46,20 +47,56 @@ def classify_exit(child: Any, rc: int, timeout: float | None) -> None:
         child.error = f"killed by {signame(-rc)}"
 
 
+def stage(project: Project, record: dict[str, Any], child: Any) -> None:
+    """Before the attempt's fence closes: stage what its agent left with git
+    run inside that fence (``child.staged``), since the clean filters git runs
+    (Git LFS's, or a project's own script) run what the attempt could have
+    written.  ``commit`` then writes the commit from the index, after the
+    objects are taken in.  Nothing here without a fence, nor when ``commit``
+    will refuse (a replaced ``.git``, a worktree off its branch)."""
+    import pygit2
+
+    fence = child.fence
+    if fence is None or fence.kind == "none" or _foreign_gitfile(project, record["task"], child) is not None:
+        return
+    _remove_hostile(child)
+    ran = False
+    try:
+        head = pygit2.Repository(child.worktree).references.get("HEAD")
+        if head is None or head.target != f"refs/heads/{child.branch}":
+            return
+        scratch = scratch_patterns(record["config"])
+        if not worktree_changes(child.worktree, scratch):
+            return
+        env = {reaper.SCOPE_ENV: child.scope}
+        ran = True
+        stage_all(child.worktree, sorted(scratch_files(child.worktree, scratch)),
+                  run=lambda argv, cwd, base, stdin: fence.run(argv, cwd, {**base, **env}, stdin))
+        child.staged = True
+    except Exception as exc:  # a filter that fails, a broken worktree, a full disk: this instance fails
+        child.staged = False
+        _fail(child, "could not commit leftovers: no space left on device" if is_no_space(exc)
+              else f"its leftovers could not be committed: {type(exc).__name__}: {exc}")
+    finally:
+        if ran:
+            reaper.sweep({child.scope})  # what a filter left running
+
+
 def commit(project: Project, record: dict[str, Any], child: Any) -> None:
     """Commit what the agent left uncommitted on its branch (``child.committed``),
     or fail the instance saying why it could not be done."""
     import pygit2
 
     task, run_id = record["task"], record["run_id"]
+    if child.staged is False:
+        return  # ``stage`` failed it, saying why
     problem = _foreign_gitfile(project, task, child)
     if problem is not None:
         _fail(child, problem)
         return
-    special = remove_hostile_files(Path(child.worktree))
-    if special:
-        _fail(child, f"it left {len(special)} file(s) in its worktree that git must not read (a FIFO, socket or "
-                     f"device, or a .gitignore or .gitattributes over 8 MB; removed): {', '.join(special[:5])}")
+    _remove_hostile(child)
+    # Under a fence, what is committed is what ``stage`` staged there, never staged here.
+    staged = bool(child.staged) or (child.fence is not None and child.fence.kind != "none")
     try:
         wt = pygit2.Repository(child.worktree)
         head = wt.references.get("HEAD")
@@ -70,19 +107,26 @@ def commit(project: Project, record: dict[str, Any], child: Any) -> None:
             where = on or "a detached HEAD"
             problem = f"the command left the worktree on {where}, not {child.branch}; its leftovers were not committed"
         elif tip is None or not project.repo.is_ancestor(base, tip):
-            problem = _keep_broken_branch(project, task, run_id, child, tip, base)
+            problem = _keep_broken_branch(project, task, run_id, child, tip, base, staged)
         else:
             message = leftovers_message(task, run_id, child.id, child.attempt,
                                         f"Uncommitted when the command exited ({child.status}, "
                                         f"exit {child.exit_code}).", command=child.argv)
             child.committed = commit_all(child.worktree, message,
-                                         scratch=scratch_patterns(record["config"]))
+                                         scratch=scratch_patterns(record["config"]), staged=staged)
             problem = _keep_nested(project, run_id, child)
     except Exception as exc:  # a broken worktree, or a full disk, fails this instance, not the run
         problem = ("could not commit leftovers: no space left on device" if is_no_space(exc)
                    else f"its leftovers could not be committed: {type(exc).__name__}: {exc}")
     if problem:
         _fail(child, problem)
+
+
+def _remove_hostile(child: Any) -> None:
+    special = remove_hostile_files(Path(child.worktree))
+    if special:
+        _fail(child, f"it left {len(special)} file(s) in its worktree that git must not read (a FIFO, socket or "
+                     f"device, or a .gitignore or .gitattributes over 8 MB; removed): {', '.join(special[:5])}")
 
 
 def _fail(child: Any, problem: str) -> None:
@@ -127,7 +171,8 @@ def _keep_nested(project: Project, run_id: str, child: Any) -> str | None:
             "(their folders are left in the worktree)")
 
 
-def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, tip: str | None, base: str) -> str:
+def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, tip: str | None, base: str,
+                        staged: bool) -> str:
     """The branch was deleted, or moved to history without the base, while
     the command ran (a sibling's ``git update-ref -d``): committing on it
     would make a root commit and orphan the attempt's work.  Keep the
@@ -139,7 +184,7 @@ def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, ti
     heads = worktrees.worktree_heads(repo, repo.common_dir / "worktrees" / worktrees.admin_name(task, child.id))
     parent = next((h for h in heads if h != tip and repo.is_ancestor(base, h)), base)
     message = stray_leftovers_message(task, run_id, child.id, child.attempt)
-    extra = [oid for oid in [commit_all(child.worktree, message, ref=None, parent=parent)] if oid]
+    extra = [oid for oid in [commit_all(child.worktree, message, ref=None, parent=parent, staged=staged)] if oid]
     kept = worktrees.keep_strays(repo, run_id, task, inst, extra=extra)
     what = "was deleted" if tip is None else f"was moved to {tip[:12]}, which does not descend from the base"
     where = f"; its work is kept at {', '.join(kept)}" if kept else ""

@@ -36,6 +36,7 @@ import functools
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -120,6 +121,25 @@ class Fence:
         if env is not None and not self.mounts.finds(argv[0], Path(cwd), env):
             return argv
         return self.mounts.argv(argv, Path(cwd))
+
+    def run(self, argv: list[str], cwd: str | Path, env: dict[str, str],
+            stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+        """Run one more command in the fence once its agent has ended (the
+        commit of what the agent left): the same namespace, or a Landlock
+        ruleset rebuilt from its paths (the agent's was closed at its start)."""
+        env = {**env, **self.env}
+
+        def begin() -> subprocess.CompletedProcess[bytes]:
+            return subprocess.run(self.wrap(argv, cwd, env), cwd=str(cwd), env=env, input=stdin,
+                                  capture_output=True, start_new_session=True)
+
+        if self.kind != "landlock" or self.plan is None:
+            return begin()
+        ruleset = landlock.from_plan(self.plan)
+        try:
+            return ruleset.spawn(begin)
+        finally:
+            ruleset.close()
 
     def layers(self) -> list[str]:
         """The layers that hold, from what was checked (``namespace.unavailable``,

@@ -1,0 +1,114 @@
+"""Git LFS and other clean filters under the sandbox: an agent commits
+LFS files as it would anywhere (its LFS objects land in a store of its
+own, taken into the shared one only when their content hashes to their
+name), and the runner's commit of what it left uncommitted runs the
+configured filters inside the attempt's fence, never beside it."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import GP, git, make_repo
+from hostile import log_of, status
+from test_sandbox import LAYERS, fenced
+
+needs_lfs = pytest.mark.skipif(shutil.which("git-lfs") is None, reason="git-lfs is not installed")
+
+DATA = "binary payload\n" * 100
+OID = hashlib.sha256(DATA.encode()).hexdigest()
+
+
+def lfs_project(tmp_path: Path, **files: str) -> tuple[Path, GP]:
+    repo = make_repo(tmp_path / "repo", files={
+        ".gitattributes": "*.bin filter=lfs diff=lfs merge=lfs -text\n", "README.md": "hello\n", **files})
+    git(repo, "lfs", "install", "--local")
+    return repo, GP(repo)
+
+
+def stored(repo: Path, oid: str) -> Path:
+    return repo / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
+
+
+def pointer_of(repo: Path, rev: str) -> str:
+    return git(repo, "cat-file", "-p", f"{rev}:data.bin")
+
+
+@needs_lfs
+@pytest.mark.parametrize("commits", [True, False], ids=["agent-commits", "left-uncommitted"])
+def test_an_agent_s_lfs_file_is_committed_as_a_pointer_and_its_object_taken_in(tmp_path: Path,
+                                                                               commits: bool) -> None:
+    repo, gp = lfs_project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    script = "python3 -c \"open('data.bin','w').write('binary payload\\n' * 100)\""
+    if commits:
+        script += " && git add data.bin && git commit -qm 'add data'"
+    gp("run", "t", "--", "sh", "-c", script)
+    assert status(gp, "t")["1"]["status"] == "succeeded", log_of(gp, "t", "1")
+    assert f"oid sha256:{OID}" in pointer_of(repo, "parallel/t/1")
+    assert stored(repo, OID).read_text() == DATA
+    # Plain git, in the attempt's worktree, sees its file as the content, not a pointer.
+    wt = Path(status(gp, "t")["1"]["worktree"])
+    assert git(wt, "status", "--porcelain") == ""
+    assert git(wt, "lfs", "ls-files").endswith("data.bin")
+
+
+FORGE_LFS = """
+python3 - {oid} <<'EOF'
+import os, subprocess, sys
+oid = sys.argv[1]
+common = subprocess.run(["git", "rev-parse", "--git-common-dir"], capture_output=True, text=True).stdout.strip()
+folder = os.path.join(common, "lfs", "objects", oid[:2], oid[2:4])
+os.makedirs(folder, exist_ok=True)
+open(os.path.join(folder, oid), "w").write("not what the name says\\n")
+pointer = "version https://git-lfs.github.com/spec/v1\\noid sha256:%s\\nsize %d\\n" % (oid, {size})
+open("data.bin", "w").write(pointer)
+EOF
+"""
+
+
+@needs_lfs
+def test_a_forged_lfs_object_is_never_taken_in_and_fails_its_attempt(tmp_path: Path) -> None:
+    repo, gp = lfs_project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    # The agent writes an object under the name of content it does not hold,
+    # then commits a pointer naming it (as if it had stored the real data).
+    gp("run", "t", "--", "sh", "-c", FORGE_LFS.format(oid=OID, size=len(DATA)), code=None)
+    assert not stored(repo, OID).exists()
+    inst = status(gp, "t")["1"]
+    assert inst["status"] == "failed" and "PARALLEL_AGENT_TAMPERED" in inst["error"], inst
+
+
+# A clean filter the project configures as a script of its own (as
+# formatters and notebook strippers are): the attempt's code, once the
+# attempt has changed the script.
+HIJACK = """
+cat > tools/clean.sh <<'EOF'
+#!/bin/sh
+echo hijacked > "{marker}"
+cat
+EOF
+echo changed > notes.txt
+"""
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_the_leftovers_commit_runs_a_project_s_clean_filter_inside_the_attempt_s_fence(tmp_path: Path,
+                                                                                       layer: str) -> None:
+    repo = make_repo(tmp_path / "repo", files={
+        ".gitattributes": "*.txt filter=tidy\n", "tools/clean.sh": "#!/bin/sh\ncat\n", "notes.txt": "x\n"})
+    (repo / "tools" / "clean.sh").chmod(0o755)
+    git(repo, "add", "tools/clean.sh")
+    git(repo, "commit", "-q", "-m", "executable")
+    git(repo, "config", "filter.tidy.clean", "./tools/clean.sh")
+    gp = GP(repo)
+    marker = tmp_path / "outside" / "marker"
+    marker.parent.mkdir()
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", HIJACK.format(marker=marker), code=None, env=fenced(layer))
+    assert not marker.exists(), "the attempt's filter ran outside its fence"
+    # What it left is committed all the same, through the filter, which ran fenced.
+    assert git(repo, "show", "parallel/t/1:notes.txt") == "changed"
