@@ -112,3 +112,30 @@ def test_the_leftovers_commit_runs_a_project_s_clean_filter_inside_the_attempt_s
     assert not marker.exists(), "the attempt's filter ran outside its fence"
     # What it left is committed all the same, through the filter, which ran fenced.
     assert git(repo, "show", "parallel/t/1:notes.txt") == "changed"
+
+
+# A gate that fails on a pointer: what it judges must be the file's content.
+CONTENT_GATE = """
+gates:
+  - name: data
+    run: [sh, -c, "for f in *.bin; do ! grep -q git-lfs.github.com $f || { echo pointer: $f; exit 1; }; done"]
+"""
+
+
+@needs_lfs
+@pytest.mark.parametrize("layer", LAYERS)
+def test_gates_judge_lfs_files_by_their_content_not_their_pointers(tmp_path: Path, layer: str) -> None:
+    repo, gp = lfs_project(tmp_path, **{".gitparallel.yaml": CONTENT_GATE})
+    (repo / "base.bin").write_text("base data\n" * 50)
+    git(repo, "add", "base.bin")
+    git(repo, "commit", "-q", "-m", "base data in LFS")
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", "python3 -c \"open('data.bin','w').write('binary payload\\n' * 100)\"",
+       env=fenced(layer))
+    checked = gp.json("check", "t", code=None, env=fenced(layer))["instances"][0]
+    assert checked["verdict"] == "pass", checked
+    # Again in another task: the pool's checkout is reused, and its files checked against the commit.
+    gp("spawn", "u", "-n", "1")
+    gp("run", "u", "--", "sh", "-c", "echo more >> README.md", env=fenced(layer))
+    checked = gp.json("check", "u", code=None, env=fenced(layer))["instances"][0]
+    assert checked["verdict"] == "pass", checked

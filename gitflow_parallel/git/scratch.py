@@ -57,6 +57,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import harness
 from gitflow_parallel.config import CONFIG_FILE
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.git import lfs
 from gitflow_parallel.git.checkout import checkout_tree, filters_idle
 from gitflow_parallel.git.repo import Repo, note_write, read_gitdir_file
 
@@ -474,6 +475,7 @@ class Checkout:
             # Untracked files go with the clean after it, which spares ``keep``.
             idle = fresh and filters_idle(wt, self.repo.common_dir, target.tree)
             checkout_tree(wt, target.tree, strategy.FORCE, skip_filters=idle)
+            lfs.smudge(wt, target.tree, self.path, self.repo.common_dir)  # what libgit2 left as pointers
             wt.set_head(target.id)
         except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
             self._last_error = f"{type(exc).__name__}: {exc}"

@@ -19,7 +19,7 @@ from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import config, evidence, faults, model, notify, provenance
-from gitflow_parallel.git import scratch, share
+from gitflow_parallel.git import lfs, scratch, share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import remove_hostile_files, sha256_bytes, utcnow
 from gitflow_parallel.git.repo import worktree_changes
@@ -79,12 +79,16 @@ def _head_of(worktree: Path) -> str | None:
         return None
 
 
-def _tracked_changes(worktree: Path) -> list[str]:
-    """Tracked paths a gate modified or deleted (new untracked files are byproducts)."""
+def _tracked_changes(worktree: Path, common: Path) -> list[str]:
+    """Tracked paths a gate modified or deleted (new untracked files are
+    byproducts), but for LFS files holding the content their pointer names
+    (``lfs.smudge`` wrote it there; libgit2 sees the pointer)."""
     wt = pygit2.Repository(str(worktree))
     new = pygit2.GIT_STATUS_WT_NEW | pygit2.GIT_STATUS_IGNORED
-    return sorted(p for p, f in wt.status(untracked_files="no").items()
-                  if f != pygit2.GIT_STATUS_CURRENT and not f & new)
+    changed = sorted(p for p, f in wt.status(untracked_files="no").items()
+                     if f != pygit2.GIT_STATUS_CURRENT and not f & new)
+    index = wt.index
+    return [p for p in changed if p not in index or not lfs.is_smudged(common, wt[index[p].id].data, worktree / p)]
 
 
 def _picked_winners(record: dict[str, Any]) -> set[str]:
@@ -227,10 +231,10 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
         # throwaway layer and never wrote it: there is nothing to look for.
         written = not place.overlaid
         if written:
-            _still_judged(path, judged["judged_commit"], inst["id"])
+            _still_judged(path, judged["judged_commit"], inst["id"], repo_.common_dir)
         added = _added_stage(repo, cfg, gates, inst, place, commit, judged, results, selected)
         if added is not None and written:
-            _still_judged(path, judged["judged_commit"], inst["id"])
+            _still_judged(path, judged["judged_commit"], inst["id"], repo_.common_dir)
     verdict = verdict_of(results)
     if added and added["mode"] == "enforced" and not added["passed"]:
         verdict = "fail"
@@ -298,7 +302,7 @@ def _added_layered(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str],
     return {"mode": mode, "paths": paths, "gates": ran, "passed": verdict_of(ran) == "pass"}
 
 
-def _still_judged(path: Path, commit: str, what: str) -> None:
+def _still_judged(path: Path, commit: str, what: str, common: Path) -> None:
     """Gates may leave byproducts, but what they ran on must still be the
     judged commit: a gate that moved HEAD or rewrote tracked files has
     judged something else (and the gates after it saw that)."""
@@ -306,7 +310,7 @@ def _still_judged(path: Path, commit: str, what: str) -> None:
     # there, or read a 20 GB .gitignore whole.
     remove_hostile_files(path)
     moved = _head_of(path)
-    changed = _tracked_changes(path)
+    changed = _tracked_changes(path, common)
     if moved != commit or changed:
         what_changed = (f"HEAD moved to {str(moved)[:12]}" if moved != commit
                         else "tracked files changed: " + ", ".join(changed[:10]) + (" …" if len(changed) > 10 else ""))
