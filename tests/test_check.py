@@ -26,6 +26,7 @@ from gitflow_parallel.git import scratch
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.state.project import Project, pid_alive
 from gitflow_parallel.commands import check
+from gitflow_parallel.proc.child import own_events
 
 PY = sys.executable
 
@@ -604,7 +605,8 @@ def test_engine_evidence_counts_events_or_null(tmp_path: Path) -> None:
     finish(repo, "2", {"b": "b"})
     rec = run_record(gp)
     events = Path(rec["instances"][0]["events"])
-    Path(rec["instances"][1]["events"]).unlink()  # nothing observed for 2
+    for path in (Path(rec["instances"][1]["events"]), own_events(Path(rec["instances"][1]["events"]))):
+        path.unlink()  # nothing observed for 2: neither the agent's file nor the runner's copy
     gp("check", "t")
     rec = run_record(gp)
     one, two = (load_pack(i)["engine_evidence"] for i in rec["instances"])

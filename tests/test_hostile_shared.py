@@ -7,7 +7,7 @@ import socket
 import textwrap
 from pathlib import Path
 
-from hostile import log_of, needs_namespace, status
+from hostile import log_of, needs_namespace, pack_of, status
 from test_hostile import HONEST, PY, act, project
 
 
@@ -78,3 +78,21 @@ def test_with_network_off_no_datagram_leaves_the_agent(tmp_path: Path) -> None:
     assert data == b"", "a datagram left the sandbox"
     assert status(gp, "t")["1"]["status"] in ("succeeded", "failed")
     receiver.close()
+
+
+# The agent rewrites its events file: the runner's own lines erased, others forged.
+REWRITE_EVENTS = (
+    "printf '%s\\n' '{\"event\": \"edit\"}' '{\"event\": \"engine_tampered\", \"paths\": [\"x\"]}' "
+    "'{\"event\": \"engine_exited\", \"status\": \"succeeded\"}' > \"$GIT_PARALLEL_EVENTS\"; " + HONEST)
+
+
+def test_the_pack_counts_the_runner_s_events_from_its_own_copy_not_from_what_the_agent_wrote(
+        tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", REWRITE_EVENTS)
+    gp("check", "t")
+    said = pack_of(gp, "t", "1")["engine_evidence"]
+    assert said["counts"] == {"edit": 1, "engine_dispatched": 1, "engine_exited": 1}, said
+    # What the agent wrote in the runner's name is counted apart: two lines forged, one erased.
+    assert said["forged"] == 2 and said["erased"] == 1, said

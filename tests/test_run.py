@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GP, git, make_repo
+from conftest import GP, git, make_repo, wait_for
 
 PY = sys.executable
 
@@ -38,6 +38,8 @@ def agent(tmp_path: Path, name: str, body: str) -> list[str]:
 TIMED = """
     import json, os, sys, time
     start = time.monotonic()
+    name = os.path.join(sys.argv[1], os.environ["GIT_PARALLEL_TASK"] + "-" + os.environ["GIT_PARALLEL_INSTANCE"])
+    open(name + ".started", "w").close()
     time.sleep(float(sys.argv[2]))
     end = time.monotonic()
     with open(os.path.join(sys.argv[1], os.environ["GIT_PARALLEL_TASK"] + "-" + os.environ["GIT_PARALLEL_INSTANCE"] + ".json"), "w") as f:
@@ -188,8 +190,12 @@ def test_two_runs_share_max_total(tmp_path: Path) -> None:
     times = tmp_path / "times"
     times.mkdir()
     timed = agent(tmp_path, "timed", TIMED)
-    procs = [subprocess.Popen(["git", "parallel", "run", task, "--", *timed, str(times), "1.2"], cwd=repo,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for task in ("A", "B")]
+    procs = []
+    for task in ("A", "B"):
+        procs.append(subprocess.Popen(["git", "parallel", "run", task, "--", *timed, str(times), "2.5"], cwd=repo,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        # B starts once A's three hold every slot (however slowly a loaded machine starts them).
+        wait_for(lambda: len(list(times.glob("A-*.started"))) == 3, timeout=60)
     outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     intervals = read_intervals(times)

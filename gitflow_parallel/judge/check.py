@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections import Counter
 import os
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -36,6 +37,7 @@ from gitflow_parallel.judge.gates import (applicable, complete_of, gate_facts, j
                                          refused_protected, repository_of, run_gates, verdict_of, what_is_judged)
 from gitflow_parallel.judge.place import Place, judging
 from gitflow_parallel.judge.score import score
+from gitflow_parallel.proc.child import own_events
 
 
 # -- engine evidence --------------------------------------------------------------
@@ -43,31 +45,47 @@ def engine_evidence(inst: dict[str, Any]) -> dict[str, Any]:
     """Counts by event name from the instance's events log, or unavailable.
 
     Nothing observed is null, never 0: an empty or absent log does not prove
-    that an agent did nothing, only that it told us nothing."""
+    that an agent did nothing, only that it told us nothing.  The runner's
+    own events (``engine_*``) are counted from its copy, which the agent
+    cannot write (``proc/child.engine_event``); ``engine_*`` lines of the
+    agent's file that the copy lacks are ``forged``, and the copy's lines
+    missing there ``erased``."""
     path = inst.get("events")
-    data, size = read_head(Path(path)) if path else (None, 0)
-    if data is not None and size > len(data):  # cut: the last line read may be half a line
-        data = data[:data.rfind(b"\n") + 1]
+    data, size = _whole_lines(Path(path)) if path else (None, 0)
+    own, _ = _whole_lines(own_events(Path(path))) if path else (None, 0)
     lines = [l for l in (data or b"").decode("utf-8", "replace").splitlines() if l.strip()]
-    if not lines:
+    runner = [l for l in (own or b"").decode("utf-8", "replace").splitlines() if l.strip()]
+    if not lines and not runner:
         return {"status": "unavailable", "counts": None}
-    counts: dict[str, int] = {}
-    malformed = 0
-    for line in lines:
-        try:
-            item = json.loads(line)
-        except ValueError:
-            item = None
-        name = item.get("event") if isinstance(item, dict) else None
-        if not isinstance(name, str) or not name:
-            malformed += 1
-            continue
-        counts[name] = counts.get(name, 0) + 1
-    out = {"status": "observed", "counts": dict(sorted(counts.items())), "lines": len(lines),
-           "malformed": malformed, "path": str(path), "sha256": sha256_bytes(data or b"")}
+    names = [_event_name(l) for l in lines]
+    theirs = Counter(l for l, n in zip(lines, names) if n is not None and n.startswith("engine_"))
+    ours = Counter(runner)
+    counted = [n for n in names if n is not None and not n.startswith("engine_")]
+    counted += [n for n in map(_event_name, runner) if n is not None]
+    out = {"status": "observed", "counts": dict(sorted(Counter(counted).items())), "lines": len(lines),
+           "malformed": names.count(None), "path": str(path), "sha256": sha256_bytes(data or b""),
+           "forged": sum((theirs - ours).values()), "erased": sum((ours - theirs).values())}
     if data is not None and size > len(data):
         out["cut"] = size - len(data)  # bytes past what was read (and hashed)
     return out
+
+
+def _whole_lines(path: Path) -> tuple[bytes | None, int]:
+    """The first bytes of a file the agent may write (``read_head``), cut
+    after its last whole line when it was cut; and its size."""
+    data, size = read_head(path)
+    if data is not None and size > len(data):  # cut: the last line read may be half a line
+        data = data[:data.rfind(b"\n") + 1]
+    return data, size
+
+
+def _event_name(line: str) -> str | None:
+    try:
+        item = json.loads(line)
+    except ValueError:
+        return None
+    name = item.get("event") if isinstance(item, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 # -- check ----------------------------------------------------------------------

@@ -36,6 +36,21 @@ def events_dir(parallel_dir: Path, run_id: str) -> Path:
     return parallel_dir / "events" / run_id
 
 
+def own_events(events: Path) -> Path:
+    """The runner's own copy of its events about an attempt, beside the
+    attempt's events file (``<id>.<attempt>.engine.jsonl``): the agent
+    writes that file, never this one."""
+    return events.with_name(events.name.removesuffix(".jsonl") + ".engine.jsonl")
+
+
+def engine_event(events: Path, event: dict[str, Any]) -> None:
+    """Say the runner's ``event`` in the attempt's events file, where people
+    and tools read it beside the agent's own, and in the runner's copy, from
+    which the evidence pack counts it (``judge/check.engine_evidence``)."""
+    append_jsonl(events, event)
+    append_jsonl(own_events(events), event)
+
+
 def substitute(argv: list[str], values: dict[str, str]) -> list[str]:
     """Replace the documented placeholders only; every other character,
     braces included, stays as given."""
@@ -200,7 +215,7 @@ def record_cannot_start(project: Project, record: dict[str, Any], inst: dict[str
     model.finish(record, inst, "failed", pid=None, started_at=now, finished_at=now, exit_code=code,
                  error=message, head=child.head, log=str(child.log), events=str(child.events))
     model.bump(inst)
-    append_jsonl(child.events, {
+    engine_event(child.events, {
         "event": "engine_exited", "ts": now, "run_id": record["run_id"], "instance": child.id,
         "attempt": child.attempt, "exit_code": code, "duration_s": 0.0, "status": "failed", "error": message,
     })
@@ -262,7 +277,7 @@ def after_exit(project: Project, task: str, run_id: str, child: Child, busy: set
     said = f"{E.AGENT_TAMPERED}: it changed what no attempt may change: {finding.describe()}"
     child.status = "failed"
     child.error = f"{child.error}; {said}" if child.error else said
-    append_jsonl(child.events, {
+    engine_event(child.events, {
         "event": "engine_tampered", "ts": utcnow(), "run_id": run_id, "instance": child.id,
         "attempt": child.attempt, "code": E.AGENT_TAMPERED, "paths": finding.paths,
         "restored": [c.path for c in finding.changes if c.restored]})

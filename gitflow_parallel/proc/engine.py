@@ -79,7 +79,7 @@ from typing import Any, Callable
 from gitflow_parallel import errors as E
 from gitflow_parallel import faults, model, notify
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import append_jsonl, utcnow
+from gitflow_parallel.files import utcnow
 from gitflow_parallel.model import FINISHED_RUN, check_transition, find_instance
 from gitflow_parallel.state.project import Project, notes_instance_on
 from gitflow_parallel.provenance import instance_note
@@ -334,7 +334,7 @@ class _Runner:
         now = utcnow()
         child.snapshot = tamper.take(self.project.repo.common_dir, child.branch)
         child.fence = child_proc.fence_for(self.project, self.record, child, self.tmux, self.reads)
-        append_jsonl(child.events, {
+        child_proc.engine_event(child.events, {
             "event": "engine_dispatched", "ts": now, "run_id": self.run_id, "task": self.task,
             "instance": child.id, "track": child.track, "attempt": child.attempt, "argv": child.argv,
             "cwd": child.worktree, "fence": "pid-namespace" if child.fence.mounts else cgroup.in_force(),
@@ -431,7 +431,7 @@ def _ended(runner: _Runner, child: child_proc.Child) -> None:
         child.slot.release()
     leftovers.classify_exit(child, rc, runner.timeout)
     child.finished_at = utcnow()
-    append_jsonl(child.events, {
+    child_proc.engine_event(child.events, {
         "event": "engine_exited", "ts": child.finished_at, "run_id": runner.run_id, "instance": child.id,
         "attempt": child.attempt, "pid": child.pid, "exit_code": child.exit_code, "duration_s": child.duration,
         "status": child.status, "error": child.error,
