@@ -69,6 +69,7 @@ SCRIPTS = Path(bench.__file__).resolve().parent
 SMOKE_ARGS = {
     "bench.py": ["bench_evidence"], "bench_check.py": ["--check-only"], "bench_evidence.py": ["--repeat", "4"],
     "bench_hooks.py": ["--files", "20", "--changed", "5", "--rounds", "4"], "bench_pick.py": ["--rounds", "4"],
+    "bench_real.py": ["--rounds", "4", "--merges", "2"],
     "bench_remote.py": [], "bench_run.py": [], "bench_selection.py": ["--tasks", "2", "--jobs", "1"],
     "bench_spawn.py": ["--case", "n4"], "bench_start.py": ["--rounds", "4"],
 }
