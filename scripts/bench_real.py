@@ -170,6 +170,14 @@ def main() -> int:
     print_load()
     base, env = workspace("gp-bench-real-")
     with_bytecode(env, base)
+    if args.project:
+        # A real project's package managers read your configuration (~/.npmrc,
+        # pip's, pnpm's) and caches, as they do when you run its tests.
+        for key in ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
+            if key in os.environ:
+                env[key] = os.environ[key]
+            else:
+                env.pop(key, None)
     try:
         projects = [clone(p, base, env) for p in args.project] or [toy_project(base, env)]
         for repo in projects:

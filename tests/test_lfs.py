@@ -139,3 +139,29 @@ def test_gates_judge_lfs_files_by_their_content_not_their_pointers(tmp_path: Pat
     gp("run", "u", "--", "sh", "-c", "echo more >> README.md", env=fenced(layer))
     checked = gp.json("check", "u", code=None, env=fenced(layer))["instances"][0]
     assert checked["verdict"] == "pass", checked
+
+
+@pytest.mark.parametrize("verbs", [[("retry", "t", "1", "--force")], [("abort", "t", "--force")]],
+                         ids=["retry", "abort"])
+def test_work_kept_from_a_dirty_attempt_is_staged_inside_a_fence(tmp_path: Path,
+                                                               verbs: list[tuple[str, ...]]) -> None:
+    """Outside a run (the attempt's leftovers not committed by it): what
+    ``retry --force`` and ``cleanup --force`` keep of a dirty worktree is
+    staged by git run in a fence like the agent's, filters and all."""
+    repo = make_repo(tmp_path / "repo", files={
+        ".gitattributes": "*.txt filter=tidy\n", "tools/clean.sh": "#!/bin/sh\ncat\n", "notes.txt": "x\n",
+        ".gitparallel.yaml": "commit_leftovers: false\n"})
+    (repo / "tools" / "clean.sh").chmod(0o755)
+    git(repo, "add", "tools/clean.sh")
+    git(repo, "commit", "-q", "-m", "executable")
+    git(repo, "config", "filter.tidy.clean", "./tools/clean.sh")
+    gp = GP(repo)
+    marker = tmp_path / "outside" / "marker"
+    marker.parent.mkdir()
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", HIJACK.format(marker=marker))
+    for verb in verbs:
+        gp(*verb)
+    assert not marker.exists(), "the attempt's filter ran outside a fence"
+    kept = git(repo, "for-each-ref", "--format=%(refname)", "refs/parallel/archive/").splitlines()
+    assert any(git(repo, "show", f"{ref}:notes.txt", check=False) == "changed" for ref in kept), kept

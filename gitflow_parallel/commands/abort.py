@@ -11,6 +11,7 @@ from gitflow_parallel import model
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.names import check_name
+from gitflow_parallel.proc import leftovers
 from gitflow_parallel.proc.supervise import KILL_GRACE, killpg, stop_groups
 from gitflow_parallel.state.project import Project, instance_process_alive
 from gitflow_parallel.model import RETRYABLE, TERMINAL, find_instance
@@ -105,7 +106,8 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
                 ) from None
 
             record, _ = store.update(task, model.mark_aborted)
-            removed, record = remove_all(project, record, record["instances"], force)
+            removed, record = remove_all(project, record, record["instances"], force,
+                                         leftovers.fenced_stager(project, task))
     out = {"run": record, "stopped": stopped, "removed": removed}
     if inst_id is None:
 

@@ -14,6 +14,7 @@ from gitflow_parallel.git import landing, worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.repo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
+from gitflow_parallel.proc import leftovers
 from gitflow_parallel.state.project import Project, notes_instance_on
 from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.model import RETRYABLE, find_instance
@@ -143,7 +144,7 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
             check_removable(project, record, [inst], force, what="reset it to the base")
             if force and worktree_changes(path):
                 tip = commit_all(path, provenance.kept_at_retry_message(task, inst_id, inst["attempt"]),
-                                 ref=None, parent=tip or start) or tip
+                                 ref=None, parent=tip or start, stage=leftovers.fenced_stager(project, task)) or tip
         moved = _base_moved(project, record, inst, tip, start, unpicked) if onto_current else None
         retired = retire_picks(project, record, [unpicked]) if unpicked else []
         notes_for = feedback.write(repo.parallel_dir, record, inst, tip, picks_of_track(project, record, inst["track"]),

@@ -45,6 +45,11 @@ _TOKENS: dict[str, str] = {}
 # How a command runs elsewhere than here (argv, cwd, env, stdin): in an attempt's fence.
 Runner = Callable[[list[str], str, dict[str, str], bytes], "subprocess.CompletedProcess[bytes]"]
 
+# How an attempt's worktree is staged (path, paths to leave out): where
+# git-parallel's own git must not run the filters an attempt can reach, in a
+# fence (``proc/leftovers.fenced_stager``); by default ``stage_all``.
+Stager = Callable[[Path, list[str]], None]
+
 # Instance branches; they are never a base (see ``resolve_base``).
 INSTANCE_PREFIX = "refs/heads/parallel/"
 
@@ -509,10 +514,12 @@ def _drop_temp_objects(path: str | os.PathLike[str], since: float) -> None:
 
 
 def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HEAD",
-               parent: str | None = None, scratch: Iterable[str] = (), staged: bool = False) -> str | None:
+               parent: str | None = None, scratch: Iterable[str] = (), staged: bool = False,
+               stage: Stager | None = None) -> str | None:
     """Commit everything uncommitted in the worktree at ``path`` (respecting
     .gitignore), but untracked files the ``scratch`` patterns match; with
-    ``staged``, what its index holds (``stage_all`` has run already).  With
+    ``staged``, what its index holds (``stage_all`` has run already); else
+    it is staged by ``stage`` (default ``stage_all``).  With
     ``ref=None`` the commit is written without moving any ref and without
     touching the worktree's index (used to archive a dirty worktree before
     removing it).  Returns the new oid, or None if clean."""
@@ -526,7 +533,7 @@ def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HE
     # as modified.  With ref=None the worktree is about to be removed (or
     # reset), so staging into its own index is harmless.
     if not staged:
-        stage_all(path, sorted(scratch_files(path, scratch)))
+        (stage or stage_all)(Path(path), sorted(scratch_files(path, scratch)))
     note_write(common_path(repo))  # the instance's branch moves (see tamper)
     index = repo.index
     index.read(True)

@@ -14,7 +14,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import model
 from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.git.repo import worktree_changes
+from gitflow_parallel.git.repo import Stager, worktree_changes
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
@@ -46,15 +46,15 @@ def check_removable(project: Project, record: RunRecord, insts: list[InstanceRec
 
 
 def remove_all(project: Project, record: RunRecord, insts: list[InstanceRecord],
-               force: bool) -> tuple[list[dict[str, Any]], RunRecord]:
-    """Remove the worktrees and branches of ``insts`` (tips archived) and
-    record it in ``record``, loaded under the lock the caller holds; the
-    record as saved."""
+               force: bool, stage: Stager | None = None) -> tuple[list[dict[str, Any]], RunRecord]:
+    """Remove the worktrees and branches of ``insts`` (tips archived; with
+    ``force`` their uncommitted work too, staged by ``stage``) and record it
+    in ``record``, loaded under the lock the caller holds; the record as saved."""
     done = []
     for inst in insts:
         if inst.get("removed"):
             continue
-        done.append(worktrees.remove(project.repo, record, inst, force=force))
+        done.append(worktrees.remove(project.repo, record, inst, force=force, stage=stage))
     ids = {d["id"] for d in done}
     if ids:
         def apply(rec: RunRecord) -> None:
@@ -73,9 +73,10 @@ class Cleanup(TypedDict):
     kept: list[str]
 
 
-def cleanup(project: Project, task: str, keep_losers: bool = False, force: bool = False) -> Cleanup:
+def cleanup(project: Project, task: str, keep_losers: bool = False, force: bool = False,
+            stage: Stager | None = None) -> Cleanup:
     """Remove the worktrees and branches of a finished run, tips archived first
-    (with ``keep_losers``, only the winners')."""
+    (with ``keep_losers``, only the winners'; ``stage``: see ``remove_all``)."""
     check_name(task, "task")
     store = project.store
     with store.lock():
@@ -89,5 +90,5 @@ def cleanup(project: Project, task: str, keep_losers: bool = False, force: bool 
         winners = {p.get("winner") for p in (record.get("picks") or {}).values()}
         insts = [i for i in record["instances"] if not keep_losers or i["id"] in winners]
         check_removable(project, record, insts, force)
-        removed, record = remove_all(project, record, insts, force)
+        removed, record = remove_all(project, record, insts, force, stage)
     return {"run": record, "removed": removed, "kept": [i["id"] for i in record["instances"] if not i.get("removed")]}

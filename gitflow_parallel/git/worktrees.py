@@ -26,7 +26,7 @@ from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.checkout import checkout_tree, filters_idle
 from gitflow_parallel.git import nested
-from gitflow_parallel.git.repo import Repo, commit_all, note_write, read_gitdir_file, worktree_changes
+from gitflow_parallel.git.repo import Repo, Stager, commit_all, note_write, read_gitdir_file, worktree_changes
 from gitflow_parallel.model import InstanceRecord, RunRecord
 
 ARCHIVE_PREFIX = "refs/parallel/archive"
@@ -483,9 +483,11 @@ def _unkept_gitlinks(repo: Repo, record: RunRecord, inst: InstanceRecord) -> lis
     return [f"{p}/ (committed as a gitlink)" for p in lost]
 
 
-def remove(repo: Repo, record: RunRecord, inst: InstanceRecord, force: bool = False) -> dict[str, Any]:
-    """Archive the instance's tip (and, with ``force``, its uncommitted work),
-    then remove its worktree and branch.  Returns what was done."""
+def remove(repo: Repo, record: RunRecord, inst: InstanceRecord, force: bool = False,
+           stage: Stager | None = None) -> dict[str, Any]:
+    """Archive the instance's tip (and, with ``force``, its uncommitted work,
+    staged by ``stage``: see ``commit_all``), then remove its worktree and
+    branch.  Returns what was done."""
     path = Path(inst["worktree"])
     name = admin_name(record["task"], inst["id"])
     branch = inst["branch"]
@@ -506,7 +508,7 @@ def remove(repo: Repo, record: RunRecord, inst: InstanceRecord, force: bool = Fa
                        f"attempt {inst['attempt']}, kept at cleanup")
             wt_repo = pygit2.Repository(str(path))
             parent = None if wt_repo.head_is_unborn else str(wt_repo.head.target)
-            oid = commit_all(path, message, ref=None, parent=parent)
+            oid = commit_all(path, message, ref=None, parent=parent, stage=stage)
             if oid:
                 tip = oid
                 done["dirty_committed"] = oid

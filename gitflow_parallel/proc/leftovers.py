@@ -19,8 +19,8 @@ from typing import Any
 from gitflow_parallel.errors import is_no_space
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.files import remove_hostile_files
-from gitflow_parallel.git.repo import commit_all, scratch_files, stage_all, worktree_changes
-from gitflow_parallel.proc import reaper
+from gitflow_parallel.git.repo import Stager, commit_all, scratch_files, stage_all, worktree_changes
+from gitflow_parallel.proc import reaper, sandbox
 from gitflow_parallel.proc.supervise import KILL_GRACE, signame
 from gitflow_parallel.provenance import leftovers_message, stray_leftovers_message
 from gitflow_parallel.state.project import Project
@@ -189,3 +189,36 @@ def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, ti
     what = "was deleted" if tip is None else f"was moved to {tip[:12]}, which does not descend from the base"
     where = f"; its work is kept at {', '.join(kept)}" if kept else ""
     return f"its branch {child.branch} {what} while the command ran, so nothing was committed on it{where}"
+
+
+def fenced_stager(project: Project, task: str) -> Stager:
+    """How an attempt's worktree is staged when git-parallel commits what it
+    holds outside a run (``retry --force``, ``abort``/``cleanup --force``,
+    ``recover``): ``git add -A`` in a fence like its agent's, whose objects
+    are taken in as the agent's are, since the filters git runs can run what
+    the attempt wrote.  Where the machine gives no fence (or ``sandbox:
+    off``), git-parallel's own git stages it, as it did."""
+
+    def stage(path: Path, skip: list[str]) -> None:
+        record = project.store.load(task)
+        inst = next((i for i in record["instances"] if os.path.realpath(i["worktree"]) == os.path.realpath(path)),
+                    None)
+        if inst is None:
+            stage_all(path, skip)
+            return
+        scope = reaper.agent_scope(record["run_id"], inst["id"], inst["attempt"]) + "-staging"
+        fence = sandbox.for_agent(project.repo.common_dir, path, inst["branch"], record["config"], scope,
+                                  main_workdir=project.repo.main_workdir)
+        if fence.kind == "none":
+            stage_all(path, skip)
+            return
+        try:
+            stage_all(path, skip, run=lambda argv, cwd, env, stdin: fence.run(
+                argv, cwd, {**env, reaper.SCOPE_ENV: scope}, stdin))
+        finally:
+            fence.close()
+            reaper.sweep({scope})
+        if fence.refused_objects:
+            raise RuntimeError(f"what git staged there could not all be taken in: {'; '.join(fence.refused_objects[:3])}")
+
+    return stage

@@ -16,6 +16,7 @@ from gitflow_parallel.errors import BRANCH_MOVED, CLEANUP_INCOMPLETE, PROCESS_GO
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.git.repo import commit_all, worktree_changes
 from gitflow_parallel.model import TERMINAL, find_instance
+from gitflow_parallel.proc import leftovers
 from gitflow_parallel.state.project import instance_process_alive, notes_instance_on
 from gitflow_parallel.recovery.base import RunContext
 from gitflow_parallel.recovery.gitwork import dismantle_instance
@@ -115,7 +116,8 @@ class InstanceInspection(RunContext):
                 task, self.run_id, inst_id, attempt,
                 f"Uncommitted when its process (pid {pid}) was found gone by git parallel recover.", recovery_id=rid)
             assert st is not None  # only planned for a usable worktree
-            commit_all(st.path, message, scratch=scratch_patterns(self.record["config"]))
+            commit_all(st.path, message, scratch=scratch_patterns(self.record["config"]),
+                       stage=leftovers.fenced_stager(project, task))
 
         def record(rec: dict[str, Any]) -> None:
             i = find_instance(rec, inst_id)
