@@ -83,6 +83,31 @@ def test_a_committed_findings_file_does_not_score_the_attempt(tmp_path: Path) ->
     assert "findings.jsonl" in first["protected_changes"], first
 
 
+def test_a_findings_path_written_with_dot_slash_is_protected_and_its_copy_blocks_a_pick(tmp_path: Path) -> None:
+    # `./out/findings.jsonl` names the same file as `out/findings.jsonl`: the
+    # attempt's copy must be replaced there too, and a committed findings
+    # file is no new test (it would land, and score every later attempt).
+    review = tmp_path / "review.py"
+    review.write_text("import pathlib\np = pathlib.Path('out/findings.jsonl')\np.parent.mkdir(exist_ok=True)\n"
+                      "p.exists() or p.write_text('{\"anti_slop_score\": 3}\\n')\n")
+    repo, gp = project(tmp_path, extra=textwrap.dedent(f"""
+          - name: review
+            run: [{PY}, {review}]
+        score:
+          threshold: 0
+          findings: ./out//findings.jsonl
+    """))
+    gp("spawn", "t", "-n", "2")
+    agent(gp, "t", "1", 'out/findings.jsonl={"anti_slop_score": 10}\\n', "a.txt=self-scored")
+    agent(gp, "t", "2", "a.txt=honest and longer")
+    checked = gp("check", "t")
+    assert "out/findings.jsonl added +1 -0  (blocks an automatic pick)" in checked.stdout, checked.stdout
+    scores = {i["id"]: i["score"] for i in gp.json("status", "t")["run"]["instances"]}
+    assert scores == {"1": 3, "2": 3}, scores
+    picked = gp("pick", "t").stdout
+    assert "winner 2" in picked and "lost 1: [PARALLEL_PROTECTED_PATH_CHANGED]" in picked, picked
+
+
 TAMPER = 'echo x > b.txt; git config --file "$(git rev-parse --git-common-dir)/config" user.name Mallory'
 
 
