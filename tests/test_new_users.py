@@ -169,6 +169,23 @@ def test_hidden_gate_counts_in_check_show_report_and_logs(tmp_path: Path) -> Non
     assert "did not run" not in asked.stderr and "hint: " in asked.stderr
 
 
+def test_logs_of_a_hidden_gate_says_why_it_failed_when_its_exit_status_does_not(tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden"
+    (hidden / "tests").mkdir(parents=True)
+    (hidden / "tests" / "test_hidden.py").write_text("def test_h():\n    pass\n")
+    gates = "".join(f"  - name: {name}\n    run: {run}\n    hidden: {hidden}\n"
+                    for name, run in (("quiet", f"[{PY}, -c, 'pass']"), ("gone", "[./no-such-runner]")))
+    repo, gp = project(tmp_path, extra=gates)
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "a.txt=one")
+    gp("check", "t", code=1)
+    quiet = gp("logs", "t", "1", "--gate", "quiet", code=1).stderr
+    assert "gate quiet ran for instance 1" in quiet and "failed, exit 0 (the hidden tests reported no count" in quiet, quiet
+    gone = gp("logs", "t", "1", "--gate", "gone", code=1).stderr
+    assert "gate gone ran for instance 1" in gone and "failed (" in gone and "no-such-runner" in gone, gone
+    assert "None" not in gone and "its output is not kept" in gone, gone
+
+
 def test_merge_refuses_to_overwrite_an_ignored_file_of_the_base_checkout(tmp_path: Path) -> None:
     repo, gp = project(tmp_path, files={"README.md": "hello\n", ".gitignore": ".env.local\nbuild/\n"})
     (repo / ".env.local").write_text("SECRET=mine\n")
