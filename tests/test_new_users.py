@@ -121,14 +121,16 @@ def _cards(page: str) -> dict[str, str]:
 def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp_path: Path) -> None:
     repo, gp = project(tmp_path, files={"README.md": "hello\n", "tests/test_a.py": "def test_a(): pass\n"},
                        extra="protect: ['tests/**']\n")
-    gp("spawn", "t", "-n", "3")
+    gp("spawn", "t", "-n", "4")
     agent(gp, "t", "1", "a.txt=honest")
     gp("run", "t", "--instance", "2", "--", "sh", "-c", TAMPER, code=1)
     agent(gp, "t", "3", "tests/test_a.py=def test_a(): assert 0\\n", "c.bad=x")  # fails, and edits a test
+    agent(gp, "t", "4", "tests/test_a.py=def test_a(): assert 1\\n")  # passes, and edits a test
     gp("check", "t", code=1)
     picked = gp("pick", "t").stdout
     assert "lost 2: [PARALLEL_AGENT_TAMPERED]" in picked and "config" in picked, picked
     assert "lost 3: [PARALLEL_DEV_SELECTION_NO_PASS]" in picked and "tests/test_a.py" in picked, picked
+    assert "lost 4: [PARALLEL_PROTECTED_PATH_CHANGED]" in picked, picked
     shown = gp("show", "t", "2").stdout
     assert "tampered: it changed config" in shown and "[PARALLEL_AGENT_TAMPERED]" in shown, shown
     page = tmp_path / "r.html"
@@ -138,6 +140,9 @@ def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp
     assert "config" in cards["2"]
     assert 'data-role="protected"' in cards["3"] and "tests/test_a.py" in cards["3"], cards["3"]
     assert 'data-role="tampered"' not in cards["1"] and 'data-role="protected"' not in cards["1"]
+    # The pick's table of losers gives each its code, a loser that passed its gates too.
+    rows = {m.group(1): m.group(0) for m in re.finditer(r'<tr data-losers="([^"]+)".*?</tr>', page.read_text())}
+    assert "PARALLEL_AGENT_TAMPERED" in rows["2"] and "PARALLEL_PROTECTED_PATH_CHANGED" in rows["4"], rows
 
 
 CALC_TESTS = "from calc import double\n\n\ndef test_two():\n    assert double(2) == 4\n"

@@ -275,7 +275,8 @@ def _losers(pick: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str:
     for lost in pick["losers"]:
         standing = _standing(by_id.get(lost["id"]))
         why = "not chosen" if pick["selection_method"] == HUMAN else lost["reason"]
-        code = "" if standing == "passed" else lost.get("code") or ""
+        # One that passed and was ranked below has no code of its own; one kept out (protected paths) has.
+        code = "" if standing == "passed" and lost.get("code") == E.SELECTION_NO_PASS else lost.get("code") or ""
         rows.setdefault((standing, code, why), []).append(lost["id"])
     body = "".join(f'<tr data-losers="{_e(" ".join(ids))}" data-standing="{_e(standing)}"><td>{_e(", ".join(ids))}</td>'
                    f'<td>{_e(standing)}</td><td>{_e(code) or "-"}</td><td>{_e(why)}</td></tr>'
