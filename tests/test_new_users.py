@@ -228,6 +228,10 @@ def test_judging_doc_says_a_merge_lands_over_unrelated_edits_as_it_does(tmp_path
     doc = " ".join((Path(__file__).parent.parent / "docs" / "judging.md").read_text().split())
     assert "when it has changes, the merge is refused" not in doc
     assert "its uncommitted changes to other paths stay as they are" in doc
+    # `merge --help` and the man page made from it said so too.
+    man = (Path(__file__).parent.parent / "man" / "git-parallel.1").read_text().replace("\\-", "-")
+    for text in (" ".join(gp("merge", "--help").stdout.split()), man):
+        assert "a dirty one refuses" not in text and "uncommitted changes to other paths stay" in text
 
 
 def _refused(p: subprocess.CompletedProcess[str]) -> bool:
