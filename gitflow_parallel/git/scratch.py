@@ -133,7 +133,7 @@ def findings_file(config: dict[str, Any]) -> str | None:
     is ``out/f.jsonl``), when it is protected (``protect_defaults``).  It is a
     gate's output: an attempt's own copy would score itself, and once landed
     would be the base's copy every later attempt is judged with."""
-    findings = (config.get("score") or {}).get("findings")
+    findings: str | None = (config.get("score") or {}).get("findings")
     if not findings or not config.get("protect_defaults", True):
         return None
     return posixpath.normpath(findings)
