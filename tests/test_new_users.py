@@ -145,6 +145,31 @@ def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp
     assert "PARALLEL_AGENT_TAMPERED" in rows["2"] and "PARALLEL_PROTECTED_PATH_CHANGED" in rows["4"], rows
 
 
+# Code of the attempt's, run by a gate, that writes the shared config.
+GATE_TAMPER = ("import subprocess\\nc = subprocess.run(['git', 'rev-parse', '--git-common-dir'], capture_output=True, "
+               "text=True).stdout.strip()\\nsubprocess.run(['git', 'config', '--file', c + '/config', 'user.name', 'M'])\\n")
+
+
+@pytest.mark.unfenced("its code tampers with the shared config while a gate runs, which the sandbox would refuse outright")
+def test_tampering_while_a_gate_runs_is_named_in_pick_show_and_the_report(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path, files={"README.md": "hello\n", "check.py": "import lib\n", "lib.py": "pass\n"},
+                       extra=f"  - name: own\n    run: [{PY}, check.py]\n")
+    gp("spawn", "t", "-n", "2")
+    agent(gp, "t", "1", "a.txt=honest")
+    agent(gp, "t", "2", "lib.py=" + GATE_TAMPER)  # check.py is protected; what it imports is the attempt's
+    gp("check", "t", "--jobs", "1", code=1)  # one at a time: a sibling's check writing meanwhile would cover it
+    assert "name = M" not in (repo / ".git" / "config").read_text()
+    picked = gp("pick", "t").stdout
+    assert "lost 2: [PARALLEL_AGENT_TAMPERED]" in picked and "while gate own ran" in picked, picked
+    shown = gp("show", "t", "2").stdout
+    assert "tampered: while gate own ran" in shown and "config" in shown, shown
+    assert "[PARALLEL_AGENT_TAMPERED]" in shown.split("outcome:")[1], shown
+    page = tmp_path / "r.html"
+    gp("report", "t", "--html", str(page))
+    card = _cards(page.read_text())["2"]
+    assert 'data-role="tampered"' in card and "while gate own ran" in card, card
+
+
 CALC_TESTS = "from calc import double\n\n\ndef test_two():\n    assert double(2) == 4\n"
 HIDDEN_TESTS = "".join(f"from calc import double\n\n\ndef test_h{n}():\n    assert double({n}) == {2 * n}\n\n\n"
                        for n in range(4))

@@ -11,6 +11,7 @@ from typing import Any, Iterator
 import click
 
 from gitflow_parallel import errors as E
+from gitflow_parallel.evidence import tampered_while_judged
 from gitflow_parallel.provenance import protected_summary
 
 FAILING_SHOWN = 20  # failing tests named per gate by `show`
@@ -156,9 +157,7 @@ def render_show(r: dict[str, Any]) -> None:
                + (f", {i['error']}" if i["error"] else ""))
     click.echo(f"run {r['run_id']} ({r['run_status']})" + ("  [fetched]" if r["shared"] else ""))
     click.echo(f"commit {short(r['commit'], 40)}  branch {i['branch']}")
-    if i.get("tampered"):
-        click.echo(f"tampered: it changed {', '.join(i['tampered'])}, which no attempt may change "
-                   f"(restored) [{E.AGENT_TAMPERED}]")
+    render_tampering(i, r["gates"])
     ev = r["evidence"]
     p = r["pack"]
     if p is None:
@@ -200,6 +199,17 @@ def render_show(r: dict[str, Any]) -> None:
     for h in r["history"]:
         click.echo(f"earlier attempt {h['attempt']}: {h['status']}, verdict {h['verdict'] or '-'}"
                    + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
+
+
+def render_tampering(inst: dict[str, Any], gates: list[dict[str, Any]]) -> None:
+    """What the attempt changed that no attempt may: while its agent ran,
+    and while its code ran under a gate (both restored)."""
+    if inst.get("tampered"):
+        click.echo(f"tampered: it changed {', '.join(inst['tampered'])}, which no attempt may change "
+                   f"(restored) [{E.AGENT_TAMPERED}]")
+    during = tampered_while_judged({"gates": gates})
+    if during:
+        click.echo(f"tampered: {during} [{E.AGENT_TAMPERED}]")
 
 
 def _said_past_exit(gate: dict[str, Any]) -> bool:

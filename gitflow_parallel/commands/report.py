@@ -27,7 +27,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
-from gitflow_parallel import __version__, failures
+from gitflow_parallel import __version__, evidence, failures
 from gitflow_parallel import errors as E
 from gitflow_parallel.files import atomic_write, new_file_mode, utcnow
 from gitflow_parallel.judge.selection import RULE_TEXT
@@ -155,6 +155,9 @@ def _alarms(inst: dict[str, Any], pack: dict[str, Any] | None) -> str:
     if inst.get("tampered"):
         out += (f'<div class="alarm" data-role="tampered"><b>{_e(E.AGENT_TAMPERED)}</b>: it changed what no attempt '
                 f'may change (restored): <span class="mono">{_e(", ".join(inst["tampered"]))}</span></div>')
+    during = evidence.tampered_while_judged(pack)
+    if during:  # its code, run by a gate, did it
+        out += f'<div class="alarm" data-role="tampered"><b>{_e(E.AGENT_TAMPERED)}</b>: {_e(during)}</div>'
     detail = (pack or {}).get("protected_detail") or []
     if detail:
         rows = "".join(f"<li>{_e(line)}</li>" for line in protected_summary(detail))
