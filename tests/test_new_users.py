@@ -355,6 +355,16 @@ def test_report_file_follows_the_umask_and_its_chart_labels_do_not_overlap(tmp_p
         assert all(b - a >= 16 for a, b in zip(labels, labels[1:])), labels  # 12px text, no overlap
 
 
+def test_init_writes_its_config_with_the_umask_mode(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", files={"README.md": "hi\n"})
+    old = os.umask(0o022)
+    try:
+        GP(repo)("init")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((repo / ".gitparallel.yaml").stat().st_mode) == 0o644  # as git writes it (not mkstemp's 0600)
+
+
 def test_readme_install_puts_the_command_on_path() -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     install = readme.index("pipx install .")
