@@ -145,6 +145,16 @@ def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp
     assert "PARALLEL_AGENT_TAMPERED" in rows["2"] and "PARALLEL_PROTECTED_PATH_CHANGED" in rows["4"], rows
 
 
+@pytest.mark.unfenced("its agent tampers with the shared config, which the sandbox would refuse outright")
+def test_show_names_the_tampering_of_an_earlier_attempt(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", TAMPER, code=1)
+    gp("retry", "t", "1")
+    shown = gp("show", "t", "1").stdout
+    assert re.search(r"earlier attempt 0: failed \(PARALLEL_AGENT_TAMPERED: .*config", shown), shown
+
+
 # Code of the attempt's, run by a gate, that writes the shared config.
 GATE_TAMPER = ("import subprocess\\nc = subprocess.run(['git', 'rev-parse', '--git-common-dir'], capture_output=True, "
                "text=True).stdout.strip()\\nsubprocess.run(['git', 'config', '--file', c + '/config', 'user.name', 'M'])\\n")

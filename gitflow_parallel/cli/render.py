@@ -197,8 +197,8 @@ def render_show(r: dict[str, Any]) -> None:
         where = f"{c['file']}" + (f":{c['line']}" if c["line"] else "") + ": " if c["file"] else ""
         click.echo(f"comment on attempt {c['attempt']} by {c['by']}: {where}{c['text']}")
     for h in r["history"]:
-        click.echo(f"earlier attempt {h['attempt']}: {h['status']}, verdict {h['verdict'] or '-'}"
-                   + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
+        click.echo(f"earlier attempt {h['attempt']}: {h['status']}" + (f" ({h['error']})" if h.get("error") else "")
+                   + f", verdict {h['verdict'] or '-'}" + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
 
 
 def render_tampering(inst: dict[str, Any], gates: list[dict[str, Any]]) -> None:
