@@ -199,6 +199,8 @@ def test_hidden_gate_counts_in_check_show_report_and_logs(tmp_path: Path) -> Non
     agent(gp, "t", "1", "calc.py=def double(n):\\n    return 4 if n == 2 else 2 * n if n < 2 else 0\\n")
     checked = gp("check", "t", code=1).stdout
     assert "hidden tests: 1 failed, 4 passed (output not kept)" in checked, checked
+    again = gp("check", "t", code=1).stdout  # fresh evidence: skipped, with its counts
+    assert "skipped" in again and "failed hidden (hidden tests: 1 failed, 4 passed)" in again, again
     assert "hidden tests: 1 failed, 4 passed" in gp("show", "t", "1").stdout
     page = tmp_path / "r.html"
     gp("report", "t", "--html", str(page))

@@ -292,8 +292,10 @@ def render_check(r: dict[str, Any]) -> None:
                 click.echo(f"         log: {g['log']}")
     skipped = r.get("skipped") or []
     for inst in skipped:
+        hidden = inst.get("hidden") or {}
+        failing = [f"{n} (hidden tests: {hidden[n]})" if n in hidden else n for n in inst.get("failing") or []]
         why = (f"; [{inst['refused']['code']}]" if inst.get("refused")
-               else f"; failed {', '.join(inst['failing'])}" if inst.get("failing") else "")
+               else f"; failed {', '.join(failing)}" if failing else "")
         click.echo(f"  {inst['id']:<10} {inst['verdict']:<6} skipped: its evidence is fresh (commit "
                    f"{inst['commit'][:12]}{why}; {inst['evidence']['path']})")
     if skipped:
