@@ -201,6 +201,8 @@ def test_hidden_gate_counts_in_check_show_report_and_logs(tmp_path: Path) -> Non
     assert "hidden tests: 1 failed, 4 passed (output not kept)" in checked, checked
     again = gp("check", "t", code=1).stdout  # fresh evidence: skipped, with its counts
     assert "skipped" in again and "failed hidden (hidden tests: 1 failed, 4 passed)" in again, again
+    refused = gp("pick", "t", code=1).stderr  # and pick's reason for each loser
+    assert "1: failed enforced gates: hidden (hidden tests: 1 failed, 4 passed)" in refused, refused
     assert "hidden tests: 1 failed, 4 passed" in gp("show", "t", "1").stdout
     page = tmp_path / "r.html"
     gp("report", "t", "--html", str(page))

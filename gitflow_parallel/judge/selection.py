@@ -156,7 +156,8 @@ def _unfinished(inst: InstanceRecord) -> dict[str, Any]:
 
 def _failed(inst: InstanceRecord, pack: dict[str, Any]) -> dict[str, Any]:
     """A loser that failed its gates; one whose code tampered while they ran says so, with its code."""
-    failed = [g["name"] for g in pack.get("gates", []) if g.get("mode") == "enforced" and not g.get("passed")]
+    failed = [g["name"] + (f" (hidden tests: {g['hidden'].get('summary') or 'no test counts'})" if g.get("hidden") else "")
+              for g in pack.get("gates", []) if g.get("mode") == "enforced" and not g.get("passed")]
     reason = "failed enforced gates: " + (", ".join(failed) or "(verdict fail)") + _protected_too(pack)
     tampered = evidence.tampered_while_judged(pack)
     if tampered:
