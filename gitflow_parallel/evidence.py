@@ -73,6 +73,18 @@ def load(inst: InstanceRecord) -> dict[str, Any] | None:
     return pack if isinstance(pack, dict) else None
 
 
+def tampered_while_judged(pack: dict[str, Any] | None) -> str | None:
+    """What the attempt's code changed, while a gate (or the setup before
+    it) ran, that no command may change (restored, its gate failed with
+    ``PARALLEL_AGENT_TAMPERED``), in words; None when it changed nothing."""
+    said: dict[str, list[str]] = {}
+    for g in (pack or {}).get("gates") or []:
+        if g.get("code") == E.AGENT_TAMPERED:
+            what = str(g.get("error") or "").removeprefix(f"{E.AGENT_TAMPERED}: ")
+            said.setdefault(what, []).append(str(g["name"]))
+    return "; ".join(f"while gate {', '.join(names)} ran: {what}" for what, names in said.items()) or None
+
+
 def freshness(record: RunRecord, inst: InstanceRecord, tip: str | None,
               loader: Callable[[InstanceRecord], dict[str, Any] | None] = load) -> Freshness:
     """Judge the instance's evidence against ``tip``, its branch's commit now.

@@ -83,6 +83,31 @@ def test_a_committed_findings_file_does_not_score_the_attempt(tmp_path: Path) ->
     assert "findings.jsonl" in first["protected_changes"], first
 
 
+def test_a_findings_path_written_with_dot_slash_is_protected_and_its_copy_blocks_a_pick(tmp_path: Path) -> None:
+    # `./out/findings.jsonl` names the same file as `out/findings.jsonl`: the
+    # attempt's copy must be replaced there too, and a committed findings
+    # file is no new test (it would land, and score every later attempt).
+    review = tmp_path / "review.py"
+    review.write_text("import pathlib\np = pathlib.Path('out/findings.jsonl')\np.parent.mkdir(exist_ok=True)\n"
+                      "p.exists() or p.write_text('{\"anti_slop_score\": 3}\\n')\n")
+    repo, gp = project(tmp_path, extra=textwrap.dedent(f"""
+          - name: review
+            run: [{PY}, {review}]
+        score:
+          threshold: 0
+          findings: ./out//findings.jsonl
+    """))
+    gp("spawn", "t", "-n", "2")
+    agent(gp, "t", "1", 'out/findings.jsonl={"anti_slop_score": 10}\\n', "a.txt=self-scored")
+    agent(gp, "t", "2", "a.txt=honest and longer")
+    checked = gp("check", "t")
+    assert "out/findings.jsonl added +1 -0  (blocks an automatic pick)" in checked.stdout, checked.stdout
+    scores = {i["id"]: i["score"] for i in gp.json("status", "t")["run"]["instances"]}
+    assert scores == {"1": 3, "2": 3}, scores
+    picked = gp("pick", "t").stdout
+    assert "winner 2" in picked and "lost 1: [PARALLEL_PROTECTED_PATH_CHANGED]" in picked, picked
+
+
 TAMPER = 'echo x > b.txt; git config --file "$(git rev-parse --git-common-dir)/config" user.name Mallory'
 
 
@@ -96,14 +121,16 @@ def _cards(page: str) -> dict[str, str]:
 def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp_path: Path) -> None:
     repo, gp = project(tmp_path, files={"README.md": "hello\n", "tests/test_a.py": "def test_a(): pass\n"},
                        extra="protect: ['tests/**']\n")
-    gp("spawn", "t", "-n", "3")
+    gp("spawn", "t", "-n", "4")
     agent(gp, "t", "1", "a.txt=honest")
     gp("run", "t", "--instance", "2", "--", "sh", "-c", TAMPER, code=1)
     agent(gp, "t", "3", "tests/test_a.py=def test_a(): assert 0\\n", "c.bad=x")  # fails, and edits a test
+    agent(gp, "t", "4", "tests/test_a.py=def test_a(): assert 1\\n")  # passes, and edits a test
     gp("check", "t", code=1)
     picked = gp("pick", "t").stdout
     assert "lost 2: [PARALLEL_AGENT_TAMPERED]" in picked and "config" in picked, picked
     assert "lost 3: [PARALLEL_DEV_SELECTION_NO_PASS]" in picked and "tests/test_a.py" in picked, picked
+    assert "lost 4: [PARALLEL_PROTECTED_PATH_CHANGED]" in picked, picked
     shown = gp("show", "t", "2").stdout
     assert "tampered: it changed config" in shown and "[PARALLEL_AGENT_TAMPERED]" in shown, shown
     page = tmp_path / "r.html"
@@ -113,6 +140,44 @@ def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp
     assert "config" in cards["2"]
     assert 'data-role="protected"' in cards["3"] and "tests/test_a.py" in cards["3"], cards["3"]
     assert 'data-role="tampered"' not in cards["1"] and 'data-role="protected"' not in cards["1"]
+    # The pick's table of losers gives each its code, a loser that passed its gates too.
+    rows = {m.group(1): m.group(0) for m in re.finditer(r'<tr data-losers="([^"]+)".*?</tr>', page.read_text())}
+    assert "PARALLEL_AGENT_TAMPERED" in rows["2"] and "PARALLEL_PROTECTED_PATH_CHANGED" in rows["4"], rows
+
+
+@pytest.mark.unfenced("its agent tampers with the shared config, which the sandbox would refuse outright")
+def test_show_names_the_tampering_of_an_earlier_attempt(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", TAMPER, code=1)
+    gp("retry", "t", "1")
+    shown = gp("show", "t", "1").stdout
+    assert re.search(r"earlier attempt 0: failed \(PARALLEL_AGENT_TAMPERED: .*config", shown), shown
+
+
+# Code of the attempt's, run by a gate, that writes the shared config.
+GATE_TAMPER = ("import subprocess\\nc = subprocess.run(['git', 'rev-parse', '--git-common-dir'], capture_output=True, "
+               "text=True).stdout.strip()\\nsubprocess.run(['git', 'config', '--file', c + '/config', 'user.name', 'M'])\\n")
+
+
+@pytest.mark.unfenced("its code tampers with the shared config while a gate runs, which the sandbox would refuse outright")
+def test_tampering_while_a_gate_runs_is_named_in_pick_show_and_the_report(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path, files={"README.md": "hello\n", "check.py": "import lib\n", "lib.py": "pass\n"},
+                       extra=f"  - name: own\n    run: [{PY}, check.py]\n")
+    gp("spawn", "t", "-n", "2")
+    agent(gp, "t", "1", "a.txt=honest")
+    agent(gp, "t", "2", "lib.py=" + GATE_TAMPER)  # check.py is protected; what it imports is the attempt's
+    gp("check", "t", "--jobs", "1", code=1)  # one at a time: a sibling's check writing meanwhile would cover it
+    assert "name = M" not in (repo / ".git" / "config").read_text()
+    picked = gp("pick", "t").stdout
+    assert "lost 2: [PARALLEL_AGENT_TAMPERED]" in picked and "while gate own ran" in picked, picked
+    shown = gp("show", "t", "2").stdout
+    assert "tampered: while gate own ran" in shown and "config" in shown, shown
+    assert "[PARALLEL_AGENT_TAMPERED]" in shown.split("outcome:")[1], shown
+    page = tmp_path / "r.html"
+    gp("report", "t", "--html", str(page))
+    card = _cards(page.read_text())["2"]
+    assert 'data-role="tampered"' in card and "while gate own ran" in card, card
 
 
 CALC_TESTS = "from calc import double\n\n\ndef test_two():\n    assert double(2) == 4\n"
@@ -134,6 +199,10 @@ def test_hidden_gate_counts_in_check_show_report_and_logs(tmp_path: Path) -> Non
     agent(gp, "t", "1", "calc.py=def double(n):\\n    return 4 if n == 2 else 2 * n if n < 2 else 0\\n")
     checked = gp("check", "t", code=1).stdout
     assert "hidden tests: 1 failed, 4 passed (output not kept)" in checked, checked
+    again = gp("check", "t", code=1).stdout  # fresh evidence: skipped, with its counts
+    assert "skipped" in again and "failed hidden (hidden tests: 1 failed, 4 passed)" in again, again
+    refused = gp("pick", "t", code=1).stderr  # and pick's reason for each loser
+    assert "1: failed enforced gates: hidden (hidden tests: 1 failed, 4 passed)" in refused, refused
     assert "hidden tests: 1 failed, 4 passed" in gp("show", "t", "1").stdout
     page = tmp_path / "r.html"
     gp("report", "t", "--html", str(page))
@@ -142,6 +211,23 @@ def test_hidden_gate_counts_in_check_show_report_and_logs(tmp_path: Path) -> Non
     assert "error[PARALLEL_EVIDENCE_MISSING]: gate hidden ran for instance 1" in asked.stderr, asked.stderr
     assert "failed, exit 1, hidden tests: 1 failed, 4 passed; its output is not kept" in asked.stderr
     assert "did not run" not in asked.stderr and "hint: " in asked.stderr
+
+
+def test_logs_of_a_hidden_gate_says_why_it_failed_when_its_exit_status_does_not(tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden"
+    (hidden / "tests").mkdir(parents=True)
+    (hidden / "tests" / "test_hidden.py").write_text("def test_h():\n    pass\n")
+    gates = "".join(f"  - name: {name}\n    run: {run}\n    hidden: {hidden}\n"
+                    for name, run in (("quiet", f"[{PY}, -c, 'pass']"), ("gone", "[./no-such-runner]")))
+    repo, gp = project(tmp_path, extra=gates)
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "a.txt=one")
+    gp("check", "t", code=1)
+    quiet = gp("logs", "t", "1", "--gate", "quiet", code=1).stderr
+    assert "gate quiet ran for instance 1" in quiet and "failed, exit 0 (the hidden tests reported no count" in quiet, quiet
+    gone = gp("logs", "t", "1", "--gate", "gone", code=1).stderr
+    assert "gate gone ran for instance 1" in gone and "failed (" in gone and "no-such-runner" in gone, gone
+    assert "None" not in gone and "its output is not kept" in gone, gone
 
 
 def test_merge_refuses_to_overwrite_an_ignored_file_of_the_base_checkout(tmp_path: Path) -> None:
@@ -181,6 +267,10 @@ def test_judging_doc_says_a_merge_lands_over_unrelated_edits_as_it_does(tmp_path
     doc = " ".join((Path(__file__).parent.parent / "docs" / "judging.md").read_text().split())
     assert "when it has changes, the merge is refused" not in doc
     assert "its uncommitted changes to other paths stay as they are" in doc
+    # `merge --help` and the man page made from it said so too.
+    man = (Path(__file__).parent.parent / "man" / "git-parallel.1").read_text().replace("\\-", "-")
+    for text in (" ".join(gp("merge", "--help").stdout.split()), man):
+        assert "a dirty one refuses" not in text and "uncommitted changes to other paths stay" in text
 
 
 def _refused(p: subprocess.CompletedProcess[str]) -> bool:
@@ -277,6 +367,16 @@ def test_report_file_follows_the_umask_and_its_chart_labels_do_not_overlap(tmp_p
         labels = [float(y) for y in re.findall(r'<text x="0" y="([\d.]+)">instance', chart)]
         assert len(labels) == 3
         assert all(b - a >= 16 for a, b in zip(labels, labels[1:])), labels  # 12px text, no overlap
+
+
+def test_init_writes_its_config_with_the_umask_mode(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", files={"README.md": "hi\n"})
+    old = os.umask(0o022)
+    try:
+        GP(repo)("init")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((repo / ".gitparallel.yaml").stat().st_mode) == 0o644  # as git writes it (not mkstemp's 0600)
 
 
 def test_readme_install_puts_the_command_on_path() -> None:

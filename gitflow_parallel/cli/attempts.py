@@ -353,8 +353,10 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
     possible, else a merge commit computed in memory and resolved by
     merge.policy; the base ref moves once, by compare-and-swap, retried if
     it moved meanwhile.  With several tracks every track needs a pick (join).
-    A clean worktree of the base follows the new tip; a dirty one refuses.
-    Then the run's worktrees are cleaned up (tips kept in archive refs).
+    A worktree of the base follows the new tip; its uncommitted changes to
+    other paths stay, and one to a path the landing changes (or an untracked
+    or ignored file where it adds one) refuses before anything moves.  Then
+    the run's worktrees are cleaned up (tips kept in archive refs).
 
     --push REMOTE lands where the team lands: onto REMOTE's base when it is
     ahead (refused when the two diverged), then pushes it with a lease, so

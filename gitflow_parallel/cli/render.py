@@ -11,6 +11,7 @@ from typing import Any, Iterator
 import click
 
 from gitflow_parallel import errors as E
+from gitflow_parallel.evidence import tampered_while_judged
 from gitflow_parallel.provenance import protected_summary
 
 FAILING_SHOWN = 20  # failing tests named per gate by `show`
@@ -156,9 +157,7 @@ def render_show(r: dict[str, Any]) -> None:
                + (f", {i['error']}" if i["error"] else ""))
     click.echo(f"run {r['run_id']} ({r['run_status']})" + ("  [fetched]" if r["shared"] else ""))
     click.echo(f"commit {short(r['commit'], 40)}  branch {i['branch']}")
-    if i.get("tampered"):
-        click.echo(f"tampered: it changed {', '.join(i['tampered'])}, which no attempt may change "
-                   f"(restored) [{E.AGENT_TAMPERED}]")
+    render_tampering(i, r["gates"])
     ev = r["evidence"]
     p = r["pack"]
     if p is None:
@@ -198,8 +197,19 @@ def render_show(r: dict[str, Any]) -> None:
         where = f"{c['file']}" + (f":{c['line']}" if c["line"] else "") + ": " if c["file"] else ""
         click.echo(f"comment on attempt {c['attempt']} by {c['by']}: {where}{c['text']}")
     for h in r["history"]:
-        click.echo(f"earlier attempt {h['attempt']}: {h['status']}, verdict {h['verdict'] or '-'}"
-                   + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
+        click.echo(f"earlier attempt {h['attempt']}: {h['status']}" + (f" ({h['error']})" if h.get("error") else "")
+                   + f", verdict {h['verdict'] or '-'}" + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
+
+
+def render_tampering(inst: dict[str, Any], gates: list[dict[str, Any]]) -> None:
+    """What the attempt changed that no attempt may: while its agent ran,
+    and while its code ran under a gate (both restored)."""
+    if inst.get("tampered"):
+        click.echo(f"tampered: it changed {', '.join(inst['tampered'])}, which no attempt may change "
+                   f"(restored) [{E.AGENT_TAMPERED}]")
+    during = tampered_while_judged({"gates": gates})
+    if during:
+        click.echo(f"tampered: {during} [{E.AGENT_TAMPERED}]")
 
 
 def _said_past_exit(gate: dict[str, Any]) -> bool:
@@ -282,8 +292,10 @@ def render_check(r: dict[str, Any]) -> None:
                 click.echo(f"         log: {g['log']}")
     skipped = r.get("skipped") or []
     for inst in skipped:
+        hidden = inst.get("hidden") or {}
+        failing = [f"{n} (hidden tests: {hidden[n]})" if n in hidden else n for n in inst.get("failing") or []]
         why = (f"; [{inst['refused']['code']}]" if inst.get("refused")
-               else f"; failed {', '.join(inst['failing'])}" if inst.get("failing") else "")
+               else f"; failed {', '.join(failing)}" if failing else "")
         click.echo(f"  {inst['id']:<10} {inst['verdict']:<6} skipped: its evidence is fresh (commit "
                    f"{inst['commit'][:12]}{why}; {inst['evidence']['path']})")
     if skipped:

@@ -38,7 +38,10 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
                         "commit": pack["commit"], "verdict": pack["verdict"], "score": pack.get("score"),
                         "evidence": inst["evidence"], "refused": pack.get("refused"),
                         "failing": [g["name"] for g in pack.get("gates") or []
-                                    if g.get("mode") == "enforced" and not g.get("passed")]})
+                                    if g.get("mode") == "enforced" and not g.get("passed")],
+                        # a hidden-tests gate's counts: all of its output that is kept
+                        "hidden": {g["name"]: (g["hidden"].get("summary") or "no test counts in its output")
+                                   for g in pack.get("gates") or [] if g.get("hidden") and not g.get("skipped")}})
         return True
 
     every = not (instances or gates or again)

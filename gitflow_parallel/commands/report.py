@@ -27,7 +27,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
 
-from gitflow_parallel import __version__, failures
+from gitflow_parallel import __version__, evidence, failures
 from gitflow_parallel import errors as E
 from gitflow_parallel.files import atomic_write, new_file_mode, utcnow
 from gitflow_parallel.judge.selection import RULE_TEXT
@@ -155,6 +155,9 @@ def _alarms(inst: dict[str, Any], pack: dict[str, Any] | None) -> str:
     if inst.get("tampered"):
         out += (f'<div class="alarm" data-role="tampered"><b>{_e(E.AGENT_TAMPERED)}</b>: it changed what no attempt '
                 f'may change (restored): <span class="mono">{_e(", ".join(inst["tampered"]))}</span></div>')
+    during = evidence.tampered_while_judged(pack)
+    if during:  # its code, run by a gate, did it
+        out += f'<div class="alarm" data-role="tampered"><b>{_e(E.AGENT_TAMPERED)}</b>: {_e(during)}</div>'
     detail = (pack or {}).get("protected_detail") or []
     if detail:
         rows = "".join(f"<li>{_e(line)}</li>" for line in protected_summary(detail))
@@ -275,7 +278,8 @@ def _losers(pick: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str:
     for lost in pick["losers"]:
         standing = _standing(by_id.get(lost["id"]))
         why = "not chosen" if pick["selection_method"] == HUMAN else lost["reason"]
-        code = "" if standing == "passed" else lost.get("code") or ""
+        # One that passed and was ranked below has no code of its own; one kept out (protected paths) has.
+        code = "" if standing == "passed" and lost.get("code") == E.SELECTION_NO_PASS else lost.get("code") or ""
         rows.setdefault((standing, code, why), []).append(lost["id"])
     body = "".join(f'<tr data-losers="{_e(" ".join(ids))}" data-standing="{_e(standing)}"><td>{_e(", ".join(ids))}</td>'
                    f'<td>{_e(standing)}</td><td>{_e(code) or "-"}</td><td>{_e(why)}</td></tr>'

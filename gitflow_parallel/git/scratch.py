@@ -41,6 +41,7 @@ This module owns those rules and the pool of scratch checkouts.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import shutil
 import threading
@@ -123,10 +124,20 @@ def protected_patterns(config: dict[str, Any], base_tree: pygit2.Tree) -> list[s
     named += _reached_files(config, base_tree)
     literal = [re.sub(r"([*?])", r"[\1]", p) for p in named]  # a file named "a*b" is literal
     defaults = list(harness.HARNESS_PATTERNS) if config.get("protect_defaults", True) else []
-    # A findings file is a gate's output: an attempt's own copy would score itself.
-    findings = (config.get("score") or {}).get("findings")
-    defaults += [re.sub(r"([*?])", r"[\1]", findings)] if findings and config.get("protect_defaults", True) else []
+    findings = findings_file(config)
+    defaults += [re.sub(r"([*?])", r"[\1]", findings)] if findings else []
     return sorted(set(literal) | set(config.get("protect") or []) | set(defaults))
+
+
+def findings_file(config: dict[str, Any]) -> str | None:
+    """The ``score.findings`` file as a path of the tree (``./out//f.jsonl``
+    is ``out/f.jsonl``), when it is protected (``protect_defaults``).  It is a
+    gate's output: an attempt's own copy would score itself, and once landed
+    would be the base's copy every later attempt is judged with."""
+    findings: str | None = (config.get("score") or {}).get("findings")
+    if not findings or not config.get("protect_defaults", True):
+        return None
+    return posixpath.normpath(findings)
 
 
 def _reached_files(config: dict[str, Any], tree: pygit2.Tree) -> list[str]:
@@ -173,6 +184,7 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
     (``harness.MIXED_FILES``) counts only when its harness sections differ."""
     config = config or {}
     mixed = config.get("protect_defaults", True)
+    findings = findings_file(config)
     scripts = harness.npm_scripts(g["run"] for g in config.get("gates") or [])
     out: dict[str, dict[str, Any]] = {}
     diff = base_tree.diff_to_tree(tree)
@@ -198,7 +210,7 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
             change = ("added" if status == pygit2.enums.DeltaStatus.ADDED
                       else "deleted" if status == pygit2.enums.DeltaStatus.DELETED else "modified")
             out[path] = {"path": path, "change": change, "lines_added": added, "lines_deleted": deleted,
-                         "harness": harness_file or path == CONFIG_FILE, "dependencies": dependencies,
+                         "harness": harness_file or path in (CONFIG_FILE, findings), "dependencies": dependencies,
                          "restored": restored}
     return [out[p] for p in sorted(out)]
 

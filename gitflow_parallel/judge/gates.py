@@ -134,7 +134,7 @@ from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.judge.fingerprints import read_head, read_regular, sha256_path
-from gitflow_parallel.judge.place import Layer, Place, execute, gate_env, judging
+from gitflow_parallel.judge.place import Layer, Place, execute, failure_code, gate_env, judging
 
 
 def applicable(gates: list[dict[str, Any]], track: str) -> list[dict[str, Any]]:
@@ -166,7 +166,7 @@ def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
         code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log, err_log, layer=layer)
         result = _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
                          log=str(log), log_sha256=sha256_path(log),
-                         code=E.EXECUTE_FAILED if error else None, error=error)
+                         code=failure_code(error), error=error)
         result = reported.apply(gate, result, report)
     if gate["mode"] == "probe":
         result["stderr_log"] = str(err_log)
@@ -197,7 +197,7 @@ def _run_hidden(gate: dict[str, Any], place: Place, env: dict[str, str], argv: l
     finally:
         log.unlink(missing_ok=True)
     result = reported.apply(gate, _result(gate, exit_code=code, passed=(code == 0 and error is None),
-                                          duration_s=round(seconds, 3), code=E.EXECUTE_FAILED if error else None,
+                                          duration_s=round(seconds, 3), code=failure_code(error),
                                           error=error), report)
     counts = expect.count_line(result["expect"]) if report else counts
     result["hidden"] = {"files": len(files), "summary": counts}
@@ -309,7 +309,7 @@ def judge_checkout(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dic
     if setup is not None:
         entry = _setup(repo, setup, place, tree)
         if not entry["passed"]:
-            return entry, [_result(g, code=E.EXECUTE_FAILED, log=entry["log"],
+            return entry, [_result(g, code=failure_code(entry["error"]) or E.EXECUTE_FAILED, log=entry["log"],
                                    error=f"not run: setup failed ({entry['error']}); see {entry['log']}")
                            for g in gates]
         place.path = environment.path_entries(setup, place.worktree)

@@ -92,6 +92,14 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     return code, None, time.monotonic() - start
 
 
+def failure_code(error: str | None) -> str | None:
+    """The reason code of a judged command's failure (``execute``'s error):
+    tampering says so, anything else is a failure to execute."""
+    if error is None:
+        return None
+    return E.AGENT_TAMPERED if error.startswith(E.AGENT_TAMPERED) else E.EXECUTE_FAILED
+
+
 @dataclass
 class Layer:
     """The overlay one command gets under the namespace layer (see

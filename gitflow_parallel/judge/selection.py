@@ -124,10 +124,7 @@ def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[l
             losers.append({"id": inst["id"], "code": E.EVIDENCE_MISSING, "reason": "evidence incomplete"})
             continue
         if pack.get("verdict") != "pass":
-            failed = [g["name"] for g in pack.get("gates", []) if g.get("mode") == "enforced" and not g.get("passed")]
-            losers.append({"id": inst["id"], "code": E.SELECTION_NO_PASS,
-                           "reason": "failed enforced gates: " + (", ".join(failed) or "(verdict fail)")
-                                     + _protected_too(pack)})
+            losers.append(_failed(inst, pack))
             continue
         blocking = pack.get("protected_blocking") or []
         if blocking:
@@ -155,6 +152,18 @@ def _unfinished(inst: InstanceRecord) -> dict[str, Any]:
                 "reason": f"status {inst['status']}: it changed what no attempt may change "
                           f"({_shown(tampered)}; restored)"}
     return {"id": inst["id"], "code": E.SELECTION_NO_PASS, "reason": f"status {inst['status']}"}
+
+
+def _failed(inst: InstanceRecord, pack: dict[str, Any]) -> dict[str, Any]:
+    """A loser that failed its gates; one whose code tampered while they ran says so, with its code."""
+    failed = [g["name"] + (f" (hidden tests: {g['hidden'].get('summary') or 'no test counts'})" if g.get("hidden") else "")
+              for g in pack.get("gates", []) if g.get("mode") == "enforced" and not g.get("passed")]
+    reason = "failed enforced gates: " + (", ".join(failed) or "(verdict fail)") + _protected_too(pack)
+    tampered = evidence.tampered_while_judged(pack)
+    if tampered:
+        return {"id": inst["id"], "code": E.AGENT_TAMPERED,
+                "reason": f"{tampered}; {reason}"}
+    return {"id": inst["id"], "code": E.SELECTION_NO_PASS, "reason": reason}
 
 
 def _protected_too(pack: dict[str, Any]) -> str:

@@ -258,11 +258,15 @@ def agent_row(view: RunView, inst: dict[str, Any], lines: int) -> dict[str, Any]
 def _hidden_has_no_log(view: RunView, inst: dict[str, Any], g: dict[str, Any]) -> ParallelError:
     """A hidden-tests gate ran, but its output would show the hidden tests, so only its counts are kept."""
     result = "passed" if g.get("passed") else "failed"
+    if g.get("exit_code") is not None:  # none when it could not start or timed out: its error says which
+        result += f", exit {g['exit_code']}"
+    if g.get("error"):  # why it failed, when its exit status does not say (no count, a report)
+        result += f" ({g['error']})"
     counts = (g.get("hidden") or {}).get("summary") or "no test counts in its output"
     return ParallelError(
         E.EVIDENCE_MISSING,
-        f"gate {g['name']} ran for instance {inst['id']} (attempt {inst['attempt']}): {result}, exit "
-        f"{g.get('exit_code')}, hidden tests: {counts}; its output is not kept, since it would show the hidden tests",
+        f"gate {g['name']} ran for instance {inst['id']} (attempt {inst['attempt']}): {result}, "
+        f"hidden tests: {counts}; its output is not kept, since it would show the hidden tests",
         hint=f"its result and counts are in `git parallel show {view.record['task']} {inst['id']}`; run the hidden "
              "tests yourself on the attempt's commit to see their output")
 

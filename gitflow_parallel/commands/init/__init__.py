@@ -31,7 +31,7 @@ from gitflow_parallel.commands.init.explain import landlock_abi as landlock_abi
 from gitflow_parallel.commands.init.render import protected_summary as protected_summary
 from gitflow_parallel.commands.init.render import render_config as render_config
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import atomic_write
+from gitflow_parallel.files import atomic_write, new_file_mode
 from gitflow_parallel.state.project import Project
 
 
@@ -54,7 +54,7 @@ def init(project: Project, force: bool = False, display: bool = False, remote: s
     if not path.exists() or force:
         text = render_config(runners)
         C.parse(text)  # what init writes validates, or nothing is written
-        atomic_write(path, text)
+        atomic_write(path, text, mode=new_file_mode())  # a file of the work tree: the umask decides, as for git
         wrote = True
     notes_ref = C.DEFAULTS["notes_ref"]
     if path.exists():
