@@ -54,6 +54,7 @@ Ref names, the run snapshot, evidence commits and notes merging are
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -97,7 +98,7 @@ def branch_tracking(remote: str, branch: str) -> str:
 
 
 # -- the wire: ls-remote, fetch, atomic push with leases -------------------------------
-def _failed(what: str, proc: Any, hint: str) -> ParallelError:
+def _failed(what: str, proc: subprocess.CompletedProcess[bytes], hint: str) -> ParallelError:
     text = (proc.stderr or proc.stdout or b"").decode(errors="replace").strip()
     return ParallelError(E.REMOTE_FAILED, f"{what} failed: {text}", hint=hint)
 
@@ -164,13 +165,13 @@ def _commit(repo: Repo, files: dict[str, bytes], message: str, parents: Iterable
 
 
 # -- the manifest ------------------------------------------------------------------------
-def manifest_commit(project: Project, record: dict[str, Any]) -> str:
+def manifest_commit(project: Project, record: RunRecord) -> str:
     """The record as a snapshot commit on top of the local manifest ref; the
     ref itself is not moved (it moves once the remote took the push)."""
     return share.snapshot_commit(project, record, project.repo.ref_target(run_ref(record["run_id"])))
 
 
-def read_manifest(repo: Repo, commit: str) -> dict[str, Any] | None:
+def read_manifest(repo: Repo, commit: str) -> RunRecord | None:
     """The run record a manifest commit holds, validated; None if it holds none."""
     return share.shared_record(repo, commit)
 
@@ -179,8 +180,8 @@ def withdraw(project: Project, record: RunRecord) -> str | None:
     """Publish a run's end (merged, aborted) to its remote, so that workers
     stop taking its instances; a verb whose work is done calls it, so a
     failure is a warning (workers also skip a task's older manifests)."""
-    info = record.get("remote") or {}
-    if not info.get("name"):
+    info = record.get("remote")
+    if not info or not info.get("name"):
         return None
     repo, name = project.repo, run_ref(record["run_id"])
     try:
@@ -247,7 +248,7 @@ def claim_history(repo: Repo, commit: str | None) -> list[dict[str, Any]]:
         claim = read_claim(repo, commit)
         if claim is None:
             break
-        parents = [str(p) for p in repo.pygit.get(commit).parent_ids]
+        parents = [str(p) for p in repo.pygit[commit].peel(pygit2.Commit).parent_ids]
         out.append({**claim, "commit": commit})
         commit = parents[0] if parents else None
     return list(reversed(out))
@@ -279,7 +280,7 @@ def prune_tracking(repo: Repo, remote: str, have: dict[str, str], run_id: str | 
                 repo.delete_ref(name)
 
 
-def published_runs(project: Project, remote: str, task: str | None = None) -> list[tuple[dict[str, Any], str]]:
+def published_runs(project: Project, remote: str, task: str | None = None) -> list[tuple[RunRecord, str]]:
     """(manifest record, manifest commit) of every run on ``remote`` as last
     fetched, oldest first."""
     prefix = tracking(remote, RUNS_PREFIX) + "/"

@@ -72,7 +72,7 @@ class RunView:
         return head if head and head in self.repo else None
 
     def pack(self, inst: dict[str, Any]) -> dict[str, Any] | None:
-        return share.load_pack(self.project, self.record, inst["id"], inst["attempt"], inst.get("evidence"))
+        return share.load_pack(self.project, self.record, inst)
 
     def freshness(self, inst: dict[str, Any]) -> evidence.Freshness:
         return evidence.freshness(self.record, inst, self.tip(inst), loader=self.pack)
