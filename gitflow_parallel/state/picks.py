@@ -11,7 +11,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping, cast
+from typing import Mapping, cast
 
 from gitflow_parallel import __version__, evidence, schema
 from gitflow_parallel import errors as E
@@ -38,12 +38,12 @@ def _schema_invalid(path: Path, problem: str) -> ParallelError:
     )
 
 
-def is_forced(pick: Mapping[str, Any]) -> bool:
+def is_forced(pick: Mapping[str, object]) -> bool:
     """A person's pick made with --force: its evidence was not required."""
     return pick.get("selection_method") == HUMAN and pick.get("forced") is True
 
 
-def validate_pick(pick: Any, path: Path, record: RunRecord, track: str) -> PickRecord:
+def validate_pick(pick: object, path: Path, record: RunRecord, track: str) -> PickRecord:
     """Check a loaded pick record against its shape (``shapes.PickRecord``)
     and against the run and track it is read for; returns it unchanged."""
     if not isinstance(pick, dict):
@@ -205,7 +205,7 @@ def find_retired(folder: Path, track: str, binding: PickBinding) -> Path:
         hint="restore it from a backup; `git parallel validate` shows what else is off")
 
 
-def retire_picks(project: Project, record: RunRecord, tracks: list[str]) -> list[dict[str, Any]]:
+def retire_picks(project: Project, record: RunRecord, tracks: list[str]) -> list[dict[str, object]]:
     """Move the pick files of ``tracks`` to ``retired/`` (under the project
     lock); returns the entries ``model.retire_picks`` records.  Refused while
     a merge of the run is interrupted: its pick may have landed."""
@@ -217,7 +217,8 @@ def retire_picks(project: Project, record: RunRecord, tracks: list[str]) -> list
             hint=f"run `git parallel recover {record['task']}` first")
     bound = record.get("picks") or {}
     folder = retired_dir(project.repo.parallel_dir, record["run_id"])
-    person, now, retired = who(project), utcnow(), []
+    person, now = who(project), utcnow()
+    retired: list[dict[str, object]] = []
     for t in tracks:
         pick = load_pick(project, record, t)  # refuses an edited pick file
         path = pick_path(project.repo.parallel_dir, record["run_id"], t)
