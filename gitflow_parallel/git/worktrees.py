@@ -17,7 +17,7 @@ import os
 import shutil
 import signal
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypedDict
 
 import pygit2
 
@@ -373,7 +373,14 @@ def stray_ref(run_id: str, inst_id: str, attempt: int, oid: str) -> str:
     return f"{archive_ref(run_id, inst_id, attempt)}.kept-{oid[:12]}"
 
 
-def keep_strays(repo: Repo, run_id: str, task: str, inst: InstanceRecord, extra: Sequence[str] = ()) -> list[str]:
+class BranchAttempt(TypedDict):
+    """What ``keep_strays`` reads of an instance (an instance record is one)."""
+    id: str
+    branch: str
+    attempt: int
+
+
+def keep_strays(repo: Repo, run_id: str, task: str, inst: BranchAttempt, extra: Sequence[str] = ()) -> list[str]:
     """Archive every commit the worktree's HEAD reached that neither the
     branch nor an archive ref of the instance holds: work made on a detached
     HEAD (a rebase stopped half-way, ``git checkout --detach``), on another

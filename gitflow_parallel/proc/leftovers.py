@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gitflow_parallel.errors import is_no_space
 from gitflow_parallel.config import scratch_patterns
@@ -22,10 +22,14 @@ from gitflow_parallel.files import remove_hostile_files
 from gitflow_parallel.git.repo import commit_all
 from gitflow_parallel.proc.supervise import KILL_GRACE, signame
 from gitflow_parallel.provenance import leftovers_message, stray_leftovers_message
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
 
+if TYPE_CHECKING:  # (child imports what runs an agent; these only read and set its outcome)
+    from gitflow_parallel.proc.child import Child
 
-def classify_exit(child: Any, rc: int, timeout: float | None) -> None:
+
+def classify_exit(child: Child, rc: int, timeout: float | None) -> None:
     """Set ``child``'s exit code, status and error from its wait status ``rc``
     and why it was stopped (``child.reason``: timeout or a signal to run)."""
     child.exit_code = rc if rc >= 0 else 128 - rc
@@ -46,7 +50,7 @@ def classify_exit(child: Any, rc: int, timeout: float | None) -> None:
         child.error = f"killed by {signame(-rc)}"
 
 
-def commit(project: Project, record: dict[str, Any], child: Any) -> None:
+def commit(project: Project, record: RunRecord, child: Child) -> None:
     """Commit what the agent left uncommitted on its branch (``child.committed``),
     or fail the instance saying why it could not be done."""
     import pygit2
@@ -85,7 +89,7 @@ def commit(project: Project, record: dict[str, Any], child: Any) -> None:
         _fail(child, problem)
 
 
-def _fail(child: Any, problem: str) -> None:
+def _fail(child: Child, problem: str) -> None:
     if child.status == "succeeded":
         child.status = "failed"
         child.error = f"exited 0 but {problem}"
@@ -93,7 +97,7 @@ def _fail(child: Any, problem: str) -> None:
         child.error = f"{child.error}; {problem}"
 
 
-def _foreign_gitfile(project: Project, task: str, child: Any) -> str | None:
+def _foreign_gitfile(project: Project, task: str, child: Child) -> str | None:
     """Why the worktree's ``.git`` is not the file naming its admin folder,
     or None.  git-parallel's own git must not find a repository the
     attempt made there (its config could name a filter, which the commit
@@ -111,7 +115,7 @@ def _foreign_gitfile(project: Project, task: str, child: Any) -> str | None:
     return f"its worktree's .git is not the file naming {admin} (the command replaced it); nothing was committed"
 
 
-def _keep_nested(project: Project, run_id: str, child: Any) -> str | None:
+def _keep_nested(project: Project, run_id: str, child: Child) -> str | None:
     """Archive the commits of nested repositories the branch now records as
     gitlinks, so that the attempt (and a landing of it) names nothing this
     repository lacks; what cannot be kept fails the instance."""
@@ -127,7 +131,7 @@ def _keep_nested(project: Project, run_id: str, child: Any) -> str | None:
             "(their folders are left in the worktree)")
 
 
-def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, tip: str | None, base: str) -> str:
+def _keep_broken_branch(project: Project, task: str, run_id: str, child: Child, tip: str | None, base: str) -> str:
     """The branch was deleted, or moved to history without the base, while
     the command ran (a sibling's ``git update-ref -d``): committing on it
     would make a root commit and orphan the attempt's work.  Keep the
@@ -135,7 +139,7 @@ def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, ti
     from gitflow_parallel.git import worktrees
 
     repo = project.repo
-    inst = {"id": child.id, "branch": child.branch, "attempt": child.attempt}
+    inst: worktrees.BranchAttempt = {"id": child.id, "branch": child.branch, "attempt": child.attempt}
     heads = worktrees.worktree_heads(repo, repo.common_dir / "worktrees" / worktrees.admin_name(task, child.id))
     parent = next((h for h in heads if h != tip and repo.is_ancestor(base, h)), base)
     message = stray_leftovers_message(task, run_id, child.id, child.attempt)
