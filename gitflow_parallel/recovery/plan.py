@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.recovery.scan import Repair, Scan, missing_notes
@@ -22,7 +23,7 @@ def audit_path(project: Project, run_id: str) -> Path:
     return project.repo.parallel_dir / "audit" / f"{run_id}.jsonl"
 
 
-def audit(project: Project, run_id: str, rid: str, record: dict[str, Any] | None, task: str, action: str,
+def audit(project: Project, run_id: str, rid: str, record: RunRecord | None, task: str, action: str,
            **fields: Any) -> None:
     append_jsonl(audit_path(project, run_id), {
         "schema_version": AUDIT_SCHEMA, "origin": ORIGIN, "recovery_id": rid, "run_id": run_id, "task": task,
@@ -46,7 +47,7 @@ def in_order(repairs: list[Repair]) -> list[Repair]:
     return sorted(repairs, key=key)
 
 
-def apply_repairs(project: Project, record: dict[str, Any], rid: str, repairs: list[Repair]) -> list[dict[str, Any]]:
+def apply_repairs(project: Project, record: RunRecord, rid: str, repairs: list[Repair]) -> list[dict[str, Any]]:
     task, run_id = record["task"], record["run_id"]
     started = record  # every line of this recovery names the revision it started from
     done: list[dict[str, Any]] = []
@@ -63,7 +64,7 @@ def apply_repairs(project: Project, record: dict[str, Any], rid: str, repairs: l
             log(r)
     recorded = [r for r in repairs if r.record is not None]
     if recorded:
-        def mutate(rec: dict[str, Any]) -> None:
+        def mutate(rec: RunRecord) -> None:
             for r in recorded:
                 assert r.record is not None
                 r.record(rec)
