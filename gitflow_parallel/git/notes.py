@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from typing import Any, Iterable
+from typing import Iterable
 
 import pygit2
 
@@ -57,8 +57,9 @@ def read(repo: pygit2.Repository, notes_ref: str, oid: str) -> list[str]:
     return _lines(repo, found[1])
 
 
-def records(repo: pygit2.Repository, notes_ref: str, oid: str) -> list[dict[str, Any]]:
-    out = []
+def records(repo: pygit2.Repository, notes_ref: str, oid: str) -> list[dict[str, object]]:
+    """The note's lines that are JSON objects (the records ``provenance`` writes)."""
+    out: list[dict[str, object]] = []
     for text in read(repo, notes_ref, oid):
         try:
             value = json.loads(text)

@@ -160,16 +160,14 @@ def capped(data: bytes, limit: int) -> bytes:
 
 def pack_logs(pack: Mapping[str, object], agent_log: str | None) -> list[Path]:
     """The logs that belong to a pack: each gate's, the score command's, the agent's."""
-    gates = pack.get("gates")
-    source = pack.get("score_source")
+    gates, source = pack.get("gates"), pack.get("score_source")
     paths = [g.get("log") for g in gates if isinstance(g, dict)] if isinstance(gates, list) else []
     paths.append(source.get("log") if isinstance(source, dict) else None)
     paths.append(agent_log)
     return [Path(p) for p in dict.fromkeys(p for p in paths if isinstance(p, str) and p)]
 
 
-class LogKept(TypedDict):
-    """What was kept of a log: its full size and sha256, whether it was cut."""
+class LogKept(TypedDict):  # what was kept of a log: its full size and sha256, whether it was cut
     bytes: int
     sha256: str
     truncated: bool
@@ -249,9 +247,8 @@ def store_evidence(project: Project, record: RunRecord, inst: InstanceRecord) ->
 
 
 def load_pack(project: Project, record: RunRecord, inst: InstanceRecord) -> dict[str, Any] | None:
-    """The pack the instance's evidence binding names: the local file, else
-    the one kept on the evidence ref (or an earlier commit of it), only if
-    its bytes match."""
+    """The pack the instance's evidence binding names: the local file, else the one kept
+    on the evidence ref (or an earlier commit of it), only if its bytes match."""
     import pygit2
 
     binding = inst.get("evidence")
@@ -387,16 +384,13 @@ def local_records(project: Project) -> list[RunRecord]:
 def _attempt_bindings(record: RunRecord) -> Iterator[tuple[str, int, EvidenceBinding, str | None]]:
     for inst in record["instances"]:
         for h in inst.get("history") or []:
-            earlier = h.get("evidence")
-            if earlier:
+            if earlier := h.get("evidence"):
                 yield inst["id"], h["attempt"], earlier, h.get("log")
-        binding = inst.get("evidence")
-        if binding:
+        if binding := inst.get("evidence"):
             yield inst["id"], inst["attempt"], binding, inst.get("log")
 
 
-class Backfilled(TypedDict):
-    """What ``backfill`` wrote (refs) and skipped (why, per attempt)."""
+class Backfilled(TypedDict):  # what ``backfill`` wrote (refs) and skipped (why, per attempt)
     written: list[str]
     skipped: list[str]
 

@@ -57,7 +57,7 @@ import json
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import pygit2
 
@@ -213,7 +213,7 @@ def read_claim(repo: Repo, commit: str | None) -> dict[str, Any] | None:
 CLAIM_LOG = "agent.log"  # beside claim.json in a done claim: the agent's log, capped
 
 
-def claim_commit(repo: Repo, claim: dict[str, Any], parents: list[str], log: bytes | None = None) -> str:
+def claim_commit(repo: Repo, claim: Mapping[str, object], parents: list[str], log: bytes | None = None) -> str:
     text = (json.dumps(claim, sort_keys=True, indent=2) + "\n").encode()
     message = (f"git-parallel: claim {claim['task']}/{claim['instance']} attempt {claim['attempt']} "
                f"{claim['state']} by {claim['worker']}\n\nParallel-Run: {claim['run_id']}\n")
@@ -221,10 +221,12 @@ def claim_commit(repo: Repo, claim: dict[str, Any], parents: list[str], log: byt
     return _commit(repo, files, message, parents)
 
 
-def claim_state(claim: dict[str, Any] | None, attempt: int, now: float | None = None) -> str:
+def claim_state(claim: Mapping[str, object] | None, attempt: int, now: float | None = None) -> str:
     """``free`` (no claim, or one of an earlier attempt), ``held``, ``expired``,
     ``released`` or ``done``."""
-    if claim is None or int(claim.get("attempt", -1)) < attempt:
+    said = claim.get("attempt", -1) if claim is not None else -1
+    # (an attempt that is no number: a claim as unreadable as none)
+    if claim is None or not isinstance(said, (int, float, str)) or int(said) < attempt:
         return "free"
     state = claim.get("state")
     if state in ("done", "released"):
@@ -300,17 +302,21 @@ def fetched_claim(project: Project, remote: str, run_id: str, inst_id: str) -> t
     return oid, read_claim(project.repo, oid)
 
 
-def describe_claim(claim: dict[str, Any] | None, state: str, now: float) -> str:
+def describe_claim(claim: Mapping[str, object] | None, state: str, now: float) -> str:
+    """``state`` (``claim_state``'s) said in words."""
     if claim is None or state == "free":
         return "unclaimed"
     who = claim.get("worker")
+    expires = claim.get("expires_epoch")
+    left = expires - now if isinstance(expires, (int, float)) else 0.0  # held or expired: a number
     if state == "held":
-        return f"claimed by {who}, lease {claim['expires_epoch'] - now:.0f}s left"
+        return f"claimed by {who}, lease {left:.0f}s left"
     if state == "expired":
-        return f"claim of {who} expired {now - claim['expires_epoch']:.0f}s ago (a worker may take it over)"
+        return f"claim of {who} expired {-left:.0f}s ago (a worker may take it over)"
     if state == "released":
         return f"released by {who}"
-    result = claim.get("result") or {}
+    result = claim.get("result")
+    result = result if isinstance(result, dict) else {}
     return f"done by {who}: {result.get('status')}" + (f", {result['verdict']}" if result.get("verdict") else "")
 
 

@@ -131,9 +131,9 @@ class Fence:
         the kernel's Landlock ABI), never assumed."""
         return layer_names(self.kind, self.network, self.mounts is not None and self.mounts.target is not None)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         """What the events and packs say about it."""
-        out: dict[str, Any] = {"sandbox": self.kind, "network": "on" if self.network else "off",
+        out: dict[str, object] = {"sandbox": self.kind, "network": "on" if self.network else "off",
                                "layers": self.layers()}
         if self.kind == "landlock":
             out["landlock_abi"] = abi()

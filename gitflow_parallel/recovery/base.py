@@ -4,7 +4,7 @@ found, the findings so far and the note lines repairs will make due.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Mapping
 
 import pygit2
 
@@ -40,7 +40,7 @@ class RunContext:
         self.findings.append(Finding(code, severity, message, fix, self.task, self.run_id, instance, repair, refusal))
 
 
-    def noted(self, commit: str, key: dict[str, Any]) -> bool:
+    def noted(self, commit: str, key: Mapping[str, object]) -> bool:
         """Is there a line of this run on ``commit`` sharing every field of ``key``?"""
         have = self.scan.notes_on(self.record["config"]["notes_ref"], commit)
         return any(h.get("run_id") == self.run_id and all(h.get(k) == v for k, v in key.items()) for h in have)

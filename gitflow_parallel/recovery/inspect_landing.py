@@ -164,18 +164,6 @@ class LandingInspection(RunContext):
                                record=record, details={"track": track, "path": str(path), "sha256": sha,
                                                        "winner": pick["winner"]["id"]}))
 
-    def _landing_record(self, landed: str, previous: str | None, steps: list[LandingStep],
-                        resolved: list[object], worktree: str | None, source: str,
-                        outside: bool = False) -> MergeRecord:
-        """The merge record of a landing recover found (``outside``: one plain git made)."""
-        recovered = {"recovery_id": self.rid, "from": source}
-        policy = self.record["config"]["merge"]["policy"]
-        if outside:
-            return model.new_merge(landed, previous, self.record["base"]["ref"], steps, resolved, policy, utcnow(),
-                                   worktree=worktree, recovered=recovered, outside=True)
-        return model.new_merge(landed, previous, self.record["base"]["ref"], steps, resolved, policy, utcnow(),
-                               worktree=worktree, recovered=recovered)
-
     def _landed_unrecorded(self, merge_record: MergeRecord, previous: str | None, source: str, message: str,
                            why: str) -> None:
         """The base holds this run's landing and its record does not say so:
@@ -221,9 +209,8 @@ class LandingInspection(RunContext):
                      repair=Repair("remove_intent", f"remove {path.name}", "the record already says merged",
                                    after=drop, details={"path": str(path)}))
         elif landed_now:
-            merge_record = self._landing_record(landing, previous, list(intent.get("steps") or []),
-                                                list(intent.get("resolved_files") or []), intent.get("worktree"),
-                                                "intent")
+            merge_record = found_landing(rec, self.rid, landing, previous, list(intent.get("steps") or []),
+                                         list(intent.get("resolved_files") or []), intent.get("worktree"), "intent")
             message = (f"{rec['base']['ref']} already holds the landing {landing[:12]} of run {self.run_id} "
                        f"(moved from {previous[:12]} by `git parallel merge`), but the record is {rec['status']}")
             self._landed_unrecorded(merge_record, previous, "intent", message,
@@ -316,7 +303,8 @@ class LandingInspection(RunContext):
             # checkout may not have followed (a merge whose intent is gone).
             self.base_worktree(previous, landed_oid)
         # outside: landed by plain git, so git-parallel verified nothing at merge time.
-        merge_record = self._landing_record(landed_oid, previous, steps, [], None, "base", outside=True)
+        merge_record = found_landing(self.record, self.rid, landed_oid, previous, steps, [], None, "base",
+                                     outside=True)
         message = (f"{rec['base']['ref']} already holds every winner of run {self.run_id} (landed at "
                    f"{landed_oid[:12]}, not by `git parallel merge`), but the record is {rec['status']}")
         self._landed_unrecorded(merge_record, previous, "base", message,
@@ -333,7 +321,7 @@ class LandingInspection(RunContext):
                  for t, p in picks.items()]
         if base_tip == landed:
             self.base_worktree(previous, landed)
-        merge_record = self._landing_record(landed, previous, steps, [], None, "reflog")
+        merge_record = found_landing(self.record, self.rid, landed, previous, steps, [], None, "reflog")
         self._landed_unrecorded(
             merge_record, previous, "reflog",
             f"{self.record['base']['ref']} holds the landing {landed[:12]} of run {self.run_id} (its reflog "
@@ -349,6 +337,18 @@ class LandingInspection(RunContext):
             if str(entry.oid_new) == landed and not str(entry.oid_old).strip("0") == "":
                 return str(entry.oid_old)
         return None
+
+
+def found_landing(record: RunRecord, rid: str, landed: str, previous: str | None, steps: list[LandingStep],
+                  resolved: list[object], worktree: str | None, source: str, outside: bool = False) -> MergeRecord:
+    """The merge record of a landing recovery ``rid`` found (``source``: its
+    proof; ``outside``: plain git made it)."""
+    found = model.new_merge(landed, previous, record["base"]["ref"], steps, resolved,
+                            record["config"]["merge"]["policy"], utcnow(), worktree=worktree,
+                            recovered={"recovery_id": rid, "from": source})
+    if outside:
+        found["outside"] = True
+    return found
 
 
 def reflog_landing(repo: pygit2.Repository, record: RunRecord) -> tuple[str, str] | None:

@@ -7,7 +7,6 @@ step; each step is logged to the run's audit file as it completes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.files import append_jsonl, utcnow
@@ -24,7 +23,7 @@ def audit_path(project: Project, run_id: str) -> Path:
 
 
 def audit(project: Project, run_id: str, rid: str, record: RunRecord | None, task: str, action: str,
-           **fields: Any) -> None:
+           **fields: object) -> None:
     append_jsonl(audit_path(project, run_id), {
         "schema_version": AUDIT_SCHEMA, "origin": ORIGIN, "recovery_id": rid, "run_id": run_id, "task": task,
         "run_revision": record["run_revision"] if record else fields.pop("run_revision", None),
@@ -47,12 +46,12 @@ def in_order(repairs: list[Repair]) -> list[Repair]:
     return sorted(repairs, key=key)
 
 
-def apply_repairs(project: Project, record: RunRecord, rid: str, repairs: list[Repair]) -> list[dict[str, Any]]:
+def apply_repairs(project: Project, record: RunRecord, rid: str, repairs: list[Repair]) -> list[dict[str, object]]:
     task, run_id = record["task"], record["run_id"]
     started = record  # every line of this recovery names the revision it started from
-    done: list[dict[str, Any]] = []
+    done: list[dict[str, object]] = []
 
-    def log(r: Repair, **extra: Any) -> None:
+    def log(r: Repair, **extra: object) -> None:
         entry = {**r.as_json(), **extra}
         done.append(entry)
         audit(project, run_id, rid, started, task, "repaired", **entry)

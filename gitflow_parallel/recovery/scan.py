@@ -52,7 +52,7 @@ class Repair:
     after: Callable[[], None] | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"step": self.step, "what": self.what, "why": self.why, "details": self.details}
 
 
@@ -68,7 +68,7 @@ class Finding:
     repair: Repair | None = None
     refusal: str | None = None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"code": self.code, "severity": self.severity, "message": self.message, "fix": self.fix,
                 "task": self.task, "run_id": self.run_id, "instance": self.instance,
                 "repair": self.repair.what if self.repair else None, "refusal": self.refusal}
@@ -147,7 +147,7 @@ class Scan:
         except (ValueError, pygit2.GitError, KeyError):
             return False
 
-    def notes_on(self, notes_ref: str, oid: str) -> list[dict[str, Any]]:
+    def notes_on(self, notes_ref: str, oid: str) -> list[dict[str, object]]:
         return notes.records(self.repo.pygit, notes_ref, oid)
 
     def git_users(self) -> list[tuple[int, str]] | None:
@@ -273,7 +273,7 @@ def required_notes(scan: Scan, record: RunRecord) -> list[NoteNeed]:
 
 def missing_notes(scan: Scan, record: RunRecord) -> list[NoteNeed]:
     ref = record["config"]["notes_ref"]
-    cache: dict[str, list[dict[str, Any]]] = {}
+    cache: dict[str, list[dict[str, object]]] = {}
     out = []
     for need in required_notes(scan, record):
         have = cache.setdefault(need.commit, scan.notes_on(ref, need.commit))
