@@ -307,17 +307,18 @@ def describe_claim(claim: Mapping[str, object] | None, state: str, now: float) -
     if claim is None or state == "free":
         return "unclaimed"
     who = claim.get("worker")
-    expires = claim.get("expires_epoch")
-    left = expires - now if isinstance(expires, (int, float)) else 0.0  # held or expired: a number
-    if state == "held":
-        return f"claimed by {who}, lease {left:.0f}s left"
-    if state == "expired":
-        return f"claim of {who} expired {-left:.0f}s ago (a worker may take it over)"
     if state == "released":
         return f"released by {who}"
-    result = claim.get("result")
-    result = result if isinstance(result, dict) else {}
-    return f"done by {who}: {result.get('status')}" + (f", {result['verdict']}" if result.get("verdict") else "")
+    if state == "done":
+        result = claim.get("result")
+        result = result if isinstance(result, dict) else {}
+        return f"done by {who}: {result.get('status')}" + (f", {result['verdict']}" if result.get("verdict") else "")
+    expires = claim.get("expires_epoch")
+    if not isinstance(expires, (int, float)):  # (``claim_state`` calls it expired)
+        return f"claim of {who} expired (it names no lease time; a worker may take it over)"
+    if state == "held":
+        return f"claimed by {who}, lease {expires - now:.0f}s left"
+    return f"claim of {who} expired {now - expires:.0f}s ago (a worker may take it over)"
 
 
 # -- notes that travel ---------------------------------------------------------------------------
