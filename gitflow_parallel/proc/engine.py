@@ -274,8 +274,8 @@ class _Runner:
             reaper.sweep_descendants({self.watchdog.pid} if self.watchdog.pid else set())
             for child in self.children:
                 child_proc.release_claim(child)
-            if server_started:
-                tmux_proc.release_server(self.tmux)  # type: ignore[arg-type]
+            if server_started and self.tmux is not None:
+                tmux_proc.release_server(self.tmux)
             self.watchdog.stop()
         return _summary(self, notes_error)
 
@@ -353,7 +353,8 @@ class _Runner:
             for child in spawned:
                 killpg(child.pid, signal.SIGKILL)
                 self.watchdog.ended(child.pid)
-                child.popen.wait()  # type: ignore[union-attr]
+                if child.popen is not None:  # (a spawned child has one)
+                    child.popen.wait()
                 child.popen = None
             raise
         finally:

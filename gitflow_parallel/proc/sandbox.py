@@ -40,7 +40,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
@@ -424,7 +424,7 @@ def extra_writes(config: Mapping[str, object], common: Path, main_workdir: Path 
 
 
 def for_agent(common: Path, worktree: Path, branch: str, config: Mapping[str, object], scope: str,
-              files: list[Path] = (), reads: Reads | None = None,  # type: ignore[assignment]
+              files: Sequence[Path] = (), reads: Reads | None = None,
               main_workdir: Path | None = None) -> Fence:
     """The fence of one agent attempt on ``branch`` in ``worktree`` (and
     ``files`` it may write: its events file; ``reads``: the run's cache;
