@@ -24,7 +24,7 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, NotRequired, TypedDict
 
 from gitflow_parallel import model
 from gitflow_parallel.errors import PROCESS_GONE, ParallelError
@@ -140,11 +140,24 @@ def _gone_why(left: Left) -> str:
             f"kept under {worktrees.archive_ref(left.record['run_id'], left.inst['id'], left.inst['attempt'])}")
 
 
-def tidy(project: Project, left: list[Left]) -> list[dict[str, object]]:
+class Tidied(TypedDict):
+    """An instance ``tidy`` took apart (its tip ``archived``), or could not (``problem``)."""
+    run_id: str
+    task: str
+    id: str
+    attempt: int
+    was: str  # its status
+    archived: NotRequired[str | None]
+    problem: NotRequired[str]
+    code: NotRequired[str]
+    hint: NotRequired[str | None]
+
+
+def tidy(project: Project, left: list[Left]) -> list[Tidied]:
     """Take apart every left-behind instance that does not wait for its
     claim; one whose removal is refused (a folder that is not our worktree)
     is reported with ``problem`` and left as it is."""
-    done: list[dict[str, object]] = []
+    done: list[Tidied] = []
     for item in left:
         if item.waiting:
             continue
@@ -152,8 +165,8 @@ def tidy(project: Project, left: list[Left]) -> list[dict[str, object]]:
         inst = find_instance(rec, item.inst["id"])
         if inst.get("removed"):
             continue
-        row: dict[str, object] = {"run_id": rec["run_id"], "task": rec["task"], "id": inst["id"], "attempt": inst["attempt"],
-               "was": inst["status"]}
+        row: Tidied = {"run_id": rec["run_id"], "task": rec["task"], "id": inst["id"], "attempt": inst["attempt"],
+                       "was": inst["status"]}
         try:
             ref = dismantle(project.repo, item.store, rec, inst, why=_gone_why(item))
         except ParallelError as exc:

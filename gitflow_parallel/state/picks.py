@@ -11,7 +11,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Mapping, cast
+from typing import Any, Mapping, cast
 
 from gitflow_parallel import __version__, evidence, schema
 from gitflow_parallel import errors as E
@@ -205,7 +205,7 @@ def find_retired(folder: Path, track: str, binding: PickBinding) -> Path:
         hint="restore it from a backup; `git parallel validate` shows what else is off")
 
 
-def retire_picks(project: Project, record: RunRecord, tracks: list[str]) -> list[dict[str, object]]:
+def retire_picks(project: Project, record: RunRecord, tracks: list[str]) -> list[dict[str, Any]]:
     """Move the pick files of ``tracks`` to ``retired/`` (under the project
     lock); returns the entries ``model.retire_picks`` records.  Refused while
     a merge of the run is interrupted: its pick may have landed."""
@@ -218,7 +218,7 @@ def retire_picks(project: Project, record: RunRecord, tracks: list[str]) -> list
     bound = record.get("picks") or {}
     folder = retired_dir(project.repo.parallel_dir, record["run_id"])
     person, now = who(project), utcnow()
-    retired: list[dict[str, object]] = []
+    retired: list[dict[str, Any]] = []  # as ``model.retire_picks`` takes them
     for t in tracks:
         pick = load_pick(project, record, t)  # refuses an edited pick file
         path = pick_path(project.repo.parallel_dir, record["run_id"], t)
