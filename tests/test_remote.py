@@ -337,3 +337,27 @@ def test_worker_with_index_takes_that_instance_and_nothing_else(tmp_path: Path) 
     # Only the clone's own checkout and its reusable scratch pool (kept from run to run) remain.
     others = [l for l in git(w, "worktree", "list").splitlines()[1:] if "/scratch+" not in l]
     assert others == []
+
+
+@pytest.mark.parametrize("broken, state, said", [
+    ({"attempt": 0}, "expired", "claim of stranger expired (it names no lease time; a worker may take it over)"),
+    ({"attempt": None, "expires_epoch": 4e9}, "free", "unclaimed"),
+])
+def test_collect_reads_a_broken_claim_as_one_anyone_may_take(tmp_path: Path, broken: dict[str, Any], state: str,
+                                                             said: str) -> None:
+    """A claim on the shared remote is written by other machines: one with no
+    expiry, or no attempt number (a foreign or broken worker's), is a claim
+    anyone may take over, and ``collect`` says so instead of failing on it."""
+    from gitflow_parallel.git import transport as R
+
+    origin, coord, gp, _ = setup_remote(tmp_path, 0)
+    run_id = spawn_published(gp, "fx", 1, GOOD_AGENT)
+    claim = {"v": R.CLAIM_VERSION, "run_id": run_id, "task": "fx", "instance": "1", "state": "held",
+             "worker": "stranger", **broken}
+    blob = git(coord, "hash-object", "-w", "--stdin", input=json.dumps(claim))
+    tree = git(coord, "mktree", input=f"100644 blob {blob}\tclaim.json\n")
+    commit = git(coord, "commit-tree", tree, "-m", "a claim with no lease time")
+    git(coord, "push", "-q", "origin", f"{commit}:{R.claim_ref(run_id, '1')}")
+    out = gp.json("collect", "fx")
+    row = out["instances"][0]
+    assert (row["claim_state"], row["claim"]) == (state, said)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pygit2
 from pygit2 import ffi
-from pygit2._libgit2 import lib as _C
+from pygit2._libgit2 import lib as _C  # type: ignore[import-not-found]  # pygit2 ships no stub for its cffi module
 from pygit2.callbacks import git_checkout_options
 
 ATTRIBUTES = ".gitattributes"
@@ -43,7 +43,9 @@ def _tree_has_attributes(repo: pygit2.Repository, tree: pygit2.Tree) -> bool:
         for entry in folder:
             if entry.filemode == pygit2.enums.FileMode.TREE and entry.id not in seen:
                 seen.add(entry.id)
-                pending.append(repo[entry.id])
+                sub = repo[entry.id]
+                if isinstance(sub, pygit2.Tree):
+                    pending.append(sub)
     return False
 
 
@@ -97,7 +99,7 @@ def checkout_tree(repo: pygit2.Repository, tree: pygit2.Tree, strategy: pygit2.e
     filters skipped when ``skip_filters`` (only where :func:`filters_idle`
     said so)."""
     if not skip_filters:
-        repo.checkout_tree(tree, strategy=strategy)
+        repo.checkout_tree(tree, strategy=strategy)  # type: ignore[no-untyped-call]  # unannotated in pygit2
         return
     # pygit2's checkout_tree, with the one option it does not pass on.
     with git_checkout_options(strategy=strategy) as payload:

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gitflow_parallel.git.plain import git_out
+
+if TYPE_CHECKING:
+    from gitflow_parallel.git.repo import Repo
 
 HOOK_NAMES = ("pre-merge-commit", "reference-transaction", "post-checkout")
 
@@ -139,7 +142,7 @@ def _whose(path: Path) -> str:
     return f"now {manager}'s" if manager else "now someone else's"
 
 
-def gone_warnings(repo: Any) -> list[str]:
+def gone_warnings(repo: Repo) -> list[str]:
     """``gone`` as a verb's warnings, for the repository ``repo`` (a
     ``git.repo`` Repository); nothing where it has no worktree."""
     top = repo.workdir or repo.main_workdir

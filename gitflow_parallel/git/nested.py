@@ -47,7 +47,7 @@ def gitlinks(repo: pygit2.Repository, commit: str) -> list[tuple[str, str]]:
             if entry.filemode == _GITLINK:
                 out.append((path, str(entry.id)))
             elif entry.type_str == "tree":
-                todo.append((f"{path}/", repo[entry.id]))
+                todo.append((f"{path}/", repo[entry.id].peel(pygit2.Tree)))
     return sorted(out)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from typing import Any, Iterable
+from typing import Iterable
 
 import pygit2
 
@@ -40,6 +40,11 @@ def _find(tree: pygit2.Tree | None, oid: str) -> tuple[str, pygit2.Oid] | None:
     return None
 
 
+def _lines(repo: pygit2.Repository, blob: pygit2.Oid) -> list[str]:
+    """The non-blank lines of the note blob ``blob``."""
+    return [l for l in repo[blob].peel(pygit2.Blob).data.decode("utf-8", "replace").splitlines() if l.strip()]
+
+
 def read(repo: pygit2.Repository, notes_ref: str, oid: str) -> list[str]:
     """The lines of the note on ``oid`` (empty if none)."""
     try:
@@ -49,11 +54,12 @@ def read(repo: pygit2.Repository, notes_ref: str, oid: str) -> list[str]:
     found = _find(tip.tree, oid)
     if not found:
         return []
-    return [l for l in repo.get(found[1]).data.decode("utf-8", "replace").splitlines() if l.strip()]
+    return _lines(repo, found[1])
 
 
-def records(repo: pygit2.Repository, notes_ref: str, oid: str) -> list[dict[str, Any]]:
-    out = []
+def records(repo: pygit2.Repository, notes_ref: str, oid: str) -> list[dict[str, object]]:
+    """The note's lines that are JSON objects (the records ``provenance`` writes)."""
+    out: list[dict[str, object]] = []
     for text in read(repo, notes_ref, oid):
         try:
             value = json.loads(text)
@@ -75,7 +81,7 @@ def _put(repo: pygit2.Repository, tree: pygit2.Tree | None, path: str, blob: pyg
     if tree is not None:
         try:
             entry = tree[head]
-            sub = repo.get(entry.id)
+            sub = repo[entry.id].peel(pygit2.Tree)
         except KeyError:
             sub = None
     builder.insert(head, _put(repo, sub, rest, blob), pygit2.GIT_FILEMODE_TREE)
@@ -112,14 +118,14 @@ def add(repo: pygit2.Repository, notes_ref: str, entries: Iterable[tuple[str, st
             path = oid
             if found:
                 path = found[0]
-                existing = {l for l in repo.get(found[1]).data.decode("utf-8", "replace").splitlines() if l.strip()}
+                existing = set(_lines(repo, found[1]))
             merged = existing | lines
             if merged == existing:
                 continue
             blob = repo.create_blob(("\n".join(sorted(merged)) + "\n").encode("utf-8"))
-            new_tree = repo.get(_put(repo, new_tree, path, blob))
+            new_tree = repo[_put(repo, new_tree, path, blob)].peel(pygit2.Tree)
             changed = True
-        if not changed:
+        if not changed or new_tree is None:
             return None
         parents = [parent.id] if parent is not None else []
         commit = repo.create_commit(None, signature, signature, message, new_tree.id, parents)

@@ -52,6 +52,7 @@ def discover(start: str | os.PathLike[str]) -> Found | None:
         return None
     here = Path(os.path.abspath(start))
     uid = os.geteuid()
+    gitdir: Path | None
     for folder in (here, *here.parents):
         if folder.name == ".git" or _is_gitdir(folder):
             return None  # inside a git dir: pygit2 knows what that means

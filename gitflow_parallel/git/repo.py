@@ -111,7 +111,7 @@ class Repo:
         self.common_dir = found.common
         self.parallel_dir = found.common / "parallel"
         # The worktree the command was started in (may be a linked one).
-        self.workdir: Path | None = found.workdir
+        self.workdir: Path = found.workdir
         self._main_workdir: Path | None = found.workdir if found.gitdir == found.common else None
         if self._main_workdir is None and found.common.name == ".git" and repo is None:
             self._main_workdir = found.common.parent  # (``refs.discover`` saw no core.worktree)
@@ -188,13 +188,14 @@ class Repo:
         if spec is None:
             # The branch of the worktree the command runs in (a linked one too).
             head = self.pygit.references.get("HEAD")
-            if head is None or head.type != pygit2.enums.ReferenceType.SYMBOLIC:
+            target = head.target if head is not None else None
+            if head is None or head.type != pygit2.enums.ReferenceType.SYMBOLIC or not isinstance(target, str):
                 raise ParallelError(
                     BASE_NOT_FOUND,
                     "HEAD is detached, so there is no base branch to land on",
                     hint="check out a branch, or pass --base <branch>",
                 )
-            name = head.target if isinstance(head.target, str) else head.target.name
+            name = target
         else:
             name = spec if spec.startswith("refs/") else f"refs/heads/{spec}"
         oid = self.ref_target(name)
@@ -296,12 +297,12 @@ class Repo:
     def tree_of(self, commit: str) -> str:
         import pygit2
 
-        return str(self.pygit.get(commit).peel(pygit2.Commit).tree_id)
+        return str(self.pygit[commit].peel(pygit2.Commit).tree_id)
 
     def _diff(self, old: str, new: str) -> pygit2.Diff:
         import pygit2
 
-        return self.pygit.diff(self.pygit.get(old).peel(pygit2.Tree), self.pygit.get(new).peel(pygit2.Tree))
+        return self.pygit[old].peel(pygit2.Tree).diff_to_tree(self.pygit[new].peel(pygit2.Tree))
 
     def changed_lines(self, old: str, new: str) -> int:
         """Lines added plus lines deleted from commit ``old`` to ``new``,
@@ -312,7 +313,7 @@ class Repo:
     def diff_bytes(self, old: str, new: str) -> bytes:
         """The patch from commit ``old`` to ``new`` as git would print it,
         in bytes (file contents need not be UTF-8)."""
-        return b"".join(patch.data for patch in self._diff(old, new))
+        return b"".join(patch.data for patch in self._diff(old, new) if patch is not None)
 
     # -- git itself ----------------------------------------------------------
     def run_git(self, args: list[str], cwd: str | os.PathLike[str] | None = None,

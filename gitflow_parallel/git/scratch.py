@@ -155,8 +155,8 @@ def _tree_blob(tree: pygit2.Tree, path: str) -> bytes | None:
 
 def _blobs(tree: pygit2.Tree, prefix: str = "") -> Iterator[tuple[str, pygit2.Oid]]:
     for entry in tree:
-        if entry.type_str == "tree":
-            yield from _blobs(entry, f"{prefix}{entry.name}/")  # type: ignore[arg-type]
+        if isinstance(entry, pygit2.Tree):
+            yield from _blobs(entry, f"{prefix}{entry.name}/")
         elif entry.type_str == "blob":
             yield f"{prefix}{entry.name}", entry.id
 

@@ -135,9 +135,9 @@ def make(common: Path, admin: Path, branch: str | None = None, worktree: Path | 
         if own_logs is not None and folder in ("logs/refs", *_along(own_logs, 3)):
             private = {_next_part(folder, own_logs)}
         _sync(common, view, folder, skip | private, keep=private)
-    if own is not None:
-        _private_refs(common, admin, own, branch.rsplit("/", 1)[1])  # type: ignore[union-attr]
-        _private_logs(view / own_logs)  # type: ignore[operator]
+    if own is not None and own_logs is not None and branch is not None:  # (own: a branch given)
+        _private_refs(common, admin, own, branch.rsplit("/", 1)[1])
+        _private_logs(view / own_logs)
     # Absolute: libgit2 (git-parallel's own reads, recover after a killed
     # runner) does not find a common dir named by a bare relative name.
     _write(commondir, f"{view}\n")

@@ -45,14 +45,15 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+import subprocess
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, TypedDict
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.git.repo import Repo
-from gitflow_parallel.model import RunRecord
+from gitflow_parallel.model import EvidenceBinding, InstanceRecord, RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.store import dump, parse_yaml, validate_record
 
@@ -107,7 +108,7 @@ def tree_file(repo: Repo, commit: str | None, path: str) -> bytes | None:
     if commit is None:
         return None
     try:
-        entry = repo.pygit.get(commit).peel(pygit2.Commit).tree[path]
+        entry = repo.pygit[commit].peel(pygit2.Commit).tree[path]
     except (KeyError, ValueError, AttributeError, pygit2.GitError):
         return None
     blob = repo.pygit.get(entry.id)
@@ -134,7 +135,7 @@ def tree_of_files(repo: Repo, files: dict[str, bytes]) -> pygit2.Oid:
     return top.write()
 
 
-def _publish(repo: Repo, name: str, build: Any) -> str | None:
+def _publish(repo: Repo, name: str, build: Callable[[str | None], str | None]) -> str | None:
     """Move ``name`` by compare-and-swap to ``build(current)`` (a commit oid,
     or None when there is nothing to add); rebuilt if another writer won."""
     for _ in range(CAS_ATTEMPTS):
@@ -157,15 +158,22 @@ def capped(data: bytes, limit: int) -> bytes:
     return head + (data[len(data) - limit:] if limit else b"")
 
 
-def pack_logs(pack: dict[str, Any], agent_log: str | None) -> list[Path]:
+def pack_logs(pack: Mapping[str, object], agent_log: str | None) -> list[Path]:
     """The logs that belong to a pack: each gate's, the score command's, the agent's."""
-    paths = [g.get("log") for g in pack.get("gates") or []]
-    paths.append((pack.get("score_source") or {}).get("log"))
+    gates, source = pack.get("gates"), pack.get("score_source")
+    paths = [g.get("log") for g in gates if isinstance(g, dict)] if isinstance(gates, list) else []
+    paths.append(source.get("log") if isinstance(source, dict) else None)
     paths.append(agent_log)
     return [Path(p) for p in dict.fromkeys(p for p in paths if isinstance(p, str) and p)]
 
 
-def capped_log(path: str | Path | None, limit: int) -> tuple[bytes, dict[str, Any]] | None:
+class LogKept(TypedDict):  # what was kept of a log: its full size and sha256, whether it was cut
+    bytes: int
+    sha256: str
+    truncated: bool
+
+
+def capped_log(path: str | Path | None, limit: int) -> tuple[bytes, LogKept] | None:
     """A log's bytes capped at ``limit`` (:func:`capped`) and what was kept
     of it (its full size and sha256, whether it was cut); None if unreadable."""
     try:
@@ -178,13 +186,13 @@ def capped_log(path: str | Path | None, limit: int) -> tuple[bytes, dict[str, An
     return kept, {"bytes": len(data), "sha256": sha256_bytes(data), "truncated": kept is not data}
 
 
-def log_limit(record: dict[str, Any]) -> int:
+def log_limit(record: RunRecord) -> int:
     return int(record["config"].get("evidence_log_bytes", DEFAULT_LOG_BYTES))
 
 
 def _pack_files(pack_bytes: bytes, logs: list[Path], limit: int) -> dict[str, bytes]:
     files = {"pack.json": pack_bytes}
-    manifest = {}
+    manifest: dict[str, LogKept] = {}
     for path in logs:
         got = capped_log(path, limit)
         if got is not None:
@@ -193,8 +201,8 @@ def _pack_files(pack_bytes: bytes, logs: list[Path], limit: int) -> dict[str, by
     return files
 
 
-def commit_pack(project: Project, record: dict[str, Any], inst_id: str, attempt: int,
-                binding: dict[str, Any], agent_log: str | None) -> str:
+def commit_pack(project: Project, record: RunRecord, inst_id: str, attempt: int,
+                binding: EvidenceBinding, agent_log: str | None) -> str:
     """Keep the pack bound by ``binding`` and its logs on the attempt's
     evidence ref; returns the ref.  A ref that already holds these pack
     bytes is left as it is."""
@@ -204,7 +212,7 @@ def commit_pack(project: Project, record: dict[str, Any], inst_id: str, attempt:
     pack_bytes = Path(binding["path"]).read_bytes()
     if sha256_bytes(pack_bytes) != binding["sha256"]:
         raise ValueError(f"the evidence pack {binding['path']} no longer matches its sha256")
-    pack = json.loads(pack_bytes)
+    pack: dict[str, Any] = json.loads(pack_bytes)
     name = evidence_ref(record["run_id"], inst_id, attempt)
     limit = log_limit(record)
 
@@ -223,46 +231,51 @@ def commit_pack(project: Project, record: dict[str, Any], inst_id: str, attempt:
     return name
 
 
-def store_evidence(project: Project, record: dict[str, Any], inst: dict[str, Any]) -> str | None:
+def store_evidence(project: Project, record: RunRecord, inst: InstanceRecord) -> str | None:
     """``commit_pack`` for an instance's current pack, as ``check`` calls it:
     the check's work is done, so a failure is returned as a warning (``push``
     writes missing evidence refs from the packs)."""
+    binding = inst["evidence"]
+    if binding is None:
+        return f"the evidence ref of {inst['id']} was not written (it has no evidence pack)"
     try:
-        commit_pack(project, record, inst["id"], inst["attempt"], inst["evidence"], inst.get("log"))
+        commit_pack(project, record, inst["id"], inst["attempt"], binding, inst.get("log"))
     except Exception as exc:
         return (f"the evidence ref of {inst['id']} was not written ({type(exc).__name__}: {exc}); "
                 "`git parallel push` writes it from the pack")
     return None
 
 
-def load_pack(project: Project, record: dict[str, Any], inst_id: str, attempt: int,
-              binding: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The pack bound by ``binding``: the local file, else the one kept on the
-    evidence ref (or an earlier commit of it), only if its bytes match."""
+def load_pack(project: Project, record: RunRecord, inst: InstanceRecord) -> dict[str, Any] | None:
+    """The pack the instance's evidence binding names: the local file, else the one kept
+    on the evidence ref (or an earlier commit of it), only if its bytes match."""
+    import pygit2
+
+    binding = inst.get("evidence")
     if not binding:
         return None
-    local = evidence.load({"evidence": binding})
+    local = evidence.load(inst)
     if local is not None:
         return local
-    commit = lookup(project.repo, evidence_ref(record["run_id"], inst_id, attempt))
+    commit = lookup(project.repo, evidence_ref(record["run_id"], inst["id"], inst["attempt"]))
     while commit is not None:
         data = tree_file(project.repo, commit, "pack.json")
         if data is not None and sha256_bytes(data) == binding.get("sha256"):
             pack = json.loads(data)
             return pack if isinstance(pack, dict) else None
-        parents = project.repo.pygit.get(commit).parent_ids
+        parents = project.repo.pygit[commit].peel(pygit2.Commit).parent_ids
         commit = str(parents[-1]) if len(parents) > 1 else None
     return None
 
 
-def stored_log(project: Project, record: dict[str, Any], inst_id: str, attempt: int, name: str) -> bytes | None:
+def stored_log(project: Project, record: RunRecord, inst_id: str, attempt: int, name: str) -> bytes | None:
     """A log kept on the attempt's evidence ref, by file name."""
     commit = lookup(project.repo, evidence_ref(record["run_id"], inst_id, attempt))
     return tree_file(project.repo, commit, f"logs/{name}")
 
 
 # -- run snapshots --------------------------------------------------------------------
-def _snapshot_files(record: dict[str, Any]) -> dict[str, bytes]:
+def _snapshot_files(record: RunRecord) -> dict[str, bytes]:
     files = {"record.yaml": dump(record).encode("utf-8")}
     for track, binding in (record.get("picks") or {}).items():
         try:
@@ -274,7 +287,7 @@ def _snapshot_files(record: dict[str, Any]) -> dict[str, bytes]:
     return files
 
 
-def snapshot_commit(project: Project, record: dict[str, Any], parent: str | None,
+def snapshot_commit(project: Project, record: RunRecord, parent: str | None,
                     files: dict[str, bytes] | None = None) -> str:
     """A commit on ``parent`` holding the record (and its pick records); no ref moves."""
     import pygit2
@@ -287,7 +300,7 @@ def snapshot_commit(project: Project, record: dict[str, Any], parent: str | None
     return str(repo.pygit.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=parent)] if parent else []))
 
 
-def snapshot_run(project: Project, record: dict[str, Any]) -> str:
+def snapshot_run(project: Project, record: RunRecord) -> str:
     """Keep the record (and its pick records) on ``refs/parallel/runs/<run_id>``
     (also the manifest workers read, see ``git/transport``)."""
     import pygit2
@@ -297,7 +310,7 @@ def snapshot_run(project: Project, record: dict[str, Any]) -> str:
     name = run_ref(record["run_id"])
 
     def build(current: str | None) -> str | None:
-        if current is not None and repo.pygit.get(current).peel(pygit2.Commit).tree_id == tree_of_files(repo, files):
+        if current is not None and repo.pygit[current].peel(pygit2.Commit).tree_id == tree_of_files(repo, files):
             return None
         return snapshot_commit(project, record, current, files)
 
@@ -325,7 +338,7 @@ def _snapshots(repo: Repo) -> dict[str, str]:
     return found
 
 
-def shared_record(repo: Repo, commit: str) -> dict[str, Any] | None:
+def shared_record(repo: Repo, commit: str) -> RunRecord | None:
     data = tree_file(repo, commit, "record.yaml")
     if data is None:
         return None
@@ -336,7 +349,7 @@ def shared_record(repo: Repo, commit: str) -> dict[str, Any] | None:
 
 
 def shared_runs(project: Project, task: str | None = None,
-                known: Iterable[str] = ()) -> list[tuple[dict[str, Any], str]]:
+                known: Iterable[str] = ()) -> list[tuple[RunRecord, str]]:
     """(record, snapshot commit) of every run kept in git, newest first, but
     the runs ``known`` (run ids the caller has records of: not read)."""
     out = []
@@ -356,7 +369,7 @@ def shared_pick(project: Project, snapshot: str, track: str) -> bytes | None:
 
 
 # -- every local record, live or retired ----------------------------------------------------
-def local_records(project: Project) -> list[dict[str, Any]]:
+def local_records(project: Project) -> list[RunRecord]:
     records, _ = project.store.load_all()
     done = project.store.done_dir
     if done.is_dir():
@@ -368,16 +381,21 @@ def local_records(project: Project) -> list[dict[str, Any]]:
     return records
 
 
-def _attempt_bindings(record: dict[str, Any]) -> Iterator[tuple[str, int, dict[str, Any], str | None]]:
+def _attempt_bindings(record: RunRecord) -> Iterator[tuple[str, int, EvidenceBinding, str | None]]:
     for inst in record["instances"]:
         for h in inst.get("history") or []:
-            if h.get("evidence"):
-                yield inst["id"], h["attempt"], h["evidence"], h.get("log")
-        if inst.get("evidence"):
-            yield inst["id"], inst["attempt"], inst["evidence"], inst.get("log")
+            if earlier := h.get("evidence"):
+                yield inst["id"], h["attempt"], earlier, h.get("log")
+        if binding := inst.get("evidence"):
+            yield inst["id"], inst["attempt"], binding, inst.get("log")
 
 
-def backfill(project: Project) -> dict[str, Any]:
+class Backfilled(TypedDict):  # what ``backfill`` wrote (refs) and skipped (why, per attempt)
+    written: list[str]
+    skipped: list[str]
+
+
+def backfill(project: Project) -> Backfilled:
     """Make sure every local pack and record is kept in git (before a push)."""
     written: list[str] = []
     skipped: list[str] = []
@@ -388,9 +406,10 @@ def backfill(project: Project) -> dict[str, Any]:
     return {"written": written, "skipped": skipped}
 
 
-def backfill_run(project: Project, record: RunRecord) -> dict[str, Any]:
+def backfill_run(project: Project, record: RunRecord) -> Backfilled:
     """``backfill`` for one run: its packs on evidence refs, its record on its run ref."""
-    written, skipped = [], []
+    written: list[str] = []
+    skipped: list[str] = []
     for inst_id, attempt, binding, log in _attempt_bindings(record):
         try:
             before = project.repo.ref_target(evidence_ref(record["run_id"], inst_id, attempt))
@@ -423,7 +442,7 @@ def notes_refs(project: Project) -> list[str]:
     return sorted(refs or {DEFAULTS["notes_ref"]})
 
 
-def git_failed(what: str, proc: Any, hint: str) -> ParallelError:
+def git_failed(what: str, proc: subprocess.CompletedProcess[bytes], hint: str) -> ParallelError:
     return ParallelError(E.REMOTE_FAILED, f"{what} failed: {proc.stderr.decode(errors='replace').strip()}", hint=hint)
 
 

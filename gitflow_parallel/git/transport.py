@@ -54,9 +54,10 @@ Ref names, the run snapshot, evidence commits and notes merging are
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import pygit2
 
@@ -97,7 +98,7 @@ def branch_tracking(remote: str, branch: str) -> str:
 
 
 # -- the wire: ls-remote, fetch, atomic push with leases -------------------------------
-def _failed(what: str, proc: Any, hint: str) -> ParallelError:
+def _failed(what: str, proc: subprocess.CompletedProcess[bytes], hint: str) -> ParallelError:
     text = (proc.stderr or proc.stdout or b"").decode(errors="replace").strip()
     return ParallelError(E.REMOTE_FAILED, f"{what} failed: {text}", hint=hint)
 
@@ -164,13 +165,13 @@ def _commit(repo: Repo, files: dict[str, bytes], message: str, parents: Iterable
 
 
 # -- the manifest ------------------------------------------------------------------------
-def manifest_commit(project: Project, record: dict[str, Any]) -> str:
+def manifest_commit(project: Project, record: RunRecord) -> str:
     """The record as a snapshot commit on top of the local manifest ref; the
     ref itself is not moved (it moves once the remote took the push)."""
     return share.snapshot_commit(project, record, project.repo.ref_target(run_ref(record["run_id"])))
 
 
-def read_manifest(repo: Repo, commit: str) -> dict[str, Any] | None:
+def read_manifest(repo: Repo, commit: str) -> RunRecord | None:
     """The run record a manifest commit holds, validated; None if it holds none."""
     return share.shared_record(repo, commit)
 
@@ -179,8 +180,8 @@ def withdraw(project: Project, record: RunRecord) -> str | None:
     """Publish a run's end (merged, aborted) to its remote, so that workers
     stop taking its instances; a verb whose work is done calls it, so a
     failure is a warning (workers also skip a task's older manifests)."""
-    info = record.get("remote") or {}
-    if not info.get("name"):
+    info = record.get("remote")
+    if not info or not info.get("name"):
         return None
     repo, name = project.repo, run_ref(record["run_id"])
     try:
@@ -212,7 +213,7 @@ def read_claim(repo: Repo, commit: str | None) -> dict[str, Any] | None:
 CLAIM_LOG = "agent.log"  # beside claim.json in a done claim: the agent's log, capped
 
 
-def claim_commit(repo: Repo, claim: dict[str, Any], parents: list[str], log: bytes | None = None) -> str:
+def claim_commit(repo: Repo, claim: Mapping[str, object], parents: list[str], log: bytes | None = None) -> str:
     text = (json.dumps(claim, sort_keys=True, indent=2) + "\n").encode()
     message = (f"git-parallel: claim {claim['task']}/{claim['instance']} attempt {claim['attempt']} "
                f"{claim['state']} by {claim['worker']}\n\nParallel-Run: {claim['run_id']}\n")
@@ -220,10 +221,12 @@ def claim_commit(repo: Repo, claim: dict[str, Any], parents: list[str], log: byt
     return _commit(repo, files, message, parents)
 
 
-def claim_state(claim: dict[str, Any] | None, attempt: int, now: float | None = None) -> str:
+def claim_state(claim: Mapping[str, object] | None, attempt: int, now: float | None = None) -> str:
     """``free`` (no claim, or one of an earlier attempt), ``held``, ``expired``,
     ``released`` or ``done``."""
-    if claim is None or int(claim.get("attempt", -1)) < attempt:
+    said = claim.get("attempt", -1) if claim is not None else -1
+    # (an attempt that is no number: a claim as unreadable as none)
+    if claim is None or not isinstance(said, (int, float, str)) or int(said) < attempt:
         return "free"
     state = claim.get("state")
     if state in ("done", "released"):
@@ -247,7 +250,7 @@ def claim_history(repo: Repo, commit: str | None) -> list[dict[str, Any]]:
         claim = read_claim(repo, commit)
         if claim is None:
             break
-        parents = [str(p) for p in repo.pygit.get(commit).parent_ids]
+        parents = [str(p) for p in repo.pygit[commit].peel(pygit2.Commit).parent_ids]
         out.append({**claim, "commit": commit})
         commit = parents[0] if parents else None
     return list(reversed(out))
@@ -279,7 +282,7 @@ def prune_tracking(repo: Repo, remote: str, have: dict[str, str], run_id: str | 
                 repo.delete_ref(name)
 
 
-def published_runs(project: Project, remote: str, task: str | None = None) -> list[tuple[dict[str, Any], str]]:
+def published_runs(project: Project, remote: str, task: str | None = None) -> list[tuple[RunRecord, str]]:
     """(manifest record, manifest commit) of every run on ``remote`` as last
     fetched, oldest first."""
     prefix = tracking(remote, RUNS_PREFIX) + "/"
@@ -299,18 +302,23 @@ def fetched_claim(project: Project, remote: str, run_id: str, inst_id: str) -> t
     return oid, read_claim(project.repo, oid)
 
 
-def describe_claim(claim: dict[str, Any] | None, state: str, now: float) -> str:
+def describe_claim(claim: Mapping[str, object] | None, state: str, now: float) -> str:
+    """``state`` (``claim_state``'s) said in words."""
     if claim is None or state == "free":
         return "unclaimed"
     who = claim.get("worker")
-    if state == "held":
-        return f"claimed by {who}, lease {claim['expires_epoch'] - now:.0f}s left"
-    if state == "expired":
-        return f"claim of {who} expired {now - claim['expires_epoch']:.0f}s ago (a worker may take it over)"
     if state == "released":
         return f"released by {who}"
-    result = claim.get("result") or {}
-    return f"done by {who}: {result.get('status')}" + (f", {result['verdict']}" if result.get("verdict") else "")
+    if state == "done":
+        result = claim.get("result")
+        result = result if isinstance(result, dict) else {}
+        return f"done by {who}: {result.get('status')}" + (f", {result['verdict']}" if result.get("verdict") else "")
+    expires = claim.get("expires_epoch")
+    if not isinstance(expires, (int, float)):  # (``claim_state`` calls it expired)
+        return f"claim of {who} expired (it names no lease time; a worker may take it over)"
+    if state == "held":
+        return f"claimed by {who}, lease {expires - now:.0f}s left"
+    return f"claim of {who} expired {now - expires:.0f}s ago (a worker may take it over)"
 
 
 # -- notes that travel ---------------------------------------------------------------------------

@@ -42,8 +42,8 @@ def _clean_merge(repo: pygit2.Repository, parents: list[str]) -> tuple[pygit2.In
         if index.conflicts:
             return index, set(), True
         ancestor = repo.merge_base_many([nxt, *done])
-        base_tree = repo[ancestor].peel(pygit2.Tree) if ancestor else repo[repo.TreeBuilder().write()]
-        index = repo.merge_trees(base_tree, repo[index.write_tree(repo)], repo[nxt].peel(pygit2.Tree))
+        base_tree = repo[ancestor if ancestor else repo.TreeBuilder().write()].peel(pygit2.Tree)
+        index = repo.merge_trees(base_tree, repo[index.write_tree(repo)].peel(pygit2.Tree), repo[nxt].peel(pygit2.Tree))
         done.append(nxt)
     conflicted = {(a or o or t).path for a, o, t in index.conflicts} if index.conflicts else set()
     return index, conflicted, False
@@ -52,6 +52,7 @@ def _clean_merge(repo: pygit2.Repository, parents: list[str]) -> tuple[pygit2.In
 def check_tree(repo: pygit2.Repository, tree: str, parents: list[str]) -> TreeCheck:
     """Compare ``tree`` with the clean merge of ``parents`` (for one parent:
     its tree, so that only the exact commit or a merge of it passes)."""
+    conflicted: set[str]
     if len(parents) == 1:
         expected_index, conflicted, octopus = pygit2.Index(), set(), False
         expected_index.read_tree(repo[parents[0]].peel(pygit2.Tree))

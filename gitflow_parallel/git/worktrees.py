@@ -17,7 +17,7 @@ import os
 import shutil
 import signal
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Sequence, TypedDict
 
 import pygit2
 
@@ -188,8 +188,8 @@ def _kill(pid: int, pipe: int) -> None:
             pass  # already gone, already reaped, already closed
 
 
-def create(repo: Repo, task: str, base_commit: str, instances: Sequence[Mapping[str, Any]],
-           fault: Any = None) -> None:
+def create(repo: Repo, task: str, base_commit: str, instances: Sequence[InstanceRecord],
+           fault: Callable[[str], None] | None = None) -> None:
     """Create a branch at ``base_commit`` and a worktree for every instance.
 
     All or nothing: on any failure everything made here is removed again and
@@ -197,7 +197,7 @@ def create(repo: Repo, task: str, base_commit: str, instances: Sequence[Mapping[
     made_branches: list[str] = []
     made_paths: list[Path] = []
     made_admin: list[str] = []
-    commit = repo.pygit.get(base_commit)
+    commit = repo.pygit[base_commit].peel(pygit2.Commit)
     try:
         for inst in instances:
             _refuse_in_the_way(repo, task, inst)
@@ -219,14 +219,14 @@ def create(repo: Repo, task: str, base_commit: str, instances: Sequence[Mapping[
             jobs.append((admin_name(task, inst["id"]), str(path), inst["branch"]))
         if fault:
             fault("spawn.before_worktrees")
-        plain = filters_idle(repo.pygit, repo.common_dir, commit.peel(pygit2.Commit).tree)
+        plain = filters_idle(repo.pygit, repo.common_dir, commit.tree)
         results = _checkouts(str(repo.common_dir), jobs, plain)
         failures = []
-        for inst, (name, path, _), err in zip(instances, jobs, results):
+        for inst, (name, folder, _), err in zip(instances, jobs, results):
             if (repo.common_dir / "worktrees" / name).exists():
                 made_admin.append(name)
-            if Path(path).exists():
-                made_paths.append(Path(path))
+            if Path(folder).exists():
+                made_paths.append(Path(folder))
             if err is not None:
                 failures.append((inst, err))
         if failures:
@@ -237,7 +237,7 @@ def create(repo: Repo, task: str, base_commit: str, instances: Sequence[Mapping[
         raise
 
 
-def _refuse_in_the_way(repo: Repo, task: str, inst: Mapping[str, Any]) -> None:
+def _refuse_in_the_way(repo: Repo, task: str, inst: InstanceRecord) -> None:
     """Refuse an instance whose path, admin folder, branch or ref is taken;
     make its worktree's parent folder."""
     path = Path(inst["worktree"])
@@ -272,7 +272,7 @@ def _ref_in_the_way(repo: Repo, name: str) -> str | None:
     return None
 
 
-def _create_failed(inst: Mapping[str, Any], why: str) -> ParallelError:
+def _create_failed(inst: InstanceRecord, why: str) -> ParallelError:
     return ParallelError(
         E.WORKTREE_CREATE_FAILED,
         f"could not create the worktree of instance {inst['id']} at {inst['worktree']}: {why}",
@@ -281,7 +281,7 @@ def _create_failed(inst: Mapping[str, Any], why: str) -> ParallelError:
 
 
 def _rollback(repo: Repo, task: str, branches: list[str], paths: list[Path], admin: list[str],
-              instances: Sequence[Mapping[str, Any]]) -> None:
+              instances: Sequence[InstanceRecord]) -> None:
     # Only what this spawn made: the pre-checks refused any path, admin folder
     # or branch that existed before, so whatever is there now is ours.
     if branches:
@@ -373,7 +373,14 @@ def stray_ref(run_id: str, inst_id: str, attempt: int, oid: str) -> str:
     return f"{archive_ref(run_id, inst_id, attempt)}.kept-{oid[:12]}"
 
 
-def keep_strays(repo: Repo, run_id: str, task: str, inst: dict[str, Any], extra: list[str] = ()) -> list[str]:
+class BranchAttempt(TypedDict):
+    """What ``keep_strays`` reads of an instance (an instance record is one)."""
+    id: str
+    branch: str
+    attempt: int
+
+
+def keep_strays(repo: Repo, run_id: str, task: str, inst: BranchAttempt, extra: Sequence[str] = ()) -> list[str]:
     """Archive every commit the worktree's HEAD reached that neither the
     branch nor an archive ref of the instance holds: work made on a detached
     HEAD (a rebase stopped half-way, ``git checkout --detach``), on another
@@ -414,7 +421,7 @@ def _module_dirs(admin: Path) -> list[Path]:
     return found
 
 
-def keep_modules(repo: Repo, run_id: str, task: str, inst: dict[str, Any]) -> list[str]:
+def keep_modules(repo: Repo, run_id: str, task: str, inst: InstanceRecord) -> list[str]:
     """Fetch the HEAD and branches of every submodule git dir in the
     instance's admin folder into archive refs, so that commits made in a
     submodule survive the removal of that folder.  Returns the refs made."""
@@ -442,7 +449,7 @@ def keep_modules(repo: Repo, run_id: str, task: str, inst: dict[str, Any]) -> li
     return made
 
 
-def is_our_worktree(repo: Repo, task: str, inst: dict[str, Any]) -> bool:
+def is_our_worktree(repo: Repo, task: str, inst: InstanceRecord) -> bool:
     """Is the folder at the instance's path the worktree git-parallel made?
     (Its ``.git`` file points at our admin folder.)"""
     target = read_gitdir_file(Path(inst["worktree"]) / ".git")
@@ -534,7 +541,7 @@ def remove(repo: Repo, record: RunRecord, inst: InstanceRecord, force: bool = Fa
     return done
 
 
-def reset(repo: Repo, inst: dict[str, Any], commit: str) -> None:
+def reset(repo: Repo, inst: InstanceRecord, commit: str) -> None:
     """Point the instance's branch at ``commit`` and make its worktree match,
     untracked files removed (used by retry, after archiving)."""
     branch_ref = repo.pygit.references[f"refs/heads/{inst['branch']}"]
@@ -542,7 +549,7 @@ def reset(repo: Repo, inst: dict[str, Any], commit: str) -> None:
     branch_ref.set_target(pygit2.Oid(hex=commit), "git-parallel: retry from base")
     path = Path(inst["worktree"])
     wt = pygit2.Repository(str(path))
-    wt.reset(pygit2.Oid(hex=commit), pygit2.GIT_RESET_HARD)
+    wt.reset(pygit2.Oid(hex=commit), pygit2.enums.ResetMode.HARD)
     for rel, flags in wt.status(untracked_files="all", ignored=True).items():
         if flags & (pygit2.GIT_STATUS_WT_NEW | pygit2.GIT_STATUS_IGNORED):
             target = path / rel

@@ -11,19 +11,22 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel import model
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.git import tamper
-from gitflow_parallel.model import find_instance
+from gitflow_parallel.model import InstanceRecord, RunRecord, find_instance
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import cgroup, reaper, sandbox
 from gitflow_parallel.proc.slots import Slot
 from gitflow_parallel.proc.supervise import EXIT_NOT_EXECUTABLE, KILL_GRACE, cannot_start, killpg
 from gitflow_parallel.proc.supervise import exited as _leader_exited
+
+if TYPE_CHECKING:  # imported where an attempt is followed (``follow_waiting``)
+    from gitflow_parallel.proc.waiting import Watcher
 
 PLACEHOLDERS = ("task", "instance", "track", "attempt", "worktree", "feedback")
 
@@ -43,7 +46,7 @@ def own_events(events: Path) -> Path:
     return events.with_name(events.name.removesuffix(".jsonl") + ".engine.jsonl")
 
 
-def engine_event(events: Path, event: dict[str, Any]) -> None:
+def engine_event(events: Path, event: dict[str, object]) -> None:
     """Say the runner's ``event`` in the attempt's events file, where people
     and tools read it beside the agent's own, and in the runner's copy, from
     which the evidence pack counts it (``judge/check.engine_evidence``)."""
@@ -95,11 +98,11 @@ class Child:
     staged: bool | None = None  # its leftovers staged in its fence (False: that failed; see leftovers)
     head: str | None = None
     finished_at: str | None = None
-    snapshot: Any = None  # what no attempt may change, as it was at the start (git/tamper)
-    fence: Any = None  # the fence it runs in (proc/sandbox)
+    snapshot: tamper.Snapshot | None = None  # what no attempt may change, as it was at the start (git/tamper)
+    fence: sandbox.Fence | None = None  # the fence it runs in (proc/sandbox)
     tampered: list[str] | None = None  # what it changed of that (restored)
     tmux_status: Path | None = None  # under --tmux: the status file of its window (tmux.py)
-    watcher: Any = None  # whether it waits for input (proc/waiting)
+    watcher: Watcher | None = None  # whether it waits for input (proc/waiting)
 
     @property
     def pid(self) -> int:
@@ -125,7 +128,7 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
         sandbox.agent_env(child.fence, env)
     # Under --tmux the stand-in is not fenced (it talks to tmux and writes
     # the status file); the pane fences the agent by the same paths.
-    fenced = child.fence is not None and tmux_binary is None
+    spawner = child.fence if tmux_binary is None else None
     argv = child.argv
     if tmux_binary is not None:
         # A stand-in that runs the command in a tmux window and exits with its status.
@@ -147,7 +150,7 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
                                 start_new_session=True)
 
     try:
-        return child.fence.spawn(begin) if fenced else begin()
+        return spawner.spawn(begin) if spawner is not None else begin()
     finally:
         os.close(fd)  # the child has its own copy
         if child.fence is not None:
@@ -167,7 +170,7 @@ def release_claim(child: Child) -> None:
         child.claim = None
 
 
-def record_finish(record: dict[str, Any], child: Child) -> None:
+def record_finish(record: RunRecord, child: Child) -> None:
     inst = find_instance(record, child.id)
     if inst["attempt"] != child.attempt or inst["instance_revision"] != child.revision or inst["status"] != "running":
         # Someone (abort, recover) decided about it meanwhile; theirs stands.
@@ -181,7 +184,7 @@ def record_finish(record: dict[str, Any], child: Child) -> None:
     model.bump(inst)
 
 
-def make_child(project: Project, record: dict[str, Any], argv: list[str], inst: dict[str, Any]) -> Child:
+def make_child(project: Project, record: RunRecord, argv: list[str], inst: InstanceRecord) -> Child:
     """The runner's view of one claimed instance: its command with the
     placeholders filled in, its log and events files."""
     from gitflow_parallel.state import feedback
@@ -198,7 +201,7 @@ def make_child(project: Project, record: dict[str, Any], argv: list[str], inst: 
     )
 
 
-def record_cannot_start(project: Project, record: dict[str, Any], inst: dict[str, Any], child: Child,
+def record_cannot_start(project: Project, record: RunRecord, inst: InstanceRecord, child: Child,
                         exc: Exception, now: str) -> None:
     """The command could not be started (not found, not executable, the
     worktree gone): the instance fails, said in its log, events and record."""
@@ -234,7 +237,7 @@ def enforce_deadlines(active: dict[int, Child], now: float) -> None:
 
 
 
-def fence_for(project: Project, record: dict[str, Any], child: Child, tmux: str | None,
+def fence_for(project: Project, record: RunRecord, child: Child, tmux: str | None,
               reads: sandbox.Reads | None = None) -> sandbox.Fence:
     """The Landlock fence of the attempt (``sandbox``), or none, saying why
     (``reads``: the run's cache of read rules); under ``--tmux`` the pane

@@ -7,7 +7,7 @@ nothing."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from gitflow_parallel.model import InstanceRecord, RunRecord
 
 from gitflow_parallel import config
 from gitflow_parallel import errors as E
@@ -19,7 +19,7 @@ from gitflow_parallel.proc.slots import Slot
 from gitflow_parallel.state.project import Project, pid_alive
 
 
-def select(project: Project, record: dict[str, Any], wanted: list[str] | None) -> list[dict[str, Any]]:
+def select(project: Project, record: RunRecord, wanted: list[str] | None) -> list[InstanceRecord]:
     task = record["task"]
     if wanted:
         chosen = []
@@ -78,7 +78,7 @@ def refuse_options(task: str, argv: list[str], timeout: float | None, jobs: int 
 
 
 def select_and_claim(project: Project, task: str, instances: list[str] | None
-                      ) -> tuple[dict[str, Any], list[tuple[dict[str, Any], Slot]]]:
+                      ) -> tuple[RunRecord, list[tuple[InstanceRecord, Slot]]]:
     with project.store.lock():
         record = project.store.load(task)
         if record["status"] in FINISHED_RUN:
@@ -90,13 +90,14 @@ def select_and_claim(project: Project, task: str, instances: list[str] | None
         # What runs on the host (the agents' split, notify) comes from the
         # base commit, never from a record an earlier agent could have edited.
         config.verify_frozen(project.repo, record)
-        if (record.get("remote") or {}).get("agent"):
+        remote = record.get("remote")
+        if remote and remote.get("agent"):
             # Its instances are the workers' to run; running them here too
             # would race their deliveries.
             raise ParallelError(
                 E.BRANCH_TERMINAL,
-                f"run {record['run_id']} of {task!r} is published to {record['remote']['name']} for workers",
-                hint=f"workers run it (`git parallel worker --remote {record['remote']['name']}`); "
+                f"run {record['run_id']} of {task!r} is published to {remote['name']} for workers",
+                hint=f"workers run it (`git parallel worker --remote {remote['name']}`); "
                      f"`git parallel collect {task}` brings their results")
         chosen = select(project, record, instances)
         sandbox.refuse_unavailable(record["config"], "an agent")
@@ -104,13 +105,14 @@ def select_and_claim(project: Project, task: str, instances: list[str] | None
         return record, _take_claims(project, record, chosen, named=bool(instances))
 
 
-def _take_claims(project: Project, record: dict[str, Any], chosen: list[dict[str, Any]],
-                 named: bool) -> list[tuple[dict[str, Any], Slot]]:
+def _take_claims(project: Project, record: RunRecord, chosen: list[InstanceRecord],
+                 named: bool) -> list[tuple[InstanceRecord, Slot]]:
     """Claim every selected instance (under the project lock).  Without
     ``--instance``, those another runner claimed first are left to it; a
     named one is refused, and so is a run left with nothing to do."""
     task, parallel_dir = record["task"], project.repo.parallel_dir
-    taken, busy = [], []
+    taken: list[tuple[InstanceRecord, Slot]] = []
+    busy: list[str] = []
     for inst in chosen:
         claim = slots.try_claim(parallel_dir, task, inst["id"], f"task={task} run={record['run_id']}")
         if claim is None:

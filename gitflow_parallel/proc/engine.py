@@ -74,13 +74,13 @@ import os
 import signal
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import Callable, TypedDict
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import faults, model, notify
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
-from gitflow_parallel.model import FINISHED_RUN, check_transition, find_instance
+from gitflow_parallel.model import FINISHED_RUN, InstanceRecord, RunRecord, check_transition, find_instance
 from gitflow_parallel.state.project import Project, notes_instance_on
 from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.proc import env as proc_env
@@ -101,6 +101,57 @@ SLOT_POLL = 0.05  # seconds between looks for a slot another run freed
 TICK = 0.25  # progress refresh on a terminal
 WAIT_POLL = 0.5  # seconds between looks whether a running agent waits for input (proc/waiting)
 HELD_POLL = 1.0  # seconds between looks whether abort decided about an attempt held back (_Runner.held)
+
+
+# -- what a run reports -------------------------------------------------------------
+class Progress(TypedDict):
+    """The state ``progress`` is called with while the run goes on."""
+    task: str
+    run_id: str
+    total: int
+    running: int
+    queued: int
+    succeeded: int
+    failed: int  # failed or aborted
+    elapsed_s: float
+    waiting_for_slot: bool
+    max_total: int
+    stopping: str | None  # the signal the run received, once it stops its agents
+
+
+class Ran(TypedDict):
+    """One selected instance in the summary: what ran, else the record's state."""
+    id: str
+    track: str
+    attempt: int
+    ran: bool
+    agent: str | None
+    status: str | None
+    exit_code: int | None
+    error: str | None
+    duration_s: float | None
+    head: str | None
+    committed: str | None
+    pid: int | None
+    log: str | None
+    events: str | None
+
+
+class RunSummary(TypedDict):
+    """What ``run`` did."""
+    task: str
+    run_id: str
+    command: list[str]
+    jobs: int
+    max_total: int
+    timeout: float | None
+    instances: list[Ran]
+    counts: dict[str, int]  # succeeded, failed, aborted
+    elapsed_s: float
+    interrupted: str | None  # the signal that stopped it
+    notes_error: str | None
+    run_status: str
+    notify_warnings: list[str]
 
 
 # -- selection ---------------------------------------------------------------------
@@ -127,7 +178,7 @@ def _next_wait(active: dict[int, child_proc.Child], queued: bool, waiting_for_sl
     return max(0.0, min(waits)) if waits else None
 
 
-def _write_notes(project: Project, record: dict[str, Any], children: list[child_proc.Child]) -> str | None:
+def _write_notes(project: Project, record: RunRecord, children: list[child_proc.Child]) -> str | None:
     """Note the instances that ran; an error text if the notes could not be
     written (the record is right, and recover can write them again)."""
     touched = [c for c in children if c.ran]
@@ -135,7 +186,7 @@ def _write_notes(project: Project, record: dict[str, Any], children: list[child_
     for child in touched:
         inst = find_instance(record, child.id)
         tip = project.tip(inst) or inst["head"]
-        if notes_instance_on(record, tip, inst):
+        if tip and notes_instance_on(record, tip, inst):
             entries.append((tip, instance_note(record, inst, tip)))
     if not entries:
         return None
@@ -146,9 +197,9 @@ def _write_notes(project: Project, record: dict[str, Any], children: list[child_
     return None
 
 
-def _summary_rows(record: dict[str, Any], children: list[child_proc.Child]) -> list[dict[str, Any]]:
+def _summary_rows(record: RunRecord, children: list[child_proc.Child]) -> list[Ran]:
     """One row per selected instance for the summary (what ran, else the record's state)."""
-    rows = []
+    rows: list[Ran] = []
     for child in children:
         inst = find_instance(record, child.id)
         rows.append({
@@ -163,8 +214,8 @@ def _summary_rows(record: dict[str, Any], children: list[child_proc.Child]) -> l
 
 # -- the runner --------------------------------------------------------------------
 class _Runner:
-    def __init__(self, project: Project, record: dict[str, Any], chosen: list[dict[str, Any]], argv: list[str],
-                 timeout: float | None, jobs: int | None, progress: Callable[[dict[str, Any]], None] | None,
+    def __init__(self, project: Project, record: RunRecord, chosen: list[InstanceRecord], argv: list[str],
+                 timeout: float | None, jobs: int | None, progress: Callable[[Progress], None] | None,
                  tmux: str | None = None) -> None:
         self.project = project
         self.tmux = tmux  # the tmux binary under --tmux (tmux.py), else None
@@ -198,7 +249,7 @@ class _Runner:
         self.t0 = time.monotonic()
 
     # -- the loop ------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def run(self) -> RunSummary:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.event_dir.mkdir(parents=True, exist_ok=True)
         # Forked before any slot, lock or signal pipe exists, so it holds none.
@@ -223,8 +274,8 @@ class _Runner:
             reaper.sweep_descendants({self.watchdog.pid} if self.watchdog.pid else set())
             for child in self.children:
                 child_proc.release_claim(child)
-            if server_started:
-                tmux_proc.release_server(self.tmux)  # type: ignore[arg-type]
+            if server_started and self.tmux is not None:
+                tmux_proc.release_server(self.tmux)
             self.watchdog.stop()
         return _summary(self, notes_error)
 
@@ -279,7 +330,7 @@ class _Runner:
         """One store write: record what finished and claim-and-start what is due."""
         spawned: list[child_proc.Child] = []
 
-        def mutate(record: dict[str, Any]) -> None:
+        def mutate(record: RunRecord) -> None:
             for child in finished:
                 child_proc.record_finish(record, child)
             for child in starting:
@@ -302,7 +353,8 @@ class _Runner:
             for child in spawned:
                 killpg(child.pid, signal.SIGKILL)
                 self.watchdog.ended(child.pid)
-                child.popen.wait()  # type: ignore[union-attr]
+                if child.popen is not None:  # (a spawned child has one)
+                    child.popen.wait()
                 child.popen = None
             raise
         finally:
@@ -314,7 +366,7 @@ class _Runner:
             if child.ran:
                 child.revision = find_instance(record, child.id)["instance_revision"]
 
-    def _claim(self, record: dict[str, Any], child: child_proc.Child) -> None:
+    def _claim(self, record: RunRecord, child: child_proc.Child) -> None:
         """Under the project lock: check the instance is still as read, start
         the command, and mark it running (or failed if it cannot start)."""
         if record["status"] in FINISHED_RUN:
@@ -459,7 +511,7 @@ def _decided_elsewhere(runner: _Runner) -> list[child_proc.Child]:
     return decided
 
 
-def _summary(runner: _Runner, notes_error: str | None) -> dict[str, Any]:
+def _summary(runner: _Runner, notes_error: str | None) -> RunSummary:
     rows = _summary_rows(runner.record, runner.children)
     return {"task": runner.task, "run_id": runner.run_id, "command": runner.argv, "jobs": runner.jobs,
             "max_total": runner.max_total, "timeout": runner.timeout, "instances": rows, "counts": _counts(rows),
@@ -468,14 +520,14 @@ def _summary(runner: _Runner, notes_error: str | None) -> dict[str, Any]:
             "notify_warnings": runner.notifier.warnings}
 
 
-def _notify_ended(notifier: Notifier, record: dict[str, Any], ended: list[child_proc.Child]) -> None:
+def _notify_ended(notifier: Notifier, record: RunRecord, ended: list[child_proc.Child]) -> None:
     """An event per attempt that ended (or could not start), as recorded."""
     for child in ended:
         inst = find_instance(record, child.id)
         notifier.send(notify.attempt_finished(record, inst, child.exit_code, child.duration, child.error))
 
 
-def _notify_waiting(notifier: Notifier, record: dict[str, Any], active: dict[int, child_proc.Child]) -> None:
+def _notify_waiting(notifier: Notifier, record: RunRecord, active: dict[int, child_proc.Child]) -> None:
     """An event per running attempt that has just turned to waiting for input."""
     for child in active.values():
         said = child.watcher.poll() if child.watcher is not None else None
@@ -483,13 +535,13 @@ def _notify_waiting(notifier: Notifier, record: dict[str, Any], active: dict[int
             notifier.send(notify.waiting(record, find_instance(record, child.id), said))
 
 
-def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+def _counts(rows: list[Ran]) -> dict[str, int]:
     return {s: sum(1 for r in rows if r["status"] == s) for s in ("succeeded", "failed", "aborted")}
 
 
 def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
         timeout: float | None = None, jobs: int | None = None,
-        progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False) -> dict[str, Any]:
+        progress: Callable[[Progress], None] | None = None, tmux: bool = False) -> RunSummary:
     """Run ``argv`` in every selected instance; returns the summary.
 
     ``progress``, if given, is called with a small state dict whenever

@@ -154,22 +154,22 @@ class Ruleset:
         """``start()`` (which starts a command) in a thread of its own
         restricted by this ruleset; its result, or its exception.  Raises
         ``OSError`` if the thread could not be restricted (nothing started)."""
-        outcome: list[tuple[bool, object]] = []
+        result: list[T] = []
+        failed: list[BaseException] = []
 
         def fenced() -> None:
             try:
                 self.restrict_current()
-                outcome.append((True, start()))
+                result.append(start())
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-                outcome.append((False, exc))
+                failed.append(exc)
 
         thread = threading.Thread(target=fenced, name="git-parallel-fence", daemon=True)
         thread.start()
         thread.join()
-        ok, value = outcome[0]
-        if not ok:
-            raise value  # type: ignore[misc]
-        return value  # type: ignore[return-value]
+        if failed:
+            raise failed[0]
+        return result[0]
 
     def restrict_current(self) -> None:
         """Fence the calling thread (and what it starts) by this ruleset."""
@@ -223,18 +223,26 @@ def grant_writes(ruleset: Ruleset, write: Iterable[str | os.PathLike[str]],
     ruleset.allow("/dev/shm", everything)
 
 
+def _paths(plan: dict[str, object], key: str) -> list[str]:
+    """A list of paths of a fence's plan (``sandbox`` writes them as strings)."""
+    value = plan[key]
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise ValueError(f"the fence plan's {key} is not a list of paths")
+    return value
+
+
 def from_plan(plan: dict[str, object]) -> Ruleset:
     """The ruleset of a fence rebuilt from its paths (``sandbox.Fence.plan``),
     where the one the runner built cannot be handed over: a ``--tmux`` agent
     is started by the tmux server, and its pane fences it (``tmux``)."""
     ruleset = Ruleset(abi(), bool(plan["network"]))
     try:
-        grant, listing = read_rules(plan["denied"])  # type: ignore[arg-type]
+        grant, listing = read_rules(_paths(plan, "denied"))
         for path, folder in grant:
             ruleset.allow(path, READ, folder)
         for path in listing:
             ruleset.allow(path, READ_DIR, True)
-        grant_writes(ruleset, plan["write"], plan["files"])  # type: ignore[arg-type]
+        grant_writes(ruleset, _paths(plan, "write"), _paths(plan, "files"))
     except BaseException:
         ruleset.close()
         raise

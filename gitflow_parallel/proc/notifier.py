@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gitflow_parallel import notify
 from gitflow_parallel.model import RunRecord
@@ -30,11 +30,14 @@ from gitflow_parallel.proc import supervise
 from gitflow_parallel.proc.watchdog import Watchdog
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 
+if TYPE_CHECKING:
+    from gitflow_parallel.state.project import Project
+
 
 class Notifier:
     """The ``notify`` command of one run, for one verb."""
 
-    def __init__(self, project: Any, record: RunRecord, watchdog: Watchdog | None = None) -> None:
+    def __init__(self, project: Project, record: RunRecord, watchdog: Watchdog | None = None) -> None:
         cfg = record["config"].get("notify") or {}
         self.command: list[str] | None = cfg.get("command")
         self.timeout = float(cfg.get("timeout", notify.DEFAULT_TIMEOUT))
@@ -44,7 +47,7 @@ class Notifier:
         self.started: list[tuple[str, supervise.Process]] = []
         self.warnings: list[str] = []
 
-    def send(self, event: dict[str, Any] | None) -> None:
+    def send(self, event: dict[str, object] | None) -> None:
         """Start the command with ``event`` on its stdin (nothing without a
         command or an event)."""
         if not self.command or event is None:
@@ -60,7 +63,7 @@ class Notifier:
         except supervise.START_ERRORS as exc:
             self.warnings.append(f"notify on {event['kind']}: {supervise.cannot_start(self.command[0], exc)[1]}")
             return
-        self.started.append((event["kind"], proc))
+        self.started.append((str(event["kind"]), proc))
 
     def finish(self) -> list[str]:
         """Wait for what was sent (see the module doc); the warnings."""
@@ -77,7 +80,7 @@ class Notifier:
         return self.warnings
 
 
-def send_one(project: Any, record: RunRecord, event: dict[str, Any] | None) -> list[str]:
+def send_one(project: Project, record: RunRecord, event: dict[str, object] | None) -> list[str]:
     """Send one event and wait for it: for a verb with one thing to tell."""
     notifier = Notifier(project, record)
     notifier.send(event)

@@ -41,7 +41,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
@@ -60,9 +60,14 @@ def abi() -> int:
     return landlock.abi()
 
 
-def settings(config: dict[str, Any]) -> tuple[str, bool]:
+def _strings(value: object) -> list[str]:
+    """A list of strings from the frozen config (checked when it was loaded)."""
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def settings(config: Mapping[str, object]) -> tuple[str, bool]:
     """(mode, network allowed) from a frozen config (older records: the defaults)."""
-    mode = config.get("sandbox") or "auto"
+    mode = str(config.get("sandbox") or "auto")
     if os.environ.get(ENV, "").strip().lower() in ("0", "off", "no", "false"):
         mode = "off"
     return mode, (config.get("sandbox_network") or "on") != "off"
@@ -79,7 +84,7 @@ def missing() -> str | None:
     return why
 
 
-def refuse_unavailable(config: dict[str, Any], what: str) -> None:
+def refuse_unavailable(config: Mapping[str, object], what: str) -> None:
     """``sandbox: required`` where a layer is missing: refused before
     anything runs."""
     mode, _ = settings(config)
@@ -104,7 +109,7 @@ class Fence:
     env: dict[str, str] = field(default_factory=dict)
     view: Any = None  # the attempt's own view of the common dir (git/shadow), undone at close
     extra: list[str] = field(default_factory=list)  # sandbox_write paths granted
-    plan: dict[str, Any] | None = None  # its paths, for a fence rebuilt elsewhere (landlock.from_plan)
+    plan: dict[str, object] | None = None  # its paths, for a fence rebuilt elsewhere (landlock.from_plan)
     mounts: namespace.Mounts | None = None  # the namespace layer (kind "namespace")
     refused_objects: list[str] = field(default_factory=list)  # its objects whose content did not match their name
 
@@ -146,9 +151,9 @@ class Fence:
         the kernel's Landlock ABI), never assumed."""
         return layer_names(self.kind, self.network, self.mounts is not None and self.mounts.target is not None)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         """What the events and packs say about it."""
-        out: dict[str, Any] = {"sandbox": self.kind, "network": "on" if self.network else "off",
+        out: dict[str, object] = {"sandbox": self.kind, "network": "on" if self.network else "off",
                                "layers": self.layers()}
         if self.kind == "landlock":
             out["landlock_abi"] = abi()
@@ -352,7 +357,7 @@ def _always_hidden(common: Path) -> list[Path]:
     return [common / "parallel", tmux, judged_root(common, top)]
 
 
-def _fence(kind: str, config: dict[str, Any], write: list[Path], denied: list[Path],
+def _fence(kind: str, config: Mapping[str, object], write: list[Path], denied: list[Path],
            extra_files: list[Path], reads: Reads | None = None, common: Path | None = None,
            network: bool | None = None) -> Fence:
     mode, allowed = settings(config)
@@ -407,7 +412,7 @@ def overlapping(path: Path, guarded: Iterable[tuple[str, Path]]) -> tuple[str, P
     return None
 
 
-def extra_writes(config: dict[str, Any], common: Path, main_workdir: Path | None) -> list[Path]:
+def extra_writes(config: Mapping[str, object], common: Path, main_workdir: Path | None) -> list[Path]:
     """The ``sandbox_write`` paths, ``~`` expanded and resolved, a missing
     one made as a folder; refused (``PARALLEL_SANDBOX_WRITE_REFUSED``) if one
     is inside, or holds, the git dir, the main worktree or an instance's
@@ -418,7 +423,7 @@ def extra_writes(config: dict[str, Any], common: Path, main_workdir: Path | None
         return out
     guarded = [("the repository's git dir", common), *([("the main worktree", main_workdir)] if main_workdir else []),
                *(("an instance's worktree", w) for w in instance_worktrees(common))]
-    for given in config.get("sandbox_write") or []:
+    for given in _strings(config.get("sandbox_write")):
         path = Path(os.path.realpath(os.path.expanduser(given)))
         if not path.is_absolute():
             raise ParallelError(E.SANDBOX_WRITE_REFUSED, f"sandbox_write: {given!r} is relative",
@@ -438,8 +443,8 @@ def extra_writes(config: dict[str, Any], common: Path, main_workdir: Path | None
     return out
 
 
-def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any], scope: str,
-              files: list[Path] = (), reads: Reads | None = None,  # type: ignore[assignment]
+def for_agent(common: Path, worktree: Path, branch: str, config: Mapping[str, object], scope: str,
+              files: Sequence[Path] = (), reads: Reads | None = None,
               main_workdir: Path | None = None) -> Fence:
     """The fence of one agent attempt on ``branch`` in ``worktree`` (and
     ``files`` it may write: its events file; ``reads``: the run's cache;
@@ -470,7 +475,9 @@ def for_agent(common: Path, worktree: Path, branch: str, config: dict[str, Any],
     # attempt of the run (``Reads``).
     others = reads.instance_worktrees(common)
     # Nor what judges it: the hidden tests, and the scratch checkouts they are laid over.
-    hidden = [Path(os.path.expanduser(g["hidden"])) for g in config.get("gates") or [] if g.get("hidden")]
+    gates = config.get("gates")
+    hidden = [Path(os.path.expanduser(g["hidden"])) for g in (gates if isinstance(gates, list) else [])
+              if isinstance(g, dict) and g.get("hidden")]
     from gitflow_parallel.git.scratch import judged_root
 
     unseen = [p for p in [*hidden, judged_root(common, main_workdir)] if p.is_dir()]

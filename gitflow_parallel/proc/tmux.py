@@ -101,7 +101,7 @@ def release_server(tmux: str) -> None:
 
 
 def waiter_argv(tmux: str, session: str, window: str, cwd: str, log: Path, status: Path,
-                argv: list[str], fence: dict[str, Any] | None = None) -> list[str]:
+                argv: list[str], fence: dict[str, object] | None = None) -> list[str]:
     """What the runner starts instead of ``argv`` under ``--tmux`` (``fence``:
     the paths of the Landlock fence the pane puts the agent in)."""
     plan = "-"
@@ -212,7 +212,7 @@ def _child_setup() -> None:
     _foreground(os.getpgrp())
 
 
-def _setup(fence: dict[str, Any] | None) -> Callable[[], None]:
+def _setup(fence: dict[str, object] | None) -> Callable[[], None]:
     """The agent's own process group in the terminal's foreground and, when
     the runner fenced the attempt, the same Landlock fence, rebuilt here from
     its paths (``landlock.from_plan``) and applied in the child before it
@@ -304,7 +304,8 @@ def pane_main(spec_path: str) -> int:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["wait"] and "--" in argv:
         sep = argv.index("--")
-        return wait_main(*argv[1:sep], argv=argv[sep + 1:])  # type: ignore[misc]
+        tmux, session, window, cwd, log, status, fence = argv[1:sep]
+        return wait_main(tmux, session, window, cwd, log, status, fence, argv=argv[sep + 1:])
     if argv[:1] == ["pane"] and len(argv) == 2:
         return pane_main(argv[1])
     print("usage: tmux.py wait TMUX SESSION WINDOW CWD LOG STATUS FENCE|- -- CMD... | pane SPEC", file=sys.stderr)

@@ -52,10 +52,10 @@ class EventTail:
 
     path: Path
     offset: int = 0
-    waiting: dict[str, Any] | None = None
+    waiting: dict[str, str | None] | None = None
     _partial: bytes = field(default=b"", repr=False)
 
-    def read(self) -> dict[str, Any] | None:
+    def read(self) -> dict[str, str | None] | None:
         """The waiting line in force (``event``, ``ts``, ``source``,
         ``message``), or None."""
         try:
@@ -191,7 +191,7 @@ class Watcher:
     def __post_init__(self) -> None:
         self.tail = EventTail(self.events)
 
-    def poll(self, now: float | None = None) -> dict[str, Any] | None:
+    def poll(self, now: float | None = None) -> dict[str, str | None] | None:
         """The waiting line when the attempt has just turned to waiting
         (once per spell of waiting), else None."""
         if self.probe is not None:

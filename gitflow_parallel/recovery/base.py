@@ -4,11 +4,11 @@ found, the findings so far and the note lines repairs will make due.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Mapping
 
 import pygit2
 
-from gitflow_parallel.model import FINISHED_RUN
+from gitflow_parallel.model import FINISHED_RUN, InstanceRecord, RunRecord
 from gitflow_parallel.recovery.gitwork import only_files_of
 from gitflow_parallel.recovery.scan import Finding, Repair, Scan, WorktreeState, recovery_id
 
@@ -16,7 +16,7 @@ from gitflow_parallel.recovery.scan import Finding, Repair, Scan, WorktreeState,
 class RunContext:
     """The state shared by the checks of one run; ``rid`` names the recovery they would belong to."""
 
-    def __init__(self, scan: Scan, record: dict[str, Any]) -> None:
+    def __init__(self, scan: Scan, record: RunRecord) -> None:
         self.scan = scan
         self.project = scan.project
         self.repo = scan.repo
@@ -40,12 +40,12 @@ class RunContext:
         self.findings.append(Finding(code, severity, message, fix, self.task, self.run_id, instance, repair, refusal))
 
 
-    def noted(self, commit: str, key: dict[str, Any]) -> bool:
+    def noted(self, commit: str, key: Mapping[str, object]) -> bool:
         """Is there a line of this run on ``commit`` sharing every field of ``key``?"""
         have = self.scan.notes_on(self.record["config"]["notes_ref"], commit)
         return any(h.get("run_id") == self.run_id and all(h.get(k) == v for k, v in key.items()) for h in have)
 
-    def describe_missing(self, inst: dict[str, Any]) -> str:
+    def describe_missing(self, inst: InstanceRecord) -> str:
         st = self.states[inst["id"]]
         parts = []
         if st.tip is None:
@@ -60,7 +60,7 @@ class RunContext:
             parts.append(f"worktree HEAD on {inst['branch']}")
         return ", ".join(parts) or "worktree"
 
-    def _partial_refusal(self, inst: dict[str, Any], st: WorktreeState, tree: pygit2.Tree | None) -> str | None:
+    def _partial_refusal(self, inst: InstanceRecord, st: WorktreeState, tree: pygit2.Tree | None) -> str | None:
         """Why the half-made folder cannot be removed, or None."""
         if not st.path_exists:
             return None

@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pygit2
 
+from gitflow_parallel.model import InstanceRecord
 from gitflow_parallel import errors as E
 from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import ParallelError
@@ -50,7 +50,7 @@ def only_files_of(path: Path, tree: pygit2.Tree | None) -> list[str]:
     return sorted(foreign)
 
 
-def attach_worktree(project: Project, task: str, inst: dict[str, Any]) -> None:
+def attach_worktree(project: Project, task: str, inst: InstanceRecord) -> None:
     """Make the worktree of an instance whose branch exists (the branch keeps
     its commits; the folder and admin entry are made fresh)."""
     repo = project.repo
@@ -82,7 +82,7 @@ def clear_partial(st: WorktreeState) -> None:
         shutil.rmtree(st.path) if st.path.is_dir() and not st.path.is_symlink() else st.path.unlink()
 
 
-def dismantle_instance(project: Project, scan: "Scan", run_id: str, task: str, inst: dict[str, Any],
+def dismantle_instance(project: Project, scan: "Scan", run_id: str, task: str, inst: InstanceRecord,
                skip_archive: str | None = None) -> None:
     """Take apart what is left of an instance that is not a usable worktree:
     archive its branch tip (unless it is ``skip_archive``), clear the partial

@@ -5,7 +5,6 @@ process is gone, a branch that moved after its attempt ended.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, model, provenance
@@ -15,7 +14,7 @@ from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import BRANCH_MOVED, CLEANUP_INCOMPLETE, PROCESS_GONE, ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.git.repo import commit_all, worktree_changes
-from gitflow_parallel.model import TERMINAL, find_instance
+from gitflow_parallel.model import TERMINAL, InstanceRecord, RunRecord, find_instance
 from gitflow_parallel.proc import leftovers
 from gitflow_parallel.state.project import instance_process_alive, notes_instance_on
 from gitflow_parallel.recovery.base import RunContext
@@ -24,7 +23,7 @@ from gitflow_parallel.recovery.scan import ERROR, Repair, WorktreeState
 
 
 class InstanceInspection(RunContext):
-    def finished_instance(self, inst: dict[str, Any]) -> None:
+    def finished_instance(self, inst: InstanceRecord) -> None:
         """A merged or aborted run: an instance is either kept whole (keep_losers,
         or cleanup not run yet) or its cleanup was interrupted."""
         st = self.states[inst["id"]]
@@ -54,7 +53,7 @@ class InstanceInspection(RunContext):
             else:
                 dismantle_instance(project, self.scan, run_id, task, inst)
 
-        def rec_change(rec: dict[str, Any]) -> None:
+        def rec_change(rec: RunRecord) -> None:
             i = find_instance(rec, inst["id"])
             model.mark_removed(i)
             model.bump(i)
@@ -79,7 +78,7 @@ class InstanceInspection(RunContext):
                 continue
             self.process_gone(inst)
 
-    def process_gone(self, inst: dict[str, Any]) -> None:
+    def process_gone(self, inst: InstanceRecord) -> None:
         st = self.states.get(inst["id"])
         tip = st.tip if st else None
         fresh = evidence.freshness(self.record, inst, tip)
@@ -119,7 +118,7 @@ class InstanceInspection(RunContext):
             commit_all(st.path, message, scratch=scratch_patterns(self.record["config"]),
                        stage=leftovers.fenced_stager(project, task))
 
-        def record(rec: dict[str, Any]) -> None:
+        def record(rec: RunRecord) -> None:
             i = find_instance(rec, inst_id)
             if i["status"] != "running" or i["attempt"] != attempt:
                 raise ParallelError(E.RUN_REVISION_CONFLICT, f"instance {inst_id} changed during recovery",
@@ -180,7 +179,7 @@ class InstanceInspection(RunContext):
                 continue
             self.branch_moved(inst, st)
 
-    def branch_moved(self, inst: dict[str, Any], st: WorktreeState) -> None:
+    def branch_moved(self, inst: InstanceRecord, st: WorktreeState) -> None:
         head, tip = inst["head"], st.tip
         assert tip is not None
         project, run_id = self.project, self.run_id
@@ -189,7 +188,7 @@ class InstanceInspection(RunContext):
         archive = project.repo.ref_target(archive_name)
         forward = head is None or self.scan.commit(head) is None or self.scan.contains(tip, head)
         refusal, archive_head = None, False
-        if not forward:
+        if head is not None and not forward:  # (not forward: a recorded head, and one that is here)
             if archive is None:
                 archive_head = True
             elif not self.scan.contains(archive, head):
@@ -197,15 +196,15 @@ class InstanceInspection(RunContext):
                            f"and {archive_name} already holds another commit ({archive[:12]})")
 
         def git() -> None:
-            if project.repo.ref_target(archive_name) is None:
+            if head is not None and project.repo.ref_target(archive_name) is None:
                 project.repo.cas_ref(archive_name, head, None, "git-parallel: recover keeps the recorded head")
 
-        def record(rec: dict[str, Any]) -> None:
+        def record(rec: RunRecord) -> None:
             i = find_instance(rec, inst_id)
             model.record_head(i, project.tip(i) or i["head"])
             model.bump(i)
 
-        if forward:
+        if forward or head is None:
             message = (f"the branch {inst['branch']} of {inst['status']} instance {inst_id} moved on to {tip[:12]} "
                        f"after its run recorded {str(head)[:12]}; any evidence for it is now stale")
         else:

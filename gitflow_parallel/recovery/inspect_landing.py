@@ -17,7 +17,8 @@ from gitflow_parallel import evidence, model
 from gitflow_parallel.errors import (BASE_MERGED, BASE_WORKTREE_STALE, EVIDENCE_UNBOUND, MERGE_INTENT_LEFT,
                                      PICK_MISSING, PICK_UNBOUND, ParallelError)
 from gitflow_parallel.files import utcnow
-from gitflow_parallel.model import FINISHED_RUN, find_instance
+from gitflow_parallel.model import (FINISHED_RUN, InstanceRecord, LandingStep, MergeRecord, PickRecord, RunRecord,
+                                    find_instance)
 from gitflow_parallel.recovery.base import RunContext
 from gitflow_parallel.recovery.scan import ERROR, WARNING, PHASE_BASE_WORKTREE, Repair
 from gitflow_parallel.state import intent as merge_intent
@@ -50,7 +51,7 @@ class EvidenceInspection(RunContext):
                          "(the check was interrupted) and no longer matches the instance",
                          fix=f"git parallel check {self.task} --instance {inst['id']}", instance=inst["id"])
 
-    def adoptable_pack(self, inst: dict[str, Any], path: Path) -> tuple[dict[str, Any], bytes] | None:
+    def adoptable_pack(self, inst: InstanceRecord, path: Path) -> tuple[dict[str, Any], bytes] | None:
         """A pack `check` wrote for exactly this attempt, revision and tip,
         whose binding was lost: the record write that should have followed it."""
         if inst["status"] != "succeeded" or inst.get("removed") or not path.is_file():
@@ -69,11 +70,11 @@ class EvidenceInspection(RunContext):
               and pack.get("verdict") in ("pass", "fail"))
         return (pack, data) if ok else None
 
-    def bind_pack(self, inst: dict[str, Any], path: Path, pack: dict[str, Any], data: bytes, rebind: bool) -> None:
+    def bind_pack(self, inst: InstanceRecord, path: Path, pack: dict[str, Any], data: bytes, rebind: bool) -> None:
         sha = hashlib.sha256(data).hexdigest()
         inst_id, revision = inst["id"], inst["instance_revision"]
 
-        def record(rec: dict[str, Any]) -> None:
+        def record(rec: RunRecord) -> None:
             i = find_instance(rec, inst_id)
             if i["instance_revision"] != revision:
                 raise ParallelError(E.RUN_REVISION_CONFLICT, f"instance {inst_id} changed during recovery",
@@ -99,7 +100,7 @@ class LandingInspection(RunContext):
         from gitflow_parallel.state.picks import load_pick, pick_path, winner_check
 
         rec = self.record
-        picks: dict[str, dict[str, Any]] = {}
+        picks: dict[str, PickRecord] = {}
         for track in rec["tracks"]:
             path = pick_path(self.repo.parallel_dir, self.run_id, track)
             bound = (rec.get("picks") or {}).get(track)
@@ -146,11 +147,11 @@ class LandingInspection(RunContext):
             else:
                 self.squashed(base_tip, picks)
 
-    def bind_pick(self, track: str, path: Path, pick: dict[str, Any]) -> None:
+    def bind_pick(self, track: str, path: Path, pick: PickRecord) -> None:
         data = path.read_bytes()
         sha = hashlib.sha256(data).hexdigest()
 
-        def record(rec: dict[str, Any]) -> None:
+        def record(rec: RunRecord) -> None:
             model.bind_pick(rec, track, path, sha, pick)
 
         if not self.noted(pick["winner"]["commit"], {"kind": "pick", "track": track}):
@@ -163,14 +164,7 @@ class LandingInspection(RunContext):
                                record=record, details={"track": track, "path": str(path), "sha256": sha,
                                                        "winner": pick["winner"]["id"]}))
 
-    def _landing_record(self, landed: str, previous: str | None, steps: list[dict[str, Any]],
-                        resolved: list[dict[str, Any]], worktree: str | None, source: str,
-                        **extra: Any) -> dict[str, Any]:
-        return model.new_merge(landed, previous, self.record["base"]["ref"], steps, resolved,
-                               self.record["config"]["merge"]["policy"], utcnow(), worktree=worktree,
-                               recovered={"recovery_id": self.rid, "from": source}, **extra)
-
-    def _landed_unrecorded(self, merge_record: dict[str, Any], previous: str | None, source: str, message: str,
+    def _landed_unrecorded(self, merge_record: MergeRecord, previous: str | None, source: str, message: str,
                            why: str) -> None:
         """The base holds this run's landing and its record does not say so:
         the finding, and the repair that records it (``source`` is the proof)."""
@@ -180,13 +174,13 @@ class LandingInspection(RunContext):
                                "there", why, record=self._mark_merged(merge_record),
                                details={"landed": landed, "previous": previous, "from": source}))
 
-    def _mark_merged(self, merge_record: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    def _mark_merged(self, merge_record: MergeRecord) -> Callable[[RunRecord], None]:
         landed = merge_record["landed"]
         if not self.noted(landed, {"kind": "merge"}) or not all(
                 self.noted(landed, {"kind": "pick", "track": t}) for t in self.record["tracks"]):
             self.will_note.append(f"pick and merge lines on the landed commit {landed[:12]}, once recorded")
 
-        def record(rec: dict[str, Any]) -> None:
+        def record(rec: RunRecord) -> None:
             if rec["status"] != "merged":
                 model.mark_merged(rec, merge_record)
         return record
@@ -215,9 +209,8 @@ class LandingInspection(RunContext):
                      repair=Repair("remove_intent", f"remove {path.name}", "the record already says merged",
                                    after=drop, details={"path": str(path)}))
         elif landed_now:
-            merge_record = self._landing_record(landing, previous, list(intent.get("steps") or []),
-                                                list(intent.get("resolved_files") or []), intent.get("worktree"),
-                                                "intent")
+            merge_record = found_landing(rec, self.rid, landing, previous, list(intent.get("steps") or []),
+                                         list(intent.get("resolved_files") or []), intent.get("worktree"), "intent")
             message = (f"{rec['base']['ref']} already holds the landing {landing[:12]} of run {self.run_id} "
                        f"(moved from {previous[:12]} by `git parallel merge`), but the record is {rec['status']}")
             self._landed_unrecorded(merge_record, previous, "intent", message,
@@ -284,7 +277,7 @@ class LandingInspection(RunContext):
                                phase=PHASE_BASE_WORKTREE, git=git,
                                details={"worktree": str(wt), "previous": previous, "landed": landing}))
 
-    def merged_outside(self, base_tip: str, picks: dict[str, dict[str, Any]]) -> None:
+    def merged_outside(self, base_tip: str, picks: dict[str, PickRecord]) -> None:
         """The winners are on the base, landed by plain git (hooks off, or
         the manual policy): find the commit that landed them."""
         rec = self.record
@@ -302,7 +295,7 @@ class LandingInspection(RunContext):
                 previous = rec["base"]["commit"] if self.scan.contains(landed_oid, rec["base"]["commit"]) else None
             elif landed.parents:
                 previous = str(landed.parents[0].id)
-        steps = [{"track": t, "winner": p["winner"]["id"], "commit": p["winner"]["commit"],
+        steps: list[LandingStep] = [{"track": t, "winner": p["winner"]["id"], "commit": p["winner"]["commit"],
                   "method": "fast-forward" if p["winner"]["commit"] == landed_oid else "merge"}
                  for t, p in picks.items()]
         if previous is not None and base_tip == landed_oid:
@@ -310,24 +303,25 @@ class LandingInspection(RunContext):
             # checkout may not have followed (a merge whose intent is gone).
             self.base_worktree(previous, landed_oid)
         # outside: landed by plain git, so git-parallel verified nothing at merge time.
-        merge_record = self._landing_record(landed_oid, previous, steps, [], None, "base", outside=True)
+        merge_record = found_landing(self.record, self.rid, landed_oid, previous, steps, [], None, "base",
+                                     outside=True)
         message = (f"{rec['base']['ref']} already holds every winner of run {self.run_id} (landed at "
                    f"{landed_oid[:12]}, not by `git parallel merge`), but the record is {rec['status']}")
         self._landed_unrecorded(merge_record, previous, "base", message,
                                 "every picked winner commit is reachable from the base")
 
-    def squashed(self, base_tip: str, picks: dict[str, dict[str, Any]]) -> None:
+    def squashed(self, base_tip: str, picks: dict[str, PickRecord]) -> None:
         """A squash holds none of the winners' commits: with its intent gone,
         the base's reflog entry of the landing names the commit."""
         found = reflog_landing(self.repo.pygit, self.record)
         if found is None or not (found[0] == base_tip or self.scan.contains(base_tip, found[0])):
             return
         landed, previous = found
-        steps = [{"track": t, "winner": p["winner"]["id"], "commit": landed, "method": "squash"}
+        steps: list[LandingStep] = [{"track": t, "winner": p["winner"]["id"], "commit": landed, "method": "squash"}
                  for t, p in picks.items()]
         if base_tip == landed:
             self.base_worktree(previous, landed)
-        merge_record = self._landing_record(landed, previous, steps, [], None, "reflog")
+        merge_record = found_landing(self.record, self.rid, landed, previous, steps, [], None, "reflog")
         self._landed_unrecorded(
             merge_record, previous, "reflog",
             f"{self.record['base']['ref']} holds the landing {landed[:12]} of run {self.run_id} (its reflog "
@@ -345,7 +339,19 @@ class LandingInspection(RunContext):
         return None
 
 
-def reflog_landing(repo: pygit2.Repository, record: dict[str, Any]) -> tuple[str, str] | None:
+def found_landing(record: RunRecord, rid: str, landed: str, previous: str | None, steps: list[LandingStep],
+                  resolved: list[object], worktree: str | None, source: str, outside: bool = False) -> MergeRecord:
+    """The merge record of a landing recovery ``rid`` found (``source``: its
+    proof; ``outside``: plain git made it)."""
+    found = model.new_merge(landed, previous, record["base"]["ref"], steps, resolved,
+                            record["config"]["merge"]["policy"], utcnow(), worktree=worktree,
+                            recovered={"recovery_id": rid, "from": source})
+    if outside:
+        found["outside"] = True
+    return found
+
+
+def reflog_landing(repo: pygit2.Repository, record: RunRecord) -> tuple[str, str] | None:
     """(landed, previous) from the base's reflog entry ``git-parallel: land
     TASK (RUN_ID)`` that ``merge``'s compare-and-swap wrote, if any."""
     try:

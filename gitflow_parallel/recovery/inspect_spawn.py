@@ -4,20 +4,19 @@ finished (completed or rolled back) and worktrees lost later (made again).
 
 from __future__ import annotations
 
-from typing import Any
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import model
 from gitflow_parallel.errors import SPAWN_INCOMPLETE, WORKTREE_MISSING, ParallelError
 from gitflow_parallel.files import utcnow
-from gitflow_parallel.model import TERMINAL
+from gitflow_parallel.model import TERMINAL, InstanceRecord, RunRecord
 from gitflow_parallel.state.project import instance_process_alive
-from gitflow_parallel.recovery.base import RunContext
+from gitflow_parallel.recovery.inspect_instances import InstanceInspection
 from gitflow_parallel.recovery.gitwork import attach_worktree, clear_partial, dismantle_instance
 from gitflow_parallel.recovery.scan import ERROR, Repair
 
 
-class SpawnInspection(RunContext):
+class SpawnInspection(InstanceInspection):  # a finished run's instances are InstanceInspection's
     # -- spawn, worktrees, cleanup ---------------------------------------------------
     def spawn_and_worktrees(self) -> None:
         rec = self.record
@@ -69,7 +68,7 @@ class SpawnInspection(RunContext):
                          refusal=f"instance {inst['id']} is succeeded but its branch {inst['branch']} is gone; "
                                  "recover does not guess which commit it should hold")
 
-    def spawn_noted(self, insts: list[dict[str, Any]]) -> bool:
+    def spawn_noted(self, insts: list[InstanceRecord]) -> bool:
         # The marker spawn writes once every worktree exists; runs spawned
         # before it existed have their instance notes on the base instead.
         if self.project.store.spawned(self.run_id):
@@ -77,7 +76,7 @@ class SpawnInspection(RunContext):
         base = self.record["base"]["commit"]
         return all(self.noted(base, {"kind": "instance", "instance": i["id"], "attempt": 0}) for i in insts)
 
-    def recreate(self, inst: dict[str, Any], code: str, message: str) -> None:
+    def recreate(self, inst: InstanceRecord, code: str, message: str) -> None:
         st = self.states[inst["id"]]
         base = self.record["base"]["commit"]
         tip_commit = self.scan.commit(st.tip or base)
@@ -106,7 +105,7 @@ class SpawnInspection(RunContext):
                                                      details={"instance": inst_id, "path": str(st.path),
                                                               "branch": inst["branch"], "tip": st.tip}))
 
-    def rollback_spawn(self, insts: list[dict[str, Any]]) -> None:
+    def rollback_spawn(self, insts: list[InstanceRecord]) -> None:
         base = self.record["base"]["commit"]
         base_tree = self.scan.commit(base)
         refusals, archive_plan = [], {}
@@ -125,7 +124,7 @@ class SpawnInspection(RunContext):
                 # A tip still at the base holds nothing to keep.
                 dismantle_instance(project, self.scan, run_id, task, inst, skip_archive=base)
 
-        def record(rec: dict[str, Any]) -> None:
+        def record(rec: RunRecord) -> None:
             now = utcnow()
             for i in rec["instances"]:
                 if i.get("removed"):

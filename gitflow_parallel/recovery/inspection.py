@@ -8,10 +8,11 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pygit2
 
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel import errors as E
 from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import (BASE_HAS_LOSER, LOCK_HELD, MERGE_INTENT_LEFT, NOTES_MISSING,
@@ -78,7 +79,7 @@ class RunInspection(SpawnInspection, InstanceInspection, EvidenceInspection, Lan
         if not brought:
             return
         winners = [p.get("winner") for p in (rec.get("picks") or {}).values() if isinstance(p, dict)]
-        winner_commits = [i.get("head") for i in rec["instances"] if i["id"] in winners and i.get("head")]
+        winner_commits = [head for i in rec["instances"] if i["id"] in winners and (head := i.get("head"))]
         allowed = self._history(winner_commits, spawn_base) if winner_commits else set()
         for inst in rec["instances"]:
             if inst["id"] in winners:
@@ -114,10 +115,10 @@ class RunInspection(SpawnInspection, InstanceInspection, EvidenceInspection, Lan
             self.add(E.BASE_NOT_FOUND, ERROR, f"the base branch {base_ref} of this live run no longer exists",
                      fix=f"recreate it (git branch {base_ref[len('refs/heads/'):]} {rec['base']['commit'][:12]}), "
                          "or abort the run")
-        elif rec["status"] == "merged" and rec.get("merge") and tip is not None \
-                and not self.project.repo.is_ancestor(rec["merge"]["landed"], tip):
+        elif rec["status"] == "merged" and (merged := rec.get("merge")) and tip is not None \
+                and not self.project.repo.is_ancestor(merged["landed"], tip):
             self.add(E.BASE_NOT_FOUND, WARNING,
-                     f"the run is recorded merged at {rec['merge']['landed'][:12]}, but {base_ref} "
+                     f"the run is recorded merged at {merged['landed'][:12]}, but {base_ref} "
                      f"({tip[:12]}) no longer contains it (reset or rewritten since)",
                      fix=f"git log {base_ref}; the landed commit is still reachable from its archive and notes")
         for inst in rec["instances"]:
@@ -200,7 +201,7 @@ def lock_findings(scan: Scan, task: str | None) -> list[Finding]:
     return out
 
 
-def all_records(project: Project) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, ParallelError]]]:
+def all_records(project: Project) -> tuple[list[RunRecord], list[RunRecord], list[tuple[str, ParallelError]]]:
     """Live records, retired (runs/done/) records, and (task, error) for those that do not load."""
     live, problems = project.store.load_all()
     done = []
@@ -213,7 +214,7 @@ def all_records(project: Project) -> tuple[list[dict[str, Any]], list[dict[str, 
     return live, done, problems
 
 
-def orphan_findings(scan: Scan, records: list[dict[str, Any]], task: str | None) -> list[Finding]:
+def orphan_findings(scan: Scan, records: list[RunRecord], task: str | None) -> list[Finding]:
     """Branches parallel/<task>/* and admin folders parallel-<task>-* that no
     record (live, or retired with the instance kept) accounts for."""
     repo = scan.repo
@@ -269,7 +270,7 @@ def orphan_findings(scan: Scan, records: list[dict[str, Any]], task: str | None)
     return out
 
 
-def intent_findings(project: Project, live: list[dict[str, Any]], done: list[dict[str, Any]]) -> list[Finding]:
+def intent_findings(project: Project, live: list[RunRecord], done: list[RunRecord]) -> list[Finding]:
     live_ids = {r["run_id"] for r in live}
     done_by_id = {r["run_id"]: r for r in done}
     out = []

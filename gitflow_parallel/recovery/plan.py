@@ -7,8 +7,8 @@ step; each step is logged to the run's audit file as it completes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.recovery.scan import Repair, Scan, missing_notes
@@ -22,8 +22,8 @@ def audit_path(project: Project, run_id: str) -> Path:
     return project.repo.parallel_dir / "audit" / f"{run_id}.jsonl"
 
 
-def audit(project: Project, run_id: str, rid: str, record: dict[str, Any] | None, task: str, action: str,
-           **fields: Any) -> None:
+def audit(project: Project, run_id: str, rid: str, record: RunRecord | None, task: str, action: str,
+           **fields: object) -> None:
     append_jsonl(audit_path(project, run_id), {
         "schema_version": AUDIT_SCHEMA, "origin": ORIGIN, "recovery_id": rid, "run_id": run_id, "task": task,
         "run_revision": record["run_revision"] if record else fields.pop("run_revision", None),
@@ -46,12 +46,12 @@ def in_order(repairs: list[Repair]) -> list[Repair]:
     return sorted(repairs, key=key)
 
 
-def apply_repairs(project: Project, record: dict[str, Any], rid: str, repairs: list[Repair]) -> list[dict[str, Any]]:
+def apply_repairs(project: Project, record: RunRecord, rid: str, repairs: list[Repair]) -> list[dict[str, object]]:
     task, run_id = record["task"], record["run_id"]
     started = record  # every line of this recovery names the revision it started from
-    done: list[dict[str, Any]] = []
+    done: list[dict[str, object]] = []
 
-    def log(r: Repair, **extra: Any) -> None:
+    def log(r: Repair, **extra: object) -> None:
         entry = {**r.as_json(), **extra}
         done.append(entry)
         audit(project, run_id, rid, started, task, "repaired", **entry)
@@ -63,7 +63,7 @@ def apply_repairs(project: Project, record: dict[str, Any], rid: str, repairs: l
             log(r)
     recorded = [r for r in repairs if r.record is not None]
     if recorded:
-        def mutate(rec: dict[str, Any]) -> None:
+        def mutate(rec: RunRecord) -> None:
             for r in recorded:
                 assert r.record is not None
                 r.record(rec)

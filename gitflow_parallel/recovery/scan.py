@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import pygit2
 
+from gitflow_parallel.model import InstanceRecord, RunRecord
 from gitflow_parallel import evidence, provenance
 from gitflow_parallel.git import notes, worktrees
 from gitflow_parallel.errors import ParallelError
@@ -47,11 +48,11 @@ class Repair:
     why: str
     phase: int = PHASE_GIT
     git: Callable[[], None] | None = None
-    record: Callable[[dict[str, Any]], None] | None = None
+    record: Callable[[RunRecord], None] | None = None
     after: Callable[[], None] | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"step": self.step, "what": self.what, "why": self.why, "details": self.details}
 
 
@@ -67,7 +68,7 @@ class Finding:
     repair: Repair | None = None
     refusal: str | None = None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {"code": self.code, "severity": self.severity, "message": self.message, "fix": self.fix,
                 "task": self.task, "run_id": self.run_id, "instance": self.instance,
                 "repair": self.repair.what if self.repair else None, "refusal": self.refusal}
@@ -118,7 +119,7 @@ class Scan:
         self.repo = project.repo
         self._git_users: list[tuple[int, str]] | None = None
 
-    def worktree(self, task: str, inst: dict[str, Any]) -> WorktreeState:
+    def worktree(self, task: str, inst: InstanceRecord) -> WorktreeState:
         path = Path(inst["worktree"])
         admin = self.repo.common_dir / "worktrees" / worktrees.admin_name(task, inst["id"])
         gitfile = read_gitdir_file(path / ".git") if (path / ".git").is_file() else None
@@ -146,7 +147,7 @@ class Scan:
         except (ValueError, pygit2.GitError, KeyError):
             return False
 
-    def notes_on(self, notes_ref: str, oid: str) -> list[dict[str, Any]]:
+    def notes_on(self, notes_ref: str, oid: str) -> list[dict[str, object]]:
         return notes.records(self.repo.pygit, notes_ref, oid)
 
     def git_users(self) -> list[tuple[int, str]] | None:
@@ -215,7 +216,7 @@ class NoteNeed:
     label: str
 
 
-def required_notes(scan: Scan, record: dict[str, Any]) -> list[NoteNeed]:
+def required_notes(scan: Scan, record: RunRecord) -> list[NoteNeed]:
     """Every note line the records say should exist, per SPEC: the instance
     line on each tip, evidence lines on checked commits, the pick line on each
     winner commit, and for a merged run the pick and merge lines on the
@@ -234,14 +235,14 @@ def required_notes(scan: Scan, record: dict[str, Any]) -> list[NoteNeed]:
             tip = project.tip(inst)
             if inst["status"] == "pending" and tip != inst["head"]:
                 tip = None
-            if notes_instance_on(record, tip, inst):
+            if tip and notes_instance_on(record, tip, inst):
                 needs.append(NoteNeed(tip, provenance.instance_note(record, inst, tip),
                                       {"kind": "instance", "run_id": run_id, "instance": inst["id"],
                                        "attempt": inst["attempt"], "commit": tip},
                                       f"instance {inst['id']} on its tip {tip[:12]}"))
-        pack = evidence.load(inst)
-        if pack is not None and scan.commit(pack.get("commit")) is not None:
-            sha = inst["evidence"]["sha256"]
+        binding, pack = inst.get("evidence"), evidence.load(inst)
+        if binding and pack is not None and scan.commit(pack.get("commit")) is not None:
+            sha = binding["sha256"]
             needs.append(NoteNeed(pack["commit"], provenance.evidence_note(record, inst["id"], pack, sha),
                                   {"kind": "evidence", "run_id": run_id, "instance": inst["id"],
                                    "evidence_sha256": sha},
@@ -270,9 +271,9 @@ def required_notes(scan: Scan, record: dict[str, Any]) -> list[NoteNeed]:
     return needs
 
 
-def missing_notes(scan: Scan, record: dict[str, Any]) -> list[NoteNeed]:
+def missing_notes(scan: Scan, record: RunRecord) -> list[NoteNeed]:
     ref = record["config"]["notes_ref"]
-    cache: dict[str, list[dict[str, Any]]] = {}
+    cache: dict[str, list[dict[str, object]]] = {}
     out = []
     for need in required_notes(scan, record):
         have = cache.setdefault(need.commit, scan.notes_on(ref, need.commit))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Iterator, Mapping, NotRequired, TypedDict
 
 from gitflow_parallel import model
 from gitflow_parallel.errors import PROCESS_GONE, ParallelError
@@ -32,7 +32,7 @@ from gitflow_parallel.files import utcnow
 from gitflow_parallel.git import transport as R
 from gitflow_parallel.git import worktrees
 from gitflow_parallel.git.repo import Repo
-from gitflow_parallel.model import find_instance
+from gitflow_parallel.model import InstanceRecord, RunRecord, find_instance
 from gitflow_parallel.state.project import Project, instance_process_alive, process_alive_since
 from gitflow_parallel.state.store import Store
 from gitflow_parallel.recovery.scan import ERROR, WARNING, Finding
@@ -46,7 +46,7 @@ def worker_project(project: Project, run_id: str) -> Project:
     return Project(project.repo, Store(project.repo.parallel_dir / WORKER_DIR / run_id))
 
 
-def worker_records(project: Project, task: str | None = None) -> Iterator[tuple[Store, dict[str, Any]]]:
+def worker_records(project: Project, task: str | None = None) -> Iterator[tuple[Store, RunRecord]]:
     """(store, record) of every run a worker of this clone kept, optionally of one task."""
     root = project.repo.parallel_dir / WORKER_DIR
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
@@ -60,7 +60,7 @@ def worker_records(project: Project, task: str | None = None) -> Iterator[tuple[
                 continue
 
 
-def dismantle(repo: Repo, store: Store, record: dict[str, Any], inst: dict[str, Any], why: str | None = None) -> str:
+def dismantle(repo: Repo, store: Store, record: RunRecord, inst: InstanceRecord, why: str | None = None) -> str:
     """Remove an instance's worktree and branch here, its tip (uncommitted
     work included) archived, and record it removed (and, with ``why``, its
     unfinished attempt aborted).  A clone may do one attempt twice (a claim
@@ -75,7 +75,7 @@ def dismantle(repo: Repo, store: Store, record: dict[str, Any], inst: dict[str, 
     worktrees.remove(repo, record, inst, force=True)
     now = utcnow()
 
-    def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
+    def apply(rec: RunRecord, i: InstanceRecord) -> None:
         if why is not None:
             model.worker_gone(rec, i, why, now)
         model.mark_removed(i)
@@ -88,15 +88,15 @@ def dismantle(repo: Repo, store: Store, record: dict[str, Any], inst: dict[str, 
 @dataclass
 class Left:
     store: Store
-    record: dict[str, Any]
-    inst: dict[str, Any]
+    record: RunRecord
+    inst: InstanceRecord
     waiting: str | None  # why it is not taken apart yet: its claim is still held in its name
 
 
-def holder_alive(inst: dict[str, Any]) -> bool:
+def holder_alive(inst: InstanceRecord) -> bool:
     """Is the worker that holds this instance still running it?  A holder on
     another host cannot be seen from here, so it counts as alive."""
-    holder = inst.get("claim") or {}
+    holder = inst.get("claim")
     if inst["status"] == "running" and instance_process_alive(inst):
         return True
     if not holder:  # a record from before holders were kept: only a dead running attempt tells
@@ -106,10 +106,10 @@ def holder_alive(inst: dict[str, Any]) -> bool:
     return process_alive_since(holder.get("pid"), holder.get("since"))
 
 
-def claim_held_by_it(project: Project, record: dict[str, Any], inst: dict[str, Any], now: float) -> str | None:
+def claim_held_by_it(project: Project, record: RunRecord, inst: InstanceRecord, now: float) -> str | None:
     """Why the remote claim (as last fetched) is still this instance's holder's, or None."""
     remote = (record.get("worker") or {}).get("remote")
-    holder = inst.get("claim") or {}
+    holder: Mapping[str, object] = inst.get("claim") or {}
     if not remote:
         return None
     _, claim = R.fetched_claim(project, remote, record["run_id"], inst["id"])
@@ -134,17 +134,30 @@ def left_behind(project: Project, task: str | None = None) -> list[Left]:
 
 
 def _gone_why(left: Left) -> str:
-    holder = left.inst.get("claim") or {}
+    holder: Mapping[str, object] = left.inst.get("claim") or {}
     return (f"its worker {holder.get('worker') or '?'} (pid {holder.get('pid') or left.inst.get('runner_pid')}) "
             f"is gone and its claim is no longer its; this clone's branch and worktree were taken apart, the tip "
             f"kept under {worktrees.archive_ref(left.record['run_id'], left.inst['id'], left.inst['attempt'])}")
 
 
-def tidy(project: Project, left: list[Left]) -> list[dict[str, Any]]:
+class Tidied(TypedDict):
+    """An instance ``tidy`` took apart (its tip ``archived``), or could not (``problem``)."""
+    run_id: str
+    task: str
+    id: str
+    attempt: int
+    was: str  # its status
+    archived: NotRequired[str | None]
+    problem: NotRequired[str]
+    code: NotRequired[str]
+    hint: NotRequired[str | None]
+
+
+def tidy(project: Project, left: list[Left]) -> list[Tidied]:
     """Take apart every left-behind instance that does not wait for its
     claim; one whose removal is refused (a folder that is not our worktree)
     is reported with ``problem`` and left as it is."""
-    done = []
+    done: list[Tidied] = []
     for item in left:
         if item.waiting:
             continue
@@ -152,8 +165,8 @@ def tidy(project: Project, left: list[Left]) -> list[dict[str, Any]]:
         inst = find_instance(rec, item.inst["id"])
         if inst.get("removed"):
             continue
-        row = {"run_id": rec["run_id"], "task": rec["task"], "id": inst["id"], "attempt": inst["attempt"],
-               "was": inst["status"]}
+        row: Tidied = {"run_id": rec["run_id"], "task": rec["task"], "id": inst["id"], "attempt": inst["attempt"],
+                       "was": inst["status"]}
         try:
             ref = dismantle(project.repo, item.store, rec, inst, why=_gone_why(item))
         except ParallelError as exc:
@@ -168,7 +181,7 @@ def findings(project: Project, task: str | None = None) -> list[Finding]:
     out = []
     for item in left_behind(project, task):
         rec, inst = item.record, item.inst
-        holder = inst.get("claim") or {}
+        holder: Mapping[str, object] = inst.get("claim") or {}
         what = (f"worker instance {rec['task']}/{inst['id']} of run {rec['run_id']} is {inst['status']}, but its "
                 f"worker {holder.get('worker') or '?'} (pid {holder.get('pid') or inst.get('runner_pid')}) is gone")
         if item.waiting:
@@ -184,6 +197,6 @@ def findings(project: Project, task: str | None = None) -> list[Finding]:
     return out
 
 
-def records(project: Project) -> list[dict[str, Any]]:
+def records(project: Project) -> list[RunRecord]:
     """Every worker record, for the orphan check: their branches and worktrees are accounted for."""
     return [record for _, record in worker_records(project)]

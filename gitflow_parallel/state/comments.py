@@ -8,21 +8,22 @@ with its file and line when it names them."""
 
 from __future__ import annotations
 
-from typing import Any
+from gitflow_parallel.model import Comment, InstanceRecord
 
 
-def on_attempt(inst: dict[str, Any], attempt: int) -> list[dict[str, Any]]:
+def on_attempt(inst: InstanceRecord, attempt: int) -> list[Comment]:
     return [c for c in inst.get("comments") or [] if c.get("attempt") == attempt]
 
 
-def where(comment: dict[str, Any]) -> str:
+def where(comment: Comment) -> str:
     """``src/app.py:12``, ``src/app.py``, or "" for a comment on the whole attempt."""
-    if not comment.get("file"):
+    file = comment.get("file")
+    if not file:
         return ""
-    return comment["file"] + (f":{comment['line']}" if comment.get("line") else "")
+    return file + (f":{comment['line']}" if comment.get("line") else "")
 
 
-def feedback_lines(inst: dict[str, Any]) -> list[str]:
+def feedback_lines(inst: InstanceRecord) -> list[str]:
     """The review section of the feedback on ``inst``'s current attempt."""
     found = on_attempt(inst, inst["attempt"])
     if not found:

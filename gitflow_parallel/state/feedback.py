@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Mapping
 
 from gitflow_parallel import evidence
 from gitflow_parallel.files import atomic_write, read_tail
+from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord
 
 TAIL_LINES = 200  # of each failing gate's log
 AGENT_TAIL_LINES = 50  # of the agent's log, when the agent failed
@@ -60,7 +61,7 @@ def _block(title: str, lines: list[str]) -> list[str]:
     return [title, "```", *lines, "```", ""]
 
 
-def _lost(record: dict[str, Any], inst: dict[str, Any], picks: list[dict[str, Any]]) -> list[str]:
+def _lost(record: RunRecord, inst: InstanceRecord, picks: list[PickRecord]) -> list[str]:
     """The reason of the latest pick (current or retired) this attempt lost."""
     for pick in reversed(picks):
         if pick.get("track") != inst["track"] or pick["winner"]["id"] == inst["id"]:
@@ -74,20 +75,23 @@ def _lost(record: dict[str, Any], inst: dict[str, Any], picks: list[dict[str, An
     return []
 
 
-def _moved(tip: str | None, moved: dict[str, Any] | None) -> list[str]:
-    """A retry onto the base as it is now: why, and where the old work is."""
+def _moved(tip: str | None, moved: Mapping[str, object] | None) -> list[str]:
+    """A retry onto the base as it is now (``won``: the track whose pick it
+    won, ``conflicts``: the files, ``ref`` and ``commit``: the base now):
+    why, and where the old work is."""
     if not moved:
         return []
     won = f"It won the pick of track {moved['won']}, but " if moved.get("won") else ""
-    lands = (f"it conflicts with the base in: {', '.join(moved['conflicts'])}" if moved.get("conflicts")
-             else "it has to be proved again on it")
+    conflicts = moved.get("conflicts")
+    lands = (f"it conflicts with the base in: {', '.join(str(c) for c in conflicts)}"
+             if conflicts and isinstance(conflicts, list) else "it has to be proved again on it")
     return ["## The base moved", f"{won}{moved['ref']} moved to {moved['commit']} since this attempt started, and "
             f"{lands}. The next attempt starts on {moved['ref']} as it is now; the previous attempt's commit "
             f"{tip} is archived (`git show {tip}` shows its work, to carry over).", ""]
 
 
-def text(record: dict[str, Any], inst: dict[str, Any], tip: str | None, picks: list[dict[str, Any]],
-         moved: dict[str, Any] | None = None) -> str:
+def text(record: RunRecord, inst: InstanceRecord, tip: str | None, picks: list[PickRecord],
+         moved: Mapping[str, object] | None = None) -> str:
     """The feedback on ``inst``'s current attempt, for the attempt after it
     (``moved``: it is retried onto the base's current tip, see ``_moved``)."""
     task, attempt = record["task"], inst["attempt"]
@@ -128,15 +132,15 @@ def text(record: dict[str, Any], inst: dict[str, Any], tip: str | None, picks: l
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def write(parallel_dir: Path, record: dict[str, Any], inst: dict[str, Any], tip: str | None,
-          picks: list[dict[str, Any]], moved: dict[str, Any] | None = None) -> str:
+def write(parallel_dir: Path, record: RunRecord, inst: InstanceRecord, tip: str | None,
+          picks: list[PickRecord], moved: Mapping[str, object] | None = None) -> str:
     """Write the feedback for the attempt after ``inst``'s current one; returns its path."""
     path = feedback_path(parallel_dir, record["run_id"], inst["id"], inst["attempt"] + 1)
     atomic_write(path, plain(text(record, inst, tip, picks, moved)))
     return str(path)
 
 
-def read(inst: dict[str, Any]) -> str:
+def read(inst: InstanceRecord) -> str:
     """The text of the instance's feedback, or "" when it has none."""
     path = inst.get("feedback")
     if not path:
@@ -147,7 +151,7 @@ def read(inst: dict[str, Any]) -> str:
         return ""
 
 
-def argument(inst: dict[str, Any]) -> str:
+def argument(inst: InstanceRecord) -> str:
     """What ``{feedback}`` becomes: the text, or its last ``ARGUMENT_MAX``
     bytes (whole lines) after a line saying it was cut."""
     whole = read(inst)

@@ -21,7 +21,7 @@ must describe a commit): ``done`` commits them, or the person does.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pygit2
 
@@ -31,7 +31,7 @@ from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.git.repo import commit_all, worktree_changes
-from gitflow_parallel.model import FINISHED_RUN, find_instance
+from gitflow_parallel.model import FINISHED_RUN, InstanceRecord, RunRecord, find_instance
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.provenance import instance_note, leftovers_message
@@ -39,7 +39,7 @@ from gitflow_parallel.provenance import instance_note, leftovers_message
 HAND = "hand"
 
 
-def _usable(project: Project, record: dict[str, Any], inst: dict[str, Any]) -> str:
+def _usable(project: Project, record: RunRecord, inst: InstanceRecord) -> str:
     """The tip of a pending instance that can be marked finished; refuses one
     whose branch or worktree is gone or whose worktree is on another commit."""
     task, path = record["task"], Path(inst["worktree"])
@@ -63,12 +63,12 @@ def _symbolic_head(path: Path) -> str | None:
     return head.target if head is not None and isinstance(head.target, str) else None
 
 
-def _finish(record: dict[str, Any], inst: dict[str, Any], tip: str) -> None:
+def _finish(record: RunRecord, inst: InstanceRecord, tip: str) -> None:
     model.finish(record, inst, "succeeded", origin=HAND, head=tip, finished_at=utcnow(), exit_code=None,
                  error=None, pid=None)
 
 
-def adopt(project: Project, record: dict[str, Any], named: list[str] | None) -> dict[str, Any]:
+def adopt(project: Project, record: RunRecord, named: list[str] | None) -> RunRecord:
     """For ``check``: mark the pending instances that hold hand work
     succeeded (origin hand) before the gates judge them; returns the record."""
     task = record["task"]
@@ -98,7 +98,7 @@ def adopt(project: Project, record: dict[str, Any], named: list[str] | None) -> 
     if not chosen:
         return record
 
-    def apply(rec: dict[str, Any]) -> None:
+    def apply(rec: RunRecord) -> None:
         for inst_id, tip in chosen.items():
             i = find_instance(rec, inst_id)
             if i["status"] != "pending":
@@ -113,7 +113,16 @@ def adopt(project: Project, record: dict[str, Any], named: list[str] | None) -> 
     return record
 
 
-def done(project: Project, task: str, inst_id: str) -> dict[str, Any]:
+class Done(TypedDict):
+    """What ``done`` did: the instance as saved, the commit of its leftovers (if any)."""
+    run_id: str
+    task: str
+    instance: InstanceRecord
+    committed: str | None
+    notes_error: str | None
+
+
+def done(project: Project, task: str, inst_id: str) -> Done:
     """A person says instance ``inst_id`` is finished: its leftovers are
     committed (``commit_leftovers``) and it becomes succeeded, origin hand."""
     check_name(task, "task")
@@ -138,7 +147,7 @@ def done(project: Project, task: str, inst_id: str) -> dict[str, Any]:
             committed = commit_all(inst["worktree"], message, scratch=scratch_patterns(record["config"]))
             tip = project.tip(inst) or tip
 
-        def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
+        def apply(rec: RunRecord, i: InstanceRecord) -> None:
             _finish(rec, i, tip)
 
         record, _ = store.update_instance(task, inst_id, apply, expected_attempt=inst["attempt"])

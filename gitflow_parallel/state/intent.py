@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
+from gitflow_parallel import schema
 from gitflow_parallel.files import atomic_write, canonical_json
 from gitflow_parallel.model import LandingStep, RunRecord
 from gitflow_parallel.state.project import Project
@@ -17,14 +18,15 @@ SUFFIX = ".intent.json"
 
 class Intent(TypedDict):
     """The base ref about to move from ``previous`` to ``landing``, and what
-    recover needs to record that landing if the merge dies after the move."""
+    recover needs to record that landing if the merge dies after the move
+    (recover needs only the two oids; the rest it takes when there)."""
     previous: str
     landing: str
-    base_ref: str
-    worktree: str | None
-    steps: list[LandingStep]
-    resolved_files: list[dict[str, Any]]
-    written_at: str
+    base_ref: NotRequired[str]
+    worktree: NotRequired[str | None]
+    steps: NotRequired[list[LandingStep]]
+    resolved_files: NotRequired[list[dict[str, Any]]]
+    written_at: NotRequired[str]
 
 
 def _folder(project: Project) -> Path:
@@ -45,12 +47,8 @@ def write_intent(project: Project, record: RunRecord, intent: Intent) -> None:
 def read_intent(path: Path) -> Intent:
     """The intent at ``path``; ``ValueError`` (or ``OSError``) when it cannot
     be read or does not name the two oids."""
-    intent = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(intent, dict):
-        raise ValueError("not a JSON object")
-    if not (isinstance(intent.get("previous"), str) and isinstance(intent.get("landing"), str)):
-        raise ValueError("oids are not strings")
-    return intent  # type: ignore[return-value]  # checked above as far as recover relies on it
+    intent: Intent = schema.check(Intent, json.loads(path.read_text(encoding="utf-8")))  # a ShapeError is a ValueError
+    return intent
 
 
 def listed_intents(project: Project) -> list[tuple[str, Path]]:

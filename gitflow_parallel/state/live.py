@@ -31,7 +31,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from types import ModuleType
+
+from gitflow_parallel.model import InstanceRecord, RunRecord
 
 HEADER = ("# git-parallel live index v1: base REF TASK RUN_ID BASE_COMMIT | branch REF TASK RUN_ID INSTANCE TRACK"
           " | lost REF TASK RUN_ID PATCH_ID INSTANCE HEAD COMMIT")
@@ -39,7 +41,7 @@ KINDS = ("base", "branch", "lost")
 
 
 # -- writing -----------------------------------------------------------------------
-def run_lines(record: Mapping[str, Any], finished: bool, previous: list[str] | None = None,
+def run_lines(record: RunRecord, finished: bool, previous: list[str] | None = None,
               git_dir: Path | None = None) -> list[str]:
     """The lines of one run: its base, each instance branch, and the patches
     of the attempts that lost a pick (with ``git_dir``; ``previous``: the
@@ -60,7 +62,7 @@ def run_lines(record: Mapping[str, Any], finished: bool, previous: list[str] | N
     return lines
 
 
-def _lost_lines(record: Mapping[str, Any], insts: list[dict[str, Any]], previous: list[str],
+def _lost_lines(record: RunRecord, insts: list[InstanceRecord], previous: list[str],
                 git_dir: Path) -> list[str]:
     """``lost`` lines for each loser of a picked track (see the module docstring)."""
     from gitflow_parallel.git import plain
@@ -73,13 +75,12 @@ def _lost_lines(record: Mapping[str, Any], insts: list[dict[str, Any]], previous
     base, prefix = record["base"]["commit"], f"lost {record['base']['ref']} {record['task']} {record['run_id']}"
     out: list[str] = []
     for track, bound in sorted((record.get("picks") or {}).items()):
-        mine = [i for i in insts if i["track"] == track and i.get("head") and i["head"] != base]
-        winner = next((i for i in mine if i["id"] == bound.get("winner")), None)
-        theirs = set(_patches(plain, base, winner["head"], git_dir)) if winner else set()
-        for inst in mine:
-            if inst is winner:
+        mine = [(i, head) for i in insts if i["track"] == track and (head := i.get("head")) and head != base]
+        winner = next(((i, head) for i, head in mine if i["id"] == bound.get("winner")), None)
+        theirs = set(_patches(plain, base, winner[1], git_dir)) if winner else set()
+        for inst, head in mine:
+            if winner is not None and inst is winner[0]:
                 continue
-            head = inst["head"]
             found = kept.get((inst["id"], head))
             if found is None:
                 found = [f"{prefix} {pid} {inst['id']} {head} {commit}"
@@ -88,7 +89,7 @@ def _lost_lines(record: Mapping[str, Any], insts: list[dict[str, Any]], previous
     return out
 
 
-def _patches(plain: Any, base: str, head: str, git_dir: Path) -> dict[str, str]:
+def _patches(plain: ModuleType, base: str, head: str, git_dir: Path) -> dict[str, str]:
     """patch-id -> commit for each commit base..head, and for the whole change (named by head)."""
     found = {pid: commit for commit, pid in plain.patch_ids(plain.commits_between(base, head, git_dir), git_dir).items()}
     whole = plain.range_patch_id(base, head, git_dir)

@@ -38,12 +38,12 @@ def _schema_invalid(path: Path, problem: str) -> ParallelError:
     )
 
 
-def is_forced(pick: Mapping[str, Any]) -> bool:
+def is_forced(pick: Mapping[str, object]) -> bool:
     """A person's pick made with --force: its evidence was not required."""
     return pick.get("selection_method") == HUMAN and pick.get("forced") is True
 
 
-def validate_pick(pick: Any, path: Path, record: RunRecord, track: str) -> PickRecord:
+def validate_pick(pick: object, path: Path, record: RunRecord, track: str) -> PickRecord:
     """Check a loaded pick record against its shape (``shapes.PickRecord``)
     and against the run and track it is read for; returns it unchanged."""
     if not isinstance(pick, dict):
@@ -217,7 +217,8 @@ def retire_picks(project: Project, record: RunRecord, tracks: list[str]) -> list
             hint=f"run `git parallel recover {record['task']}` first")
     bound = record.get("picks") or {}
     folder = retired_dir(project.repo.parallel_dir, record["run_id"])
-    person, now, retired = who(project), utcnow(), []
+    person, now = who(project), utcnow()
+    retired: list[dict[str, Any]] = []  # as ``model.retire_picks`` takes them
     for t in tracks:
         pick = load_pick(project, record, t)  # refuses an edited pick file
         path = pick_path(project.repo.parallel_dir, record["run_id"], t)

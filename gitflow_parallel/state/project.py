@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Iterable, TypeGuard
 
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.model import InstanceRecord, RunRecord
@@ -42,7 +42,7 @@ class Project:
         return None
 
 
-def notes_instance_on(record: dict[str, Any], commit: str | None, inst: dict[str, Any] | None = None) -> bool:
+def notes_instance_on(record: RunRecord, commit: str | None, inst: InstanceRecord | None = None) -> bool:
     """Instance lines go on an attempt's own commits, never on a commit of
     the base branch (the spawn's base commit, or the base tip a ``retry
     --onto-current`` started from): the base is the team's branch, and a
@@ -50,8 +50,8 @@ def notes_instance_on(record: dict[str, Any], commit: str | None, inst: dict[str
     landings in it."""
     if not commit or commit == record["base"]["commit"]:
         return False
-    start = (inst or {}).get("start") or {}
-    return not (start.get("from") == "base-tip" and commit == start.get("commit"))
+    start = inst.get("start") if inst else None
+    return not (start is not None and start.get("from") == "base-tip" and commit == start.get("commit"))
 
 
 def _process_start_epoch(pid: int) -> float | None:
@@ -67,10 +67,10 @@ def _process_start_epoch(pid: int) -> float | None:
     return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
-def _recorded_epoch(inst: dict[str, Any]) -> float | None:
+def _recorded_epoch(recorded: object) -> float | None:
+    """A recorded UTC time (``started_at``) in seconds since the epoch; None if it is none."""
     import datetime as _dt
 
-    recorded = inst.get("started_at")
     if not isinstance(recorded, str):
         return None
     try:
@@ -79,7 +79,7 @@ def _recorded_epoch(inst: dict[str, Any]) -> float | None:
         return None
 
 
-def instance_process_alive(inst: dict[str, Any]) -> bool:
+def instance_process_alive(inst: InstanceRecord) -> bool:
     """Is a running instance still being run?
 
     Yes while its agent process is alive, and also while the ``git parallel
@@ -88,7 +88,7 @@ def instance_process_alive(inst: dict[str, Any]) -> bool:
     crash; where /proc tells when a process started, the agent must have
     started within a few seconds of ``started_at`` and the runner before it,
     or the process is somebody else's."""
-    when = _recorded_epoch(inst)
+    when = _recorded_epoch(inst.get("started_at"))
     pid = inst.get("pid")
     if pid_alive(pid):
         started = _process_start_epoch(pid)
@@ -108,16 +108,16 @@ def instance_process_alive(inst: dict[str, Any]) -> bool:
     return False
 
 
-def process_alive_since(pid: Any, since: str | None) -> bool:
+def process_alive_since(pid: object, since: str | None) -> bool:
     """Is ``pid`` alive and the process that was there at ``since`` (a
     recorded UTC time), not a later one that got the same pid?"""
     if not pid_alive(pid):
         return False
-    started, when = _process_start_epoch(pid), _recorded_epoch({"started_at": since})
+    started, when = _process_start_epoch(pid), _recorded_epoch(since)
     return started is None or when is None or started <= when + 5.0
 
 
-def _group_alive(pgid: Any) -> bool:
+def _group_alive(pgid: object) -> bool:
     """Is any process of group ``pgid`` still running (not a zombie)?"""
     if not isinstance(pgid, int) or isinstance(pgid, bool) or not 1 < pgid < 1 << 31:
         return False
@@ -142,7 +142,8 @@ def _group_alive(pgid: Any) -> bool:
     return False
 
 
-def pid_alive(pid: Any) -> bool:
+def pid_alive(pid: object) -> TypeGuard[int]:
+    """Is ``pid`` (a value read from a record: anything) a live process?"""
     if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 1 << 31:
         return False
     try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, TypeVar, cast
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, TypeVar, cast
 
 import yaml
 
@@ -48,7 +48,7 @@ def _invalid(path: Path, problem: str) -> ParallelError:
     )
 
 
-def validate_record(record: Any, path: Path) -> RunRecord:
+def validate_record(record: object, path: Path) -> RunRecord:
     """Check that a loaded record has the shape (``shapes.RunRecord``) and the
     invariants of schema 1; returns it unchanged."""
     if not isinstance(record, dict):
@@ -95,7 +95,7 @@ def _check_invariants(record: RunRecord, path: Path) -> None:
 _CSafeLoader = getattr(yaml, "CSafeLoader", None)
 
 
-def parse_yaml(text: str) -> Any:
+def parse_yaml(text: str) -> object:
     """``yaml.safe_load(text)``, through libyaml where that is the same thing."""
     if _CSafeLoader is not None and "\t" not in text and not yaml.reader.Reader.NON_PRINTABLE.search(text):
         try:
@@ -131,7 +131,7 @@ def read_record_text(path: Path) -> str:
 _CSafeDumper = getattr(yaml, "CSafeDumper", None)
 
 
-def dump(record: Mapping[str, Any]) -> str:
+def dump(record: Mapping[str, object]) -> str:
     """The record as YAML.  libyaml's emitter, where PyYAML has it, writes
     the same text as the pure-Python one at a third of the cost (a record is
     written on every transition); the representer is the safe one either way."""
@@ -143,7 +143,7 @@ def dump(record: Mapping[str, Any]) -> str:
 def _copy(record: RunRecord) -> RunRecord:
     """A deep copy of a record (plain dicts, lists and scalars), its keys in
     the sorted order that parsing its YAML gives them."""
-    def copy(value: Any) -> Any:
+    def copy(value: object) -> object:
         if isinstance(value, dict):
             return {k: copy(value[k]) for k in sorted(value)}
         if isinstance(value, list):

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
-from typing import Any, Iterator
+from dataclasses import dataclass, field
+from typing import Iterator, TypedDict
 
+from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
 
 UNNAMED = "(no agent)"
@@ -40,12 +42,12 @@ def _when(stamp: str | None) -> dt.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
-def records(project: Project, since: dt.datetime | None = None) -> list[dict[str, Any]]:
+def records(project: Project, since: dt.datetime | None = None) -> list[RunRecord]:
     """Every run this clone knows (local first, then fetched), once each,
     created at ``since`` or later."""
     from gitflow_parallel.git import share
 
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, RunRecord] = {}
     for rec in share.local_records(project) + [r for r, _ in share.shared_runs(project)]:
         seen.setdefault(rec["run_id"], rec)
     if since is not None:
@@ -54,7 +56,20 @@ def records(project: Project, since: dt.datetime | None = None) -> list[dict[str
     return list(seen.values())
 
 
-def attempts(record: dict[str, Any]) -> Iterator[dict[str, Any]]:
+class Attempt(TypedDict):
+    """One attempt that ran to an end, as the figures count it."""
+    agent: str
+    instance: str
+    attempt: int
+    status: str
+    verdict: str | None
+    head: str | None
+    won: bool
+    started_at: str | None
+    finished_at: str | None
+
+
+def attempts(record: RunRecord) -> Iterator[Attempt]:
     """Each attempt of the run that ran to an end, with its agent and whether it won."""
     winners = {t: p.get("winner") for t, p in (record.get("picks") or {}).items()}
     for inst in record["instances"]:
@@ -83,39 +98,70 @@ def _lines(project: Project, base: str, head: str | None) -> int | None:
         return None
 
 
-def figures(project: Project, since: dt.datetime | None = None) -> dict[str, Any]:
+@dataclass
+class _Counts:
+    """One agent's attempts, counted run by run."""
+    runs: set[str] = field(default_factory=set)
+    attempts: int = 0
+    passes: int = 0
+    wins: int = 0
+    times: list[float] = field(default_factory=list)
+    lines: list[float] = field(default_factory=list)
+    retries: list[float] = field(default_factory=list)
+
+
+class AgentFigures(TypedDict):
+    agent: str
+    runs: int
+    attempts: int
+    passes: int
+    pass_rate: float
+    wins: int
+    win_rate: float
+    median_time_to_pass_s: float | None
+    median_lines_changed: float | None
+    median_retries_to_pass: float | None
+
+
+class Figures(TypedDict):
+    """``stats``: per agent figures, over ``runs`` runs created ``since`` then."""
+    runs: int
+    since: str | None
+    agents: list[AgentFigures]
+
+
+def figures(project: Project, since: dt.datetime | None = None) -> Figures:
     """Per agent figures (see the module's docstring), and how many runs they come from."""
     runs = records(project, since)
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, _Counts] = {}
     for record in runs:
         first_pass: dict[tuple[str, str], int] = {}
         for a in attempts(record):
-            row = rows.setdefault(a["agent"], {"agent": a["agent"], "runs": set(), "attempts": 0, "passes": 0,
-                                               "wins": 0, "times": [], "lines": [], "retries": []})
-            row["runs"].add(record["run_id"])
-            row["attempts"] += 1
-            row["wins"] += a["won"]
+            row = rows.setdefault(a["agent"], _Counts())
+            row.runs.add(record["run_id"])
+            row.attempts += 1
+            row.wins += a["won"]
             lines = _lines(project, record["base"]["commit"], a["head"])
             if lines is not None:
-                row["lines"].append(lines)
+                row.lines.append(lines)
             if a["verdict"] != "pass":
                 continue
-            row["passes"] += 1
+            row.passes += 1
             start, end = _when(a["started_at"]), _when(a["finished_at"])
             if start and end:
-                row["times"].append((end - start).total_seconds())
+                row.times.append((end - start).total_seconds())
             key = (a["agent"], a["instance"])
             first_pass[key] = min(first_pass.get(key, a["attempt"]), a["attempt"])
         for (agent, _), attempt in first_pass.items():
-            rows[agent]["retries"].append(attempt)
-    out = []
+            rows[agent].retries.append(attempt)
+    out: list[AgentFigures] = []
     for name in sorted(rows):
         row = rows[name]
-        n = row["attempts"]
-        out.append({"agent": name, "runs": len(row["runs"]), "attempts": n, "passes": row["passes"],
-                    "pass_rate": round(row["passes"] / n, 4), "wins": row["wins"], "win_rate": round(row["wins"] / n, 4),
-                    "median_time_to_pass_s": _median(row["times"]), "median_lines_changed": _median(row["lines"]),
-                    "median_retries_to_pass": _median(row["retries"])})
+        n = row.attempts
+        out.append({"agent": name, "runs": len(row.runs), "attempts": n, "passes": row.passes,
+                    "pass_rate": round(row.passes / n, 4), "wins": row.wins, "win_rate": round(row.wins / n, 4),
+                    "median_time_to_pass_s": _median(row.times), "median_lines_changed": _median(row.lines),
+                    "median_retries_to_pass": _median(row.retries)})
     return {"runs": len(runs), "since": since.isoformat() if since else None, "agents": out}
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, NotRequired, TypedDict
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, failures
@@ -30,7 +30,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import cut_notice, read_tail, sha256_bytes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.model import find_instance
+from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord, find_instance
 
 if TYPE_CHECKING:  # imported by what reads objects: `show` and `logs` of a local run need none
     import pygit2
@@ -42,7 +42,7 @@ TAIL_LINES = 5
 @dataclass
 class RunView:
     project: Project
-    record: dict[str, Any]
+    record: RunRecord
     snapshot: str | None = None  # the run's snapshot commit, when read from git
 
     @property
@@ -53,10 +53,10 @@ class RunView:
     def repo(self) -> pygit2.Repository:
         return self.project.repo.pygit
 
-    def instance(self, inst_id: str) -> dict[str, Any]:
+    def instance(self, inst_id: str) -> InstanceRecord:
         return find_instance(self.record, inst_id)
 
-    def tip(self, inst: dict[str, Any]) -> str | None:
+    def tip(self, inst: InstanceRecord) -> str | None:
         """The attempt's commit: its branch here, else its archive ref, else the
         head the record last saw (if this clone has it)."""
         if not self.shared and not inst.get("removed"):
@@ -71,13 +71,13 @@ class RunView:
         head = inst.get("head")
         return head if head and head in self.repo else None
 
-    def pack(self, inst: dict[str, Any]) -> dict[str, Any] | None:
-        return share.load_pack(self.project, self.record, inst["id"], inst["attempt"], inst.get("evidence"))
+    def pack(self, inst: InstanceRecord) -> dict[str, Any] | None:
+        return share.load_pack(self.project, self.record, inst)
 
-    def freshness(self, inst: dict[str, Any]) -> evidence.Freshness:
+    def freshness(self, inst: InstanceRecord) -> evidence.Freshness:
         return evidence.freshness(self.record, inst, self.tip(inst), loader=self.pack)
 
-    def pick(self, track: str) -> dict[str, Any] | None:
+    def pick(self, track: str) -> PickRecord | None:
         from gitflow_parallel.state.picks import load_pick, validate_pick
 
         if not self.shared:
@@ -88,7 +88,7 @@ class RunView:
             return None
         return validate_pick(json.loads(data), Path(f"picks/{track}.json"), self.record, track)
 
-    def log(self, inst: dict[str, Any], path: str | None) -> tuple[bytes | None, str]:
+    def log(self, inst: InstanceRecord, path: str | None) -> tuple[bytes | None, str]:
         """A log's bytes and where they came from ("file", "ref" or "none")."""
         if not path:
             return None, "none"
@@ -120,11 +120,26 @@ def open_view(project: Project, task: str) -> RunView:
 
 
 # -- status of a fetched run ------------------------------------------------------------
-def shared_status(project: Project, task: str) -> dict[str, Any]:
+class SharedRow(InstanceRecord):
+    """An instance of a fetched run as ``status`` shows it (no flags: nothing of it is here)."""
+    tip: str | None
+    evidence_state: str
+    evidence_reason: str
+    flags: list[str]
+
+
+class SharedStatus(TypedDict):
+    run: RunRecord
+    rows: list[SharedRow]
+    shared: str  # the run ref it was read from
+    base_tip: str | None
+
+
+def shared_status(project: Project, task: str) -> SharedStatus:
     """``status TASK`` for a run this clone only fetched: no worktrees or
     branches of it here, so no flags; evidence judged against the archived tips."""
     view = open_view(project, task)
-    rows = []
+    rows: list[SharedRow] = []
     for inst in view.record["instances"]:
         fresh = view.freshness(inst)
         rows.append({**inst, "tip": view.tip(inst), "evidence_state": fresh.state, "evidence_reason": fresh.reason,
@@ -134,20 +149,38 @@ def shared_status(project: Project, task: str) -> dict[str, Any]:
 
 
 # -- diff -------------------------------------------------------------------------------------
-def changes_between(repo: pygit2.Repository, old: str, new: str, with_patch: bool) -> dict[str, Any]:
+class FileChange(TypedDict):
+    path: str
+    status: str  # git's letter: A, D, M, R…
+    binary: bool | None  # None where libgit2 did not tell
+    added: int | None  # None for a binary file
+    removed: int | None
+
+
+class Changes(TypedDict):
+    """The files changed between two commits, with the lines added and removed."""
+    files: list[FileChange]
+    added: int
+    removed: int
+    patch: NotRequired[str]
+
+
+def changes_between(repo: pygit2.Repository, old: str, new: str, with_patch: bool) -> Changes:
     import pygit2
 
-    diff = repo.diff(repo.get(old).peel(pygit2.Commit).tree, repo.get(new).peel(pygit2.Commit).tree)
-    files = []
+    diff = repo[old].peel(pygit2.Commit).tree.diff_to_tree(repo[new].peel(pygit2.Commit).tree)
+    files: list[FileChange] = []
     for patch in diff:
+        if patch is None:
+            continue
         delta = patch.delta
         binary = delta.is_binary
         _, added, removed = patch.line_stats
         files.append({"path": delta.new_file.path if delta.status_char() != "D" else delta.old_file.path,
                       "status": delta.status_char(), "binary": binary,
                       "added": None if binary else added, "removed": None if binary else removed})
-    out = {"files": files, "added": sum(f["added"] or 0 for f in files),
-           "removed": sum(f["removed"] or 0 for f in files)}
+    out: Changes = {"files": files, "added": sum(f["added"] or 0 for f in files),
+                    "removed": sum(f["removed"] or 0 for f in files)}
     if with_patch:
         out["patch"] = diff.patch or ""
     return out
@@ -165,7 +198,7 @@ def worktree_diff(worktree: str, base: str) -> pygit2.Diff | None:
              | pygit2.enums.DiffOption.SHOW_UNTRACKED_CONTENT)
     try:
         repo = pygit2.Repository(worktree)
-        tree = repo.get(base).peel(pygit2.Commit).tree  # type: ignore[union-attr]
+        tree = repo[base].peel(pygit2.Commit).tree
         return tree.diff_to_workdir(flags)
     except (pygit2.GitError, KeyError, ValueError, AttributeError, OSError):
         return None
@@ -185,13 +218,13 @@ def commit_stat(repo: pygit2.Repository, base: str, commit: str) -> dict[str, in
     import pygit2
 
     try:
-        stats = repo.diff(repo.get(base).peel(pygit2.Commit).tree, repo.get(commit).peel(pygit2.Commit).tree).stats
+        stats = repo[base].peel(pygit2.Commit).tree.diff_to_tree(repo[commit].peel(pygit2.Commit).tree).stats
     except (pygit2.GitError, KeyError, ValueError, AttributeError):
         return None
     return {"files": stats.files_changed, "added": stats.insertions, "removed": stats.deletions}
 
 
-def attempt_of(view: RunView, inst: dict[str, Any]) -> dict[str, Any]:
+def attempt_of(view: RunView, inst: InstanceRecord) -> dict[str, Any]:
     return {"id": inst["id"], "track": inst["track"], "attempt": inst["attempt"], "status": inst["status"],
             "commit": view.tip(inst)}
 
@@ -204,7 +237,16 @@ def tail_lines(data: bytes | None, lines: int) -> list[str]:
     return text.splitlines()[-lines:] if lines else []
 
 
-def outcome(view: RunView, inst: dict[str, Any]) -> dict[str, Any]:
+class Outcome(TypedDict):
+    """Did an attempt win its track, and why (or why not)?"""
+    picked: bool  # is its track picked?
+    won: bool | None  # None while the track is not picked
+    why: str
+    pick: NotRequired[PickRecord]
+    code: NotRequired[str]  # why it lost, as a reason code
+
+
+def outcome(view: RunView, inst: InstanceRecord) -> Outcome:
     """Did it win its track, and why (or why not)?"""
     pick = view.pick(inst["track"])
     if pick is None:
@@ -216,7 +258,7 @@ def outcome(view: RunView, inst: dict[str, Any]) -> dict[str, Any]:
         elif not fresh.passing:
             why = "its evidence does not pass every enforced gate" if (fresh.pack or {}).get("complete") \
                 else "its evidence is incomplete (not every gate ran)"
-        elif (fresh.pack or {}).get("protected_blocking"):
+        elif fresh.pack is not None and fresh.pack.get("protected_blocking"):
             why = ("passing, but it changed protected path(s) " + ", ".join(fresh.pack["protected_blocking"][:5])
                    + ": only a person's `pick --instance` can choose it")
         else:
@@ -235,9 +277,16 @@ def outcome(view: RunView, inst: dict[str, Any]) -> dict[str, Any]:
             "code": lost["code"] if lost else E.SELECTION_NO_PASS, "pick": pick}
 
 
-def gate_rows(view: RunView, inst: dict[str, Any], pack: dict[str, Any] | None, lines: int) -> list[dict[str, Any]]:
-    rows = []
-    for g in (pack or {}).get("gates") or []:
+def _gates(pack: Mapping[str, object] | None) -> list[dict[str, Any]]:
+    """The gates a pack records (none in a pack without them)."""
+    gates = pack.get("gates") if pack is not None else None
+    return [g for g in gates if isinstance(g, dict)] if isinstance(gates, list) else []
+
+
+def gate_rows(view: RunView, inst: InstanceRecord, pack: Mapping[str, object] | None,
+              lines: int) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for g in _gates(pack):
         data, source = view.log(inst, g.get("log"))
         rows.append({**g, "log_name": Path(g["log"]).name if g.get("log") else None, "log_source": source,
                      "tail": tail_lines(data, lines),
@@ -247,7 +296,7 @@ def gate_rows(view: RunView, inst: dict[str, Any], pack: dict[str, Any] | None, 
     return rows
 
 
-def agent_row(view: RunView, inst: dict[str, Any], lines: int) -> dict[str, Any]:
+def agent_row(view: RunView, inst: InstanceRecord, lines: int) -> dict[str, object]:
     """The agent's log of the attempt: where it is read from and its last lines
     (a worker's comes home with its result, see ``collect``)."""
     data, source = view.log(inst, inst.get("log"))
@@ -255,14 +304,15 @@ def agent_row(view: RunView, inst: dict[str, Any], lines: int) -> dict[str, Any]
 
 
 # -- logs ------------------------------------------------------------------------------------
-def _hidden_has_no_log(view: RunView, inst: dict[str, Any], g: dict[str, Any]) -> ParallelError:
+def _hidden_has_no_log(view: RunView, inst: InstanceRecord, g: Mapping[str, object]) -> ParallelError:
     """A hidden-tests gate ran, but its output would show the hidden tests, so only its counts are kept."""
     result = "passed" if g.get("passed") else "failed"
     if g.get("exit_code") is not None:  # none when it could not start or timed out: its error says which
         result += f", exit {g['exit_code']}"
     if g.get("error"):  # why it failed, when its exit status does not say (no count, a report)
         result += f" ({g['error']})"
-    counts = (g.get("hidden") or {}).get("summary") or "no test counts in its output"
+    hidden = g.get("hidden")
+    counts = (hidden.get("summary") if isinstance(hidden, dict) else None) or "no test counts in its output"
     return ParallelError(
         E.EVIDENCE_MISSING,
         f"gate {g['name']} ran for instance {inst['id']} (attempt {inst['attempt']}): {result}, "
@@ -271,31 +321,33 @@ def _hidden_has_no_log(view: RunView, inst: dict[str, Any], g: dict[str, Any]) -
              "tests yourself on the attempt's commit to see their output")
 
 
-def log_path(view: RunView, inst: dict[str, Any], gate: str | None) -> str:
+def log_path(view: RunView, inst: InstanceRecord, gate: str | None) -> str:
     """The path the record or pack names for the agent's log or a gate's."""
     if gate is None:
-        remote = view.record.get("remote") or {}
-        if not inst.get("log") and remote.get("agent"):
+        remote = view.record.get("remote")
+        log = inst.get("log")
+        if not log and remote and remote.get("agent"):
             raise ParallelError(E.EVIDENCE_MISSING, f"instance {inst['id']} has no agent log here: attempt "
                                 f"{inst['attempt']} runs on a worker ({remote.get('name')})",
                                 hint=f"`git parallel collect {view.record['task']}` brings each finished attempt's "
                                      "log with its result")
-        if not inst.get("log"):
+        if not log:
             raise ParallelError(E.EVIDENCE_MISSING, f"instance {inst['id']} has no agent log yet (attempt "
                                 f"{inst['attempt']} has not run)", hint=f"`git parallel run {view.record['task']} -- CMD`")
-        return inst["log"]
+        return log
     pack = view.pack(inst)
     if pack is None:
         raise ParallelError(E.EVIDENCE_MISSING, f"instance {inst['id']} has no evidence pack, so no gate logs",
                             hint=f"`git parallel check {view.record['task']}` runs the gates")
-    names = [g["name"] for g in pack.get("gates") or []]
-    for g in pack.get("gates") or []:
+    gates = _gates(pack)
+    names = [str(g["name"]) for g in gates]
+    for g in gates:
         if g["name"] == gate:
             if g.get("hidden") and not g.get("skipped"):
                 raise _hidden_has_no_log(view, inst, g)
             if not g.get("log"):
                 raise ParallelError(E.PREDECESSOR_INCOMPLETE, f"gate {gate} did not run for instance {inst['id']}: "
                                     f"{g.get('error')}", hint="its log would be empty; see `git parallel show`")
-            return g["log"]
+            return str(g["log"])
     raise ParallelError(E.INVALID_NAME, f"instance {inst['id']}'s evidence has no gate {gate!r} "
                         f"(it has: {', '.join(names) or 'no gates'})", hint="name one of those with --gate")
