@@ -57,6 +57,11 @@ def test_leftovers_and_landing_commits_honour_the_identity_variables(tmp_path: P
            "Test Committer <committer@example.com> 2026-01-01T00:00:00+00:00"
     assert git(repo, "log", "-1", f"--format={fmt}", "main") == want  # the landing (merge) commit
     assert git(repo, "log", "-1", f"--format={fmt}", "main^2") == want  # the leftovers commit
+    # And every other commit the tool writes: notes, evidence refs.
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/notes/", "refs/parallel/evidence/").split()
+    made = "\n".join(f"{ref} " + git(repo, "log", "-1", f"--format={fmt}", ref) for ref in refs)
+    assert "refs/notes/parallel " in made and "refs/parallel/evidence/" in made, made
+    assert all(line.endswith(" " + want) for line in made.splitlines()), made
 
 
 def test_a_committed_findings_file_does_not_score_the_attempt(tmp_path: Path) -> None:
