@@ -201,7 +201,8 @@ def test_hooks_check_the_tree_a_merge_carries_and_refuse_a_losers_patch(tmp_path
     git(repo, "checkout", "parallel/t/2", "--", ".")
     forged = hooks.proc(repo, "commit", "-q", "-m", "merge winner (really)")
     assert _refused(forged), forged.stderr
-    assert "differs from the clean merge" in forged.stderr and "result.txt" in forged.stderr, forged.stderr
+    assert "differs from the merge git makes of its parents" in forged.stderr, forged.stderr
+    assert "result.txt" in forged.stderr, forged.stderr
     assert "fresh, passing evidence" not in forged.stderr and hooks.tip(repo, "main") == base
     git(repo, "merge", "--abort")
     # git merge -s ours names the winner and keeps none of it.
@@ -232,7 +233,44 @@ def test_hooks_check_the_tree_a_merge_carries_and_refuse_a_losers_patch(tmp_path
 
     won = hooks.proc(repo, "merge", "--no-ff", "-m", "merge winner", "parallel/t/1")
     assert won.returncode == 0, won.stderr
-    assert "the tree is the clean merge of its parents" in won.stderr, won.stderr
+    assert "the tree is the merge git makes of its parents" in won.stderr, won.stderr
+
+
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
+def test_hooks_compare_a_merge_with_the_merge_git_makes(tmp_path: Path) -> None:
+    # The winner moves lib/ to src/ while the base adds lib/new.py: git's
+    # merge stops on the moved folder and suggests src/new.py, which the
+    # person takes.  That is an honest merge of the winner, not other files.
+    repo, gp = hooks.setup(tmp_path)
+    (repo / "lib").mkdir()
+    for i in range(3):
+        (repo / "lib" / f"m{i}.py").write_text("".join(f"line {j} of module {i}\n" for j in range(30)))
+    git(repo, "add", "lib")
+    git(repo, "commit", "-q", "-m", "lib")
+    hooks.spawn(gp, "t", 2)
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", "git mv lib src && git commit -qm 'lib is src'")
+    hooks.agent(gp, "t", "2", "result.txt=bad two")
+    gp("check", "t", code=1)
+    gp("pick", "t")
+    (repo / "lib" / "new.py").write_text("new\n")
+    git(repo, "add", "lib")
+    git(repo, "commit", "-q", "-m", "base work")
+    base = hooks.tip(repo, "main")
+    stopped = hooks.proc(repo, "merge", "--no-ff", "-m", "merge winner", "parallel/t/1")
+    assert stopped.returncode == 1 and "src/new.py" in stopped.stdout, stopped.stdout
+    # With one more file changed than the conflict needs, it is refused ...
+    (repo / "src" / "m2.py").write_text("not the winner's\n")
+    git(repo, "add", "-A")
+    forged = hooks.proc(repo, "commit", "-q", "--no-edit")
+    assert _refused(forged) and "src/m2.py" in forged.stderr and "src/new.py" not in forged.stderr, forged.stderr
+    assert hooks.tip(repo, "main") == base
+    # ... and as git suggested, it lands, naming the path resolved by hand.
+    git(repo, "checkout", "MERGE_HEAD", "--", "src/m2.py")
+    honest = hooks.proc(repo, "commit", "-q", "--no-edit")
+    assert honest.returncode == 0, honest.stderr
+    assert "the tree is the merge git makes of its parents but for 1 conflicted path(s)" in honest.stderr, honest.stderr
+    assert "src/new.py" in honest.stderr and git(repo, "ls-tree", "--name-only", "HEAD", "src/") .split() == [
+        "src/m0.py", "src/m1.py", "src/m2.py", "src/new.py"]
 
 
 def test_default_landing_message_names_the_agent_without_its_absolute_paths(tmp_path: Path) -> None:
