@@ -174,6 +174,21 @@ def test_merge_refuses_to_overwrite_an_ignored_file_of_the_base_checkout(tmp_pat
     assert (repo / "build" / "keep.o").read_text() == "local build\n"
 
 
+def test_merge_refuses_to_remove_a_folder_of_ignored_files_where_the_winner_adds_a_file(tmp_path: Path) -> None:
+    # git's read-tree deletes logs/app.log without a word to put the file logs there.
+    repo, gp = project(tmp_path, files={"README.md": "hello\n", ".gitignore": "*.log\n"})
+    (repo / "logs").mkdir()
+    (repo / "logs" / "app.log").write_text("mine\n")
+    gp("spawn", "t", "-n", "1")
+    agent(gp, "t", "1", "logs=a file now")
+    gp("check", "t")
+    gp("pick", "t")
+    before = snapshot(repo)
+    refused = gp("merge", "t", code=1)
+    assert "error[PARALLEL_BASE_DIRTY]" in refused.stderr and "logs/app.log (ignored)" in refused.stderr, refused.stderr
+    assert snapshot(repo) == before and (repo / "logs" / "app.log").read_text() == "mine\n"
+
+
 def test_judging_doc_says_a_merge_lands_over_unrelated_edits_as_it_does(tmp_path: Path) -> None:
     repo, gp = project(tmp_path, files={"README.md": "hello\n", "notes.txt": "mine\n"})
     gp("spawn", "t", "-n", "1")
