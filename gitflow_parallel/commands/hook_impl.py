@@ -339,8 +339,8 @@ def _copy_refusal(doing: str, copy: Copy) -> Verdict:
                    f"{copy.original[:12]} of instance {copy.instance} of task {copy.run.task!r} (run "
                    f"{copy.run.run_id}), which lost its pick: a cherry-pick or squash of a losing attempt",
                    f"a losing attempt lands only by a person's `git parallel pick {copy.run.task} --instance "
-                   f"{copy.instance}` then `git parallel merge {copy.run.task}`; `git reset --merge` (or "
-                   "`git cherry-pick --abort`) puts this worktree back")
+                   f"{copy.instance}` then `git parallel merge {copy.run.task}`; after a refused cherry-pick, "
+                   "`git cherry-pick --abort`")
 
 
 def _refusal(doing: str, record: dict[str, Any], inst: dict[str, Any], code: str | None, message: str) -> Verdict:
