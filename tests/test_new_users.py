@@ -189,6 +189,28 @@ def test_merge_refuses_to_remove_a_folder_of_ignored_files_where_the_winner_adds
     assert snapshot(repo) == before and (repo / "logs" / "app.log").read_text() == "mine\n"
 
 
+def test_recover_keeps_an_ignored_file_the_interrupted_landing_would_overwrite(tmp_path: Path) -> None:
+    from gitflow_parallel import faults
+
+    repo, gp = project(tmp_path, files={"README.md": "hello\n", ".gitignore": ".env.local\n"})
+    gp("spawn", "t", "-n", "1")
+    adds = "printf 'SECRET=agent\\n' > .env.local; git add -f .env.local; git commit -qm 'add env'"
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", adds)
+    gp("check", "t")
+    gp("pick", "t")
+    killed = gp("merge", "t", env={faults.ENV: "merge.after_ref"}, code=None)  # the base moved, its checkout not yet
+    assert killed.returncode in (-9, 137), killed.stderr
+    (repo / ".env.local").write_text("SECRET=mine\n")  # made meanwhile (by hand, a tool, a restore)
+    said = gp("recover", "t").stdout  # the record is finished; the checkout is left as it was
+    assert (repo / ".env.local").read_text() == "SECRET=mine\n"
+    assert "warning[PARALLEL_BASE_WORKTREE_STALE]" in said and ".env.local (ignored)" in said, said
+    fix = re.search(r"fix: move them aside, then git -C (\S+) (read-tree -m -u \w+ \w+)", said)
+    assert fix is not None, said
+    (repo / ".env.local").rename(tmp_path / "env.saved")  # as the fix says
+    git(Path(fix[1]), *fix[2].split())
+    assert (repo / ".env.local").read_text() == "SECRET=agent\n" and git(repo, "status", "--short") == ""
+
+
 def test_judging_doc_says_a_merge_lands_over_unrelated_edits_as_it_does(tmp_path: Path) -> None:
     repo, gp = project(tmp_path, files={"README.md": "hello\n", "notes.txt": "mine\n"})
     gp("spawn", "t", "-n", "1")

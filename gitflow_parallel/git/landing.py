@@ -80,6 +80,15 @@ def _ignored_in_the_way(wt: pygit2.Repository, root: Path, old_tree: pygit2.Tree
     return sorted(out)
 
 
+def ignored_in_checkout(path: Path, old: str, new: str) -> list[str]:
+    """The ignored files of the checkout at ``path`` that bringing it from
+    commit ``old`` to ``new`` would overwrite or remove, each named
+    ``<path> (ignored)`` (for recover, finishing an interrupted landing)."""
+    wt = pygit2.Repository(str(path))
+    old_tree, new_tree = (wt[oid].peel(pygit2.Tree) for oid in (old, new))
+    return [f"{rel} (ignored)" for rel in _ignored_in_the_way(wt, Path(path), old_tree, new_tree)]
+
+
 def _ignored_at(wt: pygit2.Repository, root: Path, old_tree: pygit2.Tree, added: str) -> list[str]:
     parts = added.split("/")
     for i in range(1, len(parts) + 1):

@@ -22,6 +22,7 @@ from gitflow_parallel.recovery.base import RunContext
 from gitflow_parallel.recovery.scan import ERROR, WARNING, PHASE_BASE_WORKTREE, Repair
 from gitflow_parallel.state import intent as merge_intent
 from gitflow_parallel.git import worktrees
+from gitflow_parallel.git.landing import ignored_in_checkout
 
 
 class EvidenceInspection(RunContext):
@@ -267,6 +268,13 @@ class LandingInspection(RunContext):
                      f"{wt} still shows the tree before the merge, and updating it would overwrite local "
                      f"changes: {dry.stderr.decode(errors='replace').strip()}",
                      fix=f"commit or stash them there, then git -C {wt} read-tree -m -u {previous} {landing}")
+            return
+        ignored = ignored_in_checkout(wt, previous, landing)  # which git's read-tree overwrites without a word
+        if ignored:
+            self.add(BASE_WORKTREE_STALE, WARNING,
+                     f"{wt} still shows the tree before the merge, and updating it would overwrite or remove "
+                     f"ignored files of yours: {', '.join(ignored[:10])}" + (" …" if len(ignored) > 10 else ""),
+                     fix=f"move them aside, then git -C {wt} read-tree -m -u {previous} {landing}")
             return
 
         def git() -> None:
