@@ -30,6 +30,8 @@ Each figure is the median over the rounds, with min and max.
   on the base has a picked winner and a loser, whose patch-ids the live
   index lists (`lost` lines): sh then also takes the commit's patch-id
   (`git diff-tree -p | git patch-id`) to tell it is no copy of the loser's.
+  Each of the two also as `_cpu_ms`: the CPU time added (user + system of
+  the processes git started), which a loaded machine does not inflate.
 * `parallel_checkout_added_ms`: with the run live, in an instance's worktree
   after `git checkout --detach`, what the hooks add to `git checkout
   parallel/<task>/<id>` (the post-checkout report: Python, the record, the
@@ -113,9 +115,10 @@ def pre_commit_hooks(base: Path, repo: Path, env: dict[str, str], tool: str) -> 
 
 
 def commits(rounds: int, on: list[str], off: list[str], repo: Path, env: dict[str, str],
-            name: str = "commit") -> dict[str, list[float]]:
+            name: str = "commit", cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Ordinary commits on the checked-out branch, one new file
-    (``<name><n>.txt``) staged (untimed) before each."""
+    (``<name><n>.txt``) staged (untimed) before each; with ``cpu``, each
+    side's CPU seconds there too."""
     made = [0]
 
     def stage(k: int) -> None:
@@ -124,7 +127,7 @@ def commits(rounds: int, on: list[str], off: list[str], repo: Path, env: dict[st
         sh(["git", "add", f"{name}{made[0]}.txt"], repo, env)
 
     return alternating(hooks_or_not(lambda flags: sh(["git", *flags, "commit", "-q", "-m", f"c{made[0]}"], repo, env),
-                                    on, off, stage), rounds)
+                                    on, off, stage), rounds, cpu)
 
 
 def picked_run(repo: Path, env: dict[str, str]) -> None:
@@ -178,9 +181,11 @@ def main() -> int:
 
         sh(["git", "checkout", "-q", "main"], repo, env)
         sh(["git", "parallel", "spawn", "bench", "-n", "1"], repo, env)
-        committed = commits(args.rounds, on, off, repo, env)
+        committed_cpu: dict[str, list[float]] = {}
+        committed = commits(args.rounds, on, off, repo, env, cpu=committed_cpu)
         picked_run(repo, env)
-        with_loser = commits(args.rounds, on, off, repo, env, name="after-pick")
+        with_loser_cpu: dict[str, list[float]] = {}
+        with_loser = commits(args.rounds, on, off, repo, env, name="after-pick", cpu=with_loser_cpu)
         sh(["git", "checkout", "-q", "left"], repo, env)
         live = switches(args.rounds, on, off, repo, env)
 
@@ -201,7 +206,10 @@ def main() -> int:
         figure("commit_on_live_base_ms_without_hooks", scaled(committed["without"], 1000), 1)
         figure("commit_on_live_base_ms_with_hooks", scaled(committed["with"], 1000), 1)
         figure("commit_on_live_base_added_ms", differences_ms(committed["with"], committed["without"]), 1)
+        figure("commit_on_live_base_added_cpu_ms", differences_ms(committed_cpu["with"], committed_cpu["without"]), 1)
         figure("commit_on_live_base_with_loser_added_ms", differences_ms(with_loser["with"], with_loser["without"]), 1)
+        figure("commit_on_live_base_with_loser_added_cpu_ms",
+               differences_ms(with_loser_cpu["with"], with_loser_cpu["without"]), 1)
         figure("parallel_checkout_ms_without_hooks", scaled(par["without"], 1000), 1)
         figure("parallel_checkout_ms_with_hooks", scaled(par["with"], 1000), 1)
         figure("parallel_checkout_added_ms", differences_ms(par["with"], par["without"]), 1)
