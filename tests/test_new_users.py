@@ -189,6 +189,7 @@ def test_merge_refuses_to_remove_a_folder_of_ignored_files_where_the_winner_adds
     assert snapshot(repo) == before and (repo / "logs" / "app.log").read_text() == "mine\n"
 
 
+@pytest.mark.slow  # over 2 s (a killed merge in its own process): the default tier keeps under 150 s
 def test_recover_keeps_an_ignored_file_the_interrupted_landing_would_overwrite(tmp_path: Path) -> None:
     from gitflow_parallel import faults
 
