@@ -46,6 +46,7 @@ TARGETS: dict[str, tuple[str, float]] = {
     "spawn_vs_parallel_git_n4": ("<=", 1.1),
     "spawn_vs_parallel_git_n8": ("<=", 1.1),
     "commit_on_live_base_added_ms": ("<=", 20),
+    "commit_on_live_base_with_loser_added_ms": ("<=", 20),
     "run_overhead_ms": ("<=", 50),
     "check_cold_ratio": ("<=", 2.0),
     "check_cold_vs_spawn": ("<=", 1.0),

@@ -26,6 +26,12 @@ Each figure is the median over the rounds, with min and max.
 * `commit_on_live_base_added_ms`: with the run live, what the hooks add to
   an ordinary `git commit` on its base branch (reference-transaction decides
   it in sh, with one `git rev-list`; target <= 20).
+* `commit_on_live_base_with_loser_added_ms`: the same, once a second run
+  on the base has a picked winner and a loser, whose patch-ids the live
+  index lists (`lost` lines): sh then also takes the commit's patch-id
+  (`git diff-tree -p | git patch-id`) to tell it is no copy of the loser's.
+  Each of the two also as `_cpu_ms`: the CPU time added (user + system of
+  the processes git started), which a loaded machine does not inflate.
 * `parallel_checkout_added_ms`: with the run live, in an instance's worktree
   after `git checkout --detach`, what the hooks add to `git checkout
   parallel/<task>/<id>` (the post-checkout report: Python, the record, the
@@ -108,18 +114,33 @@ def pre_commit_hooks(base: Path, repo: Path, env: dict[str, str], tool: str) -> 
     return ["-c", f"core.hooksPath={clone / '.git' / 'hooks'}"]
 
 
-def commits(rounds: int, on: list[str], off: list[str], repo: Path, env: dict[str, str]) -> dict[str, list[float]]:
-    """Ordinary commits on the checked-out branch, one new file staged
-    (untimed) before each."""
+def commits(rounds: int, on: list[str], off: list[str], repo: Path, env: dict[str, str],
+            name: str = "commit", cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """Ordinary commits on the checked-out branch, one new file
+    (``<name><n>.txt``) staged (untimed) before each; with ``cpu``, each
+    side's CPU seconds there too."""
     made = [0]
 
     def stage(k: int) -> None:
         made[0] += 1
-        (repo / f"commit{made[0]}.txt").write_text(f"{made[0]}\n")
-        sh(["git", "add", f"commit{made[0]}.txt"], repo, env)
+        (repo / f"{name}{made[0]}.txt").write_text(f"{made[0]}\n")
+        sh(["git", "add", f"{name}{made[0]}.txt"], repo, env)
 
     return alternating(hooks_or_not(lambda flags: sh(["git", *flags, "commit", "-q", "-m", f"c{made[0]}"], repo, env),
-                                    on, off, stage), rounds)
+                                    on, off, stage), rounds, cpu)
+
+
+def picked_run(repo: Path, env: dict[str, str]) -> None:
+    """A run ``lost`` on main whose instance 1 won its pick and 2 lost
+    (its gate fails on the file 2 wrote): the live index lists 2's patches."""
+    (repo / ".gitparallel.yaml").write_text("gates:\n  - name: ok\n    run: [sh, -c, 'test ! -e bad.txt']\n")
+    sh(["git", "add", ".gitparallel.yaml"], repo, env)
+    sh(["git", "commit", "-q", "-m", "config"], repo, env)
+    sh(["git", "parallel", "spawn", "lost", "-n", "2"], repo, env)
+    for inst, made in (("1", "good.txt"), ("2", "bad.txt")):
+        sh(["git", "parallel", "run", "lost", "--instance", inst, "--", "sh", "-c", f"echo {inst} > {made}"], repo, env)
+    sh(["git", "parallel", "check", "lost"], repo, env, check=False)  # 2 fails its gate
+    sh(["git", "parallel", "pick", "lost"], repo, env)
 
 
 def instance_checkouts(rounds: int, on: list[str], off: list[str], wt: Path, branch: str,
@@ -160,7 +181,11 @@ def main() -> int:
 
         sh(["git", "checkout", "-q", "main"], repo, env)
         sh(["git", "parallel", "spawn", "bench", "-n", "1"], repo, env)
-        committed = commits(args.rounds, on, off, repo, env)
+        committed_cpu: dict[str, list[float]] = {}
+        committed = commits(args.rounds, on, off, repo, env, cpu=committed_cpu)
+        picked_run(repo, env)
+        with_loser_cpu: dict[str, list[float]] = {}
+        with_loser = commits(args.rounds, on, off, repo, env, name="after-pick", cpu=with_loser_cpu)
         sh(["git", "checkout", "-q", "left"], repo, env)
         live = switches(args.rounds, on, off, repo, env)
 
@@ -181,6 +206,10 @@ def main() -> int:
         figure("commit_on_live_base_ms_without_hooks", scaled(committed["without"], 1000), 1)
         figure("commit_on_live_base_ms_with_hooks", scaled(committed["with"], 1000), 1)
         figure("commit_on_live_base_added_ms", differences_ms(committed["with"], committed["without"]), 1)
+        figure("commit_on_live_base_added_cpu_ms", differences_ms(committed_cpu["with"], committed_cpu["without"]), 1)
+        figure("commit_on_live_base_with_loser_added_ms", differences_ms(with_loser["with"], with_loser["without"]), 1)
+        figure("commit_on_live_base_with_loser_added_cpu_ms",
+               differences_ms(with_loser_cpu["with"], with_loser_cpu["without"]), 1)
         figure("parallel_checkout_ms_without_hooks", scaled(par["without"], 1000), 1)
         figure("parallel_checkout_ms_with_hooks", scaled(par["with"], 1000), 1)
         figure("parallel_checkout_added_ms", differences_ms(par["with"], par["without"]), 1)

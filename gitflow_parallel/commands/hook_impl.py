@@ -49,7 +49,7 @@ and its parents - that are a track's picked winner's commit and pass
 ``picks.winner_check`` (picked, exact commit, fresh passing evidence).
 The update passes iff nothing brought in is an instance commit outside the
 history of an approved commit, the commit it lands is an approved one or
-carries the tree a clean merge of its parents gives (``git/vouch``: paths
+carries the tree git's own merge of its parents gives (``git/vouch``: paths
 that merge leaves conflicted are a person's and not compared), and nothing
 brought in has the patch-id of a losing attempt's commit or whole change
 (the live index's ``lost`` lines: a cherry-pick, a squash).  So: a fast-forward to the winner passes; a
@@ -306,7 +306,7 @@ def _explain(project: Any, common_dir: Path, owners: list[Owner], records: dict[
 def _vouch(project: Any, doing: str, approved: list[tuple[str, dict[str, Any], dict[str, Any]]],
            landing: tuple[str | None, str, list[str]]) -> Verdict:
     """The winner's evidence holds; the commit that lands must carry what a
-    clean merge of it gives (``git/vouch``), else it lands other files."""
+    merge of it gives (``git/vouch``), else it lands other files."""
     from gitflow_parallel.git import vouch
 
     names = ", ".join(f"instance {i['id']} of {r['task']} ({c[:12]})" for c, r, i in approved)
@@ -323,10 +323,10 @@ def _vouch(project: Any, doing: str, approved: list[tuple[str, dict[str, Any], d
     if checked.differs:
         shown = ", ".join(checked.differs[:10]) + (" …" if len(checked.differs) > 10 else "")
         return _refusal(doing, record, inst, E.SELECTION_NO_PASS,
-                        f"the tree it lands differs from the clean merge of its parents "
+                        f"the tree it lands differs from {checked.compared_with} "
                         f"({', '.join(p[:12] for p in parents)}) at {shown}; only the picked commit, or a merge "
                         "of it that changes nothing else, may land")
-    said += "; the tree is the clean merge of its parents"
+    said += f"; the tree is {checked.compared_with}"
     if checked.conflicted:
         said += (f" but for {len(checked.conflicted)} conflicted path(s) resolved by hand, which were not checked: "
                  + ", ".join(checked.conflicted[:10]))
@@ -339,8 +339,8 @@ def _copy_refusal(doing: str, copy: Copy) -> Verdict:
                    f"{copy.original[:12]} of instance {copy.instance} of task {copy.run.task!r} (run "
                    f"{copy.run.run_id}), which lost its pick: a cherry-pick or squash of a losing attempt",
                    f"a losing attempt lands only by a person's `git parallel pick {copy.run.task} --instance "
-                   f"{copy.instance}` then `git parallel merge {copy.run.task}`; `git reset --merge` (or "
-                   "`git cherry-pick --abort`) puts this worktree back")
+                   f"{copy.instance}` then `git parallel merge {copy.run.task}`; after a refused cherry-pick, "
+                   "`git cherry-pick --abort`")
 
 
 def _refusal(doing: str, record: dict[str, Any], inst: dict[str, Any], code: str | None, message: str) -> Verdict:

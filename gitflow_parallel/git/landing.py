@@ -67,26 +67,58 @@ def dirty_paths(path: Path, new_tree: pygit2.Tree | None, old_tree: pygit2.Tree 
 
 def _ignored_in_the_way(wt: pygit2.Repository, root: Path, old_tree: pygit2.Tree,
                         new_tree: pygit2.Tree) -> list[str]:
-    """Ignored files of the checkout that the update would overwrite: a path
-    the landing adds (or a file where it needs a folder) that is there on
-    disk, untracked, and ignored.  Git treats ignored files as expendable;
-    they are the user's (``.env.local``), so they count as in the way."""
-    out = set()
+    """Ignored files of the checkout that the update would overwrite or
+    remove: where the landing adds a path, an untracked ignored file there
+    or in place of a folder it needs (``.env.local``), and the ignored files
+    in a folder there where it adds a file (git removes the folder, with
+    them).  Git treats ignored files as expendable; they are the user's, so
+    they count as in the way."""
+    out: set[str] = set()
     for delta in old_tree.diff_to_tree(new_tree).deltas:
-        if delta.status != pygit2.enums.DeltaStatus.ADDED:
-            continue
-        parts = delta.new_file.path.split("/")
-        for i in range(1, len(parts) + 1):
-            rel = "/".join(parts[:i])
-            on_disk = root / rel
-            if not os.path.lexists(on_disk):
-                break
-            if i < len(parts) and on_disk.is_dir() and not on_disk.is_symlink():
-                continue  # a folder on the way down: look further
-            if not _tracked(old_tree, rel) and wt.path_is_ignored(rel):
-                out.add(rel)
-            break
+        if delta.status == pygit2.enums.DeltaStatus.ADDED:
+            out.update(_ignored_at(wt, root, old_tree, delta.new_file.path))
     return sorted(out)
+
+
+def ignored_in_checkout(path: Path, old: str, new: str) -> list[str]:
+    """The ignored files of the checkout at ``path`` that bringing it from
+    commit ``old`` to ``new`` would overwrite or remove, each named
+    ``<path> (ignored)`` (for recover, finishing an interrupted landing)."""
+    wt = pygit2.Repository(str(path))
+    old_tree, new_tree = (wt[oid].peel(pygit2.Tree) for oid in (old, new))
+    return [f"{rel} (ignored)" for rel in _ignored_in_the_way(wt, Path(path), old_tree, new_tree)]
+
+
+def _ignored_at(wt: pygit2.Repository, root: Path, old_tree: pygit2.Tree, added: str) -> list[str]:
+    parts = added.split("/")
+    for i in range(1, len(parts) + 1):
+        rel = "/".join(parts[:i])
+        on_disk = root / rel
+        if not os.path.lexists(on_disk):
+            return []
+        folder = on_disk.is_dir() and not on_disk.is_symlink()
+        if folder and i < len(parts):
+            continue  # a folder on the way down: look further
+        if folder:
+            return _ignored_under(wt, root, old_tree, rel)
+        return [rel] if not _tracked(old_tree, rel) and wt.path_is_ignored(rel) else []
+    return []
+
+
+def _ignored_under(wt: pygit2.Repository, root: Path, old_tree: pygit2.Tree, folder: str,
+                   limit: int = 100) -> list[str]:
+    """The untracked ignored files in ``folder`` (links not followed; the
+    first ``limit``: enough to name them)."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root / folder):
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for name in sorted(filenames + links):
+            rel = Path(dirpath, name).relative_to(root).as_posix()
+            if not _tracked(old_tree, rel) and wt.path_is_ignored(rel):
+                out.append(rel)
+                if len(out) >= limit:
+                    return out
+    return out
 
 
 def _tracked(tree: pygit2.Tree, rel: str) -> bool:

@@ -22,7 +22,7 @@ from typing import Iterable
 
 import pygit2
 
-from gitflow_parallel.git.repo import common_path, create_ref_exclusive, note_write
+from gitflow_parallel.git.repo import Identity, common_path, create_ref_exclusive, identity, note_write
 
 MAX_ATTEMPTS = 50
 
@@ -89,8 +89,10 @@ def _put(repo: pygit2.Repository, tree: pygit2.Tree | None, path: str, blob: pyg
 
 
 def add(repo: pygit2.Repository, notes_ref: str, entries: Iterable[tuple[str, str]], message: str,
-        signature: pygit2.Signature | None = None) -> str | None:
-    """Add note lines ``(commit oid, line)`` as one notes commit; returns its oid.
+        who: Identity | None = None) -> str | None:
+    """Add note lines ``(commit oid, line)`` as one notes commit, by ``who``
+    (author and committer; ``Repo.identity``, as ``git notes add`` would
+    write them); returns its oid.
 
     Lines already present are not duplicated; returns None if nothing new."""
     wanted: dict[str, set[str]] = {}
@@ -98,11 +100,8 @@ def add(repo: pygit2.Repository, notes_ref: str, entries: Iterable[tuple[str, st
         wanted.setdefault(str(oid), set()).add(text)
     if not wanted:
         return None
-    if signature is None:
-        try:
-            signature = repo.default_signature
-        except (KeyError, pygit2.GitError):
-            signature = pygit2.Signature("git-parallel", "git-parallel@localhost")
+    if who is None:
+        who = identity(repo.workdir or repo.path)
     for attempt in range(MAX_ATTEMPTS):
         try:
             ref = repo.references[notes_ref]
@@ -128,7 +127,7 @@ def add(repo: pygit2.Repository, notes_ref: str, entries: Iterable[tuple[str, st
         if not changed or new_tree is None:
             return None
         parents = [parent.id] if parent is not None else []
-        commit = repo.create_commit(None, signature, signature, message, new_tree.id, parents)
+        commit = repo.create_commit(None, *who, message, new_tree.id, parents)
         note_write(common_path(repo))
         try:
             if ref is None:

@@ -4,6 +4,7 @@ standard library only (the hooks' fast path imports no pygit2)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 
@@ -45,6 +46,19 @@ def range_patch_id(base: str, head: str, git_dir: str | os.PathLike[str] | None 
     diff = _git_bytes(["diff", *DIFF_FLAGS, base, head, "--"], git_dir, b"")
     out = _git_bytes(["patch-id", "--stable"], git_dir, diff).decode(errors="replace").split()
     return out[0] if out else None
+
+
+def merge_tree(ours: str, theirs: str) -> tuple[str, list[str]] | None:
+    """The tree git's own merge of two commits gives (``git merge-tree
+    --write-tree``: the merge ``git merge`` makes, with the repository's
+    merge settings) and the paths it leaves conflicted; None where this git
+    cannot say (before 2.38)."""
+    proc = subprocess.run(["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", ours, theirs],
+                          capture_output=True, stdin=subprocess.DEVNULL)
+    fields = proc.stdout.decode(errors="surrogateescape").split("\0")
+    if proc.returncode not in (0, 1) or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", fields[0]):
+        return None  # (an unknown option, or a commit it cannot read: exit 1 or 129, nothing on stdout)
+    return fields[0], sorted({f for f in fields[1:] if f})
 
 
 def commits_between(base: str, head: str, git_dir: str | os.PathLike[str] | None = None) -> list[str]:

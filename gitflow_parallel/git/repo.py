@@ -151,6 +151,7 @@ class Repo:
 
     # -- objects and refs ----------------------------------------------------
     def signature(self) -> pygit2.Signature:
+        """The configured ``user.*`` (a record's "who"); commits take ``identity``."""
         import pygit2
 
         try:
@@ -159,8 +160,10 @@ class Repo:
             return pygit2.Signature(DEFAULT_NAME, DEFAULT_EMAIL)
 
     def identity(self) -> Identity:
-        """Author and committer of a commit of ours here, as git would write them."""
-        return identity(self.workdir)
+        """Author and committer of a commit of ours here, as git would write
+        them: every commit the tool makes (leftovers, landing, notes,
+        evidence and run refs, claims) takes them from here."""
+        return identity(self.workdir or self.common_dir)
 
     def ref_target(self, name: str) -> str | None:
         if self._readable():

@@ -221,11 +221,11 @@ def commit_pack(project: Project, record: RunRecord, inst_id: str, attempt: int,
             return None
         tree = tree_of_files(repo, _pack_files(pack_bytes, pack_logs(pack, agent_log), limit))
         parents = [p for p in (pack.get("commit"), current) if p and p in repo.pygit]
-        sig = repo.signature()
+        who = repo.identity()
         message = (f"git-parallel: evidence of {record['task']}/{inst_id} attempt {attempt} ({pack.get('verdict')})\n\n"
                    f"Parallel-Run: {record['run_id']}\nParallel-Commit: {pack.get('commit')}\n"
                    f"Evidence-Sha256: {binding['sha256']}\n")
-        return str(repo.pygit.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=p) for p in parents]))
+        return str(repo.pygit.create_commit(None, *who, message, tree, [pygit2.Oid(hex=p) for p in parents]))
 
     _publish(repo, name, build)
     return name
@@ -294,10 +294,10 @@ def snapshot_commit(project: Project, record: RunRecord, parent: str | None,
 
     repo = project.repo
     tree = tree_of_files(repo, files if files is not None else _snapshot_files(record))
-    sig = repo.signature()
+    who = repo.identity()
     message = (f"git-parallel: run {record['task']} {record['status']} (revision {record['run_revision']})\n\n"
                f"Parallel-Run: {record['run_id']}\n")
-    return str(repo.pygit.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=parent)] if parent else []))
+    return str(repo.pygit.create_commit(None, *who, message, tree, [pygit2.Oid(hex=parent)] if parent else []))
 
 
 def snapshot_run(project: Project, record: RunRecord) -> str:

@@ -159,9 +159,8 @@ def moved(repo: Repo, remote: str, updates: list[Update]) -> list[str]:
 
 # -- objects -----------------------------------------------------------------------------
 def _commit(repo: Repo, files: dict[str, bytes], message: str, parents: Iterable[str]) -> str:
-    sig = repo.signature()
     tree = tree_of_files(repo, files)
-    return str(repo.pygit.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=p) for p in parents]))
+    return str(repo.pygit.create_commit(None, *repo.identity(), message, tree, [pygit2.Oid(hex=p) for p in parents]))
 
 
 # -- the manifest ------------------------------------------------------------------------
@@ -343,7 +342,7 @@ def notes_on(repo: Repo, base: str | None, entries: list[tuple[str, str]], messa
     if base is not None:
         repo.pygit.references.create(scratch, pygit2.Oid(hex=base), force=True)
     try:
-        made = notes.add(repo.pygit, scratch, entries, message, repo.signature())
+        made = notes.add(repo.pygit, scratch, entries, message, repo.identity())
     finally:
         repo.delete_ref(scratch)
     return made

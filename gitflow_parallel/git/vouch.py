@@ -5,8 +5,8 @@ copy (same ``git patch-id``) of a change of an attempt that lost its pick.
 
 The first catches a merge commit that names the winner as a parent but
 carries other files (``git merge --no-commit`` then edits, ``-s ours``);
-paths the clean merge leaves conflicted are the person's to resolve and are
-not compared, and an octopus whose clean merge conflicts is refused.  The
+paths the merge leaves conflicted are the person's to resolve and are not
+compared, and an octopus whose clean merge conflicts is refused.  The
 second catches a cherry-pick or a squash of a losing attempt's commit or
 whole change, from the ``lost`` lines of the live index (``state/live``).
 """
@@ -21,11 +21,17 @@ from gitflow_parallel.git import plain
 from gitflow_parallel.state.live import LiveRun
 
 
+# What the commit's tree was compared with, for the hooks' messages.
+BY_GIT = "the merge git makes of its parents"
+BY_PYGIT2 = "the clean in-memory merge of its parents"
+
+
 @dataclass
 class TreeCheck:
-    differs: list[str]  # paths where the commit's tree is not the clean merge's
-    conflicted: list[str]  # paths the clean merge leaves conflicted (not compared)
+    differs: list[str]  # paths where the commit's tree is not the merge's
+    conflicted: list[str]  # paths the merge leaves conflicted (not compared)
     unmergeable: bool = False  # an octopus whose clean merge conflicts
+    compared_with: str = BY_PYGIT2
 
 
 def _entries(index: pygit2.Index, skip: set[str]) -> dict[str, tuple[str, int]]:
@@ -50,10 +56,20 @@ def _clean_merge(repo: pygit2.Repository, parents: list[str]) -> tuple[pygit2.In
 
 
 def check_tree(repo: pygit2.Repository, tree: str, parents: list[str]) -> TreeCheck:
-    """Compare ``tree`` with the clean merge of ``parents`` (for one parent:
-    its tree, so that only the exact commit or a merge of it passes)."""
+    """Compare ``tree`` with the merge of ``parents`` (for one parent: its
+    tree, so that only the exact commit or a merge of it passes).  Two
+    parents are merged by git itself (``plain.merge_tree``), so a conflict
+    git reports - a folder the winner moved, where the base added a file -
+    is the person's to resolve as with any merge; an octopus, or a git
+    before 2.38, by pygit2, whose rename handling differs from git's."""
     conflicted: set[str]
-    if len(parents) == 1:
+    by_git = plain.merge_tree(parents[0], parents[1]) if len(parents) == 2 else None
+    compared_with = BY_PYGIT2
+    if by_git is not None:
+        expected_index, conflicted, octopus = pygit2.Index(), set(by_git[1]), False
+        expected_index.read_tree(repo[by_git[0]].peel(pygit2.Tree))
+        compared_with = BY_GIT
+    elif len(parents) == 1:
         expected_index, conflicted, octopus = pygit2.Index(), set(), False
         expected_index.read_tree(repo[parents[0]].peel(pygit2.Tree))
     else:
@@ -64,7 +80,7 @@ def check_tree(repo: pygit2.Repository, tree: str, parents: list[str]) -> TreeCh
     actual.read_tree(repo[tree].peel(pygit2.Tree))
     expected, got = _entries(expected_index, conflicted), _entries(actual, conflicted)
     differs = sorted(p for p in set(expected) | set(got) if expected.get(p) != got.get(p))
-    return TreeCheck(differs, sorted(conflicted))
+    return TreeCheck(differs, sorted(conflicted), compared_with=compared_with)
 
 
 @dataclass

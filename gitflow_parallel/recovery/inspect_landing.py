@@ -23,6 +23,7 @@ from gitflow_parallel.recovery.base import RunContext
 from gitflow_parallel.recovery.scan import ERROR, WARNING, PHASE_BASE_WORKTREE, Repair
 from gitflow_parallel.state import intent as merge_intent
 from gitflow_parallel.git import worktrees
+from gitflow_parallel.git.landing import ignored_in_checkout
 
 
 class EvidenceInspection(RunContext):
@@ -253,13 +254,10 @@ class LandingInspection(RunContext):
                      f"{previous[:12]} nor the landed {landing[:12]}",
                      fix=f"inspect it with git -C {wt} status; git -C {wt} reset --keep {landing} updates it")
             return
-        run(["update-index", "-q", "--refresh"], cwd=wt, check=False)
-        dry = run(["read-tree", "-m", "-u", "-n", previous, landing], cwd=wt, check=False)
-        if dry.returncode != 0:
-            self.add(BASE_WORKTREE_STALE, WARNING,
-                     f"{wt} still shows the tree before the merge, and updating it would overwrite local "
-                     f"changes: {dry.stderr.decode(errors='replace').strip()}",
-                     fix=f"commit or stash them there, then git -C {wt} read-tree -m -u {previous} {landing}")
+        blocked = _in_the_way(run, wt, previous, landing)
+        if blocked is not None:
+            self.add(BASE_WORKTREE_STALE, WARNING, blocked[0],
+                     fix=f"{blocked[1]}, then git -C {wt} read-tree -m -u {previous} {landing}")
             return
 
         def git() -> None:
@@ -349,6 +347,25 @@ def found_landing(record: RunRecord, rid: str, landed: str, previous: str | None
     if outside:
         found["outside"] = True
     return found
+
+
+def _in_the_way(run: Callable[..., Any], wt: Path, previous: str, landing: str) -> tuple[str, str] | None:
+    """What of the user's in the base's checkout updating it from
+    ``previous`` to ``landing`` would overwrite (local changes, as git
+    itself says; ignored files where the landing adds one, which git's
+    read-tree overwrites without a word), and what to do first; None when
+    nothing."""
+    run(["update-index", "-q", "--refresh"], cwd=wt, check=False)
+    dry = run(["read-tree", "-m", "-u", "-n", previous, landing], cwd=wt, check=False)
+    if dry.returncode != 0:
+        return (f"{wt} still shows the tree before the merge, and updating it would overwrite local changes: "
+                f"{dry.stderr.decode(errors='replace').strip()}", "commit or stash them there")
+    ignored = ignored_in_checkout(wt, previous, landing)
+    if ignored:
+        return (f"{wt} still shows the tree before the merge, and updating it would overwrite or remove ignored "
+                f"files of yours: {', '.join(ignored[:10])}" + (" …" if len(ignored) > 10 else ""),
+                "move them aside")
+    return None
 
 
 def reflog_landing(repo: pygit2.Repository, record: RunRecord) -> tuple[str, str] | None:

@@ -28,7 +28,7 @@ class Project:
         from gitflow_parallel.git import notes  # (pygit2: not for the verbs that only read)
 
         return notes.add(self.repo.pygit, record["config"]["notes_ref"], list(entries),
-                         f"git-parallel: {what} ({record['task']}, {record['run_id']})", self.repo.signature())
+                         f"git-parallel: {what} ({record['task']}, {record['run_id']})", self.repo.identity())
 
     def mirror_notes(self, record: RunRecord, entries: Iterable[tuple[str, str]], what: str) -> str | None:
         """Write the notes that mirror records already saved; a failure here
