@@ -437,10 +437,12 @@ GATE_THAT_WAITS = """
     out = sys.argv[1]
     if os.fork() == 0:  # a daemon of the gate, out of its process group
         os.setsid()
-        open(os.path.join(out, "daemon.pid"), "w").write(str(os.getpid()))
+        open(os.path.join(out, "daemon.pid.tmp"), "w").write(str(os.getpid()))
+        os.rename(os.path.join(out, "daemon.pid.tmp"), os.path.join(out, "daemon.pid"))  # whole when seen
         time.sleep(120)
         os._exit(0)
-    open(os.path.join(out, "gate.pid"), "w").write(str(os.getpid()))
+    open(os.path.join(out, "gate.pid.tmp"), "w").write(str(os.getpid()))
+    os.rename(os.path.join(out, "gate.pid.tmp"), os.path.join(out, "gate.pid"))  # whole when seen
     time.sleep(120)
 """
 
@@ -478,7 +480,8 @@ def test_kill_9_of_check_stops_its_gates(tmp_path: Path) -> None:
 
 
 AGENT_THAT_WAITS = DAEMONIZE + """
-    open(os.path.join(out, "agent.pid"), "w").write(str(os.getpid()))
+    open(os.path.join(out, "agent.pid.tmp"), "w").write(str(os.getpid()))
+    os.rename(os.path.join(out, "agent.pid.tmp"), os.path.join(out, "agent.pid"))  # whole when seen
     time.sleep(120)
 """
 

@@ -573,7 +573,9 @@ def test_abort_of_one_instance_during_run_stands(repo: Path, gp: GP, tmp_path: P
     work = agent(tmp_path, "work", """
         import os, sys, time
         me = os.environ["GIT_PARALLEL_INSTANCE"]
-        open(os.path.join(sys.argv[1], me + ".pid"), "w").write(str(os.getpid()))
+        path = os.path.join(sys.argv[1], me + ".pid")
+        open(path + ".tmp", "w").write(str(os.getpid()))
+        os.rename(path + ".tmp", path)  # whole when seen: the test reads it at once
         time.sleep(60 if me == "1" else 1.5)
     """)
     proc = subprocess.Popen(["git", "parallel", "run", "T", "--json", "--", *work, str(pids)], cwd=repo,
