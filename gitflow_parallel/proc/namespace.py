@@ -9,6 +9,9 @@ What it gives a command, checked once per process by starting one
   git-parallel dies, the kernel kills everything left in the namespace, a
   ``setsid`` daemon included, and nothing inside can name (so signal) a
   process outside, the runner and its watchdog among them;
+- **no capabilities** (``--cap-drop ALL``), even when root starts it (then
+  bwrap makes no user namespace, and a command keeping its capabilities
+  could unmount what hides a folder or remount ``/`` read-write);
 - a **mount namespace** in which ``/`` is read-only and only the paths the
   fence grants are bound writable (``Mounts.write``), the folders it must
   not see are covered by an empty tmpfs (``Mounts.hidden``), ``/dev/shm``
@@ -40,6 +43,11 @@ from pathlib import Path
 from typing import Callable
 
 ENV = "GIT_PARALLEL_NAMESPACE"
+# Started by root (a container, a CI runner), bwrap makes no user namespace
+# and keeps every capability in the sandbox: the command could unmount the
+# covers over hidden folders and remount ``/`` read-write.  So none is kept,
+# whoever starts it (unprivileged, bwrap drops them anyway).
+NO_CAPABILITIES = ("--cap-drop", "ALL")
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,10 +73,10 @@ def _probe() -> str | None:
     with tempfile.TemporaryDirectory(prefix="git-parallel-probe-") as tmp:
         lower = Path(tmp) / "lower"
         lower.mkdir()
-        argv = [found, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/",
+        argv = [found, "--die-with-parent", "--unshare-pid", "--unshare-net", *NO_CAPABILITIES, "--ro-bind", "/", "/",
                 "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc",
                 "--overlay-src", str(lower), "--tmp-overlay", str(lower), "--",
-                "/bin/sh", "-c", f"echo ok > {lower}/probe"]
+                "/bin/sh", "-c", f"echo ok > {lower}/probe; grep '^CapEff:' /proc/self/status"]
         try:
             proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -78,6 +86,9 @@ def _probe() -> str | None:
             return f"bwrap cannot make namespaces here: {said[-1] if said else f'exit {proc.returncode}'}"
         if (lower / "probe").exists():
             return "bwrap's overlay wrote through to its lower layer"
+        held = proc.stdout.decode(errors="replace").split()
+        if len(held) != 2 or held[1].strip("0"):
+            return "bwrap left the command capabilities (it could undo its own mounts)"
     return None
 
 
@@ -135,7 +146,7 @@ class Mounts:
         """``command`` wrapped in bwrap with these mounts."""
         found = binary()
         assert found is not None, "namespace.argv without a probe"
-        out = [found, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        out = [found, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", *NO_CAPABILITIES]
         if not self.network:
             out.append("--unshare-net")
         out += ["--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc"]
