@@ -6,11 +6,13 @@ explained)."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
+from conftest import git
 from hostile import log_of, needs_namespace
-from test_hostile import HONEST, act, project
+from test_hostile import HONEST, PY, act, project
 
 # -- processes: what a sandboxed command may do to the mounts it is given ------
 
@@ -61,3 +63,78 @@ def test_an_agent_holds_no_capability_to_undo_its_mounts(tmp_path: Path) -> None
     said = log_of(gp, "t", "1")
     assert not mark.exists(), "an agent wrote outside its worktree"
     assert "CapEff:\t0000000000000000" in said, said
+
+
+# -- judged checkouts and worktrees: what the judge removes after them ---------
+
+# sh: a folder tree deeper than Python's recursion limit (shutil.rmtree
+# recurses once per level), made in the current folder.
+DEEP = (f"'{PY}' -c \"import os\nfor _ in range(1500): os.mkdir('d'); os.chdir('d')\"")
+
+
+@needs_namespace
+def test_a_deep_tree_a_gate_leaves_in_its_layer_crashes_no_check(tmp_path: Path) -> None:
+    # The judge removes each gate's upper layer with shutil.rmtree, which
+    # raised RecursionError (not an OSError: ignore_errors does not cover
+    # it): every check of the attempt ended in an internal error.
+    (tmp_path / "gate.sh").write_text(f"{DEEP} && ./test.sh\n")
+    config = f"gates:\n  - name: tests\n    run: [sh, {tmp_path / 'gate.sh'}]\n"
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", HONEST)
+    proc = gp("check", "t", "--json", code=None)
+    assert proc.returncode in (0, 1), proc.stderr[-800:]
+    assert json.loads(proc.stdout)["instances"][0]["verdict"] == "pass"
+    assert not list((repo / ".git" / "parallel" / "layers").glob("*")), "the gate's layer was left behind"
+
+
+@needs_namespace
+def test_a_deep_tree_an_agent_leaves_in_its_worktree_crashes_no_merge(tmp_path: Path) -> None:
+    # Merge removes the attempts' worktrees (shutil.rmtree): an ignored
+    # folder deeper than the recursion limit made it end in an internal
+    # error after main had moved, every worktree and branch left behind.
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    agent = HONEST + f" && echo deep/ > .gitignore && git add -A && git commit -qm fix && mkdir deep && cd deep && {DEEP}"
+    gp("run", "t", "--", "sh", "-c", agent)
+    gp("check", "t")
+    gp("pick", "t")
+    proc = gp("merge", "t", code=None)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    assert git(repo, "show", "main:app.py").strip().endswith("a + b")
+    assert gp("cleanup", "t", code=None).returncode == 0
+
+
+# -- what the judge parses of an attempt: JSON nested past the recursion limit --
+
+# Python's json (and tomllib) parse nesting by recursion: a document of
+# 100,000 brackets raises RecursionError, which no `except ValueError`
+# catches, so the command ended in an internal error.
+
+
+@needs_namespace
+def test_a_deeply_nested_line_an_agent_appends_to_its_events_crashes_no_command(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    agent = HONEST + f" && git commit -qam fix && {PY} -c \"print('[' * 100_000)\" >> \"$GIT_PARALLEL_EVENTS\""
+    proc = gp("run", "t", "--", "sh", "-c", agent, code=None)
+    assert proc.returncode in (0, 1), proc.stderr[-800:]
+    for verb in (("check", "t"), ("show", "t", "1"), ("status", "t")):
+        proc = gp(*verb, code=None)
+        assert proc.returncode in (0, 1), (verb, proc.stderr[-800:])
+
+
+@needs_namespace
+def test_a_deeply_nested_package_json_an_attempt_commits_crashes_no_check(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path)
+    (repo / "package.json").write_text('{"name": "app", "scripts": {"test": "true"}}\n')
+    (repo / "pyproject.toml").write_text('[project]\nname = "app"\n')
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "package files")
+    gp("spawn", "t", "-n", "1")
+    (tmp_path / "deep.py").write_text("open('package.json', 'w').write('{\"a\": ' + '[' * 100_000)\n"
+                                      "open('pyproject.toml', 'w').write('a = ' + '[' * 100_000)\n")
+    deep = f"{PY} {tmp_path / 'deep.py'}"
+    act(gp, "t", "1", HONEST + " && " + deep)
+    proc = gp("check", "t", code=None)
+    assert proc.returncode in (0, 1), proc.stderr[-800:]

@@ -439,24 +439,16 @@ def scrub(common: Path, admin: Path) -> list[str]:
     ``/dev/zero`` without end, or append through a link to a file of the
     user's.  A ``HEAD`` removed so is put back naming the instance's branch.
     Returns what was removed (the attempt fails)."""
-    removed: list[str] = []
+    from gitflow_parallel.files import tree_entries
 
-    def visit(folder: Path, skip: str | None) -> None:
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            return
-        for entry in entries:
-            if entry.name == skip:
+    removed: list[str] = []
+    for top, skip in ((admin, NAME), (admin / NAME / "objects", None)):
+        for entry, rel in tree_entries(top, prune=lambda rel, skip=skip: rel == skip):  # type: ignore[misc]
+            if rel == skip or entry.is_dir(follow_symlinks=False):
                 continue
-            if entry.is_dir(follow_symlinks=False):
-                visit(Path(entry.path), None)
-            elif not entry.is_file(follow_symlinks=False):
+            if not entry.is_file(follow_symlinks=False):
                 _remove(Path(entry.path))
                 removed.append(f"{entry.path}: not a regular file (removed)")
-
-    visit(admin, NAME)
-    visit(admin / NAME / "objects", None)
     index = admin / "index"
     try:
         info = os.lstat(index)
@@ -522,8 +514,10 @@ def _put_back_pointers(admin: Path, worktree: Path) -> list[str]:
 # The admin folder is the agent's to write: whatever it left there (a
 # symlink where a folder or a file is expected) is removed, never followed.
 def _remove(path: Path) -> None:
+    from gitflow_parallel.files import remove_tree
+
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path, ignore_errors=True)
     elif os.path.lexists(path):  # a file, a link, a FIFO, a socket
         path.unlink()
 

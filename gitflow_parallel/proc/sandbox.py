@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import stat
 import tempfile
 import threading
@@ -44,6 +43,7 @@ from typing import Any, Callable, Iterable, TypeVar
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import remove_tree
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.proc import cgroup, landlock, namespace
 
@@ -148,7 +148,7 @@ class Fence:
         its worktree sees the shared common dir again."""
         self.applied()
         if self.tmpdir is not None:
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            remove_tree(self.tmpdir, ignore_errors=True)
             self.tmpdir = None
         if self.view is not None:
             from gitflow_parallel.git import shadow
@@ -354,7 +354,7 @@ def _fence(kind: str, config: dict[str, Any], write: list[Path], denied: list[Pa
         denied = [*denied, *_hidden_tmp()]
         ruleset = _build([*write, tmp], denied, network, [Path("/dev"), *extra_files], reads or Reads())
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp, ignore_errors=True)
         return none(f"{why}; the Landlock fence could not be built: {exc}", network)
     env = {"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)}
     plan = {"write": [str(p) for p in [*write, tmp]], "denied": [str(p) for p in denied],
