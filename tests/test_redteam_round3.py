@@ -10,6 +10,8 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from conftest import git
 from hostile import log_of, needs_namespace
 from test_hostile import HONEST, PY, act, project
@@ -138,3 +140,30 @@ def test_a_deeply_nested_package_json_an_attempt_commits_crashes_no_check(tmp_pa
     act(gp, "t", "1", HONEST + " && " + deep)
     proc = gp("check", "t", code=None)
     assert proc.returncode in (0, 1), proc.stderr[-800:]
+
+
+# -- unbounded reads: what a gate hands back -----------------------------------
+
+
+@pytest.mark.slow  # a capped process and a 64 MB report
+@needs_namespace
+def test_a_test_report_of_millions_of_elements_is_not_built_whole_by_the_judge(tmp_path: Path) -> None:
+    # The report is read only under 64 MB, but ElementTree built all of it:
+    # 16 million empty elements took the judge 1.6 GB.
+    from test_bounded_reads import MAX_RSS_MB, run_capped
+
+    (tmp_path / "report.py").write_text(
+        "import sys\nwith open(sys.argv[1], 'wb') as f:\n"
+        "    f.write(b'<testsuite>' + b'<a/>' * (16 * 1024 * 1024 - 6) + b'</testsuite>')\n")
+    config = textwrap.dedent(f"""\
+        gates:
+          - name: tests
+            run: ['{PY}', '{tmp_path / 'report.py'}', '{{report}}']
+            expect:
+              fail_to_pass: [tests/test_app.py::test_add]
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", HONEST)
+    proc, rss = run_capped(repo, "check", "t")
+    assert proc.returncode == 1 and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])
