@@ -15,6 +15,7 @@ import pytest
 from conftest import git
 from hostile import log_of, needs_namespace
 from test_hostile import HONEST, PY, act, project
+from test_sandbox import LAYERS, fenced
 
 # -- processes: what a sandboxed command may do to the mounts it is given ------
 
@@ -65,6 +66,38 @@ def test_an_agent_holds_no_capability_to_undo_its_mounts(tmp_path: Path) -> None
     said = log_of(gp, "t", "1")
     assert not mark.exists(), "an agent wrote outside its worktree"
     assert "CapEff:\t0000000000000000" in said, said
+
+
+# -- shared places: the user's services ----------------------------------------
+
+
+@needs_namespace
+def test_no_sandboxed_command_reaches_a_unix_socket_of_the_users_services(tmp_path: Path) -> None:
+    # A path socket is reached through the file system, whatever the
+    # network namespace: `/` is bound read-only, and connect() needs no
+    # write to the mount.  The user's D-Bus session bus (systemd-run --user),
+    # ssh-agent, Docker's socket or X server each run what they are asked
+    # to, outside the sandbox; the gate has no network and reached them.
+    import socket
+
+    service = tmp_path / "service.sock"  # as /run/user/<uid>/bus or /var/run/docker.sock would be
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(service))
+    server.listen(4)
+    try:
+        probe = (f"import socket; s = socket.socket(socket.AF_UNIX); "
+                 f"print('service-' + ('connected' if s.connect_ex({str(service)!r}) == 0 else 'refused'))")
+        (tmp_path / "probe.py").write_text(probe + "\n")
+        config = f"gates:\n  - name: probe\n    mode: observe\n    run: ['{PY}', '{tmp_path / 'probe.py'}']\n"
+        repo, gp = project(tmp_path, config)
+        gp("spawn", "t", "-n", "1")
+        gp("run", "t", "--", "sh", "-c", f"'{PY}' '{tmp_path / 'probe.py'}' && {HONEST}")
+        assert "service-refused" in log_of(gp, "t", "1"), log_of(gp, "t", "1")
+        gate = gp.json("check", "t")["instances"][0]["gates"][0]
+        said = Path(gate["log"]).read_text()
+        assert "service-refused" in said, said
+    finally:
+        server.close()
 
 
 # -- judged checkouts and worktrees: what the judge removes after them ---------
@@ -167,3 +200,35 @@ def test_a_test_report_of_millions_of_elements_is_not_built_whole_by_the_judge(t
     act(gp, "t", "1", HONEST)
     proc, rss = run_capped(repo, "check", "t")
     assert proc.returncode == 1 and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])
+
+
+# -- judged checkouts: links the attempt commits --------------------------------
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_committed_link_in_place_of_a_protected_folder_is_never_written_through(tmp_path: Path, layer: str) -> None:
+    # The judge lays the base's protected tests (and a hidden gate's tests)
+    # over the attempt's tree: `tests` committed as a link to a folder of
+    # the user's must not carry them there.
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "test_app.py").write_text("mine\n")
+    hidden = tmp_path / "hidden"
+    (hidden / "tests").mkdir(parents=True)
+    (hidden / "tests" / "test_secret.py").write_text("SECRET_ANSWER = 42\n")
+    config = textwrap.dedent(f"""\
+        protect: [tests/**]
+        gates:
+          - name: tests
+            run: [./test.sh]
+          - name: hidden
+            run: [sh, -c, 'echo "1 passed"']
+            hidden: {hidden}
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", HONEST + f" && git rm -rq tests && ln -s {victim} tests && git add tests",
+       env=fenced(layer))
+    gp("check", "t", code=None, env=fenced(layer))
+    assert sorted(p.name for p in victim.iterdir()) == ["test_app.py"], "the judge wrote into the user's folder"
+    assert (victim / "test_app.py").read_text() == "mine\n"

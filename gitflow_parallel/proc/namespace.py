@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -156,6 +157,8 @@ class Mounts:
         cover += [(p, "--ro-bind") for p in _existing(self.shown, os.path.isdir)]
         for path, how in sorted(cover, key=lambda c: len(c[0].parts)):
             out += [how, str(path)] if how == "--tmpfs" else [how, str(path), str(path)]
+        out += _covered_sockets([*self.write, *self.files, *self.stores, *([self.target] if self.target else [])],
+                                self.hidden, self.shown)
         for path in _existing(self.write, os.path.isdir):
             out += ["--bind", str(path), str(path)]
         for path in _existing(self.files, os.path.isfile):
@@ -171,6 +174,49 @@ class Mounts:
             else:
                 out += ["--overlay", os.path.realpath(self.upper[0]), os.path.realpath(self.upper[1]), target]
         return [*out, "--chdir", str(cwd), "--", *command]
+
+
+MAX_SOCKET_TABLE = 8 << 20  # bytes of /proc/net/unix read
+
+
+def host_sockets() -> list[str]:
+    """The paths of the Unix sockets bound on this host that are sockets
+    here (``/proc/net/unix`` of the runner's network namespace: the user's
+    D-Bus bus, ssh-agent, Docker, X)."""
+    try:
+        with open("/proc/net/unix", "rb") as handle:
+            table = handle.read(MAX_SOCKET_TABLE)
+    except OSError:
+        return []
+    found = set()
+    for line in table.split(b"\n")[1:]:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7].startswith(b"/"):
+            path = os.fsdecode(fields[7])
+            try:
+                if stat.S_ISSOCK(os.lstat(path).st_mode):
+                    found.add(path)
+            except OSError:
+                continue
+    return sorted(found)
+
+
+def _covered_sockets(own: list[Path], hidden: list[Path], shown: list[Path]) -> list[str]:
+    """bwrap arguments that lay ``/dev/null`` over every socket of the host
+    the command would see (not in a ``hidden`` folder but where ``shown``
+    again), but those under ``own``, its own folders.  A path socket is
+    reached through the file system whatever the network namespace, and
+    connecting to one needs no write to its (read-only) mount: the user's
+    services (D-Bus, ssh-agent, Docker) would run what a gate asks them."""
+    def under(path: str, folders: list[Path]) -> bool:
+        return any(path.startswith(os.path.realpath(f).rstrip("/") + "/") for f in folders)
+
+    out: list[str] = []
+    for path in host_sockets():
+        real = os.path.realpath(path)
+        if not under(real, own) and (not under(real, hidden) or under(real, shown)):
+            out += ["--ro-bind", "/dev/null", path]
+    return out
 
 
 def _existing(paths: list[Path], kind: Callable[[str], bool]) -> list[Path]:
