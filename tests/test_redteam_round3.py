@@ -100,6 +100,33 @@ def test_no_sandboxed_command_reaches_a_unix_socket_of_the_users_services(tmp_pa
         server.close()
 
 
+@needs_namespace
+def test_no_sandboxed_command_reaches_the_users_terminals(tmp_path: Path) -> None:
+    # The host's /dev was bound whole, /dev/pts with it: a gate opened the
+    # user's terminal (the same user owns it) and wrote to it, or read what
+    # was typed there (a password meant for the user's shell).
+    import os
+
+    master, slave = os.openpty()  # a terminal of the user's, as their shell's would be
+    try:
+        name = os.ttyname(slave)
+        probe = (f"import os\ntry:\n    fd = os.open({name!r}, os.O_WRONLY | os.O_NOCTTY)\n"
+                 f"    os.write(fd, b'INJECTED-BY-THE-GATE')\n    print('terminal-opened')\n"
+                 f"except OSError as exc:\n    print('terminal-refused', exc)\n")
+        (tmp_path / "probe.py").write_text(probe)
+        config = f"gates:\n  - name: probe\n    mode: observe\n    run: ['{PY}', '{tmp_path / 'probe.py'}']\n"
+        repo, gp = project(tmp_path, config)
+        gp("spawn", "t", "-n", "1")
+        gp("run", "t", "--", "sh", "-c", f"'{PY}' '{tmp_path / 'probe.py'}' && {HONEST}")
+        assert "terminal-refused" in log_of(gp, "t", "1"), log_of(gp, "t", "1")
+        gate = gp.json("check", "t")["instances"][0]["gates"][0]
+        said = Path(gate["log"]).read_text()
+        assert "terminal-refused" in said, said
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
 # -- judged checkouts and worktrees: what the judge removes after them ---------
 
 # sh: a folder tree deeper than Python's recursion limit (shutil.rmtree
@@ -200,6 +227,41 @@ def test_a_test_report_of_millions_of_elements_is_not_built_whole_by_the_judge(t
     act(gp, "t", "1", HONEST)
     proc, rss = run_capped(repo, "check", "t")
     assert proc.returncode == 1 and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])
+
+
+# -- objects: what the runner takes in from an attempt's own store -------------
+
+# Python, run by the agent: a loose object of 1 GiB of zeros in its own
+# store (1 MB on disk), named at random: the name is checked only once the
+# whole content has been read.
+BIG_OBJECT = textwrap.dedent("""\
+    import os, subprocess, zlib
+    store = subprocess.check_output(["git", "rev-parse", "--git-path", "objects"], text=True).strip()
+    name = os.urandom(20).hex()
+    os.makedirs(os.path.join(store, name[:2]), exist_ok=True)
+    z, chunk = zlib.compressobj(1), bytes(1 << 24)
+    with open(os.path.join(store, name[:2], name[2:]), "wb") as out:
+        out.write(z.compress(b"blob %d\\0" % (1 << 30)))
+        for _ in range(64):
+            out.write(z.compress(chunk))
+        out.write(z.flush())
+    """)
+
+
+@pytest.mark.slow  # a capped process and a 1 GiB object to inflate
+@needs_namespace
+def test_a_huge_object_in_the_attempts_own_store_is_not_read_whole_by_the_runner(tmp_path: Path) -> None:
+    # The runner takes the attempt's objects in by reading each whole (to
+    # check its name): a zlib bomb of zeros made it hold 1 GiB per object,
+    # twice; a few of them and the runner (and `recover`, which takes them
+    # in again) is killed for memory.
+    from test_bounded_reads import MAX_RSS_MB, run_capped
+
+    (tmp_path / "big.py").write_text(BIG_OBJECT)
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    proc, rss = run_capped(repo, "run", "t", "--", "sh", "-c", f"{HONEST} && git commit -qam fix && {PY} {tmp_path / 'big.py'}")
+    assert proc.returncode in (0, 1) and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])
 
 
 # -- judged checkouts: links the attempt commits --------------------------------

@@ -334,12 +334,19 @@ def _empty_store(objects: Path, alternates: str) -> bool:
         return False
 
 
+# The largest object taken in from an attempt's store: each is read whole
+# (twice over, to check its name and to write it), and a zlib bomb of zeros
+# costs its writer one byte on disk per thousand.
+MAX_OBJECT_BYTES = 512 << 20
+
+
 def import_objects(common: Path, objects: Path) -> list[str]:
     """Copy into the shared store every object of the attempt's own store
     (``objects``) that it lacks, each read with libgit2's hash check on and
     written by its content, so it lands under the name its content gives.
     Returns the ids of the objects refused (their content does not match
-    their name, or they cannot be read): never taken in."""
+    their name, they are over ``MAX_OBJECT_BYTES`` or cannot be read): never
+    taken in."""
     import pygit2
 
     if objects.is_symlink() or not objects.is_dir():
@@ -358,6 +365,10 @@ def import_objects(common: Path, objects: Path) -> list[str]:
         if oid in shared:
             continue
         try:
+            size = own.read_header(oid)[1]  # inflates the header only
+            if size > MAX_OBJECT_BYTES:
+                refused.append(f"object {oid}: {size:,} bytes, over the {MAX_OBJECT_BYTES:,} an object may hold")
+                continue
             kind, data = own.read(oid)
             if shared.write(kind, data) != oid:
                 refused.append(f"object {oid}")

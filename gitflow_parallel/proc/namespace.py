@@ -14,8 +14,10 @@ What it gives a command, checked once per process by starting one
   could unmount what hides a folder or remount ``/`` read-write);
 - a **mount namespace** in which ``/`` is read-only and only the paths the
   fence grants are bound writable (``Mounts.write``), the folders it must
-  not see are covered by an empty tmpfs (``Mounts.hidden``), ``/dev/shm``
-  is a private tmpfs and ``/proc`` its own;
+  not see are covered by an empty tmpfs (``Mounts.hidden``), ``/dev`` is
+  its own (bwrap's ``--dev``: the usual devices and a terminal folder of its
+  own, none of the user's terminals), ``/dev/shm`` a private tmpfs and
+  ``/proc`` its own;
 - without network (``--unshare-net``: only a loopback of its own, so no
   TCP, UDP or DNS leaves) unless the config allows it;
 - for a judged checkout, an **overlay** (``Mounts.layers``): the pristine
@@ -75,7 +77,7 @@ def _probe() -> str | None:
         lower = Path(tmp) / "lower"
         lower.mkdir()
         argv = [found, "--die-with-parent", "--unshare-pid", "--unshare-net", *NO_CAPABILITIES, "--ro-bind", "/", "/",
-                "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc",
+                "--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc",
                 "--overlay-src", str(lower), "--tmp-overlay", str(lower), "--",
                 "/bin/sh", "-c", f"echo ok > {lower}/probe; grep '^CapEff:' /proc/self/status"]
         try:
@@ -150,7 +152,7 @@ class Mounts:
         out = [found, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", *NO_CAPABILITIES]
         if not self.network:
             out.append("--unshare-net")
-        out += ["--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc"]
+        out += ["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc"]
         # Outer folders first: a folder shown again inside a hidden one,
         # and a hidden one inside that, each mounted over what holds it.
         cover = [(p, "--tmpfs") for p in _existing(self.hidden, os.path.isdir)]
@@ -158,7 +160,7 @@ class Mounts:
         for path, how in sorted(cover, key=lambda c: len(c[0].parts)):
             out += [how, str(path)] if how == "--tmpfs" else [how, str(path), str(path)]
         out += _covered_sockets([*self.write, *self.files, *self.stores, *([self.target] if self.target else [])],
-                                self.hidden, self.shown)
+                                [*self.hidden, Path("/dev")], self.shown)  # its /dev is its own
         for path in _existing(self.write, os.path.isdir):
             out += ["--bind", str(path), str(path)]
         for path in _existing(self.files, os.path.isfile):
