@@ -9,9 +9,11 @@ What it gives a command, checked once per process by starting one
   git-parallel dies, the kernel kills everything left in the namespace, a
   ``setsid`` daemon included, and nothing inside can name (so signal) a
   process outside, the runner and its watchdog among them;
-- **no capabilities** (``--cap-drop ALL``), even when root starts it (then
-  bwrap makes no user namespace, and a command keeping its capabilities
-  could unmount what hides a folder or remount ``/`` read-write);
+- a **user namespace** of its own and **no capabilities** (``--unshare-user
+  --cap-drop ALL``), even when root starts it (bwrap then makes no user
+  namespace unless told to: a command keeping its capabilities could
+  unmount what hides a folder or remount ``/`` read-write, and root's
+  kernel keyrings would carry what one command leaves to the next);
 - a **mount namespace** in which ``/`` is read-only and only the paths the
   fence grants are bound writable (``Mounts.write``), the folders it must
   not see are covered by an empty tmpfs (``Mounts.hidden``), ``/dev`` is
@@ -47,10 +49,12 @@ from typing import Callable
 
 ENV = "GIT_PARALLEL_NAMESPACE"
 # Started by root (a container, a CI runner), bwrap makes no user namespace
-# and keeps every capability in the sandbox: the command could unmount the
-# covers over hidden folders and remount ``/`` read-write.  So none is kept,
-# whoever starts it (unprivileged, bwrap drops them anyway).
-NO_CAPABILITIES = ("--cap-drop", "ALL")
+# unless told to and keeps every capability in the sandbox: the command
+# could unmount the covers over hidden folders and remount ``/`` read-write,
+# and shared root's kernel keyrings (which belong to a user namespace) with
+# every other command.  So it gets a user namespace of its own and no
+# capability, whoever starts it (unprivileged, bwrap does both anyway).
+NO_CAPABILITIES = ("--unshare-user", "--cap-drop", "ALL")
 
 
 @functools.lru_cache(maxsize=None)
