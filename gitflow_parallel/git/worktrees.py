@@ -23,7 +23,7 @@ import pygit2
 from gitflow_parallel import errors as E
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import remove_tree
+from gitflow_parallel.files import remove_tree, tree_entries
 from gitflow_parallel.git.checkout import checkout_tree, filters_idle
 from gitflow_parallel.git import nested
 from gitflow_parallel.git.repo import Repo, commit_all, note_write, read_gitdir_file, worktree_changes
@@ -407,11 +407,12 @@ def _module_dirs(admin: Path) -> list[Path]:
     if not root.is_dir():
         return []
     found = []
-    for head in sorted(root.rglob("HEAD")):
-        folder = head.parent
-        if (folder / "objects").is_dir() and (folder / "refs").is_dir() and not head.is_symlink():
+    for entry, _ in tree_entries(root):  # no recursion: the attempt made this folder, to any depth
+        folder = Path(entry.path).parent
+        if entry.name == "HEAD" and not entry.is_symlink() and (folder / "objects").is_dir() \
+                and (folder / "refs").is_dir():
             found.append(folder)
-    return found
+    return sorted(found)
 
 
 def keep_modules(repo: Repo, run_id: str, task: str, inst: dict[str, Any]) -> list[str]:
