@@ -7,6 +7,7 @@ explained)."""
 from __future__ import annotations
 
 import json
+import platform
 import textwrap
 from pathlib import Path
 
@@ -127,6 +128,48 @@ def test_no_sandboxed_command_reaches_the_users_terminals(tmp_path: Path) -> Non
         os.close(slave)
 
 
+# Python: put a key in the user's keyring ("put"), or print the one put
+# there ("get"): a channel past every mount, unless each command has a user
+# namespace (and so a keyring) of its own.  x86_64 system call numbers.
+KEYRING = textwrap.dedent("""\
+    import ctypes, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    name = b"gp-redteam-" + sys.argv[2].encode()
+    if sys.argv[1] == "put":
+        data = open("tests/test_app.py", "rb").read()[:1000]
+        print("put", libc.syscall(248, b"user", name, data, len(data), -4))  # add_key to the user keyring
+    else:
+        key, buf = libc.syscall(249, b"user", name, None, 0), ctypes.create_string_buffer(4096)  # request_key
+        n = libc.syscall(250, 11, key, buf, 4096) if key > 0 else 0  # KEYCTL_READ
+        print("got", buf.raw[:max(n, 0)])
+    """)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the attack's system call numbers are x86_64's")
+@needs_namespace
+def test_no_sandboxed_command_leaves_anything_for_another_in_a_kernel_keyring(tmp_path: Path) -> None:
+    # Keyrings belong to a user (per user namespace), not to a mount or PID
+    # namespace: started by root, bwrap made no user namespace, and one
+    # gate (a hidden one, say) left the tests it read for the next command.
+    (tmp_path / "key.py").write_text(KEYRING)
+    word = tmp_path.name
+    config = textwrap.dedent(f"""\
+        gates:
+          - name: put
+            mode: observe
+            run: ['{PY}', '{tmp_path / 'key.py'}', put, {word}]
+          - name: get
+            mode: observe
+            run: ['{PY}', '{tmp_path / 'key.py'}', get, {word}]
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", HONEST)
+    gates = {g["name"]: Path(g["log"]).read_text() for g in gp.json("check", "t")["instances"][0]["gates"]}
+    assert "put" in gates["put"], gates  # the attack was made
+    assert "assert add(2, 3)" not in gates["get"], gates
+
+
 # -- judged checkouts and worktrees: what the judge removes after them ---------
 
 # sh: a folder tree deeper than Python's recursion limit (shutil.rmtree
@@ -154,10 +197,12 @@ def test_a_deep_tree_a_gate_leaves_in_its_layer_crashes_no_check(tmp_path: Path)
 def test_a_deep_tree_an_agent_leaves_in_its_worktree_crashes_no_merge(tmp_path: Path) -> None:
     # Merge removes the attempts' worktrees (shutil.rmtree): an ignored
     # folder deeper than the recursion limit made it end in an internal
-    # error after main had moved, every worktree and branch left behind.
+    # error after main had moved, every worktree and branch left behind;
+    # and it looks for submodule git dirs in the admin folder (Path.rglob).
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "1")
-    agent = HONEST + f" && echo deep/ > .gitignore && git add -A && git commit -qm fix && mkdir deep && cd deep && {DEEP}"
+    agent = HONEST + (f" && echo deep/ > .gitignore && git add -A && git commit -qm fix && mkdir deep && (cd deep && {DEEP})"
+                      f" && A=$(git rev-parse --absolute-git-dir) && mkdir -p $A/modules && cd $A/modules && {DEEP}")
     gp("run", "t", "--", "sh", "-c", agent)
     gp("check", "t")
     gp("pick", "t")
@@ -294,3 +339,48 @@ def test_a_committed_link_in_place_of_a_protected_folder_is_never_written_throug
     gp("check", "t", code=None, env=fenced(layer))
     assert sorted(p.name for p in victim.iterdir()) == ["test_app.py"], "the judge wrote into the user's folder"
     assert (victim / "test_app.py").read_text() == "mine\n"
+
+
+# -- crash: what recover trusts of a killed runner's attempt --------------------
+
+
+@pytest.mark.slow  # a runner killed mid-agent, then recover
+@needs_namespace
+def test_recover_runs_nothing_an_agent_configured_in_a_common_dir_of_its_own(tmp_path: Path) -> None:
+    # The agent may write its admin folder, `commondir` included: pointed at
+    # a git dir of its own (its config holding a clean filter), and its
+    # runner killed, recover took it for a worktree that needs no putting
+    # right and committed its leftovers there, running the filter unfenced.
+    import os
+    import signal
+    import subprocess
+    import time
+
+    mark, ready = tmp_path / "pwned", tmp_path / "meet" / "ready"
+    repo, gp = project(tmp_path, textwrap.dedent(f"""\
+        protect: [tests/**]
+        sandbox_write: ['{ready.parent}']
+        gates:
+          - name: tests
+            run: [./test.sh]
+        """))
+    gp("spawn", "t", "-n", "1")
+    agent = (HONEST + " && A=$(git rev-parse --absolute-git-dir) && F=$A/own-common && git init -q --bare $F && "
+             "O=$(git rev-parse --path-format=absolute --git-path objects) && "
+             "{ cat $O/info/alternates; echo $O; } > $F/objects/info/alternates && "
+             "git --git-dir=$F update-ref refs/heads/parallel/t/1 $(git rev-parse HEAD) && "
+             f"git --git-dir=$F config filter.x.clean \"sh -c 'id > {mark}; cat'\" && "
+             f"echo '* filter=x' > .gitattributes && echo $F > $A/commondir && touch {ready} && sleep 60")
+    runner = subprocess.Popen(["git", "parallel", "run", "t", "--", "sh", "-c", agent], cwd=repo,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert runner.poll() is None and time.monotonic() < deadline, log_of(gp, "t", "1")
+            time.sleep(0.05)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+        runner.wait()
+    gp("recover", "t", code=None)
+    assert not mark.exists(), "recover ran a filter the agent configured, unfenced: " + mark.read_text()

@@ -58,6 +58,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -422,12 +423,23 @@ def undo(made: View | None) -> list[str]:
 
 def left_by_killed_runner(admin: Path) -> bool:
     """Does the worktree of ``admin`` still look through a view (its runner
-    was killed before it could undo it)?"""
+    was killed before it could undo it), or through any git dir but the
+    shared one?  The attempt may write its admin folder, ``commondir``
+    included: a git dir of its own there (its config holding a clean filter)
+    would be what recover's leftovers commit ran, unfenced."""
     try:
-        said = (admin / "commondir").read_text(encoding="utf-8").strip()
-    except OSError:
+        fd = os.open(admin / "commondir", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            said = os.read(fd, 4096).decode("utf-8").strip() if stat.S_ISREG(os.fstat(fd).st_mode) else NAME
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
         return False
-    return said in (NAME, str(admin / NAME))
+    except (OSError, UnicodeDecodeError):
+        return True  # a link, a FIFO: not what git-parallel wrote
+    if said in (NAME, str(admin / NAME)):
+        return True
+    return os.path.realpath(os.path.join(admin, said)) != os.path.realpath(admin.parent.parent)
 
 
 def restore(common: Path, admin: Path, worktree: Path) -> list[str]:
