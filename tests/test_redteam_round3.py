@@ -312,6 +312,7 @@ def test_a_huge_object_in_the_attempts_own_store_is_not_read_whole_by_the_runner
 # -- judged checkouts: links the attempt commits --------------------------------
 
 
+@pytest.mark.slow  # a guard: this route held
 @pytest.mark.parametrize("layer", LAYERS)
 def test_a_committed_link_in_place_of_a_protected_folder_is_never_written_through(tmp_path: Path, layer: str) -> None:
     # The judge lays the base's protected tests (and a hidden gate's tests)
@@ -384,3 +385,21 @@ def test_recover_runs_nothing_an_agent_configured_in_a_common_dir_of_its_own(tmp
         runner.wait()
     gp("recover", "t", code=None)
     assert not mark.exists(), "recover ran a filter the agent configured, unfenced: " + mark.read_text()
+
+
+# -- refs: where the runner's own commits go -----------------------------------
+
+
+@pytest.mark.slow  # a guard: this route held
+@needs_namespace
+def test_an_agent_pointing_its_head_at_main_moves_no_ref_through_the_leftovers_commit(tmp_path: Path) -> None:
+    # The leftovers commit is made on HEAD, which the agent's admin folder
+    # holds: pointed at refs/heads/main, the runner's own commit of the
+    # agent's uncommitted (failing) work would move main.
+    repo, gp = project(tmp_path)
+    main_before = git(repo, "rev-parse", "main")
+    gp("spawn", "t", "-n", "1")
+    agent = "echo '# unjudged' >> app.py && git symbolic-ref HEAD refs/heads/main"
+    gp("run", "t", "--", "sh", "-c", agent, code=None)
+    assert git(repo, "rev-parse", "main") == main_before, "the leftovers commit moved main"
+    assert git(repo, "symbolic-ref", "HEAD") == "refs/heads/main"
