@@ -101,8 +101,16 @@ def test_no_sandboxed_command_reaches_a_unix_socket_of_the_users_services(tmp_pa
         server.close()
 
 
-@needs_namespace
-def test_no_sandboxed_command_reaches_the_users_terminals(tmp_path: Path) -> None:
+# Under Landlock alone a command may write under /dev (its terminal, /dev/null,
+# a pty it opens): /dev/pts/* of the user's other terminals with it.
+TERMINAL_LAYERS = [LAYERS[0], pytest.param("landlock", marks=[*LAYERS[1].marks, pytest.mark.xfail(
+    strict=True, reason="Landlock alone grants writes under /dev whole, the user's /dev/pts/N included; a rule per "
+                        "device (null, zero, full, random, urandom, tty, ptmx and the command's own pty) would need "
+                        "the pty a command opens granted as it opens it")])]
+
+
+@pytest.mark.parametrize("layer", TERMINAL_LAYERS)
+def test_no_sandboxed_command_reaches_the_users_terminals(tmp_path: Path, layer: str) -> None:
     # The host's /dev was bound whole, /dev/pts with it: a gate opened the
     # user's terminal (the same user owns it) and wrote to it, or read what
     # was typed there (a password meant for the user's shell).
@@ -118,9 +126,9 @@ def test_no_sandboxed_command_reaches_the_users_terminals(tmp_path: Path) -> Non
         config = f"gates:\n  - name: probe\n    mode: observe\n    run: ['{PY}', '{tmp_path / 'probe.py'}']\n"
         repo, gp = project(tmp_path, config)
         gp("spawn", "t", "-n", "1")
-        gp("run", "t", "--", "sh", "-c", f"'{PY}' '{tmp_path / 'probe.py'}' && {HONEST}")
+        gp("run", "t", "--", "sh", "-c", f"'{PY}' '{tmp_path / 'probe.py'}' && {HONEST}", env=fenced(layer))
         assert "terminal-refused" in log_of(gp, "t", "1"), log_of(gp, "t", "1")
-        gate = gp.json("check", "t")["instances"][0]["gates"][0]
+        gate = gp.json("check", "t", env=fenced(layer))["instances"][0]["gates"][0]
         said = Path(gate["log"]).read_text()
         assert "terminal-refused" in said, said
     finally:
@@ -403,3 +411,25 @@ def test_an_agent_pointing_its_head_at_main_moves_no_ref_through_the_leftovers_c
     gp("run", "t", "--", "sh", "-c", agent, code=None)
     assert git(repo, "rev-parse", "main") == main_before, "the leftovers commit moved main"
     assert git(repo, "symbolic-ref", "HEAD") == "refs/heads/main"
+
+
+# -- processes: signals under Landlock alone ------------------------------------
+
+# sh, run as a gate: kill the process that started it, once sure it is the
+# runner (its command line names git-parallel's module).
+KILL_RUNNER = ("if tr '\\\\0' ' ' < /proc/$PPID/cmdline | grep -q gitflow_parallel; then "
+               "kill -9 $PPID && echo killed-the-runner; else echo no-runner-in-sight; fi; ./test.sh")
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_gate_cannot_signal_the_runner(tmp_path: Path, layer: str) -> None:
+    # Under Landlock alone there is no PID namespace, and the ruleset asked
+    # for no scoping (ABI 6, Linux 6.12): a gate killed the `check` that ran it.
+    (tmp_path / "gate.sh").write_text(KILL_RUNNER + "\n")
+    config = f"gates:\n  - name: tests\n    run: [sh, {tmp_path / 'gate.sh'}]\n"
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", HONEST, env=fenced(layer))
+    proc = gp("check", "t", "--json", code=None, env=fenced(layer))
+    assert proc.returncode in (0, 1), f"check died: {proc.returncode} {proc.stderr[-400:]}"
+    assert json.loads(proc.stdout)["instances"][0]["verdict"] == "pass"
