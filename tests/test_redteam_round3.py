@@ -185,6 +185,7 @@ def test_no_sandboxed_command_leaves_anything_for_another_in_a_kernel_keyring(tm
 DEEP = (f"'{PY}' -c \"import os\nfor _ in range(1500): os.mkdir('d'); os.chdir('d')\"")
 
 
+@pytest.mark.slow  # a whole run, check (and merge)
 @needs_namespace
 def test_a_deep_tree_a_gate_leaves_in_its_layer_crashes_no_check(tmp_path: Path) -> None:
     # The judge removes each gate's upper layer with shutil.rmtree, which
@@ -201,6 +202,7 @@ def test_a_deep_tree_a_gate_leaves_in_its_layer_crashes_no_check(tmp_path: Path)
     assert not list((repo / ".git" / "parallel" / "layers").glob("*")), "the gate's layer was left behind"
 
 
+@pytest.mark.slow  # a whole run, check (and merge)
 @needs_namespace
 def test_a_deep_tree_an_agent_leaves_in_its_worktree_crashes_no_merge(tmp_path: Path) -> None:
     # Merge removes the attempts' worktrees (shutil.rmtree): an ignored
@@ -239,6 +241,7 @@ def test_a_deeply_nested_line_an_agent_appends_to_its_events_crashes_no_command(
         assert proc.returncode in (0, 1), (verb, proc.stderr[-800:])
 
 
+@pytest.mark.slow  # a whole run, check (and merge)
 @needs_namespace
 def test_a_deeply_nested_package_json_an_attempt_commits_crashes_no_check(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
@@ -421,6 +424,7 @@ KILL_RUNNER = ("if tr '\\\\0' ' ' < /proc/$PPID/cmdline | grep -q gitflow_parall
                "kill -9 $PPID && echo killed-the-runner; else echo no-runner-in-sight; fi; ./test.sh")
 
 
+@pytest.mark.slow  # the namespace layer held; Landlock alone is slow-tier anyway
 @pytest.mark.parametrize("layer", LAYERS)
 def test_a_gate_cannot_signal_the_runner(tmp_path: Path, layer: str) -> None:
     # Under Landlock alone there is no PID namespace, and the ruleset asked
