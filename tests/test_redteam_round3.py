@@ -437,3 +437,40 @@ def test_a_gate_cannot_signal_the_runner(tmp_path: Path, layer: str) -> None:
     proc = gp("check", "t", "--json", code=None, env=fenced(layer))
     assert proc.returncode in (0, 1), f"check died: {proc.returncode} {proc.stderr[-400:]}"
     assert json.loads(proc.stdout)["instances"][0]["verdict"] == "pass"
+
+
+# -- environments: where a gate's program is looked for ------------------------
+
+
+@pytest.mark.slow  # two setups and a check
+@needs_namespace
+def test_a_gate_program_the_attempts_own_environment_hides_is_never_run_unfenced(tmp_path: Path) -> None:
+    # A gate's program the namespace would not find (its environment layer
+    # holds a folder there) was started as it was, outside bwrap, "to fail
+    # as it would have": but outside, the checkout has no environment layer,
+    # and the attempt had committed its own program at that path.
+    mark = tmp_path / "pwned"
+    build = f"printf '#!/bin/sh\\nexec \"{PY}\" -m pytest -q -p no:cacheprovider tests\\n' > .venv/bin/runtests\n" \
+            "chmod +x .venv/bin/runtests\n"
+    config = textwrap.dedent("""\
+        protect: [tests/**]
+        setup:
+          run: [sh, -c, 'mkdir -p .venv/bin && sh build.sh']
+          cache_key: [build.sh]
+          keep: [.venv]
+        gates:
+          - name: tests
+            run: [.venv/bin/runtests]
+        """)
+    repo, gp = project(tmp_path, config)
+    (repo / "build.sh").write_text(build)
+    git(repo, "add", "build.sh")
+    git(repo, "commit", "-qm", "build")
+    gp("spawn", "t", "-n", "1")
+    agent = (f"mkdir -p .venv/bin && printf '#!/bin/sh\\nid > {mark}\\n' > .venv/bin/runtests && "
+             "chmod +x .venv/bin/runtests && git add -f .venv/bin/runtests && "
+             "echo 'rm -rf .venv/bin/runtests && mkdir .venv/bin/runtests' > build.sh && git add -A && git commit -qm mine")
+    gp("run", "t", "--", "sh", "-c", agent)
+    checked = gp.json("check", "t", code=None)["instances"][0]
+    assert not mark.exists(), "the attempt's own program ran outside the sandbox: " + mark.read_text()
+    assert checked["verdict"] == "fail"

@@ -37,6 +37,7 @@ turns the layer off for one command.  The binary is the one the
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import shutil
@@ -134,20 +135,23 @@ class Mounts:
                 return candidate
         return path
 
-    def finds(self, program: str, cwd: Path, env: dict[str, str]) -> bool:
-        """Would the command's ``execve`` find ``program`` as a file it may
-        run, as the namespace will show it?  (Where it would not, the command
-        is started as it is, and fails to start as it would have, with the
-        same error.)"""
+    def start_error(self, program: str, cwd: Path, env: dict[str, str]) -> OSError | None:
+        """The error ``execvp`` would give ``program`` as the namespace will
+        show it (``FileNotFoundError``, or ``PermissionError`` for a file it
+        may not run), or None when it would find it."""
         if "/" in program:
             candidates = [os.path.join(cwd, program)]
         else:
             candidates = [os.path.join(d or ".", program) for d in env.get("PATH", os.defpath).split(os.pathsep)]
+        denied = False
         for candidate in candidates:
             found = self.host_path(os.path.abspath(os.path.join(cwd, candidate)))
-            if os.path.isfile(found) and os.access(found, os.X_OK):
-                return True
-        return False
+            if os.path.isfile(found):
+                if os.access(found, os.X_OK):
+                    return None
+                denied = True
+        code = errno.EACCES if denied else errno.ENOENT
+        return (PermissionError if denied else FileNotFoundError)(code, os.strerror(code), program)
 
     def argv(self, command: list[str], cwd: Path) -> list[str]:
         """``command`` wrapped in bwrap with these mounts."""

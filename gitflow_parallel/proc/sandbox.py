@@ -113,12 +113,15 @@ class Fence:
 
     def wrap(self, argv: list[str], cwd: str | Path, env: dict[str, str] | None = None) -> list[str]:
         """``argv`` as it must be started: inside bwrap for the namespace
-        layer - unless its program cannot be run there, when it is left to
-        fail to start as it would have (nothing runs either way)."""
+        layer.  A program the namespace would not find (or run) raises the
+        ``OSError`` starting it would: it is never started
+        outside instead, where the folder lacks the layers laid over it and
+        may hold another program at that path (the attempt's own)."""
         if self.mounts is None or not argv:
             return argv
-        if env is not None and not self.mounts.finds(argv[0], Path(cwd), env):
-            return argv
+        error = self.mounts.start_error(argv[0], Path(cwd), env) if env is not None else None
+        if error is not None:
+            raise error
         return self.mounts.argv(argv, Path(cwd))
 
     def layers(self) -> list[str]:
