@@ -474,3 +474,39 @@ def test_a_gate_program_the_attempts_own_environment_hides_is_never_run_unfenced
     checked = gp.json("check", "t", code=None)["instances"][0]
     assert not mark.exists(), "the attempt's own program ran outside the sandbox: " + mark.read_text()
     assert checked["verdict"] == "fail"
+
+
+@pytest.mark.slow  # Landlock alone
+@pytest.mark.parametrize("layer", LAYERS)
+def test_an_agent_with_network_reaches_no_abstract_unix_socket_under_landlock(tmp_path: Path, layer: str) -> None:
+    # An agent keeps the host's network (sandbox_network: on), and with it
+    # the abstract sockets of the user's services (an X server's, D-Bus's):
+    # from Landlock ABI 6 the fence scopes them to itself.  Under the
+    # namespace layer the agent shares the host's network namespace, so this
+    # holds there only with sandbox_network: off.
+    import socket
+
+    from gitflow_parallel.proc import landlock
+
+    if layer == "landlock" and landlock.abi() < 6:
+        pytest.skip("Landlock scoping needs ABI 6 (Linux 6.12)")
+    name = f"\0gp-redteam-{tmp_path.name}"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(name)
+    server.listen(1)
+    try:
+        probe = (f"import socket; s = socket.socket(socket.AF_UNIX); "
+                 f"print('abstract-' + ('connected' if s.connect_ex({name!r}) == 0 else 'refused'))")
+        (tmp_path / "probe.py").write_text(probe + "\n")
+        network = "" if layer == "landlock" else "sandbox_network: off\n"
+        repo, gp = project(tmp_path, textwrap.dedent("""\
+            protect: [tests/**]
+            gates:
+              - name: tests
+                run: [./test.sh]
+            """) + network)
+        gp("spawn", "t", "-n", "1")
+        gp("run", "t", "--", "sh", "-c", f"'{PY}' '{tmp_path / 'probe.py'}' && {HONEST}", env=fenced(layer))
+        assert "abstract-refused" in log_of(gp, "t", "1"), log_of(gp, "t", "1")
+    finally:
+        server.close()
