@@ -510,3 +510,36 @@ def test_an_agent_with_network_reaches_no_abstract_unix_socket_under_landlock(tm
         assert "abstract-refused" in log_of(gp, "t", "1"), log_of(gp, "t", "1")
     finally:
         server.close()
+
+
+# -- what the judge reads back: the findings file --------------------------------
+
+
+@pytest.mark.slow  # a check with two gates
+@pytest.mark.xfail(strict=True, reason=(
+    "the findings file is read from the upper layers of every gate of the attempt, the last one first "
+    "(layers.Merged): the attempt's own code, run by a later gate, writes it there and shadows the reviewer's; "
+    "fix: a findings file read only from the layer of the gate (or score command) the config names as its "
+    "writer, which the config cannot say today"))
+@needs_namespace
+def test_the_attempts_code_cannot_write_the_findings_that_score_it(tmp_path: Path) -> None:
+    (tmp_path / "review.sh").write_text("echo '{\"anti_slop_score\": 2}' > findings.jsonl\n")
+    config = textwrap.dedent(f"""\
+        protect: [tests/**]
+        gates:
+          - name: review
+            mode: observe
+            run: [sh, {tmp_path / 'review.sh'}]
+          - name: tests
+            run: [./test.sh]
+        score:
+          findings: findings.jsonl
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    # The attempt's code, run by the tests gate, scores itself.
+    (tmp_path / "selfscore.py").write_text("\nopen('findings.jsonl', 'w').write('{\"anti_slop_score\": 10}')\n")
+    act(gp, "t", "1", HONEST + f" && cat {tmp_path / 'selfscore.py'} >> app.py")
+    checked = gp.json("check", "t")["instances"][0]
+    assert checked["verdict"] == "pass"
+    assert checked["score"] == 2, checked["score"]
