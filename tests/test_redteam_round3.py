@@ -543,3 +543,19 @@ def test_the_attempts_code_cannot_write_the_findings_that_score_it(tmp_path: Pat
     checked = gp.json("check", "t")["instances"][0]
     assert checked["verdict"] == "pass"
     assert checked["score"] == 2, checked["score"]
+
+
+# -- refs: what the runner reads of the attempt's own view ------------------------
+
+
+@needs_namespace
+def test_a_fifo_in_place_of_the_views_packed_refs_hangs_no_run(tmp_path: Path) -> None:
+    # The view's own packed-refs is the agent's to write; the runner reads it
+    # to take the attempt's refs in, and a FIFO there blocked it for ever.
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    agent = (HONEST + " && git commit -qam fix && V=$(git rev-parse --path-format=absolute --git-common-dir) && "
+             "rm -f $V/packed-refs && mkfifo $V/packed-refs")
+    proc = gp("run", "t", "--", "sh", "-c", agent, code=None, own_process=True, timeout=60)
+    assert proc.returncode in (0, 1), proc.stderr[-600:]
+    assert git(repo, "rev-parse", "parallel/t/1") != git(repo, "rev-parse", "main")  # its commit was taken in

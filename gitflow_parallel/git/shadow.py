@@ -233,13 +233,26 @@ def _loose(folder: Path, inst: str) -> dict[str, str]:
     return out
 
 
+def _read_own(path: Path, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes of a file of the view, which the attempt may
+    have written: never through a link, never blocking on a FIFO (a FIFO
+    ``packed-refs`` hung the runner taking its refs in)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    finally:
+        os.close(fd)
+
+
 def _packed(path: Path, own: str, inst: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    try:
-        with open(path, "rb") as handle:
-            lines = handle.read(64 << 20).decode("utf-8", "replace").splitlines()
-    except OSError:
+    data = _read_own(path, 64 << 20)
+    if data is None:
         return out
+    lines = data.decode("utf-8", "replace").splitlines()
     for line in lines:
         oid, _, name = line.partition(" ")
         if name.startswith(own + "/") and _OID.fullmatch(oid) and _is_own(name[len(own) + 1:], inst):
@@ -329,7 +342,7 @@ def _empty_store(objects: Path, alternates: str) -> bool:
                 or os.listdir(objects / "info") != ["alternates"]:
             return False
         entry = objects / "info" / "alternates"
-        return not entry.is_symlink() and entry.read_text(encoding="utf-8") == alternates \
+        return _read_own(entry, 1 << 16) == alternates.encode("utf-8") \
             and not (objects / "info").is_symlink() and not (objects / "pack").is_symlink()
     except OSError:
         return False
@@ -494,9 +507,10 @@ def scrub(common: Path, admin: Path) -> list[str]:
 
 def _pointer(path: Path) -> str | None:
     """The text of a pointer file, or None if it is a link or unreadable."""
+    data = _read_own(path, 1 << 16)
     try:
-        return None if path.is_symlink() else path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
         return None
 
 
