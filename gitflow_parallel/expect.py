@@ -93,10 +93,19 @@ def substitute(gate: dict[str, Any], report: str) -> tuple[list[str], dict[str, 
 
 
 # -- the report --------------------------------------------------------------------------
+# A report's tags past which it is not parsed: a million passing tests write
+# one each, a failing one four; each element parsed costs about 100 bytes.
+MAX_TAGS = 1_000_000
+
+
 def parse_junit(data: bytes) -> dict[str, str]:
     """Each test case of a JUnit XML report, by ``classname.name``:
     ``passed``, ``failed`` (a failure or error) or ``skipped``.  Raises
-    ``ValueError`` when it is not such a report."""
+    ``ValueError`` when it is not such a report, or holds more than
+    ``MAX_TAGS`` tags: the attempt's code writes it, and ElementTree keeps
+    every element (16 million empty ones, 64 MB of text, took 1.6 GB)."""
+    if data.count(b"<") > MAX_TAGS:  # counted in C: at least as many as its elements
+        raise ValueError(f"it holds more than {MAX_TAGS:,} tags")
     try:
         root = ET.fromstring(data)
     except ET.ParseError as exc:

@@ -14,7 +14,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import yaml
 
@@ -181,28 +181,142 @@ def remove_hostile_files(worktree: str | os.PathLike[str]) -> list[str]:
     and a ``.gitignore`` or ``.gitattributes`` over ``MAX_GIT_RULES_BYTES``,
     which libgit2 would read whole."""
     found: list[str] = []
+    for entry, name in tree_entries(worktree):
+        try:
+            if entry.is_dir(follow_symlinks=False) or entry.is_symlink():
+                continue
+            if not entry.is_file(follow_symlinks=False) or (
+                    entry.name in _GIT_RULES and entry.stat(follow_symlinks=False).st_size > MAX_GIT_RULES_BYTES):
+                os.unlink(entry.path)
+                found.append(name)
+        except OSError:
+            continue
+    return found
 
-    def visit(folder: str, rel: str) -> None:
+
+# Trees an attempt made (its worktree, its admin folder, a gate's layer) are
+# walked and removed without recursion: a folder 1,500 deep costs a loop of
+# mkdir and chdir, and Python's recursion (shutil.rmtree, os.walk) ends at
+# 1,000 levels with a RecursionError, which no ``except OSError`` catches.
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def tree_entries(top: str | os.PathLike[str],
+                 prune: Callable[[str], bool] = lambda rel: False) -> Iterator[tuple[os.DirEntry[str], str]]:
+    """Every entry under the folder ``top`` with its path relative to it,
+    at any depth, no link followed; ``prune(rel)`` true keeps a folder's
+    content out.  A folder that cannot be listed (gone, or past ``PATH_MAX``)
+    is passed by."""
+    stack = [(os.fspath(top), "")]
+    while stack:
+        folder, rel = stack.pop()
         try:
             entries = list(os.scandir(folder))
         except OSError:
-            return
+            continue
         for entry in entries:
-            name = f"{rel}{entry.name}"
+            name = rel + entry.name
+            yield entry, name
             try:
-                if entry.is_dir(follow_symlinks=False):
-                    visit(entry.path, name + "/")
-                elif entry.is_symlink():
-                    continue
-                elif not entry.is_file(follow_symlinks=False) or (
-                        entry.name in _GIT_RULES and entry.stat(follow_symlinks=False).st_size > MAX_GIT_RULES_BYTES):
-                    os.unlink(entry.path)
-                    found.append(name)
+                if entry.is_dir(follow_symlinks=False) and not prune(name):
+                    stack.append((entry.path, name + "/"))
             except OSError:
                 continue
 
-    visit(str(worktree), "")
-    return found
+
+def remove_tree(path: str | os.PathLike[str], ignore_errors: bool = False) -> None:
+    """``shutil.rmtree`` at any depth: ``path`` and everything under it
+    removed through folder descriptors (no link followed, no path past
+    ``PATH_MAX``), folders a command left without write or search permission
+    opened up first.  A link at ``path`` is refused as rmtree refuses it.
+    ``OSError`` when something could not be removed (what could be is),
+    unless ``ignore_errors``."""
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            raise OSError(f"{os.fspath(path)} is a symbolic link: not removed as a folder")
+        _remove_tree(os.fspath(path))
+    except OSError:
+        if not ignore_errors:
+            raise
+
+
+def _open_folder(name: str, parent: int | None) -> int:
+    try:
+        return os.open(name, _DIR, dir_fd=parent)
+    except PermissionError:
+        os.chmod(name, 0o700, dir_fd=parent)  # a folder (O_DIRECTORY said so), made by the attempt
+        return os.open(name, _DIR, dir_fd=parent)
+
+
+def _remove_tree(top: str) -> None:
+    fd = _open_folder(top, None)
+    names: list[str] = []  # the folders descended into, from top
+    stuck: list[set[str]] = [set()]  # per level: folders that would not go
+    failed: OSError | None = None
+    try:
+        while True:
+            try:
+                os.fchmod(fd, 0o700)
+            except OSError:
+                pass
+            sub = None
+            for entry in os.scandir(fd):
+                if entry.name in stuck[-1]:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    sub = entry.name
+                    break
+                try:
+                    os.unlink(entry.name, dir_fd=fd)
+                except OSError as exc:
+                    failed = exc
+            if sub is not None:
+                try:
+                    child = _open_folder(sub, fd)
+                except OSError as exc:
+                    failed = exc
+                    stuck[-1].add(sub)
+                    continue
+                os.close(fd)
+                fd, names, stuck = child, [*names, sub], [*stuck, set()]
+                continue
+            if not names:
+                break
+            parent = os.open("..", _DIR, dir_fd=fd)
+            os.close(fd)
+            fd, name = parent, names.pop()
+            stuck.pop()
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError as exc:
+                failed = exc
+                stuck[-1].add(name)
+    finally:
+        os.close(fd)
+    os.rmdir(top)
+    if failed is not None:
+        raise failed
+
+
+def untrusted_json(text: str | bytes) -> Any:
+    """``json.loads`` of what an attempt could have written (an events line,
+    a findings line, a probe's answer, its package.json): a document nested
+    past Python's recursion limit (100,000 brackets) raises ``ValueError``,
+    as any text that does not parse does, not ``RecursionError``."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deep to parse") from None
+
+
+def untrusted_toml(text: str) -> Any:
+    """``tomllib.loads`` of an attempt's file, ``ValueError`` as above."""
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deep to parse") from None
 
 
 # What git-parallel reads of a file that an agent or a gate could have grown

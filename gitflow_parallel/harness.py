@@ -46,6 +46,8 @@ import re
 import shlex
 from typing import Any, Callable, Collection, Iterable
 
+from gitflow_parallel.files import untrusted_json, untrusted_toml
+
 # JavaScript test runners' configuration; its string literals name more
 # files to protect (``reached_files``).  ``vite.config.*`` is left out: it
 # builds the product too.
@@ -115,9 +117,7 @@ def _parse(path: str, data: bytes) -> tuple[str, Any]:
     name = path.rsplit("/", 1)[-1]
     # Imported here: most verbs never parse one, and both cost a start.
     if name == "pyproject.toml":
-        import tomllib
-
-        return name, tomllib.loads(text)
+        return name, untrusted_toml(text)
     if name == "setup.cfg":
         import configparser
 
@@ -125,7 +125,7 @@ def _parse(path: str, data: bytes) -> tuple[str, Any]:
         parser.read_string(text)
         return name, parser
     if name == "package.json":
-        doc = json.loads(text)
+        doc = untrusted_json(text)
         if not isinstance(doc, dict):
             raise ValueError("package.json is not an object")
         return name, doc
@@ -283,7 +283,7 @@ def reached_scripts(scripts: dict[str, Any], roots: Iterable[str]) -> list[str]:
 
 def _package_scripts(data: bytes | None) -> dict[str, Any]:
     try:
-        doc = json.loads((data or b"{}").decode("utf-8"))
+        doc = untrusted_json((data or b"{}").decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
         return {}
     found = doc.get("scripts") if isinstance(doc, dict) else None
@@ -336,7 +336,7 @@ def matches_config(path: str) -> bool:
 def _runner_sections(data: bytes | None) -> str:
     """The runner sections of a package.json, as text to search."""
     try:
-        doc = json.loads((data or b"{}").decode("utf-8"))
+        doc = untrusted_json((data or b"{}").decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
         return ""
     return json.dumps({k: doc.get(k) for k in _RUNNER_KEYS}) if isinstance(doc, dict) else ""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import model, provenance
+from gitflow_parallel.files import remove_tree
 from gitflow_parallel.git import landing, worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.repo import commit_all, worktree_changes
@@ -105,7 +105,7 @@ def _make_again(project: Project, task: str, inst: dict[str, Any], tip: str | No
     # folder behind; it points at nothing, so it is safe to drop.
     admin = repo.common_dir / "worktrees" / worktrees.admin_name(task, inst["id"])
     if admin.is_dir():
-        shutil.rmtree(admin)
+        remove_tree(admin)
     if tip is not None:
         repo.pygit.branches.local.delete(inst["branch"])  # its tip is archived above
     worktrees.create(repo, task, start, [dict(inst)])

@@ -43,7 +43,6 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import shutil
 import threading
 import time
 from contextlib import contextmanager
@@ -58,6 +57,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import harness
 from gitflow_parallel.config import CONFIG_FILE
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import remove_tree
 from gitflow_parallel.git import lfs
 from gitflow_parallel.git.checkout import checkout_tree, filters_idle
 from gitflow_parallel.git.repo import Repo, note_write, read_gitdir_file
@@ -561,10 +561,10 @@ def remove_checkout(repo: Repo, path: Path) -> None:
     admins = admin_dirs(repo.common_dir, path)
     if path.is_symlink():
         path.unlink()
-    shutil.rmtree(path, ignore_errors=True)
+    remove_tree(path, ignore_errors=True)
     _used(path).unlink(missing_ok=True)
     for admin in admins:
-        shutil.rmtree(admin, ignore_errors=True)
+        remove_tree(admin, ignore_errors=True)
 
 
 def remove_pool(repo: Repo) -> list[Path]:

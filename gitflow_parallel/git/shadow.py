@@ -58,6 +58,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,13 +236,26 @@ def _loose(folder: Path, inst: str) -> dict[str, str]:
     return out
 
 
+def _read_own(path: Path, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes of a file of the view, which the attempt may
+    have written: never through a link, never blocking on a FIFO (a FIFO
+    ``packed-refs`` hung the runner taking its refs in)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    finally:
+        os.close(fd)
+
+
 def _packed(path: Path, own: str, inst: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    try:
-        with open(path, "rb") as handle:
-            lines = handle.read(64 << 20).decode("utf-8", "replace").splitlines()
-    except OSError:
+    data = _read_own(path, 64 << 20)
+    if data is None:
         return out
+    lines = data.decode("utf-8", "replace").splitlines()
     for line in lines:
         oid, _, name = line.partition(" ")
         if name.startswith(own + "/") and _OID.fullmatch(oid) and _is_own(name[len(own) + 1:], inst):
@@ -340,10 +354,16 @@ def _empty_store(objects: Path, alternates: str) -> bool:
                 or os.listdir(objects / "info") != ["alternates"]:
             return False
         entry = objects / "info" / "alternates"
-        return not entry.is_symlink() and entry.read_text(encoding="utf-8") == alternates \
+        return _read_own(entry, 1 << 16) == alternates.encode("utf-8") \
             and not (objects / "info").is_symlink() and not (objects / "pack").is_symlink()
     except OSError:
         return False
+
+
+# The largest object taken in from an attempt's store: each is read whole
+# (twice over, to check its name and to write it), and a zlib bomb of zeros
+# costs its writer one byte on disk per thousand.
+MAX_OBJECT_BYTES = 512 << 20
 
 
 def import_objects(common: Path, objects: Path) -> list[str]:
@@ -351,7 +371,8 @@ def import_objects(common: Path, objects: Path) -> list[str]:
     (``objects``) that it lacks, each read with libgit2's hash check on and
     written by its content, so it lands under the name its content gives.
     Returns the ids of the objects refused (their content does not match
-    their name, or they cannot be read): never taken in."""
+    their name, they are over ``MAX_OBJECT_BYTES`` or cannot be read): never
+    taken in."""
     import pygit2
 
     if objects.is_symlink() or not objects.is_dir():
@@ -370,6 +391,10 @@ def import_objects(common: Path, objects: Path) -> list[str]:
         if oid in shared:
             continue
         try:
+            size = own.read_header(oid)[1]  # inflates the header only
+            if size > MAX_OBJECT_BYTES:
+                refused.append(f"object {oid}: {size:,} bytes, over the {MAX_OBJECT_BYTES:,} an object may hold")
+                continue
             kind, data = own.read(oid)
             if shared.write(kind, data) != oid:
                 refused.append(f"object {oid}")
@@ -424,12 +449,23 @@ def undo(made: View | None) -> list[str]:
 
 def left_by_killed_runner(admin: Path) -> bool:
     """Does the worktree of ``admin`` still look through a view (its runner
-    was killed before it could undo it)?"""
+    was killed before it could undo it), or through any git dir but the
+    shared one?  The attempt may write its admin folder, ``commondir``
+    included: a git dir of its own there (its config holding a clean filter)
+    would be what recover's leftovers commit ran, unfenced."""
     try:
-        said = (admin / "commondir").read_text(encoding="utf-8").strip()
-    except OSError:
+        fd = os.open(admin / "commondir", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            said = os.read(fd, 4096).decode("utf-8").strip() if stat.S_ISREG(os.fstat(fd).st_mode) else NAME
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
         return False
-    return said in (NAME, str(admin / NAME))
+    except (OSError, UnicodeDecodeError):
+        return True  # a link, a FIFO: not what git-parallel wrote
+    if said in (NAME, str(admin / NAME)):
+        return True
+    return os.path.realpath(os.path.join(admin, said)) != os.path.realpath(admin.parent.parent)
 
 
 def restore(common: Path, admin: Path, worktree: Path) -> list[str]:
@@ -453,24 +489,16 @@ def scrub(common: Path, admin: Path) -> list[str]:
     ``/dev/zero`` without end, or append through a link to a file of the
     user's.  A ``HEAD`` removed so is put back naming the instance's branch.
     Returns what was removed (the attempt fails)."""
-    removed: list[str] = []
+    from gitflow_parallel.files import tree_entries
 
-    def visit(folder: Path, skip: str | None) -> None:
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            return
-        for entry in entries:
-            if entry.name == skip:
+    removed: list[str] = []
+    for top, skip in ((admin, NAME), (admin / NAME / "objects", None)):
+        for entry, rel in tree_entries(top, prune=lambda rel, skip=skip: rel == skip):  # type: ignore[misc]
+            if rel == skip or entry.is_dir(follow_symlinks=False):
                 continue
-            if entry.is_dir(follow_symlinks=False):
-                visit(Path(entry.path), None)
-            elif not entry.is_file(follow_symlinks=False):
+            if not entry.is_file(follow_symlinks=False):
                 _remove(Path(entry.path))
                 removed.append(f"{entry.path}: not a regular file (removed)")
-
-    visit(admin, NAME)
-    visit(admin / NAME / "objects", None)
     index = admin / "index"
     try:
         info = os.lstat(index)
@@ -493,9 +521,10 @@ def scrub(common: Path, admin: Path) -> list[str]:
 
 def _pointer(path: Path) -> str | None:
     """The text of a pointer file, or None if it is a link or unreadable."""
+    data = _read_own(path, 1 << 16)
     try:
-        return None if path.is_symlink() else path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
         return None
 
 
@@ -536,8 +565,10 @@ def _put_back_pointers(admin: Path, worktree: Path) -> list[str]:
 # The admin folder is the agent's to write: whatever it left there (a
 # symlink where a folder or a file is expected) is removed, never followed.
 def _remove(path: Path) -> None:
+    from gitflow_parallel.files import remove_tree
+
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path, ignore_errors=True)
     elif os.path.lexists(path):  # a file, a link, a FIFO, a socket
         path.unlink()
 

@@ -49,7 +49,6 @@ measures it.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import time
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ from typing import Iterable
 
 import pygit2
 
+from gitflow_parallel.files import remove_tree
 from gitflow_parallel.git.repo import WRITES_FILE, note_write, read_gitdir_file
 
 # Admin files of a scratch checkout that change on every use and prove nothing.
@@ -351,7 +351,7 @@ def _restore_ref(repo: pygit2.Repository, name: str, value: str | None) -> None:
 
 def _restore_file(path: Path, kept: tuple[int, bytes] | None) -> None:
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+        remove_tree(path)
     elif kept is None or path.is_symlink() or path.exists():
         path.unlink(missing_ok=True)
     if kept is None:

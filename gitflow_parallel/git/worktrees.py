@@ -14,7 +14,6 @@ folder behind, so every step is undone explicitly on failure.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypedDict
@@ -24,6 +23,7 @@ import pygit2
 from gitflow_parallel import errors as E
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import remove_tree, tree_entries
 from gitflow_parallel.git.checkout import checkout_tree, filters_idle
 from gitflow_parallel.git import nested
 from gitflow_parallel.git.repo import Repo, Stager, commit_all, note_write, read_gitdir_file, worktree_changes
@@ -288,9 +288,9 @@ def _rollback(repo: Repo, task: str, branches: list[str], paths: list[Path], adm
         paths = paths + [Path(inst["worktree"]) for inst in instances]
         admin = admin + [admin_name(task, inst["id"]) for inst in instances]
     for path in set(paths):
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path, ignore_errors=True)
     for name in set(admin):
-        shutil.rmtree(repo.common_dir / "worktrees" / name, ignore_errors=True)
+        remove_tree(repo.common_dir / "worktrees" / name, ignore_errors=True)
     for branch in branches:
         try:
             repo.pygit.branches.local.delete(branch)
@@ -414,11 +414,12 @@ def _module_dirs(admin: Path) -> list[Path]:
     if not root.is_dir():
         return []
     found = []
-    for head in sorted(root.rglob("HEAD")):
-        folder = head.parent
-        if (folder / "objects").is_dir() and (folder / "refs").is_dir() and not head.is_symlink():
+    for entry, _ in tree_entries(root):  # no recursion: the attempt made this folder, to any depth
+        folder = Path(entry.path).parent
+        if entry.name == "HEAD" and not entry.is_symlink() and (folder / "objects").is_dir() \
+                and (folder / "refs").is_dir():
             found.append(folder)
-    return found
+    return sorted(found)
 
 
 def keep_modules(repo: Repo, run_id: str, task: str, inst: InstanceRecord) -> list[str]:
@@ -526,10 +527,10 @@ def remove(repo: Repo, record: RunRecord, inst: InstanceRecord, force: bool = Fa
     done["kept"] = keep_strays(repo, record["run_id"], record["task"], inst)
     done["kept"] += keep_modules(repo, record["run_id"], record["task"], inst)
     if path.exists():
-        shutil.rmtree(path)
+        remove_tree(path)
     admin = repo.common_dir / "worktrees" / name
     if admin.exists():
-        shutil.rmtree(admin)
+        remove_tree(admin)
     try:
         repo.pygit.branches.local.delete(branch)
     except KeyError:
@@ -554,7 +555,7 @@ def reset(repo: Repo, inst: InstanceRecord, commit: str) -> None:
         if flags & (pygit2.GIT_STATUS_WT_NEW | pygit2.GIT_STATUS_IGNORED):
             target = path / rel
             if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target, ignore_errors=True)
+                remove_tree(target, ignore_errors=True)
             else:
                 try:
                     target.unlink()

@@ -8,7 +8,6 @@ gates themselves, fingerprints and scores are ``judge/gates``'s.  See
 from __future__ import annotations
 
 import contextlib
-import json
 from collections import Counter
 import os
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
@@ -22,7 +21,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import config, evidence, faults, model, notify, provenance
 from gitflow_parallel.git import lfs, scratch, share
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import remove_hostile_files, sha256_bytes, utcnow
+from gitflow_parallel.files import remove_hostile_files, sha256_bytes, untrusted_json, utcnow
 from gitflow_parallel.git.repo import worktree_changes
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.names import check_name
@@ -81,7 +80,7 @@ def _whole_lines(path: Path) -> tuple[bytes | None, int]:
 
 def _event_name(line: str) -> str | None:
     try:
-        item = json.loads(line)
+        item = untrusted_json(line)
     except ValueError:
         return None
     name = item.get("event") if isinstance(item, dict) else None

@@ -56,7 +56,7 @@ import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import sha256_bytes
+from gitflow_parallel.files import remove_tree, sha256_bytes
 from gitflow_parallel.git import scratch
 from gitflow_parallel.judge import gates
 from gitflow_parallel.judge import place as place_mod
@@ -111,7 +111,7 @@ def _regular_files(root: Path) -> dict[str, str]:
 
 def _keep_inputs(source: Path, store: Path) -> dict[str, Any]:
     """Copy what the generator wrote into ``store``; its files and hashes."""
-    shutil.rmtree(store, ignore_errors=True)
+    remove_tree(store, ignore_errors=True)
     files = _regular_files(source)
     for rel in files:
         (store / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -135,7 +135,7 @@ def _fresh(folder: Path, inputs: Path | None = None) -> None:
     """``folder`` empty (or a copy of ``inputs``), whatever was there."""
     if folder.is_symlink() or folder.is_file():
         folder.unlink()
-    shutil.rmtree(folder, ignore_errors=True)
+    remove_tree(folder, ignore_errors=True)
     if inputs is None:
         folder.mkdir()
     else:
@@ -173,7 +173,7 @@ def _run_one(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkou
         if written is not None and written.is_dir() and not written.is_symlink():
             # What it wrote is in its layer: the judge copies it out (links as links).
             _fresh(folder)
-            shutil.rmtree(folder)
+            remove_tree(folder)
             shutil.copytree(written, folder, symlinks=True, ignore=_special)
     return results[0], folder
 
@@ -214,7 +214,7 @@ def distinguish(project: Project, record: RunRecord, track: str,
                                  "GIT_PARALLEL_DISTINGUISH_OUT"), None
             out["outputs"] = _run_candidates(repo, record, track, checkout, candidates, store / "inputs")
     finally:
-        shutil.rmtree(attempts, ignore_errors=True)
+        remove_tree(attempts, ignore_errors=True)
     if all(o["sha256"] is None for o in out["outputs"].values()):
         first = next(iter(out["outputs"].values()))
         return _fallback(out, E.DISTINGUISH_FAILED, f"distinguish.run ran for no attempt: {first['error']}"), None

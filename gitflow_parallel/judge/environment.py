@@ -60,7 +60,7 @@ import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import atomic_write, canonical_json, sha256_bytes
+from gitflow_parallel.files import atomic_write, canonical_json, remove_tree, sha256_bytes, tree_entries, untrusted_json
 from gitflow_parallel.git import scratch
 
 
@@ -109,10 +109,8 @@ def _walk(top: Path) -> list[str]:
     if not os.path.lexists(top):
         return []
     out = [str(top)]
-    if stat.S_ISDIR(os.lstat(top).st_mode):
-        for folder, dirs, files in os.walk(top):
-            dirs.sort()
-            out += [os.path.join(folder, n) for n in sorted(dirs + files)]
+    if stat.S_ISDIR(os.lstat(top).st_mode):  # no recursion: a gate may leave a tree deeper than Python's limit
+        out += sorted(entry.path for entry, _ in tree_entries(top))
     return out
 
 
@@ -132,7 +130,7 @@ def _drop(checkout: Path, keep: list[str]) -> None:
         if path.is_symlink() or path.is_file():
             path.unlink(missing_ok=True)
         elif path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path, ignore_errors=True)
 
 
 def needed(cfg: dict[str, Any], gates: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -345,7 +343,7 @@ def check_imports(python: str, packages: list[str], cwd: Path, ask: Callable[[li
         return
     try:
         lines = [l for l in ask([python, "-c", _FIND, *packages]).splitlines() if l.strip()]
-        found = json.loads(lines[-1] if lines else b"{}")
+        found = untrusted_json(lines[-1] if lines else b"{}")
     except (OSError, ValueError):
         return  # it cannot even start: the gate will fail loudly on its own
     top = os.path.realpath(cwd)

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import shutil
 import stat
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+from gitflow_parallel.files import remove_tree
 
 LAYERS = "layers"
 # What overlayfs marks a folder with when it hides the lower one's content.
@@ -42,25 +43,9 @@ def root(parallel_dir: Path) -> Path:
 
 
 def _remove(path: Path) -> None:
-    """Remove ``path`` whole; overlayfs leaves its work folder unreadable."""
-    def unlock(func: object, name: str, exc: object) -> None:
-        # A gate made what is in its layer: a link there is never followed
-        # (chmod would change the file it names, wherever that is).
-        for target in (os.path.dirname(name), name):
-            try:
-                if not os.path.islink(target):
-                    os.chmod(target, 0o700)
-            except OSError:
-                pass
-        if os.path.isdir(name) and not os.path.islink(name):
-            shutil.rmtree(name, ignore_errors=True)
-        else:
-            try:
-                os.unlink(name)
-            except OSError:
-                pass
-
-    shutil.rmtree(path, onerror=unlock)
+    """Remove ``path`` whole, at any depth; overlayfs leaves its work folder
+    unreadable, and a gate's layer holds what it made (no link followed)."""
+    remove_tree(path, ignore_errors=True)
 
 
 @dataclass
@@ -200,23 +185,26 @@ def _entries(folder: str) -> list[os.DirEntry[str]]:
 
 def _match(root: str, rel: str, parts: list[str], out: set[str]) -> None:
     """Add to ``out`` the paths under ``root``/``rel`` that ``parts`` (a
-    glob's segments) match, descending only into real folders."""
-    if not parts:
-        out.add(rel)
-        return
-    head, rest = parts[0], parts[1:]
-    folder = os.path.join(root, rel)
-    if head == "**":
-        _match(root, rel, rest, out)
-        for entry in _entries(folder):
-            if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
-                _match(root, os.path.join(rel, entry.name), parts, out)
-        return
-    for entry in _entries(folder):
-        if entry.name.startswith(".") and not head.startswith("."):
+    glob's segments) match, descending only into real folders; without
+    recursion (a probe may leave a tree deeper than Python's limit)."""
+    stack = [(rel, parts)]
+    while stack:
+        rel, parts = stack.pop()
+        if not parts:
+            out.add(rel)
             continue
-        if fnmatch.fnmatchcase(entry.name, head):
-            if not rest:
-                out.add(os.path.join(rel, entry.name))
-            elif entry.is_dir(follow_symlinks=False):
-                _match(root, os.path.join(rel, entry.name), rest, out)
+        head, rest = parts[0], parts[1:]
+        folder = os.path.join(root, rel)
+        if head == "**":
+            stack.append((rel, rest))
+            stack += [(os.path.join(rel, e.name), parts) for e in _entries(folder)
+                      if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+            continue
+        for entry in _entries(folder):
+            if entry.name.startswith(".") and not head.startswith("."):
+                continue
+            if fnmatch.fnmatchcase(entry.name, head):
+                if not rest:
+                    out.add(os.path.join(rel, entry.name))
+                elif entry.is_dir(follow_symlinks=False):
+                    stack.append((os.path.join(rel, entry.name), rest))

@@ -11,13 +11,13 @@ the gate's fence lets it write (``place.execute``'s ``writable``).
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 from gitflow_parallel import expect
+from gitflow_parallel.files import remove_tree
 from gitflow_parallel.proc import sandbox
 
 MAX_REPORT_BYTES = 64 * 1024 * 1024  # past this a report is not read
@@ -33,7 +33,7 @@ def report_file(gate: dict[str, Any]) -> Iterator[Path | None]:
     try:
         yield folder / "report.xml"
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(folder, ignore_errors=True)
 
 
 def command(gate: dict[str, Any], report: Path | None) -> tuple[list[str], dict[str, str]]:

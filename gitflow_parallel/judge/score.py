@@ -5,12 +5,11 @@ like a gate in the judged checkout: its last stdout line) or
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Any
 
-from gitflow_parallel.files import sha256_bytes
+from gitflow_parallel.files import sha256_bytes, untrusted_json
 from gitflow_parallel.files import read_tail
 from gitflow_parallel.judge.fingerprints import read_regular, sha256_path
 from gitflow_parallel.judge.place import Place, execute, gate_env
@@ -39,7 +38,7 @@ def score_from_findings(text: str, jsonl: bool) -> tuple[int | None, str | None]
             if not line.strip():
                 continue
             try:
-                item = json.loads(line)
+                item = untrusted_json(line)
             except ValueError:
                 return None, f"line {n} is not JSON"
             if not isinstance(item, dict) or "anti_slop_score" not in item:

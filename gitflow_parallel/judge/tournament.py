@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gitflow_parallel.files import read_tail, sha256_file
+from gitflow_parallel.files import read_tail, remove_tree, sha256_file
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.judge.place import execute, gate_env
 from gitflow_parallel.proc import sandbox
@@ -85,7 +85,7 @@ def match(project: Project, record: RunRecord, track: str, round_no: int,
         plan = sandbox.GatePlan(project.repo.common_dir, None, scratch, record["config"], sandbox.siblings(record))
         code, error, seconds = execute(list(cfg["command"]), cwd, env, float(cfg["timeout"]), log, err_log, plan)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch, ignore_errors=True)
     try:  # the judge runs the attempts' code: its output is read from its end, capped
         stdout = read_tail(log)[0]
     except OSError:

@@ -53,6 +53,8 @@ MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 
 REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 # LANDLOCK_ACCESS_NET_*
 BIND_TCP, CONNECT_TCP = 1 << 0, 1 << 1
+# LANDLOCK_SCOPE_*
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 READ = EXECUTE | READ_FILE | READ_DIR
 FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # what a rule on a non-folder may grant
@@ -117,8 +119,12 @@ class Ruleset:
         self.version = version
         self.fs = handled_fs(version)
         net = 0 if network or version < 4 else BIND_TCP | CONNECT_TCP
-        attr = _RulesetAttr(self.fs, net, 0)
-        size = 8 if version < 4 else 16  # no scoping asked (an ABI 6 field)
+        # From ABI 6 (Linux 6.12) no signal to, and no abstract Unix socket
+        # of, a process outside the fence: without a PID namespace a gate
+        # killed the runner that judged it.
+        scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= 6 else 0
+        attr = _RulesetAttr(self.fs, net, scoped)
+        size = 8 if version < 4 else 16 if version < 6 else 24
         fd = _syscall(ctypes.c_long(SYS_CREATE), ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
         if fd < 0:
             err = ctypes.get_errno()

@@ -9,10 +9,17 @@ What it gives a command, checked once per process by starting one
   git-parallel dies, the kernel kills everything left in the namespace, a
   ``setsid`` daemon included, and nothing inside can name (so signal) a
   process outside, the runner and its watchdog among them;
+- a **user namespace** of its own and **no capabilities** (``--unshare-user
+  --cap-drop ALL``), even when root starts it (bwrap then makes no user
+  namespace unless told to: a command keeping its capabilities could
+  unmount what hides a folder or remount ``/`` read-write, and root's
+  kernel keyrings would carry what one command leaves to the next);
 - a **mount namespace** in which ``/`` is read-only and only the paths the
   fence grants are bound writable (``Mounts.write``), the folders it must
-  not see are covered by an empty tmpfs (``Mounts.hidden``), ``/dev/shm``
-  is a private tmpfs and ``/proc`` its own;
+  not see are covered by an empty tmpfs (``Mounts.hidden``), ``/dev`` is
+  its own (bwrap's ``--dev``: the usual devices and a terminal folder of its
+  own, none of the user's terminals), ``/dev/shm`` a private tmpfs and
+  ``/proc`` its own;
 - without network (``--unshare-net``: only a loopback of its own, so no
   TCP, UDP or DNS leaves) unless the config allows it;
 - for a judged checkout, an **overlay** (``Mounts.layers``): the pristine
@@ -30,9 +37,11 @@ turns the layer off for one command.  The binary is the one the
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -40,6 +49,13 @@ from pathlib import Path
 from typing import Callable
 
 ENV = "GIT_PARALLEL_NAMESPACE"
+# Started by root (a container, a CI runner), bwrap makes no user namespace
+# unless told to and keeps every capability in the sandbox: the command
+# could unmount the covers over hidden folders and remount ``/`` read-write,
+# and shared root's kernel keyrings (which belong to a user namespace) with
+# every other command.  So it gets a user namespace of its own and no
+# capability, whoever starts it (unprivileged, bwrap does both anyway).
+NO_CAPABILITIES = ("--unshare-user", "--cap-drop", "ALL")
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,10 +81,10 @@ def _probe() -> str | None:
     with tempfile.TemporaryDirectory(prefix="git-parallel-probe-") as tmp:
         lower = Path(tmp) / "lower"
         lower.mkdir()
-        argv = [found, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/",
-                "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc",
+        argv = [found, "--die-with-parent", "--unshare-pid", "--unshare-net", *NO_CAPABILITIES, "--ro-bind", "/", "/",
+                "--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc",
                 "--overlay-src", str(lower), "--tmp-overlay", str(lower), "--",
-                "/bin/sh", "-c", f"echo ok > {lower}/probe"]
+                "/bin/sh", "-c", f"echo ok > {lower}/probe; grep '^CapEff:' /proc/self/status"]
         try:
             proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -78,6 +94,9 @@ def _probe() -> str | None:
             return f"bwrap cannot make namespaces here: {said[-1] if said else f'exit {proc.returncode}'}"
         if (lower / "probe").exists():
             return "bwrap's overlay wrote through to its lower layer"
+        held = proc.stdout.decode(errors="replace").split()
+        if len(held) != 2 or held[1].strip("0"):
+            return "bwrap left the command capabilities (it could undo its own mounts)"
     return None
 
 
@@ -116,35 +135,40 @@ class Mounts:
                 return candidate
         return path
 
-    def finds(self, program: str, cwd: Path, env: dict[str, str]) -> bool:
-        """Would the command's ``execve`` find ``program`` as a file it may
-        run, as the namespace will show it?  (Where it would not, the command
-        is started as it is, and fails to start as it would have, with the
-        same error.)"""
+    def start_error(self, program: str, cwd: Path, env: dict[str, str]) -> OSError | None:
+        """The error ``execvp`` would give ``program`` as the namespace will
+        show it (``FileNotFoundError``, or ``PermissionError`` for a file it
+        may not run), or None when it would find it."""
         if "/" in program:
             candidates = [os.path.join(cwd, program)]
         else:
             candidates = [os.path.join(d or ".", program) for d in env.get("PATH", os.defpath).split(os.pathsep)]
+        denied = False
         for candidate in candidates:
             found = self.host_path(os.path.abspath(os.path.join(cwd, candidate)))
-            if os.path.isfile(found) and os.access(found, os.X_OK):
-                return True
-        return False
+            if os.path.isfile(found):
+                if os.access(found, os.X_OK):
+                    return None
+                denied = True
+        code = errno.EACCES if denied else errno.ENOENT
+        return (PermissionError if denied else FileNotFoundError)(code, os.strerror(code), program)
 
     def argv(self, command: list[str], cwd: Path) -> list[str]:
         """``command`` wrapped in bwrap with these mounts."""
         found = binary()
         assert found is not None, "namespace.argv without a probe"
-        out = [found, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        out = [found, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", *NO_CAPABILITIES]
         if not self.network:
             out.append("--unshare-net")
-        out += ["--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc"]
+        out += ["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc"]
         # Outer folders first: a folder shown again inside a hidden one,
         # and a hidden one inside that, each mounted over what holds it.
         cover = [(p, "--tmpfs") for p in _existing(self.hidden, os.path.isdir)]
         cover += [(p, "--ro-bind") for p in _existing(self.shown, os.path.isdir)]
         for path, how in sorted(cover, key=lambda c: len(c[0].parts)):
             out += [how, str(path)] if how == "--tmpfs" else [how, str(path), str(path)]
+        out += _covered_sockets([*self.write, *self.files, *self.stores, *([self.target] if self.target else [])],
+                                [*self.hidden, Path("/dev")], self.shown)  # its /dev is its own
         for path in _existing(self.write, os.path.isdir):
             out += ["--bind", str(path), str(path)]
         for path in _existing(self.files, os.path.isfile):
@@ -160,6 +184,52 @@ class Mounts:
             else:
                 out += ["--overlay", os.path.realpath(self.upper[0]), os.path.realpath(self.upper[1]), target]
         return [*out, "--chdir", str(cwd), "--", *command]
+
+
+MAX_SOCKET_TABLE = 8 << 20  # bytes of /proc/net/unix read
+
+
+def host_sockets() -> list[str]:
+    """The paths of the Unix sockets bound on this host that are sockets
+    here (``/proc/net/unix`` of the runner's network namespace: the user's
+    D-Bus bus, ssh-agent, Docker, X)."""
+    pieces: list[bytes] = []
+    try:
+        with open("/proc/net/unix", "rb") as handle:
+            while sum(map(len, pieces)) < MAX_SOCKET_TABLE and (piece := handle.read(1 << 16)):
+                pieces.append(piece)  # in pieces: one read of the cap would allocate all of it
+    except OSError:
+        return []
+    table = b"".join(pieces)
+    found = set()
+    for line in table.split(b"\n")[1:]:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7].startswith(b"/"):
+            path = os.fsdecode(fields[7])
+            try:
+                if stat.S_ISSOCK(os.lstat(path).st_mode):
+                    found.add(path)
+            except OSError:
+                continue
+    return sorted(found)
+
+
+def _covered_sockets(own: list[Path], hidden: list[Path], shown: list[Path]) -> list[str]:
+    """bwrap arguments that lay ``/dev/null`` over every socket of the host
+    the command would see (not in a ``hidden`` folder but where ``shown``
+    again), but those under ``own``, its own folders.  A path socket is
+    reached through the file system whatever the network namespace, and
+    connecting to one needs no write to its (read-only) mount: the user's
+    services (D-Bus, ssh-agent, Docker) would run what a gate asks them."""
+    def under(path: str, folders: list[Path]) -> bool:
+        return any(path.startswith(os.path.realpath(f).rstrip("/") + "/") for f in folders)
+
+    out: list[str] = []
+    for path in host_sockets():
+        real = os.path.realpath(path)
+        if not under(real, own) and (not under(real, hidden) or under(real, shown)):
+            out += ["--ro-bind", "/dev/null", path]
+    return out
 
 
 def _existing(paths: list[Path], kind: Callable[[str], bool]) -> list[Path]:

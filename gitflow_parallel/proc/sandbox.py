@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import stat
 import subprocess
 import tempfile
@@ -45,6 +44,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.files import remove_tree
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.proc import cgroup, landlock, namespace
 
@@ -119,12 +119,15 @@ class Fence:
 
     def wrap(self, argv: list[str], cwd: str | Path, env: dict[str, str] | None = None) -> list[str]:
         """``argv`` as it must be started: inside bwrap for the namespace
-        layer - unless its program cannot be run there, when it is left to
-        fail to start as it would have (nothing runs either way)."""
+        layer.  A program the namespace would not find (or run) raises the
+        ``OSError`` starting it would: it is never started
+        outside instead, where the folder lacks the layers laid over it and
+        may hold another program at that path (the attempt's own)."""
         if self.mounts is None or not argv:
             return argv
-        if env is not None and not self.mounts.finds(argv[0], Path(cwd), env):
-            return argv
+        error = self.mounts.start_error(argv[0], Path(cwd), env) if env is not None else None
+        if error is not None:
+            raise error
         return self.mounts.argv(argv, Path(cwd))
 
     def run(self, argv: list[str], cwd: str | Path, env: dict[str, str],
@@ -173,7 +176,7 @@ class Fence:
         its worktree sees the shared common dir again."""
         self.applied()
         if self.tmpdir is not None:
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            remove_tree(self.tmpdir, ignore_errors=True)
             self.tmpdir = None
         if self.view is not None:
             from gitflow_parallel.git import shadow
@@ -379,7 +382,7 @@ def _fence(kind: str, config: Mapping[str, object], write: list[Path], denied: l
         denied = [*denied, *_hidden_tmp()]
         ruleset = _build([*write, tmp], denied, network, [Path("/dev"), *extra_files], reads or Reads())
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp, ignore_errors=True)
         return none(f"{why}; the Landlock fence could not be built: {exc}", network)
     env = {"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)}
     plan = {"write": [str(p) for p in [*write, tmp]], "denied": [str(p) for p in denied],

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitflow_parallel.files import append_jsonl, env_seconds, utcnow
+from gitflow_parallel.files import append_jsonl, env_seconds, untrusted_json, utcnow
 
 MAX_READ = 1 << 20  # an agent that floods its events file is read from its last MiB
 TERMINAL_READS = ("wait_woken", "n_tty_read")
@@ -78,7 +78,7 @@ class EventTail:
 
     def _take(self, raw: bytes) -> None:
         try:
-            line = json.loads(raw)
+            line = untrusted_json(raw)
         except ValueError:
             return
         if not isinstance(line, dict):

@@ -5,13 +5,13 @@ worktree and branch, keeping every tip that holds work.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pygit2
 
 from gitflow_parallel.model import InstanceRecord
 from gitflow_parallel import errors as E
+from gitflow_parallel.files import remove_tree, tree_entries
 from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.state.project import Project
@@ -24,29 +24,24 @@ def only_files_of(path: Path, tree: pygit2.Tree | None) -> list[str]:
     (the worktree's own ``.git`` file aside); empty means removing the folder
     loses nothing that is not in the commit."""
     foreign: list[str] = []
-    for folder, dirs, files in os.walk(path):
-        rel_folder = Path(folder).relative_to(path)
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
-            rel = (rel_folder / name).as_posix()
-            if rel == ".git":
-                continue
-            full = Path(folder) / name
-            try:
-                entry = tree[rel] if tree is not None else None
-            except KeyError:
-                entry = None
-            if entry is None:
-                foreign.append(rel)
-                continue
-            try:
-                data = os.readlink(full).encode() if full.is_symlink() else full.read_bytes()
-            except OSError:
-                foreign.append(rel)
-                continue
-            if str(pygit2.hash(data)) != str(entry.id):
-                foreign.append(rel)
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))
-                   and not (rel_folder == Path(".") and d == ".git")]
+    # Walked without recursion: the attempt's tree may be deeper than Python's limit.
+    for item, rel in tree_entries(path, prune=lambda rel: rel == ".git"):
+        if rel == ".git" or (item.is_dir(follow_symlinks=False) and not item.is_symlink()):
+            continue
+        try:
+            entry = tree[rel] if tree is not None else None
+        except KeyError:
+            entry = None
+        if entry is None:
+            foreign.append(rel)
+            continue
+        try:
+            data = os.readlink(item.path).encode() if item.is_symlink() else Path(item.path).read_bytes()
+        except OSError:
+            foreign.append(rel)
+            continue
+        if str(pygit2.hash(data)) != str(entry.id):
+            foreign.append(rel)
     return sorted(foreign)
 
 
@@ -58,9 +53,9 @@ def attach_worktree(project: Project, task: str, inst: InstanceRecord) -> None:
     admin = repo.common_dir / "worktrees" / name
     path = Path(inst["worktree"])
     if admin.exists():
-        shutil.rmtree(admin)
+        remove_tree(admin)
     if os.path.lexists(path):
-        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        remove_tree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
     (repo.common_dir / "worktrees").mkdir(exist_ok=True)
     try:
@@ -77,9 +72,9 @@ def clear_partial(st: WorktreeState) -> None:
     """Remove a half-made worktree folder and admin entry (checked to hold
     nothing beyond the commit's files when the plan was made)."""
     if st.admin.exists():
-        shutil.rmtree(st.admin)
+        remove_tree(st.admin)
     if os.path.lexists(st.path):
-        shutil.rmtree(st.path) if st.path.is_dir() and not st.path.is_symlink() else st.path.unlink()
+        remove_tree(st.path) if st.path.is_dir() and not st.path.is_symlink() else st.path.unlink()
 
 
 def dismantle_instance(project: Project, scan: "Scan", run_id: str, task: str, inst: InstanceRecord,

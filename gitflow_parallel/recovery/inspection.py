@@ -5,7 +5,6 @@ worktree folders no record accounts for, merge intents of retired runs.
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Iterator
@@ -14,6 +13,7 @@ import pygit2
 
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel import errors as E
+from gitflow_parallel.files import remove_tree
 from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import (BASE_HAS_LOSER, LOCK_HELD, MERGE_INTENT_LEFT, NOTES_MISSING,
                                      OBJECT_MISSING, ORPHAN, REVISION_INVALID, STALE_LOCK, ParallelError)
@@ -259,7 +259,7 @@ def orphan_findings(scan: Scan, records: list[RunRecord], task: str | None) -> l
                 continue
 
             def prune(admin: Path = admin) -> None:
-                shutil.rmtree(admin, ignore_errors=True)
+                remove_tree(admin, ignore_errors=True)
 
             out.append(Finding(ORPHAN, ERROR,
                                f"worktree admin folder {name} belongs to no run record and its worktree is gone",
