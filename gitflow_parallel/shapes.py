@@ -309,6 +309,8 @@ class EngineEvidence(TypedDict):
     path: NotRequired[str]
     sha256: NotRequired[str]
     cut: NotRequired[int]
+    forged: NotRequired[int]  # engine_* lines of the agent's file that the runner's copy lacks
+    erased: NotRequired[int]  # lines of the runner's copy missing from the agent's file
 
 
 class Refusal(TypedDict):
