@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gitflow_parallel.files import canonical_json
-from gitflow_parallel.model import HUMAN, InstanceRecord, MergeRecord, PickRecord, RunRecord
+from gitflow_parallel.model import HUMAN, Comment, InstanceRecord, MergeRecord, PickRecord, RunRecord
 
 NOTE_VERSION = 1
 
 
-def line(kind: str, run_id: str, **fields: Any) -> str:
+def line(kind: str, run_id: str, **fields: object) -> str:
     """One note line: compact, key-sorted JSON."""
     return canonical_json({"v": NOTE_VERSION, "kind": kind, "run_id": run_id, **fields})
 
@@ -39,7 +40,7 @@ def instance_note(record: RunRecord, inst: InstanceRecord, commit: str) -> str:
     )
 
 
-def evidence_note(record: RunRecord, inst_id: str, pack: dict[str, Any], sha256: str) -> str:
+def evidence_note(record: RunRecord, inst_id: str, pack: Mapping[str, object], sha256: str) -> str:
     """The line on a checked commit, from the evidence pack bound to the record."""
     return line("evidence", record["run_id"], task=record["task"], instance=inst_id,
                 attempt=pack.get("attempt"), commit=pack.get("commit"), tree=pack.get("tree"),
@@ -72,19 +73,19 @@ def differential_summary(ran: dict[str, Any]) -> dict[str, Any]:
             "outputs": {i: o["sha256"] for i, o in (ran.get("outputs") or {}).items()}}
 
 
-def comment_note(record: RunRecord, inst: InstanceRecord, comment: dict[str, Any], commit: str) -> str:
+def comment_note(record: RunRecord, inst: InstanceRecord, comment: Comment, commit: str) -> str:
     """The line on the commented attempt's commit (``git parallel comment``)."""
     return line("comment", record["run_id"], task=record["task"], instance=inst["id"], attempt=comment["attempt"],
                 commit=commit, text=comment["text"], file=comment["file"], line=comment["line"], by=comment["by"],
                 at=comment["at"])
 
 
-def protected_summary(changes: list[dict[str, Any]]) -> list[str]:
+def protected_summary(changes: Sequence[Mapping[str, object]]) -> list[str]:
     """One short line per protected change: ``tests/test_a.py deleted -120``."""
     return [f"{c['path']} {c['change']} +{c['lines_added']} -{c['lines_deleted']}" for c in changes]
 
 
-def unpick_note(record: RunRecord, retired: dict[str, Any]) -> str:
+def unpick_note(record: RunRecord, retired: Mapping[str, object]) -> str:
     """The line on a retired winner commit: ``unpick`` took its pick back."""
     return line("unpick", record["run_id"], task=record["task"], track=retired["track"], winner=retired["winner"],
                 retired=retired["path"], retired_by=retired["retired_by"], retired_at=retired["retired_at"])

@@ -449,3 +449,28 @@ class StatusListResult(TypedDict):
     """``status``: every run, and the records that did not load."""
     runs: list[RunSummary]
     problems: list[Problem]
+
+
+# -- the other verbs' results (``--json``) ----------------------------------------------------
+class RetryResult(RunRecord):
+    """``retry``: the run's record, and why its notes were not written (if so)."""
+    notes_error: NotRequired[str]
+
+
+class AbortResult(TypedDict):
+    """``abort``: the run, the instances stopped now, and (a whole run) what was removed."""
+    run: RunRecord
+    stopped: list[str]
+    removed: list[dict[str, Any]]
+    remote_warning: NotRequired[str | None]
+
+
+class CommentResult(TypedDict):
+    """``comment``: the comment kept, the commit it is noted on, how many the attempt has."""
+    task: str
+    run_id: str
+    instance: str
+    comment: Comment
+    commit: str | None
+    comments: int
+    warning: NotRequired[str]
