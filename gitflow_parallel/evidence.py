@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.files import atomic_write, sha256_bytes, sha256_file
-from gitflow_parallel.model import InstanceRecord, RunRecord, binding_of
+from gitflow_parallel.model import EvidenceBinding, InstanceRecord, RunRecord, binding_of
 
 SCHEMA_VERSION = 1
 ORIGIN = "git-parallel"
@@ -34,7 +34,7 @@ def dumps(pack: dict[str, Any]) -> bytes:
     return (json.dumps(pack, sort_keys=True, indent=2) + "\n").encode("utf-8")
 
 
-def write(parallel_dir: Path, pack: dict[str, Any]) -> dict[str, str]:
+def write(parallel_dir: Path, pack: dict[str, Any]) -> EvidenceBinding:
     """Write a pack; returns the binding kept in the record ({path, sha256})."""
     path = pack_path(parallel_dir, pack["run_id"], pack["instance"], pack["attempt"])
     data = dumps(pack)

@@ -29,6 +29,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.shapes import INSTANCE_STATUSES as INSTANCE_STATUSES
 from gitflow_parallel.shapes import RUN_STATUSES as RUN_STATUSES
 from gitflow_parallel.shapes import SCHEMA_VERSION as SCHEMA_VERSION
+from gitflow_parallel.shapes import Base as Base
 from gitflow_parallel.shapes import ClaimHolder as ClaimHolder
 from gitflow_parallel.shapes import Comment as Comment
 from gitflow_parallel.shapes import EvidenceBinding as EvidenceBinding
@@ -79,7 +80,7 @@ def new_instance(task: str, track: str, inst_id: str, root: Path, base_commit: s
     }
 
 
-def new_run(task: str, base: dict[str, str], tracks: list[str], config: dict[str, Any], config_sha256: str,
+def new_run(task: str, base: Base, tracks: list[str], config: dict[str, Any], config_sha256: str,
             config_source: Any, root: Path, instances: list[InstanceRecord], now: str,
             run_id: str | None = None, **extra: Any) -> RunRecord:
     """A pending run at revision 1 (a fresh run id unless ``run_id``)."""
@@ -188,9 +189,10 @@ def finish(record: RunRecord, inst: InstanceRecord, status: str, **fields: Any) 
     move(record, inst, status, **fields)
 
 
-def bind_evidence(inst: InstanceRecord, binding: dict[str, Any], pack: dict[str, Any]) -> None:
+def bind_evidence(inst: InstanceRecord, binding: EvidenceBinding, pack: dict[str, Any]) -> None:
     """Bind the evidence pack ``check`` wrote (its path and sha256) and its verdict."""
-    inst["evidence"] = {**binding, "instance_revision": pack["instance_revision"]}  # type: ignore[typeddict-item]
+    inst["evidence"] = {"path": binding["path"], "sha256": binding["sha256"],
+                        "instance_revision": pack["instance_revision"]}
     inst["verdict"] = pack.get("verdict")
     inst["score"] = pack.get("score")
     inst["protected_changes"] = pack.get("protected_detail") or []

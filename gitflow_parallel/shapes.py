@@ -430,6 +430,25 @@ class StatusResult(TypedDict):
     base_tip: str | None
 
 
+class StatusRow(InstanceRecord):
+    """An instance as ``status TASK`` finds it: the record, its branch's tip
+    now, its evidence judged against that tip, and what looks wrong."""
+    tip: str | None
+    evidence_state: str
+    evidence_reason: str
+    flags: list[str]
+
+
+class StatusDetail(TypedDict):
+    """What the ``status TASK`` verb returns, which the CLI renders (``--json``
+    folds the rows into the record: :class:`StatusResult`); ``shared``: the
+    run ref it was read from, for a run only fetched."""
+    run: RunRecord
+    rows: list[StatusRow]
+    base_tip: str | None
+    shared: NotRequired[str]
+
+
 class RunSummary(TypedDict):
     task: str
     run_id: str

@@ -12,7 +12,9 @@ from typing import Any, Mapping
 import click
 
 from gitflow_parallel.provenance import protected_summary
-from gitflow_parallel.shapes import PickResult
+from gitflow_parallel.commands.merge import MergeResult
+from gitflow_parallel.git.retire import Cleanup
+from gitflow_parallel.shapes import AbortResult, PickRecord, PickResult, RunRecord
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
     RunProgress, RunWaitNotice, check_progress, figures_text, render_check, render_differential, render_pr, render_published,
@@ -118,7 +120,7 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
     removed again.  Refused past max_total live instances in the repository."""
     from gitflow_parallel.commands import spawn as spawn_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: Mapping[str, Any]) -> None:
         for w in r.get("warnings") or []:
             click.echo(f"warning: {w}", err=True)
         click.echo(f"spawned run {r['run_id']} for {r['task']} on {r['base']['ref']} at {r['base']['commit'][:12]}")
@@ -168,12 +170,12 @@ def retry(task: str, instance: str, revision: int | None, force: bool, onto_curr
     from gitflow_parallel.commands import retry as retry_cmd
     from gitflow_parallel.model import find_instance
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: RunRecord) -> None:
         inst = find_instance(r, instance)
         start = inst.get("start") or {}
         where = {"base-tip": f"the current tip of {r['base']['ref']}", "previous-attempt": "its previous tip"}.get(
-            start.get("from"), "the base")
-        click.echo(f"instance {instance} starts attempt {inst['attempt']} from {where} at {inst['head'][:12]}")
+            start.get("from", ""), "the base")
+        click.echo(f"instance {instance} starts attempt {inst['attempt']} from {where} at {(inst['head'] or '')[:12]}")
         prev = inst["history"][-1] if inst["history"] else None
         if prev and prev.get("archive_ref"):
             click.echo(f"previous attempt kept at {prev['archive_ref']}")
@@ -198,7 +200,7 @@ def abort(task: str, instance: str | None, force: bool, as_json: bool) -> None:
     tips archived under refs/parallel/archive/, worktrees and branches removed)."""
     from gitflow_parallel.commands import abort as abort_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: AbortResult) -> None:
         what = f"instance {instance}" if instance else f"run {r['run']['run_id']}"
         click.echo(f"aborted {what} of {task}")
         for i in r["stopped"]:
@@ -219,7 +221,7 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
     tip is first kept under refs/parallel/archive/<run_id>/<id>/<attempt>;
     a worktree with uncommitted changes is refused unless --force."""
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: Cleanup) -> None:
         for d in r["removed"]:
             extra = f" (uncommitted work committed as {d['dirty_committed'][:12]})" if d["dirty_committed"] else ""
             click.echo(f"removed {d['id']}; tip kept at {d['archived']}{extra}")
@@ -234,7 +236,7 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
              render)
 
 
-def _render_pick(p: dict[str, Any], again: str) -> None:
+def _render_pick(p: PickRecord, again: str) -> None:
     """One track's pick as text: winner, how it was chosen, what it changes
     of protected paths, the figures that decided, the losers and why."""
     from gitflow_parallel import model
@@ -301,7 +303,7 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
     recorded too.  `git parallel unpick` retires a pick that has not landed."""
     from gitflow_parallel.commands import pick as pick_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: PickResult) -> None:
         for p in r["picks"] + r["existing"]:
             _render_pick(p, " (already picked)" if p in r["existing"] else "")
         click.echo(f"next: git parallel merge {task}")
@@ -371,14 +373,14 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
         run_verb(as_json, lambda: merge_cmd.merge_pr(_project(), task, pr_remote or "origin"), render_pr)
         return
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: MergeResult) -> None:
         m = r["merge"]
         if r["already"]:
             click.echo(f"already merged: {m['base_ref']} at {m['landed'][:12]}")
             render_push(r.get("push"))
             return
-        moved = m["attempts"] - 1  # the landing is computed again each time the base moves under it
-        click.echo(f"landed {m['method']} on {m['base_ref']}: {m['previous'][:12]} -> {m['landed'][:12]}"
+        moved = (m.get("attempts") or 1) - 1  # the landing is computed again each time the base moves under it
+        click.echo(f"landed {m['method']} on {m['base_ref']}: {(m['previous'] or '')[:12]} -> {m['landed'][:12]}"
                    + (f" (the base moved during the merge: computed again {moved} time(s))" if moved else ""))
         for f in m["resolved_files"]:
             dropped = f.get("winner_lines_dropped", 0) if f.get("kept") == "base" else 0
@@ -400,12 +402,12 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
                 click.echo(f"  {line}", err=True)
         if m.get("worktree_error"):
             click.echo(f"warning: could not update {m['worktree']}: {m['worktree_error']}", err=True)
-        if r.get("cleanup_error"):
-            e = r["cleanup_error"]
-            click.echo(f"warning: cleanup refused: error[{e['code']}]: {e['message']}", err=True)
-            click.echo(f"hint: {e['hint']}", err=True)
-        elif r.get("cleanup"):
-            click.echo(f"cleaned up {len(r['cleanup']['removed'])} worktree(s); tips kept under refs/parallel/archive/")
+        refused, cleaned = r.get("cleanup_error"), r.get("cleanup")
+        if refused:
+            click.echo(f"warning: cleanup refused: error[{refused['code']}]: {refused['message']}", err=True)
+            click.echo(f"hint: {refused['hint']}", err=True)
+        elif cleaned:
+            click.echo(f"cleaned up {len(cleaned['removed'])} worktree(s); tips kept under refs/parallel/archive/")
         click.echo(f"provenance: git notes --ref=parallel show {m['landed'][:12]}")
         render_push(r.get("push"))
 

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb, visible
+from gitflow_parallel.shapes import CommentResult
 
 
 @main_group.command()
@@ -60,7 +61,7 @@ def comment(task: str, instance: str, text: str, file: str | None, line: int | N
     that failed; `show` and the report list them."""
     from gitflow_parallel.commands import comment as comment_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: CommentResult) -> None:
         c = r["comment"]
         where = f" on {c['file']}" + (f":{c['line']}" if c["line"] else "") if c["file"] else ""
         click.echo(f"commented{where} on attempt {c['attempt']} of {task}/{instance}"

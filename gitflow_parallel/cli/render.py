@@ -11,7 +11,9 @@ from typing import Any, Iterator
 import click
 
 from gitflow_parallel import errors as E
+from gitflow_parallel.git.remote_landing import PushResult
 from gitflow_parallel.provenance import protected_summary
+from gitflow_parallel.shapes import StatusDetail, StatusListResult
 
 FAILING_SHOWN = 20  # failing tests named per gate by `show`
 
@@ -30,17 +32,18 @@ def short(v: Any, n: int = 12) -> str:
     return "-" if v is None else str(v)[:n]
 
 
-def render_status(r: dict[str, Any]) -> None:
-    if "runs" in r:
-        if not r["runs"] and not r["problems"]:
-            click.echo("no runs (start one with `git parallel spawn TASK`)")
-        for run in r["runs"]:
-            noun = "instance" if run["instances"] == 1 else "instances"
-            click.echo(f"{run['task']:<24} {run['status']:<10} {run['instances']:>3} {noun:<9}  "
-                       f"{run['base']:<24} {run['run_id']}" + ("  (fetched)" if run.get("fetched") else ""))
-        for p in r["problems"]:
-            click.echo(f"error[{p['code']}]: {p['message']}")
-        return
+def render_runs(r: StatusListResult) -> None:
+    if not r["runs"] and not r["problems"]:
+        click.echo("no runs (start one with `git parallel spawn TASK`)")
+    for run in r["runs"]:
+        noun = "instance" if run["instances"] == 1 else "instances"
+        click.echo(f"{run['task']:<24} {run['status']:<10} {run['instances']:>3} {noun:<9}  "
+                   f"{run['base']:<24} {run['run_id']}" + ("  (fetched)" if run.get("fetched") else ""))
+    for p in r["problems"]:
+        click.echo(f"error[{p['code']}]: {p['message']}")
+
+
+def render_status(r: StatusDetail) -> None:
     run = r["run"]
     click.echo(f"task {run['task']}  run {run['run_id']}  status {run['status']}  revision {run['run_revision']}")
     if r.get("shared"):
@@ -48,8 +51,8 @@ def render_status(r: dict[str, Any]) -> None:
     tip = r.get("base_tip")
     now = ("now gone" if tip is None else "still there" if tip == run["base"]["commit"] else f"now at {tip[:12]}")
     click.echo(f"base {run['base']['ref']}: spawned at {run['base']['commit'][:12]}, {now}")
-    if run.get("merge"):
-        m = run["merge"]
+    m = run.get("merge")
+    if m:
         click.echo(f"landed {m['method']} at {m['landed'][:12]} on {m['merged_at']}")
     header: tuple[str, ...] = ("ID", "TRACK", "STATUS", "ATT", "HEAD", "VERDICT", "SCORE", "EVIDENCE", "BRANCH",
                                "WORKTREE")
@@ -74,7 +77,7 @@ def figures_text(f: dict[str, Any]) -> str:
     return f"{f['id']} (score {score}, {f['changed_lines']} changed lines{size})"
 
 
-def render_push(p: dict[str, Any] | None) -> None:
+def render_push(p: PushResult | None) -> None:
     if not p:
         return
     base = p["base_ref"][len("refs/heads/"):]
@@ -371,7 +374,7 @@ class CheckProgress(RunProgress):
     """On a terminal: one line redrawn in place, with the gates running now
     and those waiting for a core; cleared before the summary."""
 
-    def __call__(self, s: dict[str, Any]) -> None:  # type: ignore[override]
+    def __call__(self, s: dict[str, Any]) -> None:
         running = ", ".join(s["running"]) or "nothing"
         text = f"check {s['task']}: {s['finished']} gates finished, running {running}"
         if s["waiting"]:

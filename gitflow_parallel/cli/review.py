@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb, visible_stream
-from gitflow_parallel.cli.render import render_diff, render_published, render_show, render_status, render_worker
+from gitflow_parallel.cli.render import render_diff, render_published, render_show, render_runs, render_status, render_worker
 
 
 @main_group.command()
@@ -21,16 +21,20 @@ def status(task: str | None, as_json: bool) -> None:
     branch, worktree).  --json prints {"ok": true, "run": <record>}."""
     from gitflow_parallel.commands import status as status_cmd
 
-    def call() -> dict[str, Any]:
+    def live() -> dict[str, object]:  # each instance with its live view (``shapes.StatusResult``)
+        assert task is not None
         result = status_cmd.status(_project(), task)
-        if as_json and task is not None:
-            run = result["run"]
-            for inst, row in zip(run["instances"], result["rows"]):
-                inst["live"] = {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"]}
-            return {"run": run, "base_tip": result["base_tip"]}
-        return result
+        instances: list[dict[str, object]] = [
+            {**inst, "live": {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"]}}
+            for inst, row in zip(result["run"]["instances"], result["rows"])]
+        return {"run": {**result["run"], "instances": instances}, "base_tip": result["base_tip"]}
 
-    run_verb(as_json, call, render_status)
+    if task is None:
+        run_verb(as_json, lambda: status_cmd.status(_project()), render_runs)
+    elif as_json:
+        run_verb(as_json, live)
+    else:
+        run_verb(as_json, lambda: status_cmd.status(_project(), task), render_status)
 
 
 @main_group.command()

@@ -15,6 +15,7 @@ from gitflow_parallel import evidence
 from gitflow_parallel.git import hooks
 from gitflow_parallel.judge import check as engine
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.shapes import InstanceRecord, RunRecord
 
 
 def check(project: Project, task: str, instances: list[str] | None = None, gates: list[str] | None = None,
@@ -29,7 +30,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
     ``skipped``, and its verdict still counts for the exit status."""
     skipped: list[dict[str, Any]] = []
 
-    def fresh(record: dict[str, Any], inst: dict[str, Any]) -> bool:
+    def fresh(record: RunRecord, inst: InstanceRecord) -> bool:
         state = evidence.freshness(record, inst, project.tip(inst))
         if not state.fresh or state.pack is None or not state.pack.get("complete"):
             return False

@@ -30,12 +30,13 @@ def publish(project: Project, task: str, remote: str, agent: list[str] | None = 
                             hint=f"give it after --: `git parallel run {task} --remote {remote} -- CMD [ARG...]`")
     record = project.store.load(task)
     refuse_finished(record, "publish")
-    before = record.get("remote") or {}
-    if before.get("name") not in (None, remote):
+    before = record.get("remote")
+    if before is not None and before["name"] != remote:
         raise ParallelError(E.REMOTE_FAILED, f"run {record['run_id']} is published to {before['name']!r}, "
                             f"not {remote!r}", hint=f"publish it with --remote {before['name']}")
-    info = model.new_remote(remote, agent if agent is not None else before.get("agent"),
-                            timeout if agent is not None else before.get("timeout"), utcnow())
+    if agent is None:  # as published before, if it was
+        agent, timeout = (before["agent"], before["timeout"]) if before is not None else (None, None)
+    info = model.new_remote(remote, agent, timeout, utcnow())
     # The manifest is built from the record as it will be stored, and the
     # record changes only once the remote took the push.
     manifest = manifest_commit(project, {**record, "remote": info})

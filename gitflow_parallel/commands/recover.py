@@ -19,6 +19,7 @@ from gitflow_parallel.recovery.inspection import RunInspection, all_records, loc
 from gitflow_parallel.recovery.plan import apply_repairs, audit, in_order, audit_path
 from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.scan import Scan, recovery_id
+from gitflow_parallel.shapes import RunRecord
 
 
 # -- recover --------------------------------------------------------------------------
@@ -173,7 +174,7 @@ def _recover(project: Project, task: str, dry_run: bool) -> dict[str, Any]:
                 "next": _next_steps(record)}
 
 
-def _left_instances(record: dict[str, Any]) -> list[dict[str, Any]]:
+def _left_instances(record: RunRecord) -> list[dict[str, Any]]:
     """Failed and aborted instances are consistent, but they are what a user
     most likely wants to act on next; recover never retries them."""
     if record["status"] in FINISHED_RUN:
@@ -184,7 +185,7 @@ def _left_instances(record: dict[str, Any]) -> list[dict[str, Any]]:
             for i in record["instances"] if i["status"] in ("failed", "aborted") and not i.get("removed")]
 
 
-def _next_steps(record: dict[str, Any]) -> list[str]:
+def _next_steps(record: RunRecord) -> list[str]:
     task, status = record["task"], record["status"]
     if status == "merged":
         if any(not i.get("removed") for i in record["instances"]):

@@ -144,7 +144,8 @@ def _why(fate: dict[str, Any]) -> str:
     pick = fate.get("pick")
     if pick and pick["selection_method"] == HUMAN and not fate["won"]:
         return f"lost track {pick['track']} to {pick['winner']['id']}: not chosen by {pick.get('picked_by')} (see Pick)"
-    return fate["why"]
+    why: str = fate["why"]
+    return why
 
 
 def _alarms(inst: dict[str, Any], pack: dict[str, Any] | None) -> str:
@@ -338,7 +339,8 @@ def _comments(inst: dict[str, Any]) -> str:
 
 def render(view: RunView, attempts: list[dict[str, Any]]) -> str:
     record = view.record
-    styles = CSS + HtmlFormatter(cssclass="highlight").get_style_defs(".highlight")
+    # types-Pygments leaves HtmlFormatter.get_style_defs unannotated (its base, Formatter's, returns str).
+    styles = CSS + HtmlFormatter(cssclass="highlight").get_style_defs(".highlight")  # type: ignore[no-untyped-call]
     source = "fetched (read from git refs)" if view.shared else "this clone's record"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -18,6 +18,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
 from gitflow_parallel.proc import engine
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.shapes import InstanceRecord, RunRecord
 
 
 def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
@@ -69,13 +70,15 @@ def assign_agents(project: Project, task: str, argv: list[str], wanted: list[str
     return first or (commands[next(iter(plan.values()))] if plan else argv)
 
 
-def _plan(project: Project, names: list[str], todo: list[dict[str, Any]], split: Any) -> dict[str, str]:
-    """Instance id -> agent name for ``todo``, track by track in id order."""
+def _plan(project: Project, names: list[str], todo: list[InstanceRecord],
+          split: str | dict[str, int] | None) -> dict[str, str]:
+    """Instance id -> agent name for ``todo``, track by track in id order
+    (``split``: as given to ``--split``, or the config's mapping)."""
     if isinstance(split, str):
         split = mix.parse_split(split, names)
     elif split:
         split = dict(sorted(split.items()))
-    if split == mix.AUTO:
+    if isinstance(split, str):  # the one word parse_split lets through: auto
         from gitflow_parallel.state import tally
 
         weights, floor = mix.auto_weights(names, tally.win_rates(project)), True
@@ -92,7 +95,7 @@ def _plan(project: Project, names: list[str], todo: list[dict[str, Any]], split:
 
 
 def _write(project: Project, task: str, assignments: dict[str, tuple[str | None, list[str] | None]]) -> None:
-    def mutate(record: dict[str, Any]) -> None:
+    def mutate(record: RunRecord) -> None:
         for inst_id, (name, command) in assignments.items():
             inst = model.find_instance(record, inst_id)
             model.assign_agent(inst, name, command)

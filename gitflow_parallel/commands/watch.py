@@ -35,6 +35,7 @@ from gitflow_parallel.names import check_name
 from gitflow_parallel.proc.waiting import EventTail
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.view import changes_between, commit_stat, worktree_diff, worktree_stat
+from gitflow_parallel.shapes import InstanceRecord, RunRecord
 
 ENDED_RUN = ("picked", "merged", "failed", "aborted")
 INTERVAL = 0.2  # seconds between reads of the record
@@ -56,7 +57,7 @@ def last_line(path: str | None) -> str:
     return lines[-1].strip() if lines else ""
 
 
-def _seconds(inst: dict[str, Any], now: dt.datetime) -> float | None:
+def _seconds(inst: InstanceRecord, now: dt.datetime) -> float | None:
     def when(stamp: str | None) -> dt.datetime | None:
         return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
 
@@ -75,14 +76,15 @@ class Sampler:
         self.tails: dict[tuple[str, int], EventTail] = {}
         self.stats: dict[tuple[str, int], tuple[float, dict[str, int] | None, bool]] = {}
 
-    def waiting(self, inst: dict[str, Any]) -> dict[str, Any] | None:
-        if inst["status"] != "running" or not inst.get("events"):
+    def waiting(self, inst: InstanceRecord) -> dict[str, Any] | None:
+        events = inst.get("events")
+        if inst["status"] != "running" or not events:
             return None
         key = (inst["id"], inst["attempt"])
-        tail = self.tails.setdefault(key, EventTail(Path(inst["events"])))
+        tail = self.tails.setdefault(key, EventTail(Path(events)))
         return tail.read()
 
-    def diff(self, record: dict[str, Any], inst: dict[str, Any]) -> dict[str, int] | None:
+    def diff(self, record: RunRecord, inst: InstanceRecord) -> dict[str, int] | None:
         if inst["status"] == "pending":
             return None
         key, now = (inst["id"], inst["attempt"]), time.monotonic()
@@ -99,7 +101,7 @@ class Sampler:
         return stat
 
 
-def view(record: dict[str, Any], sampler: Sampler | None = None) -> dict[str, Any]:
+def view(record: RunRecord, sampler: Sampler | None = None) -> dict[str, Any]:
     """The run as ``watch`` shows it."""
     now = dt.datetime.now(dt.timezone.utc)
     picks = {t: p.get("winner") for t, p in (record.get("picks") or {}).items()}

@@ -36,10 +36,11 @@ from gitflow_parallel.judge.gates import (applicable, complete_of, gate_facts, j
                                          refused_protected, repository_of, run_gates, verdict_of, what_is_judged)
 from gitflow_parallel.judge.place import Place, judging
 from gitflow_parallel.judge.score import score
+from gitflow_parallel.shapes import CheckedInstance, EvidenceBinding, CheckResult, InstanceError, InstanceRecord, RunRecord
 
 
 # -- engine evidence --------------------------------------------------------------
-def engine_evidence(inst: dict[str, Any]) -> dict[str, Any]:
+def engine_evidence(inst: InstanceRecord) -> dict[str, Any]:
     """Counts by event name from the instance's events log, or unavailable.
 
     Nothing observed is null, never 0: an empty or absent log does not prove
@@ -87,11 +88,11 @@ def _tracked_changes(worktree: Path) -> list[str]:
                   if f != pygit2.GIT_STATUS_CURRENT and not f & new)
 
 
-def _picked_winners(record: dict[str, Any]) -> set[str]:
-    return {p.get("winner") for p in (record.get("picks") or {}).values() if isinstance(p, dict)}
+def _picked_winners(record: RunRecord) -> set[str]:
+    return {p["winner"] for p in (record.get("picks") or {}).values()}
 
 
-def _targets(record: dict[str, Any], instances: list[str] | None) -> list[dict[str, Any]]:
+def _targets(record: RunRecord, instances: list[str] | None) -> list[InstanceRecord]:
     """The instances to check.  A picked winner is never re-checked: its pack
     would be rewritten in place, and the write-once pick record, which names
     that pack's sha256, would then refuse to merge forever."""
@@ -135,7 +136,7 @@ def _targets(record: dict[str, Any], instances: list[str] | None) -> list[dict[s
     return chosen
 
 
-def _preflight(project: Project, record: dict[str, Any], inst: dict[str, Any]) -> str:
+def _preflight(project: Project, record: RunRecord, inst: InstanceRecord) -> str:
     """Refuse an instance whose worktree does not hold exactly its branch tip;
     returns the tip."""
     task, inst_id = record["task"], inst["id"]
@@ -181,7 +182,7 @@ def _lock(project: Project, task: str, inst_id: str) -> FileLock:
     return lock
 
 
-def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], commit: str,
+def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit: str,
                selected: set[str] | None, reads: sandbox.Reads, lane: pace.Lane) -> dict[str, Any]:
     """Run the gates and score of one instance in a clean checkout of its
     commit; returns its pack (not yet written).  ``reads``: the fences' read
@@ -190,7 +191,7 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
     repo = pygit2.Repository(str(project.repo.common_dir))  # one handle per thread
     base_commit = record["base"]["commit"]
     cfg = record["config"]
-    tree = str(repo.get(commit).peel(pygit2.Commit).tree_id)
+    tree = str(repo[commit].peel(pygit2.Commit).tree_id)
     judged = what_is_judged(repo, record, commit, base_commit)
     gates = applicable(cfg["gates"], inst["track"])
     pack = {
@@ -241,7 +242,7 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
             "complete": complete_of(results)}
 
 
-def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[str, Any]], inst: dict[str, Any],
+def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[str, Any]], inst: InstanceRecord,
                  place: Place, commit: str, judged: dict[str, Any], results: list[dict[str, Any]],
                  selected: set[str] | None) -> dict[str, Any] | None:
     """The tests the attempt added under protected paths, which its judging
@@ -255,7 +256,7 @@ def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[
         return None
     again = [g for g in gates if g["mode"] == "enforced" and not g.get("hidden")
              and (selected is None or g["name"] in selected)]
-    tree = repo.get(commit).peel(pygit2.Commit).tree
+    tree = repo[commit].peel(pygit2.Commit).tree
     if place.overlaid:
         return _added_layered(repo, tree, paths, again, inst, place, mode)
     written = []
@@ -282,7 +283,7 @@ def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[
 
 
 def _added_layered(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str], again: list[dict[str, Any]],
-                   inst: dict[str, Any], place: Place, mode: str) -> dict[str, Any]:
+                   inst: InstanceRecord, place: Place, mode: str) -> dict[str, Any]:
     """The added-tests stage under the namespace layer: the added files in a
     layer of their own over the checkout, the gates in a fresh upper layer."""
     parallel_dir = place.log_dir.parent.parent
@@ -317,7 +318,7 @@ def _still_judged(path: Path, commit: str, what: str) -> None:
             hint="make the gates leave tracked files alone (write to untracked, ignored paths) and check again")
 
 
-def _select_gates(record: dict[str, Any], gates: list[str] | None) -> set[str] | None:
+def _select_gates(record: RunRecord, gates: list[str] | None) -> set[str] | None:
     if not gates:
         return None
     known = [g["name"] for g in record["config"]["gates"]]
@@ -332,11 +333,11 @@ def _select_gates(record: dict[str, Any], gates: list[str] | None) -> set[str] |
     return set(gates)
 
 
-def _store_pack(project: Project, task: str, pack: dict[str, Any]) -> dict[str, Any]:
+def _store_pack(project: Project, task: str, pack: dict[str, Any]) -> EvidenceBinding:
     binding = evidence.write(project.repo.parallel_dir, pack)
     faults.point("check.after_pack")
 
-    def apply(record: dict[str, Any], inst: dict[str, Any]) -> None:
+    def apply(record: RunRecord, inst: InstanceRecord) -> None:
         if inst["status"] != "succeeded":
             raise ParallelError(E.BRANCH_TERMINAL, f"instance {inst['id']} became {inst['status']} during the check",
                                 hint=f"see `git parallel status {task}`")
@@ -347,8 +348,8 @@ def _store_pack(project: Project, task: str, pack: dict[str, Any]) -> dict[str, 
 
 
 def check(project: Project, task: str, instances: list[str] | None = None, gates: list[str] | None = None,
-          jobs: int | None = None, skip: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
-          progress: pace.Report | None = None) -> dict[str, Any]:
+          jobs: int | None = None, skip: Callable[[RunRecord, InstanceRecord], bool] | None = None,
+          progress: pace.Report | None = None) -> CheckResult:
     """Run the gates of every succeeded (or each named) instance and record
     the evidence.  Refusals before anything runs raise; what goes wrong for
     one instance afterwards is reported under ``errors``.  ``skip(record,
@@ -382,13 +383,13 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         for inst in targets:
             locks.append(_lock(project, task, inst["id"]))
             commits[inst["id"]] = _preflight(project, record, inst)
-        checked: dict[str, dict[str, Any]] = {}
-        errors: dict[str, dict[str, Any]] = {}
+        checked: dict[str, CheckedInstance] = {}
+        errors: dict[str, InstanceError] = {}
         entries: list[tuple[str, str]] = []
         warnings: list[str | None] = []  # evidence refs not written (push writes them)
         shared_watchdog()  # forked before the threads
         with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
-            futures: dict[Future[dict[str, Any]], dict[str, Any]] = {
+            futures: dict[Future[dict[str, Any]], InstanceRecord] = {
                 pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected, reads,
                             cores.lane(inst["id"])): inst
                 for inst in targets}

@@ -77,14 +77,14 @@ def _gate(name: str, argv: list[str], timeout: float, mode: str) -> dict[str, An
 
 def _write_attempts(repo: pygit2.Repository, base: str, candidates: list[dict[str, Any]], into: Path) -> None:
     """One folder per candidate: its id, commit, patch and changed files."""
-    base_tree = repo.get(base).peel(pygit2.Tree)
+    base_tree = repo[base].peel(pygit2.Tree)
     for c in candidates:
         folder = into / c["id"]
         (folder / "files").mkdir(parents=True)
         (folder / "instance").write_text(c["id"] + "\n", encoding="utf-8")
         (folder / "commit").write_text(c["commit"] + "\n", encoding="utf-8")
-        tree = repo.get(c["commit"]).peel(pygit2.Tree)
-        diff = repo.diff(base_tree, tree)
+        tree = repo[c["commit"]].peel(pygit2.Tree)
+        diff = repo.diff(base_tree, tree)  # type: ignore[call-overload]  # the stub leaves out trees; diff takes them
         (folder / "diff").write_bytes(b"".join(p.data for p in diff))
         for delta in diff.deltas:
             entry = delta.new_file

@@ -135,6 +135,7 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.judge.fingerprints import read_head, read_regular, sha256_path
 from gitflow_parallel.judge.place import Layer, Place, execute, gate_env, judging
+from gitflow_parallel.shapes import InstanceRecord
 
 
 def applicable(gates: list[dict[str, Any]], track: str) -> list[dict[str, Any]]:
@@ -445,7 +446,7 @@ def kept_paths(cfg: dict[str, Any]) -> list[str]:
     return list((cfg.get("setup") or {}).get("keep") or [])
 
 
-def gate_facts(record: dict[str, Any], inst: dict[str, Any] | None, track: str, path: Path, commit: str) -> dict[str, str]:
+def gate_facts(record: RunRecord, inst: InstanceRecord | None, track: str, path: Path, commit: str) -> dict[str, str]:
     facts = {"TASK": record["task"], "RUN_ID": record["run_id"], "BASE": record["base"]["commit"], "TRACK": track,
              "WORKTREE": str(path), "COMMIT": commit}
     if inst is not None:
@@ -453,11 +454,11 @@ def gate_facts(record: dict[str, Any], inst: dict[str, Any] | None, track: str, 
     return facts
 
 
-def what_is_judged(repo: pygit2.Repository, record: dict[str, Any], commit: str, base: str) -> dict[str, Any]:
+def what_is_judged(repo: pygit2.Repository, record: RunRecord, commit: str, base: str) -> dict[str, Any]:
     """What is judged for ``commit``: the protected patterns, the commit and
     tree checked out, and the protected paths the attempt changed."""
     cfg = record["config"]
-    patterns = scratch.protected_patterns(cfg, repo.get(base).peel(pygit2.Tree))
+    patterns = scratch.protected_patterns(cfg, repo[base].peel(pygit2.Tree))
     judged, judged_tree, details = scratch.judged_commit(repo, commit, base, patterns, cfg)
     return {"checkout": "clean", "protected": patterns, "protect_mode": cfg["protect_mode"],
             "protected_changes": [c["path"] for c in details], "protected_detail": details,

@@ -19,6 +19,7 @@ import pygit2
 
 from gitflow_parallel import config as C
 from gitflow_parallel import pysetup
+from gitflow_parallel.config_schema import STORE_NAMES
 from gitflow_parallel.git import scratch
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.commands.init.detect import NODE_TEST_DIRS, TEST_DIR_NAMES, is_python_test
@@ -172,7 +173,7 @@ def _unread_stores(cfg: dict[str, Any]) -> list[str]:
     return [f"setup and gates run {tool} without reading your {tool} store: add `stores: [{tool}]` to setup "
             "(read through a throwaway layer, never written)" if setup else
             f"a gate runs {tool} with no setup, so without your {tool} store: add a setup with `stores: [{tool}]`"
-            for tool in C.STORE_NAMES if tool in words and tool not in (setup.get("stores") or [])]
+            for tool in STORE_NAMES if tool in words and tool not in (setup.get("stores") or [])]
 
 
 def check(project: Project) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import yaml
 from gitflow_parallel import config as C
 from gitflow_parallel import harness
 from gitflow_parallel.commands.init.detect import Runner
+from gitflow_parallel.template import TEMPLATE, TEMPLATE_SETTINGS
 
 
 # -- the file init writes --------------------------------------------------------------
@@ -60,11 +61,11 @@ def render_config(runners: list[Runner]) -> str:
         head = _comment("Written by `git parallel init`, which found no test runner here (it looks for pytest, "
                         f"npm/pnpm/yarn test, go test, cargo test and make test; it saw {seen}): write the "
                         "setup and the gates below yourself, naming the test folder in the gate's run.")
-        return "\n".join(head + notes) + "\n\n" + C.TEMPLATE
+        return "\n".join(head + notes) + "\n\n" + TEMPLATE
     assert main.run is not None and main.tool is not None
     head = _comment(f"Written by `git parallel init`, which found {main.tool} ({', '.join(main.found_in)}). "
                     "Review it, then commit it: spawn reads this file from the base commit.")
-    out = head + notes + ["", C.TEMPLATE_SETTINGS.rstrip("\n"), ""]
+    out = head + notes + ["", TEMPLATE_SETTINGS.rstrip("\n"), ""]
     if main.setup:
         out += _comment("The environment the gates run in, built in the judged checkout from the attempt's own "
                         "files: a gate using the python on PATH could import the main worktree's code through an "
