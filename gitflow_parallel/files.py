@@ -14,6 +14,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -59,7 +60,7 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
-def config_sha256(config: dict[str, Any]) -> str:
+def config_sha256(config: Mapping[str, object]) -> str:
     """The hash a run record binds its frozen config with.  Here, not in
     ``config``, because every record read checks it, and reading records
     (``status``) should not load the config schema and its template."""

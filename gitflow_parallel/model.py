@@ -48,6 +48,7 @@ from gitflow_parallel.shapes import RemoteInfo as RemoteInfo
 from gitflow_parallel.shapes import RunRecord as RunRecord
 from gitflow_parallel.shapes import RunStatus as RunStatus
 from gitflow_parallel.shapes import StartPoint as StartPoint
+from gitflow_parallel.config_schema import FrozenConfig
 
 TERMINAL = ("succeeded", "failed", "aborted")
 RETRYABLE = ("failed", "aborted")
@@ -80,7 +81,7 @@ def new_instance(task: str, track: str, inst_id: str, root: Path, base_commit: s
     }
 
 
-def new_run(task: str, base: Base, tracks: list[str], config: dict[str, Any], config_sha256: str,
+def new_run(task: str, base: Base, tracks: list[str], config: FrozenConfig, config_sha256: str,
             config_source: Any, root: Path, instances: list[InstanceRecord], now: str,
             run_id: str | None = None, **extra: Any) -> RunRecord:
     """A pending run at revision 1 (a fresh run id unless ``run_id``)."""

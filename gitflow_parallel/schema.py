@@ -14,7 +14,9 @@ A field says more through ``Annotated`` markers:
   the check (``on`` read by YAML as ``True`` into ``"on"``; a command
   string into its argv);
 - :class:`Default` fills a missing key (the value is checked like a given one);
-- :class:`Expect` words what is expected, where the type's own words would not help.
+- :class:`Expect` words what is expected, where the type's own words would not help;
+- :class:`Outline` checks a field against a looser type than the declared
+  one (a record's frozen config: checked in full when it is frozen).
 
 A failure raises :class:`ShapeError` with the key path (``instances[0].status``)
 and what was expected; each loader words it for its file.  Unknown keys are
@@ -101,6 +103,22 @@ class Default:
 
 
 @dataclass(frozen=True, eq=False)
+class Outline:
+    """Check the value against ``hint`` in place of the declared type: for a
+    field whose full declaration is checked where the value is made (a run
+    record's frozen config, by ``config.validate`` at spawn), so that reading
+    it back checks only its outline, as it always has."""
+    hint: object
+
+
+def _outline(hint: object) -> object:
+    """The type a field is checked against: its :class:`Outline`'s, else its own."""
+    if get_origin(hint) is Annotated:
+        return next((m.hint for m in _marks(hint) if isinstance(m, Outline)), hint)
+    return hint
+
+
+@dataclass(frozen=True, eq=False)
 class Expect:
     """What the message says is expected, in place of the words made from the type."""
     words: str
@@ -156,6 +174,7 @@ def defaults(shape: type) -> dict[str, object]:
 
 def expected(hint: object) -> str:
     """Words for what ``hint`` accepts: "an integer 1..64", "one of a, b"."""
+    hint = _outline(hint)
     origin = get_origin(hint)
     if origin is Annotated:
         marks = _marks(hint)
@@ -196,6 +215,7 @@ Checker = Callable[[object, bool], object]
 
 @functools.cache
 def _compiled(hint: object) -> Checker:
+    hint = _outline(hint)
     origin = get_origin(hint)
     if hint is Any:
         return lambda value, closed: value
@@ -218,6 +238,7 @@ def _compiled(hint: object) -> Checker:
 def _transforms(hint: object) -> bool:
     """Can checking ``hint`` change the value (a Convert, a Default)?  If not,
     containers are checked in place and returned as they are."""
+    hint = _outline(hint)
     if get_origin(hint) is Annotated and any(isinstance(m, (Convert, Default)) for m in _marks(hint)):
         return True
     if is_typeddict(hint):

@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args
 
-from gitflow_parallel.schema import Check
+from gitflow_parallel.schema import Check, Outline
+from gitflow_parallel.config_schema import FrozenConfig
 
 SCHEMA_VERSION = 1
 
@@ -229,7 +230,9 @@ class RunRecord(TypedDict):
     created_at: str
     updated_at: str
     tracks: list[str]
-    config: dict[str, Any]  # the frozen config (``config.FrozenConfig``), bound by config_sha256
+    # The frozen config, bound by config_sha256: checked in full where it is
+    # made (``config.validate`` at spawn), as a mapping where it is read back.
+    config: Annotated[FrozenConfig, Outline(dict[str, Any])]
     config_sha256: str
     instances: list[InstanceRecord]
     config_source: NotRequired[Any]

@@ -90,8 +90,8 @@ def _prepare_worktrees(project: Project, record: RunRecord) -> list[str]:
     worktree (side by side), so an agent starts with the project's
     environment built; a failure is a warning, never a refusal (the agent
     may build it itself).  Returns the warnings."""
-    setup = record["config"].get("setup") or {}
-    if not setup.get("worktrees"):
+    setup = record["config"].get("setup")
+    if not setup or not setup.get("worktrees"):
         return []
     from concurrent.futures import ThreadPoolExecutor
 

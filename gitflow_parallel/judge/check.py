@@ -37,6 +37,7 @@ from gitflow_parallel.judge.gates import (applicable, complete_of, gate_facts, j
 from gitflow_parallel.judge.place import Place, judging
 from gitflow_parallel.judge.score import score
 from gitflow_parallel.shapes import CheckedInstance, EvidenceBinding, CheckResult, InstanceError, InstanceRecord, RunRecord
+from gitflow_parallel.config_schema import FrozenConfig, GateConfig
 
 
 # -- engine evidence --------------------------------------------------------------
@@ -242,7 +243,7 @@ def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit
             "complete": complete_of(results)}
 
 
-def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[str, Any]], inst: InstanceRecord,
+def _added_stage(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateConfig], inst: InstanceRecord,
                  place: Place, commit: str, judged: dict[str, Any], results: list[dict[str, Any]],
                  selected: set[str] | None) -> dict[str, Any] | None:
     """The tests the attempt added under protected paths, which its judging
@@ -282,7 +283,7 @@ def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[
     return {"mode": mode, "paths": paths, "gates": ran, "passed": verdict_of(ran) == "pass"}
 
 
-def _added_layered(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str], again: list[dict[str, Any]],
+def _added_layered(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str], again: list[GateConfig],
                    inst: InstanceRecord, place: Place, mode: str) -> dict[str, Any]:
     """The added-tests stage under the namespace layer: the added files in a
     layer of their own over the checkout, the gates in a fresh upper layer."""

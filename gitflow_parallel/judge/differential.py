@@ -63,13 +63,14 @@ from gitflow_parallel.judge import place as place_mod
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.config_schema import FrozenConfig, GateConfig, GateMode
 
 # The folder, inside a scratch checkout, that the generator writes and each
 # attempt reads (a fenced command may write nowhere else).
 FOLDER = ".git-parallel-distinguish"
 
 
-def _gate(name: str, argv: list[str], timeout: float, mode: str) -> dict[str, Any]:
+def _gate(name: str, argv: list[str], timeout: float, mode: GateMode) -> GateConfig:
     """A distinguish command in the shape the gate runner takes."""
     return {"name": name, "run": list(argv), "mode": mode, "timeout": timeout, "env": {}, "setup": True,
             "requires": [], "outputs": [], "inputs": [], "hidden": None, "tracks": None}
@@ -142,7 +143,7 @@ def _fresh(folder: Path, inputs: Path | None = None) -> None:
         shutil.copytree(inputs, folder, symlinks=True)
 
 
-def _patterns(cfg: dict[str, Any], base_tree: pygit2.Tree) -> list[str]:
+def _patterns(cfg: FrozenConfig, base_tree: pygit2.Tree) -> list[str]:
     """The protected patterns of a run, plus the files its distinguish
     commands name (as if they were gate commands: taken from the base)."""
     d = cfg["distinguish"]
@@ -152,7 +153,7 @@ def _patterns(cfg: dict[str, Any], base_tree: pygit2.Tree) -> list[str]:
 
 
 def _run_one(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkout, commit: str, judged: str,
-             judged_tree: str, gate: dict[str, Any], prefix: str, facts: dict[str, str],
+             judged_tree: str, gate: GateConfig, prefix: str, facts: dict[str, str],
              inputs: Path | None) -> tuple[dict[str, Any], Path]:
     """Run one distinguish command in a clean checkout of ``judged``; its
     gate result and the checkout's distinguish folder."""

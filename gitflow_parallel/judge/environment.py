@@ -62,13 +62,14 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, canonical_json, sha256_bytes
 from gitflow_parallel.git import scratch
+from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 
 
 def stamp_path(checkout: Path) -> Path:
     return checkout.parent / f"{checkout.name}.setup.json"
 
 
-def cache_key(repo: pygit2.Repository, tree: str, setup: dict[str, Any]) -> str:
+def cache_key(repo: pygit2.Repository, tree: str, setup: SetupConfig) -> str:
     """The command, what it keeps and provides, and the content of the
     ``cache_key`` files of ``tree`` (from git objects: the attempt's own)."""
     root = cast(pygit2.Object, repo.get(tree)).peel(pygit2.Tree)
@@ -135,15 +136,15 @@ def _drop(checkout: Path, keep: list[str]) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def needed(cfg: dict[str, Any], gates: list[dict[str, Any]]) -> dict[str, Any] | None:
+def needed(cfg: FrozenConfig, gates: list[GateConfig]) -> SetupConfig | None:
     """The setup to run before ``gates`` (None: no setup, or no gate wants it)."""
     setup = cfg.get("setup")
     if not setup or not any(g.get("setup", True) for g in gates):
         return None
-    return dict(setup)
+    return setup.copy()
 
 
-def prepare(repo: pygit2.Repository, setup: dict[str, Any], tree: str, checkout: Path,
+def prepare(repo: pygit2.Repository, setup: SetupConfig, tree: str, checkout: Path,
             run: Any) -> dict[str, Any]:
     """Build (or reuse) the environment of ``checkout``, which holds ``tree``.
 
@@ -177,7 +178,7 @@ def envs_dir(parallel_dir: Path) -> Path:
     return parallel_dir / ENVS
 
 
-def _dependency_tree(repo: pygit2.Repository, base: str, tree: str, setup: dict[str, Any]) -> str | None:
+def _dependency_tree(repo: pygit2.Repository, base: str, tree: str, setup: SetupConfig) -> str | None:
     """The tree a kept environment may be built from for ``tree``: the
     base commit's, when the attempt changed none of the ``cache_key`` files
     (so its dependencies are the base's); None when it changed them."""
@@ -185,7 +186,7 @@ def _dependency_tree(repo: pygit2.Repository, base: str, tree: str, setup: dict[
     return base_tree if cache_key(repo, base_tree, setup) == cache_key(repo, tree, setup) else None
 
 
-def prepare_layer(repo: pygit2.Repository, setup: dict[str, Any], tree: str, base: str, parallel_dir: Path,
+def prepare_layer(repo: pygit2.Repository, setup: SetupConfig, tree: str, base: str, parallel_dir: Path,
                   checkout: Path, run: Any) -> tuple[dict[str, Any], Path | None, Callable[[], None]]:
     """The environment of a judged ``tree`` as an overlay layer (namespace
     layer): (the pack's ``setup`` entry, the layer or None when setup
@@ -254,9 +255,9 @@ def _write_tree(repo: pygit2.Repository, tree: str, folder: Path) -> None:
                        directory=str(folder))
 
 
-def path_entries(setup: dict[str, Any] | None, checkout: Path) -> list[str]:
+def path_entries(setup: SetupConfig | None, checkout: Path) -> list[str]:
     """The folders the gates find first on their ``PATH``."""
-    return [str(checkout / p) for p in (setup or {}).get("path") or []]
+    return [str(checkout / p) for p in (setup.get("path") if setup else None) or []]
 
 
 # -- what the gates import ------------------------------------------------------------

@@ -136,14 +136,15 @@ from gitflow_parallel.proc import sandbox
 from gitflow_parallel.judge.fingerprints import read_head, read_regular, sha256_path
 from gitflow_parallel.judge.place import Layer, Place, execute, gate_env, judging
 from gitflow_parallel.shapes import InstanceRecord
+from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 
 
-def applicable(gates: list[dict[str, Any]], track: str) -> list[dict[str, Any]]:
+def applicable(gates: list[GateConfig], track: str) -> list[GateConfig]:
     """The gates that apply to ``track`` (``tracks`` null means all)."""
-    return [g for g in gates if g.get("tracks") is None or track in g["tracks"]]
+    return [g for g in gates if (tracks := g.get("tracks")) is None or track in tracks]
 
 
-def _result(gate: dict[str, Any], **fields: Any) -> dict[str, Any]:
+def _result(gate: GateConfig, **fields: Any) -> dict[str, Any]:
     out = {"name": gate["name"], "argv": list(gate["run"]), "mode": gate["mode"], "exit_code": None,
            "passed": False, "duration_s": None, "log": None, "log_sha256": None, "skipped": False,
            "code": None, "error": None}
@@ -151,7 +152,7 @@ def _result(gate: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return out
 
 
-def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
+def run_gate(gate: GateConfig, place: Place) -> dict[str, Any]:
     env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else ())
     with reported.report_file(gate) as report:
         argv, extra = reported.command(gate, report)
@@ -175,12 +176,14 @@ def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
     return result
 
 
-def _run_hidden(gate: dict[str, Any], place: Place, env: dict[str, str], argv: list[str],
+def _run_hidden(gate: GateConfig, place: Place, env: dict[str, str], argv: list[str],
                 report: Path | None) -> dict[str, Any]:
     """A gate with hidden tests (``judge/hidden``): they are in the checkout
     only while it runs, and nothing of its output but the counts is kept.
     Without a count of tests run it fails, unless ``require_count: false``."""
-    root = hidden.folder_of(gate["hidden"], place.repository)
+    folder = gate["hidden"]
+    assert folder is not None  # run_gate sends only a gate with hidden tests here
+    root = hidden.folder_of(folder, place.repository)
     log = hidden.scratch_log()
     try:
         writable = report and report.parent
@@ -239,7 +242,7 @@ def _inside(path: Path, roots: list[Path]) -> bool:
 WORKTREE_PLACEHOLDER = b"<worktree>"
 
 
-def probe_signature(gate: dict[str, Any], place: Place, log: Path, code: int | None,
+def probe_signature(gate: GateConfig, place: Place, log: Path, code: int | None,
                     error: str | None) -> dict[str, Any]:
     """A probe's behaviour: its exit code and the sha256 of its stdout (with
     the checkout's path replaced), or of the files its ``outputs`` globs
@@ -263,7 +266,7 @@ def probe_signature(gate: dict[str, Any], place: Place, log: Path, code: int | N
     return {"exit_code": code, "over": over, "sha256": sha256_bytes(data)}
 
 
-def run_gates(gates: list[dict[str, Any]], track: str, place: Place,
+def run_gates(gates: list[GateConfig], track: str, place: Place,
               selected: set[str] | None = None) -> list[dict[str, Any]]:
     """Run ``gates`` (already those that apply) in order, honouring ``requires``.
 
@@ -298,7 +301,7 @@ def run_gates(gates: list[dict[str, Any]], track: str, place: Place,
     return results
 
 
-def judge_checkout(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[str, Any]], track: str,
+def judge_checkout(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateConfig], track: str,
                    place: Place, tree: str, selected: set[str] | None = None
                    ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Build the checkout's environment (``setup``), refuse gates that would
@@ -349,7 +352,7 @@ def _interpreter(argv: list[str], place: Place, env: dict[str, str]) -> str | No
     return found
 
 
-def _setup(repo: pygit2.Repository, setup: dict[str, Any], place: Place, tree: str) -> dict[str, Any]:
+def _setup(repo: pygit2.Repository, setup: SetupConfig, place: Place, tree: str) -> dict[str, Any]:
     """Build or reuse the environment the gates run in (``judge/environment``)."""
     log = place.log("setup")
     env = gate_env({}, place.facts)
@@ -389,7 +392,7 @@ def complete_of(results: list[dict[str, Any]]) -> bool:
 
 
 # -- verify a tree (merge) ---------------------------------------------------------------
-def _with_requirements(gates: list[dict[str, Any]], wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _with_requirements(gates: list[GateConfig], wanted: list[GateConfig]) -> list[GateConfig]:
     """``wanted`` plus every gate they need first, transitively, in order."""
     by_name = {g["name"]: g for g in gates}
     need: set[str] = set()
@@ -441,9 +444,10 @@ def repository_of(repo: Any) -> list[Path]:
     return [Path(p) for p in (repo.main_workdir, repo.common_dir) if p]
 
 
-def kept_paths(cfg: dict[str, Any]) -> list[str]:
+def kept_paths(cfg: FrozenConfig) -> list[str]:
     """What the clean of a scratch checkout spares: what setup built."""
-    return list((cfg.get("setup") or {}).get("keep") or [])
+    setup = cfg.get("setup")
+    return list(setup.get("keep") or []) if setup else []
 
 
 def gate_facts(record: RunRecord, inst: InstanceRecord | None, track: str, path: Path, commit: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
+from gitflow_parallel.config_schema import GateConfig
 
 Report = Callable[[dict[str, Any]], None]
 
@@ -34,7 +35,7 @@ def machine_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def threads_of(gate: dict[str, Any]) -> int:
+def threads_of(gate: GateConfig) -> int:
     return int(gate.get("threads") or 1)
 
 
@@ -55,7 +56,7 @@ class Pace:
         return Lane(self, instance)
 
     @contextmanager
-    def turn(self, instance: str, gate: dict[str, Any]) -> Iterator[None]:
+    def turn(self, instance: str, gate: GateConfig) -> Iterator[None]:
         """Hold the gate's threads while it runs (clamped to the budget)."""
         want = min(threads_of(gate), self.cores)
         key = (instance, gate["name"])
@@ -102,7 +103,7 @@ class Lane:
         self.pace, self.instance = pace, instance
 
     @contextmanager
-    def turn(self, gate: dict[str, Any]) -> Iterator[None]:
+    def turn(self, gate: GateConfig) -> Iterator[None]:
         if self.pace is None:
             yield
             return

@@ -25,6 +25,7 @@ from gitflow_parallel.judge.pace import Lane
 from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import reaper, sandbox, supervise
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
+from gitflow_parallel.config_schema import FrozenConfig
 
 
 # -- running commands -------------------------------------------------------------
@@ -165,7 +166,7 @@ class Place:
 
 @contextlib.contextmanager
 def judging(common_dir: Path, main_workdir: Path | None, parallel_dir: Path, checkout: Any, path: Path,
-            config: dict[str, Any], reads: sandbox.Reads, **fields: Any) -> Iterator[Place]:
+            config: FrozenConfig, reads: sandbox.Reads, **fields: Any) -> Iterator[Place]:
     """The ``Place`` of the commands judged in the borrowed ``checkout``
     (at ``path``): its fence plan and, under the namespace layer, the upper
     layers its commands write, removed when the ``with`` ends; under

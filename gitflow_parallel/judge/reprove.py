@@ -23,6 +23,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord, Winner
 from gitflow_parallel.state.picks import is_forced
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.config_schema import MergeConfig
 
 # What a judged command's sandbox must have held for its verdict to stand
 # for a second run: its own pid and mount namespaces (``/`` read-only) and
@@ -30,7 +31,7 @@ from gitflow_parallel.state.project import Project
 PRISTINE_LAYERS = ("pid", "mount", "overlay")
 
 
-def verify_mode(cfg: dict[str, Any]) -> str:
+def verify_mode(cfg: MergeConfig) -> str:
     """``merge.verify`` of a record; records frozen before the three modes hold a bool."""
     mode = cfg.get("verify", "always")
     if isinstance(mode, bool):

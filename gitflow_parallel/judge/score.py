@@ -14,6 +14,7 @@ from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.files import read_tail
 from gitflow_parallel.judge.fingerprints import read_regular, sha256_path
 from gitflow_parallel.judge.place import Place, execute, gate_env
+from gitflow_parallel.config_schema import ScoreConfig
 
 # A findings file larger than this is not read (it is not a findings file).
 MAX_FINDINGS_BYTES = 64 << 20
@@ -63,7 +64,7 @@ def score_from_findings(text: str, jsonl: bool) -> tuple[int | None, str | None]
     return min(values), None
 
 
-def score(config: dict[str, Any], place: Place) -> tuple[int | None, dict[str, Any] | None, str | None]:
+def score(config: ScoreConfig, place: Place) -> tuple[int | None, dict[str, Any] | None, str | None]:
     """(score, score_source, score_error) for the worktree of ``place``."""
     command, findings = config.get("command"), config.get("findings")
     if command:

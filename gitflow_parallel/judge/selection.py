@@ -83,6 +83,7 @@ from gitflow_parallel.files import utcnow
 from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, id_key
+from gitflow_parallel.config_schema import FrozenConfig
 
 
 
@@ -375,7 +376,7 @@ def _rank_tournament(project: Project, record: RunRecord, track: str, groups: li
     entrants = [c for g in groups if len(g) == len(groups[0]) for c in g]
     winner, final, matches = _bracket(project, record, track, entrants)
     extra["tournament"] = {"entrants": sorted((c["id"] for c in entrants), key=id_key),
-                           "judge": list(record["config"]["judge"]["command"]), "matches": matches}
+                           "judge": list(record["config"]["judge"]["command"] or []), "matches": matches}
     reasons = {}
     for m in matches:
         if m["b"] is None:
@@ -399,7 +400,7 @@ def _rank_tournament(project: Project, record: RunRecord, track: str, groups: li
     return winner, decision, reasons, extra
 
 
-def refuse_below_threshold(cfg: dict[str, Any], winner: dict[str, Any], track: str) -> None:
+def refuse_below_threshold(cfg: FrozenConfig, winner: dict[str, Any], track: str) -> None:
     threshold = cfg["score"]["threshold"]
     if winner["score_source"] is None and not cfg["score"]["command"] and not cfg["score"]["findings"]:
         return

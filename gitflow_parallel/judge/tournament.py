@@ -83,7 +83,9 @@ def match(project: Project, record: RunRecord, track: str, round_no: int,
         # TMPDIR), and reads no instance's worktree - what it judges is
         # laid out for it from the objects.
         plan = sandbox.GatePlan(project.repo.common_dir, None, scratch, record["config"], sandbox.siblings(record))
-        code, error, seconds = execute(list(cfg["command"]), cwd, env, float(cfg["timeout"]), log, err_log, plan)
+        command = cfg["command"]
+        assert command is not None  # config.validate refuses selection: tournament without one
+        code, error, seconds = execute(list(command), cwd, env, float(cfg["timeout"]), log, err_log, plan)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     try:  # the judge runs the attempts' code: its output is read from its end, capped
