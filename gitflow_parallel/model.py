@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, cast
 
 from gitflow_parallel import errors as E
@@ -190,7 +191,7 @@ def finish(record: RunRecord, inst: InstanceRecord, status: str, **fields: Any) 
     move(record, inst, status, **fields)
 
 
-def bind_evidence(inst: InstanceRecord, binding: EvidenceBinding, pack: dict[str, Any]) -> None:
+def bind_evidence(inst: InstanceRecord, binding: EvidenceBinding, pack: Mapping[str, Any]) -> None:
     """Bind the evidence pack ``check`` wrote (its path and sha256) and its verdict."""
     inst["evidence"] = {"path": binding["path"], "sha256": binding["sha256"],
                         "instance_revision": pack["instance_revision"]}

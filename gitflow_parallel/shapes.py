@@ -283,6 +283,44 @@ class PickRecord(TypedDict):
 
 
 # -- the evidence pack (``parallel/evidence/<run_id>/<id>.<attempt>.json``) ---------------------
+class ProbeSignature(TypedDict):
+    """A probe's behaviour: its exit code and the sha256 of what it wrote
+    (``over``: its stdout or the files its ``outputs`` match)."""
+    exit_code: int | None
+    over: str
+    sha256: str | None
+    error: NotRequired[str]
+    files: NotRequired[dict[str, str]]
+    cut: NotRequired[int]
+
+
+class HiddenCounts(TypedDict):
+    """What a gate with hidden tests keeps of them: how many files, its runner's count line."""
+    files: int
+    summary: str | None
+
+
+class Judged(TypedDict):
+    """What is judged of an attempt: its protected paths, the commit and tree
+    checked out, and the protected changes it made (``judge/gates``)."""
+    checkout: str
+    protected: list[str]
+    protect_mode: str
+    protected_changes: list[str]
+    protected_detail: list[dict[str, Any]]
+    protected_blocking: list[str]
+    judged_commit: str
+    judged_tree: str
+
+
+class AddedTests(TypedDict):
+    """The tests an attempt added under protected paths, run as a second stage."""
+    mode: str
+    paths: list[str]
+    gates: list[GateResult]
+    passed: bool
+
+
 class GateResult(TypedDict):
     """One gate as a pack records it (docs/formats.md says what each key means)."""
     name: str
@@ -296,9 +334,9 @@ class GateResult(TypedDict):
     code: NotRequired[str | None]
     log: NotRequired[str | None]
     log_sha256: NotRequired[str | None]
-    signature: NotRequired[dict[str, Any]]  # a probe's
+    signature: NotRequired[ProbeSignature]  # a probe's
     stderr_log: NotRequired[str | None]
-    hidden: NotRequired[dict[str, Any]]
+    hidden: NotRequired[HiddenCounts]
     expect: NotRequired[dict[str, Any]]
     cut: NotRequired[int]
 
@@ -344,7 +382,7 @@ class EvidencePack(TypedDict):
     input_fingerprints: dict[str, str]
     output_fingerprints: dict[str, dict[str, Any]]
     setup: dict[str, Any] | None
-    added_tests: dict[str, Any] | None
+    added_tests: AddedTests | None
     engine_evidence: NotRequired[EngineEvidence]
     checkout: NotRequired[str]
     fence: NotRequired[str]
@@ -382,6 +420,19 @@ class CheckedInstance(TypedDict):
     refused: Refusal | None
 
 
+class SkippedInstance(TypedDict):
+    """An instance ``check`` left alone: its evidence is fresh and complete."""
+    id: str
+    track: str
+    attempt: int
+    commit: str
+    verdict: str
+    score: int | None
+    evidence: EvidenceBinding
+    refused: Refusal | None
+    failing: list[str]
+
+
 class InstanceError(TypedDict):
     id: str
     code: str
@@ -398,7 +449,7 @@ class CheckResult(TypedDict):
     instances: list[CheckedInstance]
     errors: list[InstanceError]
     notify_warnings: NotRequired[list[str]]
-    skipped: NotRequired[list[dict[str, Any]]]
+    skipped: NotRequired[list[SkippedInstance]]
     warnings: NotRequired[list[str]]
 
 

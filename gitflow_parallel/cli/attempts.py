@@ -14,7 +14,7 @@ import click
 from gitflow_parallel.provenance import protected_summary
 from gitflow_parallel.commands.merge import MergeResult
 from gitflow_parallel.git.retire import Cleanup
-from gitflow_parallel.shapes import AbortResult, PickRecord, PickResult, RunRecord
+from gitflow_parallel.shapes import AbortResult, CheckResult, PickRecord, PickResult, RunRecord
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
     RunProgress, RunWaitNotice, check_progress, figures_text, render_check, render_differential, render_pr, render_published,
@@ -460,7 +460,7 @@ def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: i
     progress line on a terminal, else a line per finished gate (stderr)."""
     from gitflow_parallel.commands import check as check_cmd
 
-    def call() -> dict[str, Any]:
+    def call() -> CheckResult:
         with check_progress(as_json) as progress:
             return check_cmd.check(_project(), task, instances=list(instances) or None, gates=list(gates) or None,
                                    jobs=jobs, again=again, progress=progress)

@@ -12,8 +12,9 @@ import click
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.git.remote_landing import PushResult
+from gitflow_parallel.judge.pace import GateProgress
 from gitflow_parallel.provenance import protected_summary
-from gitflow_parallel.shapes import StatusDetail, StatusListResult
+from gitflow_parallel.shapes import CheckResult, GateResult, StatusDetail, StatusListResult
 
 FAILING_SHOWN = 20  # failing tests named per gate by `show`
 
@@ -205,7 +206,7 @@ def render_show(r: dict[str, Any]) -> None:
                    + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
 
 
-def _said_past_exit(gate: dict[str, Any]) -> bool:
+def _said_past_exit(gate: GateResult) -> bool:
     """Did a gate that exited fail for a reason its exit status does not
     show (its test report, a hidden gate's missing count)?"""
     return bool(not gate["passed"] and not gate["skipped"] and gate.get("error") and gate["exit_code"] is not None)
@@ -243,7 +244,7 @@ def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20
         click.echo(f"{indent}… and {len(changes) - limit} more")
 
 
-def hidden_counts(g: dict[str, Any]) -> str:
+def hidden_counts(g: GateResult) -> str:
     """A hidden-tests gate's counts: the one part of its output that is kept."""
     hidden = g.get("hidden")
     if not hidden or g.get("skipped"):
@@ -252,7 +253,7 @@ def hidden_counts(g: dict[str, Any]) -> str:
 
 
 # -- check --------------------------------------------------------------------------
-def render_check(r: dict[str, Any]) -> None:
+def render_check(r: CheckResult) -> None:
     click.echo(f"check of {r['task']}  run {r['run_id']}")
     for inst in r["instances"]:
         state = inst["verdict"] + ("" if inst["complete"] else " (incomplete: not every gate ran)")
@@ -261,8 +262,9 @@ def render_check(r: dict[str, Any]) -> None:
                    f"evidence {inst['evidence']['path']}")
         if inst["score_error"]:
             click.echo(f"    score unavailable: {inst['score_error']}")
-        if inst.get("refused"):
-            click.echo(f"    [{inst['refused']['code']}] {inst['refused']['message']}; no gate ran")
+        refused = inst["refused"]
+        if refused:
+            click.echo(f"    [{refused['code']}] {refused['message']}; no gate ran")
         elif inst.get("protected_changes"):
             click.echo("    judged with the base's version of the protected path(s) it changed:")
             render_protected(inst.get("protected_detail") or [], "      ")
@@ -270,7 +272,7 @@ def render_check(r: dict[str, Any]) -> None:
             click.echo("    no enforced gate applies to this track: the verdict proves only which commit was seen")
         for g in inst["gates"]:
             mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
-            what = (g["error"] if g["skipped"] or g["exit_code"] is None
+            what = (str(g["error"]) if g["skipped"] or g["exit_code"] is None
                     else f"exit {g['exit_code']} in {g['duration_s']:.2f}s")
             code = f"[{g['code']}] " if g["code"] else ""
             if g.get("signature") and not g["skipped"]:
@@ -284,11 +286,12 @@ def render_check(r: dict[str, Any]) -> None:
             if g["log"] and not g["passed"] and g["mode"] != "probe":
                 click.echo(f"         log: {g['log']}")
     skipped = r.get("skipped") or []
-    for inst in skipped:
-        why = (f"; [{inst['refused']['code']}]" if inst.get("refused")
-               else f"; failed {', '.join(inst['failing'])}" if inst.get("failing") else "")
-        click.echo(f"  {inst['id']:<10} {inst['verdict']:<6} skipped: its evidence is fresh (commit "
-                   f"{inst['commit'][:12]}{why}; {inst['evidence']['path']})")
+    for fresh in skipped:
+        refusal = fresh["refused"]
+        why = (f"; [{refusal['code']}]" if refusal
+               else f"; failed {', '.join(fresh['failing'])}" if fresh["failing"] else "")
+        click.echo(f"  {fresh['id']:<10} {fresh['verdict']:<6} skipped: its evidence is fresh (commit "
+                   f"{fresh['commit'][:12]}{why}; {fresh['evidence']['path']})")
     if skipped:
         click.echo(f"skipped {len(skipped)} instance(s) whose branch did not move since their check; "
                    f"`git parallel check {r['task']} --again` checks them again")
@@ -299,21 +302,12 @@ def render_check(r: dict[str, Any]) -> None:
 
 
 # -- run ----------------------------------------------------------------------------
-class RunProgress:
-    """The live progress line, on a terminal only: one line redrawn in place
+class ProgressLine:
+    """A live progress line, on a terminal only: one line redrawn in place
     with a carriage return; cleared before the summary is printed."""
 
     def __init__(self) -> None:
         self.shown = ""
-
-    def __call__(self, s: dict[str, Any]) -> None:
-        text = (f"{s['task']}: {s['running']} running, {s['succeeded']} done, {s['failed']} failed, "
-                f"{s['queued']} queued, {s['elapsed_s']:.1f}s")
-        if s["stopping"]:
-            text += f" (stopping on {s['stopping']})"
-        elif s["waiting_for_slot"]:
-            text += f" (waiting for a free slot; max_total {s['max_total']})"
-        self.show(text)
 
     def show(self, text: str) -> None:
         if text != self.shown:
@@ -324,6 +318,19 @@ class RunProgress:
         if self.shown:
             click.echo("\r\x1b[K", nl=False, err=True)
             self.shown = ""
+
+
+class RunProgress(ProgressLine):
+    """``run``'s progress line: the attempts running, done, failed and queued."""
+
+    def __call__(self, s: dict[str, Any]) -> None:
+        text = (f"{s['task']}: {s['running']} running, {s['succeeded']} done, {s['failed']} failed, "
+                f"{s['queued']} queued, {s['elapsed_s']:.1f}s")
+        if s["stopping"]:
+            text += f" (stopping on {s['stopping']})"
+        elif s["waiting_for_slot"]:
+            text += f" (waiting for a free slot; max_total {s['max_total']})"
+        self.show(text)
 
 
 class RunWaitNotice:
@@ -340,7 +347,7 @@ class RunWaitNotice:
             self.said = True
 
 
-def _gate_outcome(s: dict[str, Any]) -> str:
+def _gate_outcome(s: GateProgress) -> str:
     if s["exit_code"] is None:
         return f"FAIL ({s['error']})" if s["error"] else "FAIL"
     word = "pass" if s["passed"] else f"FAIL (exit {s['exit_code']})"
@@ -351,7 +358,7 @@ class CheckLines:
     """Off a terminal (a log, CI): one line per finished gate, so a long
     check is never silent and its log says what ended when."""
 
-    def __call__(self, s: dict[str, Any]) -> None:
+    def __call__(self, s: GateProgress) -> None:
         if s["event"] == "finished":
             click.echo(f"check {s['task']}: instance {s['instance']} gate {s['gate']} {_gate_outcome(s)}"
                        f" [{s['finished']} finished, {len(s['running'])} running, {s['elapsed_s']:.1f}s]",
@@ -370,11 +377,11 @@ def check_progress(as_json: bool) -> Iterator[CheckProgress | CheckLines]:
             progress.clear()
 
 
-class CheckProgress(RunProgress):
+class CheckProgress(ProgressLine):
     """On a terminal: one line redrawn in place, with the gates running now
     and those waiting for a core; cleared before the summary."""
 
-    def __call__(self, s: dict[str, Any]) -> None:
+    def __call__(self, s: GateProgress) -> None:
         running = ", ".join(s["running"]) or "nothing"
         text = f"check {s['task']}: {s['finished']} gates finished, running {running}"
         if s["waiting"]:

@@ -12,7 +12,7 @@ import json
 import os
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pygit2
 from filelock import FileLock, Timeout
@@ -36,12 +36,13 @@ from gitflow_parallel.judge.gates import (applicable, complete_of, gate_facts, j
                                          refused_protected, repository_of, run_gates, verdict_of, what_is_judged)
 from gitflow_parallel.judge.place import Place, judging
 from gitflow_parallel.judge.score import score
-from gitflow_parallel.shapes import CheckedInstance, EvidenceBinding, CheckResult, InstanceError, InstanceRecord, RunRecord
+from gitflow_parallel.shapes import (AddedTests, CheckedInstance, CheckResult, EngineEvidence, EvidenceBinding,
+                                     EvidencePack, GateResult, InstanceError, InstanceRecord, Judged, RunRecord)
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig
 
 
 # -- engine evidence --------------------------------------------------------------
-def engine_evidence(inst: InstanceRecord) -> dict[str, Any]:
+def engine_evidence(inst: InstanceRecord) -> EngineEvidence:
     """Counts by event name from the instance's events log, or unavailable.
 
     Nothing observed is null, never 0: an empty or absent log does not prove
@@ -65,8 +66,8 @@ def engine_evidence(inst: InstanceRecord) -> dict[str, Any]:
             malformed += 1
             continue
         counts[name] = counts.get(name, 0) + 1
-    out = {"status": "observed", "counts": dict(sorted(counts.items())), "lines": len(lines),
-           "malformed": malformed, "path": str(path), "sha256": sha256_bytes(data or b"")}
+    out: EngineEvidence = {"status": "observed", "counts": dict(sorted(counts.items())), "lines": len(lines),
+                           "malformed": malformed, "path": str(path), "sha256": sha256_bytes(data or b"")}
     if data is not None and size > len(data):
         out["cut"] = size - len(data)  # bytes past what was read (and hashed)
     return out
@@ -184,7 +185,7 @@ def _lock(project: Project, task: str, inst_id: str) -> FileLock:
 
 
 def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit: str,
-               selected: set[str] | None, reads: sandbox.Reads, lane: pace.Lane) -> dict[str, Any]:
+               selected: set[str] | None, reads: sandbox.Reads, lane: pace.Lane) -> EvidencePack:
     """Run the gates and score of one instance in a clean checkout of its
     commit; returns its pack (not yet written).  ``reads``: the fences' read
     rules, shared by the check's instances; ``lane``: its way through the
@@ -195,20 +196,23 @@ def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit
     tree = str(repo[commit].peel(pygit2.Commit).tree_id)
     judged = what_is_judged(repo, record, commit, base_commit)
     gates = applicable(cfg["gates"], inst["track"])
-    pack = {
-        "schema_version": evidence.SCHEMA_VERSION, "origin": evidence.ORIGIN, "run_id": record["run_id"],
-        "task": record["task"], "instance": inst["id"], "track": inst["track"], "attempt": inst["attempt"],
-        "instance_revision": inst["instance_revision"], "commit": commit, "tree": tree,
-        "base_commit": base_commit, "config_sha256": record["config_sha256"], **judged, "refused": None,
-        "engine_evidence": engine_evidence(inst),
-    }
+    events = engine_evidence(inst)
     if judged["protected_changes"] and cfg["protect_mode"] == "refuse":
         # Judged as it is, it would be tested against its own tests; restored,
         # it would not be the attempt any more.  Nothing runs.
-        return {**pack, "gates": [], "verdict": "fail", "complete": True, "score": None, "score_source": None,
-                "score_error": None, "refused": refused_protected(judged), "input_fingerprints": {}, "setup": None,
-                "added_tests": None,
-                "output_fingerprints": output_fingerprints(repo, base_commit, commit), "proof_issued_at": utcnow()}
+        return {
+            "schema_version": evidence.SCHEMA_VERSION, "origin": evidence.ORIGIN, "run_id": record["run_id"],
+            "task": record["task"], "instance": inst["id"], "track": inst["track"], "attempt": inst["attempt"],
+            "instance_revision": inst["instance_revision"], "commit": commit, "tree": tree,
+            "base_commit": base_commit, "config_sha256": record["config_sha256"], "checkout": judged["checkout"],
+            "protected": judged["protected"], "protect_mode": judged["protect_mode"],
+            "protected_changes": judged["protected_changes"], "protected_detail": judged["protected_detail"],
+            "protected_blocking": judged["protected_blocking"], "judged_commit": judged["judged_commit"],
+            "judged_tree": judged["judged_tree"], "engine_evidence": events, "gates": [], "verdict": "fail",
+            "complete": True, "score": None, "score_source": None,
+            "score_error": None, "refused": refused_protected(judged), "input_fingerprints": {}, "setup": None,
+            "added_tests": None,
+            "output_fingerprints": output_fingerprints(repo, base_commit, commit), "proof_issued_at": utcnow()}
     repo_ = project.repo
     with scratch.borrow(repo_) as checkout, contextlib.ExitStack() as stack:
         path = checkout.prepare(judged["judged_commit"], keep=kept_paths(cfg))
@@ -236,16 +240,21 @@ def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit
     verdict = verdict_of(results)
     if added and added["mode"] == "enforced" and not added["passed"]:
         verdict = "fail"
-    return {**pack, "fence": place.fence.kind if place.fence else "none",
-            "layers": place.fence.held() if place.fence else [], "setup": setup, "gates": results,
-            "added_tests": added, "verdict": verdict, "score": value, "score_source": source, "score_error": error,
-            "input_fingerprints": inputs, "output_fingerprints": outputs, "proof_issued_at": utcnow(),
-            "complete": complete_of(results)}
+    return {
+        "schema_version": evidence.SCHEMA_VERSION, "origin": evidence.ORIGIN, "run_id": record["run_id"],
+        "task": record["task"], "instance": inst["id"], "track": inst["track"], "attempt": inst["attempt"],
+        "instance_revision": inst["instance_revision"], "commit": commit, "tree": tree,
+        "base_commit": base_commit, "config_sha256": record["config_sha256"], **judged, "refused": None,
+        "engine_evidence": events, "fence": place.fence.kind if place.fence else "none",
+        "layers": place.fence.held() if place.fence else [], "setup": setup, "gates": results,
+        "added_tests": added, "verdict": verdict, "score": value, "score_source": source, "score_error": error,
+        "input_fingerprints": inputs, "output_fingerprints": outputs, "proof_issued_at": utcnow(),
+        "complete": complete_of(results)}
 
 
 def _added_stage(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateConfig], inst: InstanceRecord,
-                 place: Place, commit: str, judged: dict[str, Any], results: list[dict[str, Any]],
-                 selected: set[str] | None) -> dict[str, Any] | None:
+                 place: Place, commit: str, judged: Judged, results: list[GateResult],
+                 selected: set[str] | None) -> AddedTests | None:
     """The tests the attempt added under protected paths, which its judging
     left out: once the enforced gates passed on the base's tests, they run
     again with the added files in the checkout (``added_tests``: observe
@@ -284,7 +293,7 @@ def _added_stage(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateCon
 
 
 def _added_layered(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str], again: list[GateConfig],
-                   inst: InstanceRecord, place: Place, mode: str) -> dict[str, Any]:
+                   inst: InstanceRecord, place: Place, mode: str) -> AddedTests:
     """The added-tests stage under the namespace layer: the added files in a
     layer of their own over the checkout, the gates in a fresh upper layer."""
     parallel_dir = place.log_dir.parent.parent
@@ -334,7 +343,7 @@ def _select_gates(record: RunRecord, gates: list[str] | None) -> set[str] | None
     return set(gates)
 
 
-def _store_pack(project: Project, task: str, pack: dict[str, Any]) -> EvidenceBinding:
+def _store_pack(project: Project, task: str, pack: EvidencePack) -> EvidenceBinding:
     binding = evidence.write(project.repo.parallel_dir, pack)
     faults.point("check.after_pack")
 
@@ -390,7 +399,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         warnings: list[str | None] = []  # evidence refs not written (push writes them)
         shared_watchdog()  # forked before the threads
         with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
-            futures: dict[Future[dict[str, Any]], InstanceRecord] = {
+            futures: dict[Future[EvidencePack], InstanceRecord] = {
                 pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected, reads,
                             cores.lane(inst["id"])): inst
                 for inst in targets}

@@ -64,6 +64,7 @@ from gitflow_parallel.model import RunRecord
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, GateMode
+from gitflow_parallel.shapes import GateResult
 
 # The folder, inside a scratch checkout, that the generator writes and each
 # attempt reads (a fenced command may write nowhere else).
@@ -154,7 +155,7 @@ def _patterns(cfg: FrozenConfig, base_tree: pygit2.Tree) -> list[str]:
 
 def _run_one(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkout, commit: str, judged: str,
              judged_tree: str, gate: GateConfig, prefix: str, facts: dict[str, str],
-             inputs: Path | None) -> tuple[dict[str, Any], Path]:
+             inputs: Path | None) -> tuple[GateResult, Path]:
     """Run one distinguish command in a clean checkout of ``judged``; its
     gate result and the checkout's distinguish folder."""
     cfg = record["config"]
@@ -169,7 +170,7 @@ def _run_one(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkou
         try:
             _, results = gates.judge_checkout(repo.pygit, cfg, [gate], track, place, judged_tree)
         except ParallelError as exc:  # e.g. its Python would import the checkout's code from elsewhere
-            return {"exit_code": None, "passed": False, "error": f"{exc.code}: {exc.message}", "log": None}, folder
+            return gates.gate_result(gate, error=f"{exc.code}: {exc.message}"), folder
         written = place.spaces[-1].upper / FOLDER if place.spaces else None
         if written is not None and written.is_dir() and not written.is_symlink():
             # What it wrote is in its layer: the judge copies it out (links as links).
@@ -183,7 +184,7 @@ def _fallback(out: dict[str, Any], code: str, error: str) -> dict[str, Any]:
     return {**out, "status": "fallback", "fallback": {"rule": "cluster", "code": code, "error": error}}
 
 
-def _failure(result: dict[str, Any]) -> str:
+def _failure(result: GateResult) -> str:
     if result.get("error"):
         return str(result["error"])
     return f"it exited {result.get('exit_code')}" + (f"; see {result['log']}" if result.get("log") else "")

@@ -135,7 +135,7 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.judge.fingerprints import read_head, read_regular, sha256_path
 from gitflow_parallel.judge.place import Layer, Place, execute, gate_env, judging
-from gitflow_parallel.shapes import InstanceRecord
+from gitflow_parallel.shapes import GateResult, InstanceRecord, Judged, ProbeSignature, Refusal, Verdict
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 
 
@@ -144,15 +144,15 @@ def applicable(gates: list[GateConfig], track: str) -> list[GateConfig]:
     return [g for g in gates if (tracks := g.get("tracks")) is None or track in tracks]
 
 
-def _result(gate: GateConfig, **fields: Any) -> dict[str, Any]:
-    out = {"name": gate["name"], "argv": list(gate["run"]), "mode": gate["mode"], "exit_code": None,
-           "passed": False, "duration_s": None, "log": None, "log_sha256": None, "skipped": False,
-           "code": None, "error": None}
-    out.update(fields)
-    return out
+def gate_result(gate: GateConfig, *, exit_code: int | None = None, passed: bool = False,
+            duration_s: float | None = None, log: str | None = None, log_sha256: str | None = None,
+            skipped: bool = False, code: str | None = None, error: str | None = None) -> GateResult:
+    return {"name": gate["name"], "argv": list(gate["run"]), "mode": gate["mode"], "exit_code": exit_code,
+            "passed": passed, "duration_s": duration_s, "log": log, "log_sha256": log_sha256, "skipped": skipped,
+            "code": code, "error": error}
 
 
-def run_gate(gate: GateConfig, place: Place) -> dict[str, Any]:
+def run_gate(gate: GateConfig, place: Place) -> GateResult:
     env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else ())
     with reported.report_file(gate) as report:
         argv, extra = reported.command(gate, report)
@@ -166,7 +166,7 @@ def run_gate(gate: GateConfig, place: Place) -> dict[str, Any]:
         layer = place.layer()
         layer.writable = report and report.parent
         code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log, err_log, layer=layer)
-        result = _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
+        result = gate_result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
                          log=str(log), log_sha256=sha256_path(log),
                          code=E.EXECUTE_FAILED if error else None, error=error)
         result = reported.apply(gate, result, report)
@@ -177,7 +177,7 @@ def run_gate(gate: GateConfig, place: Place) -> dict[str, Any]:
 
 
 def _run_hidden(gate: GateConfig, place: Place, env: dict[str, str], argv: list[str],
-                report: Path | None) -> dict[str, Any]:
+                report: Path | None) -> GateResult:
     """A gate with hidden tests (``judge/hidden``): they are in the checkout
     only while it runs, and nothing of its output but the counts is kept.
     Without a count of tests run it fails, unless ``require_count: false``."""
@@ -200,14 +200,15 @@ def _run_hidden(gate: GateConfig, place: Place, env: dict[str, str], argv: list[
         counts = hidden.summary(log)
     finally:
         log.unlink(missing_ok=True)
-    result = reported.apply(gate, _result(gate, exit_code=code, passed=(code == 0 and error is None),
+    result = reported.apply(gate, gate_result(gate, exit_code=code, passed=(code == 0 and error is None),
                                           duration_s=round(seconds, 3), code=E.EXECUTE_FAILED if error else None,
                                           error=error), report)
-    counts = expect.count_line(result["expect"]) if report else counts
+    counts = expect.count_line(result["expect"]) if report and "expect" in result else counts
     result["hidden"] = {"files": len(files), "summary": counts}
     if counts is None and gate.get("require_count", True) and result["passed"]:
-        result.update(passed=False, error="the hidden tests reported no count of tests run (no runner summary "
-                      "line such as `3 passed`): set expect: on the gate, or require_count: false")
+        result["passed"] = False
+        result["error"] = ("the hidden tests reported no count of tests run (no runner summary line such as "
+                           "`3 passed`): set expect: on the gate, or require_count: false")
     return result
 
 
@@ -243,7 +244,7 @@ WORKTREE_PLACEHOLDER = b"<worktree>"
 
 
 def probe_signature(gate: GateConfig, place: Place, log: Path, code: int | None,
-                    error: str | None) -> dict[str, Any]:
+                    error: str | None) -> ProbeSignature:
     """A probe's behaviour: its exit code and the sha256 of its stdout (with
     the checkout's path replaced), or of the files its ``outputs`` globs
     match after it ran.  A probe that could not start or timed out has no
@@ -267,16 +268,16 @@ def probe_signature(gate: GateConfig, place: Place, log: Path, code: int | None,
 
 
 def run_gates(gates: list[GateConfig], track: str, place: Place,
-              selected: set[str] | None = None) -> list[dict[str, Any]]:
+              selected: set[str] | None = None) -> list[GateResult]:
     """Run ``gates`` (already those that apply) in order, honouring ``requires``.
 
     ``selected`` limits which run; the rest are reported as not selected."""
     names_here = {g["name"] for g in gates}
     passed: dict[str, bool] = {}
-    results = []
+    results: list[GateResult] = []
     for gate in gates:
         if selected is not None and gate["name"] not in selected:
-            results.append(_result(gate, skipped=True, error="not run: not selected with --gate"))
+            results.append(gate_result(gate, skipped=True, error="not run: not selected with --gate"))
             passed[gate["name"]] = False
             continue
         missing = [r for r in gate.get("requires") or [] if not passed.get(r)]
@@ -289,7 +290,7 @@ def run_gates(gates: list[GateConfig], track: str, place: Place,
                     why.append(f"{req} (not selected with --gate)")
                 else:
                     why.append(f"{req} (did not pass)")
-            results.append(_result(gate, skipped=True, code=E.PREDECESSOR_INCOMPLETE,
+            results.append(gate_result(gate, skipped=True, code=E.PREDECESSOR_INCOMPLETE,
                                    error=f"skipped: requires {', '.join(why)}"))
             passed[gate["name"]] = False
             continue
@@ -303,7 +304,7 @@ def run_gates(gates: list[GateConfig], track: str, place: Place,
 
 def judge_checkout(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateConfig], track: str,
                    place: Place, tree: str, selected: set[str] | None = None
-                   ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+                   ) -> tuple[dict[str, Any] | None, list[GateResult]]:
     """Build the checkout's environment (``setup``), refuse gates that would
     import code from outside it, then run ``gates``: (setup entry, results).
     A failed setup fails every gate (``judge/environment``)."""
@@ -313,7 +314,7 @@ def judge_checkout(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateC
     if setup is not None:
         entry = _setup(repo, setup, place, tree)
         if not entry["passed"]:
-            return entry, [_result(g, code=E.EXECUTE_FAILED, log=entry["log"],
+            return entry, [gate_result(g, code=E.EXECUTE_FAILED, log=entry["log"],
                                    error=f"not run: setup failed ({entry['error']}); see {entry['log']}")
                            for g in gates]
         place.path = environment.path_entries(setup, place.worktree)
@@ -380,13 +381,13 @@ def _setup(repo: pygit2.Repository, setup: SetupConfig, place: Place, tree: str)
     return {**entry, "stores": [str(p) for p in read]}
 
 
-def verdict_of(results: list[dict[str, Any]]) -> str:
+def verdict_of(results: list[GateResult]) -> Verdict:
     """``pass`` iff every enforced gate passed (vacuously with none; see the
     module doc).  Observe gates and probes never count."""
     return "pass" if all(r["passed"] for r in results if r["mode"] == "enforced") else "fail"
 
 
-def complete_of(results: list[dict[str, Any]]) -> bool:
+def complete_of(results: list[GateResult]) -> bool:
     """Every gate ran, or was skipped by the predecessor rule."""
     return all(not r["skipped"] or r["code"] == E.PREDECESSOR_INCOMPLETE for r in results)
 
@@ -458,7 +459,7 @@ def gate_facts(record: RunRecord, inst: InstanceRecord | None, track: str, path:
     return facts
 
 
-def what_is_judged(repo: pygit2.Repository, record: RunRecord, commit: str, base: str) -> dict[str, Any]:
+def what_is_judged(repo: pygit2.Repository, record: RunRecord, commit: str, base: str) -> Judged:
     """What is judged for ``commit``: the protected patterns, the commit and
     tree checked out, and the protected paths the attempt changed."""
     cfg = record["config"]
@@ -470,7 +471,7 @@ def what_is_judged(repo: pygit2.Repository, record: RunRecord, commit: str, base
             "judged_commit": judged, "judged_tree": judged_tree}
 
 
-def refused_protected(judged: dict[str, Any]) -> dict[str, Any]:
+def refused_protected(judged: Judged) -> Refusal:
     shown = ", ".join(judged["protected_changes"][:10])
     return {"code": E.PROTECTED_PATH_CHANGED,
             "message": f"the attempt changed protected path(s) {shown}, and protect_mode is refuse"}

@@ -15,11 +15,12 @@ import shutil
 import stat
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from gitflow_parallel import expect
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.config_schema import GateConfig
+from gitflow_parallel.shapes import GateResult
 
 MAX_REPORT_BYTES = 64 * 1024 * 1024  # past this a report is not read
 
@@ -57,12 +58,12 @@ def _read(report: Path) -> bytes | None:
         return handle.read()
 
 
-def apply(gate: GateConfig, result: dict[str, Any], report: Path | None) -> dict[str, Any]:
+def apply(gate: GateConfig, result: GateResult, report: Path | None) -> GateResult:
     """``result`` judged by the report: it passes only when the report says
     every expected test passed (and the command ended by itself)."""
     if report is None:
         return result
-    judged = expect.judge(gate["expect"], _read(report))
+    judged = expect.judge(gate["expect"], _read(report))  # report_file made one: the gate has expect
     ended = result["error"] is None  # a timeout or a command that never started stays a fail
     result["expect"] = judged
     result["passed"] = bool(judged["passed"] and ended)
