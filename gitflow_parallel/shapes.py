@@ -282,6 +282,25 @@ class PickRecord(TypedDict):
     differential: NotRequired[dict[str, Any]]  # the distinguishing inputs and each candidate's behaviour on them
 
 
+# -- selection --------------------------------------------------------------------------------
+class Candidate(TypedDict):
+    """An instance with complete, fresh, passing evidence, as the rules see it."""
+    id: str
+    attempt: int
+    commit: str
+    tree: str
+    evidence_sha256: str
+    evidence_path: str
+    score: int | None
+    score_source: dict[str, Any] | None
+    score_error: str | None
+    proof_issued_at: str
+    changed_lines: int
+    probes: list[dict[str, object]]
+    worktree: str
+    agent: str | None
+
+
 # -- the evidence pack (``parallel/evidence/<run_id>/<id>.<attempt>.json``) ---------------------
 class ProbeSignature(TypedDict):
     """A probe's behaviour: its exit code and the sha256 of what it wrote

@@ -64,7 +64,7 @@ from gitflow_parallel.model import RunRecord
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, GateMode
-from gitflow_parallel.shapes import GateResult
+from gitflow_parallel.shapes import Candidate, GateResult
 
 # The folder, inside a scratch checkout, that the generator writes and each
 # attempt reads (a fenced command may write nowhere else).
@@ -77,7 +77,7 @@ def _gate(name: str, argv: list[str], timeout: float, mode: GateMode) -> GateCon
             "requires": [], "outputs": [], "inputs": [], "hidden": None, "tracks": None}
 
 
-def _write_attempts(repo: pygit2.Repository, base: str, candidates: list[dict[str, Any]], into: Path) -> None:
+def _write_attempts(repo: pygit2.Repository, base: str, candidates: list[Candidate], into: Path) -> None:
     """One folder per candidate: its id, commit, patch and changed files."""
     base_tree = repo[base].peel(pygit2.Tree)
     for c in candidates:
@@ -191,7 +191,7 @@ def _failure(result: GateResult) -> str:
 
 
 def distinguish(project: Project, record: RunRecord, track: str,
-                candidates: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, dict[str, Any]] | None]:
+                candidates: list[Candidate]) -> tuple[dict[str, Any], dict[str, dict[str, Any]] | None]:
     """Run the generator and every candidate on its inputs.  Returns (what
     the pick record keeps under ``differential``, the behaviour of each
     candidate by id, or None when the caller must fall back)."""
@@ -224,7 +224,7 @@ def distinguish(project: Project, record: RunRecord, track: str,
 
 
 def _run_candidates(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkout,
-                    candidates: list[dict[str, Any]], inputs: Path) -> dict[str, dict[str, Any]]:
+                    candidates: list[Candidate], inputs: Path) -> dict[str, dict[str, Any]]:
     """Each candidate's behaviour on the inputs, by id (in id order)."""
     cfg, base = record["config"], record["base"]["commit"]
     patterns = _patterns(cfg, repo.pygit.get(base).peel(pygit2.Tree))

@@ -38,6 +38,7 @@ from typing import Any
 
 from gitflow_parallel.files import read_tail, sha256_file
 from gitflow_parallel.model import RunRecord
+from gitflow_parallel.shapes import Candidate
 from gitflow_parallel.judge.place import execute, gate_env
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.state.project import Project
@@ -47,7 +48,7 @@ ANSWERS = ("A", "B")
 OUTPUT_TAIL = 2000
 
 
-def _write_side(folder: Path, project: Project, base: str, cand: dict[str, Any]) -> None:
+def _write_side(folder: Path, project: Project, base: str, cand: Candidate) -> None:
     folder.mkdir()
     (folder / "instance").write_text(cand["id"] + "\n", encoding="utf-8")
     (folder / "commit").write_text(cand["commit"] + "\n", encoding="utf-8")
@@ -63,7 +64,7 @@ def answer_of(stdout: bytes) -> str | None:
 
 
 def match(project: Project, record: RunRecord, track: str, round_no: int,
-          a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+          a: Candidate, b: Candidate) -> dict[str, Any]:
     """Run the judge on ``a`` against ``b``.  Returns what it did:
     {answer ("A", "B" or None), exit_code, error, duration_s, log,
     log_sha256, stderr_log, output (the tail of its stdout)}."""
