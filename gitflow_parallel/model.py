@@ -83,8 +83,8 @@ def new_instance(task: str, track: str, inst_id: str, root: Path, base_commit: s
 
 
 def new_run(task: str, base: Base, tracks: list[str], config: FrozenConfig, config_sha256: str,
-            config_source: Any, root: Path, instances: list[InstanceRecord], now: str,
-            run_id: str | None = None, **extra: Any) -> RunRecord:
+            config_source: object, root: Path, instances: list[InstanceRecord], now: str,
+            run_id: str | None = None, **extra: object) -> RunRecord:
     """A pending run at revision 1 (a fresh run id unless ``run_id``)."""
     return {
         "schema_version": SCHEMA_VERSION, "run_id": run_id or f"PR-{uuid.uuid4()}", "task": task,
@@ -103,7 +103,7 @@ def landing_method(steps: list[LandingStep]) -> str:
 def new_merge(landed: str, previous: str | None, base_ref: str, steps: list[LandingStep],
               resolved_files: list[Any], policy: str, merged_at: str, *, attempts: int | None = None,
               retried: list[dict[str, Any]] | None = None, verified: list[dict[str, Any]] | None = None,
-              worktree: str | None = None, worktree_error: str | None = None, **extra: Any) -> MergeRecord:
+              worktree: str | None = None, worktree_error: str | None = None, **extra: object) -> MergeRecord:
     """The merge record of a landing (``extra``: ``onto``, ``verify``, or
     ``recovered``/``outside`` for one that recover found)."""
     return {
@@ -178,14 +178,14 @@ def start(record: RunRecord, inst: InstanceRecord, pid: int, runner_pid: int, no
     inst.pop("tampered", None)
 
 
-def move(record: RunRecord, inst: InstanceRecord, to: str, **fields: Any) -> None:
+def move(record: RunRecord, inst: InstanceRecord, to: str, **fields: object) -> None:
     """Any allowed status move, with the fields that go with it."""
     check_transition(record, inst, to)
     inst["status"] = cast(InstanceStatus, to)  # one of TRANSITIONS, which holds only statuses
     inst.update(fields)  # type: ignore[typeddict-item]
 
 
-def finish(record: RunRecord, inst: InstanceRecord, status: str, **fields: Any) -> None:
+def finish(record: RunRecord, inst: InstanceRecord, status: str, **fields: object) -> None:
     """The attempt ended as ``status`` (succeeded, failed or aborted); ``fields``
     say how (head, finished_at, exit_code, error, origin…)."""
     move(record, inst, status, **fields)
@@ -206,7 +206,7 @@ def record_head(inst: InstanceRecord, head: str | None) -> None:
 
 
 def reset_for_retry(inst: InstanceRecord, start_commit: str, how: str, tip: str | None,
-                    archived: str | None, kept: list[str], feedback: Any) -> None:
+                    archived: str | None, kept: list[str], feedback: object) -> None:
     """Attempt + 1, pending at ``start_commit``; the old attempt goes to history."""
     inst["history"].append({
         "attempt": inst["attempt"], "status": inst["status"], "head": tip, "verdict": inst["verdict"],

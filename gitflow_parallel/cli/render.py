@@ -11,6 +11,7 @@ from typing import Any, Iterator
 import click
 
 from gitflow_parallel import errors as E
+from gitflow_parallel.commands.hooks_install import HookInstalled, HookRemoved, HooksInstalled, HooksRemoved, HooksStatus
 from gitflow_parallel.git.remote_landing import PushResult
 from gitflow_parallel.judge.pace import GateProgress
 from gitflow_parallel.provenance import protected_summary
@@ -456,31 +457,43 @@ def render_worker(r: dict[str, Any]) -> None:
             click.echo(f"    {row['error']}")
 
 
-def render_hooks(r: dict[str, Any]) -> None:
-    click.echo(f"hooks dir: {r['hooks_dir']}" + (f" (core.hooksPath {r['core_hooks_path']})"
-                                                  if r.get("core_hooks_path") else ""))
+def _hooks_dir(r: HooksInstalled | HooksRemoved | HooksStatus) -> None:
+    core = r.get("core_hooks_path")
+    click.echo(f"hooks dir: {r['hooks_dir']}" + (f" (core.hooksPath {core})" if core else ""))
+
+
+def _hook_done(h: HookInstalled | HookRemoved) -> None:
+    extra = (f"; the existing hook runs first as {Path(str(h.get('legacy'))).name}"
+             if h.get("kept_foreign") else "")
+    extra += "; dropped its stale copy kept before" if h.get("dropped_stale_legacy") else ""
+    extra += f"; {h.get('run_by')} runs it first" if h.get("run_by") else ""
+    click.echo(f"  {h['name']:<22} {h['action']}{extra}")
+
+
+def render_hooks_done(r: HooksInstalled | HooksRemoved) -> None:
+    """``hooks install`` and ``uninstall``: what became of each hook."""
+    _hooks_dir(r)
     for h in r["hooks"]:
-        if "action" in h:
-            extra = (f"; the existing hook runs first as {Path(h['legacy']).name}"
-                     if h.get("kept_foreign") else "")
-            extra += "; dropped its stale copy kept before" if h.get("dropped_stale_legacy") else ""
-            extra += f"; {h['run_by']} runs it first" if h.get("run_by") else ""
-            click.echo(f"  {h['name']:<22} {h['action']}{extra}")
-        else:
-            where = "" if h["state"] == "absent" else f" at {h['path']}"
-            where += f" ({h['manager']}'s)" if h.get("manager") else ""
-            extra = f"; chained: {Path(h['legacy']).name}" if h.get("legacy") else ""
-            extra += "; runs ours first" if h["state"] == "foreign" and h.get("runs_ours") else ""
-            if h["state"] == "ours" and not h.get("python_exists"):
-                extra += f"; warning: its Python {h.get('python')} is gone (git-parallel on PATH is used, if any)"
-            elif h["state"] == "ours" and not h.get("current"):
-                extra += "; outdated (`git parallel hooks install` rewrites it)"
-            click.echo(f"  {h['name']:<22} {h['state']}{where}{extra}")
-    if r.get("gone"):
+        _hook_done(h)
+
+
+def render_hooks(r: HooksStatus) -> None:
+    """``hooks status``: each hook, and whether git runs ours."""
+    _hooks_dir(r)
+    for h in r["hooks"]:
+        where = "" if h["state"] == "absent" else f" at {h['path']}"
+        where += f" ({h['manager']}'s)" if h.get("manager") else ""
+        extra = f"; chained: {Path(h['legacy']).name}" if h["legacy"] else ""
+        extra += "; runs ours first" if h["state"] == "foreign" and h.get("runs_ours") else ""
+        if h["state"] == "ours" and not h.get("python_exists"):
+            extra += f"; warning: its Python {h.get('python')} is gone (git-parallel on PATH is used, if any)"
+        elif h["state"] == "ours" and not h.get("current"):
+            extra += "; outdated (`git parallel hooks install` rewrites it)"
+        click.echo(f"  {h['name']:<22} {h['state']}{where}{extra}")
+    if r["gone"]:
         click.echo(f"warning: {r['gone']}", err=True)
-    if "live_runs" in r:
-        runs = ", ".join(r["live_runs"]) or "none"
-        click.echo(f"live runs: {runs}")
+    runs = ", ".join(r["live_runs"]) or "none"
+    click.echo(f"live runs: {runs}")
 
 
 # -- recover / validate -------------------------------------------------------------------
