@@ -12,6 +12,8 @@ from typing import Any, Mapping
 import click
 
 from gitflow_parallel.provenance import protected_summary
+from gitflow_parallel.commands.init import InitResult
+from gitflow_parallel.commands.init.explain import InitCheck
 from gitflow_parallel.commands.merge import MergeResult
 from gitflow_parallel.git.retire import Cleanup
 from gitflow_parallel.shapes import AbortResult, CheckResult, PickRecord, PickResult, RunRecord
@@ -48,21 +50,25 @@ def init(force: bool, display: bool, remote: str | None, explain: bool, as_json:
     if explain and (force or display or remote):
         raise click.UsageError("--check writes nothing: give it alone (with --json if wanted)")
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: InitResult) -> None:
         click.echo(f"{'wrote' if r['wrote'] else 'kept existing'} {r['config']}")
-        if r["gate"]:
+        gate, setup = r["gate"], r["setup"]
+        if gate:
             found = next(d for d in r["detected"] if d["run"])
-            click.echo(f"found {found['tool']} ({', '.join(found['found_in'])}): gate `{shlex.join(r['gate'])}`"
-                       + (f", setup `{shlex.join(r['setup']['run'])}`" if r["setup"] else ""))
+            found_in = found["found_in"]
+            assert isinstance(found_in, list)  # (a Runner's, as init_cmd.detect made it)
+            click.echo(f"found {found['tool']} ({', '.join(found_in)}): gate `{shlex.join(gate)}`"
+                       + (f", setup `{shlex.join(setup['run'])}`" if setup else ""))
         else:
             click.echo("found no test runner: the gates in the file are comments; write one naming the tests")
         if not r["wrote"]:
             click.echo("(`git parallel init --force` writes what was found now; `init --check` explains the file)")
         for k, v in r["git_config"].items():
             click.echo(f"git config {k} {v}")
-        if r["refspecs"]:
-            for spec in r["refspecs"][f"remote.{r['remote']}.fetch"]:
-                state = "added" if spec in r["refspecs"]["added"] else "already there"
+        refspecs = r["refspecs"]
+        if refspecs:
+            for spec in refspecs[f"remote.{r['remote']}.fetch"]:
+                state = "added" if spec in refspecs["added"] else "already there"
                 click.echo(f"git config --add remote.{r['remote']}.fetch {spec}  ({state})")
             click.echo(f"share runs with `git parallel push {r['remote']}` and `git parallel fetch {r['remote']}`")
         click.echo("next: review the file, commit it, then `git parallel spawn TASK`")
@@ -73,7 +79,7 @@ def init(force: bool, display: bool, remote: str | None, explain: bool, as_json:
         run_verb(as_json, lambda: init_cmd.init(_project(), force=force, display=display, remote=remote), render)
 
 
-def render_init_check(r: dict[str, Any]) -> None:
+def render_init_check(r: InitCheck) -> None:
     state = "committed" if r["committed"] else "not committed" if r["exists"] else "absent"
     click.echo(f"config: {r['config']} ({state})")
     setup = r["setup"]

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pygit2
 
@@ -23,12 +23,46 @@ from gitflow_parallel.config_schema import STORE_NAMES
 from gitflow_parallel.git import scratch
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.commands.init.detect import NODE_TEST_DIRS, TEST_DIR_NAMES, is_python_test
-from gitflow_parallel.config_schema import FrozenConfig, GateConfig
+from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 
 
 # -- init --check ------------------------------------------------------------------
 _PROBE = ("import json, site, sys; "
           "print(json.dumps([sys.path, site.getsitepackages() + [site.getusersitepackages()]]))")
+
+
+class Fence(TypedDict):
+    """Which fence holds gates here, and why (its Landlock ABI, if any)."""
+    landlock_abi: int | None
+    holds: str
+    why: str
+
+
+class ExplainedGate(TypedDict):
+    """What one gate runs and protects, and what ``init --check`` warns of."""
+    name: str
+    run: list[str]
+    mode: str
+    setup: bool
+    names: list[str]
+    hidden: str | None
+    warnings: list[str]
+
+
+class InitCheck(TypedDict):
+    """``init --check``: the worktree's configuration explained."""
+    config: str
+    exists: bool
+    committed: bool
+    setup: SetupConfig | None
+    protect_defaults: bool
+    protected: list[str]
+    added_tests: str
+    gates: list[ExplainedGate]
+    tests: int
+    unprotected_tests: list[str]
+    warnings: list[str]
+    fence: Fence
 
 
 def landlock_abi() -> tuple[int | None, str]:
@@ -50,7 +84,7 @@ def landlock_abi() -> tuple[int | None, str]:
     return None, why.get(err, f"the kernel refused the Landlock query ({os.strerror(err)})")
 
 
-def fence() -> dict[str, Any]:
+def fence() -> Fence:
     from gitflow_parallel.proc import namespace
 
     abi, why = landlock_abi()
@@ -144,7 +178,7 @@ def _environment(gate: GateConfig, tree: pygit2.Tree, roots: list[Path]) -> list
 
 
 def _explain_gate(cfg: FrozenConfig, gate: GateConfig, tree: pygit2.Tree, tests: list[str],
-                  roots: list[Path]) -> dict[str, Any]:
+                  roots: list[Path]) -> ExplainedGate:
     named = [p for p in scratch.protected_patterns({"gates": [gate], "protect_defaults": False}, tree)
              if p != C.CONFIG_FILE]
     warnings = []
@@ -178,7 +212,7 @@ def _unread_stores(cfg: FrozenConfig) -> list[str]:
             for tool in STORE_NAMES if tool in words and tool not in stores]
 
 
-def check(project: Project) -> dict[str, Any]:
+def check(project: Project) -> InitCheck:
     """Explain the worktree's ``.gitparallel.yaml``: what each gate protects,
     what it does not, and which fence will hold."""
     top = Path(project.repo.workdir or project.repo.main_workdir or ".")

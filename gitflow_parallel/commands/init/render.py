@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from typing import Any
 
 import yaml
 
 from gitflow_parallel import config as C
 from gitflow_parallel import harness
 from gitflow_parallel.commands.init.detect import Runner
+from gitflow_parallel.pysetup import SetupSpec
 from gitflow_parallel.template import TEMPLATE, TEMPLATE_SETTINGS
 
 
@@ -40,11 +40,12 @@ def _harness_summary() -> str:
     return f"at any depth: {names}; the test sections of {', '.join(harness.MIXED_FILES)}"
 
 
-def _setup_block(setup: dict[str, Any]) -> list[str]:
+def _setup_block(setup: SetupSpec) -> list[str]:
     lines = ["setup:", f"  run: {_flow(setup['run'])}"]
-    for key in ("cache_key", "keep", "path", "stores"):
-        if setup.get(key):
-            lines.append(f"  {key}: {_flow(setup[key])}")
+    for key, value in (("cache_key", setup["cache_key"]), ("keep", setup.get("keep")), ("path", setup.get("path")),
+                       ("stores", setup.get("stores"))):
+        if value:
+            lines.append(f"  {key}: {_flow(value)}")
     return lines
 
 
