@@ -43,6 +43,7 @@ from gitflow_parallel.shapes import PickBinding as PickBinding
 from gitflow_parallel.shapes import PickRecord as PickRecord
 from gitflow_parallel.shapes import PickWinner as PickWinner
 from gitflow_parallel.shapes import PrInfo as PrInfo
+from gitflow_parallel.shapes import Proposal as Proposal
 from gitflow_parallel.shapes import PushedInfo as PushedInfo
 from gitflow_parallel.shapes import RelandedEntry as RelandedEntry
 from gitflow_parallel.shapes import RemoteInfo as RemoteInfo
@@ -353,7 +354,7 @@ def mark_published(record: RunRecord, remote: RemoteInfo) -> None:
     record["remote"] = remote
 
 
-def new_pr(remote: str, base: str, requested_at: str, proposals: list[dict[str, Any]]) -> PrInfo:
+def new_pr(remote: str, base: str, requested_at: str, proposals: list[Proposal]) -> PrInfo:
     return {"remote": remote, "base": base, "requested_at": requested_at, "proposals": proposals}
 
 

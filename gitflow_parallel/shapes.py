@@ -206,12 +206,27 @@ class RemoteInfo(TypedDict):
     published_at: str
 
 
+class Proposal(TypedDict):
+    """One pull (merge) request ``merge --pr`` asked for, or the command that would."""
+    track: str
+    winner: str
+    branch: str
+    commit: str
+    body_file: str
+    command: str
+    tool: str
+    ran: bool
+    url: str | None
+    error: str | None
+    output: NotRequired[str]
+
+
 class PrInfo(TypedDict):
     """The pull requests ``merge --pr`` asked for (``record["pr"]``)."""
     remote: str
     base: str
     requested_at: str
-    proposals: list[dict[str, Any]]
+    proposals: Annotated[list[Proposal], Outline(list[dict[str, Any]])]  # read back as it always was
 
 
 class Base(TypedDict):
@@ -547,6 +562,25 @@ class StatusListResult(TypedDict):
 class RetryResult(RunRecord):
     """``retry``: the run's record, and why its notes were not written (if so)."""
     notes_error: NotRequired[str]
+
+
+class PublishResult(TypedDict):
+    """``publish``: the manifest pushed, the branches with it, and those the remote's workers hold."""
+    task: str
+    run_id: str
+    remote: str
+    manifest: str
+    ref: str
+    agent: list[str] | None
+    timeout: float | None
+    branches: list[str]
+    kept_remote: list[str]
+    instances: list[str]
+
+
+class SpawnedRemote(SpawnResult):
+    """``spawn --remote``: the new run, and where it was published."""
+    published: PublishResult
 
 
 class AbortResult(TypedDict):

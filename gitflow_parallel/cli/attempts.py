@@ -16,7 +16,8 @@ from gitflow_parallel.commands.init import InitResult
 from gitflow_parallel.commands.init.explain import InitCheck
 from gitflow_parallel.commands.merge import MergeResult
 from gitflow_parallel.git.retire import Cleanup
-from gitflow_parallel.shapes import AbortResult, CheckResult, PickRecord, PickResult, RunRecord
+from gitflow_parallel.cli.compose import Rounds
+from gitflow_parallel.shapes import AbortResult, CheckResult, PickRecord, PickResult, PublishResult, RunRecord
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
     RunProgress, RunWaitNotice, check_progress, figures_text, render_check, render_differential, render_pr, render_published,
@@ -532,7 +533,7 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
             raise click.UsageError(f"{', '.join(given)} cannot go with --remote (workers run every instance)")
         from gitflow_parallel.commands import publish as publish_cmd
 
-        def render(r: dict[str, Any]) -> None:
+        def render(r: PublishResult) -> None:
             render_published(r)
             click.echo(f"next: git parallel worker --remote {remote} --task {task}  (on each worker machine), "
                        f"then git parallel collect {task}")
@@ -541,27 +542,31 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
                  render)
         return
     live = sys.stderr.isatty() and not as_json
-    progress: Any = RunProgress() if live else RunWaitNotice()
+    progress = RunProgress() if live else RunWaitNotice()
+
+    def rounds(k: int) -> Rounds:
+        from gitflow_parallel.cli.compose import until_pass as run_until_pass
+
+        try:
+            return run_until_pass(_project(), task, list(command), k, instances=list(instances) or None,
+                                  timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux,
+                                  agent_commands=dict(mix.parse_agent(spec) for spec in agent_specs), split=split)
+        finally:
+            if isinstance(progress, RunProgress):
+                progress.clear()
 
     def call() -> dict[str, Any]:
-        agent_commands = dict(mix.parse_agent(spec) for spec in agent_specs)
         try:
-            if until_pass is not None:
-                from gitflow_parallel.cli.compose import until_pass as run_until_pass
-
-                return run_until_pass(_project(), task, list(command), until_pass,
-                                          instances=list(instances) or None, timeout=timeout, jobs=jobs,
-                                          progress=progress, tmux=use_tmux, agent_commands=agent_commands,
-                                          split=split)
             return run_cmd.run(_project(), task, list(command), instances=list(instances) or None,
-                              timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux,
-                              agent_commands=agent_commands, split=split)
+                               timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux,
+                               agent_commands=dict(mix.parse_agent(spec) for spec in agent_specs), split=split)
         finally:
-            if live:
+            if isinstance(progress, RunProgress):
                 progress.clear()
 
     if until_pass is not None:
-        run_verb(as_json, call, render_rounds, ok=lambda r: bool(r["ok"]))
+        k = until_pass
+        run_verb(as_json, lambda: rounds(k), render_rounds, ok=lambda r: r["ok"])
     else:
         run_verb(as_json, call, render_run, ok=run_cmd.succeeded)
 

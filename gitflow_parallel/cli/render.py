@@ -11,16 +11,18 @@ from typing import Any, Iterator
 import click
 
 from gitflow_parallel import errors as E
+from gitflow_parallel.commands.merge import PrResult
 from gitflow_parallel.commands.hooks_install import HookInstalled, HookRemoved, HooksInstalled, HooksRemoved, HooksStatus
 from gitflow_parallel.git.remote_landing import PushResult
 from gitflow_parallel.judge.pace import GateProgress
+from gitflow_parallel.cli.compose import Rounds
 from gitflow_parallel.provenance import protected_summary
-from gitflow_parallel.shapes import CheckResult, GateResult, StatusDetail, StatusListResult
+from gitflow_parallel.shapes import CheckResult, GateResult, PublishResult, StatusDetail, StatusListResult
 
 FAILING_SHOWN = 20  # failing tests named per gate by `show`
 
 
-def render_published(p: dict[str, Any]) -> None:
+def render_published(p: PublishResult) -> None:
     click.echo(f"published run {p['run_id']} to {p['remote']}: manifest {p['ref']} at {p['manifest'][:12]}, "
                f"{len(p['branches'])} branch(es) pushed")
     if p["agent"]:
@@ -30,7 +32,7 @@ def render_published(p: dict[str, Any]) -> None:
 
 
 # -- status -------------------------------------------------------------------------
-def short(v: Any, n: int = 12) -> str:
+def short(v: object, n: int = 12) -> str:
     return "-" if v is None else str(v)[:n]
 
 
@@ -96,7 +98,7 @@ def render_push(p: PushResult | None) -> None:
         click.echo(f"  kept {p['remote']}'s (ahead of yours): {name}")
 
 
-def render_pr(r: dict[str, Any]) -> None:
+def render_pr(r: PrResult) -> None:
     click.echo(f"pushed to {r['remote']}: {len(r['push']['refs'])} ref(s) in one atomic push")
     if not r["push"]["base_on_remote"]:
         click.echo(f"warning: {r['remote']} has no {r['base']} branch to propose against", err=True)
@@ -422,15 +424,16 @@ def render_run(r: dict[str, Any]) -> None:
         click.echo(f"next: git parallel check {r['task']}")
 
 
-def render_rounds(r: dict[str, Any]) -> None:
+def render_rounds(r: Rounds) -> None:
     for step in r["rounds"]:
         run = step["run"]
         c = run["counts"]
-        verdicts = {i["id"]: i["verdict"] for i in (step["check"] or {}).get("instances", [])}
+        checked = step["check"]
+        verdicts = {i["id"]: i["verdict"] for i in checked["instances"]} if checked else {}
         cells = [f"{row['id']}:{row['status']}" + (f"/{verdicts[row['id']]}" if row["id"] in verdicts else "")
                  for row in run["instances"]]
         click.echo(f"round {step['round']}: {c['succeeded']} succeeded, {c['failed']} failed  ({', '.join(cells)})")
-        for err in (step["check"] or {}).get("errors", []):
+        for err in checked["errors"] if checked else []:
             click.echo(f"  check of {err['id']}: error[{err['code']}]: {err['message']}")
         if step["retried"]:
             click.echo(f"  retried with feedback: {', '.join(step['retried'])}")

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb, visible_stream
+from gitflow_parallel.shapes import PublishResult
 from gitflow_parallel.cli.render import render_diff, render_published, render_show, render_runs, render_status, render_worker
 
 
@@ -49,7 +50,7 @@ def publish(task: str, remote: str, as_json: bool) -> None:
     their instances from there."""
     from gitflow_parallel.commands import publish as publish_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: PublishResult) -> None:
         render_published(r)
         if not r["agent"]:
             click.echo(f"next: git parallel run {task} --remote {remote} -- <agent command>")

@@ -3,7 +3,6 @@ base commit, and its manifest) to a remote, atomically, for workers there."""
 
 from __future__ import annotations
 
-from typing import Any
 
 
 from gitflow_parallel import errors as E
@@ -15,10 +14,11 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.git.share import check_remote, run_ref
 from gitflow_parallel.git.transport import Update, ls_remote, manifest_commit, push
 from gitflow_parallel.model import refuse_finished
+from gitflow_parallel.shapes import PublishResult
 
 
 def publish(project: Project, task: str, remote: str, agent: list[str] | None = None,
-            timeout: float | None = None) -> dict[str, Any]:
+            timeout: float | None = None) -> PublishResult:
     """Push the run's instance branches (and with them the base commit) and
     its manifest to ``remote``, atomically; with ``agent``, the manifest
     names the command workers run.  The record then says where it went."""
