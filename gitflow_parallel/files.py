@@ -53,7 +53,7 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def canonical_json(obj: Any) -> str:
+def canonical_json(obj: object) -> str:
     """Compact, key-sorted JSON: the form hashed and written to notes."""
     # ASCII with \u escapes, so that paths and arguments that are not UTF-8
     # (surrogate escapes) can be written too.

@@ -11,7 +11,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar, cast
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeVar, cast
 
 import click
 
@@ -25,6 +25,9 @@ EXIT_REFUSED, EXIT_INTERNAL = 1, 3
 # Control characters a terminal would obey: C0 but tab and newline, a carriage
 # return not ending a line, DEL, C1 (0x9b is a CSI on some terminals), and the
 # bidirectional overrides that reorder what a line appears to say.
+if TYPE_CHECKING:
+    from gitflow_parallel.state.project import Project
+
 T = TypeVar("T")
 
 # One table for str.translate, not a callback per match: a log of a million
@@ -67,7 +70,7 @@ def visible_stream(chunks: Iterable[bytes]) -> Iterator[str]:
     yield visible(held + decoder.decode(b"", final=True))
 
 
-def emit_json(obj: Any) -> None:
+def emit_json(obj: object) -> None:
     click.echo(json.dumps(obj, sort_keys=True, default=str))
 
 
@@ -162,7 +165,7 @@ def run_verb(as_json: bool, fn: Callable[[], T], render: Callable[[T], None] | N
         sys.exit(EXIT_REFUSED)
 
 
-def project() -> Any:
+def project() -> Project:
     """The repository this command runs in (opened only when a verb runs)."""
     from gitflow_parallel.state.project import Project
 

@@ -27,7 +27,7 @@ def stats(since: str | None, as_json: bool) -> None:
     run_verb(as_json, lambda: stats_cmd.stats(_project(), since), render_stats)
 
 
-def _num(value: Any, unit: str = "") -> str:
+def _num(value: object, unit: str = "") -> str:
     return "-" if value is None else f"{value:g}{unit}"
 
 

@@ -28,6 +28,7 @@ import click
 
 from gitflow_parallel.cli.base import visible
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.state.project import Project
 
 ARROWS = {b"\x1b[A": "up", b"\x1bOA": "up", b"\x1b[B": "down", b"\x1bOB": "down"}
 
@@ -102,7 +103,7 @@ class Keys:
 class Steering:
     """The selection, the last message and an abort waiting for its ``y``."""
 
-    def __init__(self, project: Any, task: str, keys: Keys, forget: Callable[[], None]) -> None:
+    def __init__(self, project: Project, task: str, keys: Keys, forget: Callable[[], None]) -> None:
         self.project, self.task, self.keys, self.forget = project, task, keys, forget
         self.choice: str | None = None
         self.message = ""

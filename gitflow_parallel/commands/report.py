@@ -64,7 +64,7 @@ td,th{padding:3px 10px;border-bottom:1px solid #eaeef2;text-align:left}
 """
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape("-" if value is None else str(value))
 
 

@@ -62,6 +62,7 @@ from gitflow_parallel.judge import gates
 from gitflow_parallel.judge import place as place_mod
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.proc import sandbox
+from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, GateMode
 from gitflow_parallel.shapes import Candidate, GateResult
@@ -153,7 +154,7 @@ def _patterns(cfg: FrozenConfig, base_tree: pygit2.Tree) -> list[str]:
     return scratch.protected_patterns(named, base_tree)
 
 
-def _run_one(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkout, commit: str, judged: str,
+def _run_one(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checkout, commit: str, judged: str,
              judged_tree: str, gate: GateConfig, prefix: str, facts: dict[str, str],
              inputs: Path | None) -> tuple[GateResult, Path]:
     """Run one distinguish command in a clean checkout of ``judged``; its
@@ -223,11 +224,11 @@ def distinguish(project: Project, record: RunRecord, track: str,
     return out, {i: {k: o[k] for k in ("exit_code", "sha256", "error")} for i, o in out["outputs"].items()}
 
 
-def _run_candidates(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkout,
+def _run_candidates(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checkout,
                     candidates: list[Candidate], inputs: Path) -> dict[str, dict[str, Any]]:
     """Each candidate's behaviour on the inputs, by id (in id order)."""
     cfg, base = record["config"], record["base"]["commit"]
-    patterns = _patterns(cfg, repo.pygit.get(base).peel(pygit2.Tree))
+    patterns = _patterns(cfg, repo.pygit[base].peel(pygit2.Tree))
     gate = _gate("run", cfg["distinguish"]["run"], cfg["distinguish"]["timeout"], "probe")
     outputs: dict[str, dict[str, Any]] = {}
     for c in candidates:

@@ -131,6 +131,7 @@ from gitflow_parallel.judge import environment, hidden, reported, stores
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.model import RunRecord
+from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.judge.fingerprints import read_head, read_regular, sha256_path
@@ -440,7 +441,7 @@ def verify_tree(project: Project, record: RunRecord, track: str, commit: str,
     return {**outcome, "passed": verdict_of(results) == "pass", "gates": results, "setup": setup}
 
 
-def repository_of(repo: Any) -> list[Path]:
+def repository_of(repo: Repo) -> list[Path]:
     """The folders of the repository (its main worktree and common dir)."""
     return [Path(p) for p in (repo.main_workdir, repo.common_dir) if p]
 
