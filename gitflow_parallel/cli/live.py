@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb, visible
+from gitflow_parallel.commands.watch import Event, View
 from gitflow_parallel.shapes import CommentResult
 
 
@@ -74,15 +75,15 @@ def comment(task: str, instance: str, text: str, file: str | None, line: int | N
 
 
 # -- watch ---------------------------------------------------------------------------
-def _who(e: dict[str, Any]) -> str:
+def _who(e: Event) -> str:
     return f"{e['instance']}" + (f" ({e['agent']})" if e.get("agent") else "") if "instance" in e else ""
 
 
-def _stat(d: dict[str, Any] | None) -> str:
+def _stat(d: dict[str, int] | None) -> str:
     return "-" if not d else f"{d['files']} +{d['added']} -{d['removed']}"
 
 
-def event_line(e: dict[str, Any]) -> str:
+def event_line(e: Event) -> str:
     """One line per event, for a pipe."""
     who = _who(e)
     if e["event"] == "status":
@@ -104,17 +105,17 @@ def event_line(e: dict[str, Any]) -> str:
 KEYS_HELP = "keys: 1-9/up/down select  o open its window  d its diff  a abort it  q quit"
 
 
-def view_lines(v: dict[str, Any], width: int, selected: str | None = None, message: str = "") -> list[str]:
+def view_lines(v: View, width: int, selected: str | None = None, message: str = "") -> list[str]:
     """The table a terminal shows, each line cut to the terminal's width;
     with ``selected`` (the keys are on) a ``>`` marks that instance and the
     keys and the last message follow."""
     rows = [("ID", "AGENT", "STATUS", "ATT", "ELAPSED", "DIFF", "VERDICT", "LAST LOG LINE")]
     for i in v["instances"]:
-        waiting = i.get("waiting")
+        waiting = i["waiting"]
         rows.append((i["id"] + (" *" if i["winner"] else ""), i["agent"] or "-",
                      "waiting" if waiting else i["status"], str(i["attempt"]),
-                     "-" if i["elapsed_s"] is None else f"{i['elapsed_s']:.0f}s", _stat(i.get("diff")),
-                     i["verdict"] or "-", visible((waiting or {}).get("message") or i["last_line"] or "")))
+                     "-" if i["elapsed_s"] is None else f"{i['elapsed_s']:.0f}s", _stat(i["diff"]),
+                     i["verdict"] or "-", visible(str((waiting or {}).get("message") or i["last_line"] or ""))))
     widths = [max(len(r[k]) for r in rows) for k in range(7)]
     def mark(r: tuple[str, ...]) -> str:
         return "" if selected is None else "> " if r[0].split()[0] == selected else "  "
@@ -150,7 +151,7 @@ class Quit(Exception):
     pass
 
 
-def _watch_stream(task: str, as_json: bool) -> dict[str, Any]:
+def _watch_stream(task: str, as_json: bool) -> dict[str, object]:
     import shutil
     import sys
 
@@ -161,17 +162,19 @@ def _watch_stream(task: str, as_json: bool) -> dict[str, Any]:
     live = sys.stdout.isatty() and not as_json
     keyed = live and sys.stdin.isatty()
     draw = Redraw()
-    last: dict[str, Any] = {}
+    last: View | None = None
     with Keys(keyed) as keys:
         steer = Steering(_project(), task, keys, draw.forget)
 
-        def show(v: dict[str, Any]) -> None:
+        def show(v: View) -> None:
             draw(view_lines(v, shutil.get_terminal_size().columns, steer.selected(v) if keyed else None,
                             steer.message))
 
         def pause(seconds: float) -> None:
             if keyed:
-                if not steer.handle(keys.read(seconds), last, lambda: show(last)):
+                shown = last
+                assert shown is not None  # watch shows a view before it pauses
+                if not steer.handle(keys.read(seconds), shown, lambda: show(shown)):
                     raise Quit
             else:
                 time.sleep(seconds)
@@ -189,7 +192,8 @@ def _watch_stream(task: str, as_json: bool) -> dict[str, Any]:
                 sys.stdout.flush()
         except Quit:
             pass
-    return {"task": task, "run_id": last.get("run_id"), "status": last.get("status"), "picks": last.get("picks")}
+    return {"task": task, "run_id": last["run_id"] if last else None, "status": last["status"] if last else None,
+            "picks": last["picks"] if last else None}
 
 
 @main_group.command()
