@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gitflow_parallel.files import canonical_json
+from gitflow_parallel.shapes import Differential
 from gitflow_parallel.model import HUMAN, Comment, InstanceRecord, MergeRecord, PickRecord, RunRecord
 
 NOTE_VERSION = 1
@@ -63,13 +64,13 @@ def pick_note(pick: PickRecord) -> str:
                 **({"differential": differential_summary(pick["differential"])} if pick.get("differential") else {}))
 
 
-def differential_summary(ran: dict[str, Any]) -> dict[str, Any]:
+def differential_summary(ran: Differential) -> dict[str, object]:
     """What a differential pick ran on, short enough for a note line: the
     stored inputs (path and sha256), each candidate's output sha256, and the
     fallback's code if the inputs could not be had."""
-    inputs = ran.get("inputs") or {}
-    return {"status": ran["status"], "fallback": (ran.get("fallback") or {}).get("code"),
-            "inputs": inputs.get("path"), "inputs_sha256": inputs.get("sha256"),
+    inputs, fallback = ran.get("inputs"), ran["fallback"]
+    return {"status": ran["status"], "fallback": fallback.get("code") if fallback else None,
+            "inputs": inputs["path"] if inputs else None, "inputs_sha256": inputs["sha256"] if inputs else None,
             "outputs": {i: o["sha256"] for i, o in (ran.get("outputs") or {}).items()}}
 
 

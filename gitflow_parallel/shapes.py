@@ -260,6 +260,40 @@ class RunRecord(TypedDict):
     pr: NotRequired[PrInfo]
 
 
+# -- differential picks (``judge/differential``) ---------------------------------------------------
+class Inputs(TypedDict):
+    """The distinguishing inputs the generator wrote, as stored: folder, sha256 of the listing, files."""
+    path: str
+    sha256: str
+    files: dict[str, str]  # path: sha256
+
+
+class Output(TypedDict):
+    """One candidate's behaviour on the inputs (its probe's signature and where its log is)."""
+    commit: str
+    judged_commit: str
+    exit_code: int | None
+    sha256: str | None
+    error: str | None
+    log: str | None
+    log_sha256: str | None
+    stderr_log: str | None
+    duration_s: float | None
+
+
+class Differential(TypedDict):
+    """What a differential pick ran (``pick["differential"]``); ``fallback``:
+    why it fell back to the cluster rule, if it did."""
+    status: str
+    fallback: dict[str, str] | None
+    command: NotRequired[list[str]]
+    run: NotRequired[list[str]]
+    reason: NotRequired[str]
+    generator: NotRequired[dict[str, object]]
+    inputs: NotRequired[Inputs]
+    outputs: NotRequired[dict[str, Output]]
+
+
 # -- the pick record ---------------------------------------------------------------------
 class PickWinner(TypedDict):
     id: str
@@ -294,7 +328,8 @@ class PickRecord(TypedDict):
     tree_groups: NotRequired[list[dict[str, Any]]]
     clusters: NotRequired[list[dict[str, Any]]]
     tournament: NotRequired[dict[str, Any]]
-    differential: NotRequired[dict[str, Any]]  # the distinguishing inputs and each candidate's behaviour on them
+    # The distinguishing inputs and each candidate's behaviour on them; read back as a mapping.
+    differential: NotRequired[Annotated[Differential, Outline(dict[str, Any])]]
 
 
 # -- selection --------------------------------------------------------------------------------

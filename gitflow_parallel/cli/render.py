@@ -17,7 +17,7 @@ from gitflow_parallel.git.remote_landing import PushResult
 from gitflow_parallel.judge.pace import GateProgress
 from gitflow_parallel.cli.compose import Rounds
 from gitflow_parallel.provenance import protected_summary
-from gitflow_parallel.shapes import CheckResult, GateResult, PublishResult, StatusDetail, StatusListResult
+from gitflow_parallel.shapes import CheckResult, Differential, GateResult, PublishResult, StatusDetail, StatusListResult
 
 FAILING_SHOWN = 20  # failing tests named per gate by `show`
 
@@ -215,7 +215,7 @@ def _said_past_exit(gate: GateResult) -> bool:
     return bool(not gate["passed"] and not gate["skipped"] and gate.get("error") and gate["exit_code"] is not None)
 
 
-def render_differential(ran: dict[str, Any] | None, indent: str, only: str | None = None) -> None:
+def render_differential(ran: Differential | None, indent: str, only: str | None = None) -> None:
     """What a differential pick ran: the generator, the stored inputs, and
     each candidate's behaviour on them (``only``: one candidate's)."""
     if not ran:

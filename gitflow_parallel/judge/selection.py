@@ -84,7 +84,7 @@ from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, id_key
 from gitflow_parallel.config_schema import FrozenConfig
-from gitflow_parallel.shapes import Candidate
+from gitflow_parallel.shapes import Candidate, Differential
 
 
 class Loser(TypedDict):
@@ -388,7 +388,8 @@ def _rank_differential(project: Project, record: RunRecord, track: str, ranked: 
     candidate nothing runs, and when the inputs cannot be had, the
     ``cluster`` rule decides and the record says why."""
     if len(ranked) < 2:
-        ran: dict[str, Any] = {"status": "not_run", "fallback": None, "reason": "one candidate: nothing to tell apart"}
+        ran: Differential = {"status": "not_run", "fallback": None,
+                                          "reason": "one candidate: nothing to tell apart"}
         behaviour = None
     else:
         ran, behaviour = differential.distinguish(project, record, track, sorted(ranked, key=lambda c: id_key(c["id"])))
