@@ -382,6 +382,24 @@ class Judged(TypedDict):
     judged_tree: str
 
 
+class SetupEntry(TypedDict):
+    """How the judged checkout's environment was built (a pack's ``setup``):
+    the command, its cache key, whether a kept one was reused, how it ended."""
+    argv: list[str]
+    key: str
+    keep: list[str]
+    path: list[str]
+    cached: bool
+    exit_code: int | None
+    duration_s: float | None
+    log: str | None
+    passed: bool
+    code: str | None
+    error: str | None
+    built_from: NotRequired[str]  # base or attempt: the tree a layered one was built from
+    stores: NotRequired[list[str]]  # the package stores it (and the gates) read
+
+
 class AddedTests(TypedDict):
     """The tests an attempt added under protected paths, run as a second stage."""
     mode: str
@@ -450,7 +468,7 @@ class EvidencePack(TypedDict):
     refused: Refusal | None
     input_fingerprints: dict[str, str]
     output_fingerprints: dict[str, dict[str, Any]]
-    setup: dict[str, Any] | None
+    setup: SetupEntry | None
     added_tests: AddedTests | None
     engine_evidence: NotRequired[EngineEvidence]
     checkout: NotRequired[str]

@@ -136,7 +136,7 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.judge.fingerprints import read_head, read_regular, sha256_path
 from gitflow_parallel.judge.place import Layer, Place, execute, gate_env, judging
-from gitflow_parallel.shapes import GateResult, InstanceRecord, Judged, ProbeSignature, Refusal, Verdict
+from gitflow_parallel.shapes import GateResult, InstanceRecord, Judged, ProbeSignature, Refusal, SetupEntry, Verdict
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 
 
@@ -305,7 +305,7 @@ def run_gates(gates: list[GateConfig], track: str, place: Place,
 
 def judge_checkout(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateConfig], track: str,
                    place: Place, tree: str, selected: set[str] | None = None
-                   ) -> tuple[dict[str, Any] | None, list[GateResult]]:
+                   ) -> tuple[SetupEntry | None, list[GateResult]]:
     """Build the checkout's environment (``setup``), refuse gates that would
     import code from outside it, then run ``gates``: (setup entry, results).
     A failed setup fails every gate (``judge/environment``)."""
@@ -354,7 +354,7 @@ def _interpreter(argv: list[str], place: Place, env: dict[str, str]) -> str | No
     return found
 
 
-def _setup(repo: pygit2.Repository, setup: SetupConfig, place: Place, tree: str) -> dict[str, Any]:
+def _setup(repo: pygit2.Repository, setup: SetupConfig, place: Place, tree: str) -> SetupEntry:
     """Build or reuse the environment the gates run in (``judge/environment``)."""
     log = place.log("setup")
     env = gate_env({}, place.facts)
@@ -366,7 +366,9 @@ def _setup(repo: pygit2.Repository, setup: SetupConfig, place: Place, tree: str)
         def run(argv: list[str], timeout: float) -> tuple[int | None, str | None, float, Path]:
             return (*execute(argv, place.worktree, env, timeout, log, layer=Layer(network=network)), log)
 
-        return {**environment.prepare(repo, setup, tree, place.worktree, run), "stores": []}
+        built = environment.prepare(repo, setup, tree, place.worktree, run)
+        built["stores"] = []
+        return built
 
     def run_layered(argv: list[str], timeout: float, lower: list[Path] | None,
                     upper: tuple[Path, Path]) -> tuple[int | None, str | None, float, Path]:
@@ -379,7 +381,8 @@ def _setup(repo: pygit2.Repository, setup: SetupConfig, place: Place, tree: str)
     place.cleanups.append(done)
     if folder is not None and place.fence is not None:
         place.fence.layers = [folder]
-    return {**entry, "stores": [str(p) for p in read]}
+    entry["stores"] = [str(p) for p in read]
+    return entry
 
 
 def verdict_of(results: list[GateResult]) -> Verdict:
