@@ -106,7 +106,7 @@ def _make_again(project: Project, task: str, inst: InstanceRecord, tip: str | No
         shutil.rmtree(admin)
     if tip is not None:
         repo.pygit.branches.local.delete(inst["branch"])  # its tip is archived above
-    worktrees.create(repo, task, start, [dict(inst)])
+    worktrees.create(repo, task, start, [inst.copy()])
 
 
 def retry(project: Project, task: str, inst_id: str, expected_revision: int | None = None,
