@@ -434,7 +434,7 @@ def done(task: str, instance: str, as_json: bool) -> None:
     --instance.)"""
     from gitflow_parallel.state import hand
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: Mapping[str, Any]) -> None:
         extra = f"; leftovers committed as {r['committed'][:12]}" if r["committed"] else ""
         click.echo(f"instance {instance} of {task} finished by hand at {r['instance']['head'][:12]}{extra}")
         click.echo(f"next: git parallel check {task}")
@@ -555,7 +555,7 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
             if isinstance(progress, RunProgress):
                 progress.clear()
 
-    def call() -> dict[str, Any]:
+    def call() -> Mapping[str, Any]:
         try:
             return run_cmd.run(_project(), task, list(command), instances=list(instances) or None,
                                timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux,

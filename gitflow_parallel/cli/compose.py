@@ -9,6 +9,7 @@ logs and refusals are exactly theirs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable, TypedDict
 
 from gitflow_parallel.errors import ParallelError
@@ -20,7 +21,7 @@ from gitflow_parallel.state.project import Project
 class Round(TypedDict):
     """One round of ``run --until-pass``: its run, its check, the instances retried after it."""
     round: int
-    run: dict[str, Any]  # proc/engine's summary of the run
+    run: Mapping[str, Any]  # proc/engine's summary of the run
     check: CheckResult | None
     retried: list[str]
 
@@ -58,7 +59,7 @@ def spawn_remote(project: Project, task: str, remote: str, n: int | None = None,
 
 def until_pass(project: Project, task: str, argv: list[str], rounds: int, instances: list[str] | None = None,
                timeout: float | None = None, jobs: int | None = None,
-               progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False,
+               progress: Callable[[Mapping[str, Any]], None] | None = None, tmux: bool = False,
                agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> Rounds:
     """``run --until-pass K``: at most ``rounds`` rounds of run → check → retry.
 

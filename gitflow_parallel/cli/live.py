@@ -4,6 +4,7 @@ comment, stats."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -32,7 +33,7 @@ def _num(value: object, unit: str = "") -> str:
     return "-" if value is None else f"{value:g}{unit}"
 
 
-def render_stats(r: dict[str, Any]) -> None:
+def render_stats(r: Mapping[str, Any]) -> None:
     if not r["agents"]:
         click.echo("no finished attempts yet" + (f" since {r['since']}" if r["since"] else ""))
         return

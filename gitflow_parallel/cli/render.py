@@ -4,6 +4,7 @@ prints the result itself, so nothing here decides anything)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -326,7 +327,7 @@ class ProgressLine:
 class RunProgress(ProgressLine):
     """``run``'s progress line: the attempts running, done, failed and queued."""
 
-    def __call__(self, s: dict[str, Any]) -> None:
+    def __call__(self, s: Mapping[str, Any]) -> None:
         text = (f"{s['task']}: {s['running']} running, {s['succeeded']} done, {s['failed']} failed, "
                 f"{s['queued']} queued, {s['elapsed_s']:.1f}s")
         if s["stopping"]:
@@ -343,7 +344,7 @@ class RunWaitNotice:
     def __init__(self) -> None:
         self.said = False
 
-    def __call__(self, s: dict[str, Any]) -> None:
+    def __call__(self, s: Mapping[str, Any]) -> None:
         if s["waiting_for_slot"] and not self.said:
             click.echo(f"git parallel run: waiting for a free slot (max_total {s['max_total']} instances "
                        "run at once in this repository)", err=True)
@@ -392,7 +393,7 @@ class CheckProgress(ProgressLine):
         self.show(f"{text}, {s['elapsed_s']:.1f}s")
 
 
-def render_run(r: dict[str, Any]) -> None:
+def render_run(r: Mapping[str, Any]) -> None:
     c = r["counts"]
     head = f"run {r['run_id']} of {r['task']}: {c['succeeded']} succeeded, {c['failed']} failed"
     if c["aborted"]:

@@ -138,7 +138,7 @@ def report(task: str, html_file: str | None, as_json: bool) -> None:
     the pick and why, the landing, and each attempt's highlighted diff."""
     from gitflow_parallel.commands import report as report_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: report_cmd.Report) -> None:
         click.echo(f"wrote {r['path']} ({len(r['attempts'])} attempts)")
         click.echo(f"open it: python3 -m webbrowser file://{r['path']}")
 

@@ -10,6 +10,7 @@ the record before the engine starts."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from gitflow_parallel import errors as E
@@ -23,8 +24,8 @@ from gitflow_parallel.shapes import InstanceRecord, RunRecord
 
 def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
         timeout: float | None = None, jobs: int | None = None,
-        progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False,
-        agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> dict[str, Any]:
+        progress: Callable[[Mapping[str, Any]], None] | None = None, tmux: bool = False,
+        agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> Mapping[str, Any]:
     """Run ``argv`` in every selected instance (or each one's agent); returns
     the summary.  A run refused before it starts (``claims.refuse_options``)
     claims nothing."""
@@ -104,7 +105,7 @@ def _write(project: Project, task: str, assignments: dict[str, tuple[str | None,
     project.store.update(task, mutate)
 
 
-def succeeded(summary: dict[str, Any]) -> bool:
+def succeeded(summary: Mapping[str, Any]) -> bool:
     """True when every selected instance ran and succeeded, the run was not
     interrupted, and the notes were written."""
     return (not summary["interrupted"] and summary["notes_error"] is None

@@ -51,6 +51,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from gitflow_parallel import config, model
@@ -520,7 +521,7 @@ def work(project: Project, remote: str, task: str | None = None, once: bool = Fa
     wait = wait or instance is not None or index is not None
     say = progress or (lambda text: None)
     rows: list[dict[str, Any]] = []
-    tidied: list[dict[str, Any]] = []
+    tidied: list[Mapping[str, Any]] = []
     idle = "nothing to claim"
     with _Stop() as stop:
         while limit is None or len(rows) < limit:
