@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable, TypedDict
+from typing import TYPE_CHECKING, Callable, TypedDict
 
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.shapes import ExpectResult, ListOutcome
 
 if TYPE_CHECKING:
     from gitflow_parallel.config_schema import GateConfig
@@ -151,7 +152,7 @@ def outcome_of(test_id: str, cases: dict[str, str]) -> str:
     return "failed" if "failed" in by_name else by_name[0]
 
 
-def judge(spec: ExpectSpec, data: bytes | None) -> dict[str, Any]:
+def judge(spec: ExpectSpec, data: bytes | None) -> ExpectResult:
     """The verdict of ``expect`` on a report (None: none was written):
     ``passed``, the number of tests it ran and failed, ``error`` and, per
     list, the ids that did not pass with what became of each."""
@@ -162,18 +163,20 @@ def judge(spec: ExpectSpec, data: bytes | None) -> dict[str, Any]:
         cases = parse_junit(data)
     except ValueError as exc:
         return {"passed": False, "tests": None, "failed": None, "error": f"the test report is unreadable: {exc}"}
-    out: dict[str, Any] = {"tests": len(cases), "failed": sum(o == "failed" for o in cases.values()), "error": None}
+    lists: dict[str, ListOutcome] = {}
     ok = bool(cases)
     for name, ids in (("fail_to_pass", spec["fail_to_pass"]), ("pass_to_pass", spec["pass_to_pass"])):
         wrong = {i: o for i in ids if (o := outcome_of(i, cases)) != "passed"}
-        out[name] = {"expected": len(ids), "not_passed": dict(list(wrong.items())[:MAX_LISTED])}
+        lists[name] = {"expected": len(ids), "not_passed": dict(list(wrong.items())[:MAX_LISTED])}
         ok = ok and not wrong
+    error = None
     if not cases:
-        out["error"] = "the test report holds no test"
+        error = "the test report holds no test"
     elif not ok:
-        out["error"] = "; ".join(f"{n}: {len(out[n]['not_passed'])} of {out[n]['expected']} did not pass"
-                                 for n in LISTS if out[n]["not_passed"])
-    return {"passed": ok, **out}
+        error = "; ".join(f"{n}: {len(lists[n]['not_passed'])} of {lists[n]['expected']} did not pass"
+                          for n in LISTS if lists[n]["not_passed"])
+    return {"passed": ok, "tests": len(cases), "failed": sum(o == "failed" for o in cases.values()), "error": error,
+            "fail_to_pass": lists["fail_to_pass"], "pass_to_pass": lists["pass_to_pass"]}
 
 
 def count_line(judged: Mapping[str, object]) -> str | None:

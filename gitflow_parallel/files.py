@@ -154,7 +154,7 @@ def create_exclusive(path: str | os.PathLike[str], data: bytes | str) -> bool:
     return True
 
 
-def append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
+def append_jsonl(path: str | os.PathLike[str], record: Mapping[str, object]) -> None:
     """Append one JSON line; a single write() of a short line is atomic for appends."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

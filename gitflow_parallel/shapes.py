@@ -408,6 +408,22 @@ class AddedTests(TypedDict):
     passed: bool
 
 
+class ListOutcome(TypedDict):
+    """How many ids a list of ``expect`` names, and those that did not pass (with what became of each)."""
+    expected: int
+    not_passed: dict[str, str]
+
+
+class ExpectResult(TypedDict):
+    """What a gate's JUnit report said of its ``expect`` (``expect.judge``)."""
+    passed: bool
+    tests: int | None
+    failed: int | None
+    error: str | None
+    fail_to_pass: NotRequired[ListOutcome]
+    pass_to_pass: NotRequired[ListOutcome]
+
+
 class GateResult(TypedDict):
     """One gate as a pack records it (docs/formats.md says what each key means)."""
     name: str
@@ -424,7 +440,7 @@ class GateResult(TypedDict):
     signature: NotRequired[ProbeSignature]  # a probe's
     stderr_log: NotRequired[str | None]
     hidden: NotRequired[HiddenCounts]
-    expect: NotRequired[dict[str, Any]]
+    expect: NotRequired[ExpectResult]
     cut: NotRequired[int]
 
 

@@ -338,7 +338,7 @@ def unpick(task: str, track: str | None, as_json: bool) -> None:
     lists it under retired_picks.  Refused once the run is merged."""
     from gitflow_parallel.commands import unpick as unpick_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: unpick_cmd.Unpicked) -> None:
         for x in r["retired"]:
             click.echo(f"retired the pick of track {x['track']} (winner {x['winner']}); kept at {x['path']}")
         click.echo(f"next: git parallel pick {task} [--instance ID]")

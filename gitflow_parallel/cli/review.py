@@ -181,7 +181,7 @@ def fetch(remote: str, as_json: bool) -> None:
     then read the runs a teammate pushed."""
     from gitflow_parallel.commands import fetch as fetch_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: fetch_cmd.Fetched) -> None:
         click.echo(f"fetched from {remote}: {len(r['updated'])} ref(s) updated")
         for n, how in r["notes"].items():
             click.echo(f"  {n}: {how}")
@@ -205,7 +205,7 @@ def prune(older_than: str, dry_run: bool, as_json: bool) -> None:
     never removed; notes and files under parallel/ are kept."""
     from gitflow_parallel.commands import prune as prune_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: prune_cmd.Pruned) -> None:
         verb = "would remove" if r["dry_run"] else "removed"
         for e in r["removed"]:
             click.echo(f"{verb} {len(e['refs'])} ref(s) of run {e['run_id']} ({e['task'] or '?'}, {e['status']})")

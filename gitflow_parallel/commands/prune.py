@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 import pygit2
 
@@ -68,7 +68,16 @@ def _newest_commit_time(repo: Repo, refs: list[str]) -> float:
     return max(times) if times else 0.0
 
 
-def prune(project: Project, older_than: str = "30d", dry_run: bool = False) -> dict[str, Any]:
+
+class Pruned(TypedDict):
+    """``prune``: the runs whose refs went (or would go), those kept and why, how many refs."""
+    dry_run: bool
+    older_than: str
+    removed: list[dict[str, Any]]
+    kept: list[dict[str, Any]]
+    count: int
+
+def prune(project: Project, older_than: str = "30d", dry_run: bool = False) -> Pruned:
     """Delete the refs of finished runs that finished before the cut-off."""
     repo = project.repo
     cutoff = time.time() - parse_age(older_than)
