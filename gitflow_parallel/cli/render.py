@@ -76,7 +76,7 @@ def render_status(r: StatusDetail) -> None:
 
 
 # -- pick / merge ------------------------------------------------------------------------
-def figures_text(f: dict[str, Any]) -> str:
+def figures_text(f: Mapping[str, object]) -> str:
     score = "unavailable" if f["score"] is None else f["score"]
     size = f", group of {f['group_size']}" if "group_size" in f else ""
     return f"{f['id']} (score {score}, {f['changed_lines']} changed lines{size})"
@@ -120,7 +120,7 @@ def table(rows: list[tuple[str, ...]]) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
 
 
-def cell(change: dict[str, Any] | None) -> str:
+def cell(change: Mapping[str, object] | None) -> str:
     if change is None:
         return "."
     if change["binary"]:
@@ -501,8 +501,8 @@ def render_hooks(r: HooksStatus) -> None:
 
 
 # -- recover / validate -------------------------------------------------------------------
-def finding_line(f: dict[str, Any]) -> str:
-    where = f["task"] + (f"/{f['instance']}" if f.get("instance") else "") if f.get("task") else "repository"
+def finding_line(f: Mapping[str, object]) -> str:
+    where = f"{f['task']}" + (f"/{f['instance']}" if f.get("instance") else "") if f.get("task") else "repository"
     return f"{f['severity']}[{f['code']}] {where}: {f['message']}"
 
 

@@ -172,15 +172,15 @@ def _earlier_item(h: Earlier) -> str:
             + (f'<ul class="gates">{gates}</ul>' if gates else "") + "</div>")
 
 
-def _why(fate: Mapping[str, Any]) -> str:
+def _why(fate: Mapping[str, object]) -> str:
     """Why it won or lost; a person's reason is printed once, with the pick."""
     pick = fate.get("pick")
-    if pick and pick["selection_method"] == HUMAN and not fate["won"]:
+    if isinstance(pick, dict) and pick["selection_method"] == HUMAN and not fate["won"]:
         return f"lost track {pick['track']} to {pick['winner']['id']}: not chosen by {pick.get('picked_by')} (see Pick)"
     return str(fate["why"])
 
 
-def _alarms(inst: InstanceRecord, pack: Mapping[str, Any] | None) -> str:
+def _alarms(inst: InstanceRecord, pack: Mapping[str, object] | None) -> str:
     """What a reviewer must see first: what the attempt changed that no
     attempt may (restored, and the reason it failed), and the protected
     paths it changed (judged with the base's version)."""
@@ -189,7 +189,7 @@ def _alarms(inst: InstanceRecord, pack: Mapping[str, Any] | None) -> str:
         out += (f'<div class="alarm" data-role="tampered"><b>{_e(E.AGENT_TAMPERED)}</b>: it changed what no attempt '
                 f'may change (restored): <span class="mono">{_e(", ".join(inst.get("tampered") or []))}</span></div>')
     detail = (pack or {}).get("protected_detail") or []
-    if detail:
+    if isinstance(detail, list) and detail:
         rows = "".join(f"<li>{_e(line)}</li>" for line in protected_summary(detail))
         out += (f'<div class="alarm" data-role="protected">protected path(s) it changed, judged with the base\'s '
                 f'version{"; they keep it out of an automatic pick" if (pack or {}).get("protected_blocking") else ""}'
@@ -257,7 +257,7 @@ def _charts(attempts: list[Attempt]) -> str:
     return _bars("Gate durations", durations, "s") + _bars("Lines changed against the base", lines, "")
 
 
-def _figures(f: dict[str, Any] | None) -> str:
+def _figures(f: Mapping[str, object] | None) -> str:
     if not f:
         return ""
     score = "unavailable" if f.get("score") is None else f["score"]

@@ -72,6 +72,7 @@ it under ``retired_picks``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Callable, NotRequired, TypedDict, cast
 
 
@@ -127,10 +128,11 @@ Extra = dict[str, object]
 Ranked = tuple[Candidate, Decision, dict[str, str], Extra]
 
 
-def _probe_signature(pack: dict[str, Any]) -> list[dict[str, object]]:
+def _probe_signature(pack: Mapping[str, object]) -> list[dict[str, object]]:
     """What the probes of a pack saw, gate by gate: the key of its cluster."""
     out: list[dict[str, object]] = []
-    for g in pack.get("gates", []):
+    gates = pack.get("gates", [])
+    for g in gates if isinstance(gates, list) else []:
         if g.get("mode") != "probe":
             continue
         sig = g.get("signature")
@@ -198,10 +200,10 @@ def _unfinished(inst: InstanceRecord) -> Loser:
     return {"id": inst["id"], "code": E.SELECTION_NO_PASS, "reason": f"status {inst['status']}"}
 
 
-def _protected_too(pack: dict[str, Any]) -> str:
+def _protected_too(pack: Mapping[str, object]) -> str:
     """A failing attempt's protected changes, which its reason would otherwise hide."""
     changed = pack.get("protected_changes") or []
-    return f"; it also changed protected path(s) {_shown(changed)}" if changed else ""
+    return f"; it also changed protected path(s) {_shown(changed)}" if isinstance(changed, list) and changed else ""
 
 
 def _shown(paths: list[str], limit: int = 5) -> str:
