@@ -333,6 +333,18 @@ class PickRecord(TypedDict):
 
 
 # -- selection --------------------------------------------------------------------------------
+class JudgeRun(TypedDict):
+    """What a tournament's judge did in one match: its answer (A, B or None) and how it ended."""
+    answer: str | None
+    exit_code: int | None
+    error: str | None
+    duration_s: float
+    log: str
+    log_sha256: str | None
+    stderr_log: str
+    output: str
+
+
 class Candidate(TypedDict):
     """An instance with complete, fresh, passing evidence, as the rules see it."""
     id: str
@@ -501,8 +513,9 @@ class EvidencePack(TypedDict):
 
 # -- what the verbs print with --json (besides ``ok``, which the CLI adds) -----------------
 class SpawnResult(RunRecord):
-    """``spawn``: the new run's record."""
+    """``spawn``: the new run's record (``published``: where ``spawn --remote`` published it)."""
     warnings: NotRequired[list[str]]
+    published: NotRequired[PublishResult]
 
 
 class CheckedInstance(TypedDict):
@@ -645,11 +658,6 @@ class PublishResult(TypedDict):
     branches: list[str]
     kept_remote: list[str]
     instances: list[str]
-
-
-class SpawnedRemote(SpawnResult):
-    """``spawn --remote``: the new run, and where it was published."""
-    published: PublishResult
 
 
 class AbortResult(TypedDict):

@@ -17,7 +17,7 @@ from gitflow_parallel.commands.init.explain import InitCheck
 from gitflow_parallel.commands.merge import MergeResult
 from gitflow_parallel.git.retire import Cleanup
 from gitflow_parallel.cli.compose import Rounds
-from gitflow_parallel.shapes import AbortResult, CheckResult, PickRecord, PickResult, PublishResult, RunRecord
+from gitflow_parallel.shapes import AbortResult, CheckResult, PickRecord, PickResult, PublishResult, RunRecord, SpawnResult
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
     RunProgress, RunWaitNotice, check_progress, figures_text, render_check, render_differential, render_pr, render_published,
@@ -127,7 +127,7 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
     removed again.  Refused past max_total live instances in the repository."""
     from gitflow_parallel.commands import spawn as spawn_cmd
 
-    def render(r: Mapping[str, Any]) -> None:
+    def render(r: SpawnResult) -> None:
         for w in r.get("warnings") or []:
             click.echo(f"warning: {w}", err=True)
         click.echo(f"spawned run {r['run_id']} for {r['task']} on {r['base']['ref']} at {r['base']['commit'][:12]}")
@@ -139,7 +139,7 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
         else:
             click.echo(f"next: git parallel run {r['task']} -- <agent command>")
 
-    def call() -> Mapping[str, Any]:  # a SpawnResult, or spawn_remote's
+    def call() -> SpawnResult:
         if remote is not None:
             from gitflow_parallel.cli.compose import spawn_remote
 

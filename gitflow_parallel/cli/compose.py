@@ -14,7 +14,7 @@ from typing import Any, Callable, TypedDict
 
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.model import find_instance, retry_candidates, satisfied_tracks
-from gitflow_parallel.shapes import CheckResult, SpawnedRemote
+from gitflow_parallel.shapes import CheckResult, SpawnResult
 from gitflow_parallel.state.project import Project
 
 
@@ -39,7 +39,7 @@ class Rounds(TypedDict):
 
 
 def spawn_remote(project: Project, task: str, remote: str, n: int | None = None, base: str | None = None,
-                 tracks: list[str] | None = None) -> SpawnedRemote:
+                 tracks: list[str] | None = None) -> SpawnResult:
     """``spawn`` and ``publish`` in one: the run exists here and on ``remote``."""
     from gitflow_parallel.commands import publish as publish_cmd
     from gitflow_parallel.commands import spawn as spawn_cmd

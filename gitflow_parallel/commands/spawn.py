@@ -82,8 +82,8 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
         faults.point("spawn.after_worktrees")
     warnings += _prepare_worktrees(project, record)
     # No notes: every tip is still the base commit (see project.notes_instance_on).
-    # A record is a spawn result without warnings (the key is NotRequired).
-    return {**record, "warnings": warnings} if warnings else cast(SpawnResult, record)
+    # A record is a spawn result: its own keys (warnings, published) are NotRequired.
+    return cast(SpawnResult, {**record, "warnings": warnings} if warnings else record)
 
 
 def _prepare_worktrees(project: Project, record: RunRecord) -> list[str]:

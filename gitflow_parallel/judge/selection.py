@@ -85,7 +85,7 @@ from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, id_key
 from gitflow_parallel.config_schema import FrozenConfig
-from gitflow_parallel.shapes import Candidate, Differential
+from gitflow_parallel.shapes import Candidate, Differential, JudgeRun
 
 
 class Loser(TypedDict):
@@ -120,7 +120,7 @@ class Match(TypedDict):
     b: str | None
     winner: str
     decided_by: str
-    judge: dict[str, Any] | None
+    judge: JudgeRun | None
 
 
 # What a rule adds to the pick record (ranking, tree_groups, clusters, tournament, differential).

@@ -34,11 +34,10 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from gitflow_parallel.files import read_tail, sha256_file
 from gitflow_parallel.model import RunRecord
-from gitflow_parallel.shapes import Candidate
+from gitflow_parallel.shapes import Candidate, JudgeRun
 from gitflow_parallel.judge.place import execute, gate_env
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.state.project import Project
@@ -64,7 +63,7 @@ def answer_of(stdout: bytes) -> str | None:
 
 
 def match(project: Project, record: RunRecord, track: str, round_no: int,
-          a: Candidate, b: Candidate) -> dict[str, Any]:
+          a: Candidate, b: Candidate) -> JudgeRun:
     """Run the judge on ``a`` against ``b``.  Returns what it did:
     {answer ("A", "B" or None), exit_code, error, duration_s, log,
     log_sha256, stderr_log, output (the tail of its stdout)}."""
