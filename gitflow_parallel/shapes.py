@@ -436,6 +436,16 @@ class ExpectResult(TypedDict):
     pass_to_pass: NotRequired[ListOutcome]
 
 
+class Verification(Judged):
+    """A tree's enforced gates run once more (``gates.verify_tree``, for merge)."""
+    commit: str
+    tree: str
+    refused: Refusal | None
+    passed: bool
+    gates: list[GateResult]
+    setup: NotRequired[SetupEntry | None]
+
+
 class GateResult(TypedDict):
     """One gate as a pack records it (docs/formats.md says what each key means)."""
     name: str

@@ -120,7 +120,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import pygit2
 
@@ -136,7 +136,8 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.judge.fingerprints import read_head, read_regular, sha256_path
 from gitflow_parallel.judge.place import Layer, Place, execute, gate_env, judging
-from gitflow_parallel.shapes import GateResult, InstanceRecord, Judged, ProbeSignature, Refusal, SetupEntry, Verdict
+from gitflow_parallel.shapes import (GateResult, InstanceRecord, Judged, ProbeSignature, Refusal, SetupEntry, Verdict,
+                                     Verification)
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 
 
@@ -412,7 +413,7 @@ def _with_requirements(gates: list[GateConfig], wanted: list[GateConfig]) -> lis
 
 
 def verify_tree(project: Project, record: RunRecord, track: str, commit: str,
-                base: str | None = None) -> dict[str, Any]:
+                base: str | None = None) -> Verification:
     """Run the enforced gates that apply to ``track`` (with the gates they
     require) on ``commit`` as judged with the protected paths of ``base``
     (default: the run's base commit), in a clean scratch checkout.  Returns
@@ -425,13 +426,19 @@ def verify_tree(project: Project, record: RunRecord, track: str, commit: str,
                             hint="pass the oid of the commit to verify") from None
     base = base or record["base"]["commit"]
     judged = what_is_judged(repo.pygit, record, commit, base)
-    outcome = {"commit": commit, "tree": tree, **judged, "refused": None}
+    outcome: Verification = {
+        "commit": commit, "tree": tree, "checkout": judged["checkout"], "protected": judged["protected"],
+        "protect_mode": judged["protect_mode"], "protected_changes": judged["protected_changes"],
+        "protected_detail": judged["protected_detail"], "protected_blocking": judged["protected_blocking"],
+        "judged_commit": judged["judged_commit"], "judged_tree": judged["judged_tree"], "refused": None,
+        "passed": True, "gates": []}
     gates = applicable(record["config"]["gates"], track)
     wanted = _with_requirements(gates, [g for g in gates if g["mode"] == "enforced"])
     if judged["protected_changes"] and record["config"]["protect_mode"] == "refuse":
-        return {**outcome, "passed": False, "gates": [], "refused": refused_protected(judged)}
+        outcome.update({"passed": False, "refused": refused_protected(judged)})
+        return outcome
     if not wanted:
-        return {**outcome, "passed": True, "gates": []}
+        return outcome
     with scratch.borrow(repo) as checkout:
         path = checkout.prepare(judged["judged_commit"], keep=kept_paths(record["config"]))
         with judging(repo.common_dir, repo.main_workdir, repo.parallel_dir, checkout, path, record["config"],
@@ -441,7 +448,8 @@ def verify_tree(project: Project, record: RunRecord, track: str, commit: str,
                      repository=repository_of(repo)) as place:
             setup, results = judge_checkout(repo.pygit, record["config"], wanted, track, place,
                                             judged["judged_tree"])
-    return {**outcome, "passed": verdict_of(results) == "pass", "gates": results, "setup": setup}
+    outcome.update({"passed": verdict_of(results) == "pass", "gates": results, "setup": setup})
+    return outcome
 
 
 def repository_of(repo: Repo) -> list[Path]:
