@@ -175,6 +175,45 @@ class LandingStep(TypedDict, total=False):
     winner_lines_dropped: int
 
 
+class ReprovedGate(TypedDict, total=False):
+    """A gate of a re-proof, as the merge record keeps it."""
+    name: str
+    mode: str
+    passed: bool
+    exit_code: int | None
+    duration_s: float | None
+    log: str | None
+    error: str | None
+
+
+class Reproof(TypedDict):
+    """One track's enforced gates run again on the landing tree (``judge/reprove``)."""
+    track: str
+    passed: bool
+    commit: str
+    tree: str
+    judged_commit: str
+    protected_changes: list[str]
+    refused: Refusal | None
+    checkout: str
+    gates: list[ReprovedGate]
+    why: NotRequired[str]  # why its evidence was not rested on (``merge.verify: auto``)
+
+
+class RestsOn(TypedDict):
+    """The evidence a track's landing rests on, not re-proved (``merge.verify: auto``)."""
+    track: str
+    instance: str
+    attempt: int
+    pack_sha256: str | None
+    pack: str | None
+    commit: str
+    tree: str
+    proof_issued_at: str | None
+    fence: str | None
+    reproved: bool
+
+
 class MergeRecord(TypedDict):
     landed: str
     previous: str | None
@@ -188,8 +227,9 @@ class MergeRecord(TypedDict):
     onto: NotRequired[str]
     retried: NotRequired[list[dict[str, Any]]]
     verify: NotRequired[Any]
-    verified: NotRequired[list[dict[str, Any]]]
-    rests_on: NotRequired[list[dict[str, Any]]]  # the evidence of the tracks not re-proved (``merge.verify: auto``)
+    # Read back as mappings, as they always were.
+    verified: NotRequired[Annotated[list[Reproof], Outline(list[dict[str, Any]])]]
+    rests_on: NotRequired[Annotated[list[RestsOn], Outline(list[dict[str, Any]])]]  # not re-proved (verify: auto)
     worktree: NotRequired[str | None]
     worktree_error: NotRequired[str | None]
     recovered: NotRequired[dict[str, Any]]

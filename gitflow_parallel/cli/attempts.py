@@ -399,7 +399,7 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
                        f"{'pass' if v['passed'] else 'fail'} ({names})" + (f"; {v['why']}" if v.get("why") else ""))
         for e in m.get("rests_on") or []:
             click.echo(f"  not re-proved: track {e['track']} lands the tree {e['tree'][:12]} its check judged "
-                       f"here (evidence {e['pack_sha256'][:12]} of instance {e['instance']}, merge.verify: auto)")
+                       f"here (evidence {(e['pack_sha256'] or '')[:12]} of instance {e['instance']}, merge.verify: auto)")
         if not m["verified"] and m.get("verify") == "never":
             click.echo("  not re-proved (merge.verify: never)")
         for landed in r.get("protected_landed") or []:

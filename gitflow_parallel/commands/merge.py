@@ -73,7 +73,8 @@ from gitflow_parallel.git.remote_landing import (
     share_updates, wanted_refs)
 from gitflow_parallel.git.worktrees import base_worktree
 from gitflow_parallel.judge import reprove
-from gitflow_parallel.model import MergeRecord, Proposal, RunRecord, Winner
+from gitflow_parallel.model import MergeRecord, Proposal, Reproof, RunRecord, Winner
+from gitflow_parallel.shapes import RestsOn
 from gitflow_parallel.names import check_name
 from gitflow_parallel.proc import notifier
 from gitflow_parallel.state.intent import clear_intent, intent_path, write_intent
@@ -294,8 +295,8 @@ class Computed:
     landing: Landing
     old: str  # the local base it moves from
     start: str  # the commit it was computed on
-    verified: list[dict[str, Any]]
-    rested: list[dict[str, Any]]  # the evidence of the tracks not re-proved (``merge.verify: auto``)
+    verified: list[Reproof]
+    rested: list[RestsOn]  # the evidence of the tracks not re-proved (``merge.verify: auto``)
     proving_s: float  # seconds the re-proof took
     new_tree: pygit2.Tree
     old_tree: pygit2.Tree
