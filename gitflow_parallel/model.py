@@ -47,6 +47,7 @@ from gitflow_parallel.shapes import Proposal as Proposal
 from gitflow_parallel.shapes import PushedInfo as PushedInfo
 from gitflow_parallel.shapes import RelandedEntry as RelandedEntry
 from gitflow_parallel.shapes import Reproof as Reproof
+from gitflow_parallel.shapes import Retried as Retried
 from gitflow_parallel.shapes import RemoteInfo as RemoteInfo
 from gitflow_parallel.shapes import RunRecord as RunRecord
 from gitflow_parallel.shapes import RunStatus as RunStatus
@@ -104,7 +105,7 @@ def landing_method(steps: list[LandingStep]) -> str:
 
 def new_merge(landed: str, previous: str | None, base_ref: str, steps: list[LandingStep],
               resolved_files: list[Any], policy: str, merged_at: str, *, attempts: int | None = None,
-              retried: list[dict[str, Any]] | None = None, verified: list[Reproof] | None = None,
+              retried: list[Retried] | None = None, verified: list[Reproof] | None = None,
               worktree: str | None = None, worktree_error: str | None = None, **extra: object) -> MergeRecord:
     """The merge record of a landing (``extra``: ``onto``, ``verify``, or
     ``recovered``/``outside`` for one that recover found)."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from gitflow_parallel.files import canonical_json
 from gitflow_parallel.shapes import Differential
@@ -105,7 +104,7 @@ def merge_note(record: RunRecord, m: MergeRecord) -> str:
                                  for r in m["rests_on"]]} if m.get("rests_on") else {}))
 
 
-def landing_line(record: RunRecord, winners: list[tuple[PickRecord, dict[str, Any] | None]]) -> str:
+def landing_line(record: RunRecord, winners: list[tuple[PickRecord, Mapping[str, object] | None]]) -> str:
     """The one line for people on a landed commit, beside the JSON lines:
     ``git-parallel: fix-login won by 2 of 3 (tests pass, score 8), run PR-…``.
 
@@ -116,7 +115,9 @@ def landing_line(record: RunRecord, winners: list[tuple[PickRecord, dict[str, An
     for pick, pack in winners:
         track = pick["track"]
         size = sum(1 for i in record["instances"] if i["track"] == track)
-        passed = [g["name"] for g in (pack or {}).get("gates") or [] if g.get("mode") == "enforced" and g.get("passed")]
+        gates = (pack or {}).get("gates") or []
+        passed = [g["name"] for g in gates if isinstance(g, dict) and g.get("mode") == "enforced" and g.get("passed")] \
+            if isinstance(gates, list) else []
         gates = f"{', '.join(passed)} pass" if passed else "no enforced gate"
         score = "n/a" if pick.get("score") is None else pick["score"]
         where = "" if record["tracks"] == ["main"] else f" in {track}"

@@ -175,6 +175,13 @@ class LandingStep(TypedDict, total=False):
     winner_lines_dropped: int
 
 
+class Retried(TypedDict):
+    """A landing computed again because the base moved under it (``merge``)."""
+    attempt: int
+    base_was: str
+    computed: str
+
+
 class ReprovedGate(TypedDict, total=False):
     """A gate of a re-proof, as the merge record keeps it."""
     name: str
@@ -225,7 +232,7 @@ class MergeRecord(TypedDict):
     merged_at: str
     attempts: NotRequired[int | None]
     onto: NotRequired[str]
-    retried: NotRequired[list[dict[str, Any]]]
+    retried: NotRequired[Annotated[list[Retried], Outline(list[dict[str, Any]])]]
     verify: NotRequired[Any]
     # Read back as mappings, as they always were.
     verified: NotRequired[Annotated[list[Reproof], Outline(list[dict[str, Any]])]]

@@ -73,7 +73,7 @@ from gitflow_parallel.git.remote_landing import (
     share_updates, wanted_refs)
 from gitflow_parallel.git.worktrees import base_worktree
 from gitflow_parallel.judge import reprove
-from gitflow_parallel.model import MergeRecord, Proposal, Reproof, RunRecord, Winner
+from gitflow_parallel.model import MergeRecord, Proposal, Reproof, Retried, RunRecord, Winner
 from gitflow_parallel.shapes import RestsOn
 from gitflow_parallel.names import check_name
 from gitflow_parallel.proc import notifier
@@ -114,7 +114,7 @@ class MergeResult(TypedDict):
     raced: bool
     run_id: str
     merge: MergeRecord
-    protected_landed: list[dict[str, Any]]
+    protected_landed: list[ProtectedLanded]
     cleanup: Cleaned | None
     cleanup_error: CleanupError | None
     warnings: list[str]
@@ -243,7 +243,14 @@ def _after_landing(project: Project, record: RunRecord, winners: list[Winner]) -
             "warnings": warnings}, after
 
 
-def protected_landed(winners: list[Winner]) -> list[dict[str, Any]]:
+class ProtectedLanded(TypedDict):
+    """A track whose winner, picked by a person, lands protected changes."""
+    track: str
+    winner: str
+    changes: list[dict[str, Any]]
+
+
+def protected_landed(winners: list[Winner]) -> list[ProtectedLanded]:
     """What the winners change of the tests, the harness or the config: a
     person picked them knowing (an automatic pick never chooses such a
     winner), and the landing says so."""
@@ -321,7 +328,7 @@ def _land(project: Project, record: RunRecord, winners: list[Winner], worktree: 
     cfg = record["config"]["merge"]
     deadline = time.monotonic() + float(cfg["timeout"])
     retries = 0 if target.replaces is not None else int(cfg["retries"])
-    history: list[dict[str, Any]] = []
+    history: list[Retried] = []
     for attempt in range(1, retries + 2):
         computed = _compute(project, record, winners, worktree, target)
         # The re-proof's gates have timeouts of their own: merge.timeout
@@ -387,7 +394,7 @@ def _compute(project: Project, record: RunRecord, winners: list[Winner], worktre
 
 
 def _publish(project: Project, record: RunRecord, worktree: Path | None, target: Target, computed: Computed,
-             attempt: int, history: list[dict[str, Any]]) -> Published | None:
+             attempt: int, history: list[Retried]) -> Published | None:
     """Under the lock: the record must still be at the revision read, the
     base's checkout still clean, the base ref still at the oid read; then
     the intent is written, the ref moved by compare-and-swap, its checkout
