@@ -268,7 +268,7 @@ def collect(task: str, remote: str | None, as_json: bool) -> None:
     long.  Then pick and merge as usual (merge re-proves the landing)."""
     from gitflow_parallel.commands import collect as collect_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: collect_cmd.Collected) -> None:
         click.echo(f"collected run {r['run_id']} of {r['task']} from {r['remote']}")
         for row in r["instances"]:
             verdict = f" {row['verdict']}" if row.get("verdict") else ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 
 from gitflow_parallel import errors as E
@@ -24,6 +24,17 @@ from gitflow_parallel.shapes import EvidenceBinding, InstanceRecord, RunRecord
 from gitflow_parallel.git.transport import (
     CLAIM_LOG, CLAIMS_PREFIX, prune_tracking, branch_tracking, claim_history, claim_state, describe_claim, fetch,
     fetched_claim, ls_remote, run_note_lines, tracking)
+
+
+class Collected(TypedDict):
+    """``collect``: each instance's claim as fetched, what was taken in, what to run next."""
+    task: str
+    run_id: str
+    remote: str
+    instances: list[dict[str, Any]]
+    notes_error: str | None
+    pending: list[str]
+    next: list[str]
 
 
 # -- collect ----------------------------------------------------------------------------------------
@@ -134,7 +145,7 @@ def _take_result(project: Project, remote: str, record: RunRecord, inst: Instanc
     return {"taken": status, "verdict": pack.get("verdict") if pack else None, "head": tip}
 
 
-def collect(project: Project, task: str, remote: str | None = None) -> dict[str, Any]:
+def collect(project: Project, task: str, remote: str | None = None) -> Collected:
     """Fetch what the workers pushed for ``task``'s run and bring the local
     record up to date; report every instance's claim."""
     check_name(task, "task")
