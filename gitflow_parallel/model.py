@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
@@ -52,7 +52,9 @@ from gitflow_parallel.shapes import RemoteInfo as RemoteInfo
 from gitflow_parallel.shapes import RunRecord as RunRecord
 from gitflow_parallel.shapes import RunStatus as RunStatus
 from gitflow_parallel.shapes import StartPoint as StartPoint
-from gitflow_parallel.config_schema import FrozenConfig
+
+if TYPE_CHECKING:
+    from gitflow_parallel.config_schema import FrozenConfig
 
 TERMINAL = ("succeeded", "failed", "aborted")
 RETRYABLE = ("failed", "aborted")

@@ -17,10 +17,16 @@ are kept as they are, so a record written by a newer version loads too.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDict, get_args
 
 from gitflow_parallel.schema import Check, Outline
-from gitflow_parallel.config_schema import FrozenConfig
+
+if TYPE_CHECKING:
+    from gitflow_parallel.config_schema import FrozenConfig as Frozen
+else:
+    # At run time a record's config is checked by its outline only (below),
+    # so reading records (``status``) need not load the config's declaration.
+    Frozen = dict
 
 SCHEMA_VERSION = 1
 
@@ -294,7 +300,7 @@ class RunRecord(TypedDict):
     tracks: list[str]
     # The frozen config, bound by config_sha256: checked in full where it is
     # made (``config.validate`` at spawn), as a mapping where it is read back.
-    config: Annotated[FrozenConfig, Outline(dict[str, Any])]
+    config: Annotated[Frozen, Outline(dict[str, Any])]
     config_sha256: str
     instances: list[InstanceRecord]
     config_source: NotRequired[Any]

@@ -7,22 +7,24 @@ import os
 import shlex
 import subprocess
 import sys
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import click
 
 from gitflow_parallel.provenance import protected_summary
-from gitflow_parallel.commands.init import InitResult
-from gitflow_parallel.commands.init.explain import InitCheck
-from gitflow_parallel.commands.merge import MergeResult
-from gitflow_parallel.git.retire import Cleanup
-from gitflow_parallel.cli.compose import Rounds
-from gitflow_parallel.shapes import AbortResult, CheckResult, PickRecord, PickResult, PublishResult, RunRecord, SpawnResult
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
     RunProgress, RunWaitNotice, check_progress, figures_text, render_check, render_differential, render_pr, render_published,
     render_push, render_rounds, render_run,
 )
+
+if TYPE_CHECKING:
+    from gitflow_parallel.commands.init import InitResult
+    from gitflow_parallel.commands.init.explain import InitCheck
+    from gitflow_parallel.commands.merge import MergeResult
+    from gitflow_parallel.git.retire import Cleanup
+    from gitflow_parallel.cli.compose import Rounds
+    from gitflow_parallel.shapes import AbortResult, CheckResult, PickRecord, PickResult, PublishResult, RunRecord, SpawnResult
 
 
 # -- init ---------------------------------------------------------------------------

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb, visible
-from gitflow_parallel.commands.watch import Event, View
-from gitflow_parallel.shapes import CommentResult
+
+if TYPE_CHECKING:
+    from gitflow_parallel.commands.watch import Event, View
+    from gitflow_parallel.shapes import CommentResult
 
 
 @main_group.command()

@@ -7,18 +7,20 @@ import sys
 from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import click
 
 from gitflow_parallel import errors as E
-from gitflow_parallel.commands.merge import PrResult
-from gitflow_parallel.commands.hooks_install import HookInstalled, HookRemoved, HooksInstalled, HooksRemoved, HooksStatus
-from gitflow_parallel.git.remote_landing import PushResult
-from gitflow_parallel.judge.pace import GateProgress
-from gitflow_parallel.cli.compose import Rounds
 from gitflow_parallel.provenance import protected_summary
-from gitflow_parallel.shapes import CheckResult, Differential, GateResult, PublishResult, StatusDetail, StatusListResult
+
+if TYPE_CHECKING:
+    from gitflow_parallel.commands.merge import PrResult
+    from gitflow_parallel.commands.hooks_install import HookInstalled, HookRemoved, HooksInstalled, HooksRemoved, HooksStatus
+    from gitflow_parallel.git.remote_landing import PushResult
+    from gitflow_parallel.judge.pace import GateProgress
+    from gitflow_parallel.cli.compose import Rounds
+    from gitflow_parallel.shapes import CheckResult, Differential, GateResult, PublishResult, StatusDetail, StatusListResult
 
 FAILING_SHOWN = 20  # failing tests named per gate by `show`
 

@@ -4,13 +4,15 @@ publish, worker, collect, push, fetch, prune."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb, visible_stream
-from gitflow_parallel.shapes import PublishResult
 from gitflow_parallel.cli.render import render_diff, render_published, render_show, render_runs, render_status, render_worker
+
+if TYPE_CHECKING:
+    from gitflow_parallel.shapes import PublishResult
 
 
 @main_group.command()

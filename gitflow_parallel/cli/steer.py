@@ -22,14 +22,16 @@ import sys
 import termios
 import tty
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import click
 
 from gitflow_parallel.cli.base import visible
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.commands.watch import View
-from gitflow_parallel.state.project import Project
+
+if TYPE_CHECKING:
+    from gitflow_parallel.commands.watch import View
+    from gitflow_parallel.state.project import Project
 
 ARROWS = {b"\x1b[A": "up", b"\x1bOA": "up", b"\x1b[B": "down", b"\x1bOB": "down"}
 

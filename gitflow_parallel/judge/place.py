@@ -16,17 +16,19 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.git import tamper
-from gitflow_parallel.git.scratch import Checkout
 from gitflow_parallel.judge import layers
 from gitflow_parallel.judge.pace import Lane
 from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import reaper, sandbox, supervise
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 from gitflow_parallel.config_schema import FrozenConfig
+
+if TYPE_CHECKING:
+    from gitflow_parallel.git.scratch import Checkout
 
 
 # -- running commands -------------------------------------------------------------
