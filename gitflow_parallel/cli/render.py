@@ -16,6 +16,9 @@ from gitflow_parallel.provenance import protected_summary
 
 if TYPE_CHECKING:
     from gitflow_parallel.commands.merge import PrResult
+    from gitflow_parallel.commands.recover import Recovered
+    from gitflow_parallel.commands.validate import Validated
+    from gitflow_parallel.commands.worker import Worked
     from gitflow_parallel.commands.hooks_install import HookInstalled, HookRemoved, HooksInstalled, HooksRemoved, HooksStatus
     from gitflow_parallel.git.remote_landing import PushResult
     from gitflow_parallel.judge.pace import GateProgress
@@ -449,7 +452,7 @@ def render_rounds(r: Rounds) -> None:
         click.echo(f"next: read the feedback and logs (`git parallel status {r['task']}`); retry by hand or spawn anew")
 
 
-def render_worker(r: dict[str, Any]) -> None:
+def render_worker(r: Worked) -> None:
     rows = r["instances"]
     click.echo(f"worker {r['worker']} on {r['remote']}: {r['delivered']} of {len(rows)} instance(s) delivered "
                f"({r['stopped']})")
@@ -508,7 +511,7 @@ def finding_line(f: Mapping[str, object]) -> str:
     return f"{f['severity']}[{f['code']}] {where}: {f['message']}"
 
 
-def render_validate(r: dict[str, Any]) -> None:
+def render_validate(r: Validated) -> None:
     for f in r["findings"]:
         click.echo(finding_line(f))
         if f["repair"]:
@@ -521,7 +524,7 @@ def render_validate(r: dict[str, Any]) -> None:
         click.echo(f"validate: {runs} run(s) checked, {r['errors']} error(s), {r['warnings']} warning(s)")
 
 
-def render_recover(r: dict[str, Any]) -> None:
+def render_recover(r: Recovered) -> None:
     head = f"recovery {r['recovery_id']} of run {r['run_id']} ({r['task']}) at revision {r['run_revision']}"
     if r["noop"]:
         click.echo(f"{head}: nothing to repair, the records agree with git")
@@ -539,5 +542,5 @@ def render_recover(r: dict[str, Any]) -> None:
         click.echo(f"  fix: {f['fix']}")
     if not r["dry_run"]:
         click.echo(f"audit: {r['audit']}")
-    for step in r["next"]:
-        click.echo(f"next: {step}")
+    for command in r["next"]:
+        click.echo(f"next: {command}")

@@ -52,7 +52,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from gitflow_parallel import config, model
 from gitflow_parallel.proc import engine
@@ -82,6 +82,19 @@ class Target:
     claim: dict[str, Any] | None
     state: str
     waiting: bool = False  # published without an agent command yet
+
+
+class Worked(TypedDict):
+    """``worker``: each instance it took (a row each), how many it delivered,
+    why it stopped, and what it took apart for workers that are gone."""
+    worker: str
+    remote: str
+    task: str | None
+    lease_s: float
+    instances: list[dict[str, Any]]
+    delivered: int
+    stopped: str
+    tidied: list[Mapping[str, Any]]
 
 
 def default_name() -> str:
@@ -505,7 +518,7 @@ def poll_interval(lease_s: float) -> float:
 def work(project: Project, remote: str, task: str | None = None, once: bool = False, max_instances: int | None = None,
          instance: str | None = None, index: int | None = None, lease_s: float = R.DEFAULT_LEASE,
          wait: bool = False, name: str | None = None,
-         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+         progress: Callable[[str], None] | None = None) -> Worked:
     """Claim, run, check and deliver instances until there is nothing to
     claim (or ``once``/``max_instances``); with ``wait`` (implied by
     ``instance``/``index``), wait while instances are held by others or
