@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol, cast
 
 import yaml
 
@@ -29,15 +30,26 @@ from gitflow_parallel.config_schema import (ADDED_TESTS_MODES, AGENT_SCRATCH, GA
 
 CONFIG_FILE = ".gitparallel.yaml"
 
-DEFAULTS: dict[str, Any] = schema.defaults(FrozenConfig)
+if TYPE_CHECKING:
+    import pygit2
+
+
+class Repository(Protocol):
+    """What reading the config at a commit needs of a repository (``git/repo.Repo``)."""
+    @property
+    def pygit(self) -> pygit2.Repository: ...
+
+# What an empty file gives: every key of FrozenConfig has a default (test_schema
+# checks that validate({}) is this), so the defaults are a FrozenConfig.
+DEFAULTS = cast(FrozenConfig, schema.defaults(FrozenConfig))
 # Keys a config may have that are left out of the frozen config when absent
 # (so a run spawned before they existed still matches its base commit).
-OPTIONAL: dict[str, Any] = dict.fromkeys(optional_keys(FrozenConfig))
-DISTINGUISH_DEFAULTS: dict[str, Any] = default_values(DistinguishConfig)
-GATE_DEFAULTS: dict[str, Any] = {k: v for k, v in default_values(GateConfig).items()
+OPTIONAL: dict[str, None] = dict.fromkeys(optional_keys(FrozenConfig))
+DISTINGUISH_DEFAULTS: dict[str, object] = default_values(DistinguishConfig)
+GATE_DEFAULTS: dict[str, object] = {k: v for k, v in default_values(GateConfig).items()
                                  if k in schema.fields(GateConfig) and schema.fields(GateConfig)[k].default}
 GATE_OPTIONAL = tuple(k for k in optional_keys(GateConfig) if k not in expect.GATE_KEYS)  # kept only when given
-SETUP_DEFAULTS: dict[str, Any] = default_values(SetupConfig)
+SETUP_DEFAULTS: dict[str, object] = default_values(SetupConfig)
 
 # The commented file `init` writes (its own module: it is long): the settings,
 # then the environment and the gates, which init replaces by what it finds.
@@ -69,16 +81,16 @@ def _key_lines(node: yaml.Node | None, prefix: str = "", out: dict[str, int] | N
     return out
 
 
-def command_argv(value: Any, key: str, line: int | None) -> list[str] | None:
+def command_argv(value: object, key: str, line: int | None) -> list[str] | None:
     """A command (``config_schema.to_argv``) for the modules that validate
     their own keys (``mix``, ``notify``)."""
     try:
-        return cast("list[str] | None", to_argv(value))
+        return to_argv(value)
     except schema.Invalid as exc:
         raise _fail(key, str(exc), line) from None
 
 
-def parse(text: str | bytes | None) -> dict[str, Any]:
+def parse(text: str | bytes | None) -> FrozenConfig:
     """Validate configuration text and return the full config with defaults."""
     if text is None:
         return copy.deepcopy(DEFAULTS)
@@ -97,7 +109,7 @@ def parse(text: str | bytes | None) -> dict[str, Any]:
     return validate(data, lines)
 
 
-def _no_nul(value: Any, path: str, lines: dict[str, int]) -> None:
+def _no_nul(value: object, path: str, lines: dict[str, int]) -> None:
     """No string anywhere may hold a NUL byte: it cannot reach a path,
     an argument or the environment."""
     if isinstance(value, str) and "\0" in value:
@@ -120,14 +132,15 @@ def _line(lines: dict[str, int], path: str) -> int | None:
     return None
 
 
-def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[str, Any]:
+def validate(data: dict[str, object], lines: dict[str, int] | None = None) -> FrozenConfig:
     """The frozen config of ``data`` (a parsed ``.gitparallel.yaml``): checked
     against :class:`FrozenConfig`, defaults filled, then the rules that tie
     keys together; ``lines`` (key path: line) places errors in the file."""
     lines = lines or {}
     _no_nul(data, "", lines)
     try:
-        out = cast(dict[str, Any], schema.check(FrozenConfig, data, closed=True))
+        # What schema.check returns holds the declaration it was checked against.
+        out = cast(FrozenConfig, schema.check(FrozenConfig, data, closed=True))
     except schema.ShapeError as exc:
         raise _fail(exc.path, exc.problem, _line(lines, exc.path)) from None
     for rule in (_sandbox_write, _score, _judge, _distinguish, _setup, _gates):
@@ -135,7 +148,7 @@ def validate(data: dict[str, Any], lines: dict[str, int] | None = None) -> dict[
     return out
 
 
-def _sandbox_write(cfg: dict[str, Any], lines: dict[str, int]) -> None:
+def _sandbox_write(cfg: FrozenConfig, lines: dict[str, int]) -> None:
     """Extra paths a fenced agent may write (``~`` allowed; checked when a run starts: ``proc/sandbox``)."""
     relative = [p for p in cfg.get("sandbox_write") or [] if not os.path.isabs(os.path.expanduser(p))]
     if relative:
@@ -148,12 +161,12 @@ def _sandbox_write(cfg: dict[str, Any], lines: dict[str, int]) -> None:
                  "writable")
 
 
-def _score(cfg: dict[str, Any], lines: dict[str, int]) -> None:
+def _score(cfg: FrozenConfig, lines: dict[str, int]) -> None:
     if cfg["score"]["command"] and cfg["score"]["findings"]:
         raise _fail("score", "give either command or findings, not both", lines.get("score"))
 
 
-def _judge(cfg: dict[str, Any], lines: dict[str, int]) -> None:
+def _judge(cfg: FrozenConfig, lines: dict[str, int]) -> None:
     """``judge`` is the tournament's referee; any other rule never runs it,
     so a judge configured for one is a mistake worth saying."""
     selection, command = cfg["selection"], cfg["judge"]["command"]
@@ -165,22 +178,22 @@ def _judge(cfg: dict[str, Any], lines: dict[str, int]) -> None:
                     lines.get("judge.command"))
 
 
-def _distinguish(cfg: dict[str, Any], lines: dict[str, int]) -> None:
+def _distinguish(cfg: FrozenConfig, lines: dict[str, int]) -> None:
     if (cfg["selection"] == "differential") != bool(cfg.get("distinguish")):
         raise _fail("distinguish", "selection: differential needs distinguish (command and run), and distinguish "
                     f"runs only with it, not {cfg['selection']}", lines.get("distinguish") or lines.get("selection"))
 
 
-def _setup(cfg: dict[str, Any], lines: dict[str, int]) -> None:
+def _setup(cfg: FrozenConfig, lines: dict[str, int]) -> None:
     setup = cfg["setup"]
     if setup and setup["keep"] and not setup["cache_key"]:
         raise _fail("setup.keep", "what setup keeps is reused only while the cache_key files are unchanged: "
                     "name them in setup.cache_key", lines.get("setup.keep"))
 
 
-def _gates(cfg: dict[str, Any], lines: dict[str, int]) -> None:
+def _gates(cfg: FrozenConfig, lines: dict[str, int]) -> None:
     """What ties a gate to the others and to its mode."""
-    gates: list[dict[str, Any]] = cfg["gates"]
+    gates = cfg["gates"]
     names = [g["name"] for g in gates]
     for i, gate in enumerate(gates):
         here = f"gates[{i}]"
@@ -203,11 +216,11 @@ def _gates(cfg: dict[str, Any], lines: dict[str, int]) -> None:
                             "so only another probe may require one", lines.get(path))
 
 
-def load_from_commit(repo: Any, commit_oid: str) -> tuple[dict[str, Any], str]:
+def load_from_commit(repo: Repository, commit_oid: str) -> tuple[FrozenConfig, str]:
     """Read and validate the config at ``commit_oid``; returns (config, source)."""
     import pygit2
 
-    commit = repo.pygit.get(commit_oid).peel(pygit2.Commit)
+    commit = repo.pygit[commit_oid].peel(pygit2.Commit)
     try:
         entry = commit.tree[CONFIG_FILE]
     except KeyError:
@@ -218,7 +231,7 @@ def load_from_commit(repo: Any, commit_oid: str) -> tuple[dict[str, Any], str]:
     return parse(blob.data), f"{commit_oid}:{CONFIG_FILE}"
 
 
-def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
+def _first_difference(a: object, b: object, path: str = "") -> str | None:
     """The dotted path of the first place ``a`` and ``b`` differ, or None."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b), key=str):
@@ -240,23 +253,27 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
 # Defaults that changed: a run frozen by an earlier version holds the earlier
 # value where its file gave none.  Each earlier value here is the stricter
 # one, so a record that says it asks no less than the file would.
-EARLIER_DEFAULTS: dict[tuple[str, str], dict[Any, tuple[Any, ...]]] = {
+EARLIER_DEFAULTS: dict[tuple[str, str], dict[object, tuple[object, ...]]] = {
     ("merge", "verify"): {"auto": ("always",)},  # "always" until merge.verify: auto (2026-12-06)
 }
 
 
-def _as_frozen_then(derived: dict[str, Any], frozen: dict[str, Any]) -> dict[str, Any]:
+def _as_frozen_then(derived: Mapping[str, object], frozen: Mapping[str, object]) -> Mapping[str, object]:
     """``derived`` with each changed default as the record's earlier one."""
     out = derived
     for (section, key), earlier in EARLIER_DEFAULTS.items():
-        now = (derived.get(section) or {}).get(key)
-        then = (frozen.get(section) or {}).get(key) if isinstance(frozen.get(section), dict) else None
+        ours, theirs = derived.get(section) or {}, frozen.get(section)
+        assert isinstance(ours, dict)  # (derived is validated: its sections are mappings)
+        now = ours.get(key)
+        then = theirs.get(key) if isinstance(theirs, dict) else None
         if then != now and then in earlier.get(now, ()):
-            out = {**out, section: {**out[section], key: then}}
+            kept = out[section]
+            assert isinstance(kept, dict)
+            out = {**out, section: {**kept, key: then}}
     return out
 
 
-def verify_frozen(repo: Any, record: RunRecord) -> None:
+def verify_frozen(repo: Repository, record: RunRecord) -> None:
     """Refuse a record whose frozen config is not what its base commit says.
 
     The record lives under ``.git``, where an agent running as the same user
@@ -283,7 +300,7 @@ def verify_frozen(repo: Any, record: RunRecord) -> None:
             field=f"config.{field}")
 
 
-def scratch_patterns(cfg: dict[str, Any]) -> list[str]:
+def scratch_patterns(cfg: FrozenConfig) -> list[str]:
     """A frozen config's ``leftovers_exclude`` (none in a run frozen before
     the key existed)."""
     return list(cfg.get("leftovers_exclude") or [])

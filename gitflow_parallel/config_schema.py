@@ -40,7 +40,7 @@ AGENT_SCRATCH = [".aider.chat.history.md", ".aider.input.history", ".aider.llm.h
 
 
 # -- converters: what YAML read, turned into the frozen form --------------------------------
-def to_argv(value: Any) -> Any:
+def to_argv(value: object) -> list[str] | None:
     """A command: a list of words (numbers become strings) or one string split
     like a shell would; ``None`` stays (where the declaration allows it)."""
     if value is None:
@@ -61,22 +61,22 @@ def to_argv(value: Any) -> Any:
     return argv
 
 
-def _on_off(value: Any) -> Any:
+def _on_off(value: object) -> object:
     """YAML 1.1 reads a bare on/off as a boolean."""
     return {True: "on", False: "off"}[value] if isinstance(value, bool) else value
 
 
-def _verify(value: Any) -> Any:
+def _verify(value: object) -> object:
     """true/false from before the modes: true asked for proof."""
     return {True: "always", False: "never"}[value] if isinstance(value, bool) else value
 
 
-def _empty(fill: Any) -> Callable[[Any], Any]:
+def _empty(fill: Callable[[], object]) -> Callable[[object], object]:
     """``null`` for a section or list means its empty form."""
     return lambda value: fill() if value is None else value
 
 
-def _protect(value: Any) -> Any:
+def _protect(value: object) -> object:
     if not isinstance(value, list) or not all(isinstance(p, str) and p.strip("/") for p in value):
         raise Invalid("must be a list of path globs")
     if any(p.startswith("/") or ".." in p.split("/") for p in value):
@@ -84,7 +84,7 @@ def _protect(value: Any) -> Any:
     return list(value)
 
 
-def _relative_paths(value: Any) -> Any:
+def _relative_paths(value: object) -> object:
     """A list of paths (or globs) relative to the top of the checkout, inside it."""
     if not isinstance(value, list) or not all(isinstance(p, str) and p.strip("/") for p in value):
         raise Invalid("must be a list of relative paths")
@@ -95,7 +95,7 @@ def _relative_paths(value: Any) -> Any:
     return [p.strip("/") for p in value]
 
 
-def _env(value: Any) -> Any:
+def _env(value: object) -> object:
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(
@@ -108,7 +108,7 @@ def _env(value: Any) -> Any:
     return {k: str(v) for k, v in value.items()}
 
 
-def _gate_name(value: Any) -> Any:
+def _gate_name(value: object) -> object:
     from gitflow_parallel.names import check_name
 
     if not isinstance(value, str):
@@ -120,12 +120,12 @@ def _gate_name(value: Any) -> Any:
     return value
 
 
-def _setup_form(value: Any) -> Any:
+def _setup_form(value: object) -> object:
     """``setup`` may be its command alone."""
     return {"run": value} if isinstance(value, (str, list)) else value
 
 
-def _delegate(key: str, validate: Callable[[Any, Callable[[str, str], ParallelError]], Any]) -> Convert:
+def _delegate(key: str, validate: Callable[[object, Callable[[str, str], ParallelError]], object]) -> Convert:
     """A key another module validates (``mix``, ``notify``) with its own ``fail(path, problem)``."""
     def fail(path: str, problem: str) -> ParallelError:
         raise ShapeError(path.removeprefix(key).lstrip("."), problem)
@@ -133,13 +133,13 @@ def _delegate(key: str, validate: Callable[[Any, Callable[[str, str], ParallelEr
     return Convert(lambda value: validate(value, fail))
 
 
-def _agents(value: Any, fail: Callable[[str, str], ParallelError]) -> Any:
+def _agents(value: object, fail: Callable[[str, str], ParallelError]) -> object:
     from gitflow_parallel import mix
 
     return mix.validate_config(value, fail)
 
 
-def _notify(value: Any, fail: Callable[[str, str], ParallelError]) -> Any:
+def _notify(value: object, fail: Callable[[str, str], ParallelError]) -> object:
     from gitflow_parallel import notify
 
     return notify.validate_config(value, fail)
@@ -204,8 +204,8 @@ class DistinguishConfig(TypedDict):
 STORE_NAMES = ("pnpm", "npm", "yarn", "pip", "uv", "go", "cargo")
 
 
-def _stores(value: Any) -> bool:
-    return all(isinstance(v, str) and (v in STORE_NAMES or v[:1] in ("/", "~")) for v in value)
+def _stores(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) and (v in STORE_NAMES or v[:1] in ("/", "~")) for v in value)
 
 
 class SetupConfig(TypedDict):
@@ -275,7 +275,7 @@ class FrozenConfig(TypedDict):
     gate_network: NotRequired[Annotated[OnOff, Convert(_on_off)]]
 
 
-def _choices(hint: Any) -> tuple[str, ...]:
+def _choices(hint: object) -> tuple[str, ...]:
     return tuple(get_args(hint))
 
 
@@ -289,7 +289,7 @@ SANDBOX_MODES = _choices(SandboxMode)
 SQUASH_MODES = (True, False, "auto")
 
 
-def default_values(shape: type) -> dict[str, Any]:
+def default_values(shape: type) -> dict[str, object]:
     """Each key of ``shape`` with the default it takes (``None`` for one that
     must be given), as written in the declaration."""
     return {key: field.default.value if field.default else None for key, field in fields(shape).items()}

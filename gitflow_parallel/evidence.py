@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.files import atomic_write, sha256_bytes, sha256_file
-from gitflow_parallel.model import InstanceRecord, RunRecord, binding_of
+from gitflow_parallel.model import EvidenceBinding, InstanceRecord, RunRecord, binding_of
+from gitflow_parallel.shapes import EvidencePack
 
 SCHEMA_VERSION = 1
 ORIGIN = "git-parallel"
@@ -28,13 +30,13 @@ def pack_path(parallel_dir: Path, run_id: str, inst_id: str, attempt: int) -> Pa
     return parallel_dir / "evidence" / run_id / f"{inst_id}.{attempt}.json"
 
 
-def dumps(pack: dict[str, Any]) -> bytes:
+def dumps(pack: Mapping[str, object]) -> bytes:
     # ASCII with escapes: a file name that is not UTF-8 (a surrogate escape)
     # must still be representable.
     return (json.dumps(pack, sort_keys=True, indent=2) + "\n").encode("utf-8")
 
 
-def write(parallel_dir: Path, pack: dict[str, Any]) -> dict[str, str]:
+def write(parallel_dir: Path, pack: EvidencePack) -> EvidenceBinding:
     """Write a pack; returns the binding kept in the record ({path, sha256})."""
     path = pack_path(parallel_dir, pack["run_id"], pack["instance"], pack["attempt"])
     data = dumps(pack)
@@ -73,7 +75,7 @@ def load(inst: InstanceRecord) -> dict[str, Any] | None:
     return pack if isinstance(pack, dict) else None
 
 
-def tampered_while_judged(pack: dict[str, Any] | None) -> str | None:
+def tampered_while_judged(pack: Mapping[str, Any] | None) -> str | None:
     """What the attempt's code changed, while a gate (or the setup before
     it) ran, that no command may change (restored, its gate failed with
     ``PARALLEL_AGENT_TAMPERED``), in words; None when it changed nothing."""

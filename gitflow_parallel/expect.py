@@ -30,9 +30,14 @@ that full name, its ``name`` alone.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Any, Callable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Callable, TypedDict
 
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.shapes import ExpectResult, ListOutcome
+
+if TYPE_CHECKING:
+    from gitflow_parallel.config_schema import GateConfig
 
 GATE_KEYS = ("expect", "require_count")  # optional: absent from a gate that does not set them
 LISTS = ("fail_to_pass", "pass_to_pass")
@@ -44,35 +49,48 @@ MAX_LISTED = 20  # ids named per list in a result
 Fail = Callable[[str, str], ParallelError]
 
 
-def validate(key: str, value: Any, path: str, fail: Fail) -> Any:
-    """A gate's ``expect`` (a mapping) or ``require_count`` (a bool)."""
-    if key == "require_count":
-        if not isinstance(value, bool):
-            raise fail(path, "must be true (a hidden gate must report how many tests ran) or false")
-        return value
+class ExpectSpec(TypedDict):
+    """A gate's ``expect``, as :func:`validate_expect` leaves it in the frozen config."""
+    report: str
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+
+
+def validate_require_count(value: object, path: str, fail: Fail) -> bool:
+    """A gate's ``require_count``: a bool."""
+    if not isinstance(value, bool):
+        raise fail(path, "must be true (a hidden gate must report how many tests ran) or false")
+    return value
+
+
+def validate_expect(value: object, path: str, fail: Fail) -> ExpectSpec:
+    """A gate's ``expect``: a mapping with the lists of test ids."""
     if not isinstance(value, dict):
         raise fail(path, "must be a mapping with fail_to_pass and/or pass_to_pass (lists of test ids)")
     unknown = sorted(set(value) - {"report", *LISTS})
     if unknown:
         raise fail(f"{path}.{unknown[0]}", f"unknown key (known: report, {', '.join(LISTS)})")
-    if value.get("report", "junit") not in FORMATS:
+    report = value.get("report", "junit")
+    if report not in FORMATS:
         raise fail(f"{path}.report", f"must be one of {', '.join(FORMATS)}, got {value['report']!r}")
-    out: dict[str, Any] = {"report": value.get("report", "junit")}
+    lists: dict[str, list[str]] = {}
     for name in LISTS:
         ids = value.get(name) or []
         if not isinstance(ids, list) or not all(isinstance(i, str) and i.strip() for i in ids):
             raise fail(f"{path}.{name}", "must be a list of test ids (strings)")
-        out[name] = list(ids)
-    if not out["fail_to_pass"] and not out["pass_to_pass"]:
+        lists[name] = list(ids)
+    if not lists["fail_to_pass"] and not lists["pass_to_pass"]:
         raise fail(path, "names no test: give fail_to_pass and/or pass_to_pass")
-    return out
+    return {"report": report, "fail_to_pass": lists["fail_to_pass"], "pass_to_pass": lists["pass_to_pass"]}
 
 
-def read_gate_keys(raw: dict[str, Any], gate: dict[str, Any], here: str, fail: Fail) -> None:
+def read_gate_keys(raw: GateConfig, gate: GateConfig, here: str, fail: Fail) -> None:
     """Set the keys of this module on ``gate`` from its config ``raw``
     (only those given: a run spawned before they existed keeps its config)."""
-    for key in (k for k in GATE_KEYS if k in raw):
-        gate[key] = validate(key, raw[key], f"{here}.{key}", fail)
+    if "expect" in raw:
+        gate["expect"] = validate_expect(raw["expect"], f"{here}.expect", fail)
+    if "require_count" in raw:
+        gate["require_count"] = validate_require_count(raw["require_count"], f"{here}.require_count", fail)
     if gate.get("expect") and gate["mode"] == "probe":
         raise fail(f"{here}.expect", "a probe's output is its signature; expect: goes on an enforced or observe gate")
     if gate.get("expect") and not written_to(gate):
@@ -80,12 +98,12 @@ def read_gate_keys(raw: dict[str, Any], gate: dict[str, Any], here: str, fail: F
                    "its JUnit XML report there (pytest: --junitxml={report})")
 
 
-def written_to(gate: dict[str, Any]) -> bool:
+def written_to(gate: GateConfig) -> bool:
     """Does the gate's command or environment say where the report goes?"""
     return any(PLACEHOLDER in str(w) for w in [*gate["run"], *(gate.get("env") or {}).values()])
 
 
-def substitute(gate: dict[str, Any], report: str) -> tuple[list[str], dict[str, str]]:
+def substitute(gate: GateConfig, report: str) -> tuple[list[str], dict[str, str]]:
     """The gate's argv and env with ``{report}`` replaced by ``report``."""
     argv = [str(w).replace(PLACEHOLDER, report) for w in gate["run"]]
     env = {k: str(v).replace(PLACEHOLDER, report) for k, v in (gate.get("env") or {}).items()}
@@ -143,7 +161,7 @@ def outcome_of(test_id: str, cases: dict[str, str]) -> str:
     return "failed" if "failed" in by_name else by_name[0]
 
 
-def judge(spec: dict[str, Any], data: bytes | None) -> dict[str, Any]:
+def judge(spec: ExpectSpec, data: bytes | None) -> ExpectResult:
     """The verdict of ``expect`` on a report (None: none was written):
     ``passed``, the number of tests it ran and failed, ``error`` and, per
     list, the ids that did not pass with what became of each."""
@@ -154,20 +172,22 @@ def judge(spec: dict[str, Any], data: bytes | None) -> dict[str, Any]:
         cases = parse_junit(data)
     except ValueError as exc:
         return {"passed": False, "tests": None, "failed": None, "error": f"the test report is unreadable: {exc}"}
-    out: dict[str, Any] = {"tests": len(cases), "failed": sum(o == "failed" for o in cases.values()), "error": None}
+    lists: dict[str, ListOutcome] = {}
     ok = bool(cases)
-    for name in LISTS:
-        wrong = {i: o for i in spec[name] if (o := outcome_of(i, cases)) != "passed"}
-        out[name] = {"expected": len(spec[name]), "not_passed": dict(list(wrong.items())[:MAX_LISTED])}
+    for name, ids in (("fail_to_pass", spec["fail_to_pass"]), ("pass_to_pass", spec["pass_to_pass"])):
+        wrong = {i: o for i in ids if (o := outcome_of(i, cases)) != "passed"}
+        lists[name] = {"expected": len(ids), "not_passed": dict(list(wrong.items())[:MAX_LISTED])}
         ok = ok and not wrong
+    error = None
     if not cases:
-        out["error"] = "the test report holds no test"
+        error = "the test report holds no test"
     elif not ok:
-        out["error"] = "; ".join(f"{n}: {len(out[n]['not_passed'])} of {out[n]['expected']} did not pass"
-                                 for n in LISTS if out[n]["not_passed"])
-    return {"passed": ok, **out}
+        error = "; ".join(f"{n}: {len(lists[n]['not_passed'])} of {lists[n]['expected']} did not pass"
+                          for n in LISTS if lists[n]["not_passed"])
+    return {"passed": ok, "tests": len(cases), "failed": sum(o == "failed" for o in cases.values()), "error": error,
+            "fail_to_pass": lists["fail_to_pass"], "pass_to_pass": lists["pass_to_pass"]}
 
 
-def count_line(judged: dict[str, Any]) -> str | None:
+def count_line(judged: Mapping[str, object]) -> str | None:
     """A hidden gate's summary from its report: ``N tests, M failed``."""
     return None if judged.get("tests") is None else f"{judged['tests']} tests, {judged['failed']} failed"

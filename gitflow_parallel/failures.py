@@ -66,7 +66,8 @@ def summary_line(text: str) -> str | None:
     """The last line that counts tests, else the last line."""
     lines = [line for line in clean(text) if line.strip()]
     counted = [line for line in lines if _SUMMARY.search(line)]
-    return (counted or lines or [None])[-1]
+    shown = counted or lines
+    return shown[-1] if shown else None
 
 
 def _by_line(lines: list[str]) -> list[str]:

@@ -14,6 +14,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable, Iterator
 
 import yaml
@@ -52,14 +53,14 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def canonical_json(obj: Any) -> str:
+def canonical_json(obj: object) -> str:
     """Compact, key-sorted JSON: the form hashed and written to notes."""
     # ASCII with \u escapes, so that paths and arguments that are not UTF-8
     # (surrogate escapes) can be written too.
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
-def config_sha256(config: dict[str, Any]) -> str:
+def config_sha256(config: Mapping[str, object]) -> str:
     """The hash a run record binds its frozen config with.  Here, not in
     ``config``, because every record read checks it, and reading records
     (``status``) should not load the config schema and its template."""
@@ -153,7 +154,7 @@ def create_exclusive(path: str | os.PathLike[str], data: bytes | str) -> bool:
     return True
 
 
-def append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
+def append_jsonl(path: str | os.PathLike[str], record: Mapping[str, object]) -> None:
     """Append one JSON line; a single write() of a short line is atomic for appends."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -44,7 +44,11 @@ import json
 import posixpath
 import re
 import shlex
-from typing import Any, Callable, Collection, Iterable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Callable, Collection, Iterable
+
+if TYPE_CHECKING:
+    from configparser import RawConfigParser
 
 from gitflow_parallel.files import untrusted_json, untrusted_toml
 
@@ -86,19 +90,19 @@ _PACKAGE_JSON_DEPENDENCIES = ("dependencies", "devDependencies", "optionalDepend
                               "overrides", "resolutions")
 
 
-def dependency_sections(path: str, data: bytes | None) -> Any:
+def dependency_sections(path: str, data: bytes | None) -> dict[str, object] | None:
     """The dependency part of a mixed file, comparable with ``==`` (like
     :func:`harness_sections`)."""
     if data is None:
         return None
     name, doc = _parse(path, data)
-    if name == "pyproject.toml":
-        return {".".join(keys): _dig(doc, keys) for keys in _PYPROJECT_DEPENDENCIES}
-    if name == "setup.cfg":
+    if not isinstance(doc, dict):  # setup.cfg's parser
         parser = doc
         return {f"{s}.{k}": parser.get(s, k) for s in ("options", "options.extras_require")
                 for k in (parser.options(s) if parser.has_section(s) else [])
                 if s == "options.extras_require" or k in ("install_requires", "tests_require", "setup_requires")}
+    if name == "pyproject.toml":
+        return {".".join(keys): _dig(doc, keys) for keys in _PYPROJECT_DEPENDENCIES}
     return {k: doc.get(k) for k in _PACKAGE_JSON_DEPENDENCIES}
 
 
@@ -110,7 +114,7 @@ def dependencies_changed(path: str, old: bytes | None, new: bytes | None) -> boo
         return old != new
 
 
-def _parse(path: str, data: bytes) -> tuple[str, Any]:
+def _parse(path: str, data: bytes) -> tuple[str, dict[str, object] | RawConfigParser]:
     """(file name, parsed content) of a mixed file: a mapping, or for
     setup.cfg its parser.  Raises ``ValueError`` when it does not parse."""
     text = data.decode("utf-8")
@@ -136,7 +140,7 @@ def is_mixed(path: str) -> bool:
     return path.rsplit("/", 1)[-1] in MIXED_FILES
 
 
-def _dig(data: Any, keys: tuple[str, ...]) -> Any:
+def _dig(data: object, keys: tuple[str, ...]) -> object:
     for key in keys:
         if not isinstance(data, dict) or key not in data:
             return None
@@ -144,22 +148,22 @@ def _dig(data: Any, keys: tuple[str, ...]) -> Any:
     return data
 
 
-def harness_sections(path: str, data: bytes | None, scripts: Iterable[str] = ()) -> Any:
+def harness_sections(path: str, data: bytes | None, scripts: Iterable[str] = ()) -> dict[str, object] | None:
     """The harness part of a mixed file's content, comparable with ``==``
     (None for an absent file).  A file that does not parse raises
     ``ValueError``: what its runner would make of it is unknown."""
     if data is None:
         return None
     name, doc = _parse(path, data)
-    if name == "pyproject.toml":
-        return {".".join(keys): _dig(doc, keys) for keys in _PYPROJECT_SECTIONS}
-    if name == "setup.cfg":
+    if not isinstance(doc, dict):  # setup.cfg's parser
         parser = doc
-        out: dict[str, Any] = {s: dict(parser.items(s)) for s in parser.sections()
-                               if s in ("tool:pytest", "pytest") or s.startswith(("tox:", "coverage:"))}
+        out: dict[str, object] = {s: dict(parser.items(s)) for s in parser.sections()
+                                  if s in ("tool:pytest", "pytest") or s.startswith(("tox:", "coverage:"))}
         if parser.has_option("options.entry_points", "pytest11"):
             out["options.entry_points.pytest11"] = parser.get("options.entry_points", "pytest11")
         return out
+    if name == "pyproject.toml":
+        return {".".join(keys): _dig(doc, keys) for keys in _PYPROJECT_SECTIONS}
     found = doc.get("scripts")
     run = found if isinstance(found, dict) else {}
     wanted = reached_scripts(run, [*_NPM_SCRIPTS, *scripts])
@@ -264,7 +268,7 @@ def npm_scripts(argvs: Iterable[Iterable[str]]) -> list[str]:
     return found
 
 
-def reached_scripts(scripts: dict[str, Any], roots: Iterable[str]) -> list[str]:
+def reached_scripts(scripts: Mapping[str, object], roots: Iterable[str]) -> list[str]:
     """Every script of ``scripts`` (package.json's) that running ``roots``
     runs: each one's ``pre``/``post`` script and every script its commands
     run in turn, to any depth."""
@@ -272,16 +276,17 @@ def reached_scripts(scripts: dict[str, Any], roots: Iterable[str]) -> list[str]:
     todo = list(roots)
     while todo:
         name = todo.pop(0)
-        if name in seen or not isinstance(scripts.get(name), str):
+        script = scripts.get(name)
+        if name in seen or not isinstance(script, str):
             continue
         seen.append(name)
         todo += [f"pre{name}", f"post{name}"]
-        for words in _commands(scripts[name]):
+        for words in _commands(script):
             todo += _called(words, scripts)
     return seen
 
 
-def _package_scripts(data: bytes | None) -> dict[str, Any]:
+def _package_scripts(data: bytes | None) -> dict[str, object]:
     try:
         doc = untrusted_json((data or b"{}").decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
@@ -315,7 +320,7 @@ def reached_files(files: Collection[str], read: Callable[[str], bytes | None], r
             data = read(path)
             scripts = _package_scripts(data)
             for name in reached_scripts(scripts, roots):
-                out += _named((w for c in _commands(scripts[name]) for w in c), folder, files)
+                out += _named((w for c in _commands(str(scripts[name])) for w in c), folder, files)  # (a str: reached)
             if configs:
                 out += _config_files(_runner_sections(data), folder, files)
         elif configs and matches_config(path):

@@ -92,7 +92,7 @@ def auto_weights(names: list[str], win_rates: dict[str, float]) -> dict[str, flo
     return {name: rate[name] for name in ordered}
 
 
-def validate_config(value: Any, fail: Callable[[str, str], ParallelError]) -> dict[str, Any] | None:
+def validate_config(value: object, fail: Callable[[str, str], ParallelError]) -> dict[str, object] | None:
     """The ``agents:`` key: ``commands`` (name: command) and ``split``
     (name: count, or ``auto``)."""
     from gitflow_parallel.config import command_argv

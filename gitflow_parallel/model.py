@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
@@ -29,6 +30,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.shapes import INSTANCE_STATUSES as INSTANCE_STATUSES
 from gitflow_parallel.shapes import RUN_STATUSES as RUN_STATUSES
 from gitflow_parallel.shapes import SCHEMA_VERSION as SCHEMA_VERSION
+from gitflow_parallel.shapes import Base as Base
 from gitflow_parallel.shapes import ClaimHolder as ClaimHolder
 from gitflow_parallel.shapes import Comment as Comment
 from gitflow_parallel.shapes import EvidenceBinding as EvidenceBinding
@@ -41,12 +43,18 @@ from gitflow_parallel.shapes import PickBinding as PickBinding
 from gitflow_parallel.shapes import PickRecord as PickRecord
 from gitflow_parallel.shapes import PickWinner as PickWinner
 from gitflow_parallel.shapes import PrInfo as PrInfo
+from gitflow_parallel.shapes import Proposal as Proposal
 from gitflow_parallel.shapes import PushedInfo as PushedInfo
 from gitflow_parallel.shapes import RelandedEntry as RelandedEntry
+from gitflow_parallel.shapes import Reproof as Reproof
+from gitflow_parallel.shapes import Retried as Retried
 from gitflow_parallel.shapes import RemoteInfo as RemoteInfo
 from gitflow_parallel.shapes import RunRecord as RunRecord
 from gitflow_parallel.shapes import RunStatus as RunStatus
 from gitflow_parallel.shapes import StartPoint as StartPoint
+
+if TYPE_CHECKING:
+    from gitflow_parallel.config_schema import FrozenConfig
 
 TERMINAL = ("succeeded", "failed", "aborted")
 RETRYABLE = ("failed", "aborted")
@@ -79,9 +87,9 @@ def new_instance(task: str, track: str, inst_id: str, root: Path, base_commit: s
     }
 
 
-def new_run(task: str, base: dict[str, str], tracks: list[str], config: dict[str, Any], config_sha256: str,
-            config_source: Any, root: Path, instances: list[InstanceRecord], now: str,
-            run_id: str | None = None, **extra: Any) -> RunRecord:
+def new_run(task: str, base: Base, tracks: list[str], config: FrozenConfig, config_sha256: str,
+            config_source: object, root: Path, instances: list[InstanceRecord], now: str,
+            run_id: str | None = None, **extra: object) -> RunRecord:
     """A pending run at revision 1 (a fresh run id unless ``run_id``)."""
     return {
         "schema_version": SCHEMA_VERSION, "run_id": run_id or f"PR-{uuid.uuid4()}", "task": task,
@@ -99,8 +107,8 @@ def landing_method(steps: list[LandingStep]) -> str:
 
 def new_merge(landed: str, previous: str | None, base_ref: str, steps: list[LandingStep],
               resolved_files: list[Any], policy: str, merged_at: str, *, attempts: int | None = None,
-              retried: list[dict[str, Any]] | None = None, verified: list[dict[str, Any]] | None = None,
-              worktree: str | None = None, worktree_error: str | None = None, **extra: Any) -> MergeRecord:
+              retried: list[Retried] | None = None, verified: list[Reproof] | None = None,
+              worktree: str | None = None, worktree_error: str | None = None, **extra: object) -> MergeRecord:
     """The merge record of a landing (``extra``: ``onto``, ``verify``, or
     ``recovered``/``outside`` for one that recover found)."""
     return {
@@ -175,22 +183,23 @@ def start(record: RunRecord, inst: InstanceRecord, pid: int, runner_pid: int, no
     inst.pop("tampered", None)
 
 
-def move(record: RunRecord, inst: InstanceRecord, to: str, **fields: Any) -> None:
+def move(record: RunRecord, inst: InstanceRecord, to: str, **fields: object) -> None:
     """Any allowed status move, with the fields that go with it."""
     check_transition(record, inst, to)
     inst["status"] = cast(InstanceStatus, to)  # one of TRANSITIONS, which holds only statuses
     inst.update(fields)  # type: ignore[typeddict-item]
 
 
-def finish(record: RunRecord, inst: InstanceRecord, status: str, **fields: Any) -> None:
+def finish(record: RunRecord, inst: InstanceRecord, status: str, **fields: object) -> None:
     """The attempt ended as ``status`` (succeeded, failed or aborted); ``fields``
     say how (head, finished_at, exit_code, error, origin…)."""
     move(record, inst, status, **fields)
 
 
-def bind_evidence(inst: InstanceRecord, binding: dict[str, Any], pack: dict[str, Any]) -> None:
+def bind_evidence(inst: InstanceRecord, binding: EvidenceBinding, pack: Mapping[str, Any]) -> None:
     """Bind the evidence pack ``check`` wrote (its path and sha256) and its verdict."""
-    inst["evidence"] = {**binding, "instance_revision": pack["instance_revision"]}  # type: ignore[typeddict-item]
+    inst["evidence"] = {"path": binding["path"], "sha256": binding["sha256"],
+                        "instance_revision": pack["instance_revision"]}
     inst["verdict"] = pack.get("verdict")
     inst["score"] = pack.get("score")
     inst["protected_changes"] = pack.get("protected_detail") or []
@@ -202,7 +211,7 @@ def record_head(inst: InstanceRecord, head: str | None) -> None:
 
 
 def reset_for_retry(inst: InstanceRecord, start_commit: str, how: str, tip: str | None,
-                    archived: str | None, kept: list[str], feedback: Any) -> None:
+                    archived: str | None, kept: list[str], feedback: object) -> None:
     """Attempt + 1, pending at ``start_commit``; the old attempt goes to history."""
     inst["history"].append({
         "attempt": inst["attempt"], "status": inst["status"], "head": tip, "verdict": inst["verdict"],
@@ -321,7 +330,7 @@ def merge_of(record: RunRecord) -> MergeRecord:
 
 
 def reland(merge: MergeRecord, landed: str, steps: list[LandingStep], resolved_files: list[Any], *, onto: str,
-           previous_landed: str, previous_onto: str, verified: list[dict[str, Any]], worktree_error: str | None,
+           previous_landed: str, previous_onto: str, verified: list[Reproof], worktree_error: str | None,
            at: str) -> None:
     """``merge --push`` landed the winners again on a remote base that moved;
     the earlier landing is kept under ``relanded``."""
@@ -349,7 +358,7 @@ def mark_published(record: RunRecord, remote: RemoteInfo) -> None:
     record["remote"] = remote
 
 
-def new_pr(remote: str, base: str, requested_at: str, proposals: list[dict[str, Any]]) -> PrInfo:
+def new_pr(remote: str, base: str, requested_at: str, proposals: list[Proposal]) -> PrInfo:
     return {"remote": remote, "base": base, "requested_at": requested_at, "proposals": proposals}
 
 

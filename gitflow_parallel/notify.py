@@ -33,11 +33,13 @@ New fields may appear in version 1; a reader ignores those it does not know.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Mapping
+from typing import Callable
 
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import canonical_json, utcnow
 from gitflow_parallel.model import InstanceRecord, MergeRecord, RunRecord, Winner
+from gitflow_parallel.shapes import EvidencePack
 
 VERSION = 1
 KINDS = ("attempt_finished", "waiting", "gates_failed", "all_done", "landed")
@@ -45,7 +47,7 @@ DEFAULT_TIMEOUT = 10
 MAX_TIMEOUT = 300  # a notification that needs longer is a job, not a notification
 
 
-def validate_config(value: Any, fail: Callable[[str, str], ParallelError]) -> dict[str, Any] | None:
+def validate_config(value: object, fail: Callable[[str, str], ParallelError]) -> dict[str, object] | None:
     """The ``notify:`` key: a command alone, or ``command`` and ``timeout``."""
     from gitflow_parallel.config import command_argv
 
@@ -65,36 +67,36 @@ def validate_config(value: Any, fail: Callable[[str, str], ParallelError]) -> di
     return {"command": command, "timeout": timeout}
 
 
-def encode(event: dict[str, Any]) -> bytes:
+def encode(event: Mapping[str, object]) -> bytes:
     """One line of JSON, as the command reads it on stdin."""
     return (canonical_json(event) + "\n").encode("ascii")
 
 
-def _event(kind: str, record: RunRecord, **fields: Any) -> dict[str, Any]:
+def _event(kind: str, record: RunRecord, **fields: object) -> dict[str, object]:
     return {"v": VERSION, "kind": kind, "ts": utcnow(), "task": record["task"], "run_id": record["run_id"],
             "base": record["base"]["ref"], **fields}
 
 
 def attempt_finished(record: RunRecord, inst: InstanceRecord, exit_code: int | None,
-                     duration_s: float | None, error: str | None) -> dict[str, Any]:
+                     duration_s: float | None, error: str | None) -> dict[str, object]:
     return _event("attempt_finished", record, instance=inst["id"], track=inst["track"], attempt=inst["attempt"],
                   agent=inst.get("agent"), status=inst["status"], exit_code=exit_code, commit=inst.get("head"),
                   duration_s=duration_s, error=error)
 
 
-def waiting(record: RunRecord, inst: InstanceRecord, said: dict[str, Any]) -> dict[str, Any]:
+def waiting(record: RunRecord, inst: InstanceRecord, said: Mapping[str, object]) -> dict[str, object]:
     return _event("waiting", record, instance=inst["id"], track=inst["track"], attempt=inst["attempt"],
                   agent=inst.get("agent"), source=said.get("source"), message=said.get("message"),
                   since=said.get("ts"))
 
 
-def gates_failed(record: RunRecord, inst: InstanceRecord, pack: dict[str, Any]) -> dict[str, Any]:
+def gates_failed(record: RunRecord, inst: InstanceRecord, pack: EvidencePack) -> dict[str, object]:
     failed = [g["name"] for g in pack["gates"] if g["mode"] == "enforced" and not g["passed"]]
     return _event("gates_failed", record, instance=inst["id"], track=inst["track"], attempt=pack["attempt"],
                   verdict=pack["verdict"], commit=pack["commit"], failed=failed)
 
 
-def all_done(record: RunRecord) -> dict[str, Any] | None:
+def all_done(record: RunRecord) -> dict[str, object] | None:
     """The event once no attempt of the run is pending or running, else None."""
     instances = record["instances"]
     if any(i["status"] in ("pending", "running") for i in instances):
@@ -107,7 +109,7 @@ def all_done(record: RunRecord) -> dict[str, Any] | None:
         for i in instances])
 
 
-def landed(record: RunRecord, merge: MergeRecord, winners: list[Winner]) -> dict[str, Any]:
+def landed(record: RunRecord, merge: MergeRecord, winners: list[Winner]) -> dict[str, object]:
     return _event("landed", record, commit=merge["landed"], previous=merge.get("previous"), winners=[
         {"track": pick["track"], "instance": inst["id"], "attempt": inst["attempt"], "commit": inst.get("head")}
         for pick, inst in winners])

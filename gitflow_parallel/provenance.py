@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from gitflow_parallel.files import canonical_json
-from gitflow_parallel.model import HUMAN, InstanceRecord, MergeRecord, PickRecord, RunRecord
+from gitflow_parallel.shapes import Differential
+from gitflow_parallel.model import HUMAN, Comment, InstanceRecord, MergeRecord, PickRecord, RunRecord
 
 NOTE_VERSION = 1
 
 
-def line(kind: str, run_id: str, **fields: Any) -> str:
+def line(kind: str, run_id: str, **fields: object) -> str:
     """One note line: compact, key-sorted JSON."""
     return canonical_json({"v": NOTE_VERSION, "kind": kind, "run_id": run_id, **fields})
 
@@ -39,7 +40,7 @@ def instance_note(record: RunRecord, inst: InstanceRecord, commit: str) -> str:
     )
 
 
-def evidence_note(record: RunRecord, inst_id: str, pack: dict[str, Any], sha256: str) -> str:
+def evidence_note(record: RunRecord, inst_id: str, pack: Mapping[str, object], sha256: str) -> str:
     """The line on a checked commit, from the evidence pack bound to the record."""
     return line("evidence", record["run_id"], task=record["task"], instance=inst_id,
                 attempt=pack.get("attempt"), commit=pack.get("commit"), tree=pack.get("tree"),
@@ -62,29 +63,29 @@ def pick_note(pick: PickRecord) -> str:
                 **({"differential": differential_summary(pick["differential"])} if pick.get("differential") else {}))
 
 
-def differential_summary(ran: dict[str, Any]) -> dict[str, Any]:
+def differential_summary(ran: Differential) -> dict[str, object]:
     """What a differential pick ran on, short enough for a note line: the
     stored inputs (path and sha256), each candidate's output sha256, and the
     fallback's code if the inputs could not be had."""
-    inputs = ran.get("inputs") or {}
-    return {"status": ran["status"], "fallback": (ran.get("fallback") or {}).get("code"),
-            "inputs": inputs.get("path"), "inputs_sha256": inputs.get("sha256"),
+    inputs, fallback = ran.get("inputs"), ran["fallback"]
+    return {"status": ran["status"], "fallback": fallback.get("code") if fallback else None,
+            "inputs": inputs["path"] if inputs else None, "inputs_sha256": inputs["sha256"] if inputs else None,
             "outputs": {i: o["sha256"] for i, o in (ran.get("outputs") or {}).items()}}
 
 
-def comment_note(record: RunRecord, inst: InstanceRecord, comment: dict[str, Any], commit: str) -> str:
+def comment_note(record: RunRecord, inst: InstanceRecord, comment: Comment, commit: str) -> str:
     """The line on the commented attempt's commit (``git parallel comment``)."""
     return line("comment", record["run_id"], task=record["task"], instance=inst["id"], attempt=comment["attempt"],
                 commit=commit, text=comment["text"], file=comment["file"], line=comment["line"], by=comment["by"],
                 at=comment["at"])
 
 
-def protected_summary(changes: list[dict[str, Any]]) -> list[str]:
+def protected_summary(changes: Sequence[Mapping[str, object]]) -> list[str]:
     """One short line per protected change: ``tests/test_a.py deleted -120``."""
     return [f"{c['path']} {c['change']} +{c['lines_added']} -{c['lines_deleted']}" for c in changes]
 
 
-def unpick_note(record: RunRecord, retired: dict[str, Any]) -> str:
+def unpick_note(record: RunRecord, retired: Mapping[str, object]) -> str:
     """The line on a retired winner commit: ``unpick`` took its pick back."""
     return line("unpick", record["run_id"], task=record["task"], track=retired["track"], winner=retired["winner"],
                 retired=retired["path"], retired_by=retired["retired_by"], retired_at=retired["retired_at"])
@@ -103,7 +104,7 @@ def merge_note(record: RunRecord, m: MergeRecord) -> str:
                                  for r in m["rests_on"]]} if m.get("rests_on") else {}))
 
 
-def landing_line(record: RunRecord, winners: list[tuple[PickRecord, dict[str, Any] | None]]) -> str:
+def landing_line(record: RunRecord, winners: list[tuple[PickRecord, Mapping[str, object] | None]]) -> str:
     """The one line for people on a landed commit, beside the JSON lines:
     ``git-parallel: fix-login won by 2 of 3 (tests pass, score 8), run PR-…``.
 
@@ -114,7 +115,9 @@ def landing_line(record: RunRecord, winners: list[tuple[PickRecord, dict[str, An
     for pick, pack in winners:
         track = pick["track"]
         size = sum(1 for i in record["instances"] if i["track"] == track)
-        passed = [g["name"] for g in (pack or {}).get("gates") or [] if g.get("mode") == "enforced" and g.get("passed")]
+        gates = (pack or {}).get("gates") or []
+        passed = [g["name"] for g in gates if isinstance(g, dict) and g.get("mode") == "enforced" and g.get("passed")] \
+            if isinstance(gates, list) else []
         gates = f"{', '.join(passed)} pass" if passed else "no enforced gate"
         score = "n/a" if pick.get("score") is None else pick["score"]
         where = "" if record["tracks"] == ["main"] else f" in {track}"

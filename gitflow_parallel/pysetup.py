@@ -13,7 +13,7 @@ import re
 import shutil
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from gitflow_parallel.config import CONFIG_FILE
 
@@ -24,6 +24,15 @@ DEV_REQUIREMENTS = ("requirements-dev.txt", "requirements_dev.txt", "dev-require
                     "requirements/dev.txt", "requirements/test.txt", "requirements/tests.txt")
 
 
+
+class SetupSpec(TypedDict):
+    """The ``setup:`` init writes (``config_schema.SetupConfig`` once validated)."""
+    run: list[str]
+    cache_key: list[str]
+    keep: NotRequired[list[str]]
+    path: NotRequired[list[str]]
+    stores: NotRequired[list[str]]
+
 def read_text(top: Path, rel: str) -> str | None:
     try:
         return (top / rel).read_text(encoding="utf-8")
@@ -31,7 +40,7 @@ def read_text(top: Path, rel: str) -> str | None:
         return None
 
 
-def read_toml(top: Path, rel: str) -> dict[str, Any]:
+def read_toml(top: Path, rel: str) -> dict[str, object]:
     try:
         return tomllib.loads(read_text(top, rel) or "")
     except tomllib.TOMLDecodeError:
@@ -47,7 +56,7 @@ def read_ini(top: Path, rel: str) -> configparser.RawConfigParser:
     return parser
 
 
-def declared_extras(top: Path, files: set[str], pyproject: dict[str, Any]) -> dict[str, list[str]] | None:
+def declared_extras(top: Path, files: set[str], pyproject: dict[str, object]) -> dict[str, list[str]] | None:
     """The optional dependencies the project declares; None when they cannot be read here."""
     proj = pyproject.get("project")
     if isinstance(proj, dict):
@@ -61,10 +70,11 @@ def declared_extras(top: Path, files: set[str], pyproject: dict[str, Any]) -> di
     return None if "setup.py" in files else {}
 
 
-def installable(top: Path, files: set[str], pyproject: dict[str, Any]) -> bool:
+def installable(top: Path, files: set[str], pyproject: dict[str, object]) -> bool:
     if "setup.py" in files or any(k in pyproject for k in ("project", "build-system")):
         return True
-    return "poetry" in pyproject.get("tool", {}) or read_ini(top, "setup.cfg").has_section("metadata")
+    tool = pyproject.get("tool", {})
+    return isinstance(tool, dict) and "poetry" in tool or read_ini(top, "setup.cfg").has_section("metadata")
 
 
 def requirement_name(req: str) -> str:
@@ -72,7 +82,7 @@ def requirement_name(req: str) -> str:
     return match.group(1).lower().replace("_", "-") if match else ""
 
 
-def pip_setup(top: Path, files: set[str], pyproject: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+def pip_setup(top: Path, files: set[str], pyproject: dict[str, object], notes: list[str]) -> SetupSpec:
     """A ``.venv`` built by pip from the checkout: the project installed
     editable (its own copy, so the gate imports the attempt's code) with
     its test extra or dependency group (PEP 735), pytest, and the dev
@@ -105,13 +115,16 @@ def pip_setup(top: Path, files: set[str], pyproject: dict[str, Any], notes: list
     return {"run": run, "cache_key": keys or [CONFIG_FILE], "keep": [".venv"], "path": [".venv/bin"]}
 
 
-def test_group(pyproject: dict[str, Any]) -> str | None:
+def test_group(pyproject: dict[str, object]) -> str | None:
     groups = pyproject.get("dependency-groups")
     return next((g for g in TEST_EXTRAS if isinstance(groups, dict) and g in groups), None)
 
 
-def group_names(pyproject: dict[str, Any], group: str) -> list[str]:
-    return [requirement_name(r) for r in pyproject["dependency-groups"][group] if isinstance(r, str)]
+def group_names(pyproject: dict[str, object], group: str) -> list[str]:
+    """The requirement names of a dependency group ``test_group`` found."""
+    groups = pyproject["dependency-groups"]
+    assert isinstance(groups, dict)  # (test_group found the group in it)
+    return [requirement_name(r) for r in groups[group] if isinstance(r, str)]
 
 
 def installer(args: str, group: str | None) -> str:
@@ -124,7 +137,7 @@ def installer(args: str, group: str | None) -> str:
     return f"python3 -m venv .venv && {upgrade}.venv/bin/python -m pip install -q {args}"
 
 
-def uv_setup(top: Path, pyproject: dict[str, Any]) -> dict[str, Any] | None:
+def uv_setup(top: Path, pyproject: dict[str, object]) -> SetupSpec | None:
     """``uv sync`` from the lock, when the lock holds pytest."""
     if 'name = "pytest"' not in (read_text(top, "uv.lock") or ""):
         return None

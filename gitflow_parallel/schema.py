@@ -14,7 +14,9 @@ A field says more through ``Annotated`` markers:
   the check (``on`` read by YAML as ``True`` into ``"on"``; a command
   string into its argv);
 - :class:`Default` fills a missing key (the value is checked like a given one);
-- :class:`Expect` words what is expected, where the type's own words would not help.
+- :class:`Expect` words what is expected, where the type's own words would not help;
+- :class:`Outline` checks a field against a looser type than the declared
+  one (a record's frozen config: checked in full when it is frozen).
 
 A failure raises :class:`ShapeError` with the key path (``instances[0].status``)
 and what was expected; each loader words it for its file.  Unknown keys are
@@ -69,7 +71,9 @@ class Range:
     lo: float | None = None
     hi: float | None = None
 
-    def ok(self, value: Any) -> bool:
+    def ok(self, value: object) -> bool:
+        if not isinstance(value, (int, float)):
+            return False  # (the declared type, checked first, is a number)
         return (self.lo is None or value >= self.lo) and (self.hi is None or value <= self.hi)
 
     def words(self) -> str:
@@ -95,7 +99,23 @@ class Convert:
 @dataclass(frozen=True, eq=False)
 class Default:
     """The value of a missing key (checked, and converted, like a given one)."""
-    value: Any
+    value: object
+
+
+@dataclass(frozen=True, eq=False)
+class Outline:
+    """Check the value against ``hint`` in place of the declared type: for a
+    field whose full declaration is checked where the value is made (a run
+    record's frozen config, by ``config.validate`` at spawn), so that reading
+    it back checks only its outline, as it always has."""
+    hint: object
+
+
+def _outline(hint: object) -> object:
+    """The type a field is checked against: its :class:`Outline`'s, else its own."""
+    if get_origin(hint) is Annotated:
+        return next((m.hint for m in _marks(hint) if isinstance(m, Outline)), hint)
+    return hint
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,15 +124,20 @@ class Expect:
     words: str
 
 
-_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", type(None): "null",
+_NAMES: dict[object, str] = {int: "an integer", float: "a number", str: "a string", bool: "true or false", type(None): "null",
           dict: "a mapping", list: "a list"}
 
 
 @dataclass(frozen=True)
 class Field:
-    hint: Any
+    hint: object
     required: bool
     default: Default | None
+
+
+def _marks(hint: object) -> tuple[object, ...]:
+    """The markers of an ``Annotated`` hint (none for any other)."""
+    return tuple(getattr(hint, "__metadata__", ()))
 
 
 @functools.cache
@@ -131,11 +156,11 @@ def fields(shape: type) -> dict[str, Field]:
     return out
 
 
-def defaults(shape: type) -> dict[str, Any]:
+def defaults(shape: type) -> dict[str, object]:
     """What an empty input becomes: every key with a :class:`Default`, a
     section defaulted to ``{}`` filled with its own defaults.  Made from the
     declarations alone, running no check (so, cheap at import)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, field in fields(shape).items():
         if field.default is None:
             continue
@@ -147,11 +172,12 @@ def defaults(shape: type) -> dict[str, Any]:
     return out
 
 
-def expected(hint: Any) -> str:
+def expected(hint: object) -> str:
     """Words for what ``hint`` accepts: "an integer 1..64", "one of a, b"."""
+    hint = _outline(hint)
     origin = get_origin(hint)
     if origin is Annotated:
-        marks = hint.__metadata__
+        marks = _marks(hint)
         for mark in marks:
             if isinstance(mark, (Check, Expect)):
                 return mark.expected if isinstance(mark, Check) else mark.words
@@ -165,17 +191,19 @@ def expected(hint: Any) -> str:
         return "a mapping"
     if origin is list:
         return "a list"
-    return _NAMES.get(hint, getattr(hint, "__name__", str(hint)))
+    name = _NAMES.get(hint)
+    return name if name is not None else str(getattr(hint, "__name__", hint))
 
 
-def _fail(hint: Any, value: Any) -> ShapeError:
+def _fail(hint: object, value: object) -> ShapeError:
     return ShapeError("", f"must be {expected(hint)}, got {value!r}")
 
 
-def check(hint: Any, value: Any, path: str = "", *, closed: bool = False) -> Any:
+def check(hint: object, value: object, path: str = "", *, closed: bool = False) -> Any:
     """``value`` checked against ``hint`` (converted where a :class:`Convert`
     says, defaults filled); raises :class:`ShapeError` at the first mismatch,
-    its path starting at ``path``."""
+    its path starting at ``path``.  (Any: it holds whatever ``hint`` declares,
+    which the caller names, as ``intent: Intent = check(Intent, data)``.)"""
     try:
         return _compiled(hint)(value, closed)
     except ShapeError as exc:
@@ -183,17 +211,18 @@ def check(hint: Any, value: Any, path: str = "", *, closed: bool = False) -> Any
 
 
 # -- compiled checkers: one closure per declared type, made once ------------------------
-Checker = Callable[[Any, bool], Any]
+Checker = Callable[[object, bool], object]
 
 
 @functools.cache
-def _compiled(hint: Any) -> Checker:
+def _compiled(hint: object) -> Checker:
+    hint = _outline(hint)
     origin = get_origin(hint)
     if hint is Any:
         return lambda value, closed: value
     if origin is Annotated:
         return _annotated(hint)
-    if is_typeddict(hint):
+    if isinstance(hint, type) and is_typeddict(hint):
         return _mapping(hint)
     if origin is Literal:
         return _literal(hint)
@@ -207,52 +236,57 @@ def _compiled(hint: Any) -> Checker:
 
 
 @functools.cache
-def _transforms(hint: Any) -> bool:
+def _transforms(hint: object) -> bool:
     """Can checking ``hint`` change the value (a Convert, a Default)?  If not,
     containers are checked in place and returned as they are."""
-    if get_origin(hint) is Annotated and any(isinstance(m, (Convert, Default)) for m in hint.__metadata__):
+    hint = _outline(hint)
+    if get_origin(hint) is Annotated and any(isinstance(m, (Convert, Default)) for m in _marks(hint)):
         return True
     if is_typeddict(hint):
         return any(_transforms(f.hint) for f in fields(hint).values())
     return any(_transforms(a) for a in get_args(hint) if not isinstance(a, (str, int, bool)))
 
 
-def _scalar(hint: Any) -> Checker:
+def _scalar(hint: object) -> Checker:
     if hint is None or hint is type(None):
-        def ok(v: Any) -> bool:
+        def ok(v: object) -> bool:
             return v is None
     elif hint is float:
-        def ok(v: Any) -> bool:
+        def ok(v: object) -> bool:
             return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     elif hint is bool:
-        def ok(v: Any) -> bool:
+        def ok(v: object) -> bool:
             return isinstance(v, bool)
     else:
-        def ok(v: Any) -> bool:
-            return isinstance(v, hint) and not isinstance(v, bool)
+        kind = hint if isinstance(hint, type) else None
 
-    def scalar(value: Any, closed: bool) -> Any:
+        def ok(v: object) -> bool:
+            if kind is None:
+                raise TypeError(f"{hint!r} is not a type the checker knows")
+            return isinstance(v, kind) and not isinstance(v, bool)
+
+    def scalar(value: object, closed: bool) -> object:
         if not ok(value):
             raise _fail(hint, value)
         return value
     return scalar
 
 
-def _literal(hint: Any) -> Checker:
+def _literal(hint: object) -> Checker:
     allowed = get_args(hint)
 
-    def literal(value: Any, closed: bool) -> Any:
+    def literal(value: object, closed: bool) -> object:
         if not any(value == a and type(value) is type(a) for a in allowed):
             raise _fail(hint, value)
         return value
     return literal
 
 
-def _list(hint: Any) -> Checker:
+def _list(hint: object) -> Checker:
     item = _compiled(get_args(hint)[0])
     keep = not _transforms(hint)
 
-    def checked_list(value: Any, closed: bool) -> Any:
+    def checked_list(value: object, closed: bool) -> object:
         if not isinstance(value, list):
             raise _fail(hint, value)
         out = []
@@ -267,12 +301,12 @@ def _list(hint: Any) -> Checker:
     return checked_list
 
 
-def _dict(hint: Any) -> Checker:
+def _dict(hint: object) -> Checker:
     key_hint, item_hint = get_args(hint)
     key_check, item = _compiled(key_hint), _compiled(item_hint)
     keep = not _transforms(hint)
 
-    def checked_dict(value: Any, closed: bool) -> Any:
+    def checked_dict(value: object, closed: bool) -> object:
         if not isinstance(value, dict):
             raise _fail(hint, value)
         out = {}
@@ -285,13 +319,13 @@ def _dict(hint: Any) -> Checker:
     return checked_dict
 
 
-def _annotated(hint: Any) -> Checker:
-    marks = hint.__metadata__
+def _annotated(hint: object) -> Checker:
+    marks = _marks(hint)
     converts = [m.fn for m in marks if isinstance(m, Convert)]
     tests = [m.ok if isinstance(m, Range) else m.test for m in marks if isinstance(m, (Range, Check))]
     base = _compiled(get_args(hint)[0])
 
-    def annotated(value: Any, closed: bool) -> Any:
+    def annotated(value: object, closed: bool) -> object:
         for fn in converts:
             try:
                 value = fn(value)
@@ -309,11 +343,11 @@ def _annotated(hint: Any) -> Checker:
     return annotated
 
 
-def _union(hint: Any) -> Checker:
+def _union(hint: object) -> Checker:
     members = [_compiled(m) for m in get_args(hint)]
     nullable = type(None) in get_args(hint)
 
-    def union(value: Any, closed: bool) -> Any:
+    def union(value: object, closed: bool) -> object:
         if value is None and nullable:
             return None
         nested: list[ShapeError] = []
@@ -338,7 +372,7 @@ def _mapping(shape: type) -> Checker:
     wanted = [(key, field, item) for key, (field, item) in declared.items() if field.required or field.default]
     keep = not _transforms(shape)
 
-    def mapping(value: Any, closed: bool) -> Any:
+    def mapping(value: object, closed: bool) -> object:
         if not isinstance(value, dict):
             raise _fail(shape, value)
         if keep and not closed:
@@ -351,10 +385,10 @@ def _missing(key: str, field: Field) -> ShapeError:
     return ShapeError(key, f"is missing: it must be {expected(field.hint)}")
 
 
-def _in_place(value: dict[Any, Any], checkers: dict[str, Checker], wanted: Wanted) -> Any:
+def _in_place(value: dict[object, object], checkers: dict[str, Checker], wanted: Wanted) -> object:
     """The common case (a record loaded): nothing to convert, unknown keys kept."""
     for key, v in value.items():
-        item = checkers.get(key)
+        item = checkers.get(key) if isinstance(key, str) else None
         if item is not None:
             try:
                 item(v, False)
@@ -366,14 +400,14 @@ def _in_place(value: dict[Any, Any], checkers: dict[str, Checker], wanted: Wante
     return value
 
 
-def _converted(value: dict[Any, Any], checkers: dict[str, Checker], wanted: Wanted, closed: bool) -> Any:
+def _converted(value: dict[object, object], checkers: dict[str, Checker], wanted: Wanted, closed: bool) -> object:
     """A new mapping: each value checked and converted, defaults filled."""
     unknown = [key for key in value if not isinstance(key, str) or key not in checkers]
     if closed and unknown:  # a typo is said first: it may be why other keys look wrong
         raise ShapeError(str(unknown[0]), f"unknown key (known: {', '.join(sorted(checkers))})")
-    out: dict[Any, Any] = {key: value[key] for key in unknown}  # a newer version's keys: kept as they are
+    out: dict[object, object] = {key: value[key] for key in unknown}  # a newer version's keys: kept as they are
     for key, v in value.items():
-        if key in out:
+        if key in out or not isinstance(key, str):  # (every key not a str is unknown, so in out)
             continue
         try:
             out[key] = checkers[key](v, closed)

@@ -17,9 +17,16 @@ are kept as they are, so a record written by a newer version loads too.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDict, get_args
 
-from gitflow_parallel.schema import Check
+from gitflow_parallel.schema import Check, Outline
+
+if TYPE_CHECKING:
+    from gitflow_parallel.config_schema import FrozenConfig as Frozen
+else:
+    # At run time a record's config is checked by its outline only (below),
+    # so reading records (``status``) need not load the config's declaration.
+    Frozen = dict
 
 SCHEMA_VERSION = 1
 
@@ -174,6 +181,52 @@ class LandingStep(TypedDict, total=False):
     winner_lines_dropped: int
 
 
+class Retried(TypedDict):
+    """A landing computed again because the base moved under it (``merge``)."""
+    attempt: int
+    base_was: str
+    computed: str
+
+
+class ReprovedGate(TypedDict, total=False):
+    """A gate of a re-proof, as the merge record keeps it."""
+    name: str
+    mode: str
+    passed: bool
+    exit_code: int | None
+    duration_s: float | None
+    log: str | None
+    error: str | None
+
+
+class Reproof(TypedDict):
+    """One track's enforced gates run again on the landing tree (``judge/reprove``)."""
+    track: str
+    passed: bool
+    commit: str
+    tree: str
+    judged_commit: str
+    protected_changes: list[str]
+    refused: Refusal | None
+    checkout: str
+    gates: list[ReprovedGate]
+    why: NotRequired[str]  # why its evidence was not rested on (``merge.verify: auto``)
+
+
+class RestsOn(TypedDict):
+    """The evidence a track's landing rests on, not re-proved (``merge.verify: auto``)."""
+    track: str
+    instance: str
+    attempt: int
+    pack_sha256: str | None
+    pack: str | None
+    commit: str
+    tree: str
+    proof_issued_at: str | None
+    fence: str | None
+    reproved: bool
+
+
 class MergeRecord(TypedDict):
     landed: str
     previous: str | None
@@ -185,10 +238,11 @@ class MergeRecord(TypedDict):
     merged_at: str
     attempts: NotRequired[int | None]
     onto: NotRequired[str]
-    retried: NotRequired[list[dict[str, Any]]]
+    retried: NotRequired[Annotated[list[Retried], Outline(list[dict[str, Any]])]]
     verify: NotRequired[Any]
-    verified: NotRequired[list[dict[str, Any]]]
-    rests_on: NotRequired[list[dict[str, Any]]]  # the evidence of the tracks not re-proved (``merge.verify: auto``)
+    # Read back as mappings, as they always were.
+    verified: NotRequired[Annotated[list[Reproof], Outline(list[dict[str, Any]])]]
+    rests_on: NotRequired[Annotated[list[RestsOn], Outline(list[dict[str, Any]])]]  # not re-proved (verify: auto)
     worktree: NotRequired[str | None]
     worktree_error: NotRequired[str | None]
     recovered: NotRequired[dict[str, Any]]
@@ -205,12 +259,27 @@ class RemoteInfo(TypedDict):
     published_at: str
 
 
+class Proposal(TypedDict):
+    """One pull (merge) request ``merge --pr`` asked for, or the command that would."""
+    track: str
+    winner: str
+    branch: str
+    commit: str
+    body_file: str
+    command: str
+    tool: str
+    ran: bool
+    url: str | None
+    error: str | None
+    output: NotRequired[str]
+
+
 class PrInfo(TypedDict):
     """The pull requests ``merge --pr`` asked for (``record["pr"]``)."""
     remote: str
     base: str
     requested_at: str
-    proposals: list[dict[str, Any]]
+    proposals: Annotated[list[Proposal], Outline(list[dict[str, Any]])]  # read back as it always was
 
 
 class Base(TypedDict):
@@ -229,7 +298,9 @@ class RunRecord(TypedDict):
     created_at: str
     updated_at: str
     tracks: list[str]
-    config: dict[str, Any]  # the frozen config (``config.FrozenConfig``), bound by config_sha256
+    # The frozen config, bound by config_sha256: checked in full where it is
+    # made (``config.validate`` at spawn), as a mapping where it is read back.
+    config: Annotated[Frozen, Outline(dict[str, Any])]
     config_sha256: str
     instances: list[InstanceRecord]
     config_source: NotRequired[Any]
@@ -240,6 +311,40 @@ class RunRecord(TypedDict):
     worker: NotRequired[dict[str, Any]]  # a worker's own record: {"remote": the remote it serves}
     remote: NotRequired[RemoteInfo]
     pr: NotRequired[PrInfo]
+
+
+# -- differential picks (``judge/differential``) ---------------------------------------------------
+class Inputs(TypedDict):
+    """The distinguishing inputs the generator wrote, as stored: folder, sha256 of the listing, files."""
+    path: str
+    sha256: str
+    files: dict[str, str]  # path: sha256
+
+
+class Output(TypedDict):
+    """One candidate's behaviour on the inputs (its probe's signature and where its log is)."""
+    commit: str
+    judged_commit: str
+    exit_code: int | None
+    sha256: str | None
+    error: str | None
+    log: str | None
+    log_sha256: str | None
+    stderr_log: str | None
+    duration_s: float | None
+
+
+class Differential(TypedDict):
+    """What a differential pick ran (``pick["differential"]``); ``fallback``:
+    why it fell back to the cluster rule, if it did."""
+    status: str
+    fallback: dict[str, str] | None
+    command: NotRequired[list[str]]
+    run: NotRequired[list[str]]
+    reason: NotRequired[str]
+    generator: NotRequired[dict[str, object]]
+    inputs: NotRequired[Inputs]
+    outputs: NotRequired[dict[str, Output]]
 
 
 # -- the pick record ---------------------------------------------------------------------
@@ -276,10 +381,124 @@ class PickRecord(TypedDict):
     tree_groups: NotRequired[list[dict[str, Any]]]
     clusters: NotRequired[list[dict[str, Any]]]
     tournament: NotRequired[dict[str, Any]]
-    differential: NotRequired[dict[str, Any]]  # the distinguishing inputs and each candidate's behaviour on them
+    # The distinguishing inputs and each candidate's behaviour on them; read back as a mapping.
+    differential: NotRequired[Annotated[Differential, Outline(dict[str, Any])]]
+
+
+# -- selection --------------------------------------------------------------------------------
+class JudgeRun(TypedDict):
+    """What a tournament's judge did in one match: its answer (A, B or None) and how it ended."""
+    answer: str | None
+    exit_code: int | None
+    error: str | None
+    duration_s: float
+    log: str
+    log_sha256: str | None
+    stderr_log: str
+    output: str
+
+
+class Candidate(TypedDict):
+    """An instance with complete, fresh, passing evidence, as the rules see it."""
+    id: str
+    attempt: int
+    commit: str
+    tree: str
+    evidence_sha256: str
+    evidence_path: str
+    score: int | None
+    score_source: dict[str, Any] | None
+    score_error: str | None
+    proof_issued_at: str
+    changed_lines: int
+    probes: list[dict[str, object]]
+    worktree: str
+    agent: str | None
 
 
 # -- the evidence pack (``parallel/evidence/<run_id>/<id>.<attempt>.json``) ---------------------
+class ProbeSignature(TypedDict):
+    """A probe's behaviour: its exit code and the sha256 of what it wrote
+    (``over``: its stdout or the files its ``outputs`` match)."""
+    exit_code: int | None
+    over: str
+    sha256: str | None
+    error: NotRequired[str]
+    files: NotRequired[dict[str, str]]
+    cut: NotRequired[int]
+
+
+class HiddenCounts(TypedDict):
+    """What a gate with hidden tests keeps of them: how many files, its runner's count line."""
+    files: int
+    summary: str | None
+
+
+class Judged(TypedDict):
+    """What is judged of an attempt: its protected paths, the commit and tree
+    checked out, and the protected changes it made (``judge/gates``)."""
+    checkout: str
+    protected: list[str]
+    protect_mode: str
+    protected_changes: list[str]
+    protected_detail: list[dict[str, Any]]
+    protected_blocking: list[str]
+    judged_commit: str
+    judged_tree: str
+
+
+class SetupEntry(TypedDict):
+    """How the judged checkout's environment was built (a pack's ``setup``):
+    the command, its cache key, whether a kept one was reused, how it ended."""
+    argv: list[str]
+    key: str
+    keep: list[str]
+    path: list[str]
+    cached: bool
+    exit_code: int | None
+    duration_s: float | None
+    log: str | None
+    passed: bool
+    code: str | None
+    error: str | None
+    built_from: NotRequired[str]  # base or attempt: the tree a layered one was built from
+    stores: NotRequired[list[str]]  # the package stores it (and the gates) read
+
+
+class AddedTests(TypedDict):
+    """The tests an attempt added under protected paths, run as a second stage."""
+    mode: str
+    paths: list[str]
+    gates: list[GateResult]
+    passed: bool
+
+
+class ListOutcome(TypedDict):
+    """How many ids a list of ``expect`` names, and those that did not pass (with what became of each)."""
+    expected: int
+    not_passed: dict[str, str]
+
+
+class ExpectResult(TypedDict):
+    """What a gate's JUnit report said of its ``expect`` (``expect.judge``)."""
+    passed: bool
+    tests: int | None
+    failed: int | None
+    error: str | None
+    fail_to_pass: NotRequired[ListOutcome]
+    pass_to_pass: NotRequired[ListOutcome]
+
+
+class Verification(Judged):
+    """A tree's enforced gates run once more (``gates.verify_tree``, for merge)."""
+    commit: str
+    tree: str
+    refused: Refusal | None
+    passed: bool
+    gates: list[GateResult]
+    setup: NotRequired[SetupEntry | None]
+
+
 class GateResult(TypedDict):
     """One gate as a pack records it (docs/formats.md says what each key means)."""
     name: str
@@ -293,10 +512,10 @@ class GateResult(TypedDict):
     code: NotRequired[str | None]
     log: NotRequired[str | None]
     log_sha256: NotRequired[str | None]
-    signature: NotRequired[dict[str, Any]]  # a probe's
+    signature: NotRequired[ProbeSignature]  # a probe's
     stderr_log: NotRequired[str | None]
-    hidden: NotRequired[dict[str, Any]]
-    expect: NotRequired[dict[str, Any]]
+    hidden: NotRequired[HiddenCounts]
+    expect: NotRequired[ExpectResult]
     cut: NotRequired[int]
 
 
@@ -342,8 +561,8 @@ class EvidencePack(TypedDict):
     refused: Refusal | None
     input_fingerprints: dict[str, str]
     output_fingerprints: dict[str, dict[str, Any]]
-    setup: dict[str, Any] | None
-    added_tests: dict[str, Any] | None
+    setup: SetupEntry | None
+    added_tests: AddedTests | None
     engine_evidence: NotRequired[EngineEvidence]
     checkout: NotRequired[str]
     fence: NotRequired[str]
@@ -359,8 +578,9 @@ class EvidencePack(TypedDict):
 
 # -- what the verbs print with --json (besides ``ok``, which the CLI adds) -----------------
 class SpawnResult(RunRecord):
-    """``spawn``: the new run's record."""
+    """``spawn``: the new run's record (``published``: where ``spawn --remote`` published it)."""
     warnings: NotRequired[list[str]]
+    published: NotRequired[PublishResult]
 
 
 class CheckedInstance(TypedDict):
@@ -381,6 +601,20 @@ class CheckedInstance(TypedDict):
     refused: Refusal | None
 
 
+class SkippedInstance(TypedDict):
+    """An instance ``check`` left alone: its evidence is fresh and complete."""
+    id: str
+    track: str
+    attempt: int
+    commit: str
+    verdict: str
+    score: int | None
+    evidence: EvidenceBinding
+    refused: Refusal | None
+    failing: list[str]
+    hidden: NotRequired[dict[str, str]]  # a failing hidden-tests gate's counts, by gate name
+
+
 class InstanceError(TypedDict):
     id: str
     code: str
@@ -397,7 +631,7 @@ class CheckResult(TypedDict):
     instances: list[CheckedInstance]
     errors: list[InstanceError]
     notify_warnings: NotRequired[list[str]]
-    skipped: NotRequired[list[dict[str, Any]]]
+    skipped: NotRequired[list[SkippedInstance]]
     warnings: NotRequired[list[str]]
 
 
@@ -432,6 +666,25 @@ class StatusResult(TypedDict):
     base_tip: str | None
 
 
+class StatusRow(InstanceRecord):
+    """An instance as ``status TASK`` finds it: the record, its branch's tip
+    now, its evidence judged against that tip, and what looks wrong."""
+    tip: str | None
+    evidence_state: str
+    evidence_reason: str
+    flags: list[str]
+
+
+class StatusDetail(TypedDict):
+    """What the ``status TASK`` verb returns, which the CLI renders (``--json``
+    folds the rows into the record: :class:`StatusResult`); ``shared``: the
+    run ref it was read from, for a run only fetched."""
+    run: RunRecord
+    rows: list[StatusRow]
+    base_tip: str | None
+    shared: NotRequired[str]
+
+
 class RunSummary(TypedDict):
     task: str
     run_id: str
@@ -451,3 +704,42 @@ class StatusListResult(TypedDict):
     """``status``: every run, and the records that did not load."""
     runs: list[RunSummary]
     problems: list[Problem]
+
+
+# -- the other verbs' results (``--json``) ----------------------------------------------------
+class RetryResult(RunRecord):
+    """``retry``: the run's record, and why its notes were not written (if so)."""
+    notes_error: NotRequired[str]
+
+
+class PublishResult(TypedDict):
+    """``publish``: the manifest pushed, the branches with it, and those the remote's workers hold."""
+    task: str
+    run_id: str
+    remote: str
+    manifest: str
+    ref: str
+    agent: list[str] | None
+    timeout: float | None
+    branches: list[str]
+    kept_remote: list[str]
+    instances: list[str]
+
+
+class AbortResult(TypedDict):
+    """``abort``: the run, the instances stopped now, and (a whole run) what was removed."""
+    run: RunRecord
+    stopped: list[str]
+    removed: list[dict[str, Any]]
+    remote_warning: NotRequired[str | None]
+
+
+class CommentResult(TypedDict):
+    """``comment``: the comment kept, the commit it is noted on, how many the attempt has."""
+    task: str
+    run_id: str
+    instance: str
+    comment: Comment
+    commit: str | None
+    comments: int
+    warning: NotRequired[str]

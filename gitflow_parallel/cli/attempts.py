@@ -7,17 +7,24 @@ import os
 import shlex
 import subprocess
 import sys
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import click
 
 from gitflow_parallel.provenance import protected_summary
-from gitflow_parallel.shapes import PickResult
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
 from gitflow_parallel.cli.render import (
     RunProgress, RunWaitNotice, check_progress, figures_text, render_check, render_differential, render_pr, render_published,
     render_push, render_rounds, render_run,
 )
+
+if TYPE_CHECKING:
+    from gitflow_parallel.commands.init import InitResult
+    from gitflow_parallel.commands.init.explain import InitCheck
+    from gitflow_parallel.commands.merge import MergeResult
+    from gitflow_parallel.git.retire import Cleanup
+    from gitflow_parallel.cli.compose import Rounds
+    from gitflow_parallel.shapes import AbortResult, CheckResult, PickRecord, PickResult, PublishResult, RunRecord, SpawnResult
 
 
 # -- init ---------------------------------------------------------------------------
@@ -46,21 +53,25 @@ def init(force: bool, display: bool, remote: str | None, explain: bool, as_json:
     if explain and (force or display or remote):
         raise click.UsageError("--check writes nothing: give it alone (with --json if wanted)")
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: InitResult) -> None:
         click.echo(f"{'wrote' if r['wrote'] else 'kept existing'} {r['config']}")
-        if r["gate"]:
+        gate, setup = r["gate"], r["setup"]
+        if gate:
             found = next(d for d in r["detected"] if d["run"])
-            click.echo(f"found {found['tool']} ({', '.join(found['found_in'])}): gate `{shlex.join(r['gate'])}`"
-                       + (f", setup `{shlex.join(r['setup']['run'])}`" if r["setup"] else ""))
+            found_in = found["found_in"]
+            assert isinstance(found_in, list)  # (a Runner's, as init_cmd.detect made it)
+            click.echo(f"found {found['tool']} ({', '.join(found_in)}): gate `{shlex.join(gate)}`"
+                       + (f", setup `{shlex.join(setup['run'])}`" if setup else ""))
         else:
             click.echo("found no test runner: the gates in the file are comments; write one naming the tests")
         if not r["wrote"]:
             click.echo("(`git parallel init --force` writes what was found now; `init --check` explains the file)")
         for k, v in r["git_config"].items():
             click.echo(f"git config {k} {v}")
-        if r["refspecs"]:
-            for spec in r["refspecs"][f"remote.{r['remote']}.fetch"]:
-                state = "added" if spec in r["refspecs"]["added"] else "already there"
+        refspecs = r["refspecs"]
+        if refspecs:
+            for spec in refspecs[f"remote.{r['remote']}.fetch"]:
+                state = "added" if spec in refspecs["added"] else "already there"
                 click.echo(f"git config --add remote.{r['remote']}.fetch {spec}  ({state})")
             click.echo(f"share runs with `git parallel push {r['remote']}` and `git parallel fetch {r['remote']}`")
         click.echo("next: review the file, commit it, then `git parallel spawn TASK`")
@@ -71,7 +82,7 @@ def init(force: bool, display: bool, remote: str | None, explain: bool, as_json:
         run_verb(as_json, lambda: init_cmd.init(_project(), force=force, display=display, remote=remote), render)
 
 
-def render_init_check(r: dict[str, Any]) -> None:
+def render_init_check(r: InitCheck) -> None:
     state = "committed" if r["committed"] else "not committed" if r["exists"] else "absent"
     click.echo(f"config: {r['config']} ({state})")
     setup = r["setup"]
@@ -118,7 +129,7 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
     removed again.  Refused past max_total live instances in the repository."""
     from gitflow_parallel.commands import spawn as spawn_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: SpawnResult) -> None:
         for w in r.get("warnings") or []:
             click.echo(f"warning: {w}", err=True)
         click.echo(f"spawned run {r['run_id']} for {r['task']} on {r['base']['ref']} at {r['base']['commit'][:12]}")
@@ -130,7 +141,7 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
         else:
             click.echo(f"next: git parallel run {r['task']} -- <agent command>")
 
-    def call() -> Mapping[str, Any]:  # a SpawnResult, or spawn_remote's
+    def call() -> SpawnResult:
         if remote is not None:
             from gitflow_parallel.cli.compose import spawn_remote
 
@@ -168,12 +179,12 @@ def retry(task: str, instance: str, revision: int | None, force: bool, onto_curr
     from gitflow_parallel.commands import retry as retry_cmd
     from gitflow_parallel.model import find_instance
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: RunRecord) -> None:
         inst = find_instance(r, instance)
         start = inst.get("start") or {}
         where = {"base-tip": f"the current tip of {r['base']['ref']}", "previous-attempt": "its previous tip"}.get(
-            start.get("from"), "the base")
-        click.echo(f"instance {instance} starts attempt {inst['attempt']} from {where} at {inst['head'][:12]}")
+            start.get("from", ""), "the base")
+        click.echo(f"instance {instance} starts attempt {inst['attempt']} from {where} at {(inst['head'] or '')[:12]}")
         prev = inst["history"][-1] if inst["history"] else None
         if prev and prev.get("archive_ref"):
             click.echo(f"previous attempt kept at {prev['archive_ref']}")
@@ -198,7 +209,7 @@ def abort(task: str, instance: str | None, force: bool, as_json: bool) -> None:
     tips archived under refs/parallel/archive/, worktrees and branches removed)."""
     from gitflow_parallel.commands import abort as abort_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: AbortResult) -> None:
         what = f"instance {instance}" if instance else f"run {r['run']['run_id']}"
         click.echo(f"aborted {what} of {task}")
         for i in r["stopped"]:
@@ -219,7 +230,7 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
     tip is first kept under refs/parallel/archive/<run_id>/<id>/<attempt>;
     a worktree with uncommitted changes is refused unless --force."""
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: Cleanup) -> None:
         for d in r["removed"]:
             extra = f" (uncommitted work committed as {d['dirty_committed'][:12]})" if d["dirty_committed"] else ""
             click.echo(f"removed {d['id']}; tip kept at {d['archived']}{extra}")
@@ -234,7 +245,7 @@ def cleanup(task: str, keep_losers: bool, force: bool, as_json: bool) -> None:
              render)
 
 
-def _render_pick(p: dict[str, Any], again: str) -> None:
+def _render_pick(p: PickRecord, again: str) -> None:
     """One track's pick as text: winner, how it was chosen, what it changes
     of protected paths, the figures that decided, the losers and why."""
     from gitflow_parallel import model
@@ -301,7 +312,7 @@ def pick(task: str, track: str | None, instance: str | None, reason: str | None,
     recorded too.  `git parallel unpick` retires a pick that has not landed."""
     from gitflow_parallel.commands import pick as pick_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: PickResult) -> None:
         for p in r["picks"] + r["existing"]:
             _render_pick(p, " (already picked)" if p in r["existing"] else "")
         click.echo(f"next: git parallel merge {task}")
@@ -329,7 +340,7 @@ def unpick(task: str, track: str | None, as_json: bool) -> None:
     lists it under retired_picks.  Refused once the run is merged."""
     from gitflow_parallel.commands import unpick as unpick_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: unpick_cmd.Unpicked) -> None:
         for x in r["retired"]:
             click.echo(f"retired the pick of track {x['track']} (winner {x['winner']}); kept at {x['path']}")
         click.echo(f"next: git parallel pick {task} [--instance ID]")
@@ -373,14 +384,14 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
         run_verb(as_json, lambda: merge_cmd.merge_pr(_project(), task, pr_remote or "origin"), render_pr)
         return
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: MergeResult) -> None:
         m = r["merge"]
         if r["already"]:
             click.echo(f"already merged: {m['base_ref']} at {m['landed'][:12]}")
             render_push(r.get("push"))
             return
-        moved = m["attempts"] - 1  # the landing is computed again each time the base moves under it
-        click.echo(f"landed {m['method']} on {m['base_ref']}: {m['previous'][:12]} -> {m['landed'][:12]}"
+        moved = (m.get("attempts") or 1) - 1  # the landing is computed again each time the base moves under it
+        click.echo(f"landed {m['method']} on {m['base_ref']}: {(m['previous'] or '')[:12]} -> {m['landed'][:12]}"
                    + (f" (the base moved during the merge: computed again {moved} time(s))" if moved else ""))
         for f in m["resolved_files"]:
             dropped = f.get("winner_lines_dropped", 0) if f.get("kept") == "base" else 0
@@ -392,7 +403,7 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
                        f"{'pass' if v['passed'] else 'fail'} ({names})" + (f"; {v['why']}" if v.get("why") else ""))
         for e in m.get("rests_on") or []:
             click.echo(f"  not re-proved: track {e['track']} lands the tree {e['tree'][:12]} its check judged "
-                       f"here (evidence {e['pack_sha256'][:12]} of instance {e['instance']}, merge.verify: auto)")
+                       f"here (evidence {(e['pack_sha256'] or '')[:12]} of instance {e['instance']}, merge.verify: auto)")
         if not m["verified"] and m.get("verify") == "never":
             click.echo("  not re-proved (merge.verify: never)")
         for landed in r.get("protected_landed") or []:
@@ -402,12 +413,12 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
                 click.echo(f"  {line}", err=True)
         if m.get("worktree_error"):
             click.echo(f"warning: could not update {m['worktree']}: {m['worktree_error']}", err=True)
-        if r.get("cleanup_error"):
-            e = r["cleanup_error"]
-            click.echo(f"warning: cleanup refused: error[{e['code']}]: {e['message']}", err=True)
-            click.echo(f"hint: {e['hint']}", err=True)
-        elif r.get("cleanup"):
-            click.echo(f"cleaned up {len(r['cleanup']['removed'])} worktree(s); tips kept under refs/parallel/archive/")
+        refused, cleaned = r.get("cleanup_error"), r.get("cleanup")
+        if refused:
+            click.echo(f"warning: cleanup refused: error[{refused['code']}]: {refused['message']}", err=True)
+            click.echo(f"hint: {refused['hint']}", err=True)
+        elif cleaned:
+            click.echo(f"cleaned up {len(cleaned['removed'])} worktree(s); tips kept under refs/parallel/archive/")
         click.echo(f"provenance: git notes --ref=parallel show {m['landed'][:12]}")
         render_push(r.get("push"))
 
@@ -427,7 +438,7 @@ def done(task: str, instance: str, as_json: bool) -> None:
     --instance.)"""
     from gitflow_parallel.state import hand
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: Mapping[str, Any]) -> None:
         extra = f"; leftovers committed as {r['committed'][:12]}" if r["committed"] else ""
         click.echo(f"instance {instance} of {task} finished by hand at {r['instance']['head'][:12]}{extra}")
         click.echo(f"next: git parallel check {task}")
@@ -460,7 +471,7 @@ def check(task: str, instances: tuple[str, ...], gates: tuple[str, ...], jobs: i
     progress line on a terminal, else a line per finished gate (stderr)."""
     from gitflow_parallel.commands import check as check_cmd
 
-    def call() -> dict[str, Any]:
+    def call() -> CheckResult:
         with check_progress(as_json) as progress:
             return check_cmd.check(_project(), task, instances=list(instances) or None, gates=list(gates) or None,
                                    jobs=jobs, again=again, progress=progress)
@@ -526,7 +537,7 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
             raise click.UsageError(f"{', '.join(given)} cannot go with --remote (workers run every instance)")
         from gitflow_parallel.commands import publish as publish_cmd
 
-        def render(r: dict[str, Any]) -> None:
+        def render(r: PublishResult) -> None:
             render_published(r)
             click.echo(f"next: git parallel worker --remote {remote} --task {task}  (on each worker machine), "
                        f"then git parallel collect {task}")
@@ -535,27 +546,31 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
                  render)
         return
     live = sys.stderr.isatty() and not as_json
-    progress: Any = RunProgress() if live else RunWaitNotice()
+    progress = RunProgress() if live else RunWaitNotice()
 
-    def call() -> dict[str, Any]:
-        agent_commands = dict(mix.parse_agent(spec) for spec in agent_specs)
+    def rounds(k: int) -> Rounds:
+        from gitflow_parallel.cli.compose import until_pass as run_until_pass
+
         try:
-            if until_pass is not None:
-                from gitflow_parallel.cli.compose import until_pass as run_until_pass
-
-                return run_until_pass(_project(), task, list(command), until_pass,
-                                          instances=list(instances) or None, timeout=timeout, jobs=jobs,
-                                          progress=progress, tmux=use_tmux, agent_commands=agent_commands,
-                                          split=split)
-            return run_cmd.run(_project(), task, list(command), instances=list(instances) or None,
-                              timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux,
-                              agent_commands=agent_commands, split=split)
+            return run_until_pass(_project(), task, list(command), k, instances=list(instances) or None,
+                                  timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux,
+                                  agent_commands=dict(mix.parse_agent(spec) for spec in agent_specs), split=split)
         finally:
-            if live:
+            if isinstance(progress, RunProgress):
+                progress.clear()
+
+    def call() -> Mapping[str, Any]:
+        try:
+            return run_cmd.run(_project(), task, list(command), instances=list(instances) or None,
+                               timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux,
+                               agent_commands=dict(mix.parse_agent(spec) for spec in agent_specs), split=split)
+        finally:
+            if isinstance(progress, RunProgress):
                 progress.clear()
 
     if until_pass is not None:
-        run_verb(as_json, call, render_rounds, ok=lambda r: bool(r["ok"]))
+        k = until_pass
+        run_verb(as_json, lambda: rounds(k), render_rounds, ok=lambda r: r["ok"])
     else:
         run_verb(as_json, call, render_run, ok=run_cmd.succeeded)
 

@@ -11,7 +11,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeVar, cast
 
 import click
 
@@ -25,6 +25,11 @@ EXIT_REFUSED, EXIT_INTERNAL = 1, 3
 # Control characters a terminal would obey: C0 but tab and newline, a carriage
 # return not ending a line, DEL, C1 (0x9b is a CSI on some terminals), and the
 # bidirectional overrides that reorder what a line appears to say.
+if TYPE_CHECKING:
+    from gitflow_parallel.state.project import Project
+
+T = TypeVar("T")
+
 # One table for str.translate, not a callback per match: a log of a million
 # NUL bytes is escaped in C, not in a million Python calls.
 _LONE_CR = re.compile(r"\r(?!\n)")
@@ -33,17 +38,23 @@ _CONTROLS = [*range(0x00, 0x09), 0x0b, 0x0c, *range(0x0e, 0x20), *range(0x7f, 0x
 _ESCAPES = {code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" for code in _CONTROLS}
 
 
-def visible(value: Any) -> Any:
+def visible(value: T) -> T:
     """``value`` with every control character in its strings written as a
     visible escape (``\\x1b``): text from agents, gates and remotes is
     printed as what it says, never obeyed (a cursor move cannot turn a FAIL
     line into a pass).  Dicts and lists are walked, keys included."""
+    # Each string becomes a string and each container one of its own type:
+    # the shape, and so the type, is the one given.
+    return cast(T, _visible(value))
+
+
+def _visible(value: object) -> object:
     if isinstance(value, str):
         return _LONE_CR.sub(r"\\x0d", value).translate(_ESCAPES)
     if isinstance(value, dict):
-        return {visible(k): visible(v) for k, v in value.items()}
-    if type(value) in (list, tuple):
-        return type(value)(visible(v) for v in value)
+        return {_visible(k): _visible(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(_visible(v) for v in value)
     return value
 
 
@@ -59,7 +70,7 @@ def visible_stream(chunks: Iterable[bytes]) -> Iterator[str]:
     yield visible(held + decoder.decode(b"", final=True))
 
 
-def emit_json(obj: Any) -> None:
+def emit_json(obj: object) -> None:
     click.echo(json.dumps(obj, sort_keys=True, default=str))
 
 
@@ -108,8 +119,8 @@ def _refused(as_json: bool, exc: ParallelError) -> None:
     sys.exit(EXIT_REFUSED)
 
 
-def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None] | None = None,
-             ok: Callable[[Any], bool] | None = None, renders_warnings: bool = False) -> None:
+def run_verb(as_json: bool, fn: Callable[[], T], render: Callable[[T], None] | None = None,
+             ok: Callable[[T], bool] | None = None, renders_warnings: bool = False) -> None:
     """Call a verb and map its outcome to output and exit status.  The
     result's ``warnings`` go to stderr, unless ``render`` prints them itself
     (``renders_warnings``: once is enough)."""
@@ -154,7 +165,7 @@ def run_verb(as_json: bool, fn: Callable[[], Any], render: Callable[[Any], None]
         sys.exit(EXIT_REFUSED)
 
 
-def project() -> Any:
+def project() -> Project:
     """The repository this command runs in (opened only when a verb runs)."""
     from gitflow_parallel.state.project import Project
 

@@ -9,14 +9,37 @@ logs and refusals are exactly theirs.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Mapping
+from typing import Any, Callable, TypedDict
 
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.model import find_instance, retry_candidates, satisfied_tracks
+from gitflow_parallel.shapes import CheckResult, SpawnResult
 from gitflow_parallel.state.project import Project
 
 
-def spawn_remote(project: Project, task: str, remote: str, **options: Any) -> dict[str, Any]:
+class Round(TypedDict):
+    """One round of ``run --until-pass``: its run, its check, the instances retried after it."""
+    round: int
+    run: Mapping[str, Any]  # proc/engine's summary of the run
+    check: CheckResult | None
+    retried: list[str]
+
+
+class Rounds(TypedDict):
+    """``run --until-pass``: each round, and whether every track passed."""
+    task: str
+    run_id: str
+    rounds: list[Round]
+    passed: list[str]
+    tracks_passed: list[str]
+    tracks: list[str]
+    ok: bool
+    notes_error: str | None
+
+
+def spawn_remote(project: Project, task: str, remote: str, n: int | None = None, base: str | None = None,
+                 tracks: list[str] | None = None) -> SpawnResult:
     """``spawn`` and ``publish`` in one: the run exists here and on ``remote``."""
     from gitflow_parallel.commands import publish as publish_cmd
     from gitflow_parallel.commands import spawn as spawn_cmd
@@ -25,7 +48,7 @@ def spawn_remote(project: Project, task: str, remote: str, **options: Any) -> di
 
     check_remote(project.repo, remote)  # before anything is made
     ls_remote(project.repo, remote, ["refs/parallel/runs/none"])  # reachable?
-    record = spawn_cmd.spawn(project, task, **options)
+    record = spawn_cmd.spawn(project, task, n=n, base=base, tracks=tracks)
     try:
         published = publish_cmd.publish(project, task, remote)
     except ParallelError as exc:
@@ -36,8 +59,8 @@ def spawn_remote(project: Project, task: str, remote: str, **options: Any) -> di
 
 def until_pass(project: Project, task: str, argv: list[str], rounds: int, instances: list[str] | None = None,
                timeout: float | None = None, jobs: int | None = None,
-               progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False,
-               agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> dict[str, Any]:
+               progress: Callable[[Mapping[str, Any]], None] | None = None, tmux: bool = False,
+               agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> Rounds:
     """``run --until-pass K``: at most ``rounds`` rounds of run → check → retry.
 
     One round is a ``run`` of the round's instances, then a ``check`` of those
@@ -51,7 +74,7 @@ def until_pass(project: Project, task: str, argv: list[str], rounds: int, instan
     from gitflow_parallel.commands import retry as retry_cmd
     from gitflow_parallel.commands import run as run_cmd
 
-    history: list[dict[str, Any]] = []
+    history: list[Round] = []
     wanted = instances
     ids: list[str] = []
     while True:
@@ -61,7 +84,7 @@ def until_pass(project: Project, task: str, argv: list[str], rounds: int, instan
         ids = ids or [r["id"] for r in summary["instances"]]
         succeeded = [r["id"] for r in summary["instances"] if r["status"] == "succeeded"]
         checked = check_cmd.check(project, task, instances=succeeded) if succeeded else None
-        step: dict[str, Any] = {"round": len(history) + 1, "run": summary, "check": checked, "retried": []}
+        step: Round = {"round": len(history) + 1, "run": summary, "check": checked, "retried": []}
         history.append(step)
         record = project.store.load(task)
         if summary["interrupted"] or len(history) >= rounds:

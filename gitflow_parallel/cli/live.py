@@ -4,11 +4,16 @@ comment, stats."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb, visible
+
+if TYPE_CHECKING:
+    from gitflow_parallel.commands.watch import Event, View
+    from gitflow_parallel.shapes import CommentResult
 
 
 @main_group.command()
@@ -26,11 +31,11 @@ def stats(since: str | None, as_json: bool) -> None:
     run_verb(as_json, lambda: stats_cmd.stats(_project(), since), render_stats)
 
 
-def _num(value: Any, unit: str = "") -> str:
+def _num(value: object, unit: str = "") -> str:
     return "-" if value is None else f"{value:g}{unit}"
 
 
-def render_stats(r: dict[str, Any]) -> None:
+def render_stats(r: Mapping[str, Any]) -> None:
     if not r["agents"]:
         click.echo("no finished attempts yet" + (f" since {r['since']}" if r["since"] else ""))
         return
@@ -60,7 +65,7 @@ def comment(task: str, instance: str, text: str, file: str | None, line: int | N
     that failed; `show` and the report list them."""
     from gitflow_parallel.commands import comment as comment_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: CommentResult) -> None:
         c = r["comment"]
         where = f" on {c['file']}" + (f":{c['line']}" if c["line"] else "") if c["file"] else ""
         click.echo(f"commented{where} on attempt {c['attempt']} of {task}/{instance}"
@@ -73,15 +78,15 @@ def comment(task: str, instance: str, text: str, file: str | None, line: int | N
 
 
 # -- watch ---------------------------------------------------------------------------
-def _who(e: dict[str, Any]) -> str:
+def _who(e: Event) -> str:
     return f"{e['instance']}" + (f" ({e['agent']})" if e.get("agent") else "") if "instance" in e else ""
 
 
-def _stat(d: dict[str, Any] | None) -> str:
+def _stat(d: dict[str, int] | None) -> str:
     return "-" if not d else f"{d['files']} +{d['added']} -{d['removed']}"
 
 
-def event_line(e: dict[str, Any]) -> str:
+def event_line(e: Event) -> str:
     """One line per event, for a pipe."""
     who = _who(e)
     if e["event"] == "status":
@@ -103,17 +108,17 @@ def event_line(e: dict[str, Any]) -> str:
 KEYS_HELP = "keys: 1-9/up/down select  o open its window  d its diff  a abort it  q quit"
 
 
-def view_lines(v: dict[str, Any], width: int, selected: str | None = None, message: str = "") -> list[str]:
+def view_lines(v: View, width: int, selected: str | None = None, message: str = "") -> list[str]:
     """The table a terminal shows, each line cut to the terminal's width;
     with ``selected`` (the keys are on) a ``>`` marks that instance and the
     keys and the last message follow."""
     rows = [("ID", "AGENT", "STATUS", "ATT", "ELAPSED", "DIFF", "VERDICT", "LAST LOG LINE")]
     for i in v["instances"]:
-        waiting = i.get("waiting")
+        waiting = i["waiting"]
         rows.append((i["id"] + (" *" if i["winner"] else ""), i["agent"] or "-",
                      "waiting" if waiting else i["status"], str(i["attempt"]),
-                     "-" if i["elapsed_s"] is None else f"{i['elapsed_s']:.0f}s", _stat(i.get("diff")),
-                     i["verdict"] or "-", visible((waiting or {}).get("message") or i["last_line"] or "")))
+                     "-" if i["elapsed_s"] is None else f"{i['elapsed_s']:.0f}s", _stat(i["diff"]),
+                     i["verdict"] or "-", visible(str((waiting or {}).get("message") or i["last_line"] or ""))))
     widths = [max(len(r[k]) for r in rows) for k in range(7)]
     def mark(r: tuple[str, ...]) -> str:
         return "" if selected is None else "> " if r[0].split()[0] == selected else "  "
@@ -149,7 +154,7 @@ class Quit(Exception):
     pass
 
 
-def _watch_stream(task: str, as_json: bool) -> dict[str, Any]:
+def _watch_stream(task: str, as_json: bool) -> dict[str, object]:
     import shutil
     import sys
 
@@ -160,17 +165,19 @@ def _watch_stream(task: str, as_json: bool) -> dict[str, Any]:
     live = sys.stdout.isatty() and not as_json
     keyed = live and sys.stdin.isatty()
     draw = Redraw()
-    last: dict[str, Any] = {}
+    last: View | None = None
     with Keys(keyed) as keys:
         steer = Steering(_project(), task, keys, draw.forget)
 
-        def show(v: dict[str, Any]) -> None:
+        def show(v: View) -> None:
             draw(view_lines(v, shutil.get_terminal_size().columns, steer.selected(v) if keyed else None,
                             steer.message))
 
         def pause(seconds: float) -> None:
             if keyed:
-                if not steer.handle(keys.read(seconds), last, lambda: show(last)):
+                shown = last
+                assert shown is not None  # watch shows a view before it pauses
+                if not steer.handle(keys.read(seconds), shown, lambda: show(shown)):
                     raise Quit
             else:
                 time.sleep(seconds)
@@ -188,7 +195,8 @@ def _watch_stream(task: str, as_json: bool) -> dict[str, Any]:
                 sys.stdout.flush()
         except Quit:
             pass
-    return {"task": task, "run_id": last.get("run_id"), "status": last.get("status"), "picks": last.get("picks")}
+    return {"task": task, "run_id": last["run_id"] if last else None, "status": last["status"] if last else None,
+            "picks": last["picks"] if last else None}
 
 
 @main_group.command()

@@ -7,7 +7,7 @@ import sys
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
-from gitflow_parallel.cli.render import render_hooks, render_recover, render_validate
+from gitflow_parallel.cli.render import render_hooks, render_hooks_done, render_recover, render_validate
 
 
 @main_group.command("help")
@@ -64,7 +64,7 @@ def hooks_install(as_json: bool) -> None:
     Running it again only rewrites what changed."""
     from gitflow_parallel.commands import hooks_install as hooks_install_cmd
 
-    run_verb(as_json, lambda: hooks_install_cmd.install(_project()), render_hooks)
+    run_verb(as_json, lambda: hooks_install_cmd.install(_project()), render_hooks_done)
 
 
 @hooks_group.command("uninstall")
@@ -74,7 +74,7 @@ def hooks_uninstall(as_json: bool) -> None:
     they replaced."""
     from gitflow_parallel.commands import hooks_install as hooks_install_cmd
 
-    run_verb(as_json, lambda: hooks_install_cmd.uninstall(_project()), render_hooks)
+    run_verb(as_json, lambda: hooks_install_cmd.uninstall(_project()), render_hooks_done)
 
 
 @hooks_group.command("status")

@@ -4,9 +4,10 @@ prints the result itself, so nothing here decides anything)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import click
 
@@ -14,10 +15,21 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.evidence import tampered_while_judged
 from gitflow_parallel.provenance import protected_summary
 
+if TYPE_CHECKING:
+    from gitflow_parallel.commands.merge import PrResult
+    from gitflow_parallel.commands.recover import Recovered
+    from gitflow_parallel.commands.validate import Validated
+    from gitflow_parallel.commands.worker import Worked
+    from gitflow_parallel.commands.hooks_install import HookInstalled, HookRemoved, HooksInstalled, HooksRemoved, HooksStatus
+    from gitflow_parallel.git.remote_landing import PushResult
+    from gitflow_parallel.judge.pace import GateProgress
+    from gitflow_parallel.cli.compose import Rounds
+    from gitflow_parallel.shapes import CheckResult, Differential, GateResult, PublishResult, StatusDetail, StatusListResult
+
 FAILING_SHOWN = 20  # failing tests named per gate by `show`
 
 
-def render_published(p: dict[str, Any]) -> None:
+def render_published(p: PublishResult) -> None:
     click.echo(f"published run {p['run_id']} to {p['remote']}: manifest {p['ref']} at {p['manifest'][:12]}, "
                f"{len(p['branches'])} branch(es) pushed")
     if p["agent"]:
@@ -27,21 +39,22 @@ def render_published(p: dict[str, Any]) -> None:
 
 
 # -- status -------------------------------------------------------------------------
-def short(v: Any, n: int = 12) -> str:
+def short(v: object, n: int = 12) -> str:
     return "-" if v is None else str(v)[:n]
 
 
-def render_status(r: dict[str, Any]) -> None:
-    if "runs" in r:
-        if not r["runs"] and not r["problems"]:
-            click.echo("no runs (start one with `git parallel spawn TASK`)")
-        for run in r["runs"]:
-            noun = "instance" if run["instances"] == 1 else "instances"
-            click.echo(f"{run['task']:<24} {run['status']:<10} {run['instances']:>3} {noun:<9}  "
-                       f"{run['base']:<24} {run['run_id']}" + ("  (fetched)" if run.get("fetched") else ""))
-        for p in r["problems"]:
-            click.echo(f"error[{p['code']}]: {p['message']}")
-        return
+def render_runs(r: StatusListResult) -> None:
+    if not r["runs"] and not r["problems"]:
+        click.echo("no runs (start one with `git parallel spawn TASK`)")
+    for run in r["runs"]:
+        noun = "instance" if run["instances"] == 1 else "instances"
+        click.echo(f"{run['task']:<24} {run['status']:<10} {run['instances']:>3} {noun:<9}  "
+                   f"{run['base']:<24} {run['run_id']}" + ("  (fetched)" if run.get("fetched") else ""))
+    for p in r["problems"]:
+        click.echo(f"error[{p['code']}]: {p['message']}")
+
+
+def render_status(r: StatusDetail) -> None:
     run = r["run"]
     click.echo(f"task {run['task']}  run {run['run_id']}  status {run['status']}  revision {run['run_revision']}")
     if r.get("shared"):
@@ -49,8 +62,8 @@ def render_status(r: dict[str, Any]) -> None:
     tip = r.get("base_tip")
     now = ("now gone" if tip is None else "still there" if tip == run["base"]["commit"] else f"now at {tip[:12]}")
     click.echo(f"base {run['base']['ref']}: spawned at {run['base']['commit'][:12]}, {now}")
-    if run.get("merge"):
-        m = run["merge"]
+    m = run.get("merge")
+    if m:
         click.echo(f"landed {m['method']} at {m['landed'][:12]} on {m['merged_at']}")
     header: tuple[str, ...] = ("ID", "TRACK", "STATUS", "ATT", "HEAD", "VERDICT", "SCORE", "EVIDENCE", "BRANCH",
                                "WORKTREE")
@@ -69,13 +82,13 @@ def render_status(r: dict[str, Any]) -> None:
 
 
 # -- pick / merge ------------------------------------------------------------------------
-def figures_text(f: dict[str, Any]) -> str:
+def figures_text(f: Mapping[str, object]) -> str:
     score = "unavailable" if f["score"] is None else f["score"]
     size = f", group of {f['group_size']}" if "group_size" in f else ""
     return f"{f['id']} (score {score}, {f['changed_lines']} changed lines{size})"
 
 
-def render_push(p: dict[str, Any] | None) -> None:
+def render_push(p: PushResult | None) -> None:
     if not p:
         return
     base = p["base_ref"][len("refs/heads/"):]
@@ -92,7 +105,7 @@ def render_push(p: dict[str, Any] | None) -> None:
         click.echo(f"  kept {p['remote']}'s (ahead of yours): {name}")
 
 
-def render_pr(r: dict[str, Any]) -> None:
+def render_pr(r: PrResult) -> None:
     click.echo(f"pushed to {r['remote']}: {len(r['push']['refs'])} ref(s) in one atomic push")
     if not r["push"]["base_on_remote"]:
         click.echo(f"warning: {r['remote']} has no {r['base']} branch to propose against", err=True)
@@ -113,7 +126,7 @@ def table(rows: list[tuple[str, ...]]) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
 
 
-def cell(change: dict[str, Any] | None) -> str:
+def cell(change: Mapping[str, object] | None) -> str:
     if change is None:
         return "."
     if change["binary"]:
@@ -212,13 +225,13 @@ def render_tampering(inst: dict[str, Any], gates: list[dict[str, Any]]) -> None:
         click.echo(f"tampered: {during} [{E.AGENT_TAMPERED}]")
 
 
-def _said_past_exit(gate: dict[str, Any]) -> bool:
+def _said_past_exit(gate: GateResult) -> bool:
     """Did a gate that exited fail for a reason its exit status does not
     show (its test report, a hidden gate's missing count)?"""
     return bool(not gate["passed"] and not gate["skipped"] and gate.get("error") and gate["exit_code"] is not None)
 
 
-def render_differential(ran: dict[str, Any] | None, indent: str, only: str | None = None) -> None:
+def render_differential(ran: Differential | None, indent: str, only: str | None = None) -> None:
     """What a differential pick ran: the generator, the stored inputs, and
     each candidate's behaviour on them (``only``: one candidate's)."""
     if not ran:
@@ -250,7 +263,7 @@ def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20
         click.echo(f"{indent}… and {len(changes) - limit} more")
 
 
-def hidden_counts(g: dict[str, Any]) -> str:
+def hidden_counts(g: GateResult) -> str:
     """A hidden-tests gate's counts: the one part of its output that is kept."""
     hidden = g.get("hidden")
     if not hidden or g.get("skipped"):
@@ -259,7 +272,7 @@ def hidden_counts(g: dict[str, Any]) -> str:
 
 
 # -- check --------------------------------------------------------------------------
-def render_check(r: dict[str, Any]) -> None:
+def render_check(r: CheckResult) -> None:
     click.echo(f"check of {r['task']}  run {r['run_id']}")
     for inst in r["instances"]:
         state = inst["verdict"] + ("" if inst["complete"] else " (incomplete: not every gate ran)")
@@ -268,8 +281,9 @@ def render_check(r: dict[str, Any]) -> None:
                    f"evidence {inst['evidence']['path']}")
         if inst["score_error"]:
             click.echo(f"    score unavailable: {inst['score_error']}")
-        if inst.get("refused"):
-            click.echo(f"    [{inst['refused']['code']}] {inst['refused']['message']}; no gate ran")
+        refused = inst["refused"]
+        if refused:
+            click.echo(f"    [{refused['code']}] {refused['message']}; no gate ran")
         elif inst.get("protected_changes"):
             click.echo("    judged with the base's version of the protected path(s) it changed:")
             render_protected(inst.get("protected_detail") or [], "      ")
@@ -277,7 +291,7 @@ def render_check(r: dict[str, Any]) -> None:
             click.echo("    no enforced gate applies to this track: the verdict proves only which commit was seen")
         for g in inst["gates"]:
             mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
-            what = (g["error"] if g["skipped"] or g["exit_code"] is None
+            what = (str(g["error"]) if g["skipped"] or g["exit_code"] is None
                     else f"exit {g['exit_code']} in {g['duration_s']:.2f}s")
             code = f"[{g['code']}] " if g["code"] else ""
             if g.get("signature") and not g["skipped"]:
@@ -291,13 +305,14 @@ def render_check(r: dict[str, Any]) -> None:
             if g["log"] and not g["passed"] and g["mode"] != "probe":
                 click.echo(f"         log: {g['log']}")
     skipped = r.get("skipped") or []
-    for inst in skipped:
-        hidden = inst.get("hidden") or {}
-        failing = [f"{n} (hidden tests: {hidden[n]})" if n in hidden else n for n in inst.get("failing") or []]
-        why = (f"; [{inst['refused']['code']}]" if inst.get("refused")
+    for fresh in skipped:
+        refusal = fresh["refused"]
+        hidden = fresh.get("hidden") or {}
+        failing = [f"{n} (hidden tests: {hidden[n]})" if n in hidden else n for n in fresh["failing"] or []]
+        why = (f"; [{refusal['code']}]" if refusal
                else f"; failed {', '.join(failing)}" if failing else "")
-        click.echo(f"  {inst['id']:<10} {inst['verdict']:<6} skipped: its evidence is fresh (commit "
-                   f"{inst['commit'][:12]}{why}; {inst['evidence']['path']})")
+        click.echo(f"  {fresh['id']:<10} {fresh['verdict']:<6} skipped: its evidence is fresh (commit "
+                   f"{fresh['commit'][:12]}{why}; {fresh['evidence']['path']})")
     if skipped:
         click.echo(f"skipped {len(skipped)} instance(s) whose branch did not move since their check; "
                    f"`git parallel check {r['task']} --again` checks them again")
@@ -308,21 +323,12 @@ def render_check(r: dict[str, Any]) -> None:
 
 
 # -- run ----------------------------------------------------------------------------
-class RunProgress:
-    """The live progress line, on a terminal only: one line redrawn in place
+class ProgressLine:
+    """A live progress line, on a terminal only: one line redrawn in place
     with a carriage return; cleared before the summary is printed."""
 
     def __init__(self) -> None:
         self.shown = ""
-
-    def __call__(self, s: dict[str, Any]) -> None:
-        text = (f"{s['task']}: {s['running']} running, {s['succeeded']} done, {s['failed']} failed, "
-                f"{s['queued']} queued, {s['elapsed_s']:.1f}s")
-        if s["stopping"]:
-            text += f" (stopping on {s['stopping']})"
-        elif s["waiting_for_slot"]:
-            text += f" (waiting for a free slot; max_total {s['max_total']})"
-        self.show(text)
 
     def show(self, text: str) -> None:
         if text != self.shown:
@@ -335,6 +341,19 @@ class RunProgress:
             self.shown = ""
 
 
+class RunProgress(ProgressLine):
+    """``run``'s progress line: the attempts running, done, failed and queued."""
+
+    def __call__(self, s: Mapping[str, Any]) -> None:
+        text = (f"{s['task']}: {s['running']} running, {s['succeeded']} done, {s['failed']} failed, "
+                f"{s['queued']} queued, {s['elapsed_s']:.1f}s")
+        if s["stopping"]:
+            text += f" (stopping on {s['stopping']})"
+        elif s["waiting_for_slot"]:
+            text += f" (waiting for a free slot; max_total {s['max_total']})"
+        self.show(text)
+
+
 class RunWaitNotice:
     """Off a terminal: no progress line, but say once that the run is
     waiting for slots other runs hold, so a silent pause has a reason."""
@@ -342,14 +361,14 @@ class RunWaitNotice:
     def __init__(self) -> None:
         self.said = False
 
-    def __call__(self, s: dict[str, Any]) -> None:
+    def __call__(self, s: Mapping[str, Any]) -> None:
         if s["waiting_for_slot"] and not self.said:
             click.echo(f"git parallel run: waiting for a free slot (max_total {s['max_total']} instances "
                        "run at once in this repository)", err=True)
             self.said = True
 
 
-def _gate_outcome(s: dict[str, Any]) -> str:
+def _gate_outcome(s: GateProgress) -> str:
     if s["exit_code"] is None:
         return f"FAIL ({s['error']})" if s["error"] else "FAIL"
     word = "pass" if s["passed"] else f"FAIL (exit {s['exit_code']})"
@@ -360,7 +379,7 @@ class CheckLines:
     """Off a terminal (a log, CI): one line per finished gate, so a long
     check is never silent and its log says what ended when."""
 
-    def __call__(self, s: dict[str, Any]) -> None:
+    def __call__(self, s: GateProgress) -> None:
         if s["event"] == "finished":
             click.echo(f"check {s['task']}: instance {s['instance']} gate {s['gate']} {_gate_outcome(s)}"
                        f" [{s['finished']} finished, {len(s['running'])} running, {s['elapsed_s']:.1f}s]",
@@ -379,11 +398,11 @@ def check_progress(as_json: bool) -> Iterator[CheckProgress | CheckLines]:
             progress.clear()
 
 
-class CheckProgress(RunProgress):
+class CheckProgress(ProgressLine):
     """On a terminal: one line redrawn in place, with the gates running now
     and those waiting for a core; cleared before the summary."""
 
-    def __call__(self, s: dict[str, Any]) -> None:  # type: ignore[override]
+    def __call__(self, s: GateProgress) -> None:
         running = ", ".join(s["running"]) or "nothing"
         text = f"check {s['task']}: {s['finished']} gates finished, running {running}"
         if s["waiting"]:
@@ -391,7 +410,7 @@ class CheckProgress(RunProgress):
         self.show(f"{text}, {s['elapsed_s']:.1f}s")
 
 
-def render_run(r: dict[str, Any]) -> None:
+def render_run(r: Mapping[str, Any]) -> None:
     c = r["counts"]
     head = f"run {r['run_id']} of {r['task']}: {c['succeeded']} succeeded, {c['failed']} failed"
     if c["aborted"]:
@@ -423,15 +442,16 @@ def render_run(r: dict[str, Any]) -> None:
         click.echo(f"next: git parallel check {r['task']}")
 
 
-def render_rounds(r: dict[str, Any]) -> None:
+def render_rounds(r: Rounds) -> None:
     for step in r["rounds"]:
         run = step["run"]
         c = run["counts"]
-        verdicts = {i["id"]: i["verdict"] for i in (step["check"] or {}).get("instances", [])}
+        checked = step["check"]
+        verdicts = {i["id"]: i["verdict"] for i in checked["instances"]} if checked else {}
         cells = [f"{row['id']}:{row['status']}" + (f"/{verdicts[row['id']]}" if row["id"] in verdicts else "")
                  for row in run["instances"]]
         click.echo(f"round {step['round']}: {c['succeeded']} succeeded, {c['failed']} failed  ({', '.join(cells)})")
-        for err in (step["check"] or {}).get("errors", []):
+        for err in checked["errors"] if checked else []:
             click.echo(f"  check of {err['id']}: error[{err['code']}]: {err['message']}")
         if step["retried"]:
             click.echo(f"  retried with feedback: {', '.join(step['retried'])}")
@@ -444,7 +464,7 @@ def render_rounds(r: dict[str, Any]) -> None:
         click.echo(f"next: read the feedback and logs (`git parallel status {r['task']}`); retry by hand or spawn anew")
 
 
-def render_worker(r: dict[str, Any]) -> None:
+def render_worker(r: Worked) -> None:
     rows = r["instances"]
     click.echo(f"worker {r['worker']} on {r['remote']}: {r['delivered']} of {len(rows)} instance(s) delivered "
                f"({r['stopped']})")
@@ -458,40 +478,52 @@ def render_worker(r: dict[str, Any]) -> None:
             click.echo(f"    {row['error']}")
 
 
-def render_hooks(r: dict[str, Any]) -> None:
-    click.echo(f"hooks dir: {r['hooks_dir']}" + (f" (core.hooksPath {r['core_hooks_path']})"
-                                                  if r.get("core_hooks_path") else ""))
+def _hooks_dir(r: HooksInstalled | HooksRemoved | HooksStatus) -> None:
+    core = r.get("core_hooks_path")
+    click.echo(f"hooks dir: {r['hooks_dir']}" + (f" (core.hooksPath {core})" if core else ""))
+
+
+def _hook_done(h: HookInstalled | HookRemoved) -> None:
+    extra = (f"; the existing hook runs first as {Path(str(h.get('legacy'))).name}"
+             if h.get("kept_foreign") else "")
+    extra += "; dropped its stale copy kept before" if h.get("dropped_stale_legacy") else ""
+    extra += f"; {h.get('run_by')} runs it first" if h.get("run_by") else ""
+    click.echo(f"  {h['name']:<22} {h['action']}{extra}")
+
+
+def render_hooks_done(r: HooksInstalled | HooksRemoved) -> None:
+    """``hooks install`` and ``uninstall``: what became of each hook."""
+    _hooks_dir(r)
     for h in r["hooks"]:
-        if "action" in h:
-            extra = (f"; the existing hook runs first as {Path(h['legacy']).name}"
-                     if h.get("kept_foreign") else "")
-            extra += "; dropped its stale copy kept before" if h.get("dropped_stale_legacy") else ""
-            extra += f"; {h['run_by']} runs it first" if h.get("run_by") else ""
-            click.echo(f"  {h['name']:<22} {h['action']}{extra}")
-        else:
-            where = "" if h["state"] == "absent" else f" at {h['path']}"
-            where += f" ({h['manager']}'s)" if h.get("manager") else ""
-            extra = f"; chained: {Path(h['legacy']).name}" if h.get("legacy") else ""
-            extra += "; runs ours first" if h["state"] == "foreign" and h.get("runs_ours") else ""
-            if h["state"] == "ours" and not h.get("python_exists"):
-                extra += f"; warning: its Python {h.get('python')} is gone (git-parallel on PATH is used, if any)"
-            elif h["state"] == "ours" and not h.get("current"):
-                extra += "; outdated (`git parallel hooks install` rewrites it)"
-            click.echo(f"  {h['name']:<22} {h['state']}{where}{extra}")
-    if r.get("gone"):
+        _hook_done(h)
+
+
+def render_hooks(r: HooksStatus) -> None:
+    """``hooks status``: each hook, and whether git runs ours."""
+    _hooks_dir(r)
+    for h in r["hooks"]:
+        where = "" if h["state"] == "absent" else f" at {h['path']}"
+        where += f" ({h['manager']}'s)" if h.get("manager") else ""
+        extra = f"; chained: {Path(h['legacy']).name}" if h["legacy"] else ""
+        extra += "; runs ours first" if h["state"] == "foreign" and h.get("runs_ours") else ""
+        if h["state"] == "ours" and not h.get("python_exists"):
+            extra += f"; warning: its Python {h.get('python')} is gone (git-parallel on PATH is used, if any)"
+        elif h["state"] == "ours" and not h.get("current"):
+            extra += "; outdated (`git parallel hooks install` rewrites it)"
+        click.echo(f"  {h['name']:<22} {h['state']}{where}{extra}")
+    if r["gone"]:
         click.echo(f"warning: {r['gone']}", err=True)
-    if "live_runs" in r:
-        runs = ", ".join(r["live_runs"]) or "none"
-        click.echo(f"live runs: {runs}")
+    runs = ", ".join(r["live_runs"]) or "none"
+    click.echo(f"live runs: {runs}")
 
 
 # -- recover / validate -------------------------------------------------------------------
-def finding_line(f: dict[str, Any]) -> str:
-    where = f["task"] + (f"/{f['instance']}" if f.get("instance") else "") if f.get("task") else "repository"
+def finding_line(f: Mapping[str, object]) -> str:
+    where = f"{f['task']}" + (f"/{f['instance']}" if f.get("instance") else "") if f.get("task") else "repository"
     return f"{f['severity']}[{f['code']}] {where}: {f['message']}"
 
 
-def render_validate(r: dict[str, Any]) -> None:
+def render_validate(r: Validated) -> None:
     for f in r["findings"]:
         click.echo(finding_line(f))
         if f["repair"]:
@@ -504,7 +536,7 @@ def render_validate(r: dict[str, Any]) -> None:
         click.echo(f"validate: {runs} run(s) checked, {r['errors']} error(s), {r['warnings']} warning(s)")
 
 
-def render_recover(r: dict[str, Any]) -> None:
+def render_recover(r: Recovered) -> None:
     head = f"recovery {r['recovery_id']} of run {r['run_id']} ({r['task']}) at revision {r['run_revision']}"
     if r["noop"]:
         click.echo(f"{head}: nothing to repair, the records agree with git")
@@ -522,5 +554,5 @@ def render_recover(r: dict[str, Any]) -> None:
         click.echo(f"  fix: {f['fix']}")
     if not r["dry_run"]:
         click.echo(f"audit: {r['audit']}")
-    for step in r["next"]:
-        click.echo(f"next: {step}")
+    for command in r["next"]:
+        click.echo(f"next: {command}")

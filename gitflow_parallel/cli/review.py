@@ -4,12 +4,15 @@ publish, worker, collect, push, fetch, prune."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb, visible_stream
-from gitflow_parallel.cli.render import render_diff, render_published, render_show, render_status, render_worker
+from gitflow_parallel.cli.render import render_diff, render_published, render_show, render_runs, render_status, render_worker
+
+if TYPE_CHECKING:
+    from gitflow_parallel.shapes import PublishResult
 
 
 @main_group.command()
@@ -21,16 +24,20 @@ def status(task: str | None, as_json: bool) -> None:
     branch, worktree).  --json prints {"ok": true, "run": <record>}."""
     from gitflow_parallel.commands import status as status_cmd
 
-    def call() -> dict[str, Any]:
+    def live() -> dict[str, object]:  # each instance with its live view (``shapes.StatusResult``)
+        assert task is not None
         result = status_cmd.status(_project(), task)
-        if as_json and task is not None:
-            run = result["run"]
-            for inst, row in zip(run["instances"], result["rows"]):
-                inst["live"] = {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"]}
-            return {"run": run, "base_tip": result["base_tip"]}
-        return result
+        instances: list[dict[str, object]] = [
+            {**inst, "live": {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"]}}
+            for inst, row in zip(result["run"]["instances"], result["rows"])]
+        return {"run": {**result["run"], "instances": instances}, "base_tip": result["base_tip"]}
 
-    run_verb(as_json, call, render_status)
+    if task is None:
+        run_verb(as_json, lambda: status_cmd.status(_project()), render_runs)
+    elif as_json:
+        run_verb(as_json, live)
+    else:
+        run_verb(as_json, lambda: status_cmd.status(_project(), task), render_status)
 
 
 @main_group.command()
@@ -45,7 +52,7 @@ def publish(task: str, remote: str, as_json: bool) -> None:
     their instances from there."""
     from gitflow_parallel.commands import publish as publish_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: PublishResult) -> None:
         render_published(r)
         if not r["agent"]:
             click.echo(f"next: git parallel run {task} --remote {remote} -- <agent command>")
@@ -133,7 +140,7 @@ def report(task: str, html_file: str | None, as_json: bool) -> None:
     the pick and why, the landing, and each attempt's highlighted diff."""
     from gitflow_parallel.commands import report as report_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: report_cmd.Report) -> None:
         click.echo(f"wrote {r['path']} ({len(r['attempts'])} attempts)")
         click.echo(f"open it: python3 -m webbrowser file://{r['path']}")
 
@@ -176,7 +183,7 @@ def fetch(remote: str, as_json: bool) -> None:
     then read the runs a teammate pushed."""
     from gitflow_parallel.commands import fetch as fetch_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: fetch_cmd.Fetched) -> None:
         click.echo(f"fetched from {remote}: {len(r['updated'])} ref(s) updated")
         for n, how in r["notes"].items():
             click.echo(f"  {n}: {how}")
@@ -200,7 +207,7 @@ def prune(older_than: str, dry_run: bool, as_json: bool) -> None:
     never removed; notes and files under parallel/ are kept."""
     from gitflow_parallel.commands import prune as prune_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: prune_cmd.Pruned) -> None:
         verb = "would remove" if r["dry_run"] else "removed"
         for e in r["removed"]:
             click.echo(f"{verb} {len(e['refs'])} ref(s) of run {e['run_id']} ({e['task'] or '?'}, {e['status']})")
@@ -263,7 +270,7 @@ def collect(task: str, remote: str | None, as_json: bool) -> None:
     long.  Then pick and merge as usual (merge re-proves the landing)."""
     from gitflow_parallel.commands import collect as collect_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: collect_cmd.Collected) -> None:
         click.echo(f"collected run {r['run_id']} of {r['task']} from {r['remote']}")
         for row in r["instances"]:
             verdict = f" {row['verdict']}" if row.get("verdict") else ""

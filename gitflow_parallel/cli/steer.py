@@ -22,12 +22,16 @@ import sys
 import termios
 import tty
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import click
 
 from gitflow_parallel.cli.base import visible
 from gitflow_parallel.errors import ParallelError
+
+if TYPE_CHECKING:
+    from gitflow_parallel.commands.watch import View
+    from gitflow_parallel.state.project import Project
 
 ARROWS = {b"\x1b[A": "up", b"\x1bOA": "up", b"\x1b[B": "down", b"\x1bOB": "down"}
 
@@ -102,21 +106,21 @@ class Keys:
 class Steering:
     """The selection, the last message and an abort waiting for its ``y``."""
 
-    def __init__(self, project: Any, task: str, keys: Keys, forget: Callable[[], None]) -> None:
+    def __init__(self, project: Project, task: str, keys: Keys, forget: Callable[[], None]) -> None:
         self.project, self.task, self.keys, self.forget = project, task, keys, forget
         self.choice: str | None = None
         self.message = ""
         self.confirm: str | None = None
 
-    def selected(self, view: dict[str, Any]) -> str:
+    def selected(self, view: View) -> str:
         ids = [i["id"] for i in view["instances"]]
         if self.choice not in ids:
             self.choice = ids[0] if ids else None
         return self.choice or ""
 
-    def handle(self, keys: list[str], view: dict[str, Any], redraw: Callable[[], None]) -> bool:
+    def handle(self, keys: list[str], view: View, redraw: Callable[[], None]) -> bool:
         """Act on ``keys``; False on q."""
-        ids = [i["id"] for i in view.get("instances", [])]
+        ids = [i["id"] for i in view["instances"]]
         for key in keys:
             if self.confirm is not None:
                 target, self.confirm = self.confirm, None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-
 from gitflow_parallel import errors as E
 from gitflow_parallel import model
 from gitflow_parallel.errors import ParallelError
@@ -18,32 +17,33 @@ from gitflow_parallel.model import RETRYABLE, TERMINAL, find_instance
 from gitflow_parallel.git.retire import check_removable, remove_all
 from gitflow_parallel.git import transport
 from gitflow_parallel.model import refuse_finished
+from gitflow_parallel.shapes import AbortResult, InstanceRecord, RunRecord
 
 
 # -- abort and cleanup -------------------------------------------------------------
-def _stop(record: dict[str, Any], inst: dict[str, Any]) -> bool:
+def _stop(record: RunRecord, inst: InstanceRecord) -> bool:
     pid = inst.get("pid")
     # Only a process that is still the one recorded (not a recycled pid).
-    if inst["status"] == "running" and instance_process_alive(inst):
+    if inst["status"] == "running" and pid is not None and instance_process_alive(inst):
         killpg(pid, signal.SIGTERM)  # the grace and SIGKILL: _wait_stopped
         return True
     return False
 
 
-def _wait_stopped(project: Project, record: dict[str, Any], insts: list[dict[str, Any]]) -> None:
+def _wait_stopped(project: Project, record: RunRecord, insts: list[InstanceRecord]) -> None:
     """Wait for the stopped agents' groups to end (SIGKILL after the grace),
     kill what they daemonized, then wait for their runner to let go of each
     instance (it commits the leftovers first)."""
     from gitflow_parallel.proc import reaper, slots
 
-    stop_groups([i["pid"] for i in insts if i.get("pid")], term=False)
+    stop_groups([pid for i in insts if (pid := i.get("pid"))], term=False)
     reaper.sweep({reaper.agent_scope(record["run_id"], i["id"], i["attempt"]) for i in insts})
     for inst in insts:
         # Bounded: a runner that is stuck must not hang abort forever.
         slots.wait_unclaimed(project.repo.parallel_dir, record["task"], inst["id"], KILL_GRACE + 10.0)
 
 
-def abort(project: Project, task: str, inst_id: str | None = None, force: bool = False) -> dict[str, Any]:
+def abort(project: Project, task: str, inst_id: str | None = None, force: bool = False) -> AbortResult:
     """Abort one instance (kept for retry) or the whole run (then cleaned up)."""
     check_name(task, "task")
     if inst_id is not None:
@@ -69,7 +69,7 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
         # recorded running until its runner takes its work in: wait for that too.
         held = [i for i in targets if i["status"] == "running" and i not in stopping]
 
-        def apply(rec: dict[str, Any]) -> None:
+        def apply(rec: RunRecord) -> None:
             now = utcnow()
             for i in rec["instances"]:
                 if any(t["id"] == i["id"] for t in targets) and i["status"] not in TERMINAL:
@@ -108,7 +108,7 @@ def abort(project: Project, task: str, inst_id: str | None = None, force: bool =
             record, _ = store.update(task, model.mark_aborted)
             removed, record = remove_all(project, record, record["instances"], force,
                                          leftovers.fenced_stager(project, task))
-    out = {"run": record, "stopped": stopped, "removed": removed}
+    out: AbortResult = {"run": record, "stopped": stopped, "removed": removed}
     if inst_id is None:
 
         out["remote_warning"] = transport.withdraw(project, record)

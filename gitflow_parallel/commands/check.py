@@ -9,17 +9,18 @@ evidence is fresh."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
 
 from gitflow_parallel import evidence
 from gitflow_parallel.git import hooks
 from gitflow_parallel.judge import check as engine
+from gitflow_parallel.judge import pace
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.shapes import CheckResult, InstanceRecord, RunRecord, SkippedInstance
 
 
 def check(project: Project, task: str, instances: list[str] | None = None, gates: list[str] | None = None,
           jobs: int | None = None, again: bool = False,
-          progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+          progress: pace.Report | None = None) -> CheckResult:
     """Judge the instances; refusals before anything runs raise, what goes
     wrong for one instance afterwards is reported under ``errors``.
 
@@ -27,16 +28,17 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
     is fresh and complete (its branch has not moved since it was judged, under
     the same configuration) is not judged again: it is listed under
     ``skipped``, and its verdict still counts for the exit status."""
-    skipped: list[dict[str, Any]] = []
+    skipped: list[SkippedInstance] = []
 
-    def fresh(record: dict[str, Any], inst: dict[str, Any]) -> bool:
+    def fresh(record: RunRecord, inst: InstanceRecord) -> bool:
         state = evidence.freshness(record, inst, project.tip(inst))
-        if not state.fresh or state.pack is None or not state.pack.get("complete"):
-            return False
+        binding = inst["evidence"]
+        if not state.fresh or state.pack is None or not state.pack.get("complete") or binding is None:
+            return False  # (fresh evidence is bound: binding is None only when it is not)
         pack = state.pack
         skipped.append({"id": inst["id"], "track": inst["track"], "attempt": inst["attempt"],
                         "commit": pack["commit"], "verdict": pack["verdict"], "score": pack.get("score"),
-                        "evidence": inst["evidence"], "refused": pack.get("refused"),
+                        "evidence": binding, "refused": pack.get("refused"),
                         "failing": [g["name"] for g in pack.get("gates") or []
                                     if g.get("mode") == "enforced" and not g.get("passed")],
                         # a hidden-tests gate's counts: all of its output that is kept
@@ -51,7 +53,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
     return {**result, "skipped": skipped, "warnings": hooks.gone_warnings(project.repo)}
 
 
-def check_ok(result: dict[str, Any]) -> bool:
+def check_ok(result: CheckResult) -> bool:
     """What the exit status says: no instance failed its verdict or its check
     (the skipped ones by the verdict of their fresh evidence)."""
     return not result["errors"] and all(i["verdict"] == "pass"

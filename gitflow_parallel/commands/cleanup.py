@@ -6,13 +6,11 @@ landing through it too; this module is the verb the CLI calls."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from gitflow_parallel.git import retire
 from gitflow_parallel.proc import leftovers
 from gitflow_parallel.state.project import Project
 
 
-def cleanup(project: Project, task: str, keep_losers: bool = False, force: bool = False) -> dict[str, Any]:
+def cleanup(project: Project, task: str, keep_losers: bool = False, force: bool = False) -> retire.Cleanup:
     return retire.cleanup(project, task, keep_losers=keep_losers, force=force,
                           stage=leftovers.fenced_stager(project, task))

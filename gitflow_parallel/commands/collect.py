@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 
 from gitflow_parallel import errors as E
@@ -20,13 +20,25 @@ from gitflow_parallel.git.share import (EVIDENCE_PREFIX, capped, check_remote, e
                                         notes_tracking_ref, tree_file)
 from gitflow_parallel.proc.child import logs_dir
 from gitflow_parallel.model import find_instance
+from gitflow_parallel.shapes import EvidenceBinding, InstanceRecord, RunRecord
 from gitflow_parallel.git.transport import (
     CLAIM_LOG, CLAIMS_PREFIX, prune_tracking, branch_tracking, claim_history, claim_state, describe_claim, fetch,
     fetched_claim, ls_remote, run_note_lines, tracking)
 
 
+class Collected(TypedDict):
+    """``collect``: each instance's claim as fetched, what was taken in, what to run next."""
+    task: str
+    run_id: str
+    remote: str
+    instances: list[dict[str, Any]]
+    notes_error: str | None
+    pending: list[str]
+    next: list[str]
+
+
 # -- collect ----------------------------------------------------------------------------------------
-def _collect_specs(remote: str, record: dict[str, Any], have: dict[str, str]) -> list[str]:
+def _collect_specs(remote: str, record: RunRecord, have: dict[str, str]) -> list[str]:
     run_id, task = record["run_id"], record["task"]
     specs = [f"+refs/heads/parallel/{task}/*:refs/remotes/{remote}/parallel/{task}/*"]
     for prefix in (CLAIMS_PREFIX, EVIDENCE_PREFIX):
@@ -38,7 +50,7 @@ def _collect_specs(remote: str, record: dict[str, Any], have: dict[str, str]) ->
     return specs
 
 
-def _pack_problem(pack: Any, record: dict[str, Any], inst: dict[str, Any], tip: str) -> str | None:
+def _pack_problem(pack: object, record: RunRecord, inst: InstanceRecord, tip: str) -> str | None:
     """What makes a fetched pack unusable for this attempt (a pack that is
     consistent is still only a claim: merge re-proves the landing)."""
     if not isinstance(pack, dict):
@@ -50,7 +62,7 @@ def _pack_problem(pack: Any, record: dict[str, Any], inst: dict[str, Any], tip: 
     return None
 
 
-def _move_branch(project: Project, inst: dict[str, Any], tip: str) -> str | None:
+def _move_branch(project: Project, inst: InstanceRecord, tip: str) -> str | None:
     """Point the local instance branch (and its clean worktree) at ``tip``;
     returns a problem, or None."""
     repo = project.repo
@@ -71,7 +83,7 @@ def _move_branch(project: Project, inst: dict[str, Any], tip: str) -> str | None
     return None
 
 
-def _keep_log(project: Project, record: dict[str, Any], inst: dict[str, Any], claim_oid: str | None) -> str | None:
+def _keep_log(project: Project, record: RunRecord, inst: InstanceRecord, claim_oid: str | None) -> str | None:
     """The agent's log the worker put beside its done claim, as this clone's
     log of the attempt (capped again: the worker is not trusted to have)."""
     data = tree_file(project.repo, claim_oid, CLAIM_LOG)
@@ -82,7 +94,7 @@ def _keep_log(project: Project, record: dict[str, Any], inst: dict[str, Any], cl
     return str(path)
 
 
-def _take_result(project: Project, remote: str, record: dict[str, Any], inst: dict[str, Any],
+def _take_result(project: Project, remote: str, record: RunRecord, inst: InstanceRecord,
                  claim: dict[str, Any], claim_oid: str | None) -> dict[str, Any]:
     """Bring one finished remote attempt into the local record."""
     repo, run_id = project.repo, record["run_id"]
@@ -94,7 +106,8 @@ def _take_result(project: Project, remote: str, record: dict[str, Any], inst: di
         return {"problem": f"the claim says {str(tip)[:12]}, the remote branch is at {str(pushed)[:12]}"}
     if not repo.is_ancestor(start, tip) and tip != start:
         return {"problem": f"{tip[:12]} is not built on the attempt's start {start[:12]}"}
-    binding, pack = None, None
+    binding: EvidenceBinding | None = None
+    pack: dict[str, Any] | None = None
     ev_name = evidence_ref(run_id, inst["id"], inst["attempt"])
     ev_commit = repo.ref_target(tracking(remote, ev_name))
     if result.get("evidence"):
@@ -114,13 +127,13 @@ def _take_result(project: Project, remote: str, record: dict[str, Any], inst: di
     status = "succeeded" if result.get("status") == "succeeded" else "failed"
     log = _keep_log(project, record, inst, claim_oid)
 
-    def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
+    def apply(rec: RunRecord, i: InstanceRecord) -> None:
         if i["status"] != "pending":
             raise ParallelError(E.BRANCH_TERMINAL, f"instance {i['id']} became {i['status']} meanwhile")
         model.finish(rec, i, status, head=tip, exit_code=result.get("exit_code"), error=result.get("error"),
                      finished_at=result.get("finished_at"), origin="remote", worker=claim.get("worker"),
                      evidence=None, verdict=None, score=None, log=log)
-        if binding is not None:
+        if binding is not None and pack is not None:
             model.bind_evidence(i, binding, pack)
 
     project.store.update_instance(record["task"], inst["id"], apply, expected_attempt=inst["attempt"])
@@ -132,14 +145,14 @@ def _take_result(project: Project, remote: str, record: dict[str, Any], inst: di
     return {"taken": status, "verdict": pack.get("verdict") if pack else None, "head": tip}
 
 
-def collect(project: Project, task: str, remote: str | None = None) -> dict[str, Any]:
+def collect(project: Project, task: str, remote: str | None = None) -> Collected:
     """Fetch what the workers pushed for ``task``'s run and bring the local
     record up to date; report every instance's claim."""
     check_name(task, "task")
     repo = project.repo
     record = project.store.load(task)
-    published = record.get("remote") or {}
-    remote = remote or published.get("name")
+    published = record.get("remote")
+    remote = remote or (published["name"] if published else None)
     if not remote:
         raise ParallelError(E.REMOTE_NOT_FOUND, f"run {record['run_id']} of {task!r} was never published",
                             hint=f"`git parallel publish {task} --remote origin`, or name one with --remote")
@@ -176,7 +189,7 @@ def collect(project: Project, task: str, remote: str | None = None) -> dict[str,
             "pending": pending, "next": _next(record, remote, pending)}
 
 
-def _next(record: dict[str, Any], remote: str, pending: list[str]) -> list[str]:
+def _next(record: RunRecord, remote: str, pending: list[str]) -> list[str]:
     """What to run now: collect again, pick, or (when nothing can be picked)
     retry the attempts that failed and publish the run again for the workers."""
     task = record["task"]
@@ -190,7 +203,7 @@ def _next(record: dict[str, Any], remote: str, pending: list[str]) -> list[str]:
             + [f"git parallel publish {task} --remote {remote}"])
 
 
-def _copy_notes(project: Project, record: dict[str, Any], remote: str, tips: list[str]) -> str | None:
+def _copy_notes(project: Project, record: RunRecord, remote: str, tips: list[str]) -> str | None:
     """This run's note lines from the remote's notes onto the local notes ref."""
     notes_ref = record["config"]["notes_ref"]
     theirs = project.repo.ref_target(notes_tracking_ref(remote, notes_ref))

@@ -5,8 +5,6 @@ comments on the attempt it replaces to the next agent in its feedback."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from gitflow_parallel import errors as E
 from gitflow_parallel import model, provenance
 from gitflow_parallel.errors import ParallelError
@@ -14,6 +12,7 @@ from gitflow_parallel.files import utcnow
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.picks import who
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.shapes import Comment, CommentResult, InstanceRecord, RunRecord
 
 
 def _refuse(text: str, file: str | None, line: int | None, task: str, inst_id: str) -> None:
@@ -30,7 +29,7 @@ def _refuse(text: str, file: str | None, line: int | None, task: str, inst_id: s
 
 
 def comment(project: Project, task: str, inst_id: str, text: str, file: str | None = None,
-            line: int | None = None) -> dict[str, Any]:
+            line: int | None = None) -> CommentResult:
     """Keep ``text`` (about ``file``:``line`` if given) on the current
     attempt of ``inst_id``; returns the comment, the commit it is noted on,
     and a warning if the note could not be written."""
@@ -38,7 +37,7 @@ def comment(project: Project, task: str, inst_id: str, text: str, file: str | No
     _refuse(text, file, line, task, inst_id)
     person, now = who(project), utcnow()
 
-    def mutate(record: dict[str, Any], inst: dict[str, Any]) -> dict[str, Any]:
+    def mutate(record: RunRecord, inst: InstanceRecord) -> Comment:
         made = model.new_comment(inst["attempt"], text, file, line, person, now)
         model.add_comment(inst, made)
         return made
@@ -48,5 +47,8 @@ def comment(project: Project, task: str, inst_id: str, text: str, file: str | No
     commit = project.tip(inst) or inst["head"]
     warning = project.mirror_notes(record, [(commit, provenance.comment_note(record, inst, made, commit))],
                                    f"comment {inst_id}") if commit else None
-    return {"task": task, "run_id": record["run_id"], "instance": inst_id, "comment": made, "commit": commit,
-            "comments": len(inst.get("comments") or []), **({"warning": warning} if warning else {})}
+    out: CommentResult = {"task": task, "run_id": record["run_id"], "instance": inst_id, "comment": made,
+                          "commit": commit, "comments": len(inst.get("comments") or [])}
+    if warning:
+        out["warning"] = warning
+    return out

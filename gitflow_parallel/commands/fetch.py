@@ -4,14 +4,24 @@ here (``status``, ``show``, ``report``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from gitflow_parallel.git.share import (PARALLEL_PREFIX, REMOTES_PREFIX, check_remote, git_failed, merge_notes,
                                         notes_refs, notes_tracking_ref, refs_snapshot, relation, remote_notes_refs)
 from gitflow_parallel.state.project import Project
 
 
-def fetch(project: Project, remote: str = "origin") -> dict[str, Any]:
+
+class Fetched(TypedDict):
+    """``fetch``: the refs updated, those kept because ours are ahead or
+    diverged, and how each notes ref was merged."""
+    remote: str
+    updated: list[str]
+    kept_local: list[str]
+    diverged: list[str]
+    notes: dict[str, str]
+
+def fetch(project: Project, remote: str = "origin") -> Fetched:
     """Bring the remote's notes, evidence, archive and run refs (see the module doc)."""
     repo = project.repo
     check_remote(repo, remote)
@@ -24,7 +34,9 @@ def fetch(project: Project, remote: str = "origin") -> dict[str, Any]:
     if proc.returncode != 0:
         raise git_failed(f"git fetch {remote}", proc, f"check that {remote} is reachable, then fetch again")
     before = refs_snapshot(repo, [PARALLEL_PREFIX + "/"])
-    updated, kept_ahead, diverged = [], [], []
+    updated: list[str] = []
+    kept_ahead: list[str] = []
+    diverged: list[str] = []
     for name, oid in sorted(repo.refs_under(tracking)):
         local = PARALLEL_PREFIX + "/" + name[len(tracking):]
         current = before.get(local)
@@ -37,7 +49,7 @@ def fetch(project: Project, remote: str = "origin") -> dict[str, Any]:
             kept_ahead.append(local)
         elif how == "diverged":
             diverged.append(local)
-    merged = {}
+    merged: dict[str, str] = {}
     for n in remote_notes:
         theirs = repo.ref_target(notes_tracking_ref(remote, n))
         if theirs is not None:

@@ -118,9 +118,11 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.state.live import LiveRun, read_live
 from gitflow_parallel.git.plain import git_out
 from gitflow_parallel.errors import HOOK_INTERNAL, HOOK_REFUSED
+from gitflow_parallel.shapes import InstanceRecord, RunRecord
 
 if TYPE_CHECKING:
     from gitflow_parallel.git.vouch import Copy
+    from gitflow_parallel.state.project import Project
 
 ZERO_OID = frozenset({"0" * 40, "0" * 64})
 # The commit an update lands (None: not made yet, a merge's index), its
@@ -241,15 +243,15 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
     return _explain(project, common_dir, owners, records, by_run, remaining, brought_set, candidates, doing)
 
 
-def _approved_winners(project: Any, involved: list[LiveRun], candidates: list[str]
-                      ) -> tuple[list[tuple[str, dict[str, Any], dict[str, Any]]], dict[str, dict[str, Any]]]:
+def _approved_winners(project: Project, involved: list[LiveRun], candidates: list[str]
+                      ) -> tuple[list[tuple[str, RunRecord, InstanceRecord]], dict[str, RunRecord]]:
     """The picked winners among ``candidates`` whose evidence holds, and the
     records of the runs involved (by run id)."""
     from gitflow_parallel.state import picks
     from gitflow_parallel.model import find_instance
 
-    approved: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
-    records: dict[str, dict[str, Any]] = {}
+    approved: list[tuple[str, RunRecord, InstanceRecord]] = []
+    records: dict[str, RunRecord] = {}
     for run in involved:
         record = project.store.load(run.task)
         if record["run_id"] != run.run_id:
@@ -268,7 +270,7 @@ def _approved_winners(project: Any, involved: list[LiveRun], candidates: list[st
     return approved, records
 
 
-def _explain(project: Any, common_dir: Path, owners: list[Owner], records: dict[str, dict[str, Any]],
+def _explain(project: Project, common_dir: Path, owners: list[Owner], records: dict[str, RunRecord],
              by_run: dict[str, set[str]], remaining: list[str], brought_set: set[str], candidates: list[str],
              doing: str) -> Verdict:
     """Refused.  Explain with the instance the newest blocked commit belongs
@@ -303,7 +305,7 @@ def _explain(project: Any, common_dir: Path, owners: list[Owner], records: dict[
     return _refusal(doing, record, inst, code, message)
 
 
-def _vouch(project: Any, doing: str, approved: list[tuple[str, dict[str, Any], dict[str, Any]]],
+def _vouch(project: Project, doing: str, approved: list[tuple[str, RunRecord, InstanceRecord]],
            landing: tuple[str | None, str, list[str]]) -> Verdict:
     """The winner's evidence holds; the commit that lands must carry what a
     merge of it gives (``git/vouch``), else it lands other files."""
@@ -343,7 +345,7 @@ def _copy_refusal(doing: str, copy: Copy) -> Verdict:
                    "`git cherry-pick --abort`")
 
 
-def _refusal(doing: str, record: dict[str, Any], inst: dict[str, Any], code: str | None, message: str) -> Verdict:
+def _refusal(doing: str, record: RunRecord, inst: InstanceRecord, code: str | None, message: str) -> Verdict:
     code = code or E.SELECTION_NO_PASS
     return Verdict(False, code,
                    f"{doing} would bring in commits of instance {inst['id']} of task {record['task']!r} "
@@ -457,7 +459,7 @@ def _checked_out_here(ref: str) -> bool:
     return git_out(["symbolic-ref", "-q", "HEAD"], check=False).strip() == ref
 
 
-def _read_record(parallel_dir: Path, run: LiveRun) -> dict[str, Any]:
+def _read_record(parallel_dir: Path, run: LiveRun) -> RunRecord:
     """The run record, validated as the store validates it, but parsed with
     libyaml where there is one: the report runs on every checkout of an
     instance branch, and the pure-Python parser is most of its cost."""
@@ -502,7 +504,8 @@ def report_checkout(common_dir: Path, branch: str, args: list[str]) -> str | Non
                                 hint=f"`git parallel validate {run.task}`")
         fresh = evidence.freshness(record, inst, new or None)
         detail = ((fresh.pack or {}).get("verdict") or "no verdict") if fresh.fresh else fresh.reason
-        winner = ((record.get("picks") or {}).get(inst["track"]) or {}).get("winner")
+        binding = (record.get("picks") or {}).get(inst["track"])
+        winner = binding["winner"] if binding else None
         picked = "" if winner is None else (", picked winner" if winner == inst_id else f", lost the pick to {winner}")
         moved = "" if inst["head"] in (None, new) else f", tip moved since the record ({str(inst['head'])[:12]})"
         line = (f"git-parallel: task {run.task}, instance {inst_id} (track {inst['track']}, attempt {inst['attempt']}): "
@@ -583,7 +586,8 @@ def parse_argv(argv: list[str]) -> tuple[str, str, str | None, list[str]] | None
     else (the CLI's ``_hook`` then parses it and says what is wrong)."""
     if not argv or argv[0].startswith("-"):
         return None
-    name, options, rest = argv[0], {"--common": None, "--branch": None}, argv[1:]
+    options: dict[str, str | None] = {"--common": None, "--branch": None}
+    name, rest = argv[0], argv[1:]
     while rest and rest[0] != "--":
         key, eq, value = rest[0].partition("=")
         if key not in options:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 # Kept small at import time: ``git parallel _hook`` runs on hot paths (every
 # merge into a live base, every checkout of an instance branch).  The store
@@ -26,17 +27,94 @@ from gitflow_parallel.errors import HOOK_REFUSED
 
 VERSION = 1
 
+if TYPE_CHECKING:
+    from gitflow_parallel.state.project import Project
+
+
+@dataclass
+class Step:
+    """Where one of our hooks goes (``target``), what is in the way, and how."""
+    name: str
+    path: Path
+    target: Path
+    legacy: Path
+    state: str
+    swap: bool  # ours stood in front of pre-commit's: swapped back
+    drop: bool  # a stale copy kept before is dropped
+
+
+class HookInstalled(TypedDict):
+    name: str
+    path: str
+    action: str
+    legacy: str | None
+    kept_foreign: bool
+    dropped_stale_legacy: bool
+    run_by: str | None
+
+
+class HooksInstalled(TypedDict):
+    """``hooks install``: where, with which Python, and what became of each hook."""
+    hooks_dir: str
+    layout: str
+    python: str
+    common_dir: str
+    core_hooks_path: str | None
+    hooks: list[HookInstalled]
+
+
+class HookRemoved(TypedDict):
+    name: str
+    path: str
+    action: str
+    state_before: str
+    restored_legacy: bool
+
+
+class HooksRemoved(TypedDict):
+    """``hooks uninstall``: what became of each hook."""
+    hooks_dir: str
+    hooks: list[HookRemoved]
+
+
+class HookState(TypedDict):
+    """One hook as ``hooks status`` finds it (the rest when it is ours)."""
+    name: str
+    path: str
+    state: str
+    legacy: str | None
+    manager: str | None
+    runs_ours: bool
+    python: NotRequired[str]
+    python_exists: NotRequired[bool]
+    recorded_common_dir: NotRequired[str | None]
+    layout: NotRequired[str | None]
+    current: NotRequired[bool]
+
+
+class HooksStatus(TypedDict):
+    """``hooks status``: each hook, whether git runs ours, and what warns."""
+    hooks_dir: str
+    layout: str
+    common_dir: str
+    core_hooks_path: str | None
+    installed: bool
+    gone: str | None
+    live_index: bool
+    live_runs: list[str]
+    hooks: list[HookState]
+
 
 TEMPLATES = "gitflow_parallel.hook_templates"
 
 
-def _worktree_top(project: Any) -> Path:
+def _worktree_top(project: Project) -> Path:
     top = project.repo.workdir or project.repo.main_workdir
     assert top is not None, "Project.open refuses repositories without a worktree"
     return Path(top)
 
 
-def hooks_dir(project: Any) -> Path:
+def hooks_dir(project: Project) -> Path:
     """The folder git runs this worktree's hooks from, as git itself says."""
     return _hooks_dir(_worktree_top(project))
 
@@ -47,7 +125,7 @@ def _layout(folder: Path, common: Path) -> str:
     return "common" if os.path.realpath(folder) == os.path.realpath(common / "hooks") else "shared"
 
 
-def _core_hooks_path(project: Any) -> str | None:
+def _core_hooks_path(project: Project) -> str | None:
     out = git_out(["config", "--get", "core.hooksPath"], cwd=_worktree_top(project), check=False).strip()
     return out or None
 
@@ -126,7 +204,7 @@ def _droppable(old: Path, new: Path) -> bool:
     return manager is not None and manager == manager_of(new)
 
 
-def _plan(folder: Path, name: str) -> dict[str, Any]:
+def _plan(folder: Path, name: str) -> Step:
     """Where our ``name`` hook goes and what is in the way; refuses (before
     anything changes) where installing would lose a hook."""
     path = folder / name
@@ -148,14 +226,13 @@ def _plan(folder: Path, name: str) -> dict[str, Any]:
             "replace one of them; nothing was changed",
             hint=f"merge the two by hand into {legacy} (which git-parallel runs first) and remove {target}, "
                  "then run `git parallel hooks install` again")
-    return {"name": name, "path": path, "target": target, "legacy": legacy, "state": state, "swap": swap,
-            "drop": drop}
+    return Step(name, path, target, legacy, state, swap, drop)
 
 
-def _apply(folder: Path, step: dict[str, Any], text: str) -> dict[str, Any]:
-    target, legacy, state = step["target"], step["legacy"], step["state"]
-    if step["swap"]:
-        os.replace(target, step["path"])  # pre-commit's script back in front
+def _apply(folder: Path, step: Step, text: str) -> HookInstalled:
+    target, legacy, state = step.target, step.legacy, step.state
+    if step.swap:
+        os.replace(target, step.path)  # pre-commit's script back in front
     if state == "ours" and head_of_file(target) is not None and target.read_text(encoding="utf-8") == text \
             and os.access(target, os.X_OK):
         action = "unchanged"
@@ -165,16 +242,16 @@ def _apply(folder: Path, step: dict[str, Any], text: str) -> dict[str, Any]:
         # git must never see a half-written hook, nor one without its x bit.
         atomic_write(target, text, mode=0o755)
         action = {"absent": "installed", "ours": "updated", "foreign": "installed"}[state]
-    aside = folder / f"{step['name']}{LEFTHOOK_ASIDE}"
+    aside = folder / f"{step.name}{LEFTHOOK_ASIDE}"
     if is_ours(aside):
         aside.unlink()  # lefthook's copy of ours: it never runs it, and its next install would stop on it
-    return {"name": step["name"], "path": str(target), "action": action,
+    return {"name": step.name, "path": str(target), "action": action,
             "legacy": str(legacy) if present(legacy) else None, "kept_foreign": state == "foreign",
-            "dropped_stale_legacy": step["drop"],
-            "run_by": manager_of(step["path"]) if target != step["path"] else None}
+            "dropped_stale_legacy": step.drop,
+            "run_by": manager_of(step.path) if target != step.path else None}
 
 
-def install(project: Any) -> dict[str, Any]:
+def install(project: Project) -> HooksInstalled:
     """Install (or refresh) the three hooks; foreign ones are kept as ``.legacy``."""
     folder = hooks_dir(project)
     common = Path(project.repo.common_dir).resolve()
@@ -182,13 +259,13 @@ def install(project: Any) -> dict[str, Any]:
     python = os.path.abspath(sys.executable)
     plan = [_plan(folder, name) for name in HOOK_NAMES]
     folder.mkdir(parents=True, exist_ok=True)
-    results = [_apply(folder, step, render(step["name"], python, str(common), layout)) for step in plan]
+    results = [_apply(folder, step, render(step.name, python, str(common), layout)) for step in plan]
     _retire_unread(folder, common)
     return {"hooks_dir": str(folder), "layout": layout, "python": python, "common_dir": str(common),
             "core_hooks_path": _core_hooks_path(project), "hooks": results}
 
 
-def _uninstall_one(folder: Path, name: str) -> dict[str, Any]:
+def _uninstall_one(folder: Path, name: str) -> HookRemoved:
     """Remove ours at ``name`` or, beside pre-commit, at ``name.legacy``, and
     put back what it replaced there."""
     path = folder / name
@@ -229,7 +306,7 @@ def _retire_unread(folder: Path, common: Path) -> None:
                 _uninstall_one(common_hooks(common), name)
 
 
-def uninstall(project: Any) -> dict[str, Any]:
+def uninstall(project: Project) -> HooksRemoved:
     """Remove our scripts and put each ``.legacy`` hook back; foreign hooks
     stay.  Ours left in ``<common dir>/hooks`` while git reads another
     folder (a hook manager set core.hooksPath) go too."""
@@ -240,25 +317,25 @@ def uninstall(project: Any) -> dict[str, Any]:
     return {"hooks_dir": str(folder), "hooks": results}
 
 
-def _status_one(folder: Path, common: Path, name: str) -> dict[str, Any]:
+def _status_one(folder: Path, common: Path, name: str) -> HookState:
     path, legacy = folder / name, folder / f"{name}{LEGACY_SUFFIX}"
     state = state_of(path)
-    entry: dict[str, Any] = {"name": name, "path": str(path), "state": state,
+    entry: HookState = {"name": name, "path": str(path), "state": state,
                              "legacy": str(legacy) if present(legacy) else None,
                              "manager": manager_of(path), "runs_ours": runs_ours(folder, name)}
     ours = slot(folder, name)
     if is_ours(ours):
         rec = _recorded(ours)
         python = rec.get("GP_PYTHON", "")
-        entry.update(python=python, python_exists=bool(python) and os.access(python, os.X_OK),
-                     recorded_common_dir=rec.get("GP_COMMON_DIR"), layout=rec.get("GP_LAYOUT"),
-                     current=ours.read_text(encoding="utf-8") == render(
-                         name, python or sys.executable, rec.get("GP_COMMON_DIR") or str(common),
-                         rec.get("GP_LAYOUT") or _layout(folder, common)))
+        entry.update({"python": python, "python_exists": bool(python) and os.access(python, os.X_OK),
+                      "recorded_common_dir": rec.get("GP_COMMON_DIR"), "layout": rec.get("GP_LAYOUT"),
+                      "current": ours.read_text(encoding="utf-8") == render(
+                          name, python or sys.executable, rec.get("GP_COMMON_DIR") or str(common),
+                          rec.get("GP_LAYOUT") or _layout(folder, common))})
     return entry
 
 
-def status(project: Any) -> dict[str, Any]:
+def status(project: Project) -> HooksStatus:
     """Per hook: ours, foreign or absent, where, whether git runs ours (also
     through pre-commit), and what ours recorded; ``gone`` says loudly when
     a hook manager replaced ours."""

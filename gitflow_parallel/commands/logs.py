@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator, TypedDict
 
 
 from gitflow_parallel import errors as E
@@ -16,7 +16,23 @@ from gitflow_parallel.model import find_instance
 from gitflow_parallel.state.view import log_path, open_view
 
 
-def _read(project: Project, task: str, inst_id: str, gate: str | None) -> tuple[dict[str, Any], bytes]:
+
+class LogInfo(TypedDict):
+    """Which log of an attempt, and where its bytes came from (``file``, ``ref``)."""
+    task: str
+    run_id: str
+    instance: str
+    attempt: int
+    which: str
+    path: str
+    source: str
+
+
+class LogText(LogInfo):
+    """``logs``: the log, as text."""
+    text: str
+
+def _read(project: Project, task: str, inst_id: str, gate: str | None) -> tuple[LogInfo, bytes]:
     view = open_view(project, task)
     inst = view.instance(inst_id)
     path = log_path(view, inst, gate)
@@ -28,7 +44,7 @@ def _read(project: Project, task: str, inst_id: str, gate: str | None) -> tuple[
             "which": f"gate {gate}" if gate else "agent", "path": path, "source": source}, data
 
 
-def logs(project: Project, task: str, inst_id: str, gate: str | None = None) -> dict[str, Any]:
+def logs(project: Project, task: str, inst_id: str, gate: str | None = None) -> LogText:
     """The log as text (bytes that are not UTF-8 replaced)."""
     info, data = _read(project, task, inst_id, gate)
     return {**info, "text": data.decode("utf-8", "replace")}

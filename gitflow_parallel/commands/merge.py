@@ -69,11 +69,12 @@ from gitflow_parallel.git import hooks, retire, share, transport
 from gitflow_parallel.git.landing import Landing, compute, dirty_paths, refuse_dirty
 from gitflow_parallel.git.pull_request import pr_body, pr_command, pr_title, pr_tool, run_tool
 from gitflow_parallel.git.remote_landing import (
-    PushResult, Relanded, branch_name, diverged, fetch_tip, onto_remote, push_branches, pushed_result, refused_push,
+    BranchesPushed, PushResult, Relanded, branch_name, diverged, fetch_tip, onto_remote, push_branches, pushed_result, refused_push,
     share_updates, wanted_refs)
 from gitflow_parallel.git.worktrees import base_worktree
 from gitflow_parallel.judge import reprove
-from gitflow_parallel.model import MergeRecord, RunRecord, Winner
+from gitflow_parallel.model import MergeRecord, Proposal, Reproof, Retried, RunRecord, Winner
+from gitflow_parallel.shapes import RestsOn
 from gitflow_parallel.names import check_name
 from gitflow_parallel.proc import notifier
 from gitflow_parallel.state.intent import clear_intent, intent_path, write_intent
@@ -92,6 +93,17 @@ class CleanupError(TypedDict):
     hint: str | None
 
 
+class PrResult(TypedDict):
+    """What ``merge --pr`` did: the push, and each proposal (or the command to make it)."""
+    task: str
+    run_id: str
+    remote: str
+    base: str
+    push: BranchesPushed
+    tool: str
+    proposals: list[Proposal]
+
+
 class MergeResult(TypedDict):
     """What ``merge`` says (``--json`` prints it as it is).  ``already``: the
     run was merged before (``raced``: by another merge of it that landed
@@ -102,7 +114,7 @@ class MergeResult(TypedDict):
     raced: bool
     run_id: str
     merge: MergeRecord
-    protected_landed: list[dict[str, Any]]
+    protected_landed: list[ProtectedLanded]
     cleanup: Cleaned | None
     cleanup_error: CleanupError | None
     warnings: list[str]
@@ -231,7 +243,14 @@ def _after_landing(project: Project, record: RunRecord, winners: list[Winner]) -
             "warnings": warnings}, after
 
 
-def protected_landed(winners: list[Winner]) -> list[dict[str, Any]]:
+class ProtectedLanded(TypedDict):
+    """A track whose winner, picked by a person, lands protected changes."""
+    track: str
+    winner: str
+    changes: list[dict[str, Any]]
+
+
+def protected_landed(winners: list[Winner]) -> list[ProtectedLanded]:
     """What the winners change of the tests, the harness or the config: a
     person picked them knowing (an automatic pick never chooses such a
     winner), and the landing says so."""
@@ -283,8 +302,8 @@ class Computed:
     landing: Landing
     old: str  # the local base it moves from
     start: str  # the commit it was computed on
-    verified: list[dict[str, Any]]
-    rested: list[dict[str, Any]]  # the evidence of the tracks not re-proved (``merge.verify: auto``)
+    verified: list[Reproof]
+    rested: list[RestsOn]  # the evidence of the tracks not re-proved (``merge.verify: auto``)
     proving_s: float  # seconds the re-proof took
     new_tree: pygit2.Tree
     old_tree: pygit2.Tree
@@ -309,7 +328,7 @@ def _land(project: Project, record: RunRecord, winners: list[Winner], worktree: 
     cfg = record["config"]["merge"]
     deadline = time.monotonic() + float(cfg["timeout"])
     retries = 0 if target.replaces is not None else int(cfg["retries"])
-    history: list[dict[str, Any]] = []
+    history: list[Retried] = []
     for attempt in range(1, retries + 2):
         computed = _compute(project, record, winners, worktree, target)
         # The re-proof's gates have timeouts of their own: merge.timeout
@@ -375,7 +394,7 @@ def _compute(project: Project, record: RunRecord, winners: list[Winner], worktre
 
 
 def _publish(project: Project, record: RunRecord, worktree: Path | None, target: Target, computed: Computed,
-             attempt: int, history: list[dict[str, Any]]) -> Published | None:
+             attempt: int, history: list[Retried]) -> Published | None:
     """Under the lock: the record must still be at the revision read, the
     base's checkout still clean, the base ref still at the oid read; then
     the intent is written, the ref moved by compare-and-swap, its checkout
@@ -515,7 +534,7 @@ def _push(project: Project, record: RunRecord, remote: str) -> tuple[PushResult,
     raise refused_push(record, remote, "its refs kept moving", "wait for the other pushes to finish", E.REMOTE_MOVED)
 
 
-def merge_pr(project: Project, task: str, remote: str = "origin") -> dict[str, Any]:
+def merge_pr(project: Project, task: str, remote: str = "origin") -> PrResult:
     """``merge --pr``: push the winner's branch and its provenance to
     ``remote`` and open a pull (merge) request with ``gh`` or ``glab``, or
     say the command; the base never moves and the run stays picked."""
@@ -532,21 +551,24 @@ def merge_pr(project: Project, task: str, remote: str = "origin") -> dict[str, A
     tool, found = pr_tool(repo, remote)
     base = branch_name(record["base"]["ref"])
     folder = repo.parallel_dir / "prs"
-    proposals = []
+    proposals: list[Proposal] = []
     for pick, inst in winners:
         body_file = folder / f"{record['run_id']}-{pick['track']}.md"
         atomic_write(body_file, pr_body(record, pick, inst, evidence.load(inst), remote).encode())
         argv, shown = pr_command(tool, base, inst["branch"], pr_title(record, pick, inst), body_file)
-        entry: dict[str, Any] = {"track": pick["track"], "winner": inst["id"], "branch": inst["branch"],
+        entry: Proposal = {"track": pick["track"], "winner": inst["id"], "branch": inst["branch"],
                                  "commit": pick["winner"]["commit"], "body_file": str(body_file), "command": shown,
                                  "tool": tool, "ran": bool(found), "url": None, "error": None}
         if found:
-            entry.update(run_tool([found, *argv[1:]], repo))
+            ran = run_tool([found, *argv[1:]], repo)
+            entry["url"], entry["error"] = ran.get("url", entry["url"]), ran.get("error", entry["error"])
+            if "output" in ran:
+                entry["output"] = ran["output"]
         proposals.append(entry)
     info = model.new_pr(remote, base, utcnow(), proposals)
     project.store.update(task, lambda rec: model.mark_proposed(rec, info))
-    result = {"task": task, "run_id": record["run_id"], "remote": remote, "base": base, "push": pushed,
-              "tool": tool, "proposals": proposals}
+    result: PrResult = {"task": task, "run_id": record["run_id"], "remote": remote, "base": base, "push": pushed,
+                        "tool": tool, "proposals": proposals}
     failed = [p for p in proposals if p["error"]]
     if failed:
         raise ParallelError(E.REMOTE_FAILED, f"pushed {', '.join(p['branch'] for p in failed)} to {remote}, but "

@@ -23,6 +23,9 @@ from gitflow_parallel.judge.selection import candidate_basis, choose, decide, tr
 from gitflow_parallel.state.picks import refuse_closed
 
 
+# A pick decided, and the candidates it was decided from (``selection.candidate_basis``).
+Decided = tuple[PickRecord, list[tuple[str, int, str, str]]]
+
 def _bind(rec: RunRecord, written: list[tuple[PickRecord, Path, str]]) -> None:
     """Name each written pick file (path and sha256) in the run record."""
     for p, path, sha in written:
@@ -40,7 +43,7 @@ def _tracks_to_pick(project: Project, record: RunRecord, task: str, track: str |
     return [track] if track else list(record["tracks"])
 
 
-def _judged_outside_lock(project: Project, task: str, track: str | None) -> dict[str, tuple[PickRecord, Any]]:
+def _judged_outside_lock(project: Project, task: str, track: str | None) -> dict[str, Decided]:
     """A tournament's judge may take minutes (an LLM per match), and so may
     the distinguish commands of a differential pick; they run
     before the project lock is taken, so spawns, runs and checks of other
@@ -53,7 +56,7 @@ def _judged_outside_lock(project: Project, task: str, track: str | None) -> dict
             if load_pick(project, record, t) is None}
 
 
-def _confirmed(project: Project, record: RunRecord, track: str, judged: tuple[PickRecord, Any]) -> PickRecord:
+def _confirmed(project: Project, record: RunRecord, track: str, judged: Decided) -> PickRecord:
     """The pick decided outside the lock, if its candidates are still exactly
     the ones it was decided from; a changed field of candidates is refused
     rather than judged again under the lock."""

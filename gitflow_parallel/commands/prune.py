@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 import pygit2
 
@@ -18,6 +18,7 @@ from gitflow_parallel.git.share import (EVIDENCE_PREFIX, REMOTES_PREFIX, RUNS_PR
 from gitflow_parallel.git.worktrees import ARCHIVE_PREFIX
 from gitflow_parallel.model import FINISHED_RUN
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.shapes import RunRecord
 
 _DURATION = re.compile(r"(\d+)([smhdw]?)")
 
@@ -47,9 +48,9 @@ def _run_refs(repo: Repo) -> dict[str, list[str]]:
     return out
 
 
-def _finished_at(record: dict[str, Any]) -> str:
-    merged = (record.get("merge") or {}).get("merged_at")
-    return merged or record["updated_at"]
+def _finished_at(record: RunRecord) -> str:
+    merge = record.get("merge")
+    return (merge["merged_at"] if merge else None) or record["updated_at"]
 
 
 def _epoch(stamp: str) -> float:
@@ -63,20 +64,30 @@ def _newest_commit_time(repo: Repo, refs: list[str]) -> float:
     for name in refs:
         oid = repo.ref_target(name)
         if oid is not None:
-            times.append(repo.pygit.get(oid).peel(pygit2.Commit).commit_time)
+            times.append(repo.pygit[oid].peel(pygit2.Commit).commit_time)
     return max(times) if times else 0.0
 
 
-def prune(project: Project, older_than: str = "30d", dry_run: bool = False) -> dict[str, Any]:
+
+class Pruned(TypedDict):
+    """``prune``: the runs whose refs went (or would go), those kept and why, how many refs."""
+    dry_run: bool
+    older_than: str
+    removed: list[dict[str, Any]]
+    kept: list[dict[str, Any]]
+    count: int
+
+def prune(project: Project, older_than: str = "30d", dry_run: bool = False) -> Pruned:
     """Delete the refs of finished runs that finished before the cut-off."""
     repo = project.repo
     cutoff = time.time() - parse_age(older_than)
     with project.store.lock():
-        known = {r["run_id"]: r for r in local_records(project)}
-        for rec, _ in shared_runs(project):
-            known.setdefault(rec["run_id"], rec)
+        known: dict[str, RunRecord] = {r["run_id"]: r for r in local_records(project)}
+        for shared, _ in shared_runs(project):
+            known.setdefault(shared["run_id"], shared)
         live = {r["run_id"] for r in project.store.load_all()[0] if r["status"] not in FINISHED_RUN}
-        removed, kept = [], []
+        removed: list[dict[str, Any]] = []
+        kept: list[dict[str, Any]] = []
         for run_id, refs in sorted(_run_refs(repo).items()):
             rec = known.get(run_id)
             if run_id in live or (rec is not None and rec["status"] not in FINISHED_RUN):

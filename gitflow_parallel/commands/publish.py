@@ -3,7 +3,6 @@ base commit, and its manifest) to a remote, atomically, for workers there."""
 
 from __future__ import annotations
 
-from typing import Any
 
 
 from gitflow_parallel import errors as E
@@ -15,10 +14,11 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.git.share import check_remote, run_ref
 from gitflow_parallel.git.transport import Update, ls_remote, manifest_commit, push
 from gitflow_parallel.model import refuse_finished
+from gitflow_parallel.shapes import PublishResult
 
 
 def publish(project: Project, task: str, remote: str, agent: list[str] | None = None,
-            timeout: float | None = None) -> dict[str, Any]:
+            timeout: float | None = None) -> PublishResult:
     """Push the run's instance branches (and with them the base commit) and
     its manifest to ``remote``, atomically; with ``agent``, the manifest
     names the command workers run.  The record then says where it went."""
@@ -30,12 +30,13 @@ def publish(project: Project, task: str, remote: str, agent: list[str] | None = 
                             hint=f"give it after --: `git parallel run {task} --remote {remote} -- CMD [ARG...]`")
     record = project.store.load(task)
     refuse_finished(record, "publish")
-    before = record.get("remote") or {}
-    if before.get("name") not in (None, remote):
+    before = record.get("remote")
+    if before is not None and before["name"] != remote:
         raise ParallelError(E.REMOTE_FAILED, f"run {record['run_id']} is published to {before['name']!r}, "
                             f"not {remote!r}", hint=f"publish it with --remote {before['name']}")
-    info = model.new_remote(remote, agent if agent is not None else before.get("agent"),
-                            timeout if agent is not None else before.get("timeout"), utcnow())
+    if agent is None:  # as published before, if it was
+        agent, timeout = (before["agent"], before["timeout"]) if before is not None else (None, None)
+    info = model.new_remote(remote, agent, timeout, utcnow())
     # The manifest is built from the record as it will be stored, and the
     # record changes only once the remote took the push.
     manifest = manifest_commit(project, {**record, "remote": info})

@@ -64,7 +64,7 @@ def _bring_missing(project: Project, remote: str, wanted: list[str], there: dict
     return {name: share.merge_notes(project, name, there[name]) for name in wanted if name in there}
 
 
-def _plan(project: Project, wanted: list[str], there: dict[str, str]) -> tuple[list[Any], list[str], list[str]]:
+def _plan(project: Project, wanted: list[str], there: dict[str, str]) -> tuple[list[wire.Update], list[str], list[str]]:
     """(the leased updates, the refs the remote has ahead, the diverged refs)."""
     repo = project.repo
     mine = dict(repo.refs_under(PARALLEL_PREFIX + "/"))

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import yaml
 
@@ -19,6 +19,7 @@ from gitflow_parallel.recovery.inspection import RunInspection, all_records, loc
 from gitflow_parallel.recovery.plan import apply_repairs, audit, in_order, audit_path
 from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.scan import Scan, recovery_id
+from gitflow_parallel.shapes import RunRecord
 
 
 # -- recover --------------------------------------------------------------------------
@@ -41,7 +42,26 @@ def _refuse_unloadable(project: Project, task: str, exc: ParallelError) -> Paral
     )
 
 
-def _recover_workers(project: Project, task: str, dry_run: bool) -> dict[str, Any] | None:
+class Recovered(TypedDict):
+    """``recover``: what it found and did (``plan``: the repairs decided,
+    ``repaired``: those done; ``left``: findings it leaves to a person)."""
+    task: str
+    run_id: str
+    recovery_id: str
+    run_revision: int
+    dry_run: bool
+    audit: str
+    noop: bool
+    plan: list[dict[str, Any]]
+    repaired: list[dict[str, Any]]
+    left: list[dict[str, Any]]
+    next: list[str]
+    worker: NotRequired[bool]  # a worker's own instances, taken apart
+    run_revision_after: NotRequired[int]
+    status: NotRequired[str]
+
+
+def _recover_workers(project: Project, task: str, dry_run: bool) -> Recovered | None:
     """Take apart what a worker of this clone that is gone left of ``task``
     (``recovery/workers``); None when no worker here ever worked on it."""
     kept = [rec for _, rec in workers.worker_records(project, task)]
@@ -57,9 +77,9 @@ def _recover_workers(project: Project, task: str, dry_run: bool) -> dict[str, An
          "details": {"run_id": i.record["run_id"], "instance": i.inst["id"], "claim": i.inst.get("claim")}}
         for i in left if not i.waiting]
     waiting = [f.as_json() for f in workers.findings(project, task) if f.severity != "error"]
-    base = {"task": task, "run_id": run_id, "recovery_id": rid, "run_revision": record["run_revision"],
-            "dry_run": dry_run, "audit": str(audit_path(project, run_id)), "worker": True, "plan": plan,
-            "left": waiting, "next": [], "noop": not plan, "repaired": []}
+    base: Recovered = {"task": task, "run_id": run_id, "recovery_id": rid, "run_revision": record["run_revision"],
+                       "dry_run": dry_run, "audit": str(audit_path(project, run_id)), "worker": True, "plan": plan,
+                       "left": waiting, "next": [], "noop": not plan, "repaired": []}
     if dry_run or not plan:
         return base
     audit(project, run_id, rid, record, task, "validated", what="plan", why="worker instances left behind", plan=plan)
@@ -73,10 +93,11 @@ def _recover_workers(project: Project, task: str, dry_run: bool) -> dict[str, An
         repaired.append({**step, "details": {**step["details"], **done}})
         audit(project, done["run_id"], rid, record, task, "repaired", **repaired[-1])
     after = next((rec for _, rec in workers.worker_records(project, task) if rec["run_id"] == run_id), record)
-    return {**base, "repaired": repaired, "run_revision_after": after["run_revision"], "status": after["status"]}
+    base.update({"repaired": repaired, "run_revision_after": after["run_revision"], "status": after["status"]})
+    return base
 
 
-def recover(project: Project, task: str, dry_run: bool = False) -> dict[str, Any]:
+def recover(project: Project, task: str, dry_run: bool = False) -> Recovered:
     """Repair what a crash left, or refuse and change nothing; on a full
     disk, refuse with ``PARALLEL_NO_SPACE`` (what was done stays done)."""
     check_name(task, "task")
@@ -90,7 +111,7 @@ def recover(project: Project, task: str, dry_run: bool = False) -> dict[str, Any
                        f"{project.repo.parallel_dir / 'audit'} says which were done") from None
 
 
-def _recover(project: Project, task: str, dry_run: bool) -> dict[str, Any]:
+def _recover(project: Project, task: str, dry_run: bool) -> Recovered:
     store = project.store
     if not store.exists(task):
         # A worker's clone keeps its runs apart from its own: they are reconciled on their own.
@@ -126,8 +147,9 @@ def _recover(project: Project, task: str, dry_run: bool) -> dict[str, Any]:
         refused = [f for f in findings if f.refusal]
         repairs = [f.repair for f in findings if f.repair is not None]
         left = [f for f in findings if f.repair is None and f.refusal is None]
-        base = {"task": task, "run_id": run_id, "recovery_id": rid, "run_revision": record["run_revision"],
-                "dry_run": dry_run, "audit": str(audit_path(project, run_id))}
+        base: Recovered = {"task": task, "run_id": run_id, "recovery_id": rid, "run_revision": record["run_revision"],
+                           "dry_run": dry_run, "audit": str(audit_path(project, run_id)), "noop": False, "plan": [],
+                           "repaired": [], "left": [], "next": []}
         if refused:
             if not dry_run:
                 audit(project, run_id, rid, record, task, "refused",
@@ -146,12 +168,13 @@ def _recover(project: Project, task: str, dry_run: bool) -> dict[str, Any]:
                 audit(project, run_id, rid, record, task, "idempotent_noop",
                        what="recover", why="nothing to repair: the records agree with git",
                        left=[f["message"] for f in left_json])
-            return {**base, "noop": True, "plan": [], "repaired": [], "left": left_json,
-                    "next": _next_steps(record)}
+            base.update({"noop": True, "left": left_json, "next": _next_steps(record)})
+            return base
         repairs = in_order(repairs)
         plan = [r.as_json() for r in repairs]
         if dry_run:
-            return {**base, "noop": False, "plan": plan, "repaired": [], "left": left_json, "next": []}
+            base.update({"plan": plan, "left": left_json})
+            return base
         audit(project, run_id, rid, record, task, "validated", what="plan",
                why="every candidate repair was decided before any change", plan=plan)
         try:
@@ -168,12 +191,12 @@ def _recover(project: Project, task: str, dry_run: bool) -> dict[str, Any]:
             raise
         record = store.load(task)
         left_json = [f.as_json() for f in left] + _left_instances(record)
-        return {**base, "noop": False, "plan": plan, "repaired": done_steps, "left": left_json,
-                "run_revision_after": record["run_revision"], "status": record["status"],
-                "next": _next_steps(record)}
+        base.update({"plan": plan, "repaired": done_steps, "left": left_json, "run_revision_after": record["run_revision"],
+                     "status": record["status"], "next": _next_steps(record)})
+        return base
 
 
-def _left_instances(record: dict[str, Any]) -> list[dict[str, Any]]:
+def _left_instances(record: RunRecord) -> list[dict[str, object]]:
     """Failed and aborted instances are consistent, but they are what a user
     most likely wants to act on next; recover never retries them."""
     if record["status"] in FINISHED_RUN:
@@ -184,7 +207,7 @@ def _left_instances(record: dict[str, Any]) -> list[dict[str, Any]]:
             for i in record["instances"] if i["status"] in ("failed", "aborted") and not i.get("removed")]
 
 
-def _next_steps(record: dict[str, Any]) -> list[str]:
+def _next_steps(record: RunRecord) -> list[str]:
     task, status = record["task"], record["status"]
     if status == "merged":
         if any(not i.get("removed") for i in record["instances"]):

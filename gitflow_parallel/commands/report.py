@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -31,7 +32,8 @@ from gitflow_parallel import __version__, evidence, failures
 from gitflow_parallel import errors as E
 from gitflow_parallel.files import atomic_write, new_file_mode, utcnow
 from gitflow_parallel.judge.selection import RULE_TEXT
-from gitflow_parallel.model import HUMAN
+from gitflow_parallel.evidence import Freshness
+from gitflow_parallel.model import HUMAN, HistoryEntry, InstanceRecord, PickRecord, RunRecord
 from gitflow_parallel.provenance import protected_summary
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.view import RunView, changes_between, open_view, outcome
@@ -64,7 +66,35 @@ td,th{padding:3px 10px;border-bottom:1px solid #eaeef2;text-align:left}
 """
 
 
-def _e(value: Any) -> str:
+class Earlier(HistoryEntry):
+    """An attempt a retry replaced, with its pack and gates."""
+    pack: Mapping[str, Any] | None
+    gates: list[dict[str, Any]]  # a pack's gates (as read), each with its ``digest``
+
+
+class Attempt(TypedDict):
+    """What the page shows of one instance (``changes`` and ``outcome``: ``state/view``'s)."""
+    inst: InstanceRecord
+    tip: str | None
+    pack: Mapping[str, Any] | None
+    fresh: Freshness
+    changes: Mapping[str, Any]
+    gates: list[dict[str, Any]]
+    outcome: Mapping[str, Any]
+    earlier: list[Earlier]
+
+
+class Report(TypedDict):
+    """``report``: where the page went, and each attempt's verdict."""
+    task: str
+    run_id: str
+    path: str
+    bytes: int
+    attempts: list[dict[str, object]]
+    shared: bool
+
+
+def _e(value: object) -> str:
     return html.escape("-" if value is None else str(value))
 
 
@@ -87,7 +117,7 @@ def digest(data: bytes | None, passed: bool) -> list[str]:
             + ([f"... and {more} more (`git parallel logs` shows the whole log)"] if more > 0 else []))
 
 
-def _gates(view: RunView, inst: dict[str, Any], pack: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _gates(view: RunView, inst: InstanceRecord, pack: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     rows = []
     for g in (pack or {}).get("gates") or []:
         data = view.log(inst, g.get("log"))[0] if g.get("log") else None
@@ -95,17 +125,19 @@ def _gates(view: RunView, inst: dict[str, Any], pack: dict[str, Any] | None) -> 
     return rows
 
 
-def _earlier(view: RunView, inst: dict[str, Any]) -> list[dict[str, Any]]:
+def _earlier(view: RunView, inst: InstanceRecord) -> list[Earlier]:
     """The attempts a retry replaced, oldest first, with their gates."""
-    out = []
+    out: list[Earlier] = []
     for h in inst.get("history") or []:
-        past = {"id": inst["id"], "track": inst["track"], **h}
+        # The view finds an attempt's pack and logs by its id, attempt and evidence binding.
+        past = inst.copy()
+        past.update({"attempt": h.get("attempt", inst["attempt"]), "evidence": h.get("evidence")})
         pack = view.pack(past)
         out.append({**h, "pack": pack, "gates": _gates(view, past, pack)})
     return out
 
 
-def _attempt_data(view: RunView, inst: dict[str, Any]) -> dict[str, Any]:
+def _attempt_data(view: RunView, inst: InstanceRecord) -> Attempt:
     base = view.record["base"]["commit"]
     tip = view.tip(inst)
     pack = view.pack(inst)
@@ -119,8 +151,9 @@ def _gate_item(g: dict[str, Any]) -> str:
     result = "skip" if g["skipped"] else ("pass" if g["passed"] else "fail")
     took = "" if g["duration_s"] is None else f" in {g['duration_s']:.2f}s"
     detail = _e(g["error"]) if g["error"] else f"exit {_e(g['exit_code'])}{took}"
-    if g.get("hidden") and not g["skipped"]:  # its counts are all of its output that is kept
-        counts = g["hidden"].get("summary") or "no test counts in its output"
+    hidden = g.get("hidden")
+    if hidden and not g["skipped"]:  # its counts are all of its output that is kept
+        counts = hidden.get("summary") or "no test counts in its output"
         detail += f'; hidden tests: <b data-role="hidden-counts">{_e(counts)}</b> (output not kept)'
     log = f'<pre class="log">{_e(chr(10).join(g["digest"]))}</pre>' if g["digest"] else ""
     return (f'<li class="gate" data-gate="{_e(g["name"])}" data-result="{result}">'
@@ -128,7 +161,7 @@ def _gate_item(g: dict[str, Any]) -> str:
             f'<span class="meta">{_e(g["mode"])}, {detail}</span>{log}</li>')
 
 
-def _earlier_item(h: dict[str, Any]) -> str:
+def _earlier_item(h: Earlier) -> str:
     verdict = (h["pack"] or {}).get("verdict") or h.get("verdict") or "none"
     what = f"{_e(h['status'])}" + (f" ({_e(h['error'])})" if h.get("error") else "")
     kept = f'; kept at <span class="mono">{_e(h["archive_ref"])}</span>' if h.get("archive_ref") else ""
@@ -139,15 +172,15 @@ def _earlier_item(h: dict[str, Any]) -> str:
             + (f'<ul class="gates">{gates}</ul>' if gates else "") + "</div>")
 
 
-def _why(fate: dict[str, Any]) -> str:
+def _why(fate: Mapping[str, object]) -> str:
     """Why it won or lost; a person's reason is printed once, with the pick."""
     pick = fate.get("pick")
-    if pick and pick["selection_method"] == HUMAN and not fate["won"]:
+    if isinstance(pick, dict) and pick["selection_method"] == HUMAN and not fate["won"]:
         return f"lost track {pick['track']} to {pick['winner']['id']}: not chosen by {pick.get('picked_by')} (see Pick)"
-    return fate["why"]
+    return str(fate["why"])
 
 
-def _alarms(inst: dict[str, Any], pack: dict[str, Any] | None) -> str:
+def _alarms(inst: InstanceRecord, pack: Mapping[str, object] | None) -> str:
     """What a reviewer must see first: what the attempt changed that no
     attempt may (restored, and the reason it failed), and the protected
     paths it changed (judged with the base's version)."""
@@ -159,7 +192,7 @@ def _alarms(inst: dict[str, Any], pack: dict[str, Any] | None) -> str:
     if during:  # its code, run by a gate, did it
         out += f'<div class="alarm" data-role="tampered"><b>{_e(E.AGENT_TAMPERED)}</b>: {_e(during)}</div>'
     detail = (pack or {}).get("protected_detail") or []
-    if detail:
+    if isinstance(detail, list) and detail:
         rows = "".join(f"<li>{_e(line)}</li>" for line in protected_summary(detail))
         out += (f'<div class="alarm" data-role="protected">protected path(s) it changed, judged with the base\'s '
                 f'version{"; they keep it out of an automatic pick" if (pack or {}).get("protected_blocking") else ""}'
@@ -167,13 +200,13 @@ def _alarms(inst: dict[str, Any], pack: dict[str, Any] | None) -> str:
     return out
 
 
-def _code(fate: dict[str, Any]) -> str:
+def _code(fate: Mapping[str, object]) -> str:
     """A loser's own reason code; the generic one adds nothing to the why."""
     code = fate.get("code")
     return f" [{code}]" if code and code != E.SELECTION_NO_PASS else ""
 
 
-def _column(a: dict[str, Any]) -> str:
+def _column(a: Attempt) -> str:
     inst, pack, fate = a["inst"], a["pack"], a["outcome"]
     won = bool(fate.get("won"))
     verdict = (pack or {}).get("verdict") or "none"
@@ -216,7 +249,7 @@ def _bars(title: str, rows: list[tuple[str, list[tuple[str, float, str]]]], unit
             f'{"".join(parts)}</svg></figure>')
 
 
-def _charts(attempts: list[dict[str, Any]]) -> str:
+def _charts(attempts: list[Attempt]) -> str:
     palette = ["#0969da", "#8250df", "#bf3989", "#9a6700", "#1a7f37", "#cf222e"]
     names = sorted({g["name"] for a in attempts for g in a["gates"]})
     colours = {n: palette[i % len(palette)] for i, n in enumerate(names)}
@@ -227,14 +260,14 @@ def _charts(attempts: list[dict[str, Any]]) -> str:
     return _bars("Gate durations", durations, "s") + _bars("Lines changed against the base", lines, "")
 
 
-def _figures(f: dict[str, Any] | None) -> str:
+def _figures(f: Mapping[str, object] | None) -> str:
     if not f:
         return ""
     score = "unavailable" if f.get("score") is None else f["score"]
     return f"{_e(f['id'])} (score {_e(score)}, {_e(f.get('changed_lines'))} changed lines)"
 
 
-def _rule(pick: dict[str, Any]) -> str:
+def _rule(pick: PickRecord) -> str:
     """How this pick was made, in words: the rule it ran, or the person."""
     method = pick["selection_method"]
     if method == HUMAN:
@@ -249,17 +282,18 @@ def _rule(pick: dict[str, Any]) -> str:
         against = f" over {_figures(d['runner_up'])}" if d.get("runner_up") else ""
         text += f"; decided by {_e(d['stage'])}: {_figures(d['winner'])}{against}"
     ran = pick.get("differential")
-    if ran and ran.get("fallback"):
-        f = ran["fallback"]
-        text += f"; distinguish fell back to {_e(f['rule'])} ({_e(f['code'])}: {_e(f['error'])})"
-    elif ran and ran.get("inputs"):
-        text += (f"; distinguishing inputs <span class=\"mono\">{_e(ran['inputs']['path'])}</span> "
-                 f"(sha256 {_e(ran['inputs']['sha256'][:16])}), outputs: "
-                 + ", ".join(f"{_e(i)} {_e((o['sha256'] or o['error'] or '')[:16])}" for i, o in ran["outputs"].items()))
+    fallback, inputs = (ran.get("fallback"), ran.get("inputs")) if ran else (None, None)
+    if fallback:
+        text += f"; distinguish fell back to {_e(fallback['rule'])} ({_e(fallback['code'])}: {_e(fallback['error'])})"
+    elif ran and inputs:
+        text += (f"; distinguishing inputs <span class=\"mono\">{_e(inputs['path'])}</span> "
+                 f"(sha256 {_e(inputs['sha256'][:16])}), outputs: "
+                 + ", ".join(f"{_e(i)} {_e((o['sha256'] or o['error'] or '')[:16])}"
+                             for i, o in (ran.get("outputs") or {}).items()))
     return text
 
 
-def _standing(a: dict[str, Any] | None) -> str:
+def _standing(a: Attempt | None) -> str:
     """A loser's own evidence, so a loser that passed never reads as failed."""
     if a is None:
         return "unknown"
@@ -271,7 +305,7 @@ def _standing(a: dict[str, Any] | None) -> str:
     return {"none": "not checked", "missing": "evidence missing"}.get(fresh.state, f"evidence {fresh.state}")
 
 
-def _losers(pick: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str:
+def _losers(pick: PickRecord, by_id: dict[str, Attempt]) -> str:
     """One row per distinct (standing, why): a person's pick names its reason
     once, above, not once per loser."""
     rows: dict[tuple[str, str, str], list[str]] = {}
@@ -288,7 +322,7 @@ def _losers(pick: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str:
             if body else "")
 
 
-def _pick_section(view: RunView, attempts: list[dict[str, Any]]) -> str:
+def _pick_section(view: RunView, attempts: list[Attempt]) -> str:
     by_id = {a["inst"]["id"]: a for a in attempts}
     out = []
     for track in view.record["tracks"]:
@@ -306,17 +340,17 @@ def _pick_section(view: RunView, attempts: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
-def _landing(record: dict[str, Any]) -> str:
+def _landing(record: RunRecord) -> str:
     m = record.get("merge")
     if record["status"] != "merged" or not m:
         return f'<p data-role="landing">not landed (run {_e(record["status"])})</p>'
     return (f'<p data-role="landing" data-landed="{_e(m["landed"])}">{_e(m["method"])} on {_e(m["base_ref"])}: '
-            f'<span class="mono">{_e(m["previous"][:12])}</span> &rarr; <span class="mono">{_e(m["landed"][:12])}</span>'
+            f'<span class="mono">{_e((m["previous"] or "")[:12] or None)}</span> &rarr; <span class="mono">{_e(m["landed"][:12])}</span>'
             f' at {_e(m["merged_at"])} (policy {_e(m["policy"])}, landed on merge try {_e(m["attempts"])}); '
             f'<code>git notes --ref=parallel show {_e(m["landed"][:12])}</code></p>')
 
 
-def _diffs(attempts: list[dict[str, Any]]) -> str:
+def _diffs(attempts: list[Attempt]) -> str:
     formatter = HtmlFormatter(cssclass="highlight")
     out = []
     for a in attempts:
@@ -331,7 +365,7 @@ def _diffs(attempts: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
-def _comments(inst: dict[str, Any]) -> str:
+def _comments(inst: InstanceRecord) -> str:
     """The review comments (`git parallel comment`) above the attempt's diff."""
     items = "".join(f'<li data-comment-attempt="{_e(c["attempt"])}" data-file="{_e(c["file"])}" data-line='
                     f'"{_e(c["line"])}"><b>{_e(c["file"] or "attempt")}{":" + _e(c["line"]) if c["line"] else ""}'
@@ -340,9 +374,10 @@ def _comments(inst: dict[str, Any]) -> str:
     return f'<ul class="comments" data-role="comments">{items}</ul>' if items else ""
 
 
-def render(view: RunView, attempts: list[dict[str, Any]]) -> str:
+def render(view: RunView, attempts: list[Attempt]) -> str:
     record = view.record
-    styles = CSS + HtmlFormatter(cssclass="highlight").get_style_defs(".highlight")
+    # types-Pygments leaves HtmlFormatter.get_style_defs unannotated (its base, Formatter's, returns str).
+    styles = CSS + HtmlFormatter(cssclass="highlight").get_style_defs(".highlight")  # type: ignore[no-untyped-call]
     source = "fetched (read from git refs)" if view.shared else "this clone's record"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -360,11 +395,11 @@ def render(view: RunView, attempts: list[dict[str, Any]]) -> str:
         "</body></html>\n")
 
 
-def default_path(project: Project, record: dict[str, Any]) -> Path:
+def default_path(project: Project, record: RunRecord) -> Path:
     return project.repo.parallel_dir / "reports" / f"{record['task']}-{record['run_id']}.html"
 
 
-def report(project: Project, task: str, html_file: str | None = None) -> dict[str, Any]:
+def report(project: Project, task: str, html_file: str | None = None) -> Report:
     """Write the run's page to ``html_file`` (default
     ``<common>/parallel/reports/<task>-<run_id>.html``); returns where."""
     view = open_view(project, task)

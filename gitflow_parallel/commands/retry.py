@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
-
-
 from gitflow_parallel import errors as E
 from gitflow_parallel import model, provenance
 from gitflow_parallel.files import remove_tree
@@ -20,17 +17,19 @@ from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.model import RETRYABLE, find_instance
 from gitflow_parallel.git.retire import check_removable
 from gitflow_parallel.model import refuse_finished
+from gitflow_parallel.shapes import InstanceRecord, RetryResult, RunRecord
 
 
 START_BASE, START_BASE_TIP, START_KEEP = "base", "base-tip", "previous-attempt"
 
-def attempt_start(record: dict[str, Any], inst: dict[str, Any]) -> str:
+def attempt_start(record: RunRecord, inst: InstanceRecord) -> str:
     """The commit the instance's current attempt started from: the spawn's
     base unless a retry said otherwise (``--onto-current``, ``--keep``)."""
-    return (inst.get("start") or {}).get("commit") or record["base"]["commit"]
+    start = inst.get("start") or {}
+    return start.get("commit") or record["base"]["commit"]
 
 
-def _refuse_retry(project: Project, record: dict[str, Any], inst: dict[str, Any], force: bool,
+def _refuse_retry(project: Project, record: RunRecord, inst: InstanceRecord, force: bool,
                   onto_current: bool) -> str | None:
     """May this attempt be replaced by a new one?  Failed and aborted ones
     may; a succeeded one whose verdict is fail may (it failed its gates); any
@@ -61,7 +60,7 @@ def _refuse_retry(project: Project, record: dict[str, Any], inst: dict[str, Any]
         hint=f"wait for it to finish, or `git parallel abort {task} {inst_id}` first")
 
 
-def _refuse_spent_or_stale(record: dict[str, Any], inst: dict[str, Any], expected_revision: int | None) -> None:
+def _refuse_spent_or_stale(record: RunRecord, inst: InstanceRecord, expected_revision: int | None) -> None:
     """An instance that used its ``rework_max`` retries, or a run that
     changed since its revision was read, is refused."""
     rework_max = record["config"]["rework_max"]
@@ -79,7 +78,7 @@ def _refuse_spent_or_stale(record: dict[str, Any], inst: dict[str, Any], expecte
         )
 
 
-def _start_point(project: Project, record: dict[str, Any], inst: dict[str, Any], tip: str | None,
+def _start_point(project: Project, record: RunRecord, inst: InstanceRecord, tip: str | None,
                  onto_current: bool, keep: bool) -> tuple[str, str]:
     """Where the next attempt starts, and how that is recorded."""
     if onto_current:
@@ -93,7 +92,7 @@ def _start_point(project: Project, record: dict[str, Any], inst: dict[str, Any],
     return record["base"]["commit"], START_BASE
 
 
-def _make_again(project: Project, task: str, inst: dict[str, Any], tip: str | None, start: str) -> None:
+def _make_again(project: Project, task: str, inst: InstanceRecord, tip: str | None, start: str) -> None:
     """The worktree is gone (aborted and cleaned, or lost): make its branch
     and worktree again at ``start`` (its tip was archived before)."""
     repo, path = project.repo, Path(inst["worktree"])
@@ -108,11 +107,11 @@ def _make_again(project: Project, task: str, inst: dict[str, Any], tip: str | No
         remove_tree(admin)
     if tip is not None:
         repo.pygit.branches.local.delete(inst["branch"])  # its tip is archived above
-    worktrees.create(repo, task, start, [dict(inst)])
+    worktrees.create(repo, task, start, [inst.copy()])
 
 
 def retry(project: Project, task: str, inst_id: str, expected_revision: int | None = None,
-          force: bool = False, onto_current: bool = False, keep: bool = False) -> dict[str, Any]:
+          force: bool = False, onto_current: bool = False, keep: bool = False) -> RunRecord | RetryResult:
     """Start attempt + 1 of an instance: from the spawn's base (default), the
     base branch's current tip (``onto_current``) or the attempt's own tip
     (``keep``); the old tip is archived first, and feedback on it is written
@@ -157,13 +156,15 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
         kept = worktrees.keep_strays(repo, record["run_id"], task, inst)
         if usable:
             if project.tip(inst) is None:
-                repo.pygit.branches.local.create(inst["branch"], repo.pygit.get(start))
+                import pygit2
+
+                repo.pygit.branches.local.create(inst["branch"], repo.pygit[start].peel(pygit2.Commit))
             if not keep:
                 worktrees.reset(repo, inst, start)
         else:
             _make_again(project, task, inst, tip, start)
 
-        def apply(rec: dict[str, Any], i: dict[str, Any]) -> None:
+        def apply(rec: RunRecord, i: InstanceRecord) -> None:
             if retired:
                 model.retire_picks(rec, retired)
             model.reset_for_retry(i, start, how, tip, archived, kept, notes_for)
@@ -176,11 +177,13 @@ def retry(project: Project, task: str, inst_id: str, expected_revision: int | No
     if not entries:
         return record
     warning = project.mirror_notes(record, entries, f"retry {inst_id}")
-    return {**record, "notes_error": warning} if warning else record
+    if warning:
+        return {**record, "notes_error": warning}
+    return record
 
 
-def _base_moved(project: Project, record: dict[str, Any], inst: dict[str, Any], tip: str | None, start: str,
-                unpicked: str | None) -> dict[str, Any] | None:
+def _base_moved(project: Project, record: RunRecord, inst: InstanceRecord, tip: str | None, start: str,
+                unpicked: str | None) -> dict[str, object] | None:
     """What the feedback says about an attempt retried onto the moved base:
     the base's tip, whether it had won the pick, the files it conflicts in."""
     if tip is None or tip == start or project.repo.is_ancestor(tip, start):

@@ -10,6 +10,7 @@ the record before the engine starts."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from gitflow_parallel import errors as E
@@ -18,12 +19,13 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
 from gitflow_parallel.proc import engine
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.shapes import InstanceRecord, RunRecord
 
 
 def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
         timeout: float | None = None, jobs: int | None = None,
-        progress: Callable[[dict[str, Any]], None] | None = None, tmux: bool = False,
-        agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> dict[str, Any]:
+        progress: Callable[[Mapping[str, Any]], None] | None = None, tmux: bool = False,
+        agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> Mapping[str, Any]:
     """Run ``argv`` in every selected instance (or each one's agent); returns
     the summary.  A run refused before it starts (``claims.refuse_options``)
     claims nothing."""
@@ -69,13 +71,15 @@ def assign_agents(project: Project, task: str, argv: list[str], wanted: list[str
     return first or (commands[next(iter(plan.values()))] if plan else argv)
 
 
-def _plan(project: Project, names: list[str], todo: list[dict[str, Any]], split: Any) -> dict[str, str]:
-    """Instance id -> agent name for ``todo``, track by track in id order."""
+def _plan(project: Project, names: list[str], todo: list[InstanceRecord],
+          split: str | dict[str, int] | None) -> dict[str, str]:
+    """Instance id -> agent name for ``todo``, track by track in id order
+    (``split``: as given to ``--split``, or the config's mapping)."""
     if isinstance(split, str):
         split = mix.parse_split(split, names)
     elif split:
         split = dict(sorted(split.items()))
-    if split == mix.AUTO:
+    if isinstance(split, str):  # the one word parse_split lets through: auto
         from gitflow_parallel.state import tally
 
         weights, floor = mix.auto_weights(names, tally.win_rates(project)), True
@@ -92,7 +96,7 @@ def _plan(project: Project, names: list[str], todo: list[dict[str, Any]], split:
 
 
 def _write(project: Project, task: str, assignments: dict[str, tuple[str | None, list[str] | None]]) -> None:
-    def mutate(record: dict[str, Any]) -> None:
+    def mutate(record: RunRecord) -> None:
         for inst_id, (name, command) in assignments.items():
             inst = model.find_instance(record, inst_id)
             model.assign_agent(inst, name, command)
@@ -101,7 +105,7 @@ def _write(project: Project, task: str, assignments: dict[str, tuple[str | None,
     project.store.update(task, mutate)
 
 
-def succeeded(summary: dict[str, Any]) -> bool:
+def succeeded(summary: Mapping[str, Any]) -> bool:
     """True when every selected instance ran and succeeded, the run was not
     interrupted, and the notes were written."""
     return (not summary["interrupted"] and summary["notes_error"] is None

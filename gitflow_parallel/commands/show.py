@@ -39,5 +39,5 @@ def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> 
                     for h in inst.get("history") or []],
         "comments": inst.get("comments") or [],
         # A differential pick: the inputs and every candidate's behaviour on them.
-        "differential": (fate.get("pick") or {}).get("differential"),
+        "differential": pick.get("differential") if (pick := fate.get("pick")) else None,
     }

@@ -6,7 +6,7 @@ is published too."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import pygit2
 
@@ -17,6 +17,7 @@ from gitflow_parallel.git import worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.names import check_name
+from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN, TERMINAL, InstanceRecord, RunRecord
 from gitflow_parallel.shapes import SpawnResult
@@ -81,8 +82,8 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
         faults.point("spawn.after_worktrees")
     warnings += _prepare_worktrees(project, record)
     # No notes: every tip is still the base commit (see project.notes_instance_on).
-    # A record is a spawn result without warnings (the key is NotRequired).
-    return {**record, "warnings": warnings} if warnings else cast(SpawnResult, record)
+    # A record is a spawn result: its own keys (warnings, published) are NotRequired.
+    return cast(SpawnResult, {**record, "warnings": warnings} if warnings else record)
 
 
 def _prepare_worktrees(project: Project, record: RunRecord) -> list[str]:
@@ -90,8 +91,8 @@ def _prepare_worktrees(project: Project, record: RunRecord) -> list[str]:
     worktree (side by side), so an agent starts with the project's
     environment built; a failure is a warning, never a refusal (the agent
     may build it itself).  Returns the warnings."""
-    setup = record["config"].get("setup") or {}
-    if not setup.get("worktrees"):
+    setup = record["config"].get("setup")
+    if not setup or not setup.get("worktrees"):
         return []
     from concurrent.futures import ThreadPoolExecutor
 
@@ -115,7 +116,7 @@ def _prepare_worktrees(project: Project, record: RunRecord) -> list[str]:
         return [w for w in pool.map(one, record["instances"]) if w]
 
 
-def _config_drift(repo: Any, base_commit: str) -> list[str]:
+def _config_drift(repo: Repo, base_commit: str) -> list[str]:
     """A warning when the .gitparallel.yaml of the worktree spawn runs in is
     not the base commit's: the gates used are the committed ones."""
     top = repo.workdir or repo.main_workdir
@@ -126,11 +127,12 @@ def _config_drift(repo: Any, base_commit: str) -> list[str]:
         mine: bytes | None = here.read_bytes()
     except OSError:
         mine = None
-    tree = repo.pygit.get(base_commit).peel(pygit2.Commit).tree
+    tree = repo.pygit[base_commit].peel(pygit2.Commit).tree
     try:
-        committed: bytes | None = repo.pygit.get(tree[C.CONFIG_FILE].id).data
+        blob = repo.pygit[tree[C.CONFIG_FILE].id]
     except KeyError:
-        committed = None
+        blob = None
+    committed = blob.data if isinstance(blob, pygit2.Blob) else None
     if mine == committed:
         return []
     what = "is not in the base commit" if committed is None else (

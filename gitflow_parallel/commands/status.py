@@ -6,7 +6,7 @@ People type it to look, so it starts fast: what only some answers need
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import overload
 
 
 from gitflow_parallel import errors as E
@@ -14,13 +14,14 @@ from gitflow_parallel import evidence
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project, instance_process_alive
+from gitflow_parallel.shapes import RunRecord, StatusDetail, StatusListResult, StatusRow
 
 
 # -- status --------------------------------------------------------------------
-def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
+def describe(project: Project, record: RunRecord) -> list[StatusRow]:
     """Per instance: what the record says plus what git and the OS say now."""
-    rows = []
-    winners = {p.get("winner") for p in (record.get("picks") or {}).values()}
+    rows: list[StatusRow] = []
+    winners = {p["winner"] for p in (record.get("picks") or {}).values()}
     for inst in record["instances"]:
         tip = project.tip(inst)
         if inst.get("removed"):
@@ -29,7 +30,7 @@ def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
             # Its branch is gone; its last tip lives on in the archive ref.
             tip = project.repo.ref_target(worktrees.archive_ref(record["run_id"], inst["id"], inst["attempt"]))
         fresh = evidence.freshness(record, inst, tip)
-        flags = []
+        flags: list[str] = []
         if inst["status"] == "running" and not instance_process_alive(inst):
             flags.append("process gone")
         if inst["status"] == "pending" and tip is not None and tip != inst["head"]:
@@ -46,14 +47,18 @@ def describe(project: Project, record: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def status(project: Project, task: str | None = None) -> dict[str, Any]:
+@overload
+def status(project: Project, task: None = None) -> StatusListResult: ...
+@overload
+def status(project: Project, task: str) -> StatusDetail: ...
+def status(project: Project, task: str | None = None) -> StatusListResult | StatusDetail:
     if task is None:
         from gitflow_parallel.git import share
 
         records, problems = project.store.load_all()
         local = {r["task"] for r in records}
         # The newest fetched run of each task that has no record here.
-        fetched = {}
+        fetched: dict[str, RunRecord] = {}
         # (A snapshot of a run recorded here says what its record says: not read.)
         for rec, _ in share.shared_runs(project, known=[r["run_id"] for r in records]):
             if rec["task"] not in local:

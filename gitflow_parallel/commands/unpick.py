@@ -4,7 +4,7 @@ picked again; refused once the run merged."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 
 from gitflow_parallel import model, provenance
@@ -15,7 +15,16 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.picks import refuse_closed, retire_picks
 
 
-def unpick(project: Project, task: str, track: str | None = None) -> dict[str, Any]:
+
+class Unpicked(TypedDict):
+    """``unpick``: the picks retired (each as the run record keeps it) and the run's status now."""
+    run_id: str
+    task: str
+    retired: list[dict[str, Any]]
+    status: str
+    notes_error: str | None
+
+def unpick(project: Project, task: str, track: str | None = None) -> Unpicked:
     """Retire the pick of ``track`` (or of every picked track) before it lands."""
 
     check_name(task, "task")

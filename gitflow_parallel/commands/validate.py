@@ -3,7 +3,7 @@ git and the files under ``parallel/``, as findings; it changes nothing."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 
 from gitflow_parallel import errors as E
@@ -14,8 +14,18 @@ from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.scan import ERROR, Finding, Scan
 
 
+class Validated(TypedDict):
+    """``validate``: the runs checked, every finding (as ``Finding.as_json``), how many are errors."""
+    ok: bool
+    task: str | None
+    errors: int
+    warnings: int
+    runs: list[dict[str, object]]
+    findings: list[dict[str, Any]]
+
+
 # -- validate ------------------------------------------------------------------------
-def validate(project: Project, task: str | None = None) -> dict[str, Any]:
+def validate(project: Project, task: str | None = None) -> Validated:
     """Every inconsistency, as findings; ``ok`` is False when any is an error."""
     if task is not None:
         check_name(task, "task")

@@ -28,13 +28,15 @@ import datetime as dt
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from collections.abc import Mapping
+from typing import Callable, Iterator, TypedDict
 
 from gitflow_parallel.model import find_instance
 from gitflow_parallel.names import check_name
 from gitflow_parallel.proc.waiting import EventTail
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.view import changes_between, commit_stat, worktree_diff, worktree_stat
+from gitflow_parallel.shapes import InstanceRecord, RunRecord
 
 ENDED_RUN = ("picked", "merged", "failed", "aborted")
 INTERVAL = 0.2  # seconds between reads of the record
@@ -56,7 +58,7 @@ def last_line(path: str | None) -> str:
     return lines[-1].strip() if lines else ""
 
 
-def _seconds(inst: dict[str, Any], now: dt.datetime) -> float | None:
+def _seconds(inst: InstanceRecord, now: dt.datetime) -> float | None:
     def when(stamp: str | None) -> dt.datetime | None:
         return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
 
@@ -75,14 +77,15 @@ class Sampler:
         self.tails: dict[tuple[str, int], EventTail] = {}
         self.stats: dict[tuple[str, int], tuple[float, dict[str, int] | None, bool]] = {}
 
-    def waiting(self, inst: dict[str, Any]) -> dict[str, Any] | None:
-        if inst["status"] != "running" or not inst.get("events"):
+    def waiting(self, inst: InstanceRecord) -> Mapping[str, object] | None:
+        events = inst.get("events")
+        if inst["status"] != "running" or not events:
             return None
         key = (inst["id"], inst["attempt"])
-        tail = self.tails.setdefault(key, EventTail(Path(inst["events"])))
+        tail = self.tails.setdefault(key, EventTail(Path(events)))
         return tail.read()
 
-    def diff(self, record: dict[str, Any], inst: dict[str, Any]) -> dict[str, int] | None:
+    def diff(self, record: RunRecord, inst: InstanceRecord) -> dict[str, int] | None:
         if inst["status"] == "pending":
             return None
         key, now = (inst["id"], inst["attempt"]), time.monotonic()
@@ -99,10 +102,38 @@ class Sampler:
         return stat
 
 
-def view(record: dict[str, Any], sampler: Sampler | None = None) -> dict[str, Any]:
+class Watched(TypedDict):
+    """An instance as ``watch`` shows it: its record's state, its log's last
+    line, whether it waits for input, its diff stat, whether it won."""
+    id: str
+    track: str
+    agent: str | None
+    status: str
+    attempt: int
+    verdict: str | None
+    elapsed_s: float | None
+    last_line: str
+    waiting: Mapping[str, object] | None
+    diff: dict[str, int] | None
+    winner: bool
+
+
+class View(TypedDict):
+    """The run as ``watch`` shows it (``picks``: each picked track's winner)."""
+    task: str
+    run_id: str
+    status: str
+    picks: dict[str, str]
+    instances: list[Watched]
+
+
+Event = dict[str, object]  # one change between two views (``event``: what changed)
+
+
+def view(record: RunRecord, sampler: Sampler | None = None) -> View:
     """The run as ``watch`` shows it."""
     now = dt.datetime.now(dt.timezone.utc)
-    picks = {t: p.get("winner") for t, p in (record.get("picks") or {}).items()}
+    picks = {t: p["winner"] for t, p in (record.get("picks") or {}).items()}
     return {
         "task": record["task"], "run_id": record["run_id"], "status": record["status"], "picks": picks,
         "instances": [{"id": i["id"], "track": i["track"], "agent": i.get("agent"), "status": i["status"],
@@ -115,27 +146,27 @@ def view(record: dict[str, Any], sampler: Sampler | None = None) -> dict[str, An
     }
 
 
-def changes(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[str, Any]]:
+def changes(before: View | None, after: View) -> list[Event]:
     """The events between two views, in a stable order: instances (in
     record order), then picks, then the run."""
-    old = {i["id"]: i for i in (before or {}).get("instances", [])}
-    out: list[dict[str, Any]] = []
+    old = {i["id"]: i for i in (before["instances"] if before else [])}
+    out: list[Event] = []
     for inst in after["instances"]:
-        was = old.get(inst["id"], {})
+        was = old.get(inst["id"])
         base = {"instance": inst["id"], "agent": inst["agent"], "attempt": inst["attempt"]}
-        if (was.get("status"), was.get("attempt")) != (inst["status"], inst["attempt"]):
+        if (was and (was["status"], was["attempt"])) != (inst["status"], inst["attempt"]):
             out.append({"event": "status", **base, "status": inst["status"], "elapsed_s": inst["elapsed_s"]})
-        if inst["waiting"] and not was.get("waiting"):
-            out.append({"event": "waiting", **base, "source": inst["waiting"]["source"],
-                        "message": inst["waiting"]["message"]})
-        elif was.get("waiting") and not inst["waiting"] and inst["status"] == "running":
+        said, was_waiting, was_diff = inst["waiting"], was and was["waiting"], was and was["diff"]
+        if said and not was_waiting:
+            out.append({"event": "waiting", **base, "source": said["source"], "message": said["message"]})
+        elif was_waiting and not said and inst["status"] == "running":
             out.append({"event": "resumed", **base})
-        if inst["diff"] and inst["diff"] != was.get("diff") and (inst["diff"]["files"] or was.get("diff")):
+        if inst["diff"] and inst["diff"] != was_diff and (inst["diff"]["files"] or was_diff):
             out.append({"event": "diff", **base, **inst["diff"]})
-        if inst["verdict"] and inst["verdict"] != was.get("verdict"):
+        if inst["verdict"] and inst["verdict"] != (was and was["verdict"]):
             out.append({"event": "verdict", **base, "verdict": inst["verdict"]})
     for track, winner in after["picks"].items():
-        if (before or {}).get("picks", {}).get(track) != winner:
+        if (before["picks"].get(track) if before else None) != winner:
             agent = next((i["agent"] for i in after["instances"] if i["id"] == winner), None)
             out.append({"event": "pick", "track": track, "winner": winner, "agent": agent})
     if before is None or before["status"] != after["status"]:
@@ -144,12 +175,12 @@ def changes(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[s
 
 
 def watch(project: Project, task: str, interval: float = INTERVAL,
-          pause: Callable[[float], None] = time.sleep) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+          pause: Callable[[float], None] = time.sleep) -> Iterator[tuple[View, list[Event]]]:
     """(view, events) each time the run is read, until it ends; ``pause``
     waits between reads (the terminal view reads its keys meanwhile)."""
     check_name(task, "task")
     sampler = Sampler(project)
-    before: dict[str, Any] | None = None
+    before: View | None = None
     while True:
         now = view(project.store.load(task), sampler)
         yield now, changes(before, now)

@@ -51,7 +51,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Mapping
+from typing import Any, Callable, TypedDict
 
 from gitflow_parallel import config, model
 from gitflow_parallel.proc import engine
@@ -67,6 +68,7 @@ from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.judge import check
 from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.workers import dismantle, worker_project
+from gitflow_parallel.shapes import ClaimHolder, EvidenceBinding, InstanceRecord, RunRecord
 _STOP = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 
@@ -74,12 +76,25 @@ _STOP = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if has
 class Target:
     """One instance of a published run, as the survey found it."""
 
-    record: dict[str, Any]  # the manifest's record
-    inst: dict[str, Any]
+    record: RunRecord  # the manifest's record
+    inst: InstanceRecord
     claim_oid: str | None
     claim: dict[str, Any] | None
     state: str
     waiting: bool = False  # published without an agent command yet
+
+
+class Worked(TypedDict):
+    """``worker``: each instance it took (a row each), how many it delivered,
+    why it stopped, and what it took apart for workers that are gone."""
+    worker: str
+    remote: str
+    task: str | None
+    lease_s: float
+    instances: list[dict[str, Any]]
+    delivered: int
+    stopped: str
+    tidied: list[Mapping[str, Any]]
 
 
 def default_name() -> str:
@@ -91,15 +106,16 @@ def survey(project: Project, remote: str, task: str | None = None) -> list[Targe
     R.fetch_runs(project, remote)
     now = time.time()
     out = []
-    newest: dict[str, dict[str, Any]] = {}
-    for record, _ in R.published_runs(project, remote, task):
-        newest[record["task"]] = record  # oldest first: the last one stays
+    newest: dict[str, RunRecord] = {}
+    for published, _ in R.published_runs(project, remote, task):
+        newest[published["task"]] = published  # oldest first: the last one stays
     for record in newest.values():
         # A task has one live run: an older manifest of it is a run the
         # coordinator finished, whatever that manifest last said.
         if record["status"] in FINISHED_RUN or record.get("picks"):
             continue
-        waiting = not (record.get("remote") or {}).get("agent")
+        remote_info = record.get("remote")
+        waiting = not (remote_info and remote_info["agent"])
         for inst in record["instances"]:
             if inst["status"] != "pending" or inst.get("removed"):
                 continue  # finished (collected) or taken by hand on the coordinator
@@ -190,7 +206,7 @@ class Lease:
         raise ParallelError(E.REMOTE_FAILED, f"claiming {self.ref} on {self.remote} failed: {pushed.output}",
                             hint=f"check that {self.remote} is reachable and takes pushes")
 
-    def holder(self) -> dict[str, Any]:
+    def holder(self) -> ClaimHolder:
         """Who holds the claim, for the worker's own record (``recovery/workers``)."""
         return model.new_claim_holder(self.worker, self.data["host"], self.data["pid"], self.data["generation"],
                                       self.data["claimed_at"])
@@ -253,7 +269,7 @@ class Lease:
 
 
 # -- 3. prepare ------------------------------------------------------------------------------
-def _refuse_coordinator(project: Project, record: dict[str, Any]) -> None:
+def _refuse_coordinator(project: Project, record: RunRecord) -> None:
     """The clone that spawned the run holds its branches: a worker there would collide."""
     try:
         local = project.store.load(record["task"])
@@ -281,8 +297,8 @@ def _clear_leftover(project: Project, task: str, inst_id: str) -> None:
             hint="run the worker in a clone of its own, or remove the branch (its work stays on the remote)")
 
 
-def prepare(project: Project, record: dict[str, Any], inst: dict[str, Any], remote: str,
-            holder: dict[str, Any]) -> Project:
+def prepare(project: Project, record: RunRecord, inst: InstanceRecord, remote: str,
+            holder: ClaimHolder) -> Project:
     """The worker's own record of the run with this instance in it, and its
     branch and worktree at the attempt's start; returns the worker project."""
     repo = project.repo
@@ -322,12 +338,14 @@ class Outcome:
     interrupted: bool = False
 
 
-def _agent(record: dict[str, Any]) -> tuple[list[str], float | None]:
-    info = record.get("remote") or {}
-    return list(info["agent"]), info.get("timeout")
+def _agent(record: RunRecord) -> tuple[list[str], float | None]:
+    info = record.get("remote")
+    # Only a run published with its agent command is worked (``survey``: waiting).
+    assert info is not None and info["agent"] is not None
+    return list(info["agent"]), info["timeout"]
 
 
-def _evidence(wp: Project, task: str, inst_id: str) -> tuple[str | None, dict[str, Any] | None, dict[str, Any]]:
+def _evidence(wp: Project, task: str, inst_id: str) -> tuple[str | None, EvidenceBinding | None, dict[str, Any]]:
     """(evidence commit, binding, what the check said) for the checked instance."""
     out: dict[str, Any] = {}
     try:
@@ -340,6 +358,7 @@ def _evidence(wp: Project, task: str, inst_id: str) -> tuple[str | None, dict[st
     local_record = wp.store.load(task)
     local = find_instance(local_record, inst_id)
     binding = local["evidence"]
+    assert binding is not None  # the check above bound it, or said why not
     pack = json.loads(Path(binding["path"]).read_bytes())
     # ``check`` keeps the pack on the evidence ref; written here if it could not.
     name = share.evidence_ref(local_record["run_id"], inst_id, local["attempt"])
@@ -349,7 +368,7 @@ def _evidence(wp: Project, task: str, inst_id: str) -> tuple[str | None, dict[st
     return commit, binding, out
 
 
-def _deliver(project: Project, lease: Lease, record: dict[str, Any], inst: dict[str, Any], tip: str,
+def _deliver(project: Project, lease: Lease, record: RunRecord, inst: InstanceRecord, tip: str,
              expected_branch: str | None, ev: str | None, done_claim: str) -> None:
     """The one atomic push of branch, evidence, claim and notes."""
     repo, remote = project.repo, lease.remote
@@ -432,7 +451,9 @@ def run_one(project: Project, lease: Lease) -> Outcome:
             _tidy(wp, task, inst["id"])
             row.update(delivered=False, released=True)
             return Outcome(row, interrupted=True)
-        ev, binding, checked = (None, None, {})
+        ev: str | None = None
+        binding: EvidenceBinding | None = None
+        checked: dict[str, Any] = {}
         if ran["status"] == "succeeded":
             ev, binding, checked = _evidence(wp, task, inst["id"])
         row.update(checked)
@@ -497,7 +518,7 @@ def poll_interval(lease_s: float) -> float:
 def work(project: Project, remote: str, task: str | None = None, once: bool = False, max_instances: int | None = None,
          instance: str | None = None, index: int | None = None, lease_s: float = R.DEFAULT_LEASE,
          wait: bool = False, name: str | None = None,
-         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+         progress: Callable[[str], None] | None = None) -> Worked:
     """Claim, run, check and deliver instances until there is nothing to
     claim (or ``once``/``max_instances``); with ``wait`` (implied by
     ``instance``/``index``), wait while instances are held by others or
@@ -513,7 +534,7 @@ def work(project: Project, remote: str, task: str | None = None, once: bool = Fa
     wait = wait or instance is not None or index is not None
     say = progress or (lambda text: None)
     rows: list[dict[str, Any]] = []
-    tidied: list[dict[str, Any]] = []
+    tidied: list[Mapping[str, Any]] = []
     idle = "nothing to claim"
     with _Stop() as stop:
         while limit is None or len(rows) < limit:
@@ -559,7 +580,7 @@ def _claim_and_run(project: Project, remote: str, targets: list[Target], worker:
         lease = Lease(project, remote, t, worker, lease_s)
         if not lease.acquire():
             continue  # another worker was faster
-        how = f" (took over from {t.claim.get('worker')}, {t.state})" if lease.data.get("takeover") else ""
+        how = f" (took over from {(t.claim or {}).get('worker')}, {t.state})" if lease.data.get("takeover") else ""
         say(f"claimed {t.record['task']}/{t.inst['id']} of {t.record['run_id']}{how}")
         try:
             return run_one(project, lease), "claimed"

@@ -12,7 +12,7 @@ from collections import Counter
 import os
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pygit2
 from filelock import FileLock, Timeout
@@ -37,10 +37,13 @@ from gitflow_parallel.judge.gates import (applicable, complete_of, gate_facts, j
 from gitflow_parallel.judge.place import Place, judging
 from gitflow_parallel.judge.score import score
 from gitflow_parallel.proc.child import own_events
+from gitflow_parallel.shapes import (AddedTests, CheckedInstance, CheckResult, EngineEvidence, EvidenceBinding,
+                                     EvidencePack, GateResult, InstanceError, InstanceRecord, Judged, RunRecord)
+from gitflow_parallel.config_schema import FrozenConfig, GateConfig
 
 
 # -- engine evidence --------------------------------------------------------------
-def engine_evidence(inst: dict[str, Any]) -> dict[str, Any]:
+def engine_evidence(inst: InstanceRecord) -> EngineEvidence:
     """Counts by event name from the instance's events log, or unavailable.
 
     Nothing observed is null, never 0: an empty or absent log does not prove
@@ -61,9 +64,9 @@ def engine_evidence(inst: dict[str, Any]) -> dict[str, Any]:
     ours = Counter(runner)
     counted = [n for n in names if n is not None and not n.startswith("engine_")]
     counted += [n for n in map(_event_name, runner) if n is not None]
-    out = {"status": "observed", "counts": dict(sorted(Counter(counted).items())), "lines": len(lines),
-           "malformed": names.count(None), "path": str(path), "sha256": sha256_bytes(data or b""),
-           "forged": sum((theirs - ours).values()), "erased": sum((ours - theirs).values())}
+    out: EngineEvidence = {"status": "observed", "counts": dict(sorted(Counter(counted).items())), "lines": len(lines),
+                           "malformed": names.count(None), "path": str(path), "sha256": sha256_bytes(data or b""),
+                           "forged": sum((theirs - ours).values()), "erased": sum((ours - theirs).values())}
     if data is not None and size > len(data):
         out["cut"] = size - len(data)  # bytes past what was read (and hashed)
     return out
@@ -108,11 +111,11 @@ def _tracked_changes(worktree: Path, common: Path) -> list[str]:
     return [p for p in changed if p not in index or not lfs.is_smudged(common, wt[index[p].id].data, worktree / p)]
 
 
-def _picked_winners(record: dict[str, Any]) -> set[str]:
-    return {p.get("winner") for p in (record.get("picks") or {}).values() if isinstance(p, dict)}
+def _picked_winners(record: RunRecord) -> set[str]:
+    return {p["winner"] for p in (record.get("picks") or {}).values()}
 
 
-def _targets(record: dict[str, Any], instances: list[str] | None) -> list[dict[str, Any]]:
+def _targets(record: RunRecord, instances: list[str] | None) -> list[InstanceRecord]:
     """The instances to check.  A picked winner is never re-checked: its pack
     would be rewritten in place, and the write-once pick record, which names
     that pack's sha256, would then refuse to merge forever."""
@@ -156,7 +159,7 @@ def _targets(record: dict[str, Any], instances: list[str] | None) -> list[dict[s
     return chosen
 
 
-def _preflight(project: Project, record: dict[str, Any], inst: dict[str, Any]) -> str:
+def _preflight(project: Project, record: RunRecord, inst: InstanceRecord) -> str:
     """Refuse an instance whose worktree does not hold exactly its branch tip;
     returns the tip."""
     task, inst_id = record["task"], inst["id"]
@@ -202,8 +205,8 @@ def _lock(project: Project, task: str, inst_id: str) -> FileLock:
     return lock
 
 
-def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], commit: str,
-               selected: set[str] | None, reads: sandbox.Reads, lane: pace.Lane) -> dict[str, Any]:
+def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit: str,
+               selected: set[str] | None, reads: sandbox.Reads, lane: pace.Lane) -> EvidencePack:
     """Run the gates and score of one instance in a clean checkout of its
     commit; returns its pack (not yet written).  ``reads``: the fences' read
     rules, shared by the check's instances; ``lane``: its way through the
@@ -211,23 +214,26 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
     repo = pygit2.Repository(str(project.repo.common_dir))  # one handle per thread
     base_commit = record["base"]["commit"]
     cfg = record["config"]
-    tree = str(repo.get(commit).peel(pygit2.Commit).tree_id)
+    tree = str(repo[commit].peel(pygit2.Commit).tree_id)
     judged = what_is_judged(repo, record, commit, base_commit)
     gates = applicable(cfg["gates"], inst["track"])
-    pack = {
-        "schema_version": evidence.SCHEMA_VERSION, "origin": evidence.ORIGIN, "run_id": record["run_id"],
-        "task": record["task"], "instance": inst["id"], "track": inst["track"], "attempt": inst["attempt"],
-        "instance_revision": inst["instance_revision"], "commit": commit, "tree": tree,
-        "base_commit": base_commit, "config_sha256": record["config_sha256"], **judged, "refused": None,
-        "engine_evidence": engine_evidence(inst),
-    }
+    events = engine_evidence(inst)
     if judged["protected_changes"] and cfg["protect_mode"] == "refuse":
         # Judged as it is, it would be tested against its own tests; restored,
         # it would not be the attempt any more.  Nothing runs.
-        return {**pack, "gates": [], "verdict": "fail", "complete": True, "score": None, "score_source": None,
-                "score_error": None, "refused": refused_protected(judged), "input_fingerprints": {}, "setup": None,
-                "added_tests": None,
-                "output_fingerprints": output_fingerprints(repo, base_commit, commit), "proof_issued_at": utcnow()}
+        return {
+            "schema_version": evidence.SCHEMA_VERSION, "origin": evidence.ORIGIN, "run_id": record["run_id"],
+            "task": record["task"], "instance": inst["id"], "track": inst["track"], "attempt": inst["attempt"],
+            "instance_revision": inst["instance_revision"], "commit": commit, "tree": tree,
+            "base_commit": base_commit, "config_sha256": record["config_sha256"], "checkout": judged["checkout"],
+            "protected": judged["protected"], "protect_mode": judged["protect_mode"],
+            "protected_changes": judged["protected_changes"], "protected_detail": judged["protected_detail"],
+            "protected_blocking": judged["protected_blocking"], "judged_commit": judged["judged_commit"],
+            "judged_tree": judged["judged_tree"], "engine_evidence": events, "gates": [], "verdict": "fail",
+            "complete": True, "score": None, "score_source": None,
+            "score_error": None, "refused": refused_protected(judged), "input_fingerprints": {}, "setup": None,
+            "added_tests": None,
+            "output_fingerprints": output_fingerprints(repo, base_commit, commit), "proof_issued_at": utcnow()}
     repo_ = project.repo
     with scratch.borrow(repo_) as checkout, contextlib.ExitStack() as stack:
         path = checkout.prepare(judged["judged_commit"], keep=kept_paths(cfg))
@@ -255,16 +261,21 @@ def _check_one(project: Project, record: dict[str, Any], inst: dict[str, Any], c
     verdict = verdict_of(results)
     if added and added["mode"] == "enforced" and not added["passed"]:
         verdict = "fail"
-    return {**pack, "fence": place.fence.kind if place.fence else "none",
-            "layers": place.fence.held() if place.fence else [], "setup": setup, "gates": results,
-            "added_tests": added, "verdict": verdict, "score": value, "score_source": source, "score_error": error,
-            "input_fingerprints": inputs, "output_fingerprints": outputs, "proof_issued_at": utcnow(),
-            "complete": complete_of(results)}
+    return {
+        "schema_version": evidence.SCHEMA_VERSION, "origin": evidence.ORIGIN, "run_id": record["run_id"],
+        "task": record["task"], "instance": inst["id"], "track": inst["track"], "attempt": inst["attempt"],
+        "instance_revision": inst["instance_revision"], "commit": commit, "tree": tree,
+        "base_commit": base_commit, "config_sha256": record["config_sha256"], **judged, "refused": None,
+        "engine_evidence": events, "fence": place.fence.kind if place.fence else "none",
+        "layers": place.fence.held() if place.fence else [], "setup": setup, "gates": results,
+        "added_tests": added, "verdict": verdict, "score": value, "score_source": source, "score_error": error,
+        "input_fingerprints": inputs, "output_fingerprints": outputs, "proof_issued_at": utcnow(),
+        "complete": complete_of(results)}
 
 
-def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[str, Any]], inst: dict[str, Any],
-                 place: Place, commit: str, judged: dict[str, Any], results: list[dict[str, Any]],
-                 selected: set[str] | None) -> dict[str, Any] | None:
+def _added_stage(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateConfig], inst: InstanceRecord,
+                 place: Place, commit: str, judged: Judged, results: list[GateResult],
+                 selected: set[str] | None) -> AddedTests | None:
     """The tests the attempt added under protected paths, which its judging
     left out: once the enforced gates passed on the base's tests, they run
     again with the added files in the checkout (``added_tests``: observe
@@ -276,7 +287,7 @@ def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[
         return None
     again = [g for g in gates if g["mode"] == "enforced" and not g.get("hidden")
              and (selected is None or g["name"] in selected)]
-    tree = repo.get(commit).peel(pygit2.Commit).tree
+    tree = repo[commit].peel(pygit2.Commit).tree
     if place.overlaid:
         return _added_layered(repo, tree, paths, again, inst, place, mode)
     written = []
@@ -302,8 +313,8 @@ def _added_stage(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[
     return {"mode": mode, "paths": paths, "gates": ran, "passed": verdict_of(ran) == "pass"}
 
 
-def _added_layered(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str], again: list[dict[str, Any]],
-                   inst: dict[str, Any], place: Place, mode: str) -> dict[str, Any]:
+def _added_layered(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str], again: list[GateConfig],
+                   inst: InstanceRecord, place: Place, mode: str) -> AddedTests:
     """The added-tests stage under the namespace layer: the added files in a
     layer of their own over the checkout, the gates in a fresh upper layer."""
     parallel_dir = place.log_dir.parent.parent
@@ -338,7 +349,7 @@ def _still_judged(path: Path, commit: str, what: str, common: Path) -> None:
             hint="make the gates leave tracked files alone (write to untracked, ignored paths) and check again")
 
 
-def _select_gates(record: dict[str, Any], gates: list[str] | None) -> set[str] | None:
+def _select_gates(record: RunRecord, gates: list[str] | None) -> set[str] | None:
     if not gates:
         return None
     known = [g["name"] for g in record["config"]["gates"]]
@@ -353,11 +364,11 @@ def _select_gates(record: dict[str, Any], gates: list[str] | None) -> set[str] |
     return set(gates)
 
 
-def _store_pack(project: Project, task: str, pack: dict[str, Any]) -> dict[str, Any]:
+def _store_pack(project: Project, task: str, pack: EvidencePack) -> EvidenceBinding:
     binding = evidence.write(project.repo.parallel_dir, pack)
     faults.point("check.after_pack")
 
-    def apply(record: dict[str, Any], inst: dict[str, Any]) -> None:
+    def apply(record: RunRecord, inst: InstanceRecord) -> None:
         if inst["status"] != "succeeded":
             raise ParallelError(E.BRANCH_TERMINAL, f"instance {inst['id']} became {inst['status']} during the check",
                                 hint=f"see `git parallel status {task}`")
@@ -368,8 +379,8 @@ def _store_pack(project: Project, task: str, pack: dict[str, Any]) -> dict[str, 
 
 
 def check(project: Project, task: str, instances: list[str] | None = None, gates: list[str] | None = None,
-          jobs: int | None = None, skip: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
-          progress: pace.Report | None = None) -> dict[str, Any]:
+          jobs: int | None = None, skip: Callable[[RunRecord, InstanceRecord], bool] | None = None,
+          progress: pace.Report | None = None) -> CheckResult:
     """Run the gates of every succeeded (or each named) instance and record
     the evidence.  Refusals before anything runs raise; what goes wrong for
     one instance afterwards is reported under ``errors``.  ``skip(record,
@@ -403,13 +414,13 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
         for inst in targets:
             locks.append(_lock(project, task, inst["id"]))
             commits[inst["id"]] = _preflight(project, record, inst)
-        checked: dict[str, dict[str, Any]] = {}
-        errors: dict[str, dict[str, Any]] = {}
+        checked: dict[str, CheckedInstance] = {}
+        errors: dict[str, InstanceError] = {}
         entries: list[tuple[str, str]] = []
         warnings: list[str | None] = []  # evidence refs not written (push writes them)
         shared_watchdog()  # forked before the threads
         with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
-            futures: dict[Future[dict[str, Any]], dict[str, Any]] = {
+            futures: dict[Future[EvidencePack], InstanceRecord] = {
                 pool.submit(_check_one, project, record, inst, commits[inst["id"]], selected, reads,
                             cores.lane(inst["id"])): inst
                 for inst in targets}

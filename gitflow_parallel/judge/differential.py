@@ -50,7 +50,6 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import pygit2
 
@@ -62,29 +61,32 @@ from gitflow_parallel.judge import gates
 from gitflow_parallel.judge import place as place_mod
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.proc import sandbox
+from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.config_schema import FrozenConfig, GateConfig, GateMode
+from gitflow_parallel.shapes import Candidate, Differential, GateResult, Inputs, Output
 
 # The folder, inside a scratch checkout, that the generator writes and each
 # attempt reads (a fenced command may write nowhere else).
 FOLDER = ".git-parallel-distinguish"
 
 
-def _gate(name: str, argv: list[str], timeout: float, mode: str) -> dict[str, Any]:
+def _gate(name: str, argv: list[str], timeout: float, mode: GateMode) -> GateConfig:
     """A distinguish command in the shape the gate runner takes."""
     return {"name": name, "run": list(argv), "mode": mode, "timeout": timeout, "env": {}, "setup": True,
             "requires": [], "outputs": [], "inputs": [], "hidden": None, "tracks": None}
 
 
-def _write_attempts(repo: pygit2.Repository, base: str, candidates: list[dict[str, Any]], into: Path) -> None:
+def _write_attempts(repo: pygit2.Repository, base: str, candidates: list[Candidate], into: Path) -> None:
     """One folder per candidate: its id, commit, patch and changed files."""
-    base_tree = repo.get(base).peel(pygit2.Tree)
+    base_tree = repo[base].peel(pygit2.Tree)
     for c in candidates:
         folder = into / c["id"]
         (folder / "files").mkdir(parents=True)
         (folder / "instance").write_text(c["id"] + "\n", encoding="utf-8")
         (folder / "commit").write_text(c["commit"] + "\n", encoding="utf-8")
-        tree = repo.get(c["commit"]).peel(pygit2.Tree)
-        diff = repo.diff(base_tree, tree)
+        tree = repo[c["commit"]].peel(pygit2.Tree)
+        diff = repo.diff(base_tree, tree)  # type: ignore[call-overload]  # the stub leaves out trees; diff takes them
         (folder / "diff").write_bytes(b"".join(p.data for p in diff))
         for delta in diff.deltas:
             entry = delta.new_file
@@ -109,7 +111,7 @@ def _regular_files(root: Path) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def _keep_inputs(source: Path, store: Path) -> dict[str, Any]:
+def _keep_inputs(source: Path, store: Path) -> Inputs:
     """Copy what the generator wrote into ``store``; its files and hashes."""
     remove_tree(store, ignore_errors=True)
     files = _regular_files(source)
@@ -142,7 +144,7 @@ def _fresh(folder: Path, inputs: Path | None = None) -> None:
         shutil.copytree(inputs, folder, symlinks=True)
 
 
-def _patterns(cfg: dict[str, Any], base_tree: pygit2.Tree) -> list[str]:
+def _patterns(cfg: FrozenConfig, base_tree: pygit2.Tree) -> list[str]:
     """The protected patterns of a run, plus the files its distinguish
     commands name (as if they were gate commands: taken from the base)."""
     d = cfg["distinguish"]
@@ -151,9 +153,9 @@ def _patterns(cfg: dict[str, Any], base_tree: pygit2.Tree) -> list[str]:
     return scratch.protected_patterns(named, base_tree)
 
 
-def _run_one(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkout, commit: str, judged: str,
-             judged_tree: str, gate: dict[str, Any], prefix: str, facts: dict[str, str],
-             inputs: Path | None) -> tuple[dict[str, Any], Path]:
+def _run_one(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checkout, commit: str, judged: str,
+             judged_tree: str, gate: GateConfig, prefix: str, facts: dict[str, str],
+             inputs: Path | None) -> tuple[GateResult, Path]:
     """Run one distinguish command in a clean checkout of ``judged``; its
     gate result and the checkout's distinguish folder."""
     cfg = record["config"]
@@ -168,7 +170,7 @@ def _run_one(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkou
         try:
             _, results = gates.judge_checkout(repo.pygit, cfg, [gate], track, place, judged_tree)
         except ParallelError as exc:  # e.g. its Python would import the checkout's code from elsewhere
-            return {"exit_code": None, "passed": False, "error": f"{exc.code}: {exc.message}", "log": None}, folder
+            return gates.gate_result(gate, error=f"{exc.code}: {exc.message}"), folder
         written = place.spaces[-1].upper / FOLDER if place.spaces else None
         if written is not None and written.is_dir() and not written.is_symlink():
             # What it wrote is in its layer: the judge copies it out (links as links).
@@ -178,18 +180,18 @@ def _run_one(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkou
     return results[0], folder
 
 
-def _fallback(out: dict[str, Any], code: str, error: str) -> dict[str, Any]:
+def _fallback(out: Differential, code: str, error: str) -> Differential:
     return {**out, "status": "fallback", "fallback": {"rule": "cluster", "code": code, "error": error}}
 
 
-def _failure(result: dict[str, Any]) -> str:
+def _failure(result: GateResult) -> str:
     if result.get("error"):
         return str(result["error"])
     return f"it exited {result.get('exit_code')}" + (f"; see {result['log']}" if result.get("log") else "")
 
 
 def distinguish(project: Project, record: RunRecord, track: str,
-                candidates: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, dict[str, Any]] | None]:
+                candidates: list[Candidate]) -> tuple[Differential, dict[str, dict[str, object]] | None]:
     """Run the generator and every candidate on its inputs.  Returns (what
     the pick record keeps under ``differential``, the behaviour of each
     candidate by id, or None when the caller must fall back)."""
@@ -197,7 +199,7 @@ def distinguish(project: Project, record: RunRecord, track: str,
     d, base = cfg["distinguish"], record["base"]["commit"]
     basis = json.dumps(sorted((c["id"], c["commit"]) for c in candidates)).encode()
     store = repo.parallel_dir / "distinguish" / record["run_id"] / f"{track}-{hashlib.sha256(basis).hexdigest()[:12]}"
-    out: dict[str, Any] = {"command": list(d["command"]), "run": list(d["run"]), "status": "ran", "fallback": None}
+    out: Differential = {"command": list(d["command"]), "run": list(d["run"]), "status": "ran", "fallback": None}
     attempts = Path(tempfile.mkdtemp(prefix="git-parallel-distinguish-"))
     try:
         _write_attempts(repo.pygit, base, candidates, attempts)
@@ -208,34 +210,35 @@ def distinguish(project: Project, record: RunRecord, track: str,
             out["generator"] = {k: gen.get(k) for k in ("exit_code", "error", "duration_s", "log", "log_sha256")}
             if not gen["passed"]:
                 return _fallback(out, E.DISTINGUISH_FAILED, f"distinguish.command failed: {_failure(gen)}"), None
-            out["inputs"] = _keep_inputs(folder, store / "inputs")
-            if not out["inputs"]["files"]:
+            inputs = out["inputs"] = _keep_inputs(folder, store / "inputs")
+            if not inputs["files"]:
                 return _fallback(out, E.DISTINGUISH_EMPTY, "distinguish.command exited 0 but wrote nothing into "
                                  "GIT_PARALLEL_DISTINGUISH_OUT"), None
-            out["outputs"] = _run_candidates(repo, record, track, checkout, candidates, store / "inputs")
+            outputs = out["outputs"] = _run_candidates(repo, record, track, checkout, candidates, store / "inputs")
     finally:
         remove_tree(attempts, ignore_errors=True)
-    if all(o["sha256"] is None for o in out["outputs"].values()):
-        first = next(iter(out["outputs"].values()))
+    if all(o["sha256"] is None for o in outputs.values()):
+        first = next(iter(outputs.values()))
         return _fallback(out, E.DISTINGUISH_FAILED, f"distinguish.run ran for no attempt: {first['error']}"), None
-    return out, {i: {k: o[k] for k in ("exit_code", "sha256", "error")} for i, o in out["outputs"].items()}
+    return out, {i: {"exit_code": o["exit_code"], "sha256": o["sha256"], "error": o["error"]} for i, o in outputs.items()}
 
 
-def _run_candidates(repo: Any, record: RunRecord, track: str, checkout: scratch.Checkout,
-                    candidates: list[dict[str, Any]], inputs: Path) -> dict[str, dict[str, Any]]:
+def _run_candidates(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checkout,
+                    candidates: list[Candidate], inputs: Path) -> dict[str, Output]:
     """Each candidate's behaviour on the inputs, by id (in id order)."""
     cfg, base = record["config"], record["base"]["commit"]
-    patterns = _patterns(cfg, repo.pygit.get(base).peel(pygit2.Tree))
+    patterns = _patterns(cfg, repo.pygit[base].peel(pygit2.Tree))
     gate = _gate("run", cfg["distinguish"]["run"], cfg["distinguish"]["timeout"], "probe")
-    outputs: dict[str, dict[str, Any]] = {}
+    outputs: dict[str, Output] = {}
     for c in candidates:
         judged, judged_tree, _ = scratch.judged_commit(repo.pygit, c["commit"], base, patterns, cfg)
         result, _ = _run_one(repo, record, track, checkout, c["commit"], judged, judged_tree, gate,
                              f"distinguish-{track}.{c['id']}", {"INSTANCE": c["id"], "ATTEMPT": str(c["attempt"])},
                              inputs)
-        sig = result.get("signature") or {"exit_code": None, "sha256": None, "error": _failure(result)}
-        outputs[c["id"]] = {"commit": c["commit"], "judged_commit": judged, "exit_code": sig["exit_code"],
-                            "sha256": sig["sha256"], "error": sig.get("error"), "log": result.get("log"),
+        sig = result.get("signature")
+        code, sha, error = (sig["exit_code"], sig["sha256"], sig.get("error")) if sig else (None, None, _failure(result))
+        outputs[c["id"]] = {"commit": c["commit"], "judged_commit": judged, "exit_code": code,
+                            "sha256": sha, "error": error, "log": result.get("log"),
                             "log_sha256": result.get("log_sha256"), "stderr_log": result.get("stderr_log"),
                             "duration_s": result.get("duration_s")}
     return outputs

@@ -54,7 +54,7 @@ import shlex
 import shutil
 import stat
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Callable, cast
 
 import pygit2
 
@@ -62,13 +62,20 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, canonical_json, remove_tree, sha256_bytes, tree_entries, untrusted_json
 from gitflow_parallel.git import scratch
+from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
+from gitflow_parallel.shapes import SetupEntry
+
+# How setup runs: (argv, timeout) in the checkout, or (argv, timeout, lower
+# layers, upper layer) under the namespace layer; (exit code, error, seconds, log).
+Run = Callable[[list[str], float], tuple[int | None, str | None, float, Path]]
+RunLayered = Callable[[list[str], float, list[Path] | None, tuple[Path, Path]], tuple[int | None, str | None, float, Path]]
 
 
 def stamp_path(checkout: Path) -> Path:
     return checkout.parent / f"{checkout.name}.setup.json"
 
 
-def cache_key(repo: pygit2.Repository, tree: str, setup: dict[str, Any]) -> str:
+def cache_key(repo: pygit2.Repository, tree: str, setup: SetupConfig) -> str:
     """The command, what it keeps and provides, and the content of the
     ``cache_key`` files of ``tree`` (from git objects: the attempt's own)."""
     root = cast(pygit2.Object, repo.get(tree)).peel(pygit2.Tree)
@@ -114,7 +121,7 @@ def _walk(top: Path) -> list[str]:
     return out
 
 
-def _read_stamp(checkout: Path) -> dict[str, Any]:
+def _read_stamp(checkout: Path) -> dict[str, object]:
     try:
         data = json.loads(stamp_path(checkout).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -133,16 +140,16 @@ def _drop(checkout: Path, keep: list[str]) -> None:
             remove_tree(path, ignore_errors=True)
 
 
-def needed(cfg: dict[str, Any], gates: list[dict[str, Any]]) -> dict[str, Any] | None:
+def needed(cfg: FrozenConfig, gates: list[GateConfig]) -> SetupConfig | None:
     """The setup to run before ``gates`` (None: no setup, or no gate wants it)."""
     setup = cfg.get("setup")
     if not setup or not any(g.get("setup", True) for g in gates):
         return None
-    return dict(setup)
+    return setup.copy()
 
 
-def prepare(repo: pygit2.Repository, setup: dict[str, Any], tree: str, checkout: Path,
-            run: Any) -> dict[str, Any]:
+def prepare(repo: pygit2.Repository, setup: SetupConfig, tree: str, checkout: Path,
+            run: Run) -> SetupEntry:
     """Build (or reuse) the environment of ``checkout``, which holds ``tree``.
 
     ``run(argv, timeout)`` runs the command in the checkout the way gates
@@ -150,20 +157,28 @@ def prepare(repo: pygit2.Repository, setup: dict[str, Any], tree: str, checkout:
     Returns the pack's ``setup`` entry; ``passed`` false when it failed."""
     key = cache_key(repo, tree, setup)
     stamp = _read_stamp(checkout)
-    entry: dict[str, Any] = {"argv": list(setup["run"]), "key": key, "keep": list(setup["keep"]),
-                             "path": list(setup["path"]), "cached": False, "exit_code": None, "duration_s": None,
-                             "log": None, "passed": False, "code": None, "error": None}
+    entry = _entry(setup, key)
     if setup["keep"] and stamp.get("key") == key and stamp.get("manifest") == manifest(checkout, setup["keep"]):
-        return {**entry, "cached": True, "passed": True}
+        entry.update({"cached": True, "passed": True})
+        return entry
     _drop(checkout, setup["keep"])
     code, error, seconds, log = run(list(setup["run"]), float(setup["timeout"]))
-    entry.update(exit_code=code, duration_s=round(seconds, 3), log=str(log))
+    entry.update({"exit_code": code, "duration_s": round(seconds, 3), "log": str(log)})
     if error is not None or code != 0:
         _drop(checkout, setup["keep"])  # half built is not built
-        return {**entry, "code": E.EXECUTE_FAILED, "error": error or f"setup exited {code}"}
+        entry.update({"code": E.EXECUTE_FAILED, "error": error or f"setup exited {code}"})
+        return entry
     if setup["keep"]:
         atomic_write(stamp_path(checkout), json.dumps({"key": key, "manifest": manifest(checkout, setup["keep"])}))
-    return {**entry, "passed": True}
+    entry["passed"] = True
+    return entry
+
+
+def _entry(setup: SetupConfig, key: str) -> SetupEntry:
+    """The ``setup`` entry of a pack before anything ran."""
+    return {"argv": list(setup["run"]), "key": key, "keep": list(setup["keep"]), "path": list(setup["path"]),
+            "cached": False, "exit_code": None, "duration_s": None, "log": None, "passed": False, "code": None,
+            "error": None}
 
 
 # -- the kept environment as a layer (the namespace layer) ---------------------------
@@ -175,7 +190,7 @@ def envs_dir(parallel_dir: Path) -> Path:
     return parallel_dir / ENVS
 
 
-def _dependency_tree(repo: pygit2.Repository, base: str, tree: str, setup: dict[str, Any]) -> str | None:
+def _dependency_tree(repo: pygit2.Repository, base: str, tree: str, setup: SetupConfig) -> str | None:
     """The tree a kept environment may be built from for ``tree``: the
     base commit's, when the attempt changed none of the ``cache_key`` files
     (so its dependencies are the base's); None when it changed them."""
@@ -183,8 +198,8 @@ def _dependency_tree(repo: pygit2.Repository, base: str, tree: str, setup: dict[
     return base_tree if cache_key(repo, base_tree, setup) == cache_key(repo, tree, setup) else None
 
 
-def prepare_layer(repo: pygit2.Repository, setup: dict[str, Any], tree: str, base: str, parallel_dir: Path,
-                  checkout: Path, run: Any) -> tuple[dict[str, Any], Path | None, Callable[[], None]]:
+def prepare_layer(repo: pygit2.Repository, setup: SetupConfig, tree: str, base: str, parallel_dir: Path,
+                  checkout: Path, run: RunLayered) -> tuple[SetupEntry, Path | None, Callable[[], None]]:
     """The environment of a judged ``tree`` as an overlay layer (namespace
     layer): (the pack's ``setup`` entry, the layer or None when setup
     failed, what to call when the judging is done).
@@ -203,13 +218,12 @@ def prepare_layer(repo: pygit2.Repository, setup: dict[str, Any], tree: str, bas
     path it was built at (an editable install's ``.pth``), and another
     checkout's path is not there."""
     key = cache_key(repo, tree, setup)
-    entry: dict[str, Any] = {"argv": list(setup["run"]), "key": key, "keep": list(setup["keep"]),
-                             "path": list(setup["path"]), "cached": False, "exit_code": None, "duration_s": None,
-                             "log": None, "passed": False, "code": None, "error": None}
+    entry = _entry(setup, key)
     trusted = _dependency_tree(repo, base, tree, setup) if setup["keep"] else None
     final = envs_dir(parallel_dir) / f"{key[:32]}-{sha256_bytes(str(checkout).encode())[:12]}"
     if trusted is not None and (final / READY).is_file():
-        return {**entry, "cached": True, "passed": True, "built_from": "base"}, final / "layer", lambda: None
+        entry.update({"cached": True, "passed": True, "built_from": "base"})
+        return entry, final / "layer", lambda: None
     from gitflow_parallel.judge import layers
 
     space = layers.make_space(parallel_dir, prefix="env-")
@@ -219,14 +233,16 @@ def prepare_layer(repo: pygit2.Repository, setup: dict[str, Any], tree: str, bas
         _write_tree(repo, trusted, source)
         lower = [source]
     code, error, seconds, log = run(list(setup["run"]), float(setup["timeout"]), lower, space.pair)
-    entry.update(exit_code=code, duration_s=round(seconds, 3), log=str(log),
-                 built_from="base" if trusted is not None else "attempt")
+    entry.update({"exit_code": code, "duration_s": round(seconds, 3), "log": str(log),
+                  "built_from": "base" if trusted is not None else "attempt"})
     if error is not None or code != 0:
         layers.remove(space.folder)
-        return {**entry, "code": E.EXECUTE_FAILED, "error": error or f"setup exited {code}"}, None, lambda: None
+        entry.update({"code": E.EXECUTE_FAILED, "error": error or f"setup exited {code}"})
+        return entry, None, lambda: None
     layers.prune(space.upper, list(setup["keep"]))
     if trusted is None:
-        return {**entry, "passed": True}, space.upper, lambda: layers.remove(space.folder)
+        entry["passed"] = True
+        return entry, space.upper, lambda: layers.remove(space.folder)
     layers.remove(space.folder / "source")
     layers.remove(space.work)
     atomic_write(space.folder / READY, json.dumps({"key": key, "tree": trusted}))
@@ -237,9 +253,10 @@ def prepare_layer(repo: pygit2.Repository, setup: dict[str, Any], tree: str, bas
     except OSError:  # another check built it meanwhile: theirs is as good
         layers.remove(space.folder)
         if not (final / READY).is_file():
-            return {**entry, "code": E.EXECUTE_FAILED, "error": f"the kept environment {final} is not complete"}, \
-                None, lambda: None
-    return {**entry, "passed": True}, final / "layer", lambda: None
+            entry.update({"code": E.EXECUTE_FAILED, "error": f"the kept environment {final} is not complete"})
+            return entry, None, lambda: None
+    entry["passed"] = True
+    return entry, final / "layer", lambda: None
 
 
 def _write_tree(repo: pygit2.Repository, tree: str, folder: Path) -> None:
@@ -252,9 +269,9 @@ def _write_tree(repo: pygit2.Repository, tree: str, folder: Path) -> None:
                        directory=str(folder))
 
 
-def path_entries(setup: dict[str, Any] | None, checkout: Path) -> list[str]:
+def path_entries(setup: SetupConfig | None, checkout: Path) -> list[str]:
     """The folders the gates find first on their ``PATH``."""
-    return [str(checkout / p) for p in (setup or {}).get("path") or []]
+    return [str(checkout / p) for p in (setup.get("path") if setup else None) or []]
 
 
 # -- what the gates import ------------------------------------------------------------

@@ -112,10 +112,11 @@ def output_fingerprints(repo: pygit2.Repository, base_commit: str, commit: str,
     """Every path changed between ``base_commit`` and ``commit``: the sha256 of
     its content, or deleted.  ``worktree``, a checkout of ``commit``, is only a
     faster source of the same bytes (each checked against the blob id)."""
-    old = repo.get(base_commit).peel(pygit2.Tree)
-    new = repo.get(commit).peel(pygit2.Tree)
+    old = repo[base_commit].peel(pygit2.Tree)
+    new = repo[commit].peel(pygit2.Tree)
     out: dict[str, dict[str, Any]] = {}
-    for delta in repo.diff(old, new).deltas:
+    # pygit2's stub leaves Tree out of Repository.diff, which takes two trees.
+    for delta in repo.diff(old, new).deltas:  # type: ignore[call-overload]
         if delta.status == pygit2.enums.DeltaStatus.DELETED:
             out[delta.old_file.path] = {"deleted": True}
             continue
@@ -146,7 +147,7 @@ def input_fingerprints(repo: pygit2.Repository, tree: str, patterns: Iterable[st
     if not patterns:
         return {}
     index = pygit2.Index()
-    index.read_tree(repo.get(tree).peel(pygit2.Tree))
+    index.read_tree(repo[tree].peel(pygit2.Tree))
     out: dict[str, str] = {}
     for entry in index:
         if entry.mode == pygit2.GIT_FILEMODE_COMMIT:

@@ -120,7 +120,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import pygit2
 
@@ -131,26 +131,30 @@ from gitflow_parallel.judge import environment, hidden, reported, stores
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
 from gitflow_parallel.model import RunRecord
+from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.judge.fingerprints import read_head, read_regular, sha256_path
 from gitflow_parallel.judge.place import Layer, Place, execute, failure_code, gate_env, judging
+from gitflow_parallel.shapes import (GateResult, InstanceRecord, Judged, ProbeSignature, Refusal, SetupEntry, Verdict,
+                                     Verification)
+from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 
 
-def applicable(gates: list[dict[str, Any]], track: str) -> list[dict[str, Any]]:
+def applicable(gates: list[GateConfig], track: str) -> list[GateConfig]:
     """The gates that apply to ``track`` (``tracks`` null means all)."""
-    return [g for g in gates if g.get("tracks") is None or track in g["tracks"]]
+    return [g for g in gates if (tracks := g.get("tracks")) is None or track in tracks]
 
 
-def _result(gate: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    out = {"name": gate["name"], "argv": list(gate["run"]), "mode": gate["mode"], "exit_code": None,
-           "passed": False, "duration_s": None, "log": None, "log_sha256": None, "skipped": False,
-           "code": None, "error": None}
-    out.update(fields)
-    return out
+def gate_result(gate: GateConfig, *, exit_code: int | None = None, passed: bool = False,
+            duration_s: float | None = None, log: str | None = None, log_sha256: str | None = None,
+            skipped: bool = False, code: str | None = None, error: str | None = None) -> GateResult:
+    return {"name": gate["name"], "argv": list(gate["run"]), "mode": gate["mode"], "exit_code": exit_code,
+            "passed": passed, "duration_s": duration_s, "log": log, "log_sha256": log_sha256, "skipped": skipped,
+            "code": code, "error": error}
 
 
-def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
+def run_gate(gate: GateConfig, place: Place) -> GateResult:
     env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else ())
     with reported.report_file(gate) as report:
         argv, extra = reported.command(gate, report)
@@ -164,7 +168,7 @@ def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
         layer = place.layer()
         layer.writable = report and report.parent
         code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log, err_log, layer=layer)
-        result = _result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
+        result = gate_result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
                          log=str(log), log_sha256=sha256_path(log),
                          code=failure_code(error), error=error)
         result = reported.apply(gate, result, report)
@@ -174,12 +178,14 @@ def run_gate(gate: dict[str, Any], place: Place) -> dict[str, Any]:
     return result
 
 
-def _run_hidden(gate: dict[str, Any], place: Place, env: dict[str, str], argv: list[str],
-                report: Path | None) -> dict[str, Any]:
+def _run_hidden(gate: GateConfig, place: Place, env: dict[str, str], argv: list[str],
+                report: Path | None) -> GateResult:
     """A gate with hidden tests (``judge/hidden``): they are in the checkout
     only while it runs, and nothing of its output but the counts is kept.
     Without a count of tests run it fails, unless ``require_count: false``."""
-    root = hidden.folder_of(gate["hidden"], place.repository)
+    folder = gate["hidden"]
+    assert folder is not None  # run_gate sends only a gate with hidden tests here
+    root = hidden.folder_of(folder, place.repository)
     log = hidden.scratch_log()
     try:
         writable = report and report.parent
@@ -196,14 +202,15 @@ def _run_hidden(gate: dict[str, Any], place: Place, env: dict[str, str], argv: l
         counts = hidden.summary(log)
     finally:
         log.unlink(missing_ok=True)
-    result = reported.apply(gate, _result(gate, exit_code=code, passed=(code == 0 and error is None),
+    result = reported.apply(gate, gate_result(gate, exit_code=code, passed=(code == 0 and error is None),
                                           duration_s=round(seconds, 3), code=failure_code(error),
                                           error=error), report)
-    counts = expect.count_line(result["expect"]) if report else counts
+    counts = expect.count_line(result["expect"]) if report and "expect" in result else counts
     result["hidden"] = {"files": len(files), "summary": counts}
     if counts is None and gate.get("require_count", True) and result["passed"]:
-        result.update(passed=False, error="the hidden tests reported no count of tests run (no runner summary "
-                      "line such as `3 passed`): set expect: on the gate, or require_count: false")
+        result["passed"] = False
+        result["error"] = ("the hidden tests reported no count of tests run (no runner summary line such as "
+                           "`3 passed`): set expect: on the gate, or require_count: false")
     return result
 
 
@@ -238,8 +245,8 @@ def _inside(path: Path, roots: list[Path]) -> bool:
 WORKTREE_PLACEHOLDER = b"<worktree>"
 
 
-def probe_signature(gate: dict[str, Any], place: Place, log: Path, code: int | None,
-                    error: str | None) -> dict[str, Any]:
+def probe_signature(gate: GateConfig, place: Place, log: Path, code: int | None,
+                    error: str | None) -> ProbeSignature:
     """A probe's behaviour: its exit code and the sha256 of its stdout (with
     the checkout's path replaced), or of the files its ``outputs`` globs
     match after it ran.  A probe that could not start or timed out has no
@@ -262,17 +269,17 @@ def probe_signature(gate: dict[str, Any], place: Place, log: Path, code: int | N
     return {"exit_code": code, "over": over, "sha256": sha256_bytes(data)}
 
 
-def run_gates(gates: list[dict[str, Any]], track: str, place: Place,
-              selected: set[str] | None = None) -> list[dict[str, Any]]:
+def run_gates(gates: list[GateConfig], track: str, place: Place,
+              selected: set[str] | None = None) -> list[GateResult]:
     """Run ``gates`` (already those that apply) in order, honouring ``requires``.
 
     ``selected`` limits which run; the rest are reported as not selected."""
     names_here = {g["name"] for g in gates}
     passed: dict[str, bool] = {}
-    results = []
+    results: list[GateResult] = []
     for gate in gates:
         if selected is not None and gate["name"] not in selected:
-            results.append(_result(gate, skipped=True, error="not run: not selected with --gate"))
+            results.append(gate_result(gate, skipped=True, error="not run: not selected with --gate"))
             passed[gate["name"]] = False
             continue
         missing = [r for r in gate.get("requires") or [] if not passed.get(r)]
@@ -285,7 +292,7 @@ def run_gates(gates: list[dict[str, Any]], track: str, place: Place,
                     why.append(f"{req} (not selected with --gate)")
                 else:
                     why.append(f"{req} (did not pass)")
-            results.append(_result(gate, skipped=True, code=E.PREDECESSOR_INCOMPLETE,
+            results.append(gate_result(gate, skipped=True, code=E.PREDECESSOR_INCOMPLETE,
                                    error=f"skipped: requires {', '.join(why)}"))
             passed[gate["name"]] = False
             continue
@@ -297,9 +304,9 @@ def run_gates(gates: list[dict[str, Any]], track: str, place: Place,
     return results
 
 
-def judge_checkout(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dict[str, Any]], track: str,
+def judge_checkout(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateConfig], track: str,
                    place: Place, tree: str, selected: set[str] | None = None
-                   ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+                   ) -> tuple[SetupEntry | None, list[GateResult]]:
     """Build the checkout's environment (``setup``), refuse gates that would
     import code from outside it, then run ``gates``: (setup entry, results).
     A failed setup fails every gate (``judge/environment``)."""
@@ -309,7 +316,7 @@ def judge_checkout(repo: pygit2.Repository, cfg: dict[str, Any], gates: list[dic
     if setup is not None:
         entry = _setup(repo, setup, place, tree)
         if not entry["passed"]:
-            return entry, [_result(g, code=failure_code(entry["error"]) or E.EXECUTE_FAILED, log=entry["log"],
+            return entry, [gate_result(g, code=failure_code(entry["error"]) or E.EXECUTE_FAILED, log=entry["log"],
                                    error=f"not run: setup failed ({entry['error']}); see {entry['log']}")
                            for g in gates]
         place.path = environment.path_entries(setup, place.worktree)
@@ -348,7 +355,7 @@ def _interpreter(argv: list[str], place: Place, env: dict[str, str]) -> str | No
     return found
 
 
-def _setup(repo: pygit2.Repository, setup: dict[str, Any], place: Place, tree: str) -> dict[str, Any]:
+def _setup(repo: pygit2.Repository, setup: SetupConfig, place: Place, tree: str) -> SetupEntry:
     """Build or reuse the environment the gates run in (``judge/environment``)."""
     log = place.log("setup")
     env = gate_env({}, place.facts)
@@ -360,7 +367,9 @@ def _setup(repo: pygit2.Repository, setup: dict[str, Any], place: Place, tree: s
         def run(argv: list[str], timeout: float) -> tuple[int | None, str | None, float, Path]:
             return (*execute(argv, place.worktree, env, timeout, log, layer=Layer(network=network)), log)
 
-        return {**environment.prepare(repo, setup, tree, place.worktree, run), "stores": []}
+        built = environment.prepare(repo, setup, tree, place.worktree, run)
+        built["stores"] = []
+        return built
 
     def run_layered(argv: list[str], timeout: float, lower: list[Path] | None,
                     upper: tuple[Path, Path]) -> tuple[int | None, str | None, float, Path]:
@@ -373,22 +382,23 @@ def _setup(repo: pygit2.Repository, setup: dict[str, Any], place: Place, tree: s
     place.cleanups.append(done)
     if folder is not None and place.fence is not None:
         place.fence.layers = [folder]
-    return {**entry, "stores": [str(p) for p in read]}
+    entry["stores"] = [str(p) for p in read]
+    return entry
 
 
-def verdict_of(results: list[dict[str, Any]]) -> str:
+def verdict_of(results: list[GateResult]) -> Verdict:
     """``pass`` iff every enforced gate passed (vacuously with none; see the
     module doc).  Observe gates and probes never count."""
     return "pass" if all(r["passed"] for r in results if r["mode"] == "enforced") else "fail"
 
 
-def complete_of(results: list[dict[str, Any]]) -> bool:
+def complete_of(results: list[GateResult]) -> bool:
     """Every gate ran, or was skipped by the predecessor rule."""
     return all(not r["skipped"] or r["code"] == E.PREDECESSOR_INCOMPLETE for r in results)
 
 
 # -- verify a tree (merge) ---------------------------------------------------------------
-def _with_requirements(gates: list[dict[str, Any]], wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _with_requirements(gates: list[GateConfig], wanted: list[GateConfig]) -> list[GateConfig]:
     """``wanted`` plus every gate they need first, transitively, in order."""
     by_name = {g["name"]: g for g in gates}
     need: set[str] = set()
@@ -403,7 +413,7 @@ def _with_requirements(gates: list[dict[str, Any]], wanted: list[dict[str, Any]]
 
 
 def verify_tree(project: Project, record: RunRecord, track: str, commit: str,
-                base: str | None = None) -> dict[str, Any]:
+                base: str | None = None) -> Verification:
     """Run the enforced gates that apply to ``track`` (with the gates they
     require) on ``commit`` as judged with the protected paths of ``base``
     (default: the run's base commit), in a clean scratch checkout.  Returns
@@ -416,13 +426,19 @@ def verify_tree(project: Project, record: RunRecord, track: str, commit: str,
                             hint="pass the oid of the commit to verify") from None
     base = base or record["base"]["commit"]
     judged = what_is_judged(repo.pygit, record, commit, base)
-    outcome = {"commit": commit, "tree": tree, **judged, "refused": None}
+    outcome: Verification = {
+        "commit": commit, "tree": tree, "checkout": judged["checkout"], "protected": judged["protected"],
+        "protect_mode": judged["protect_mode"], "protected_changes": judged["protected_changes"],
+        "protected_detail": judged["protected_detail"], "protected_blocking": judged["protected_blocking"],
+        "judged_commit": judged["judged_commit"], "judged_tree": judged["judged_tree"], "refused": None,
+        "passed": True, "gates": []}
     gates = applicable(record["config"]["gates"], track)
     wanted = _with_requirements(gates, [g for g in gates if g["mode"] == "enforced"])
     if judged["protected_changes"] and record["config"]["protect_mode"] == "refuse":
-        return {**outcome, "passed": False, "gates": [], "refused": refused_protected(judged)}
+        outcome.update({"passed": False, "refused": refused_protected(judged)})
+        return outcome
     if not wanted:
-        return {**outcome, "passed": True, "gates": []}
+        return outcome
     with scratch.borrow(repo) as checkout:
         path = checkout.prepare(judged["judged_commit"], keep=kept_paths(record["config"]))
         with judging(repo.common_dir, repo.main_workdir, repo.parallel_dir, checkout, path, record["config"],
@@ -432,20 +448,22 @@ def verify_tree(project: Project, record: RunRecord, track: str, commit: str,
                      repository=repository_of(repo)) as place:
             setup, results = judge_checkout(repo.pygit, record["config"], wanted, track, place,
                                             judged["judged_tree"])
-    return {**outcome, "passed": verdict_of(results) == "pass", "gates": results, "setup": setup}
+    outcome.update({"passed": verdict_of(results) == "pass", "gates": results, "setup": setup})
+    return outcome
 
 
-def repository_of(repo: Any) -> list[Path]:
+def repository_of(repo: Repo) -> list[Path]:
     """The folders of the repository (its main worktree and common dir)."""
     return [Path(p) for p in (repo.main_workdir, repo.common_dir) if p]
 
 
-def kept_paths(cfg: dict[str, Any]) -> list[str]:
+def kept_paths(cfg: FrozenConfig) -> list[str]:
     """What the clean of a scratch checkout spares: what setup built."""
-    return list((cfg.get("setup") or {}).get("keep") or [])
+    setup = cfg.get("setup")
+    return list(setup.get("keep") or []) if setup else []
 
 
-def gate_facts(record: dict[str, Any], inst: dict[str, Any] | None, track: str, path: Path, commit: str) -> dict[str, str]:
+def gate_facts(record: RunRecord, inst: InstanceRecord | None, track: str, path: Path, commit: str) -> dict[str, str]:
     facts = {"TASK": record["task"], "RUN_ID": record["run_id"], "BASE": record["base"]["commit"], "TRACK": track,
              "WORKTREE": str(path), "COMMIT": commit}
     if inst is not None:
@@ -453,11 +471,11 @@ def gate_facts(record: dict[str, Any], inst: dict[str, Any] | None, track: str, 
     return facts
 
 
-def what_is_judged(repo: pygit2.Repository, record: dict[str, Any], commit: str, base: str) -> dict[str, Any]:
+def what_is_judged(repo: pygit2.Repository, record: RunRecord, commit: str, base: str) -> Judged:
     """What is judged for ``commit``: the protected patterns, the commit and
     tree checked out, and the protected paths the attempt changed."""
     cfg = record["config"]
-    patterns = scratch.protected_patterns(cfg, repo.get(base).peel(pygit2.Tree))
+    patterns = scratch.protected_patterns(cfg, repo[base].peel(pygit2.Tree))
     judged, judged_tree, details = scratch.judged_commit(repo, commit, base, patterns, cfg)
     return {"checkout": "clean", "protected": patterns, "protect_mode": cfg["protect_mode"],
             "protected_changes": [c["path"] for c in details], "protected_detail": details,
@@ -465,7 +483,7 @@ def what_is_judged(repo: pygit2.Repository, record: dict[str, Any], commit: str,
             "judged_commit": judged, "judged_tree": judged_tree}
 
 
-def refused_protected(judged: dict[str, Any]) -> dict[str, Any]:
+def refused_protected(judged: Judged) -> Refusal:
     shown = ", ".join(judged["protected_changes"][:10])
     return {"code": E.PROTECTED_PATH_CHANGED,
             "message": f"the attempt changed protected path(s) {shown}, and protect_mode is refuse"}

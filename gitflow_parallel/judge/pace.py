@@ -20,9 +20,31 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator, Literal, TypedDict
 
-Report = Callable[[dict[str, Any]], None]
+from gitflow_parallel.config_schema import GateConfig
+from gitflow_parallel.shapes import GateResult
+
+
+class GateProgress(TypedDict):
+    """What ``report`` hears when a gate starts or finishes (how it ended:
+    ``passed`` to ``duration_s``, None when it starts), and what runs now."""
+    event: Literal["started", "finished"]
+    task: str
+    instance: str
+    gate: str
+    passed: bool | None
+    exit_code: int | None
+    error: str | None
+    duration_s: float | None
+    finished: int
+    running: list[str]
+    waiting: int
+    cores: int
+    elapsed_s: float
+
+
+Report = Callable[[GateProgress], None]
 
 
 def machine_cores() -> int:
@@ -34,7 +56,7 @@ def machine_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def threads_of(gate: dict[str, Any]) -> int:
+def threads_of(gate: GateConfig) -> int:
     return int(gate.get("threads") or 1)
 
 
@@ -55,7 +77,7 @@ class Pace:
         return Lane(self, instance)
 
     @contextmanager
-    def turn(self, instance: str, gate: dict[str, Any]) -> Iterator[None]:
+    def turn(self, instance: str, gate: GateConfig) -> Iterator[None]:
         """Hold the gate's threads while it runs (clamped to the budget)."""
         want = min(threads_of(gate), self.cores)
         key = (instance, gate["name"])
@@ -65,7 +87,7 @@ class Pace:
             self.waiting -= 1
             self.used += want
             self.running[key] = want
-        self._tell("started", instance, {"name": gate["name"]})
+        self._tell("started", instance, gate["name"], None)
         try:
             yield
         finally:
@@ -74,19 +96,23 @@ class Pace:
                 del self.running[key]
                 self._free.notify_all()
 
-    def done(self, instance: str, result: dict[str, Any]) -> None:
+    def done(self, instance: str, result: GateResult) -> None:
         """Say that one gate of ``instance`` finished, with its result."""
         with self._free:
             self.finished += 1
-        self._tell("finished", instance, result)
+        self._tell("finished", instance, result["name"], result)
 
-    def _tell(self, event: str, instance: str, result: dict[str, Any]) -> None:
+    def _tell(self, event: Literal["started", "finished"], instance: str, gate: str,
+              result: GateResult | None) -> None:
         if self.report is None:
             return
         with self._free:
-            snapshot = {"event": event, "task": self.task, "instance": instance, "gate": result["name"],
-                        "passed": result.get("passed"), "exit_code": result.get("exit_code"),
-                        "error": result.get("error"), "duration_s": result.get("duration_s"),
+            snapshot: GateProgress = {
+                        "event": event, "task": self.task, "instance": instance, "gate": gate,
+                        "passed": result["passed"] if result else None,
+                        "exit_code": result["exit_code"] if result else None,
+                        "error": result["error"] if result else None,
+                        "duration_s": result.get("duration_s") if result else None,
                         "finished": self.finished, "running": [f"{i} {g}" for i, g in self.running],
                         "waiting": self.waiting, "cores": self.cores,
                         "elapsed_s": round(time.monotonic() - self.started_at, 3)}
@@ -102,13 +128,13 @@ class Lane:
         self.pace, self.instance = pace, instance
 
     @contextmanager
-    def turn(self, gate: dict[str, Any]) -> Iterator[None]:
+    def turn(self, gate: GateConfig) -> Iterator[None]:
         if self.pace is None:
             yield
             return
         with self.pace.turn(self.instance, gate):
             yield
 
-    def done(self, result: dict[str, Any]) -> None:
+    def done(self, result: GateResult) -> None:
         if self.pace is not None:
             self.pace.done(self.instance, result)

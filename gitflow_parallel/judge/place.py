@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.git import tamper
@@ -25,6 +25,10 @@ from gitflow_parallel.judge.pace import Lane
 from gitflow_parallel.proc import env as proc_env
 from gitflow_parallel.proc import reaper, sandbox, supervise
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
+from gitflow_parallel.config_schema import FrozenConfig
+
+if TYPE_CHECKING:
+    from gitflow_parallel.git.scratch import Checkout
 
 
 # -- running commands -------------------------------------------------------------
@@ -172,8 +176,9 @@ class Place:
 
 
 @contextlib.contextmanager
-def judging(common_dir: Path, main_workdir: Path | None, parallel_dir: Path, checkout: Any, path: Path,
-            config: dict[str, Any], reads: sandbox.Reads, **fields: Any) -> Iterator[Place]:
+def judging(common_dir: Path, main_workdir: Path | None, parallel_dir: Path, checkout: Checkout, path: Path,
+            config: FrozenConfig, reads: sandbox.Reads, *, facts: dict[str, str], log_dir: Path, log_prefix: str,
+            repository: list[Path], lane: Lane | None = None) -> Iterator[Place]:
     """The ``Place`` of the commands judged in the borrowed ``checkout``
     (at ``path``): its fence plan and, under the namespace layer, the upper
     layers its commands write, removed when the ``with`` ends; under
@@ -182,9 +187,11 @@ def judging(common_dir: Path, main_workdir: Path | None, parallel_dir: Path, che
     plan = sandbox.GatePlan(common_dir, main_workdir, path, config, reads)
     if not plan.overlaid:
         checkout.used()
-        yield Place(worktree=path, fence=plan, **fields)
+        yield Place(worktree=path, fence=plan, facts=facts, log_dir=log_dir, log_prefix=log_prefix,
+                    repository=repository, lane=lane or Lane())
         return
-    place = Place(worktree=path, fence=plan, layer_root=parallel_dir, **fields)
+    place = Place(worktree=path, fence=plan, layer_root=parallel_dir, facts=facts, log_dir=log_dir,
+                  log_prefix=log_prefix, repository=repository, lane=lane or Lane())
     try:
         yield place
     finally:

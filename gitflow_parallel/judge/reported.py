@@ -14,17 +14,19 @@ import os
 import stat
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from gitflow_parallel import expect
 from gitflow_parallel.files import remove_tree
 from gitflow_parallel.proc import sandbox
+from gitflow_parallel.config_schema import GateConfig
+from gitflow_parallel.shapes import GateResult
 
 MAX_REPORT_BYTES = 64 * 1024 * 1024  # past this a report is not read
 
 
 @contextmanager
-def report_file(gate: dict[str, Any]) -> Iterator[Path | None]:
+def report_file(gate: GateConfig) -> Iterator[Path | None]:
     """Where the gate writes its report (None: it declares no ``expect``)."""
     if not gate.get("expect"):
         yield None
@@ -36,7 +38,7 @@ def report_file(gate: dict[str, Any]) -> Iterator[Path | None]:
         remove_tree(folder, ignore_errors=True)
 
 
-def command(gate: dict[str, Any], report: Path | None) -> tuple[list[str], dict[str, str]]:
+def command(gate: GateConfig, report: Path | None) -> tuple[list[str], dict[str, str]]:
     """The gate's argv, and the env entries to lay over its environment."""
     if report is None:
         return list(gate["run"]), {}
@@ -56,12 +58,12 @@ def _read(report: Path) -> bytes | None:
         return handle.read()
 
 
-def apply(gate: dict[str, Any], result: dict[str, Any], report: Path | None) -> dict[str, Any]:
+def apply(gate: GateConfig, result: GateResult, report: Path | None) -> GateResult:
     """``result`` judged by the report: it passes only when the report says
     every expected test passed (and the command ended by itself)."""
     if report is None:
         return result
-    judged = expect.judge(gate["expect"], _read(report))
+    judged = expect.judge(gate["expect"], _read(report))  # report_file made one: the gate has expect
     ended = result["error"] is None  # a timeout or a command that never started stays a fail
     result["expect"] = judged
     result["passed"] = bool(judged["passed"] and ended)

@@ -15,7 +15,7 @@ any fresh evidence of the landing tree, ``never`` trusts the evidence."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence
@@ -23,6 +23,8 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord, Winner
 from gitflow_parallel.state.picks import is_forced
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.config_schema import MergeConfig
+from gitflow_parallel.shapes import Reproof, RestsOn
 
 # What a judged command's sandbox must have held for its verdict to stand
 # for a second run: its own pid and mount namespaces (``/`` read-only) and
@@ -30,7 +32,7 @@ from gitflow_parallel.state.project import Project
 PRISTINE_LAYERS = ("pid", "mount", "overlay")
 
 
-def verify_mode(cfg: dict[str, Any]) -> str:
+def verify_mode(cfg: MergeConfig) -> str:
     """``merge.verify`` of a record; records frozen before the three modes hold a bool."""
     mode = cfg.get("verify", "always")
     if isinstance(mode, bool):
@@ -39,7 +41,7 @@ def verify_mode(cfg: dict[str, Any]) -> str:
 
 
 def rests_on(record: RunRecord, pick: PickRecord, inst: InstanceRecord, tree: str,
-             onto: str) -> tuple[dict[str, Any] | None, str]:
+             onto: str) -> tuple[RestsOn | None, str]:
     """The evidence a landing of ``tree`` onto ``onto`` can rest on without
     running its gates again, or None and why not.  The pack must be the
     one the pick was made from, fresh, passing, made here (not collected
@@ -58,10 +60,11 @@ def rests_on(record: RunRecord, pick: PickRecord, inst: InstanceRecord, tree: st
             "reproved": False}, "fresh pristine evidence made here"
 
 
-def _distrust(record: RunRecord, pick: PickRecord, inst: InstanceRecord, pack: dict[str, Any] | None,
+def _distrust(record: RunRecord, pick: PickRecord, inst: InstanceRecord, pack: Mapping[str, object] | None,
               tree: str, onto: str) -> str | None:
     """The first reason not to rest a landing of ``tree`` on ``pack``, or None."""
     layers = pack.get("layers") if pack is not None else None
+    commit = pack.get("commit") if pack is not None else None
     binding = inst.get("evidence")
     reasons = (
         (pack is None, "its evidence pack is missing or does not match its sha256"),
@@ -73,7 +76,7 @@ def _distrust(record: RunRecord, pick: PickRecord, inst: InstanceRecord, pack: d
          "the pack is not the one the pick was made from"),
         (pack is not None and pack.get("config_sha256") != record["config_sha256"],
          "the pack was made under another configuration"),
-        (pack is not None and not evidence.freshness(record, inst, pack.get("commit")).passing,
+        (pack is not None and not evidence.freshness(record, inst, commit if isinstance(commit, str) else None).passing,
          "the evidence is not fresh and passing"),
         (pack is not None and pack.get("commit") != pick["winner"]["commit"], "the pack proves another commit"),
         (pack is not None and not (pack.get("tree") == pack.get("judged_tree") == tree),
@@ -90,7 +93,7 @@ def _distrust(record: RunRecord, pick: PickRecord, inst: InstanceRecord, pack: d
 
 
 def verify_landing(project: Project, record: RunRecord, commit: str, winners: list[Winner],
-                   onto: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                   onto: str) -> tuple[list[Reproof], list[RestsOn]]:
     """Re-prove the landing ``commit``: the enforced gates of each track on the exact
     tree that will land, judged with the protected paths of ``onto`` (the
     commit the base is at), in a clean checkout.  Evidence, however it was
@@ -105,8 +108,8 @@ def verify_landing(project: Project, record: RunRecord, commit: str, winners: li
     if mode == "never":
         return [], []
     tree = project.repo.tree_of(commit)
-    results: list[dict[str, Any]] = []
-    rested: list[dict[str, Any]] = []
+    results: list[Reproof] = []
+    rested: list[RestsOn] = []
     for pick, inst in winners:
         if mode == "changed" and pick["winner"]["tree"] == tree:
             continue
@@ -117,13 +120,16 @@ def verify_landing(project: Project, record: RunRecord, commit: str, winners: li
                 rested.append(proof)
                 continue
         outcome = gates.verify_tree(project, record, pick["track"], commit, base=onto)
-        results.append({
+        reproof: Reproof = {
             "track": pick["track"], "passed": outcome["passed"], "commit": commit, "tree": tree,
-            **({"why": why} if why else {}),
             "judged_commit": outcome["judged_commit"], "protected_changes": outcome["protected_changes"],
             "refused": outcome["refused"], "checkout": "clean",
-            "gates": [{k: g.get(k) for k in ("name", "mode", "passed", "exit_code", "duration_s", "log", "error")}
-                      for g in outcome["gates"]]})
+            "gates": [{"name": g["name"], "mode": g["mode"], "passed": g["passed"], "exit_code": g["exit_code"],
+                       "duration_s": g.get("duration_s"), "log": g.get("log"), "error": g["error"]}
+                      for g in outcome["gates"]]}
+        if why:
+            reproof["why"] = why
+        results.append(reproof)
         if outcome["refused"]:
             raise ParallelError(
                 outcome["refused"]["code"], f"cannot land track {pick['track']}: {outcome['refused']['message']}",

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
 
 from gitflow_parallel.files import sha256_bytes, untrusted_json
 from gitflow_parallel.files import read_tail
 from gitflow_parallel.judge.fingerprints import read_regular, sha256_path
 from gitflow_parallel.judge.place import Place, execute, gate_env
+from gitflow_parallel.config_schema import ScoreConfig
 
 # A findings file larger than this is not read (it is not a findings file).
 MAX_FINDINGS_BYTES = 64 << 20
@@ -62,14 +62,14 @@ def score_from_findings(text: str, jsonl: bool) -> tuple[int | None, str | None]
     return min(values), None
 
 
-def score(config: dict[str, Any], place: Place) -> tuple[int | None, dict[str, Any] | None, str | None]:
+def score(config: ScoreConfig, place: Place) -> tuple[int | None, dict[str, object] | None, str | None]:
     """(score, score_source, score_error) for the worktree of ``place``."""
     command, findings = config.get("command"), config.get("findings")
     if command:
         log, err_log = place.log("score"), place.log("score-stderr")
         code, error, _ = execute(list(command), place.worktree, gate_env({}, place.facts, place.path),
                                  float(config.get("timeout") or 300), log, err_log, layer=place.layer())
-        source = {"kind": "command", "argv": list(command), "exit_code": code, "log": str(log),
+        source: dict[str, object] = {"kind": "command", "argv": list(command), "exit_code": code, "log": str(log),
                   "log_sha256": sha256_path(log), "stderr_log": str(err_log)}
         if error:
             return None, source, error

@@ -72,7 +72,8 @@ it under ``retired_picks``.
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any, Callable, NotRequired, TypedDict, cast
 
 
 from gitflow_parallel import evidence
@@ -83,30 +84,72 @@ from gitflow_parallel.files import utcnow
 from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, id_key
+from gitflow_parallel.config_schema import FrozenConfig
+from gitflow_parallel.shapes import Candidate, Differential, JudgeRun
 
 
+class Loser(TypedDict):
+    """An instance that did not win its track, and why (a reason code and words)."""
+    id: str
+    code: str | None
+    reason: str
 
-def _probe_signature(pack: dict[str, Any]) -> list[dict[str, Any]]:
+
+class Figures(TypedDict):
+    """The figures a ranking decides by (``group_size``: of its group, where groups count)."""
+    id: str
+    score: int | None
+    changed_lines: int
+    group_size: NotRequired[int]
+
+
+class Decision(TypedDict):
+    """How the winner won: the rule, the stage that split it from the runner-up, both's figures."""
+    rule: str
+    stage: str
+    winner: Figures
+    runner_up: Figures | None
+    fallback: NotRequired[dict[str, Any] | None]
+    final_match: NotRequired[int]
+
+
+class Match(TypedDict):
+    """One match of a tournament's bracket (``b`` None: a bye)."""
+    round: int
+    a: str
+    b: str | None
+    winner: str
+    decided_by: str
+    judge: JudgeRun | None
+
+
+# What a rule adds to the pick record (ranking, tree_groups, clusters, tournament, differential).
+Extra = dict[str, object]
+Ranked = tuple[Candidate, Decision, dict[str, str], Extra]
+
+
+def _probe_signature(pack: Mapping[str, object]) -> list[dict[str, object]]:
     """What the probes of a pack saw, gate by gate: the key of its cluster."""
-    out = []
-    for g in pack.get("gates", []):
+    out: list[dict[str, object]] = []
+    gates = pack.get("gates", [])
+    for g in gates if isinstance(gates, list) else []:
         if g.get("mode") != "probe":
             continue
         sig = g.get("signature")
         if g.get("skipped") or not isinstance(sig, dict):
             out.append({"gate": g.get("name"), "skipped": True, "code": g.get("code")})
             continue
-        item = {"gate": g.get("name"), "exit_code": sig.get("exit_code"), "sha256": sig.get("sha256")}
+        item: dict[str, object] = {"gate": g.get("name"), "exit_code": sig.get("exit_code"), "sha256": sig.get("sha256")}
         if sig.get("error"):
             item["error"] = sig["error"]
         out.append(item)
     return out
 
 
-def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[list[Candidate], list[Loser]]:
     """(candidates, losers) of one track: who has complete, fresh, passing evidence."""
-    candidates: list[dict[str, Any]] = []
-    losers: list[dict[str, Any]] = []
+    candidates: list[Candidate] = []
+    losers: list[Loser] = []
     base = record["base"]["commit"]
     for inst in record["instances"]:
         if inst["track"] != track:
@@ -144,7 +187,7 @@ def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[l
     return candidates, losers
 
 
-def _unfinished(inst: InstanceRecord) -> dict[str, Any]:
+def _unfinished(inst: InstanceRecord) -> Loser:
     """A loser that did not finish well; one that tampered says so, with its code."""
     tampered = inst.get("tampered") or []
     if tampered:
@@ -154,7 +197,7 @@ def _unfinished(inst: InstanceRecord) -> dict[str, Any]:
     return {"id": inst["id"], "code": E.SELECTION_NO_PASS, "reason": f"status {inst['status']}"}
 
 
-def _failed(inst: InstanceRecord, pack: dict[str, Any]) -> dict[str, Any]:
+def _failed(inst: InstanceRecord, pack: Mapping[str, Any]) -> Loser:
     """A loser that failed its gates; one whose code tampered while they ran says so, with its code."""
     failed = [g["name"] + (f" (hidden tests: {g['hidden'].get('summary') or 'no test counts'})" if g.get("hidden") else "")
               for g in pack.get("gates", []) if g.get("mode") == "enforced" and not g.get("passed")]
@@ -166,17 +209,17 @@ def _failed(inst: InstanceRecord, pack: dict[str, Any]) -> dict[str, Any]:
     return {"id": inst["id"], "code": E.SELECTION_NO_PASS, "reason": reason}
 
 
-def _protected_too(pack: dict[str, Any]) -> str:
+def _protected_too(pack: Mapping[str, object]) -> str:
     """A failing attempt's protected changes, which its reason would otherwise hide."""
     changed = pack.get("protected_changes") or []
-    return f"; it also changed protected path(s) {_shown(changed)}" if changed else ""
+    return f"; it also changed protected path(s) {_shown(changed)}" if isinstance(changed, list) and changed else ""
 
 
 def _shown(paths: list[str], limit: int = 5) -> str:
     return ", ".join(paths[:limit]) + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
-def candidate_basis(candidates: list[dict[str, Any]]) -> list[tuple[str, int, str, str]]:
+def candidate_basis(candidates: list[Candidate]) -> list[tuple[str, int, str, str]]:
     """What a decision was made from: the same basis gives the same pick."""
     return sorted((c["id"], c["attempt"], c["commit"], c["evidence_sha256"]) for c in candidates)
 
@@ -194,21 +237,21 @@ RULE_TEXT = {
 }
 
 
-def _critic_key(c: dict[str, Any]) -> tuple[Any, ...]:
+def _critic_key(c: Candidate) -> tuple[bool, int, int, tuple[object, ...]]:
     """Highest score (a null score after every number), then fewest changed
     lines against the base, then id: never the time a check happened to end."""
     score = c["score"]
     return (score is None, -(score or 0), c["changed_lines"], id_key(c["id"]))
 
 
-def _figures(c: dict[str, Any], group: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    out = {"id": c["id"], "score": c["score"], "changed_lines": c["changed_lines"]}
+def _figures(c: Candidate, group: list[Candidate] | None = None) -> Figures:
+    out: Figures = {"id": c["id"], "score": c["score"], "changed_lines": c["changed_lines"]}
     if group is not None:
         out["group_size"] = len(group)
     return out
 
 
-def _stage(a: dict[str, Any], b: dict[str, Any]) -> str:
+def _stage(a: Candidate, b: Candidate) -> str:
     """The first figure of the critic order that puts ``a`` ahead of ``b``."""
     if a["score"] != b["score"]:
         return "score"
@@ -217,11 +260,11 @@ def _stage(a: dict[str, Any], b: dict[str, Any]) -> str:
     return "id"
 
 
-def _score_text(c: dict[str, Any]) -> str:
+def _score_text(c: Candidate) -> str:
     return "unavailable" if c["score"] is None else str(c["score"])
 
 
-def _why_below(c: dict[str, Any], w: dict[str, Any]) -> str:
+def _why_below(c: Candidate, w: Candidate) -> str:
     stage = _stage(w, c)
     if stage == "score":
         return f"score {_score_text(c)} vs {_score_text(w)}"
@@ -230,16 +273,16 @@ def _why_below(c: dict[str, Any], w: dict[str, Any]) -> str:
     return f"score {_score_text(c)} and {c['changed_lines']} changed lines for both; {w['id']} comes first by id"
 
 
-def _groups(ranked: list[dict[str, Any]], key: Any) -> list[list[dict[str, Any]]]:
+def _groups(ranked: list[Candidate], key: Callable[[Candidate], str]) -> list[list[Candidate]]:
     """Candidates grouped by ``key(c)``, each group in critic order; the largest
     group first, groups of one size in the critic order of their best member."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[Candidate]] = {}
     for c in ranked:
         groups.setdefault(key(c), []).append(c)
     return sorted(groups.values(), key=lambda g: (-len(g), _critic_key(g[0])))
 
 
-def _critic_decision(ranked: list[dict[str, Any]]) -> dict[str, Any]:
+def _critic_decision(ranked: list[Candidate]) -> Decision:
     winner = ranked[0]
     if len(ranked) == 1:
         return {"rule": "critic_first_pass", "stage": "only_candidate", "winner": _figures(winner), "runner_up": None}
@@ -247,7 +290,7 @@ def _critic_decision(ranked: list[dict[str, Any]]) -> dict[str, Any]:
             "runner_up": _figures(ranked[1])}
 
 
-def _group_decision(method: str, groups: list[list[dict[str, Any]]], size_stage: str) -> dict[str, Any]:
+def _group_decision(method: str, groups: list[list[Candidate]], size_stage: str) -> Decision:
     """How the top group and its best member won: by size, else by the critic order."""
     top = groups[0]
     winner = top[0]
@@ -264,7 +307,7 @@ def _group_decision(method: str, groups: list[list[dict[str, Any]]], size_stage:
             "runner_up": _figures(runner_up, rival_group)}
 
 
-def _group_reasons(groups: list[list[dict[str, Any]]], what: str) -> dict[str, str]:
+def _group_reasons(groups: list[list[Candidate]], what: str) -> dict[str, str]:
     top = groups[0]
     winner = top[0]
     reasons = {}
@@ -282,25 +325,25 @@ def _group_reasons(groups: list[list[dict[str, Any]]], what: str) -> dict[str, s
     return reasons
 
 
-def _clusters_record(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def _clusters_record(groups: list[list[Candidate]]) -> list[dict[str, object]]:
     return [{"signature": g[0]["probes"], "members": sorted((c["id"] for c in g), key=id_key), "size": len(g)}
             for g in groups]
 
 
-def _cluster_key(c: dict[str, Any]) -> str:
+def _cluster_key(c: Candidate) -> str:
     return json.dumps(c["probes"], sort_keys=True)
 
 
-def _tie_winner(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+def _tie_winner(a: Candidate, b: Candidate) -> Candidate:
     return a if _critic_key(a) < _critic_key(b) else b
 
 
 def _bracket(project: Project, record: RunRecord, track: str,
-             entrants: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any] | None, list[dict[str, Any]]]:
+             entrants: list[Candidate]) -> tuple[Candidate, Match | None, list[Match]]:
     """A single-elimination bracket in id order (an odd one out gets a bye);
     returns (winner, its last match or None, every match)."""
     alive = sorted(entrants, key=lambda c: id_key(c["id"]))
-    matches: list[dict[str, Any]] = []
+    matches: list[Match] = []
     round_no = 0
     while len(alive) > 1:
         round_no += 1
@@ -326,10 +369,10 @@ def _bracket(project: Project, record: RunRecord, track: str,
 
 
 def rank(project: Project, record: RunRecord, track: str, method: str,
-          candidates: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]:
+          candidates: list[Candidate]) -> Ranked:
     """(winner, decision, loser reasons by id, extra pick-record fields) under ``method``."""
     ranked = sorted(candidates, key=_critic_key)
-    extra: dict[str, Any] = {"ranking": [_figures(c) for c in ranked]}
+    extra: Extra = {"ranking": [_figures(c) for c in ranked]}
     if method == "critic_first_pass":
         winner = ranked[0]
         decision = _critic_decision(ranked)
@@ -349,14 +392,15 @@ def rank(project: Project, record: RunRecord, track: str, method: str,
     return _rank_tournament(project, record, track, groups, ranked, extra)
 
 
-def _rank_differential(project: Project, record: RunRecord, track: str, ranked: list[dict[str, Any]],
-                       extra: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]:
+def _rank_differential(project: Project, record: RunRecord, track: str, ranked: list[Candidate],
+                       extra: Extra) -> Ranked:
     """The largest group of candidates whose ``distinguish.run`` behaved
     alike on the generated inputs (``judge/differential``); with one
     candidate nothing runs, and when the inputs cannot be had, the
     ``cluster`` rule decides and the record says why."""
     if len(ranked) < 2:
-        ran: dict[str, Any] = {"status": "not_run", "fallback": None, "reason": "one candidate: nothing to tell apart"}
+        ran: Differential = {"status": "not_run", "fallback": None,
+                                          "reason": "one candidate: nothing to tell apart"}
         behaviour = None
     else:
         ran, behaviour = differential.distinguish(project, record, track, sorted(ranked, key=lambda c: id_key(c["id"])))
@@ -376,22 +420,23 @@ def _rank_differential(project: Project, record: RunRecord, track: str, ranked: 
     return groups[0][0], decision, _group_reasons(groups, what), extra
 
 
-def _rank_tournament(project: Project, record: RunRecord, track: str, groups: list[list[dict[str, Any]]],
-                     ranked: list[dict[str, Any]], extra: dict[str, Any]
-                     ) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Any]]:
+def _rank_tournament(project: Project, record: RunRecord, track: str, groups: list[list[Candidate]],
+                     ranked: list[Candidate], extra: Extra) -> Ranked:
     # Clusters tied for the largest size all enter: the cluster stage could
     # not tell them apart on behaviour, so the judge may.
     entrants = [c for g in groups if len(g) == len(groups[0]) for c in g]
     winner, final, matches = _bracket(project, record, track, entrants)
     extra["tournament"] = {"entrants": sorted((c["id"] for c in entrants), key=id_key),
-                           "judge": list(record["config"]["judge"]["command"]), "matches": matches}
+                           "judge": list(record["config"]["judge"]["command"] or []), "matches": matches}
     reasons = {}
     for m in matches:
         if m["b"] is None:
             continue
         loser = m["b"] if m["winner"] == m["a"] else m["a"]
+        ran = m["judge"]
+        assert ran is not None  # a match that was played (not a bye) has the judge's run
         how = ("the judge chose it" if m["decided_by"] == "judge"
-               else f"the judge gave no answer ({m['judge']['error']}); {m['decided_by']}")
+               else f"the judge gave no answer ({ran['error']}); {m['decided_by']}")
         reasons[loser] = f"lost to {m['winner']} in round {m['round']}: {how}"
     size_of = {c["id"]: len(g) for g in groups for c in g}
     for c in ranked:
@@ -403,12 +448,12 @@ def _rank_tournament(project: Project, record: RunRecord, track: str, groups: li
     rival_id = final["b"] if final["winner"] == final["a"] else final["a"]
     rival = next(c for c in entrants if c["id"] == rival_id)
     stage = "judge" if final["decided_by"] == "judge" else final["decided_by"].split(": ", 1)[1]
-    decision = {"rule": "tournament", "stage": stage, "winner": _figures(winner, groups[0]),
+    decision: Decision = {"rule": "tournament", "stage": stage, "winner": _figures(winner, groups[0]),
                 "runner_up": _figures(rival, groups[0]), "final_match": matches.index(final)}
     return winner, decision, reasons, extra
 
 
-def refuse_below_threshold(cfg: dict[str, Any], winner: dict[str, Any], track: str) -> None:
+def refuse_below_threshold(cfg: FrozenConfig, winner: Candidate, track: str) -> None:
     threshold = cfg["score"]["threshold"]
     if winner["score_source"] is None and not cfg["score"]["command"] and not cfg["score"]["findings"]:
         return

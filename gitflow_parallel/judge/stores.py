@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.proc.sandbox import overlapping
+from gitflow_parallel.config_schema import SetupConfig
 
 if TYPE_CHECKING:
     from gitflow_parallel.proc.sandbox import GatePlan
@@ -142,7 +143,7 @@ def resolve(entries: list[str], guarded: list[tuple[str, Path]]) -> list[Path]:
     return sorted(out, key=lambda p: len(p.parts))
 
 
-def for_plan(setup: dict[str, Any], plan: GatePlan) -> list[Path]:
+def for_plan(setup: SetupConfig, plan: GatePlan) -> list[Path]:
     """The stores the commands of ``plan`` (a judged checkout's) read
     through their own layers: ``setup.stores``, resolved here and now."""
     from gitflow_parallel.git.scratch import judged_root

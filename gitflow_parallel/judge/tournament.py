@@ -34,10 +34,10 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from gitflow_parallel.files import read_tail, remove_tree, sha256_file
 from gitflow_parallel.model import RunRecord
+from gitflow_parallel.shapes import Candidate, JudgeRun
 from gitflow_parallel.judge.place import execute, gate_env
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.state.project import Project
@@ -47,7 +47,7 @@ ANSWERS = ("A", "B")
 OUTPUT_TAIL = 2000
 
 
-def _write_side(folder: Path, project: Project, base: str, cand: dict[str, Any]) -> None:
+def _write_side(folder: Path, project: Project, base: str, cand: Candidate) -> None:
     folder.mkdir()
     (folder / "instance").write_text(cand["id"] + "\n", encoding="utf-8")
     (folder / "commit").write_text(cand["commit"] + "\n", encoding="utf-8")
@@ -63,7 +63,7 @@ def answer_of(stdout: bytes) -> str | None:
 
 
 def match(project: Project, record: RunRecord, track: str, round_no: int,
-          a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+          a: Candidate, b: Candidate) -> JudgeRun:
     """Run the judge on ``a`` against ``b``.  Returns what it did:
     {answer ("A", "B" or None), exit_code, error, duration_s, log,
     log_sha256, stderr_log, output (the tail of its stdout)}."""
@@ -83,7 +83,9 @@ def match(project: Project, record: RunRecord, track: str, round_no: int,
         # TMPDIR), and reads no instance's worktree - what it judges is
         # laid out for it from the objects.
         plan = sandbox.GatePlan(project.repo.common_dir, None, scratch, record["config"], sandbox.siblings(record))
-        code, error, seconds = execute(list(cfg["command"]), cwd, env, float(cfg["timeout"]), log, err_log, plan)
+        command = cfg["command"]
+        assert command is not None  # config.validate refuses selection: tournament without one
+        code, error, seconds = execute(list(command), cwd, env, float(cfg["timeout"]), log, err_log, plan)
     finally:
         remove_tree(scratch, ignore_errors=True)
     try:  # the judge runs the attempts' code: its output is read from its end, capped

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from gitflow_parallel import config as C
 from gitflow_parallel.commands.init.detect import Runner as Runner
@@ -32,11 +32,25 @@ from gitflow_parallel.commands.init.render import protected_summary as protected
 from gitflow_parallel.commands.init.render import render_config as render_config
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, new_file_mode
+from gitflow_parallel.pysetup import SetupSpec
 from gitflow_parallel.state.project import Project
 
 
+class InitResult(TypedDict):
+    """``init``: the file written (or kept), the git settings made, what was found."""
+    config: str
+    wrote: bool
+    git_config: dict[str, str]
+    remote: str | None
+    refspecs: dict[str, list[str]] | None
+    detected: list[dict[str, object]]
+    gate: list[str] | None
+    setup: SetupSpec | None
+    protected: list[str]
+
+
 # -- init ----------------------------------------------------------------------
-def init(project: Project, force: bool = False, display: bool = False, remote: str | None = None) -> dict[str, Any]:
+def init(project: Project, force: bool = False, display: bool = False, remote: str | None = None) -> InitResult:
     """Write a ``.gitparallel.yaml`` for the project's test runner (the
     commented template when none is found) and set notes.rewriteRef (and,
     with ``display``, notes.displayRef: plain ``git log`` then prints every

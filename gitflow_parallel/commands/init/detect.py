@@ -9,7 +9,6 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 
 from gitflow_parallel import pysetup
@@ -31,7 +30,7 @@ class Runner:
     found_in: list[str]            # the files that told
     tool: str | None = None        # pytest, npm test, ...; None: no test runner found
     run: list[str] | None = None   # the gate's command
-    setup: dict[str, Any] | None = None
+    setup: pysetup.SetupSpec | None = None
     protect: list[str] = field(default_factory=list)   # globs beyond what the run names
     tests: list[str] = field(default_factory=list)     # test folders the run names
     notes: list[str] = field(default_factory=list)     # comment lines for the file
@@ -54,9 +53,11 @@ def _dirs_with_files(files: list[str]) -> set[str]:
     return {"/".join(p.split("/")[:k]) for p in files for k in range(1, p.count("/") + 1)}
 
 
-def _pytest_config(top: Path, files: set[str], pyproject: dict[str, Any]) -> tuple[str | None, list[str]]:
+def _pytest_config(top: Path, files: set[str], pyproject: dict[str, object]) -> tuple[str | None, list[str]]:
     """Where pytest is configured, and its ``testpaths``."""
-    section = pyproject.get("tool", {}).get("pytest", {}).get("ini_options")
+    tool = pyproject.get("tool", {})
+    pytest = tool.get("pytest", {}) if isinstance(tool, dict) else {}
+    section = pytest.get("ini_options") if isinstance(pytest, dict) else None
     if isinstance(section, dict):
         paths = section.get("testpaths") or []
         return "pyproject.toml", [paths] if isinstance(paths, str) else [str(p) for p in paths]
@@ -147,7 +148,7 @@ def _node(top: Path, files: list[str]) -> Runner | None:
         if any(scratch.matches(f, [glob]) and not scratch.matches(f, protect) for f in files):
             protect.append(glob)
     settings = [f for f in (".npmrc", ".yarnrc", "pnpm-workspace.yaml") if f in fileset]  # they change the install
-    setup = {"run": install, "cache_key": ["package.json", *([lock] if lock else []), *settings],
+    setup: pysetup.SetupSpec = {"run": install, "cache_key": ["package.json", *([lock] if lock else []), *settings],
              "keep": ["node_modules"], "path": ["node_modules/.bin"], "stores": [tool]}
     notes = [f"scripts.test is `{test}` (protected by default, as the test section of package.json)"]
     if tool == "yarn":
@@ -159,7 +160,7 @@ def _node(top: Path, files: list[str]) -> Runner | None:
 def _go(top: Path, files: list[str]) -> Runner | None:
     if "go.mod" not in files:
         return None
-    keys = [f for f in ("go.mod", "go.sum") if f in files]
+    keys: list[str] = [f for f in ("go.mod", "go.sum") if f in files]
     protect = (["**/*_test.go"] if any(f.endswith("_test.go") for f in files) else []) + \
         (["**/testdata/**"] if any("testdata" in f.split("/")[:-1] for f in files) else [])
     return Runner("go", ["go.mod"], tool="go test", run=["go", "test", "./..."], protect=protect,
@@ -169,7 +170,7 @@ def _go(top: Path, files: list[str]) -> Runner | None:
 def _cargo(top: Path, files: list[str]) -> Runner | None:
     if "Cargo.toml" not in files:
         return None
-    keys = [f for f in ("Cargo.toml", "Cargo.lock") if f in files]
+    keys: list[str] = [f for f in ("Cargo.toml", "Cargo.lock") if f in files]
     manifests = {f.rsplit("/", 1)[0] if "/" in f else "" for f in files if f.rsplit("/", 1)[-1] == "Cargo.toml"}
     protect = sorted(f"{m}/tests/**".lstrip("/") for m in manifests
                      if any(f.startswith(f"{m}/tests/".lstrip("/")) for f in files))

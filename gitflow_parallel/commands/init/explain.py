@@ -13,20 +13,56 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pygit2
 
 from gitflow_parallel import config as C
 from gitflow_parallel import pysetup
+from gitflow_parallel.config_schema import STORE_NAMES
 from gitflow_parallel.git import scratch
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.commands.init.detect import NODE_TEST_DIRS, TEST_DIR_NAMES, is_python_test
+from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 
 
 # -- init --check ------------------------------------------------------------------
 _PROBE = ("import json, site, sys; "
           "print(json.dumps([sys.path, site.getsitepackages() + [site.getusersitepackages()]]))")
+
+
+class Fence(TypedDict):
+    """Which fence holds gates here, and why (its Landlock ABI, if any)."""
+    landlock_abi: int | None
+    holds: str
+    why: str
+
+
+class ExplainedGate(TypedDict):
+    """What one gate runs and protects, and what ``init --check`` warns of."""
+    name: str
+    run: list[str]
+    mode: str
+    setup: bool
+    names: list[str]
+    hidden: str | None
+    warnings: list[str]
+
+
+class InitCheck(TypedDict):
+    """``init --check``: the worktree's configuration explained."""
+    config: str
+    exists: bool
+    committed: bool
+    setup: SetupConfig | None
+    protect_defaults: bool
+    protected: list[str]
+    added_tests: str
+    gates: list[ExplainedGate]
+    tests: int
+    unprotected_tests: list[str]
+    warnings: list[str]
+    fence: Fence
 
 
 def landlock_abi() -> tuple[int | None, str]:
@@ -48,7 +84,7 @@ def landlock_abi() -> tuple[int | None, str]:
     return None, why.get(err, f"the kernel refused the Landlock query ({os.strerror(err)})")
 
 
-def fence() -> dict[str, Any]:
+def fence() -> Fence:
     from gitflow_parallel.proc import namespace
 
     abi, why = landlock_abi()
@@ -125,7 +161,7 @@ def _imports_from(python: str, roots: list[Path], env: dict[str, str]) -> list[s
     return sorted(set(found))
 
 
-def _environment(gate: dict[str, Any], tree: pygit2.Tree, roots: list[Path]) -> list[str]:
+def _environment(gate: GateConfig, tree: pygit2.Tree, roots: list[Path]) -> list[str]:
     """What a gate that runs without setup would really test."""
     out = ["it runs without setup, with the tools on PATH: the environment is not built from the attempt"]
     exe = gate["run"][0]
@@ -141,8 +177,8 @@ def _environment(gate: dict[str, Any], tree: pygit2.Tree, roots: list[Path]) -> 
     return out
 
 
-def _explain_gate(cfg: dict[str, Any], gate: dict[str, Any], tree: pygit2.Tree, tests: list[str],
-                  roots: list[Path]) -> dict[str, Any]:
+def _explain_gate(cfg: FrozenConfig, gate: GateConfig, tree: pygit2.Tree, tests: list[str],
+                  roots: list[Path]) -> ExplainedGate:
     named = [p for p in scratch.protected_patterns({"gates": [gate], "protect_defaults": False}, tree)
              if p != C.CONFIG_FILE]
     warnings = []
@@ -161,21 +197,22 @@ def _explain_gate(cfg: dict[str, Any], gate: dict[str, Any], tree: pygit2.Tree, 
             "names": named, "hidden": gate["hidden"], "warnings": warnings}
 
 
-def _unread_stores(cfg: dict[str, Any]) -> list[str]:
+def _unread_stores(cfg: FrozenConfig) -> list[str]:
     """The package tools setup or a gate runs whose store ``setup.stores``
     does not name: in the sandbox that store is read-only, and pnpm (which
     registers each project there) and go (which writes its build cache to
     read it) fail; the others download again what you have."""
-    setup = cfg["setup"] or {}
-    words = {Path(w).name for argv in [setup.get("run") or [], *(g["run"] for g in cfg["gates"] if g["setup"])]
+    setup = cfg["setup"]
+    words = {Path(w).name for argv in [setup["run"] if setup else [], *(g["run"] for g in cfg["gates"] if g["setup"])]
              for arg in argv for w in arg.replace("&&", " ").replace(";", " ").split()}
+    stores = (setup.get("stores") if setup else None) or []
     return [f"setup and gates run {tool} without reading your {tool} store: add `stores: [{tool}]` to setup "
             "(read through a throwaway layer, never written)" if setup else
             f"a gate runs {tool} with no setup, so without your {tool} store: add a setup with `stores: [{tool}]`"
-            for tool in C.STORE_NAMES if tool in words and tool not in (setup.get("stores") or [])]
+            for tool in STORE_NAMES if tool in words and tool not in stores]
 
 
-def check(project: Project) -> dict[str, Any]:
+def check(project: Project) -> InitCheck:
     """Explain the worktree's ``.gitparallel.yaml``: what each gate protects,
     what it does not, and which fence will hold."""
     top = Path(project.repo.workdir or project.repo.main_workdir or ".")

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from typing import Any
 
 import yaml
 
 from gitflow_parallel import config as C
 from gitflow_parallel import harness
 from gitflow_parallel.commands.init.detect import Runner
+from gitflow_parallel.pysetup import SetupSpec
+from gitflow_parallel.template import TEMPLATE, TEMPLATE_SETTINGS
 
 
 # -- the file init writes --------------------------------------------------------------
@@ -39,11 +40,12 @@ def _harness_summary() -> str:
     return f"at any depth: {names}; the test sections of {', '.join(harness.MIXED_FILES)}"
 
 
-def _setup_block(setup: dict[str, Any]) -> list[str]:
+def _setup_block(setup: SetupSpec) -> list[str]:
     lines = ["setup:", f"  run: {_flow(setup['run'])}"]
-    for key in ("cache_key", "keep", "path", "stores"):
-        if setup.get(key):
-            lines.append(f"  {key}: {_flow(setup[key])}")
+    for key, value in (("cache_key", setup["cache_key"]), ("keep", setup.get("keep")), ("path", setup.get("path")),
+                       ("stores", setup.get("stores"))):
+        if value:
+            lines.append(f"  {key}: {_flow(value)}")
     return lines
 
 
@@ -60,11 +62,11 @@ def render_config(runners: list[Runner]) -> str:
         head = _comment("Written by `git parallel init`, which found no test runner here (it looks for pytest, "
                         f"npm/pnpm/yarn test, go test, cargo test and make test; it saw {seen}): write the "
                         "setup and the gates below yourself, naming the test folder in the gate's run.")
-        return "\n".join(head + notes) + "\n\n" + C.TEMPLATE
+        return "\n".join(head + notes) + "\n\n" + TEMPLATE
     assert main.run is not None and main.tool is not None
     head = _comment(f"Written by `git parallel init`, which found {main.tool} ({', '.join(main.found_in)}). "
                     "Review it, then commit it: spawn reads this file from the base commit.")
-    out = head + notes + ["", C.TEMPLATE_SETTINGS.rstrip("\n"), ""]
+    out = head + notes + ["", TEMPLATE_SETTINGS.rstrip("\n"), ""]
     if main.setup:
         out += _comment("The environment the gates run in, built in the judged checkout from the attempt's own "
                         "files: a gate using the python on PATH could import the main worktree's code through an "
