@@ -187,7 +187,7 @@ def _alarms(inst: InstanceRecord, pack: Mapping[str, object] | None) -> str:
     out = ""
     if inst.get("tampered"):
         out += (f'<div class="alarm" data-role="tampered"><b>{_e(E.AGENT_TAMPERED)}</b>: it changed what no attempt '
-                f'may change (restored): <span class="mono">{_e(", ".join(inst["tampered"]))}</span></div>')
+                f'may change (restored): <span class="mono">{_e(", ".join(inst.get("tampered") or []))}</span></div>')
     during = evidence.tampered_while_judged(pack)
     if during:  # its code, run by a gate, did it
         out += f'<div class="alarm" data-role="tampered"><b>{_e(E.AGENT_TAMPERED)}</b>: {_e(during)}</div>'

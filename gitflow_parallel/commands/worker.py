@@ -464,6 +464,11 @@ def run_one(project: Project, lease: Lease) -> Outcome:
         row.update(delivered=False, lost=True)
         _tidy(wp, task, inst["id"])
         return Outcome(row)
+    if tip is None:  # its branch is gone and its run recorded no head: nothing to deliver
+        row.update(delivered=False, error=row.get("error") or "its branch is gone and its run recorded no head")
+        _release(project, lease, None)
+        _tidy(wp, task, inst["id"])
+        return Outcome(row)
     result = {"status": row["status"], "exit_code": row["exit_code"], "error": row.get("error") or checked.get("error"),
               "head": tip, "finished_at": utcnow(), "verdict": checked.get("verdict"), "score": checked.get("score"),
               "evidence": share.evidence_ref(run_id, inst["id"], inst["attempt"]) if ev else None,

@@ -113,7 +113,7 @@ def smudge(repo: pygit2.Repository, tree: pygit2.Tree, root: Path, common: Path)
         return []
     missing: list[str] = []
     for path, oid in _small_blobs(repo, tree):
-        said = pointer(repo[oid].data)
+        said = pointer(repo[oid].read_raw())
         if said is None or repo.get_attr(path, "filter") != "lfs":
             continue
         source = stored(common, said[0])
@@ -139,7 +139,7 @@ def _small_blobs(repo: pygit2.Repository, tree: pygit2.Tree) -> Iterator[tuple[s
         prefix, folder = pending.pop()
         for entry in folder:
             if entry.filemode == pygit2.enums.FileMode.TREE:
-                pending.append((f"{prefix}{entry.name}/", repo[entry.id]))
+                pending.append((f"{prefix}{entry.name}/", repo[entry.id].peel(pygit2.Tree)))
             elif entry.filemode in (pygit2.enums.FileMode.BLOB, pygit2.enums.FileMode.BLOB_EXECUTABLE) \
                     and repo.odb.read_header(entry.id)[1] <= MAX_POINTER:
                 yield f"{prefix}{entry.name}", entry.id

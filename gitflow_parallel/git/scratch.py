@@ -48,7 +48,7 @@ import time
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import pygit2
 from filelock import FileLock, Timeout
@@ -112,7 +112,7 @@ def _named_paths(argv: Iterable[str], tree: pygit2.Tree) -> list[str]:
     return found
 
 
-def protected_patterns(config: dict[str, Any], base_tree: pygit2.Tree) -> list[str]:
+def protected_patterns(config: Mapping[str, Any], base_tree: pygit2.Tree) -> list[str]:
     """Every pattern protected for a run with ``config`` on ``base_tree``:
     the config file, the paths the gates' and score's commands name, the
     ``protect`` globs and, unless ``protect_defaults: false``, the harness
@@ -129,7 +129,7 @@ def protected_patterns(config: dict[str, Any], base_tree: pygit2.Tree) -> list[s
     return sorted(set(literal) | set(config.get("protect") or []) | set(defaults))
 
 
-def findings_file(config: dict[str, Any]) -> str | None:
+def findings_file(config: Mapping[str, Any]) -> str | None:
     """The ``score.findings`` file as a path of the tree (``./out//f.jsonl``
     is ``out/f.jsonl``), when it is protected (``protect_defaults``).  It is a
     gate's output: an attempt's own copy would score itself, and once landed
@@ -140,7 +140,7 @@ def findings_file(config: dict[str, Any]) -> str | None:
     return posixpath.normpath(findings)
 
 
-def _reached_files(config: dict[str, Any], tree: pygit2.Tree) -> list[str]:
+def _reached_files(config: Mapping[str, Any], tree: pygit2.Tree) -> list[str]:
     """What the gates reach through package.json scripts and the runner
     configuration (``harness.reached_files``)."""
     files = {path for path, _ in _blobs(tree)}
@@ -177,7 +177,7 @@ def _blob_data(repo: pygit2.Repository, tree: pygit2.Tree, path: str) -> bytes |
 
 
 def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pygit2.Tree,
-                      patterns: list[str], config: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                      patterns: list[str], config: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The protected paths whose entry differs between the two trees, each
     with how (``added``, ``deleted``, ``modified``), its line counts and
     whether it is the harness's (``harness``).  A mixed file
@@ -229,7 +229,7 @@ def added_tests(changes: list[dict[str, Any]]) -> list[str]:
 
 
 def judged_commit(repo: pygit2.Repository, commit: str, base: str, patterns: list[str],
-                  config: dict[str, Any] | None = None) -> tuple[str, str, list[dict[str, Any]]]:
+                  config: Mapping[str, Any] | None = None) -> tuple[str, str, list[dict[str, Any]]]:
     """What is checked out to judge ``commit``: (commit oid, tree oid, the
     protected changes the attempt made, as :func:`changed_protected`).  The
     commit is ``commit`` itself when it changed no protected path."""

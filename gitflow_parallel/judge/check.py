@@ -108,7 +108,7 @@ def _tracked_changes(worktree: Path, common: Path) -> list[str]:
     changed = sorted(p for p, f in wt.status(untracked_files="no").items()
                      if f != pygit2.GIT_STATUS_CURRENT and not f & new)
     index = wt.index
-    return [p for p in changed if p not in index or not lfs.is_smudged(common, wt[index[p].id].data, worktree / p)]
+    return [p for p in changed if p not in index or not lfs.is_smudged(common, wt[index[p].id].read_raw(), worktree / p)]
 
 
 def _picked_winners(record: RunRecord) -> set[str]:

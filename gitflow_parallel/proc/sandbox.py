@@ -525,7 +525,7 @@ class GatePlan:
     common: Path
     main_workdir: Path | None
     checkout: Path
-    config: dict[str, Any]
+    config: Mapping[str, Any]
     reads: Reads = field(default_factory=Reads)
     layers: list[Path] = field(default_factory=list)
     stores: list[Path] = field(default_factory=list)  # the user's stores, each under a throwaway layer

@@ -31,6 +31,7 @@ from gitflow_parallel.files import cut_notice, read_tail, sha256_bytes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord, find_instance
+from gitflow_parallel.shapes import StatusDetail, StatusRow
 
 if TYPE_CHECKING:  # imported by what reads objects: `show` and `logs` of a local run need none
     import pygit2
@@ -120,26 +121,11 @@ def open_view(project: Project, task: str) -> RunView:
 
 
 # -- status of a fetched run ------------------------------------------------------------
-class SharedRow(InstanceRecord):
-    """An instance of a fetched run as ``status`` shows it (no flags: nothing of it is here)."""
-    tip: str | None
-    evidence_state: str
-    evidence_reason: str
-    flags: list[str]
-
-
-class SharedStatus(TypedDict):
-    run: RunRecord
-    rows: list[SharedRow]
-    shared: str  # the run ref it was read from
-    base_tip: str | None
-
-
-def shared_status(project: Project, task: str) -> SharedStatus:
+def shared_status(project: Project, task: str) -> StatusDetail:
     """``status TASK`` for a run this clone only fetched: no worktrees or
     branches of it here, so no flags; evidence judged against the archived tips."""
     view = open_view(project, task)
-    rows: list[SharedRow] = []
+    rows: list[StatusRow] = []
     for inst in view.record["instances"]:
         fresh = view.freshness(inst)
         rows.append({**inst, "tip": view.tip(inst), "evidence_state": fresh.state, "evidence_reason": fresh.reason,
