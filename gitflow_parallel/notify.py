@@ -3,7 +3,7 @@
 ``notify`` names a command (argv, never a shell) that git-parallel starts
 once per event, with the event as one line of JSON on its stdin, in the
 top folder of the repository and with the scrubbed environment of every
-command (``proc/env.for_command``); ``proc/notifier`` starts it.  It only
+command (``environ.for_command``); ``proc/notifier`` starts it.  It only
 tells: it never changes a verdict, a status or an exit code, and one that
 fails or outlives its ``timeout`` is a warning.
 

@@ -21,7 +21,7 @@ import yaml
 
 from conftest import GP, git, make_repo, snapshot
 from gitflow_parallel.files import sha256_bytes
-from gitflow_parallel.git import landing
+from gitflow_parallel.state import landing
 
 PY = sys.executable
 

@@ -252,7 +252,7 @@ def _targets(project: Any, task: str = "fx") -> list[Any]:
 
 
 def test_a_claim_is_exclusive_and_an_expired_one_is_taken_over(tmp_path: Path) -> None:
-    from gitflow_parallel.git import transport as R
+    from gitflow_parallel.state import transport as R
     from gitflow_parallel.commands import worker
 
     origin, coord, gp, (a, b) = setup_remote(tmp_path, 2)
@@ -301,7 +301,7 @@ def test_refusals_change_nothing(tmp_path: Path) -> None:
 
 
 def test_a_manifest_whose_config_was_weakened_is_refused(tmp_path: Path) -> None:
-    from gitflow_parallel.git import transport as R
+    from gitflow_parallel.state import transport as R
     from gitflow_parallel.config import config_sha256
     from gitflow_parallel.state.store import dump
 
@@ -348,7 +348,7 @@ def test_collect_reads_a_broken_claim_as_one_anyone_may_take(tmp_path: Path, bro
     """A claim on the shared remote is written by other machines: one with no
     expiry, or no attempt number (a foreign or broken worker's), is a claim
     anyone may take over, and ``collect`` says so instead of failing on it."""
-    from gitflow_parallel.git import transport as R
+    from gitflow_parallel.state import transport as R
 
     origin, coord, gp, _ = setup_remote(tmp_path, 0)
     run_id = spawn_published(gp, "fx", 1, GOOD_AGENT)

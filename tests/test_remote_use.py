@@ -139,7 +139,7 @@ def test_a_remote_failure_reads_on_the_coordinator_and_the_suggested_retry_works
 
 def test_a_worker_taking_back_its_own_released_claim_is_no_takeover(tmp_path: Path) -> None:
     from gitflow_parallel.commands import worker
-    from gitflow_parallel.git import transport as R
+    from gitflow_parallel.state import transport as R
     from gitflow_parallel.state.project import Project
 
     origin, coord, gp, (a,) = setup_remote(tmp_path, 1)

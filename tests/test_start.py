@@ -26,7 +26,7 @@ VERB_MODULES = {"status": "status", "show": "show", "logs": "logs", "diff": "dif
 # Never needed to look at runs: the engines and the other verbs' CLI modules.
 HEAVY = ("gitflow_parallel.cli.attempts", "gitflow_parallel.cli.live", "gitflow_parallel.cli.maintenance",
          "gitflow_parallel.judge", "gitflow_parallel.recovery", "gitflow_parallel.proc.engine",
-         "gitflow_parallel.git.scratch", "gitflow_parallel.git.landing", "gitflow_parallel.git.transport")
+         "gitflow_parallel.git.scratch", "gitflow_parallel.state.landing", "gitflow_parallel.state.transport")
 
 
 def loaded(repo: Path, tmp_path: Path, *args: str) -> list[str]:

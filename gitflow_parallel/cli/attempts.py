@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from gitflow_parallel.commands.init import InitResult
     from gitflow_parallel.commands.init.explain import InitCheck
     from gitflow_parallel.commands.merge import MergeResult
-    from gitflow_parallel.git.retire import Cleanup
+    from gitflow_parallel.state.retire import Cleanup
     from gitflow_parallel.cli.compose import Rounds
     from gitflow_parallel.shapes import AbortResult, CheckResult, PickRecord, PickResult, PublishResult, RunRecord, SpawnResult
 

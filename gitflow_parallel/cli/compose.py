@@ -43,8 +43,8 @@ def spawn_remote(project: Project, task: str, remote: str, n: int | None = None,
     """``spawn`` and ``publish`` in one: the run exists here and on ``remote``."""
     from gitflow_parallel.commands import publish as publish_cmd
     from gitflow_parallel.commands import spawn as spawn_cmd
-    from gitflow_parallel.git.share import check_remote
-    from gitflow_parallel.git.transport import ls_remote
+    from gitflow_parallel.state.share import check_remote
+    from gitflow_parallel.state.transport import ls_remote
 
     check_remote(project.repo, remote)  # before anything is made
     ls_remote(project.repo, remote, ["refs/parallel/runs/none"])  # reachable?

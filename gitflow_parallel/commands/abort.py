@@ -14,8 +14,8 @@ from gitflow_parallel.proc import leftovers
 from gitflow_parallel.proc.supervise import KILL_GRACE, killpg, stop_groups
 from gitflow_parallel.state.project import Project, instance_process_alive
 from gitflow_parallel.model import RETRYABLE, TERMINAL, find_instance
-from gitflow_parallel.git.retire import check_removable, remove_all
-from gitflow_parallel.git import transport
+from gitflow_parallel.state.retire import check_removable, remove_all
+from gitflow_parallel.state import transport
 from gitflow_parallel.model import refuse_finished
 from gitflow_parallel.shapes import AbortResult, InstanceRecord, RunRecord
 

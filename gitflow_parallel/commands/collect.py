@@ -15,13 +15,13 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, sha256_bytes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.git import share
-from gitflow_parallel.git.share import (EVIDENCE_PREFIX, capped, check_remote, evidence_ref, log_limit,
+from gitflow_parallel.state import share
+from gitflow_parallel.state.share import (EVIDENCE_PREFIX, capped, check_remote, evidence_ref, log_limit,
                                         notes_tracking_ref, tree_file)
 from gitflow_parallel.proc.child import logs_dir
 from gitflow_parallel.model import find_instance
 from gitflow_parallel.shapes import EvidenceBinding, InstanceRecord, RunRecord
-from gitflow_parallel.git.transport import (
+from gitflow_parallel.state.transport import (
     CLAIM_LOG, CLAIMS_PREFIX, prune_tracking, branch_tracking, claim_history, claim_state, describe_claim, fetch,
     fetched_claim, ls_remote, run_note_lines, tracking)
 

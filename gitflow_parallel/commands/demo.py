@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from gitflow_parallel.proc import env as proc_env
+from gitflow_parallel import environ as proc_env
 
 TASK = "fix-calc"
 

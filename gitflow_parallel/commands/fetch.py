@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from gitflow_parallel.git.share import (PARALLEL_PREFIX, REMOTES_PREFIX, check_remote, git_failed, merge_notes,
+from gitflow_parallel.state.share import (PARALLEL_PREFIX, REMOTES_PREFIX, check_remote, git_failed, merge_notes,
                                         notes_refs, notes_tracking_ref, refs_snapshot, relation, remote_notes_refs)
 from gitflow_parallel.state.project import Project
 

@@ -49,7 +49,7 @@ and its parents - that are a track's picked winner's commit and pass
 ``picks.winner_check`` (picked, exact commit, fresh passing evidence).
 The update passes iff nothing brought in is an instance commit outside the
 history of an approved commit, the commit it lands is an approved one or
-carries the tree git's own merge of its parents gives (``git/vouch``: paths
+carries the tree git's own merge of its parents gives (``state/vouch``: paths
 that merge leaves conflicted are a person's and not compared), and nothing
 brought in has the patch-id of a losing attempt's commit or whole change
 (the live index's ``lost`` lines: a cherry-pick, a squash).  So: a fast-forward to the winner passes; a
@@ -121,7 +121,7 @@ from gitflow_parallel.errors import HOOK_INTERNAL, HOOK_REFUSED
 from gitflow_parallel.shapes import InstanceRecord, RunRecord
 
 if TYPE_CHECKING:
-    from gitflow_parallel.git.vouch import Copy
+    from gitflow_parallel.state.vouch import Copy
     from gitflow_parallel.state.project import Project
 
 ZERO_OID = frozenset({"0" * 40, "0" * 64})
@@ -212,7 +212,7 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
             by_run[run.run_id] = commits
     brought = _rev_list(heads, old) if by_run or any(run.lost for run in runs) else []
     if any(run.lost for run in runs):
-        from gitflow_parallel.git import vouch  # pygit2: only where a loser's patch may be at stake
+        from gitflow_parallel.state import vouch  # pygit2: only where a loser's patch may be at stake
 
         copy = vouch.loser_copy(runs, brought, set().union(*by_run.values()) if by_run else set())
         if copy is not None:
@@ -308,8 +308,8 @@ def _explain(project: Project, common_dir: Path, owners: list[Owner], records: d
 def _vouch(project: Project, doing: str, approved: list[tuple[str, RunRecord, InstanceRecord]],
            landing: tuple[str | None, str, list[str]]) -> Verdict:
     """The winner's evidence holds; the commit that lands must carry what a
-    merge of it gives (``git/vouch``), else it lands other files."""
-    from gitflow_parallel.git import vouch
+    merge of it gives (``state/vouch``), else it lands other files."""
+    from gitflow_parallel.state import vouch
 
     names = ", ".join(f"instance {i['id']} of {r['task']} ({c[:12]})" for c, r, i in approved)
     said = f"git-parallel: {doing}: the picked winner {names} has fresh, passing evidence"

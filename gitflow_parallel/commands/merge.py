@@ -65,10 +65,11 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import config, evidence, faults, model, notify, provenance
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, utcnow
-from gitflow_parallel.git import hooks, retire, share, transport
-from gitflow_parallel.git.landing import Landing, compute, dirty_paths, refuse_dirty
-from gitflow_parallel.git.pull_request import pr_body, pr_command, pr_title, pr_tool, run_tool
-from gitflow_parallel.git.remote_landing import (
+from gitflow_parallel.git import hooks
+from gitflow_parallel.state import retire, share, transport
+from gitflow_parallel.state.landing import Landing, compute, dirty_paths, refuse_dirty
+from gitflow_parallel.state.pull_request import pr_body, pr_command, pr_title, pr_tool, run_tool
+from gitflow_parallel.state.remote_landing import (
     BranchesPushed, PushResult, Relanded, branch_name, diverged, fetch_tip, onto_remote, push_branches, pushed_result, refused_push,
     share_updates, wanted_refs)
 from gitflow_parallel.git.worktrees import base_worktree

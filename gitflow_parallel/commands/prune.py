@@ -13,7 +13,7 @@ import pygit2
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.repo import Repo
-from gitflow_parallel.git.share import (EVIDENCE_PREFIX, REMOTES_PREFIX, RUNS_PREFIX, fetched_remotes, local_records,
+from gitflow_parallel.state.share import (EVIDENCE_PREFIX, REMOTES_PREFIX, RUNS_PREFIX, fetched_remotes, local_records,
                                         shared_runs)
 from gitflow_parallel.git.worktrees import ARCHIVE_PREFIX
 from gitflow_parallel.model import FINISHED_RUN

@@ -11,8 +11,8 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.git.share import check_remote, run_ref
-from gitflow_parallel.git.transport import Update, ls_remote, manifest_commit, push
+from gitflow_parallel.state.share import check_remote, run_ref
+from gitflow_parallel.state.transport import Update, ls_remote, manifest_commit, push
 from gitflow_parallel.model import refuse_finished
 from gitflow_parallel.shapes import PublishResult
 

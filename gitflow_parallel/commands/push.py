@@ -14,9 +14,9 @@ from typing import Any
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.git import share
-from gitflow_parallel.git import transport as wire
-from gitflow_parallel.git.share import PARALLEL_PREFIX, PUSH_ATTEMPTS, backfill, check_remote, notes_refs
+from gitflow_parallel.state import share
+from gitflow_parallel.state import transport as wire
+from gitflow_parallel.state.share import PARALLEL_PREFIX, PUSH_ATTEMPTS, backfill, check_remote, notes_refs
 from gitflow_parallel.state.project import Project
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from gitflow_parallel import errors as E
 from gitflow_parallel import model, provenance
 from gitflow_parallel.files import remove_tree
-from gitflow_parallel.git import landing, worktrees
+from gitflow_parallel.git import worktrees
+from gitflow_parallel.state import landing
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.repo import commit_all, worktree_changes
 from gitflow_parallel.names import check_name
@@ -15,7 +16,7 @@ from gitflow_parallel.proc import leftovers
 from gitflow_parallel.state.project import Project, notes_instance_on
 from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.model import RETRYABLE, find_instance
-from gitflow_parallel.git.retire import check_removable
+from gitflow_parallel.state.retire import check_removable
 from gitflow_parallel.model import refuse_finished
 from gitflow_parallel.shapes import InstanceRecord, RetryResult, RunRecord
 

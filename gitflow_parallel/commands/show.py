@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 
-from gitflow_parallel.git import share
+from gitflow_parallel.state import share
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.view import TAIL_LINES, agent_row, gate_rows, open_view, outcome
 

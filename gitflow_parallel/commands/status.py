@@ -53,7 +53,7 @@ def status(project: Project, task: None = None) -> StatusListResult: ...
 def status(project: Project, task: str) -> StatusDetail: ...
 def status(project: Project, task: str | None = None) -> StatusListResult | StatusDetail:
     if task is None:
-        from gitflow_parallel.git import share
+        from gitflow_parallel.state import share
 
         records, problems = project.store.load_all()
         local = {r["task"] for r in records}

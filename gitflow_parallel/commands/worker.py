@@ -1,5 +1,5 @@
 """The worker: ``git parallel worker --remote R`` in any clone that can reach
-the remote a run was published to (``git/transport``).
+the remote a run was published to (``state/transport``).
 
 A pipeline per instance, top-down:
 
@@ -56,8 +56,9 @@ from typing import Any, Callable, TypedDict
 
 from gitflow_parallel import config, model
 from gitflow_parallel.proc import engine
-from gitflow_parallel.git import transport as R
-from gitflow_parallel.git import share, worktrees
+from gitflow_parallel.state import transport as R
+from gitflow_parallel.git import worktrees
+from gitflow_parallel.state import share
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow

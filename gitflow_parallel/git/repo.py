@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from gitflow_parallel.errors import BASE_NOT_FOUND, LOCK_HELD, NOT_A_REPO, ParallelError, is_no_space
 from gitflow_parallel.git import refs
 from gitflow_parallel.git.refs import read_gitdir_file as read_gitdir_file  # the one reader of a .git file
-from gitflow_parallel.proc import env as proc_env
+from gitflow_parallel import environ as proc_env
 
 if TYPE_CHECKING:  # pygit2 is imported where an object is read or a ref moved (see ``refs``)
     import pygit2

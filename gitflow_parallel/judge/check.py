@@ -19,7 +19,8 @@ from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import config, evidence, faults, model, notify, provenance
-from gitflow_parallel.git import lfs, scratch, share
+from gitflow_parallel.git import lfs, scratch
+from gitflow_parallel.state import share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import remove_hostile_files, sha256_bytes, untrusted_json, utcnow
 from gitflow_parallel.git.repo import worktree_changes

@@ -22,7 +22,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.git import tamper
 from gitflow_parallel.judge import layers
 from gitflow_parallel.judge.pace import Lane
-from gitflow_parallel.proc import env as proc_env
+from gitflow_parallel import environ as proc_env
 from gitflow_parallel.proc import reaper, sandbox, supervise
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 from gitflow_parallel.config_schema import FrozenConfig

@@ -83,7 +83,7 @@ from gitflow_parallel.files import utcnow
 from gitflow_parallel.model import FINISHED_RUN, InstanceRecord, RunRecord, check_transition, find_instance
 from gitflow_parallel.state.project import Project, notes_instance_on
 from gitflow_parallel.provenance import instance_note
-from gitflow_parallel.proc import env as proc_env
+from gitflow_parallel import environ as proc_env
 from gitflow_parallel.proc import child as child_proc
 from gitflow_parallel.proc import claims as claims_proc
 from gitflow_parallel.proc import cgroup, leftovers, reaper, sandbox

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from gitflow_parallel import notify
 from gitflow_parallel.model import RunRecord
-from gitflow_parallel.proc import env as proc_env
+from gitflow_parallel import environ as proc_env
 from gitflow_parallel.proc import supervise
 from gitflow_parallel.proc.watchdog import Watchdog
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog

@@ -83,7 +83,7 @@ def start_server(tmux: str) -> bool:
     Started by the first window's ``new-session`` instead, the server would
     be a descendant of the runner carrying that agent's scope, and the sweep
     after that agent ends would kill it and every other window (SIGHUP)."""
-    from gitflow_parallel.proc import env as proc_env
+    from gitflow_parallel import environ as proc_env
     from gitflow_parallel.proc import reaper
 
     if _tmux(tmux, "list-sessions").returncode == 0:

@@ -23,7 +23,7 @@ from gitflow_parallel.recovery.base import RunContext
 from gitflow_parallel.recovery.scan import ERROR, WARNING, PHASE_BASE_WORKTREE, Repair
 from gitflow_parallel.state import intent as merge_intent
 from gitflow_parallel.git import worktrees
-from gitflow_parallel.git.landing import ignored_in_checkout
+from gitflow_parallel.state.landing import ignored_in_checkout
 
 
 class EvidenceInspection(RunContext):

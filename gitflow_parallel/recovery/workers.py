@@ -29,7 +29,7 @@ from typing import Iterator, Mapping, NotRequired, TypedDict
 from gitflow_parallel import model
 from gitflow_parallel.errors import PROCESS_GONE, ParallelError
 from gitflow_parallel.files import utcnow
-from gitflow_parallel.git import transport as R
+from gitflow_parallel.state import transport as R
 from gitflow_parallel.git import worktrees
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.model import InstanceRecord, RunRecord, find_instance

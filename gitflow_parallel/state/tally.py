@@ -45,7 +45,7 @@ def _when(stamp: str | None) -> dt.datetime | None:
 def records(project: Project, since: dt.datetime | None = None) -> list[RunRecord]:
     """Every run this clone knows (local first, then fetched), once each,
     created at ``since`` or later."""
-    from gitflow_parallel.git import share
+    from gitflow_parallel.state import share
 
     seen: dict[str, RunRecord] = {}
     for rec in share.local_records(project) + [r for r, _ in share.shared_runs(project)]:

@@ -8,7 +8,7 @@ A run is read through a ``RunView``, from one of two sources:
   cleanup or another machine left only there;
 * in a clone that did not make the run, its snapshot on
   ``refs/parallel/runs/<run_id>`` (fetched with ``git parallel fetch``; see
-  ``git/share``): packs and logs from the evidence refs, tips from the archive
+  ``state/share``): packs and logs from the evidence refs, tips from the archive
   refs, picks from the snapshot.  Every pack and pick is still checked
   against the sha256 the record binds, so a fetched copy is judged exactly
   as the original.
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Mapping, NotRequired, TypedDict
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, failures
-from gitflow_parallel.git import share
+from gitflow_parallel.state import share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import cut_notice, read_tail, sha256_bytes
 from gitflow_parallel.names import check_name

@@ -58,7 +58,7 @@ def init(project: Project, force: bool = False, display: bool = False, remote: s
     top = project.repo.workdir or project.repo.main_workdir
     assert top is not None
     if remote is not None:
-        from gitflow_parallel.git import share
+        from gitflow_parallel.state import share
 
         share.check_remote(project.repo, remote)  # before anything is written
     path = Path(top) / C.CONFIG_FILE

@@ -302,7 +302,7 @@ def snapshot_commit(project: Project, record: RunRecord, parent: str | None,
 
 def snapshot_run(project: Project, record: RunRecord) -> str:
     """Keep the record (and its pick records) on ``refs/parallel/runs/<run_id>``
-    (also the manifest workers read, see ``git/transport``)."""
+    (also the manifest workers read, see ``state/transport``)."""
     import pygit2
 
     repo = project.repo

@@ -9,7 +9,7 @@ from typing import TypedDict
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import model
-from gitflow_parallel.git import share, transport
+from gitflow_parallel.state import share, transport
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.model import RunRecord, Winner

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 
-from gitflow_parallel.git import share
+from gitflow_parallel.state import share
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord
 

@@ -12,7 +12,7 @@ is needed.
     frozen config and its sha256, the base, the instances (id, track,
     branch, attempt, start) and ``remote`` (the remote's name, the agent
     command from ``run --remote -- CMD``, its timeout).  It is the same
-    snapshot ``git/share`` keeps of every run, so the manifest never goes
+    snapshot ``state/share`` keeps of every run, so the manifest never goes
     stale when that module writes the ref.  A worker needs
     nothing else from the coordinator: it re-derives the config from the
     base commit's ``.gitparallel.yaml`` and refuses a manifest that differs.
@@ -47,7 +47,7 @@ re-proves the landing on the coordinator (``merge.verify: always``), so a
 worker's evidence is never the only thing trusted.
 
 Ref names, the run snapshot, evidence commits and notes merging are
-``git/share``'s; this module adds the claims and the leased atomic pushes.
+``state/share``'s; this module adds the claims and the leased atomic pushes.
 ``commands/publish`` and ``commands/collect`` are the verbs that use them.
 """
 
@@ -62,12 +62,13 @@ from typing import Any, Iterable, Mapping
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel.git import notes, share
+from gitflow_parallel.git import notes
+from gitflow_parallel.state import share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.git.share import REMOTES_PREFIX as TRACKING_PREFIX, RUNS_PREFIX, run_ref, tree_file, tree_of_files
+from gitflow_parallel.state.share import REMOTES_PREFIX as TRACKING_PREFIX, RUNS_PREFIX, run_ref, tree_file, tree_of_files
 
 
 
