@@ -141,6 +141,7 @@ def test_gates_judge_lfs_files_by_their_content_not_their_pointers(tmp_path: Pat
     assert checked["verdict"] == "pass", checked
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs it after
 @pytest.mark.parametrize("verbs", [[("retry", "t", "1", "--force")], [("abort", "t", "--force")]],
                          ids=["retry", "abort"])
 def test_work_kept_from_a_dirty_attempt_is_staged_inside_a_fence(tmp_path: Path,

@@ -9,6 +9,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -21,6 +23,7 @@ def mypy(cache: Path, *files: Path) -> subprocess.CompletedProcess[str]:
         cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # 8 s of mypy: the default tier keeps under 150 s; CI runs it after
 def test_the_whole_package_passes_mypy_strict(tmp_path: Path) -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     assert config["strict"] is True and config["files"] == ["gitflow_parallel"]
