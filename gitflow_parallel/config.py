@@ -81,15 +81,6 @@ def _key_lines(node: yaml.Node | None, prefix: str = "", out: dict[str, int] | N
     return out
 
 
-def command_argv(value: object, key: str, line: int | None) -> list[str] | None:
-    """A command (``config_schema.to_argv``) for the modules that validate
-    their own keys (``mix``, ``notify``)."""
-    try:
-        return to_argv(value)
-    except schema.Invalid as exc:
-        raise _fail(key, str(exc), line) from None
-
-
 def parse(text: str | bytes | None) -> FrozenConfig:
     """Validate configuration text and return the full config with defaults."""
     if text is None:

@@ -16,10 +16,10 @@ absent, so a run spawned before they existed still matches its base commit.
 
 from __future__ import annotations
 
-import shlex
 from typing import Annotated, Any, Callable, Literal, NotRequired, TypedDict, get_args
 
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.argv import to_argv as to_argv  # the commands' converter; config imports it here
 from gitflow_parallel.schema import Check, Convert, Default, Expect, Invalid, Range, ShapeError, fields
 
 MAX_SECONDS = 7 * 24 * 3600  # a week: a longer timeout is a typo
@@ -40,27 +40,6 @@ AGENT_SCRATCH = [".aider.chat.history.md", ".aider.input.history", ".aider.llm.h
 
 
 # -- converters: what YAML read, turned into the frozen form --------------------------------
-def to_argv(value: object) -> list[str] | None:
-    """A command: a list of words (numbers become strings) or one string split
-    like a shell would; ``None`` stays (where the declaration allows it)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            argv = shlex.split(value)
-        except ValueError as exc:
-            raise Invalid(f"cannot split command: {exc}") from None
-    elif isinstance(value, list) and all(isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in value):
-        argv = [str(a) for a in value]
-    elif isinstance(value, list) and any(isinstance(a, bool) for a in value):
-        raise Invalid("YAML read a bare true/false/yes/no as a boolean; quote it (\"true\")")
-    else:
-        raise Invalid("must be a command: a list of strings or one string")
-    if not argv:
-        raise Invalid("must not be empty")
-    return argv
-
-
 def _on_off(value: object) -> object:
     """YAML 1.1 reads a bare on/off as a boolean."""
     return {True: "on", False: "off"}[value] if isinstance(value, bool) else value

@@ -22,7 +22,9 @@ from typing import Any, Callable
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.argv import to_argv
 from gitflow_parallel.names import check_name
+from gitflow_parallel.schema import Invalid
 
 AUTO = "auto"
 
@@ -95,8 +97,6 @@ def auto_weights(names: list[str], win_rates: dict[str, float]) -> dict[str, flo
 def validate_config(value: object, fail: Callable[[str, str], ParallelError]) -> dict[str, object] | None:
     """The ``agents:`` key: ``commands`` (name: command) and ``split``
     (name: count, or ``auto``)."""
-    from gitflow_parallel.config import command_argv
-
     if value is None:
         return None
     if not isinstance(value, dict) or set(value) - {"commands", "split"}:
@@ -110,7 +110,10 @@ def validate_config(value: object, fail: Callable[[str, str], ParallelError]) ->
             check_name(str(name), "agent")
         except ParallelError as exc:
             raise fail(f"agents.commands.{name}", exc.message) from None
-        out["commands"][str(name)] = command_argv(command, f"agents.commands.{name}", None)
+        try:
+            out["commands"][str(name)] = to_argv(command)
+        except Invalid as exc:
+            raise fail(f"agents.commands.{name}", str(exc)) from None
     split = value.get("split")
     if split == AUTO or split is None:
         out["split"] = split

@@ -36,7 +36,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Callable
 
+from gitflow_parallel.argv import to_argv
 from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.schema import Invalid
 from gitflow_parallel.files import canonical_json, utcnow
 from gitflow_parallel.model import InstanceRecord, MergeRecord, RunRecord, Winner
 from gitflow_parallel.shapes import EvidencePack
@@ -49,8 +51,6 @@ MAX_TIMEOUT = 300  # a notification that needs longer is a job, not a notificati
 
 def validate_config(value: object, fail: Callable[[str, str], ParallelError]) -> dict[str, object] | None:
     """The ``notify:`` key: a command alone, or ``command`` and ``timeout``."""
-    from gitflow_parallel.config import command_argv
-
     if value is None:
         return None
     if isinstance(value, (str, list)):
@@ -61,9 +61,9 @@ def validate_config(value: object, fail: Callable[[str, str], ParallelError]) ->
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:
         raise fail("notify.timeout", f"must be a number of seconds above 0 and at most {MAX_TIMEOUT}, got {timeout!r}")
     try:
-        command = command_argv(value["command"], "notify.command", None)
-    except ParallelError as exc:
-        raise fail("notify.command", exc.message.split(": ", 2)[-1]) from None
+        command = to_argv(value["command"])
+    except Invalid as exc:
+        raise fail("notify.command", str(exc)) from None
     return {"command": command, "timeout": timeout}
 
 
