@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from gitflow_parallel.commands.init.explain import InitCheck
     from gitflow_parallel.commands.merge import MergeResult
     from gitflow_parallel.state.retire import Cleanup
-    from gitflow_parallel.cli.compose import Rounds
+    from gitflow_parallel.flows import Rounds
     from gitflow_parallel.shapes import AbortResult, CheckResult, PickRecord, PickResult, PublishResult, RunRecord, SpawnResult
 
 
@@ -143,7 +143,7 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
 
     def call() -> SpawnResult:
         if remote is not None:
-            from gitflow_parallel.cli.compose import spawn_remote
+            from gitflow_parallel.flows import spawn_remote
 
             return spawn_remote(_project(), task, remote, n=instances, base=base, tracks=list(tracks))
         return spawn_cmd.spawn(_project(), task, n=instances, base=base, tracks=list(tracks))
@@ -549,7 +549,7 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
     progress = RunProgress() if live else RunWaitNotice()
 
     def rounds(k: int) -> Rounds:
-        from gitflow_parallel.cli.compose import until_pass as run_until_pass
+        from gitflow_parallel.flows import until_pass as run_until_pass
 
         try:
             return run_until_pass(_project(), task, list(command), k, instances=list(instances) or None,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from gitflow_parallel.commands.hooks_install import HookInstalled, HookRemoved, HooksInstalled, HooksRemoved, HooksStatus
     from gitflow_parallel.state.remote_landing import PushResult
     from gitflow_parallel.judge.pace import GateProgress
-    from gitflow_parallel.cli.compose import Rounds
+    from gitflow_parallel.flows import Rounds
     from gitflow_parallel.shapes import CheckResult, Differential, GateResult, PublishResult, StatusDetail, StatusListResult
 
 FAILING_SHOWN = 20  # failing tests named per gate by `show`

@@ -1,10 +1,11 @@
-"""The CLI commands made of several commands.
+"""The verbs made of several verbs: the orchestration layer.
 
 ``spawn --remote`` is ``spawn`` then ``publish``; ``run --until-pass`` is
 rounds of ``run``, ``check`` and ``retry``.  A command never imports another
-(``commands/``), so the composition lives here, in the one layer that may
-call several commands, and each step is the ordinary verb: records, notes,
-logs and refusals are exactly theirs.
+(``commands/``), so the composition lives here, in a layer of its own
+between the commands and the CLI, and each step is the ordinary verb:
+records, notes, logs and refusals are exactly theirs.  The CLI only parses
+the options and renders what comes back.
 """
 
 from __future__ import annotations
