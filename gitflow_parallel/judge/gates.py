@@ -1,118 +1,13 @@
 """Gates and scores: running the checks of a run's frozen configuration on
-a clean checkout of an instance's commit, fingerprinting what they saw, and turning the outcome
-into an evidence pack bound to one exact commit and tree (``check``); and
-running the enforced gates once more on an arbitrary tree (``verify_tree``,
-used by merge before the base moves).
+a clean checkout of an instance's commit, fingerprinting what they saw, and
+turning the outcome into an evidence pack bound to one exact commit and tree
+(``check``); and running the enforced gates once more on an arbitrary tree
+(``verify_tree``, used by merge before the base moves).
 
-Where the gates come from.  Always ``record["config"]["gates"]``, the
-configuration frozen from the *base commit* at spawn, and re-derived from
-that commit's ``.gitparallel.yaml`` at every check (``config.verify_frozen``),
-so neither the worktree's copy nor a hand-edited record changes how an
-attempt is judged.
-
-Where they run.  Never in the agent's worktree: in a clean scratch checkout
-of the commit (``scratch``), with every protected path (the config, the
-files the gates' commands name, the ``protect`` globs) as the base commit
-has it.  Nothing untracked or ignored in the worktree is visible there.  The
-pack says so (``"checkout": "clean"``) and records the protected patterns,
-the commit and tree actually checked out, and the protected paths the
-attempt changed; with ``protect_mode: refuse`` such an attempt fails with
-``PARALLEL_PROTECTED_PATH_CHANGED`` and no gate runs.
-
-Running one gate.  Its argv (a list; never a shell) runs in the checkout as
-its own process group (its own session), stdin closed, stdout and stderr to
-``<common>/parallel/logs/<run_id>/<id>.<attempt>.gate-<name>.log``.  Its
-environment is ours without any inherited ``GIT_PARALLEL_*`` or
-``GIT_DIR``-style variables (which would point git at the wrong repository or
-misdescribe the instance), plus the gate's ``env``, plus ``GIT_PARALLEL_TASK``,
-``_RUN_ID``, ``_BASE`` (the base commit), ``_INSTANCE``, ``_TRACK``,
-``_ATTEMPT``, ``_COMMIT`` (the commit judged) and ``_WORKTREE`` (the clean
-checkout it runs in).
-``GIT_PARALLEL_EVENTS`` is deliberately *not* given: the events log is the
-agent's, and a gate must not be able to add to the engine evidence it is
-judged beside.  Arguments are passed as written (no ``{placeholder}``
-substitution but ``{report}`` under ``expect:``, see ``expect``).  Past ``timeout`` the
-whole group gets SIGTERM, then SIGKILL; after the gate ends, whatever it left
-running in its group is killed (before the leader is reaped, so its group id
-cannot have been recycled), because a background process could otherwise
-keep changing the worktree after the evidence describing it was written.  A
-command that cannot be started fails its gate with ``exit_code`` null and the
-reason in ``error`` (and in the log), never with a traceback.
-
-Order and dependencies.  An instance's gates run one after another in
-declaration order (``requires`` may only name earlier gates, which the config
-validates).  A gate whose predecessors did not all pass is skipped and
-recorded with ``PARALLEL_PREDECESSOR_INCOMPLETE`` - also when a predecessor
-does not apply to the instance's track.  Instances are checked concurrently
-in a thread pool of at most ``jobs`` (default: the cores this process may
-use); each instance is a sequence of subprocesses, so threads are enough.
-Each gate takes its ``threads`` (default 1) from a budget of ``jobs`` before
-it starts (``judge/pace``), so that a check does not run more gate threads
-than the machine has cores.
-
-``--gate NAME`` (``gates=`` here) runs only the named gates.  Dependencies are
-*not* pulled in: a named gate whose predecessor was not also named is skipped
-with ``PARALLEL_PREDECESSOR_INCOMPLETE``, because a predecessor that did not
-run has not passed.  Gates not named appear in the pack as skipped with code
-null and ``error`` "not selected", and the pack is ``complete: false``; an
-enforced gate that did not run has not passed, so the verdict of such a check
-is ``fail`` unless the unselected gates are all observe gates.  Either way an
-incomplete pack is never a pick candidate (``Freshness.passing`` wants
-``complete``).  This keeps one meaning for "passed": it ran here and exited 0.
-
-The verdict.  ``pass`` iff every enforced gate that applies to the instance's
-track passed; observe gates are recorded and never block.  **With no enforced
-gate applying (no gates at all, only observe gates, or gates limited to other
-tracks) the verdict is ``pass``**, with the empty or observe-only ``gates``
-list in the pack saying exactly that nothing blocking ran.  A pack still
-binds commit, tree, config and fingerprints, so it is proof of *what* was
-judged, never of more: a fan-out track that no gate covers must stay
-pickable without a dummy gate, just as a repository without hooks accepts
-commits.  The text output warns when this happens.  ``complete`` is true when
-every applicable gate ran or was skipped by the predecessor rule (a gate that
-could not start or timed out *ran*, and failed).
-
-Probes.  A gate with ``mode: probe`` runs like any other and never blocks
-(it is not enforced, so ``verdict_of`` ignores it, and config refuses a
-non-probe that ``requires`` one).  What it records is a behaviour
-``signature``: its exit code and the sha256 of its stdout - with the
-checkout's absolute path replaced by ``<worktree>``, since every candidate
-runs in a folder of its own - or, with ``outputs: [globs]``, the sha256 of
-the sorted {path: sha256} of the files those globs match after it ran.  Its
-stderr goes to a log of its own (``…gate-<name>-stderr.log``) and is not
-hashed: warnings and timings must not split candidates that behave alike.  A
-probe that cannot start or times out has ``sha256`` null and ``error`` set.
-``selection: cluster`` and ``tournament`` group candidates by these
-signatures (``judge/selection``).
-
-Evidence describes a commit, so a worktree with uncommitted changes
-(untracked files included) is refused before anything runs - they would not
-be judged, and the person who left them expects them to be - and so is a
-worktree whose HEAD is not the branch tip.  Gates may leave untracked
-byproducts in their checkout, but if a tracked file changed or HEAD moved
-while they ran, what ran was not the commit: no pack is written for that
-instance and it is reported with ``PARALLEL_EVIDENCE_MISMATCH``.
-
-Scores come from ``score.command`` (run like a gate with ``score.timeout``;
-the last non-empty stdout line must be an integer 0..10 and the command must
-exit 0) or ``score.findings`` (a path in the checkout: ``.jsonl`` gives the
-minimum ``anti_slop_score`` over its lines, anything else a line
-``anti_slop_score: N``, the minimum if several).  No source: score,
-score_source and score_error all null.  A source that yields nothing usable:
-score null and ``score_error`` says what was wrong, so pick can refuse it.
-
-Each pack is written with ``evidence.write`` as soon as its instance is done,
-then (``check.after_pack`` crash point) the record is updated with
-compare-and-swap on the attempt; the note lines of every instance checked go
-out as one notes commit at the end.  An instance is checked by one ``check``
-at a time (a non-blocking lock in ``parallel/locks/``, since two would write
-the same logs and pack), and a picked winner is never re-checked: rewriting
-its pack would break the write-once pick record that names its sha256.
-
-``verify_tree`` runs, for merge, the enforced gates that apply to a track,
-plus whatever gates they require (so ``requires`` means the same there as in
-a check), with the same runner, on the landing commit as judged with the
-protected paths of the commit it lands on, in a scratch checkout.
+How gates are chosen, run, ordered and skipped, what the verdict and
+``complete`` mean (a check with no enforced gate passes), probes, scores and
+the order in which packs and records are written: docs/judging.md, "How
+``check`` runs the gates"; the pack's fields: docs/formats.md.
 """
 
 from __future__ import annotations
@@ -387,8 +282,8 @@ def _setup(repo: pygit2.Repository, setup: SetupConfig, place: Place, tree: str)
 
 
 def verdict_of(results: list[GateResult]) -> Verdict:
-    """``pass`` iff every enforced gate passed (vacuously with none; see the
-    module doc).  Observe gates and probes never count."""
+    """``pass`` iff every enforced gate passed (vacuously with none; see
+    docs/judging.md).  Observe gates and probes never count."""
     return "pass" if all(r["passed"] for r in results if r["mode"] == "enforced") else "fail"
 
 
