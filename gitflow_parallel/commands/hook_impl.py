@@ -3,102 +3,14 @@
 evidence for the exact commit, may land.
 
 libgit2 runs no hooks, so ``git parallel merge`` applies its gates itself;
-these hooks are for merges that people and other tools make with git.
+these hooks are for merges that people and other tools make with git.  This
+module is what the scripts start, ``git parallel _hook``, when their sh fast
+path cannot decide; ``commands/hooks_install`` writes the scripts.
 
-Installation (the pre-commit model).  ``install`` writes three generated
-POSIX sh scripts - ``pre-merge-commit``, ``reference-transaction`` and
-``post-checkout`` - into the folder git runs hooks from
-(``git rev-parse --git-path hooks``: ``<common dir>/hooks``, shared by every
-linked worktree, or ``core.hooksPath``, a relative one being relative to the
-worktree top as git has it).  Each script is a template of the top-level
-``hooks/`` folder (shipped as ``gitflow_parallel.hook_templates``) with an id
-line ``# git-parallel hook v1 <HOOK_ID>``, the absolute path of the Python
-that installed it and the absolute common dir.  A hook that is not ours is
-moved to ``<name>.legacy`` and run first with the same arguments and stdin,
-its failure still stopping git (``GIT_PARALLEL_HOOK_LEGACY`` guards against a
-legacy hook that leads back to ours).  Installing again rewrites only what
-changed; ``uninstall`` removes only scripts carrying our id line and moves
-each ``.legacy`` back; ``status`` says per hook: ours, foreign or absent.
-
-The fast path.  A hook costs almost nothing when git-parallel has nothing to
-do, decided in sh before any Python starts (see the templates): with no live
-run there is no ``<common>/parallel/live`` (the store keeps that index
-atomically, under its lock, on every record write, and removes it when no run
-is live) and the script ends after the legacy hook; ``reference-transaction``
-passes every transaction that touches no live base ref, and every update of
-one that is an ordinary commit or amend (one ``git rev-list`` shows that the
-new tip's only parent is the old tip or one of its parents, and that no
-instance branch or archived attempt of a run on that base reaches the new
-tip: then the rule below would pass it); ``post-checkout`` every checkout
-whose HEAD is no live instance branch.  ``git parallel``'s own git commands
-carry ``GIT_PARALLEL_INTERNAL=<token>``, a random token naming a file under
-``<common>/parallel/internal/`` that exists while the command runs, and pass
-untouched; a bare ``1`` (or any value naming no such file) gets no pass.
-
-The rule (``_judge``), the same for both enforcing hooks.  An update brings
-in the commits ``git rev-list HEADS --not OLD``: for ``pre-merge-commit`` the
-merge heads (``merge_heads``: git exports ``GITHEAD_<oid>`` for each; it
-writes MERGE_HEAD only after the hook) against ``HEAD``; for
-``reference-transaction`` the new value of a live base ref against its old
-value (the ref's current value when git passes no old one).  Instance commits
-are ``git rev-list TIPS --not BASE`` for each live run: its instance branches
-and the archived tips of earlier attempts.  If none is brought in, the update
-passes (an ordinary commit on the base does).  Otherwise the *approved*
-commits are the candidates - the merge heads; for a ref update the new value
-and its parents - that are a track's picked winner's commit and pass
-``picks.winner_check`` (picked, exact commit, fresh passing evidence).
-The update passes iff nothing brought in is an instance commit outside the
-history of an approved commit, the commit it lands is an approved one or
-carries the tree git's own merge of its parents gives (``state/vouch``: paths
-that merge leaves conflicted are a person's and not compared), and nothing
-brought in has the patch-id of a losing attempt's commit or whole change
-(the live index's ``lost`` lines: a cherry-pick, a squash).  So: a fast-forward to the winner passes; a
-merge commit whose parents include the winner passes (also a hand-made join
-of several winners); a loser, an unproven tip, a partial commit of the
-winner, or a commit built on top of the winner is refused.  The last is
-deliberate: only the exact commit the evidence proves may land, the rest goes
-through ``git parallel merge`` or a fresh check.  Merges into any branch are
-judged by ``pre-merge-commit``; ``reference-transaction`` only guards live
-base refs, which is what catches ``git merge --ff-only``, ``git reset`` and
-``git push .`` (and ``git merge --no-verify``).
-
-Deciding whether anything is brought in reads only the live index and git
-(``git for-each-ref``, ``git rev-list``), never YAML or pygit2, because it runs
-on every fast-forward, reset and merge of a live base; records, picks and
-evidence are read (through
-``Project``, ``state/picks`` and ``evidence``) only when an instance commit is at
-stake.  A run whose record cannot be read then refuses, with its own code:
-what cannot be verified does not land.
-
-Exit statuses of ``git parallel _hook``: 0 let git go on, ``HOOK_REFUSED``
-(10) refuse, printed as ``error[CODE]: ...`` and ``hint: ...``.  The scripts
-turn 10 into 1 and treat every other failure (Python gone, package missing,
-a crash, whose traceback goes to ``<common>/parallel/logs/``) as a warning that
-lets git go on: a hook must never brick a repository, and it is a guard rail,
-not a security boundary (``git merge --no-verify`` skips pre-merge-commit, and
-anyone can delete a hook).
-
-Checkout events.  ``post-checkout`` prints one line on stderr, for example::
-
-    git-parallel: task fix-login, instance 2 (track main, attempt 0): succeeded, evidence fresh (pass), picked winner
-
-and appends one JSON line to ``<common>/parallel/events/<run_id>/checkouts.jsonl``:
-``{"event": "checkout", "at", "task", "run_id", "instance", "track", "attempt",
-"branch", "commit", "previous", "worktree", "status", "evidence",
-"evidence_reason", "recorded_head", "picked_winner", "error"}``.
-
-Limits, by git's design rather than ours.  ``git merge --ff-only`` and
-``git reset`` check the refused commit's files out before they move the ref
-and do not undo that when the hook aborts: the ref stays, the hint names
-``git reset --merge``.  ``git commit`` concluding a merge that
-pre-merge-commit refused runs no pre-merge-commit; onto a live base it is
-still caught by reference-transaction, onto another branch it is not.  A
-checkout that detaches HEAD at an instance tip is not reported (the sh fast
-path knows branches, not tips).  A relative ``core.hooksPath`` is relative to
-each worktree's top, so linked worktrees see the folder of their own checkout.
-A run whose record stops loading keeps its last lines in the live index;
-an update that brings in its commits is then refused with
-``PARALLEL_RECORD_INVALID``, since nothing can be verified.
+What each hook enforces, the fast path and the live index, installation
+beside other hooks: docs/hooks.md.  The rule an update is judged by
+(``_judge``), what is read, exit statuses, checkout events and the limits
+git sets: docs/hooks.md, "How a hook decides".
 """
 
 from __future__ import annotations
@@ -199,7 +111,7 @@ def _hint(code: str | None, task: str, inst_id: str, fallback: str | None = None
 
 def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: list[str], old: list[str],
            candidates_of: Callable[[], list[str]], doing: str, made: Made) -> Verdict:
-    """Apply the rule of the module docstring to an update bringing in
+    """Apply the rule of docs/hooks.md to an update bringing in
     ``rev-list heads --not old``.  ``candidates_of`` gives the commits that
     may be approved (asked only when an instance commit is at stake);
     ``made`` the tree and parents of the commit that lands;
