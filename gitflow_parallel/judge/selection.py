@@ -2,71 +2,14 @@
 configured rule (the pick record itself is ``commands/pick``'s and
 ``state/picks``').
 
-Candidates are the instances whose latest evidence is complete, fresh (bound
-to the branch's current tip), passes every enforced gate and names no
-blocking protected change (``git/scratch.blocks_pick``: a changed config or
-harness file, a deleted or rewritten protected test; only a person's
-``pick --instance`` can choose such an attempt); no rule ever looks at
-anyone else.  Five rules (``selection`` in the frozen config):
-
-* ``critic_first_pass`` (default): the critic order - highest score first (a
-  null score after every number), then **fewest changed lines** against the
-  base commit (lines added plus deleted, from git objects), then instance id
-  in natural order ("2" before "10").  Never timing: which check finished
-  first says nothing about an attempt, and two checks of the same attempts
-  in any order give the same winner.
-* ``majority_vote``: the largest group of byte-identical trees.  Agents
-  seldom write the same bytes, so this rarely finds a group of two.
-* ``cluster``: the largest group of candidates whose probe gates saw the same
-  behaviour (the tuple of probe signatures, see ``judge/gates``).  With no probe
-  every candidate is in one cluster and the critic order decides.
-* ``tournament``: the candidates of every cluster tied for the largest size
-  enter a single-elimination bracket in id order (an odd one out gets a
-  bye); each match runs the judge (``judge/tournament``).  A match the judge does not
-  answer is a tie, broken by the critic order.
-* ``differential``: with two or more candidates, ``distinguish.command``
-  writes inputs made to tell them apart and each candidate runs
-  ``distinguish.run`` on them in a clean checkout (``judge/differential``);
-  the largest group that behaved alike wins.  Every group has passed the
-  enforced gates, so each agrees with the visible tests.  If the inputs
-  cannot be had, the ``cluster`` rule decides and ``decision.fallback``
-  says why (``PARALLEL_DISTINGUISH_FAILED`` or ``_EMPTY``).
-
-Every tie (between groups of one size, inside a group, in a match) breaks by
-the critic order.  The pick record says which: ``decision`` names the rule,
-the ``stage`` that decided (``only_candidate``, ``score``,
-``changed_lines``, ``id``, ``tree_group_size``, ``cluster_size`` or
-``judge``) and the figures of the winner and of the runner-up it was decided
-against; ``ranking`` lists every candidate's figures in the critic order;
-``clusters`` / ``tree_groups`` the groups with their members and sizes;
-``tournament`` the entrants, the judge command and every match with what the
-judge answered or why it did not.
-
-A judge (or a distinguish command) may take minutes, so a tournament (or a
-differential pick) is decided *before* the project
-lock is taken and confirmed under it: if the candidates changed meanwhile
-(an instance checked again, retried, moved), nothing is written and the pick
-is refused with ``PARALLEL_RUN_REVISION_CONFLICT``.
-
-With no score source configured the score is null ("unavailable") and no
-threshold applies.  With a source configured, a winner whose score is null
-(the source yielded nothing) or below ``score.threshold`` is refused with
-``PARALLEL_DEV_ANTI_SLOP_BELOW_THRESHOLD``.  Nothing is written unless every
-requested track has a winner.
-
-The pick record is created exclusively (hard link of a complete temporary
-file) at ``<common>/parallel/picks/<run_id>/<track>.json``; a second pick of
-the same track returns the existing record and changes nothing.
-
-A person may choose instead (``pick --instance``, :func:`pick_human`): the
-record says ``"selection_method": "human"``, who (``user.email``) and why
-(``--reason``).  The same evidence is required (fresh, complete, passing, and
-the score threshold) unless ``--force``, which lands in the record as
-``forced`` with the list of what it ``waived``; a forced pick is then judged
-only on being the exact commit and attempt picked.  ``unpick``
-(:func:`unpick`) retires a pick that has not landed: the file moves, never
-deleted, to ``picks/<run_id>/retired/<track>.<n>.json`` and the record lists
-it under ``retired_picks``.
+Candidates are the instances whose latest evidence is complete, fresh and
+passing and that name no blocking protected change; the five rules
+(``critic_first_pass``, ``majority_vote``, ``cluster``, ``tournament``,
+``differential``), how every tie breaks by the critic order, what
+``decision`` and ``ranking`` record, and why a judged pick is decided
+before the project lock and confirmed under it: docs/selection.md.  The
+pick record's fields, a person's pick and ``unpick``: docs/formats.md and
+docs/commands.md.
 """
 
 from __future__ import annotations
