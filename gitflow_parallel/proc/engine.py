@@ -1,71 +1,16 @@
-"""The run verb: an agent command in every selected instance's worktree,
-concurrently, observably, and without losing work or leaving processes behind.
+"""The run verb's engine (also ``worker``'s): an agent command in every
+selected instance's worktree, concurrently, observably, and without losing
+work or leaving processes behind.
 
-Design, in the order an instance lives through it:
-
-- **Selection.** Without ``--instance`` every *pending* instance runs; a named
-  instance that is not pending is refused up front (terminal ones by the
-  store's own transition rule, ``PARALLEL_BRANCH_TERMINAL``), before anything
-  starts.  A finished run (merged or aborted) is refused.
-- **Concurrency.** At most ``jobs`` commands of this run at once (default: the
-  run's ``max_total``), and at most ``max_total`` in the repository, held as
-  OS file locks on slot files (``slots``), so a runner that dies frees its
-  slots at once.
-- **Claim under compare-and-swap.** pending → running is decided, the
-  command started, and ``pid``/``started_at``/``log``/``events`` recorded in one
-  store write, under the project lock, against the ``attempt`` and
-  ``instance_revision`` read at selection.  Starting the child *inside* that
-  write means no other runner can claim the same instance in between, and a
-  claim that loses (someone retried, aborted or ran it meanwhile) starts
-  nothing.  Every start and finish that is due at the same moment shares one
-  write: the store re-reads and re-validates the whole YAML record on every
-  write, so writes are the runner's hot path.
-- **The child.** Arguments as a list (never a shell), ``{task}``
-  ``{instance}`` ``{track}`` ``{attempt}`` ``{worktree}`` ``{feedback}`` (the
-  text of the feedback on the previous attempt, empty on attempt 0) substituted
-  by plain replacement (other braces arrive literally), stdin from /dev/null, stdout and
-  stderr to ``<common>/parallel/logs/<run_id>/<id>.<attempt>.log``, in a new
-  session so that its pid is also its process group.  Variables that would
-  point git at another repository are removed, so the agent's own git finds
-  its worktree.
-- **A watchdog.** One helper forked at the start (no new Python starts)
-  learns every process group as it is started and as it ends, over a pipe.
-  When the pipe closes without a goodbye, the runner was killed outright
-  (``kill -9``, a crash point): the watchdog stops the groups still listed,
-  SIGTERM then SIGKILL, so even then nothing is left running.  One fork per run
-  instead of a hook in every child keeps each spawn on the fast vfork path,
-  and it reaches the agents' own children too, which a parent-death signal
-  on the leader would not.
-- **The end.** A timeout sends SIGTERM to the whole group, then SIGKILL after
-  ``KILL_GRACE`` seconds (3; ``GIT_PARALLEL_KILL_GRACE`` overrides it).  When
-  the leader exits, whatever it left in its group is killed while the
-  unreaped leader still reserves the group id (so no recycled pid can be
-  hit), and then it is reaped.  While other attempts of this run still run
-  or wait for a slot, what it made stays in its own store (``held``: no live
-  sibling reads it; ``abort`` of it is taken in at once).  Then its objects
-  and refs are taken in, leftover changes are committed on the instance
-  branch (``commit_leftovers``), the tip is recorded as ``head``, and the
-  instance becomes succeeded (exit 0), failed (non-zero, signal, timeout,
-  cannot execute) or aborted (the runner was told to stop).
-- **Stopping.** SIGINT, SIGTERM or SIGHUP to the runner starts no more
-  commands, sends SIGTERM to every group (SIGKILL after the grace), records
-  them aborted, and returns a summary that is not ok (exit status 1).  Git
-  forwards the signal to its ``git-parallel`` child and waits for it, so a
-  Ctrl-C arrives twice; a second signal is therefore no reason to hurry.
-- **Provenance.** ``engine_dispatched``/``engine_exited`` lines go to the
-  attempt's events JSONL, ``<common>/parallel/events/<run_id>/<id>.<attempt>.jsonl``
-  (``GIT_PARALLEL_EVENTS`` points the agent at the same file), and one notes
-  commit at the end mirrors every instance this run touched on its tip.  An
-  exit is noticed at once (SIGCHLD), or after the store write in progress, so
-  ``duration_s`` can run long by one write.
-
-``--tmux`` puts each command in a window of a tmux session instead, with a
-terminal; the runner then starts a stand-in (``tmux.py``) that waits for the
-window, and treats it exactly as the command itself.
-
-``kill -9`` of the runner leaves its instances ``running`` with a dead pid
-(the watchdog has stopped their groups), which ``status`` flags and
-``recover`` repairs; its slots are free at once.
+In the order an instance lives through it: selection (pending instances
+only), slots (``jobs`` of this run, ``max_total`` in the repository), the
+claim and the start in one compare-and-swap store write, the child in a
+session of its own, the watchdog that outlives a ``kill -9`` of the runner,
+the end (timeout, the group swept before the leader is reaped, held-back
+attempts, leftovers committed), stopping on SIGINT/SIGTERM/SIGHUP, and the
+events and notes it leaves.  What a user sees of all this:
+docs/agents.md, "What ``run`` does with an agent"; how and why it is built
+so: docs/agents.md, "How the runner keeps its promises".
 """
 
 from __future__ import annotations
