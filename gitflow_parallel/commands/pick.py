@@ -1,7 +1,7 @@
 """``git parallel pick``: each track's winner by the configured rule
 (``judge/selection``), or a person's choice (``--instance``), kept in the
 write-once pick record.  The rules, the ties and the record are described
-in ``judge/selection``."""
+in docs/selection.md."""
 
 from __future__ import annotations
 

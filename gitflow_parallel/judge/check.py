@@ -3,7 +3,7 @@ checkout and record the evidence.
 
 ``check``, ``worker`` and ``run --until-pass`` all judge through here; the
 gates themselves, fingerprints and scores are ``judge/gates``'s.  See
-``judge/gates`` for what a gate sees and what a pack proves."""
+docs/judging.md for what a gate sees and docs/formats.md for what a pack proves."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Scores: the 0..10 figure a pick ranks by, from ``score.command`` (run
 like a gate in the judged checkout: its last stdout line) or
 ``score.findings`` (a file in the checkout: the minimum
-``anti_slop_score``).  See ``judge/gates`` for how commands run there."""
+``anti_slop_score``).  See docs/judging.md for how commands run there."""
 
 from __future__ import annotations
 
