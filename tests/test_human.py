@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AGENT, GP, git, make_repo, snapshot, wait_for
+from conftest import GP, git, snapshot, wait_for
+import scenarios
+from scenarios import shown_record as record
 
 PY = sys.executable
 
@@ -37,27 +39,12 @@ GATE = textwrap.dedent("""
 
 
 def project(tmp_path: Path, extra: str = "", files: dict[str, str] | None = None) -> tuple[Path, GP]:
-    tools = tmp_path / "tools"
-    tools.mkdir(exist_ok=True)
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "gate.py").write_text(GATE)
-    config = textwrap.dedent(f"""
-        max_total: 12
-        gates:
-          - name: tests
-            run: [{PY}, {tools / 'gate.py'}]
-    """) + extra
     base = {"README.md": "hello\n", "tests/test_greeting.txt": "greeting.txt:hello"}
-    repo = make_repo(tmp_path / "repo", files=files or base, config=config)
-    return repo, GP(repo)
+    return scenarios.project(tmp_path, GATE, max_total=12, extra=extra, files=files or base)
 
 
 def agent(gp: GP, task: str, inst: str, *files: str, code: int = 0) -> None:
     gp("run", task, "--instance", inst, "--", PY, str(gp.cwd.parent / "tools" / "agent.py"), *files, code=code)
-
-
-def record(gp: GP, task: str) -> dict:
-    return gp.json("status", task)["run"]
 
 
 def notes_on(repo: Path, commit: str) -> list[dict]:

@@ -14,22 +14,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from conftest import GP, git, make_repo, snapshot
+from scenarios import common, stored_record as record
 
 PY = sys.executable
-
-
-def common(repo: Path) -> Path:
-    return Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
-
-
-def record(repo: Path, task: str = "t") -> dict[str, Any]:
-    return yaml.safe_load((common(repo) / "parallel" / "runs" / f"{task}.yaml").read_text())
 
 
 def agent(tmp_path: Path, name: str, body: str) -> list[str]:

@@ -17,23 +17,15 @@ from pathlib import Path
 
 import test_hooks as hooks
 from conftest import AGENT, GP, git, make_repo, snapshot
+import scenarios
 
 PY = sys.executable
 
 
 def project(tmp_path: Path, extra: str = "", files: dict[str, str] | None = None) -> tuple[Path, GP]:
     """A repository whose one gate passes when no ``*.bad`` file exists."""
-    tools = tmp_path / "tools"
-    tools.mkdir(exist_ok=True)
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "gate.py").write_text("import pathlib, sys\nsys.exit(1 if list(pathlib.Path('.').rglob('*.bad')) else 0)\n")
-    config = textwrap.dedent(f"""
-        gates:
-          - name: ok
-            run: [{PY}, {tools / 'gate.py'}]
-    """) + extra
-    repo = make_repo(tmp_path / "repo", files=files or {"README.md": "hello\n"}, config=config)
-    return repo, GP(repo)
+    gate = "import pathlib, sys\nsys.exit(1 if list(pathlib.Path('.').rglob('*.bad')) else 0)\n"
+    return scenarios.project(tmp_path, gate, name="ok", extra=extra, files=files)
 
 
 def agent(gp: GP, task: str, inst: str, *files: str) -> None:

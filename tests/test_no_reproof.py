@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AGENT, GP, git, make_repo
+from conftest import GP, git
+import scenarios
 from hostile import needs_namespace
 
 PY = sys.executable
@@ -29,16 +30,7 @@ GATE = textwrap.dedent("""
 
 
 def project(tmp_path: Path, extra: str = "") -> tuple[Path, GP]:
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "gate.py").write_text(GATE)
-    config = textwrap.dedent(f"""
-        gates:
-          - name: unit
-            run: [{PY}, {tools / 'gate.py'}]
-    """) + extra
-    return make_repo(tmp_path / "repo", config=config), GP(tmp_path / "repo")
+    return scenarios.project(tmp_path, GATE, name="unit", extra=extra)
 
 
 def checked_winner(gp: GP, *files: str) -> None:

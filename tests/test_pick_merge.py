@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AGENT, GP, git, make_repo, snapshot
+from conftest import GP, git, snapshot
+import scenarios
+from scenarios import shown_record as record
 
 PY = sys.executable
 
@@ -33,19 +35,8 @@ GATE = textwrap.dedent("""
 
 
 def project(tmp_path: Path, extra: str = "", files: dict[str, str] | None = None) -> tuple[Path, GP]:
-    tools = tmp_path / "tools"
-    tools.mkdir(exist_ok=True)
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "gate.py").write_text(GATE)
-    config = textwrap.dedent(f"""
-        max_total: 12
-        gates:
-          - name: sum
-            run: [{PY}, {tools / 'gate.py'}]
-    """) + extra
-    repo = make_repo(tmp_path / "repo", files=files or {"README.md": "hello\n", "shared.txt": "a\nb\nc\n"},
-                     config=config)
-    return repo, GP(repo)
+    base = {"README.md": "hello\n", "shared.txt": "a\nb\nc\n"}
+    return scenarios.project(tmp_path, GATE, name="sum", max_total=12, extra=extra, files=files or base)
 
 
 def agent(gp: GP, task: str, inst: str, *files: str) -> None:
@@ -65,10 +56,6 @@ def commit_on_base(repo: Path, name: str, content: str) -> str:
     git(repo, "add", name)
     git(repo, "commit", "-q", "-m", f"base: {name}")
     return git(repo, "rev-parse", "HEAD")
-
-
-def record(gp: GP, task: str) -> dict:
-    return gp.json("status", task)["run"]
 
 
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AGENT, GP, git, make_repo, snapshot, wait_for
+from conftest import GP, git, make_repo, snapshot, wait_for
+import scenarios
 
 PY = sys.executable
 
@@ -134,17 +135,8 @@ GATE = textwrap.dedent("""
 
 def project(tmp_path: Path, extra: str = "") -> tuple[Path, GP]:
     tools = tmp_path / "tools"
-    tools.mkdir(exist_ok=True)
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "gate.py").write_text(GATE)
-    config = textwrap.dedent(f"""
-        max_total: 4
-        gates:
-          - name: tests
-            run: [{PY}, {tools / 'gate.py'}, {tools / 'runs.txt'}]
-    """) + extra
-    repo = make_repo(tmp_path / "repo", files={"README.md": "hello\n", "shared.txt": "a\nb\nc\n"}, config=config)
-    return repo, GP(repo)
+    return scenarios.project(tmp_path, GATE, max_total=4, gate_args=(str(tools / "runs.txt"),), extra=extra,
+                             files={"README.md": "hello\n", "shared.txt": "a\nb\nc\n"})
 
 
 def agent(gp: GP, task: str, inst: str, *files: str, code: int = 0) -> subprocess.CompletedProcess[str]:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from conftest import GP, git, make_repo, wait_for
+from scenarios import shown_record as record
 
 PY = sys.executable
 
@@ -125,10 +126,6 @@ def wait_files(folder: Path, pattern: str, n: int, within: float = 20.0) -> list
 def run_json(gp: GP, *args: str, code: int = 0, **kw: Any) -> dict[str, Any]:
     """``git parallel run --json ARGS``: --json must come before the ``--``."""
     return json.loads(gp("run", "--json", *args, code=code, **kw).stdout)
-
-
-def record(gp: GP, task: str) -> dict[str, Any]:
-    return gp.json("status", task)["run"]
 
 
 def inst(run: dict[str, Any], inst_id: str) -> dict[str, Any]:
