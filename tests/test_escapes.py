@@ -45,7 +45,7 @@ def setup(tmp_path: Path) -> tuple[Path, GP]:
     gp = GP(repo)
     gp("spawn", "t", "-n", "1")
     gp("run", "t", "--", PY, str(tmp_path / "agent.py"))
-    gp("check", "t", code=1)
+    assert "FAIL tests" in gp("check", "t", code=1).stdout
     return repo, gp
 
 

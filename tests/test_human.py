@@ -119,7 +119,7 @@ def test_human_pick_needs_passing_evidence_unless_forced(tmp_path: Path) -> None
     gp("spawn", "t", "-n", "2")
     agent(gp, "t", "1", "greeting.txt=bye")
     agent(gp, "t", "2", "greeting.txt=hello")
-    gp("check", "t", code=1)
+    assert "FAIL tests" in gp("check", "t", code=1).stdout
     before = snapshot(repo)
     proc = gp("pick", "t", "--instance", "1", code=1)
     assert "PARALLEL_DEV_SELECTION_NO_PASS" in proc.stderr and "failed enforced gates: tests" in proc.stderr

@@ -123,7 +123,7 @@ def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp
     gp("run", "t", "--instance", "2", "--", "sh", "-c", TAMPER, code=1)
     agent(gp, "t", "3", "tests/test_a.py=def test_a(): assert 0\\n", "c.bad=x")  # fails, and edits a test
     agent(gp, "t", "4", "tests/test_a.py=def test_a(): assert 1\\n")  # passes, and edits a test
-    gp("check", "t", code=1)
+    assert "FAIL ok" in gp("check", "t", code=1).stdout
     picked = gp("pick", "t").stdout
     assert "lost 2: [PARALLEL_AGENT_TAMPERED]" in picked and "config" in picked, picked
     assert "lost 3: [PARALLEL_DEV_SELECTION_NO_PASS]" in picked and "tests/test_a.py" in picked, picked
@@ -219,7 +219,7 @@ def test_logs_of_a_hidden_gate_says_why_it_failed_when_its_exit_status_does_not(
     repo, gp = project(tmp_path, extra=gates)
     gp("spawn", "t", "-n", "1")
     agent(gp, "t", "1", "a.txt=one")
-    gp("check", "t", code=1)
+    assert "FAIL gone" in gp("check", "t", code=1).stdout
     quiet = gp("logs", "t", "1", "--gate", "quiet", code=1).stderr
     assert "gate quiet ran for instance 1" in quiet and "failed, exit 0 (the hidden tests reported no count" in quiet, quiet
     gone = gp("logs", "t", "1", "--gate", "gone", code=1).stderr
@@ -370,7 +370,7 @@ def test_hooks_compare_a_merge_with_the_merge_git_makes(tmp_path: Path) -> None:
     hooks.spawn(gp, "t", 2)
     gp("run", "t", "--instance", "1", "--", "sh", "-c", "git mv lib src && git commit -qm 'lib is src'")
     hooks.agent(gp, "t", "2", "result.txt=bad two")
-    gp("check", "t", code=1)
+    assert "FAIL good" in gp("check", "t", code=1).stdout
     gp("pick", "t")
     (repo / "lib" / "new.py").write_text("new\n")
     git(repo, "add", "lib")

@@ -133,7 +133,7 @@ def test_a_winner_that_fails_when_judged_again_is_refused_only_when_reproved(tmp
     git(repo, "commit", "-qm", "a protected FAIL")
     gp("spawn", "t", "-n", "1")
     gp("run", "t", "--", "sh", "-c", "rm FAIL && echo done > work.txt")
-    gp("check", "t", code=1)  # FAIL is back in the judged checkout
+    assert "FAIL unit" in gp("check", "t", code=1).stdout  # FAIL is back in the judged checkout
     gp("pick", "t", "--instance", "1", "--force")  # a person takes it
     before = git(repo, "rev-parse", "main")
     out = gp("merge", "t", code=1)

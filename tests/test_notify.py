@@ -98,7 +98,7 @@ def test_notify_gets_each_attempt_a_failing_verdict_all_done_and_the_landing(tmp
     assert [(i["instance"], i["status"]) for i in done[0]["instances"]] == [
         ("1", "succeeded"), ("2", "succeeded"), ("3", "failed")]
 
-    gp("check", "t", code=1)  # instance 2's verdict is fail
+    assert "FAIL sum" in gp("check", "t", code=1).stdout  # instance 2's verdict is fail
     failed = events(tools, "gates_failed")
     assert [(e["instance"], e["verdict"], e["failed"], e["commit"]) for e in failed] == [
         ("2", "fail", ["sum"], heads["2"])]

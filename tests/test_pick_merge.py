@@ -356,7 +356,7 @@ def test_no_candidate_writes_nothing_and_edited_pick_is_refused(tmp_path: Path) 
     gp("spawn", "t", "-n", "2")
     agent(gp, "t", "1", "x.num=11")
     agent(gp, "t", "2", "x.num=12")
-    gp("check", "t", code=1)
+    assert "FAIL sum" in gp("check", "t", code=1).stdout
     before = snapshot(repo)
     proc = gp("pick", "t", code=1)
     assert "error[PARALLEL_DEV_SELECTION_NO_PASS]" in proc.stderr

@@ -64,7 +64,7 @@ def three_attempts(gp: GP, t: Path, task: str = "t") -> dict:
     agent(gp, t, task, "1", "a.num=3")
     agent(gp, t, task, "2", "a.num=5", "b.txt=x\\ny\\n")
     agent(gp, t, task, "3", "a.num=20")
-    gp("check", task, code=1)
+    assert "FAIL sum" in gp("check", task, code=1).stdout
     gp("pick", task)
     return gp.json("status", task)["run"]
 

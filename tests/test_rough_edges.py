@@ -193,7 +193,7 @@ def test_retry_onto_current_of_a_picked_winner_unpicks_it_in_one_command(tmp_pat
 def _failed_then_retried(gp: GP, *files: str) -> dict:
     gp("spawn", "t", "-n", "1")
     agent(gp, "t", "1", "FAIL=x", *files)
-    gp("check", "t", code=1)
+    assert "FAIL tests" in gp("check", "t", code=1).stdout
     gp("retry", "t", "1")
     return _instances(gp, "t")["1"]
 
