@@ -542,7 +542,8 @@ def test_named_instances_must_have_succeeded(tmp_path: Path) -> None:
     proc = gp("check", "t", code=1)  # nothing succeeded yet
     assert "error[PARALLEL_EVIDENCE_MISSING]" in proc.stderr and "git parallel run" in proc.stderr
     finish(repo, "1", {"a": "a"})
-    gp("run", "t", "--instance", "2", "--", PY, "-c", "import sys; sys.exit(1)", code=1)
+    ran = gp("run", "t", "--instance", "2", "--", PY, "-c", "import sys; sys.exit(1)", code=1)
+    assert "(failed or aborted: 2)" in ran.stdout, ran.stdout
     proc = gp("check", "t", "--instance", "2", code=1)
     assert "error[PARALLEL_BRANCH_TERMINAL]" in proc.stderr and "retry" in proc.stderr
     proc = gp("check", "t", "--instance", "9", code=1)

@@ -120,7 +120,8 @@ def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp
                        extra="protect: ['tests/**']\n")
     gp("spawn", "t", "-n", "4")
     agent(gp, "t", "1", "a.txt=honest")
-    gp("run", "t", "--instance", "2", "--", "sh", "-c", TAMPER, code=1)
+    ran = gp("run", "t", "--instance", "2", "--", "sh", "-c", TAMPER, code=1)
+    assert "PARALLEL_AGENT_TAMPERED" in ran.stdout, ran.stdout
     agent(gp, "t", "3", "tests/test_a.py=def test_a(): assert 0\\n", "c.bad=x")  # fails, and edits a test
     agent(gp, "t", "4", "tests/test_a.py=def test_a(): assert 1\\n")  # passes, and edits a test
     assert "FAIL ok" in gp("check", "t", code=1).stdout
@@ -146,7 +147,8 @@ def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp
 def test_show_names_the_tampering_of_an_earlier_attempt(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "1")
-    gp("run", "t", "--instance", "1", "--", "sh", "-c", TAMPER, code=1)
+    ran = gp("run", "t", "--instance", "1", "--", "sh", "-c", TAMPER, code=1)
+    assert "PARALLEL_AGENT_TAMPERED" in ran.stdout, ran.stdout
     gp("retry", "t", "1")
     shown = gp("show", "t", "1").stdout
     assert re.search(r"earlier attempt 0: failed \(PARALLEL_AGENT_TAMPERED: .*config", shown), shown
@@ -164,7 +166,8 @@ def test_tampering_while_a_gate_runs_is_named_in_pick_show_and_the_report(tmp_pa
     gp("spawn", "t", "-n", "2")
     agent(gp, "t", "1", "a.txt=honest")
     agent(gp, "t", "2", "lib.py=" + GATE_TAMPER)  # check.py is protected; what it imports is the attempt's
-    gp("check", "t", "--jobs", "1", code=1)  # one at a time: a sibling's check writing meanwhile would cover it
+    ran = gp("check", "t", "--jobs", "1", code=1)  # one at a time: a sibling's check writing meanwhile would cover it
+    assert "PARALLEL_AGENT_TAMPERED" in ran.stdout, ran.stdout
     assert "name = M" not in (repo / ".git" / "config").read_text()
     picked = gp("pick", "t").stdout
     assert "lost 2: [PARALLEL_AGENT_TAMPERED]" in picked and "while gate own ran" in picked, picked

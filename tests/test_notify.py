@@ -85,7 +85,8 @@ def test_notify_gets_each_attempt_a_failing_verdict_all_done_and_the_landing(tmp
     agent(gp, tools, "1", "a.num=3")
     agent(gp, tools, "2", "a.num=20")  # passes run, fails the gate
     assert [e["kind"] for e in events(tools)] == ["attempt_finished", "attempt_finished"]  # 3 is pending
-    gp("run", "t", "--instance", "3", "--", PY, "-c", "import sys; sys.exit(3)", code=1)
+    ran = gp("run", "t", "--instance", "3", "--", PY, "-c", "import sys; sys.exit(3)", code=1)
+    assert "(failed or aborted: 3)" in ran.stdout, ran.stdout
 
     finished = events(tools, "attempt_finished")
     status = gp.json("status", "t")["run"]
