@@ -73,7 +73,7 @@ def picked_run(tmp_path: Path, base: str | None = None, install: bool = True) ->
     spawn(gp, "t", 2, base=base)
     agent(gp, "t", "1", "result.txt=good one")
     agent(gp, "t", "2", "result.txt=bad two")
-    gp("check", "t", code=1)  # instance 2 fails its gate
+    assert "FAIL good" in gp("check", "t", code=1).stdout  # instance 2 fails its gate
     pick = gp.json("pick", "t")["picks"][0]
     assert pick["winner"]["id"] == "1"
     return repo, gp, gp.json("status", "t")["run"]

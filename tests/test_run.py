@@ -158,7 +158,7 @@ def pending_twice(gp: GP, tmp_path: Path) -> None:
     together want more than the cap, as they do in practice."""
     fail = agent(tmp_path, "fail", "import sys; sys.exit(1)")
     gp("spawn", "A", "-n", "3")
-    gp("run", "A", "--", *fail, code=1)
+    assert "(failed or aborted: 1, 2, 3)" in gp("run", "A", "--", *fail, code=1).stdout
     gp("spawn", "B", "-n", "3")
     for i in ("1", "2", "3"):
         gp("retry", "A", i)
