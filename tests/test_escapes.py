@@ -100,7 +100,8 @@ def test_show_and_logs_print_control_characters_as_escapes(tmp_path: Path) -> No
     assert printed(repo, "logs", "t", "1", "--raw") == (NASTY + "agent done\r\n").encode("utf-8")
     assert printed(repo, "logs", "t", "1", "--gate", "tests", "--raw", "-f") == (NASTY + "\n").encode("utf-8")
     assert gp.json("logs", "t", "1", "--gate", "tests")["text"] == NASTY + "\n"
-    assert gp("logs", "t", "1", "--raw", "--json", code=2).returncode == 2
+    refused = gp.json("logs", "t", "1", "--raw", code=2)
+    assert refused["code"] == "USAGE" and refused["message"] == "give --raw or --json, not both", refused
 
 
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it

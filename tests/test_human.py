@@ -130,7 +130,8 @@ def test_human_pick_needs_passing_evidence_unless_forced(tmp_path: Path) -> None
     note = [n for n in notes_on(repo, p["winner"]["commit"]) if n["kind"] == "pick"][0]
     assert note["forced"] is True and note["selection_method"] == "human"
     # --reason without --instance is a usage error.
-    assert gp("pick", "t", "--reason", "x", code=2).returncode == 2
+    usage = gp("pick", "t", "--reason", "x", code=2).stderr
+    assert "--reason and --force go with --instance ID" in usage, usage
 
 
 # -- 2, 3. retry what failed the gates, with feedback -------------------------------------
@@ -207,7 +208,8 @@ def test_retry_refuses_a_passing_attempt_without_force_and_keep_goes_on_from_the
     gp("pick", "t", "--instance", "1")
     proc = gp("retry", "t", "1", "--force", code=1)
     assert "unpick" in proc.stderr
-    assert gp("retry", "t", "1", "--keep", "--onto-current", code=2).returncode == 2
+    usage = gp("retry", "t", "1", "--keep", "--onto-current", code=2).stderr
+    assert "--onto-current and --keep exclude each other" in usage, usage
 
 
 # -- 5. work done by hand ------------------------------------------------------------------

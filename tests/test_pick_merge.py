@@ -287,13 +287,13 @@ def test_join_lands_all_tracks_in_one_move(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_join_refused_whole_when_third_conflicts(tmp_path: Path) -> None:
-    # The third track rewrites the line the first track changed and requires
-    # its own version: first_pass_wins keeps the first track's line, so the
-    # third's gate fails on the merged tree and nothing lands.
+    # The third track rewrites the line the first track changed: the default
+    # merge.policy (refuse) refuses the conflict, and nothing lands.
     repo, gp = join_project(tmp_path, "shared.txt=a\\nDOCS\\nc\\n REQUIRE=shared.txt:DOCS")
     before = snapshot(repo)
     proc = gp("merge", "j", code=None)
     assert proc.returncode == 1
+    assert "error[PARALLEL_DEV_MERGE_CONFLICT]" in proc.stderr and "docs-1 of track docs" in proc.stderr, proc.stderr
     after = snapshot(repo)
     assert after["refs"] == before["refs"] and after["runs"] == before["runs"]
 

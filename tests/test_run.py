@@ -258,6 +258,7 @@ def test_signal_stops_every_child_and_marks_aborted(repo: Path, gp: GP, tmp_path
             proc.kill()
         kill_leftovers(pids)
     assert proc.returncode != 0
+    assert "running commands were stopped and marked aborted" in out, (out, err)
     assert wait_gone([p for i in infos for p in (i["pid"], i["grandchild"])]) == []
     assert len(list(pids.glob("*.json"))) == 2  # the queued third never started
     name = "SIGINT" if via_git else "SIGTERM"
