@@ -17,12 +17,13 @@ PY = sys.executable
 
 def project(tmp_path: Path, gate: str, *, name: str = "tests", max_total: int | None = None,
             gate_args: tuple[str, ...] = (), extra: str = "", files: dict[str, str] | None = None,
-            agent: str = AGENT) -> tuple[Path, GP]:
+            agent: str = AGENT, tools: Path | None = None) -> tuple[Path, GP]:
     """A repository (``tmp_path/repo``) whose one gate, ``name``, runs the
     python source ``gate`` with this interpreter (and ``gate_args``); the
     agent's source and the gate's are ``agent.py`` and ``gate.py`` in
-    ``tmp_path/tools``.  ``extra`` is appended to the configuration."""
-    tools = tmp_path / "tools"
+    ``tools`` (``tmp_path/tools`` unless given).  ``extra`` is appended to
+    the configuration."""
+    tools = tools or tmp_path / "tools"
     tools.mkdir(exist_ok=True)
     (tools / "agent.py").write_text(agent)
     (tools / "gate.py").write_text(gate)

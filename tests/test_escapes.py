@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 from conftest import GP, git, make_repo
+import scenarios
 
 PY = sys.executable
 
@@ -35,14 +36,7 @@ ESCAPED = "\\x1b[2J\\x1b]0;pwned\\x07\\x1b[1A\\x1b[2K  pass tests\\x9b31m\\x0d\\
 
 
 def setup(tmp_path: Path) -> tuple[Path, GP]:
-    (tmp_path / "agent.py").write_text(AGENT)
-    (tmp_path / "gate.py").write_text(GATE)
-    repo = make_repo(tmp_path / "repo", config=textwrap.dedent(f"""
-        gates:
-          - name: tests
-            run: [{PY}, {tmp_path / 'gate.py'}]
-    """))
-    gp = GP(repo)
+    repo, gp = scenarios.project(tmp_path, GATE, agent=AGENT, tools=tmp_path)
     gp("spawn", "t", "-n", "1")
     gp("run", "t", "--", PY, str(tmp_path / "agent.py"))
     assert "FAIL tests" in gp("check", "t", code=1).stdout

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import GP, git, make_repo
+import scenarios
 
 from gitflow_parallel import config
 from gitflow_parallel.errors import ParallelError
@@ -52,17 +53,11 @@ NOTIFY = textwrap.dedent("""
 
 def project(tmp_path: Path, notify: str) -> tuple[Path, GP, Path]:
     tools = tmp_path / "tools"
-    tools.mkdir()
-    for name, text in (("agent.py", AGENT), ("gate.py", GATE), ("notify.py", NOTIFY)):
-        (tools / name).write_text(text)
-    cfg = textwrap.dedent(f"""
-        gates:
-          - name: sum
-            run: [{PY}, {tools / 'gate.py'}]
-        notify: {notify.format(notify=f'[{PY}, {tools / "notify.py"}]')}
-    """)
-    repo = make_repo(tmp_path / "repo", config=cfg)
-    return repo, GP(repo), tools
+    command = f"[{PY}, {tools / 'notify.py'}]"
+    extra = f"notify: {notify.format(notify=command)}\n"
+    repo, gp = scenarios.project(tmp_path, GATE, name="sum", extra=extra, agent=AGENT)
+    (tools / "notify.py").write_text(NOTIFY)
+    return repo, gp, tools
 
 
 def received(tools: Path) -> list[dict[str, Any]]:
