@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 from conftest import GP, git, make_repo
+import scenarios
 
 PY = sys.executable
 
@@ -39,12 +40,8 @@ SCRATCH = [".aider.chat.history.md", ".aider.input.history", ".aider.tags.cache.
 
 
 def setup(tmp_path: Path, extra: str = "") -> tuple[Path, GP]:
-    (tmp_path / "agent.py").write_text(AGENT)
-    (tmp_path / "gate.py").write_text(GATE)
-    repo = make_repo(tmp_path / "repo", files={"README.md": "hello\n", ".claude/settings.json": "{}\n",
-                                               "pkg/m.py": "x = 1\n"},
-                     config=f"gates:\n  - name: answer\n    run: [{PY}, {tmp_path / 'gate.py'}]\n" + extra)
-    return repo, GP(repo)
+    files = {"README.md": "hello\n", ".claude/settings.json": "{}\n", "pkg/m.py": "x = 1\n"}
+    return scenarios.project(tmp_path, GATE, name="answer", extra=extra, files=files, agent=AGENT, tools=tmp_path)
 
 
 def land(gp: GP, tmp_path: Path, *agent_args: str) -> dict:

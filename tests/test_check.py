@@ -254,7 +254,7 @@ def test_pack_edited_by_hand_reads_missing(tmp_path: Path) -> None:
     t = tools(tmp_path)
     repo, gp, _ = setup(tmp_path, "gates:\n" + gate_cfg(t, "tests"), n=1)
     commit = finish(repo, "1", {"verdict.txt": "bad\n"})
-    gp("check", "t", code=1)
+    assert "FAIL tests" in gp("check", "t", code=1).stdout
     inst = run_record(gp)["instances"][0]
     path = Path(inst["evidence"]["path"])
     pack = json.loads(path.read_text())
@@ -542,7 +542,8 @@ def test_named_instances_must_have_succeeded(tmp_path: Path) -> None:
     proc = gp("check", "t", code=1)  # nothing succeeded yet
     assert "error[PARALLEL_EVIDENCE_MISSING]" in proc.stderr and "git parallel run" in proc.stderr
     finish(repo, "1", {"a": "a"})
-    gp("run", "t", "--instance", "2", "--", PY, "-c", "import sys; sys.exit(1)", code=1)
+    ran = gp("run", "t", "--instance", "2", "--", PY, "-c", "import sys; sys.exit(1)", code=1)
+    assert "(failed or aborted: 2)" in ran.stdout, ran.stdout
     proc = gp("check", "t", "--instance", "2", code=1)
     assert "error[PARALLEL_BRANCH_TERMINAL]" in proc.stderr and "retry" in proc.stderr
     proc = gp("check", "t", "--instance", "9", code=1)
@@ -564,7 +565,7 @@ def test_picked_winner_is_not_rechecked(tmp_path: Path) -> None:
     repo, gp, _ = setup(tmp_path, "gates:\n" + gate_cfg(t, "tests"))
     finish(repo, "1", {"verdict.txt": "good\n"})
     finish(repo, "2", {"verdict.txt": "bad\n"})
-    gp("check", "t", code=1)
+    assert "FAIL tests" in gp("check", "t", code=1).stdout
     gp("pick", "t")
     winner = run_record(gp)["instances"][0]
     proc = gp("check", "t", "--instance", "1", code=1)

@@ -42,7 +42,7 @@ def test_a_comment_on_attempt_reaches_its_retry_and_the_report(tmp_path: Path) -
     agent = [PY, str(tmp_path / "agent.py"), "{feedback}"]
     gp("spawn", "T", "-n", "2")
     gp("run", "T", "--", *agent)
-    gp("check", "T", code=1)  # both fail the gate
+    assert "FAIL has-ok" in gp("check", "T", code=1).stdout  # both fail the gate
     tip = git(repo, "rev-parse", "parallel/T/2")
     out = gp("comment", "T", "2", "--file", "app.py", "--line", "3", "use a tuple for z").stdout
     assert "on app.py:3 on attempt 0 of T/2" in out

@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 from conftest import GP, git, make_repo
+import scenarios
 
 PY = sys.executable
 
@@ -35,17 +36,10 @@ ESCAPED = "\\x1b[2J\\x1b]0;pwned\\x07\\x1b[1A\\x1b[2K  pass tests\\x9b31m\\x0d\\
 
 
 def setup(tmp_path: Path) -> tuple[Path, GP]:
-    (tmp_path / "agent.py").write_text(AGENT)
-    (tmp_path / "gate.py").write_text(GATE)
-    repo = make_repo(tmp_path / "repo", config=textwrap.dedent(f"""
-        gates:
-          - name: tests
-            run: [{PY}, {tmp_path / 'gate.py'}]
-    """))
-    gp = GP(repo)
+    repo, gp = scenarios.project(tmp_path, GATE, agent=AGENT, tools=tmp_path)
     gp("spawn", "t", "-n", "1")
     gp("run", "t", "--", PY, str(tmp_path / "agent.py"))
-    gp("check", "t", code=1)
+    assert "FAIL tests" in gp("check", "t", code=1).stdout
     return repo, gp
 
 
@@ -100,7 +94,8 @@ def test_show_and_logs_print_control_characters_as_escapes(tmp_path: Path) -> No
     assert printed(repo, "logs", "t", "1", "--raw") == (NASTY + "agent done\r\n").encode("utf-8")
     assert printed(repo, "logs", "t", "1", "--gate", "tests", "--raw", "-f") == (NASTY + "\n").encode("utf-8")
     assert gp.json("logs", "t", "1", "--gate", "tests")["text"] == NASTY + "\n"
-    assert gp("logs", "t", "1", "--raw", "--json", code=2).returncode == 2
+    refused = gp.json("logs", "t", "1", "--raw", code=2)
+    assert refused["code"] == "USAGE" and refused["message"] == "give --raw or --json, not both", refused
 
 
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it

@@ -127,7 +127,7 @@ def test_show_and_the_report_name_a_node_gates_failing_tests(tmp_path: Path) -> 
     gp = GP(repo)
     gp("spawn", "t", "-n", "1")
     gp("run", "t", "--", "sh", "-c", "echo change > notes.txt")
-    gp("check", "t", code=1)
+    assert "FAIL tests" in gp("check", "t", code=1).stdout
     shown = gp("show", "t", "1").stdout
     assert "failed: fails top" in shown and "failed: fails inside" in shown
     assert gp.json("show", "t", "1")["gates"][0]["failing"] == ["fails top", "fails inside"]

@@ -153,7 +153,7 @@ def capture(tmp: Path) -> dict[str, Any]:
     captured["spawned_text"] = [p.read_text() for p in sorted((parallel / "spawned").iterdir())]
     gp("run", "t", "--instance", "1", "--", PY, str(tools / "agent.py"), "42")
     gp("run", "t", "--instance", "2", "--", PY, str(tools / "agent.py"), "41")
-    gp("check", "t", code=1)
+    assert "FAIL answer" in gp("check", "t", code=1).stdout
     captured["record_checked"] = yaml.safe_load((parallel / "runs" / "t.yaml").read_text())
     run_id = captured["record_checked"]["run_id"]
     captured["packs"] = {p.name: json.loads(p.read_text())

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import GP, git, make_repo
+import scenarios
 from gitflow_parallel.git.repo import internal_token
 
 PY = sys.executable
@@ -43,13 +44,8 @@ def proc(cwd: Path, *args: str, env: dict[str, str] | None = None,
 
 def setup(tmp_path: Path, *, install: bool = True) -> tuple[Path, GP]:
     """A repository whose one gate passes at the base commit."""
-    tools = tmp_path / "tools"
-    tools.mkdir(exist_ok=True)
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "gate.py").write_text(GATE)
-    cfg = f"max_total: 12\ngates:\n  - name: good\n    run: [{PY}, {tools / 'gate.py'}]\n"
-    repo = make_repo(tmp_path / "repo", files={"README.md": "hello\n", "result.txt": "good base\n"}, config=cfg)
-    gp = GP(repo)
+    repo, gp = scenarios.project(tmp_path, GATE, name="good", max_total=12, agent=AGENT,
+                                 files={"README.md": "hello\n", "result.txt": "good base\n"})
     if install:
         gp("hooks", "install")
     return repo, gp
@@ -77,7 +73,7 @@ def picked_run(tmp_path: Path, base: str | None = None, install: bool = True) ->
     spawn(gp, "t", 2, base=base)
     agent(gp, "t", "1", "result.txt=good one")
     agent(gp, "t", "2", "result.txt=bad two")
-    gp("check", "t", code=1)  # instance 2 fails its gate
+    assert "FAIL good" in gp("check", "t", code=1).stdout  # instance 2 fails its gate
     pick = gp.json("pick", "t")["picks"][0]
     assert pick["winner"]["id"] == "1"
     return repo, gp, gp.json("status", "t")["run"]

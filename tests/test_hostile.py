@@ -216,7 +216,7 @@ def test_a_bare_internal_marker_gets_no_pass_and_validate_sees_a_loser_on_the_ba
     gp("spawn", "t", "-n", "2")
     act(gp, "t", "1", HONEST)
     act(gp, "t", "2", CHEATERS["gate-script"])
-    gp("check", "t", code=1)
+    assert "FAIL tests" in gp("check", "t", code=1).stdout
     loser = git(repo, "rev-parse", "parallel/t/2")
     env = dict(os.environ, GIT_PARALLEL_INTERNAL="1")
     ff = subprocess.run(["git", "merge", "-q", "--ff-only", "parallel/t/2"], cwd=repo, env=env,

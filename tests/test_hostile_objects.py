@@ -77,7 +77,7 @@ def test_an_object_whose_content_is_not_its_name_is_never_taken_in(tmp_path: Pat
         pathlib.Path("app.py").write_text("def add(a, b):\\n    return a + b\\n")
     """)
     gp("spawn", "t", "-n", "1")
-    gp("run", "t", "--", PY, "-c", agent, code=1)
+    assert "PARALLEL_AGENT_TAMPERED" in gp("run", "t", "--", PY, "-c", agent, code=1).stdout
     inst = status(gp, "t")["1"]
     assert inst["status"] == "failed" and "PARALLEL_AGENT_TAMPERED" in inst["error"], inst
     assert f"object {lie}" in inst["error"] and "does not match their name" in inst["error"]

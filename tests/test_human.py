@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AGENT, GP, git, make_repo, snapshot, wait_for
+from conftest import GP, git, snapshot, wait_for
+import scenarios
+from scenarios import shown_record as record
 
 PY = sys.executable
 
@@ -37,27 +39,12 @@ GATE = textwrap.dedent("""
 
 
 def project(tmp_path: Path, extra: str = "", files: dict[str, str] | None = None) -> tuple[Path, GP]:
-    tools = tmp_path / "tools"
-    tools.mkdir(exist_ok=True)
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "gate.py").write_text(GATE)
-    config = textwrap.dedent(f"""
-        max_total: 12
-        gates:
-          - name: tests
-            run: [{PY}, {tools / 'gate.py'}]
-    """) + extra
     base = {"README.md": "hello\n", "tests/test_greeting.txt": "greeting.txt:hello"}
-    repo = make_repo(tmp_path / "repo", files=files or base, config=config)
-    return repo, GP(repo)
+    return scenarios.project(tmp_path, GATE, max_total=12, extra=extra, files=files or base)
 
 
 def agent(gp: GP, task: str, inst: str, *files: str, code: int = 0) -> None:
     gp("run", task, "--instance", inst, "--", PY, str(gp.cwd.parent / "tools" / "agent.py"), *files, code=code)
-
-
-def record(gp: GP, task: str) -> dict:
-    return gp.json("status", task)["run"]
 
 
 def notes_on(repo: Path, commit: str) -> list[dict]:
@@ -132,7 +119,7 @@ def test_human_pick_needs_passing_evidence_unless_forced(tmp_path: Path) -> None
     gp("spawn", "t", "-n", "2")
     agent(gp, "t", "1", "greeting.txt=bye")
     agent(gp, "t", "2", "greeting.txt=hello")
-    gp("check", "t", code=1)
+    assert "FAIL tests" in gp("check", "t", code=1).stdout
     before = snapshot(repo)
     proc = gp("pick", "t", "--instance", "1", code=1)
     assert "PARALLEL_DEV_SELECTION_NO_PASS" in proc.stderr and "failed enforced gates: tests" in proc.stderr
@@ -143,7 +130,8 @@ def test_human_pick_needs_passing_evidence_unless_forced(tmp_path: Path) -> None
     note = [n for n in notes_on(repo, p["winner"]["commit"]) if n["kind"] == "pick"][0]
     assert note["forced"] is True and note["selection_method"] == "human"
     # --reason without --instance is a usage error.
-    assert gp("pick", "t", "--reason", "x", code=2).returncode == 2
+    usage = gp("pick", "t", "--reason", "x", code=2).stderr
+    assert "--reason and --force go with --instance ID" in usage, usage
 
 
 # -- 2, 3. retry what failed the gates, with feedback -------------------------------------
@@ -220,7 +208,8 @@ def test_retry_refuses_a_passing_attempt_without_force_and_keep_goes_on_from_the
     gp("pick", "t", "--instance", "1")
     proc = gp("retry", "t", "1", "--force", code=1)
     assert "unpick" in proc.stderr
-    assert gp("retry", "t", "1", "--keep", "--onto-current", code=2).returncode == 2
+    usage = gp("retry", "t", "1", "--keep", "--onto-current", code=2).stderr
+    assert "--onto-current and --keep exclude each other" in usage, usage
 
 
 # -- 5. work done by hand ------------------------------------------------------------------

@@ -14,22 +14,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from conftest import GP, git, make_repo, snapshot
+from scenarios import common, stored_record as record
 
 PY = sys.executable
-
-
-def common(repo: Path) -> Path:
-    return Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
-
-
-def record(repo: Path, task: str = "t") -> dict[str, Any]:
-    return yaml.safe_load((common(repo) / "parallel" / "runs" / f"{task}.yaml").read_text())
 
 
 def agent(tmp_path: Path, name: str, body: str) -> list[str]:
@@ -77,7 +68,8 @@ DETACH_AND_COMMIT = """
 @pytest.mark.parametrize("verb", ["abort", "retry"])
 def test_detached_head_commit_survives_abort_and_retry(repo: Path, gp: GP, tmp_path: Path, verb: str) -> None:
     gp("spawn", "t", "-n", "1")
-    gp("run", "t", "--", *agent(tmp_path, "detach", DETACH_AND_COMMIT), code=1)  # left on a detached HEAD
+    ran = gp("run", "t", "--", *agent(tmp_path, "detach", DETACH_AND_COMMIT), code=1)  # left on a detached HEAD
+    assert "(failed or aborted: 1)" in ran.stdout, ran.stdout
     [precious] = commits_by_subject(repo, "precious")
     if verb == "abort":
         gp("abort", "t")
@@ -563,7 +555,8 @@ def test_a_nested_repository_that_cannot_be_kept_is_refused_and_its_folder_kept(
     gp("spawn", "t", "-n", "1")
     # Its git dir sits behind a symlink, which git-parallel does not follow.
     hide = "mv sub/.git ../hidden-git && ln -s ../../hidden-git sub/.git"
-    gp("run", "t", "--", "sh", "-c", f"{MAKE_NESTED} && cd .. && {hide}", code=1, env={"OID_FILE": "/dev/null"})
+    ran = gp("run", "t", "--", "sh", "-c", f"{MAKE_NESTED} && cd .. && {hide}", code=1, env={"OID_FILE": "/dev/null"})
+    assert "nested repositories" in ran.stdout, ran.stdout
     inst = record(repo)["instances"][0]
     assert inst["status"] == "failed" and "nested repositories" in inst["error"] and "sub" in inst["error"]
     wt = Path(inst["worktree"])

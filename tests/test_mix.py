@@ -100,12 +100,14 @@ def test_agents_from_the_config_and_a_retry_keeps_its_agent(tmp_path: Path) -> N
     """)
     repo, gp, script = setup_repo(tmp_path, extra)
     gp("spawn", "T", "-n", "4")
-    gp("run", "T", code=1)  # no command: the config's agents by its split, in name order
+    ran = gp("run", "T", code=1)  # no command: the config's agents by its split, in name order
+    assert "(failed or aborted: 1, 2, 3)" in ran.stdout, ran.stdout
     insts = instances(gp, "T")
     assert [insts[i]["agent"] for i in "1234"] == ["bad", "bad", "bad", "good"]
     assert [insts[i]["status"] for i in "1234"] == ["failed", "failed", "failed", "succeeded"]
     gp("retry", "T", "2")
-    gp("run", "T", "--instance", "2", code=1)  # its retry runs the same agent
+    ran = gp("run", "T", "--instance", "2", code=1)  # its retry runs the same agent
+    assert "(failed or aborted: 2)" in ran.stdout, ran.stdout
     two = instances(gp, "T")["2"]
     assert two["agent"] == "bad" and two["attempt"] == 1 and two["history"][0]["agent"] == "bad"
     assert git(repo, "show", "parallel/T/2:bad-2.txt") == "bad"

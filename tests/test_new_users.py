@@ -17,23 +17,15 @@ from pathlib import Path
 
 import test_hooks as hooks
 from conftest import AGENT, GP, git, make_repo, snapshot
+import scenarios
 
 PY = sys.executable
 
 
 def project(tmp_path: Path, extra: str = "", files: dict[str, str] | None = None) -> tuple[Path, GP]:
     """A repository whose one gate passes when no ``*.bad`` file exists."""
-    tools = tmp_path / "tools"
-    tools.mkdir(exist_ok=True)
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "gate.py").write_text("import pathlib, sys\nsys.exit(1 if list(pathlib.Path('.').rglob('*.bad')) else 0)\n")
-    config = textwrap.dedent(f"""
-        gates:
-          - name: ok
-            run: [{PY}, {tools / 'gate.py'}]
-    """) + extra
-    repo = make_repo(tmp_path / "repo", files=files or {"README.md": "hello\n"}, config=config)
-    return repo, GP(repo)
+    gate = "import pathlib, sys\nsys.exit(1 if list(pathlib.Path('.').rglob('*.bad')) else 0)\n"
+    return scenarios.project(tmp_path, gate, name="ok", extra=extra, files=files)
 
 
 def agent(gp: GP, task: str, inst: str, *files: str) -> None:
@@ -128,10 +120,11 @@ def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp
                        extra="protect: ['tests/**']\n")
     gp("spawn", "t", "-n", "4")
     agent(gp, "t", "1", "a.txt=honest")
-    gp("run", "t", "--instance", "2", "--", "sh", "-c", TAMPER, code=1)
+    ran = gp("run", "t", "--instance", "2", "--", "sh", "-c", TAMPER, code=1)
+    assert "PARALLEL_AGENT_TAMPERED" in ran.stdout, ran.stdout
     agent(gp, "t", "3", "tests/test_a.py=def test_a(): assert 0\\n", "c.bad=x")  # fails, and edits a test
     agent(gp, "t", "4", "tests/test_a.py=def test_a(): assert 1\\n")  # passes, and edits a test
-    gp("check", "t", code=1)
+    assert "FAIL ok" in gp("check", "t", code=1).stdout
     picked = gp("pick", "t").stdout
     assert "lost 2: [PARALLEL_AGENT_TAMPERED]" in picked and "config" in picked, picked
     assert "lost 3: [PARALLEL_DEV_SELECTION_NO_PASS]" in picked and "tests/test_a.py" in picked, picked
@@ -154,7 +147,8 @@ def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp
 def test_show_names_the_tampering_of_an_earlier_attempt(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "1")
-    gp("run", "t", "--instance", "1", "--", "sh", "-c", TAMPER, code=1)
+    ran = gp("run", "t", "--instance", "1", "--", "sh", "-c", TAMPER, code=1)
+    assert "PARALLEL_AGENT_TAMPERED" in ran.stdout, ran.stdout
     gp("retry", "t", "1")
     shown = gp("show", "t", "1").stdout
     assert re.search(r"earlier attempt 0: failed \(PARALLEL_AGENT_TAMPERED: .*config", shown), shown
@@ -172,7 +166,8 @@ def test_tampering_while_a_gate_runs_is_named_in_pick_show_and_the_report(tmp_pa
     gp("spawn", "t", "-n", "2")
     agent(gp, "t", "1", "a.txt=honest")
     agent(gp, "t", "2", "lib.py=" + GATE_TAMPER)  # check.py is protected; what it imports is the attempt's
-    gp("check", "t", "--jobs", "1", code=1)  # one at a time: a sibling's check writing meanwhile would cover it
+    ran = gp("check", "t", "--jobs", "1", code=1)  # one at a time: a sibling's check writing meanwhile would cover it
+    assert "PARALLEL_AGENT_TAMPERED" in ran.stdout, ran.stdout
     assert "name = M" not in (repo / ".git" / "config").read_text()
     picked = gp("pick", "t").stdout
     assert "lost 2: [PARALLEL_AGENT_TAMPERED]" in picked and "while gate own ran" in picked, picked
@@ -227,7 +222,7 @@ def test_logs_of_a_hidden_gate_says_why_it_failed_when_its_exit_status_does_not(
     repo, gp = project(tmp_path, extra=gates)
     gp("spawn", "t", "-n", "1")
     agent(gp, "t", "1", "a.txt=one")
-    gp("check", "t", code=1)
+    assert "FAIL gone" in gp("check", "t", code=1).stdout
     quiet = gp("logs", "t", "1", "--gate", "quiet", code=1).stderr
     assert "gate quiet ran for instance 1" in quiet and "failed, exit 0 (the hidden tests reported no count" in quiet, quiet
     gone = gp("logs", "t", "1", "--gate", "gone", code=1).stderr
@@ -378,7 +373,7 @@ def test_hooks_compare_a_merge_with_the_merge_git_makes(tmp_path: Path) -> None:
     hooks.spawn(gp, "t", 2)
     gp("run", "t", "--instance", "1", "--", "sh", "-c", "git mv lib src && git commit -qm 'lib is src'")
     hooks.agent(gp, "t", "2", "result.txt=bad two")
-    gp("check", "t", code=1)
+    assert "FAIL good" in gp("check", "t", code=1).stdout
     gp("pick", "t")
     (repo / "lib" / "new.py").write_text("new\n")
     git(repo, "add", "lib")

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AGENT, GP, git, make_repo
+from conftest import GP, git
+import scenarios
 from hostile import needs_namespace
 
 PY = sys.executable
@@ -29,16 +30,7 @@ GATE = textwrap.dedent("""
 
 
 def project(tmp_path: Path, extra: str = "") -> tuple[Path, GP]:
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "gate.py").write_text(GATE)
-    config = textwrap.dedent(f"""
-        gates:
-          - name: unit
-            run: [{PY}, {tools / 'gate.py'}]
-    """) + extra
-    return make_repo(tmp_path / "repo", config=config), GP(tmp_path / "repo")
+    return scenarios.project(tmp_path, GATE, name="unit", extra=extra)
 
 
 def checked_winner(gp: GP, *files: str) -> None:
@@ -141,7 +133,7 @@ def test_a_winner_that_fails_when_judged_again_is_refused_only_when_reproved(tmp
     git(repo, "commit", "-qm", "a protected FAIL")
     gp("spawn", "t", "-n", "1")
     gp("run", "t", "--", "sh", "-c", "rm FAIL && echo done > work.txt")
-    gp("check", "t", code=1)  # FAIL is back in the judged checkout
+    assert "FAIL unit" in gp("check", "t", code=1).stdout  # FAIL is back in the judged checkout
     gp("pick", "t", "--instance", "1", "--force")  # a person takes it
     before = git(repo, "rev-parse", "main")
     out = gp("merge", "t", code=1)

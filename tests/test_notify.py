@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import GP, git, make_repo
+import scenarios
 
 from gitflow_parallel import config
 from gitflow_parallel.errors import ParallelError
@@ -52,17 +53,11 @@ NOTIFY = textwrap.dedent("""
 
 def project(tmp_path: Path, notify: str) -> tuple[Path, GP, Path]:
     tools = tmp_path / "tools"
-    tools.mkdir()
-    for name, text in (("agent.py", AGENT), ("gate.py", GATE), ("notify.py", NOTIFY)):
-        (tools / name).write_text(text)
-    cfg = textwrap.dedent(f"""
-        gates:
-          - name: sum
-            run: [{PY}, {tools / 'gate.py'}]
-        notify: {notify.format(notify=f'[{PY}, {tools / "notify.py"}]')}
-    """)
-    repo = make_repo(tmp_path / "repo", config=cfg)
-    return repo, GP(repo), tools
+    command = f"[{PY}, {tools / 'notify.py'}]"
+    extra = f"notify: {notify.format(notify=command)}\n"
+    repo, gp = scenarios.project(tmp_path, GATE, name="sum", extra=extra, agent=AGENT)
+    (tools / "notify.py").write_text(NOTIFY)
+    return repo, gp, tools
 
 
 def received(tools: Path) -> list[dict[str, Any]]:
@@ -85,7 +80,8 @@ def test_notify_gets_each_attempt_a_failing_verdict_all_done_and_the_landing(tmp
     agent(gp, tools, "1", "a.num=3")
     agent(gp, tools, "2", "a.num=20")  # passes run, fails the gate
     assert [e["kind"] for e in events(tools)] == ["attempt_finished", "attempt_finished"]  # 3 is pending
-    gp("run", "t", "--instance", "3", "--", PY, "-c", "import sys; sys.exit(3)", code=1)
+    ran = gp("run", "t", "--instance", "3", "--", PY, "-c", "import sys; sys.exit(3)", code=1)
+    assert "(failed or aborted: 3)" in ran.stdout, ran.stdout
 
     finished = events(tools, "attempt_finished")
     status = gp.json("status", "t")["run"]
@@ -98,7 +94,7 @@ def test_notify_gets_each_attempt_a_failing_verdict_all_done_and_the_landing(tmp
     assert [(i["instance"], i["status"]) for i in done[0]["instances"]] == [
         ("1", "succeeded"), ("2", "succeeded"), ("3", "failed")]
 
-    gp("check", "t", code=1)  # instance 2's verdict is fail
+    assert "FAIL sum" in gp("check", "t", code=1).stdout  # instance 2's verdict is fail
     failed = events(tools, "gates_failed")
     assert [(e["instance"], e["verdict"], e["failed"], e["commit"]) for e in failed] == [
         ("2", "fail", ["sum"], heads["2"])]

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AGENT, GP, git, make_repo, snapshot
+from conftest import GP, git, snapshot
+import scenarios
+from scenarios import shown_record as record
 
 PY = sys.executable
 
@@ -33,19 +35,8 @@ GATE = textwrap.dedent("""
 
 
 def project(tmp_path: Path, extra: str = "", files: dict[str, str] | None = None) -> tuple[Path, GP]:
-    tools = tmp_path / "tools"
-    tools.mkdir(exist_ok=True)
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "gate.py").write_text(GATE)
-    config = textwrap.dedent(f"""
-        max_total: 12
-        gates:
-          - name: sum
-            run: [{PY}, {tools / 'gate.py'}]
-    """) + extra
-    repo = make_repo(tmp_path / "repo", files=files or {"README.md": "hello\n", "shared.txt": "a\nb\nc\n"},
-                     config=config)
-    return repo, GP(repo)
+    base = {"README.md": "hello\n", "shared.txt": "a\nb\nc\n"}
+    return scenarios.project(tmp_path, GATE, name="sum", max_total=12, extra=extra, files=files or base)
 
 
 def agent(gp: GP, task: str, inst: str, *files: str) -> None:
@@ -65,10 +56,6 @@ def commit_on_base(repo: Path, name: str, content: str) -> str:
     git(repo, "add", name)
     git(repo, "commit", "-q", "-m", f"base: {name}")
     return git(repo, "rev-parse", "HEAD")
-
-
-def record(gp: GP, task: str) -> dict:
-    return gp.json("status", task)["run"]
 
 
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
@@ -300,13 +287,13 @@ def test_join_lands_all_tracks_in_one_move(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_join_refused_whole_when_third_conflicts(tmp_path: Path) -> None:
-    # The third track rewrites the line the first track changed and requires
-    # its own version: first_pass_wins keeps the first track's line, so the
-    # third's gate fails on the merged tree and nothing lands.
+    # The third track rewrites the line the first track changed: the default
+    # merge.policy (refuse) refuses the conflict, and nothing lands.
     repo, gp = join_project(tmp_path, "shared.txt=a\\nDOCS\\nc\\n REQUIRE=shared.txt:DOCS")
     before = snapshot(repo)
     proc = gp("merge", "j", code=None)
     assert proc.returncode == 1
+    assert "error[PARALLEL_DEV_MERGE_CONFLICT]" in proc.stderr and "docs-1 of track docs" in proc.stderr, proc.stderr
     after = snapshot(repo)
     assert after["refs"] == before["refs"] and after["runs"] == before["runs"]
 
@@ -369,7 +356,7 @@ def test_no_candidate_writes_nothing_and_edited_pick_is_refused(tmp_path: Path) 
     gp("spawn", "t", "-n", "2")
     agent(gp, "t", "1", "x.num=11")
     agent(gp, "t", "2", "x.num=12")
-    gp("check", "t", code=1)
+    assert "FAIL sum" in gp("check", "t", code=1).stdout
     before = snapshot(repo)
     proc = gp("pick", "t", code=1)
     assert "error[PARALLEL_DEV_SELECTION_NO_PASS]" in proc.stderr

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from conftest import GP, git, make_repo, snapshot
+from conftest import GP, git, snapshot
+import scenarios
+from scenarios import common, stored_record as record
 
 from gitflow_parallel import faults
 
@@ -57,28 +58,9 @@ GATE = "import pathlib, sys; sys.exit(1 if pathlib.Path('BROKEN').exists() else 
 
 
 def project(tmp_path: Path, extra: str = "") -> tuple[Path, GP, Path]:
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "sleeper.py").write_text(COMMIT_AND_SLEEP)
-    (tools / "gate.py").write_text(GATE)
-    config = textwrap.dedent(f"""
-        max_total: 8
-        gates:
-          - name: ok
-            run: [{PY}, {tools / 'gate.py'}]
-    """) + extra
-    repo = make_repo(tmp_path / "repo", config=config)
-    return repo, GP(repo), tools
-
-
-def record(gp: GP, task: str = "t") -> dict[str, Any]:
-    """The run record as stored (read from disk: cheaper than `status --json`)."""
-    return yaml.safe_load((common(gp.cwd) / "parallel" / "runs" / f"{task}.yaml").read_text())
-
-
-def common(repo: Path) -> Path:
-    return Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    repo, gp = scenarios.project(tmp_path, GATE, name="ok", max_total=8, extra=extra, agent=AGENT)
+    (tmp_path / "tools" / "sleeper.py").write_text(COMMIT_AND_SLEEP)
+    return repo, gp, tmp_path / "tools"
 
 
 def instance_commits(repo: Path, base: str) -> set[str]:
@@ -139,10 +121,10 @@ def do_stage(gp: GP, tools: Path, stage: str, env: dict[str, str] | None = None,
 
 def finish_flow(repo: Path, gp: GP, tools: Path) -> None:
     """From wherever recover left the run, carry on to a merged base."""
-    rec = record(gp)
+    rec = record(gp.cwd)
     if rec["status"] == "aborted":
         do_stage(gp, tools, "spawn")
-        rec = record(gp)
+        rec = record(gp.cwd)
     if rec["status"] == "merged":
         assert gp.json("merge", "t")["already"] is True
         gp("cleanup", "t")
@@ -151,16 +133,16 @@ def finish_flow(repo: Path, gp: GP, tools: Path) -> None:
     for inst in rec["instances"]:
         if inst["status"] in ("failed", "aborted"):
             gp("retry", "t", inst["id"])
-    rec = record(gp)
+    rec = record(gp.cwd)
     if any(i["status"] == "pending" for i in rec["instances"]):
         do_stage(gp, tools, "run")
-    rec = record(gp)
+    rec = record(gp.cwd)
     if rec["status"] != "picked":
         do_stage(gp, tools, "check")
         do_stage(gp, tools, "pick")
     result = gp.json("merge", "t")
     assert result["already"] is False
-    assert record(gp)["status"] == "merged"
+    assert record(gp.cwd)["status"] == "merged"
 
 
 def wait_for_dead(pids: list[int], timeout: float = 15) -> None:
@@ -174,7 +156,7 @@ def wait_for_dead(pids: list[int], timeout: float = 15) -> None:
 
 
 def running_pids(gp: GP) -> list[int]:
-    return [i["pid"] for i in record(gp)["instances"] if i["status"] == "running" and i.get("pid")]
+    return [i["pid"] for i in record(gp.cwd)["instances"] if i["status"] == "running" and i.get("pid")]
 
 
 # What each crash point leaves (validate's error codes), what recover does
@@ -251,7 +233,7 @@ def test_crash_at_every_point(tmp_path: Path, point: str) -> None:
     # Nothing any instance committed is lost.
     assert_reachable(repo, made)
     # The base moved fully or not at all, and the record agrees.
-    rec = record(gp)
+    rec = record(gp.cwd)
     assert rec["status"] == status_after
     base_after = git(repo, "rev-parse", "main")
     if base_after == base_before:
@@ -306,7 +288,7 @@ def test_kill_9_of_run_while_agents_committed(tmp_path: Path, sealed: dict[str, 
     gone = [f for f in data["findings"] if f["code"] == "PARALLEL_PROCESS_GONE"]
     assert sorted(f["instance"] for f in gone) == ["1", "2"]
     result = gp.json("recover", "t")
-    rec = record(gp)
+    rec = record(gp.cwd)
     assert not any(i["status"] == "running" for i in rec["instances"])
     for inst in rec["instances"]:
         assert inst["status"] == "failed" and inst["error"].startswith("process gone: ")
@@ -345,12 +327,12 @@ def test_live_agent_is_left_alone_until_it_is_gone(tmp_path: Path) -> None:
         assert gp.json("validate", "t")["ok"] is True  # a live process is no inconsistency
         assert gp.json("recover", "t")["noop"] is True
         assert snapshot(repo) == before
-        assert record(gp)["instances"][0]["status"] == "running"
+        assert record(gp.cwd)["instances"][0]["status"] == "running"
     finally:
         os.killpg(pid, signal.SIGKILL)
     wait_for_dead([pid])
     gp("recover", "t")
-    assert record(gp)["instances"][0]["status"] == "failed"
+    assert record(gp.cwd)["instances"][0]["status"] == "failed"
     assert_validate_clean(gp)
 
 
@@ -359,7 +341,7 @@ def test_plain_git_merge_is_recorded(tmp_path: Path) -> None:
     repo, gp, tools = project(tmp_path)
     for stage in ("spawn", "run", "check", "pick"):
         do_stage(gp, tools, stage)
-    rec = record(gp)
+    rec = record(gp.cwd)
     winner = rec["picks"]["main"]["winner"]
     previous = git(repo, "rev-parse", "main")
     git(repo, "merge", "--no-ff", "-q", "-m", "merge the winner by hand", f"parallel/t/{winner}")
@@ -368,7 +350,7 @@ def test_plain_git_merge_is_recorded(tmp_path: Path) -> None:
     data = gp.json("validate", "t", code=1)
     assert "PARALLEL_BASE_ALREADY_MERGED" in {f["code"] for f in data["findings"]}
     result = gp.json("recover", "t")
-    rec = record(gp)
+    rec = record(gp.cwd)
     assert rec["status"] == "merged"
     m = rec["merge"]
     assert m["landed"] == landed and m["previous"] == previous and m["method"] == "merge"
@@ -389,10 +371,10 @@ def test_fast_forward_by_plain_git_notes_the_winner_tip(tmp_path: Path) -> None:
     for stage in ("spawn", "run", "check", "pick"):
         do_stage(gp, tools, stage)
     base = git(repo, "rev-parse", "main")
-    winner = record(gp)["picks"]["main"]["winner"]
+    winner = record(gp.cwd)["picks"]["main"]["winner"]
     git(repo, "merge", "--ff-only", "-q", f"parallel/t/{winner}")
     gp("recover", "t")
-    m = record(gp)["merge"]
+    m = record(gp.cwd)["merge"]
     assert m["landed"] == git(repo, "rev-parse", "main") and m["previous"] == base and m["method"] == "fast-forward"
     note = git(repo, "notes", "--ref=parallel", "show", "main")
     assert '"kind":"pick"' in note and '"kind":"merge"' in note
@@ -454,7 +436,7 @@ def test_dry_run_and_recovery_id(tmp_path: Path) -> None:
     proc = do_stage(gp, tools, "run", env={faults.ENV: "run.after_commit"}, code=None)
     assert proc.returncode in KILLED
     wait_for_dead(running_pids(gp))
-    rec = record(gp)
+    rec = record(gp.cwd)
     before = snapshot(repo)
     plan = gp.json("recover", "t", "--dry-run")
     assert plan["dry_run"] is True and plan["plan"] and plan["repaired"] == []
@@ -483,7 +465,7 @@ def test_refusal_changes_nothing(tmp_path: Path) -> None:
     assert proc.returncode in KILLED
     git(repo, "reset", "-q", "--hard", "HEAD~1")
     git(repo, "commit", "--allow-empty", "-q", "-m", "someone else moved main")
-    rec = record(gp)
+    rec = record(gp.cwd)
     before = snapshot(repo)
     proc = gp("recover", "t", code=1)
     assert "error[PARALLEL_RECOVERY_REFUSED]" in proc.stderr and "intent" in proc.stderr and "hint:" in proc.stderr
@@ -494,7 +476,7 @@ def test_refusal_changes_nothing(tmp_path: Path) -> None:
     # Following the hint: the move was on purpose, so the intent goes and recover proceeds.
     (common(repo) / "parallel" / "merges" / f"{rec['run_id']}.intent.json").unlink()
     gp("recover", "t")
-    assert record(gp)["status"] == "picked"
+    assert record(gp.cwd)["status"] == "picked"
     assert_validate_clean(gp)
 
 
@@ -522,7 +504,7 @@ def test_lost_worktree_of_pending_instance_is_made_again(tmp_path: Path) -> None
 
     repo, gp, tools = project(tmp_path)
     do_stage(gp, tools, "spawn")
-    rec = record(gp)
+    rec = record(gp.cwd)
     wt = Path(rec["instances"][1]["worktree"])
     shutil.rmtree(wt)
     data = gp.json("validate", "t", code=1)
@@ -539,7 +521,7 @@ def test_validate_reports_what_recover_does_not_own(tmp_path: Path) -> None:
     repo, gp, tools = project(tmp_path)
     for stage in ("spawn", "run", "check"):
         do_stage(gp, tools, stage)
-    rec = record(gp)
+    rec = record(gp.cwd)
     pack = Path(rec["instances"][0]["evidence"]["path"])
     pack.write_text(pack.read_text().replace('"pass"', '"PASS"'))  # tampered
     wt = Path(rec["instances"][1]["worktree"])
@@ -558,7 +540,7 @@ def test_validate_reports_what_recover_does_not_own(tmp_path: Path) -> None:
     result = gp.json("recover", "t")
     assert [s["step"] for s in result["repaired"]][0] == "record_head"
     assert "PARALLEL_EVIDENCE_MISMATCH" in {f["code"] for f in result["left"]}
-    assert record(gp)["instances"][1]["head"] == git(repo, "rev-parse", "parallel/t/2")
+    assert record(gp.cwd)["instances"][1]["head"] == git(repo, "rev-parse", "parallel/t/2")
     gp("check", "t")  # what the finding said to run
     assert_validate_clean(gp)
 
@@ -601,7 +583,7 @@ def test_missing_notes_are_rewritten(tmp_path: Path) -> None:
     gp("recover", "t")
     log = git(repo, "log", "--format=%s", "refs/notes/parallel")
     assert len(log.splitlines()) == 1 and log.startswith("git-parallel: recover RC-")  # one notes commit
-    winner = record(gp)["picks"]["main"]
+    winner = record(gp.cwd)["picks"]["main"]
     note = git(repo, "notes", "--ref=parallel", "show", winner["commit"])
     kinds = {json.loads(l)["kind"] for l in note.splitlines()}
     assert kinds == {"instance", "evidence", "pick"}
@@ -620,7 +602,7 @@ def test_interrupted_cleanup_is_finished(tmp_path: Path) -> None:
     repo, gp, tools = project(tmp_path, extra="keep_losers: true\n")
     for stage in STAGES:
         do_stage(gp, tools, stage)
-    rec = record(gp)
+    rec = record(gp.cwd)
     [loser] = [i for i in rec["instances"] if not i["removed"]]
     tip = git(repo, "rev-parse", loser["branch"])
     shutil.rmtree(loser["worktree"])
@@ -630,7 +612,7 @@ def test_interrupted_cleanup_is_finished(tmp_path: Path) -> None:
     archive = f"refs/parallel/archive/{rec['run_id']}/{loser['id']}/{loser['attempt']}"
     assert git(repo, "rev-parse", archive) == tip
     assert git(repo, "branch", "--list", loser["branch"]) == ""
-    assert all(i["removed"] for i in record(gp)["instances"])
+    assert all(i["removed"] for i in record(gp.cwd)["instances"])
     assert_validate_clean(gp)
     assert_second_recover_noop(repo, gp)
     do_stage(gp, tools, "spawn")  # nothing named after the old run is in the way
@@ -647,7 +629,7 @@ def test_interrupted_retry_keeps_the_archived_attempt(tmp_path: Path) -> None:
     proc = do_stage(gp, tools, "run", env={faults.ENV: "run.after_commit"}, code=None)
     assert proc.returncode in KILLED
     gp("recover", "t")
-    inst = record(gp)["instances"][0]
+    inst = record(gp.cwd)["instances"][0]
     work = inst["head"]
     assert inst["status"] == "failed" and work != base
     archive = f"refs/parallel/archive/{spawned['run_id']}/1/0"
@@ -673,7 +655,7 @@ def test_merge_again_after_a_crash_defers_to_recover(tmp_path: Path) -> None:
     assert proc.returncode in KILLED
     landed = git(repo, "rev-parse", "main")
     assert git(repo, "status", "--porcelain") != ""  # the checkout still shows the old tree
-    intent = common(repo) / "parallel" / "merges" / f"{record(gp)['run_id']}.intent.json"
+    intent = common(repo) / "parallel" / "merges" / f"{record(gp.cwd)['run_id']}.intent.json"
     proc = gp("merge", "t", code=1)
     assert "error[PARALLEL_DEV_MERGE_CONFLICT]" in proc.stderr and "git parallel recover t" in proc.stderr
     assert intent.exists()  # the refusal keeps recover's proof
@@ -681,7 +663,7 @@ def test_merge_again_after_a_crash_defers_to_recover(tmp_path: Path) -> None:
     intent.unlink()
     result = gp.json("recover", "t")
     assert [s["step"] for s in result["repaired"]] == ["update_base_worktree", "record_merged", "write_notes"]
-    m = record(gp)["merge"]
+    m = record(gp.cwd)["merge"]
     assert (m["landed"], m["previous"]) == (landed, previous)
     assert git(repo, "status", "--porcelain") == ""
     assert_validate_clean(gp)

@@ -208,7 +208,7 @@ def test_report_cards_show_the_test_summary_and_every_failing_test(tmp_path: Pat
     gp("spawn", "t", "-n", "2")
     gp("run", "t", "--instance", "1", "--", PY, str(agent), "def double(n): return 2 * n")
     gp("run", "t", "--instance", "2", "--", PY, str(agent), "def double(n): return 2 * n + n % 4 // 3")
-    gp("check", "t", code=1)
+    assert "FAIL tests" in gp("check", "t", code=1).stdout
     page = tmp_path / "tests.html"
     gp("report", "t", "--html", str(page))
     gates = Attempts()

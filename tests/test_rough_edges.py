@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AGENT, GP, git, make_repo, snapshot, wait_for
+from conftest import GP, git, make_repo, snapshot, wait_for
+import scenarios
 
 PY = sys.executable
 
@@ -134,17 +135,8 @@ GATE = textwrap.dedent("""
 
 def project(tmp_path: Path, extra: str = "") -> tuple[Path, GP]:
     tools = tmp_path / "tools"
-    tools.mkdir(exist_ok=True)
-    (tools / "agent.py").write_text(AGENT)
-    (tools / "gate.py").write_text(GATE)
-    config = textwrap.dedent(f"""
-        max_total: 4
-        gates:
-          - name: tests
-            run: [{PY}, {tools / 'gate.py'}, {tools / 'runs.txt'}]
-    """) + extra
-    repo = make_repo(tmp_path / "repo", files={"README.md": "hello\n", "shared.txt": "a\nb\nc\n"}, config=config)
-    return repo, GP(repo)
+    return scenarios.project(tmp_path, GATE, max_total=4, gate_args=(str(tools / "runs.txt"),), extra=extra,
+                             files={"README.md": "hello\n", "shared.txt": "a\nb\nc\n"})
 
 
 def agent(gp: GP, task: str, inst: str, *files: str, code: int = 0) -> subprocess.CompletedProcess[str]:
@@ -201,7 +193,7 @@ def test_retry_onto_current_of_a_picked_winner_unpicks_it_in_one_command(tmp_pat
 def _failed_then_retried(gp: GP, *files: str) -> dict:
     gp("spawn", "t", "-n", "1")
     agent(gp, "t", "1", "FAIL=x", *files)
-    gp("check", "t", code=1)
+    assert "FAIL tests" in gp("check", "t", code=1).stdout
     gp("retry", "t", "1")
     return _instances(gp, "t")["1"]
 

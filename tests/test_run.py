@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from conftest import GP, git, make_repo, wait_for
+from scenarios import shown_record as record
 
 PY = sys.executable
 
@@ -127,10 +128,6 @@ def run_json(gp: GP, *args: str, code: int = 0, **kw: Any) -> dict[str, Any]:
     return json.loads(gp("run", "--json", *args, code=code, **kw).stdout)
 
 
-def record(gp: GP, task: str) -> dict[str, Any]:
-    return gp.json("status", task)["run"]
-
-
 def inst(run: dict[str, Any], inst_id: str) -> dict[str, Any]:
     return next(i for i in run["instances"] if i["id"] == inst_id)
 
@@ -161,7 +158,7 @@ def pending_twice(gp: GP, tmp_path: Path) -> None:
     together want more than the cap, as they do in practice."""
     fail = agent(tmp_path, "fail", "import sys; sys.exit(1)")
     gp("spawn", "A", "-n", "3")
-    gp("run", "A", "--", *fail, code=1)
+    assert "(failed or aborted: 1, 2, 3)" in gp("run", "A", "--", *fail, code=1).stdout
     gp("spawn", "B", "-n", "3")
     for i in ("1", "2", "3"):
         gp("retry", "A", i)
@@ -261,6 +258,7 @@ def test_signal_stops_every_child_and_marks_aborted(repo: Path, gp: GP, tmp_path
             proc.kill()
         kill_leftovers(pids)
     assert proc.returncode != 0
+    assert "running commands were stopped and marked aborted" in out, (out, err)
     assert wait_gone([p for i in infos for p in (i["pid"], i["grandchild"])]) == []
     assert len(list(pids.glob("*.json"))) == 2  # the queued third never started
     name = "SIGINT" if via_git else "SIGTERM"

@@ -112,7 +112,8 @@ def test_refs_an_agent_moves_or_forges_are_restored_and_its_attempt_fails(tmp_pa
     act(gp, "t", "1", HONEST)
     base = git(repo, "rev-parse", "main")
     notes = git(repo, "rev-parse", "refs/notes/parallel")
-    gp("run", "t", "--instance", "2", "--", "sh", "-c", FORGER, code=1, env=UNFENCED)
+    ran = gp("run", "t", "--instance", "2", "--", "sh", "-c", FORGER, code=1, env=UNFENCED)
+    assert "PARALLEL_AGENT_TAMPERED" in ran.stdout, ran.stdout
     forger = _status(gp, "t")["2"]
     assert forger["status"] == "failed" and "PARALLEL_AGENT_TAMPERED" in forger["error"], forger
     run_id = gp.json("status", "t")["run"]["run_id"]
@@ -282,7 +283,8 @@ def test_network_off_blocks_a_tcp_connect(tmp_path: Path, layer: str) -> None:
     port = listener.getsockname()[1]
     connect = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('connected')"
     gp("spawn", "t", "-n", "1")
-    gp("run", "t", "--", sys.executable, "-c", connect, code=1, env=fenced(layer))
+    ran = gp("run", "t", "--", sys.executable, "-c", connect, code=1, env=fenced(layer))
+    assert "(failed or aborted: 1)" in ran.stdout, ran.stdout
     log = Path(_status(gp, "t")["1"]["log"]).read_text()
     # Landlock refuses the connect; in a network namespace of its own nothing listens there.
     assert ("PermissionError" if layer == "landlock" else "ConnectionRefusedError") in log and "connected" not in log

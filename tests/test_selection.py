@@ -234,7 +234,7 @@ def test_cluster_only_counts_candidates_that_passed_the_enforced_gates(tmp_path:
         wt = Path(gp.json("status", "t")["run"]["instances"][int(inst) - 1]["worktree"])
         (wt / "impl.py").write_text("def f(x):\n    return 0\n")
         git(wt, "commit", "-qam", "broken")
-    gp("check", "t", code=1)
+    assert "FAIL visible" in gp("check", "t", code=1).stdout
     p = pick_record(gp)
     assert {m for c in p["clusters"] for m in c["members"]} == {"1", "2"}
     assert p["winner"]["id"] == "1"  # two clusters of one: fewest changed lines tie, then id
@@ -298,7 +298,7 @@ def test_the_judge_sees_only_passing_candidates_and_diffs_from_objects(tmp_path:
     """)
     gp = build(tmp_path, {"1": "broken", "2": "square_mul", "3": "double"}, selection="tournament", probe=False,
                judge=judge)
-    gp("check", "t", code=1)
+    assert "FAIL visible" in gp("check", "t", code=1).stdout
     # A left-behind agent process rewrites a worktree after the check: the
     # judge is still shown the commit that was checked.
     wt3 = Path(gp.json("status", "t")["run"]["instances"][2]["worktree"])
