@@ -450,16 +450,21 @@ def worktree_changes(path: str | os.PathLike[str], scratch: Iterable[str] = ()) 
     return sorted(changed - scratch_files(path, scratch)) if changed else []
 
 
-def scratch_files(path: str | os.PathLike[str], patterns: Iterable[str]) -> set[str]:
+def scratch_files(path: str | os.PathLike[str], patterns: Iterable[str], run: Runner | None = None) -> set[str]:
     """Untracked files of the worktree at ``path`` that ``patterns`` (lines
     of a .gitignore) match, as git itself matches them; a tracked file never
-    is one."""
+    is one.  ``run``: where git runs (see ``stage_all``)."""
     patterns = list(patterns)
     if not patterns:
         return set()
-    proc = subprocess.run(["git", *HARDENED, "ls-files", "-z", "--others", "--ignored",
-                           *(f"--exclude={p}" for p in patterns)],
-                          cwd=str(path), env=proc_env.for_host_git(), stdin=subprocess.DEVNULL, capture_output=True)
+
+    def git(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
+        if run is not None:
+            return run(argv, str(path), proc_env.for_host_git(), b"")
+        return subprocess.run(argv, cwd=str(path), env=proc_env.for_host_git(), stdin=subprocess.DEVNULL,
+                              capture_output=True)
+
+    proc = git(["git", *HARDENED, "ls-files", "-z", "--others", "--ignored", *(f"--exclude={p}" for p in patterns)])
     if proc.returncode != 0:
         raise RuntimeError(f"git ls-files in {path} failed ({proc.returncode}): "
                            f"{proc.stderr.decode(errors='replace').strip()}")
@@ -468,8 +473,7 @@ def scratch_files(path: str | os.PathLike[str], patterns: Iterable[str]) -> set[
         return matched
     # Only those .gitignore does not already keep out: git refuses a
     # pathspec, even an excluding one, that names an ignored path.
-    visible = subprocess.run(["git", *HARDENED, "ls-files", "-z", "--others", "--exclude-standard"],
-                             cwd=str(path), env=proc_env.for_host_git(), stdin=subprocess.DEVNULL, capture_output=True)
+    visible = git(["git", *HARDENED, "ls-files", "-z", "--others", "--exclude-standard"])
     if visible.returncode != 0:
         raise RuntimeError(f"git ls-files in {path} failed ({visible.returncode}): "
                            f"{visible.stderr.decode(errors='replace').strip()}")

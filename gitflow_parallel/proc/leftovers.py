@@ -13,13 +13,14 @@ detached HEAD fails the instance rather than committing where it points."""
 from __future__ import annotations
 
 import os
+from subprocess import CompletedProcess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitflow_parallel.errors import is_no_space
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.files import remove_hostile_files
-from gitflow_parallel.git.repo import Stager, commit_all, scratch_files, stage_all, worktree_changes
+from gitflow_parallel.git.repo import Stager, commit_all, read_gitdir_file, scratch_files, stage_all
 from gitflow_parallel.proc import reaper, sandbox
 from gitflow_parallel.proc.supervise import KILL_GRACE, signame
 from gitflow_parallel.provenance import leftovers_message, stray_leftovers_message
@@ -57,25 +58,26 @@ def stage(project: Project, record: RunRecord, child: Child) -> None:
     (Git LFS's, or a project's own script) run what the attempt could have
     written.  ``commit`` then writes the commit from the index, after the
     objects are taken in.  Nothing here without a fence, nor when ``commit``
-    will refuse (a replaced ``.git``, a worktree off its branch)."""
-    import pygit2
-
+    will refuse (a replaced ``.git``, a worktree off its branch).  git-parallel's
+    own code reads nothing of the view here (its config, refs and index are
+    the agent's, and could be a 1 GB sparse file): its ``HEAD`` file only,
+    capped; the view is checked when the fence closes (``shadow.scrub``)."""
     fence = child.fence
     if fence is None or fence.kind == "none" or _foreign_gitfile(project, record["task"], child) is not None:
         return
     _remove_hostile(child)
     ran = False
     try:
-        head = pygit2.Repository(child.worktree).references.get("HEAD")
-        if head is None or head.target != f"refs/heads/{child.branch}":
-            return
-        scratch = scratch_patterns(record["config"])
-        if not worktree_changes(child.worktree, scratch):
+        if _head_of(Path(child.worktree)) != f"ref: refs/heads/{child.branch}":
             return
         env = {reaper.SCOPE_ENV: child.scope}
+
+        def fenced(argv: list[str], cwd: str, base: dict[str, str], stdin: bytes) -> CompletedProcess[bytes]:
+            return fence.run(argv, cwd, {**base, **env}, stdin)
+
         ran = True
-        stage_all(child.worktree, sorted(scratch_files(child.worktree, scratch)),
-                  run=lambda argv, cwd, base, stdin: fence.run(argv, cwd, {**base, **env}, stdin))
+        skip = scratch_files(child.worktree, scratch_patterns(record["config"]), run=fenced)
+        stage_all(child.worktree, sorted(skip), run=fenced)
         child.staged = True
     except Exception as exc:  # a filter that fails, a broken worktree, a full disk: this instance fails
         child.staged = False
@@ -84,6 +86,20 @@ def stage(project: Project, record: RunRecord, child: Child) -> None:
     finally:
         if ran:
             reaper.sweep({child.scope})  # what a filter left running
+
+
+def _head_of(worktree: Path) -> str | None:
+    """The first line of the ``HEAD`` file of the worktree's admin folder,
+    read without following a link or blocking, at most 4 KB; None if unreadable."""
+    admin = read_gitdir_file(worktree / ".git")
+    if admin is None:
+        return None
+    try:
+        fd = os.open(admin / "HEAD", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(4096).decode("utf-8", "replace").split("\n", 1)[0].strip()
 
 
 def commit(project: Project, record: RunRecord, child: Child) -> None:
