@@ -95,11 +95,12 @@ echo changed > notes.txt
 """
 
 
-@pytest.mark.parametrize("layer", LAYERS)
-def test_the_leftovers_commit_runs_a_project_s_clean_filter_inside_the_attempt_s_fence(tmp_path: Path,
-                                                                                       layer: str) -> None:
+def filter_project(tmp_path: Path, config: str = "") -> tuple[Path, GP, Path]:
+    """A project whose clean filter is a script of its own, spawned once;
+    and where a hijacked filter would leave its mark, outside."""
     repo = make_repo(tmp_path / "repo", files={
-        ".gitattributes": "*.txt filter=tidy\n", "tools/clean.sh": "#!/bin/sh\ncat\n", "notes.txt": "x\n"})
+        ".gitattributes": "*.txt filter=tidy\n", "tools/clean.sh": "#!/bin/sh\ncat\n", "notes.txt": "x\n",
+        ".gitparallel.yaml": config})
     (repo / "tools" / "clean.sh").chmod(0o755)
     git(repo, "add", "tools/clean.sh")
     git(repo, "commit", "-q", "-m", "executable")
@@ -108,6 +109,13 @@ def test_the_leftovers_commit_runs_a_project_s_clean_filter_inside_the_attempt_s
     marker = tmp_path / "outside" / "marker"
     marker.parent.mkdir()
     gp("spawn", "t", "-n", "1")
+    return repo, gp, marker
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_the_leftovers_commit_runs_a_project_s_clean_filter_inside_the_attempt_s_fence(tmp_path: Path,
+                                                                                       layer: str) -> None:
+    repo, gp, marker = filter_project(tmp_path)
     gp("run", "t", "--", "sh", "-c", HIJACK.format(marker=marker), code=None, env=fenced(layer))
     assert not marker.exists(), "the attempt's filter ran outside its fence"
     # What it left is committed all the same, through the filter, which ran fenced.
@@ -149,17 +157,7 @@ def test_work_kept_from_a_dirty_attempt_is_staged_inside_a_fence(tmp_path: Path,
     """Outside a run (the attempt's leftovers not committed by it): what
     ``retry --force`` and ``cleanup --force`` keep of a dirty worktree is
     staged by git run in a fence like the agent's, filters and all."""
-    repo = make_repo(tmp_path / "repo", files={
-        ".gitattributes": "*.txt filter=tidy\n", "tools/clean.sh": "#!/bin/sh\ncat\n", "notes.txt": "x\n",
-        ".gitparallel.yaml": "commit_leftovers: false\n"})
-    (repo / "tools" / "clean.sh").chmod(0o755)
-    git(repo, "add", "tools/clean.sh")
-    git(repo, "commit", "-q", "-m", "executable")
-    git(repo, "config", "filter.tidy.clean", "./tools/clean.sh")
-    gp = GP(repo)
-    marker = tmp_path / "outside" / "marker"
-    marker.parent.mkdir()
-    gp("spawn", "t", "-n", "1")
+    repo, gp, marker = filter_project(tmp_path, "commit_leftovers: false\n")
     gp("run", "t", "--", "sh", "-c", HIJACK.format(marker=marker))
     for verb in verbs:
         gp(*verb)
