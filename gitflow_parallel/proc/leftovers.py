@@ -61,7 +61,8 @@ def stage(project: Project, record: RunRecord, child: Child) -> None:
     will refuse (a replaced ``.git``, a worktree off its branch).  git-parallel's
     own code reads nothing of the view here (its config, refs and index are
     the agent's, and could be a 1 GB sparse file): its ``HEAD`` file only,
-    capped; the view is checked when the fence closes (``shadow.scrub``)."""
+    capped, and git lists the scratch files in a process of its own; the view
+    is checked when the fence closes (``shadow.scrub``)."""
     fence = child.fence
     if fence is None or fence.kind == "none" or _foreign_gitfile(project, record["task"], child) is not None:
         return
@@ -75,8 +76,9 @@ def stage(project: Project, record: RunRecord, child: Child) -> None:
         def fenced(argv: list[str], cwd: str, base: dict[str, str], stdin: bytes) -> CompletedProcess[bytes]:
             return fence.run(argv, cwd, {**base, **env}, stdin)
 
+        # Listing the scratch files runs no filter: git-parallel's own (hardened) git does it.
+        skip = scratch_files(child.worktree, scratch_patterns(record["config"]))
         ran = True
-        skip = scratch_files(child.worktree, scratch_patterns(record["config"]), run=fenced)
         stage_all(child.worktree, sorted(skip), run=fenced)
         child.staged = True
     except Exception as exc:  # a filter that fails, a broken worktree, a full disk: this instance fails
