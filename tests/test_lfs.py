@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import GP, git, make_repo
+from gitflow_parallel.files import remove_tree
 from hostile import log_of, status
 from test_sandbox import LAYERS, fenced
 
@@ -164,3 +165,17 @@ def test_work_kept_from_a_dirty_attempt_is_staged_inside_a_fence(tmp_path: Path,
     assert not marker.exists(), "the attempt's filter ran outside a fence"
     kept = git(repo, "for-each-ref", "--format=%(refname)", "refs/parallel/archive/").splitlines()
     assert any(git(repo, "show", f"{ref}:notes.txt", check=False) == "changed" for ref in kept), kept
+
+
+@needs_lfs
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs it after
+def test_a_deep_tree_in_an_attempt_s_lfs_store_is_never_walked(tmp_path: Path) -> None:
+    repo, gp = lfs_project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    deep = ('mkdir -p "$(git rev-parse --git-common-dir)/lfs/objects/ab" && cd "$(git rev-parse --git-common-dir)'
+            '/lfs/objects/ab" && python3 -c "import os\nfor _ in range(1500): os.mkdir(\'cd\'); os.chdir(\'cd\')"')
+    try:
+        gp("run", "t", "--", "sh", "-c", deep)
+        assert status(gp, "t")["1"]["status"] == "succeeded", log_of(gp, "t", "1")
+    finally:  # pytest's own cleanup of old temporary folders recurses once per level
+        remove_tree(repo / ".git" / "worktrees", ignore_errors=True)

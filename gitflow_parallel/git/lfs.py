@@ -38,18 +38,38 @@ def import_objects(common: Path, store: Path) -> list[str]:
     if store.is_symlink() or objects.is_symlink() or not objects.is_dir():
         return []
     refused: list[str] = []
-    for folder, _, names in os.walk(objects):
-        for name in names:
-            path = Path(folder, name)
-            if path.relative_to(objects).parts[:2] != (name[:2], name[2:4]) or not _OID.fullmatch(name):
-                continue  # not an object's place (git-lfs keeps nothing else there)
-            target = common / "lfs" / "objects" / name[:2] / name[2:4] / name
-            if os.path.lexists(target):
-                continue
-            problem = _take(path, target, name)
-            if problem is not None:
-                refused.append(f"LFS object {name}: {problem}")
+    for path in _object_places(objects):
+        name = path.name
+        target = common / "lfs" / "objects" / name[:2] / name[2:4] / name
+        if os.path.lexists(target):
+            continue
+        problem = _take(path, target, name)
+        if problem is not None:
+            refused.append(f"LFS object {name}: {problem}")
     return refused
+
+
+def _object_places(objects: Path) -> Iterator[Path]:
+    """Each entry at ``<aa>/<bb>/<oid>`` under ``objects`` whose folders are
+    named by its oid: the only places git-lfs writes.  Folders are listed two
+    levels deep and no further (the agent may have made them as deep as it
+    likes), and none is entered through a link."""
+    for first in _folders(objects):
+        for second in _folders(first):
+            try:
+                entries = list(os.scandir(second))
+            except OSError:
+                continue
+            for entry in entries:
+                if _OID.fullmatch(entry.name) and (entry.name[:2], entry.name[2:4]) == (first.name, second.name):
+                    yield Path(entry.path)
+
+
+def _folders(path: Path) -> list[Path]:
+    try:
+        return [Path(e.path) for e in os.scandir(path) if len(e.name) == 2 and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 def _take(path: Path, target: Path, oid: str) -> str | None:
