@@ -71,6 +71,7 @@ EOF
 """
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs it after
 @needs_lfs
 def test_a_forged_lfs_object_is_never_taken_in_and_fails_its_attempt(tmp_path: Path) -> None:
     repo, gp = lfs_project(tmp_path)
@@ -113,6 +114,7 @@ def filter_project(tmp_path: Path, config: str = "") -> tuple[Path, GP, Path]:
     return repo, gp, marker
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs it after
 @pytest.mark.parametrize("layer", LAYERS)
 def test_the_leftovers_commit_runs_a_project_s_clean_filter_inside_the_attempt_s_fence(tmp_path: Path,
                                                                                        layer: str) -> None:
@@ -131,6 +133,7 @@ gates:
 """
 
 
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs it after
 @needs_lfs
 @pytest.mark.parametrize("layer", LAYERS)
 def test_gates_judge_lfs_files_by_their_content_not_their_pointers(tmp_path: Path, layer: str) -> None:
