@@ -114,6 +114,7 @@ def _cards(page: str) -> dict[str, str]:
     return dict(zip(found, re.findall(r'<section class="attempt.*?</section>', page, re.S)))
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 @pytest.mark.unfenced("its agent tampers with the shared config, which the sandbox would refuse outright")
 def test_tampering_and_protected_changes_are_on_the_card_in_pick_and_in_show(tmp_path: Path) -> None:
     repo, gp = project(tmp_path, files={"README.md": "hello\n", "tests/test_a.py": "def test_a(): pass\n"},

@@ -321,6 +321,7 @@ SCORER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_majority_vote_beats_higher_scored_singleton(tmp_path: Path) -> None:
     tools = tmp_path / "tools"
     tools.mkdir()

@@ -20,6 +20,7 @@ ADMIN = 'A=$(git rev-parse --absolute-git-dir) && R=$(cd "$A/../.." && pwd) && '
 COMMIT = HONEST + " && git commit -qam fix && "
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 @needs_namespace
 def test_a_fifo_an_agent_leaves_in_its_admin_folder_hangs_no_later_command(tmp_path: Path) -> None:
     # git-parallel reads HEAD, ORIG_HEAD and logs/HEAD of every admin
@@ -216,6 +217,7 @@ def test_a_gate_reaches_no_abstract_unix_socket_of_the_host(tmp_path: Path) -> N
         server.close()
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 @needs_namespace
 def test_a_findings_file_left_as_a_fifo_or_a_link_to_dev_zero_hangs_no_check(tmp_path: Path) -> None:
     for n, make in enumerate(("mkfifo findings.jsonl", "ln -s /dev/zero findings.jsonl")):

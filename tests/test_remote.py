@@ -251,6 +251,7 @@ def _targets(project: Any, task: str = "fx") -> list[Any]:
     return worker.survey(project, "origin", task)
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_a_claim_is_exclusive_and_an_expired_one_is_taken_over(tmp_path: Path) -> None:
     from gitflow_parallel.state import transport as R
     from gitflow_parallel.commands import worker

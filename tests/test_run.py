@@ -497,6 +497,7 @@ def test_missing_and_non_executable_commands_fail_cleanly(repo: Path, gp: GP, tm
 
 
 # -- lifecycle and refusals --------------------------------------------------------------------
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_retry_after_run(repo: Path, gp: GP, tmp_path: Path) -> None:
     base = git(repo, "rev-parse", "main")
     gp("spawn", "T", "-n", "2")

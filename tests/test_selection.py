@@ -275,6 +275,7 @@ def test_tournament_is_reproducible_and_records_every_match(tmp_path: Path) -> N
     assert all("lost to" in r and "the judge chose it" in r for r in losers.values())
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_tournament_judges_only_the_largest_clusters(tmp_path: Path) -> None:
     gp = build(tmp_path, five(), selection="tournament", judge=JUDGE_SMALLER)
     gp("check", "t")

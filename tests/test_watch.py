@@ -67,6 +67,7 @@ def until(lines: "queue.Queue[str | None]", seen: list[str], want: str, count: i
         seen.append(line)
 
 
+@pytest.mark.slow  # over 2 s: the default tier keeps under 150 s; CI runs it after
 def test_watch_piped_prints_each_state_change_in_order_ending_with_the_pick(tmp_path: Path) -> None:
     repo, gp, agent, go = setup(tmp_path)
     watch = subprocess.Popen(["git", "parallel", "watch", "T"], cwd=repo, stdout=subprocess.PIPE, text=True)
