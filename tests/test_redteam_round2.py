@@ -5,6 +5,7 @@ attacks the sandbox held are kept too, so that it goes on holding."""
 
 from __future__ import annotations
 
+import uuid
 import textwrap
 from pathlib import Path
 
@@ -198,7 +199,7 @@ def test_a_gate_reaches_no_abstract_unix_socket_of_the_host(tmp_path: Path) -> N
     # gate's own network namespace keeps it from the user's services.
     import socket
 
-    name = f"\0gp-redteam-{tmp_path.name}"
+    name = f"\0gp-redteam-{uuid.uuid4().hex}"  # unique beside another run of the suite
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(name)
     server.listen(1)

@@ -6,6 +6,7 @@ explained)."""
 
 from __future__ import annotations
 
+import uuid
 import json
 import platform
 import textwrap
@@ -160,7 +161,7 @@ def test_no_sandboxed_command_leaves_anything_for_another_in_a_kernel_keyring(tm
     # namespace: started by root, bwrap made no user namespace, and one
     # gate (a hidden one, say) left the tests it read for the next command.
     (tmp_path / "key.py").write_text(KEYRING)
-    word = tmp_path.name
+    word = uuid.uuid4().hex  # unique beside another run of the suite
     config = textwrap.dedent(f"""\
         gates:
           - name: put
@@ -490,7 +491,7 @@ def test_an_agent_with_network_reaches_no_abstract_unix_socket_under_landlock(tm
 
     if layer == "landlock" and landlock.abi() < 6:
         pytest.skip("Landlock scoping needs ABI 6 (Linux 6.12)")
-    name = f"\0gp-redteam-{tmp_path.name}"
+    name = f"\0gp-redteam-{uuid.uuid4().hex}"  # unique beside another run of the suite
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(name)
     server.listen(1)
