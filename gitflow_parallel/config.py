@@ -155,6 +155,10 @@ def _sandbox_write(cfg: FrozenConfig, lines: dict[str, int]) -> None:
 def _score(cfg: FrozenConfig, lines: dict[str, int]) -> None:
     if cfg["score"]["command"] and cfg["score"]["findings"]:
         raise _fail("score", "give either command or findings, not both", lines.get("score"))
+    writer = cfg["score"].get("findings_from")
+    if writer is not None and (not cfg["score"]["findings"] or writer not in {g["name"] for g in cfg["gates"]}):
+        raise _fail("score.findings_from", f"{writer!r} must name one of the gates, and findings the file it writes",
+                    lines.get("score.findings_from") or lines.get("score"))
 
 
 def _judge(cfg: FrozenConfig, lines: dict[str, int]) -> None:

@@ -163,6 +163,7 @@ class ScoreConfig(TypedDict):
     threshold: Annotated[int, Range(0, 10), Default(6)]
     command: Annotated[OptionalCommand, Default(None)]
     findings: Annotated[str | None, Check(_inside, "a path relative to the worktree, inside it"), Default(None)]
+    findings_from: Annotated[str | None, Default(None)]  # the gate that writes it (config._score checks the name)
     timeout: Annotated[int, Range(1, MAX_SECONDS), Default(300)]
 
 

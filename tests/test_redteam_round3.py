@@ -516,26 +516,29 @@ def test_an_agent_with_network_reaches_no_abstract_unix_socket_under_landlock(tm
 # -- what the judge reads back: the findings file --------------------------------
 
 
+REVIEWED = textwrap.dedent("""\
+    protect: [tests/**]
+    gates:
+      - name: review
+        mode: observe
+        run: [sh, {review}]
+      - name: tests
+        run: [./test.sh]
+    score:
+      findings: findings.jsonl
+    """)
+
+
 @pytest.mark.slow  # a check with two gates
-@pytest.mark.xfail(strict=True, reason=(
-    "the findings file is read from the upper layers of every gate of the attempt, the last one first "
-    "(layers.Merged): the attempt's own code, run by a later gate, writes it there and shadows the reviewer's; "
-    "fix: a findings file read only from the layer of the gate (or score command) the config names as its "
-    "writer, which the config cannot say today"))
 @needs_namespace
-def test_the_attempts_code_cannot_write_the_findings_that_score_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("named", [True, False], ids=["findings_from", "unnamed"])
+def test_the_attempts_code_cannot_write_the_findings_that_score_it(tmp_path: Path, named: bool) -> None:
+    # The findings file was read from the upper layers of every gate, the
+    # last first: the attempt's code, run by a later gate, wrote it there
+    # and shadowed the reviewer's.  Named, the writer's layer alone is read;
+    # unnamed, a file more than one command wrote scores nothing.
     (tmp_path / "review.sh").write_text("echo '{\"anti_slop_score\": 2}' > findings.jsonl\n")
-    config = textwrap.dedent(f"""\
-        protect: [tests/**]
-        gates:
-          - name: review
-            mode: observe
-            run: [sh, {tmp_path / 'review.sh'}]
-          - name: tests
-            run: [./test.sh]
-        score:
-          findings: findings.jsonl
-        """)
+    config = REVIEWED.format(review=tmp_path / "review.sh") + ("  findings_from: review\n" if named else "")
     repo, gp = project(tmp_path, config)
     gp("spawn", "t", "-n", "1")
     # The attempt's code, run by the tests gate, scores itself.
@@ -543,7 +546,18 @@ def test_the_attempts_code_cannot_write_the_findings_that_score_it(tmp_path: Pat
     act(gp, "t", "1", HONEST + f" && cat {tmp_path / 'selfscore.py'} >> app.py")
     checked = gp.json("check", "t")["instances"][0]
     assert checked["verdict"] == "pass"
-    assert checked["score"] == 2, checked["score"]
+    if named:
+        assert checked["score"] == 2, checked["score"]
+    else:
+        assert checked["score"] is None, checked["score"]
+        assert "findings_from" in checked["score_error"], checked["score_error"]
+
+
+def test_findings_from_must_name_a_gate_and_a_findings_file(tmp_path: Path) -> None:
+    for score in ("  findings: f.jsonl\n  findings_from: nobody\n", "  findings_from: tests\n"):
+        repo, gp = project(tmp_path / str(len(score)), "gates:\n  - name: tests\n    run: [./test.sh]\nscore:\n" + score)
+        refused = gp.json("spawn", "t", "-n", "1", code=1)
+        assert refused["code"] == "PARALLEL_CONFIG_INVALID" and "findings_from" in refused["message"], refused
 
 
 # -- refs: what the runner reads of the attempt's own view ------------------------

@@ -60,7 +60,7 @@ def run_gate(gate: GateConfig, place: Place) -> GateResult:
         # A probe's stdout is its behaviour; stderr (warnings, timings) is kept
         # apart so that it cannot split candidates that behave alike.
         err_log = place.log(f"gate-{gate['name']}-stderr") if gate["mode"] == "probe" else None
-        layer = place.layer()
+        layer = place.layer(gate["name"])
         layer.writable = report and report.parent
         code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log, err_log, layer=layer)
         result = gate_result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),

@@ -136,6 +136,7 @@ class Place:
     fence: sandbox.GatePlan | None = None
     layer_root: Path | None = None  # where its commands' upper layers are made (namespace layer)
     spaces: list[layers.Space] = field(default_factory=list)  # each command's upper layer, oldest first
+    owners: list[str | None] = field(default_factory=list)  # the gate each of them was made for
     above: list[Path] = field(default_factory=list)  # files the judge lays over the checkout (added tests)
     cleanups: list[Any] = field(default_factory=list)  # called when the judging in it is done
     lane: Lane = field(default_factory=Lane)  # the check's budget of cores, and its progress
@@ -150,16 +151,24 @@ class Place:
     def overlaid(self) -> bool:
         return self.fence is not None and self.fence.overlaid
 
-    def layer(self) -> Layer:
-        """The overlay of a gate or score: an upper layer of its own, over
-        the pristine checkout (no gate sees what an earlier one wrote: the
-        attempt's code runs in each), kept until the judging ends so that
-        what it hands back (a findings file, a probe's outputs) can be read."""
+    def layer(self, owner: str | None = None) -> Layer:
+        """The overlay of a gate (``owner``, its name) or score: an upper
+        layer of its own, over the pristine checkout (no gate sees what an
+        earlier one wrote: the attempt's code runs in each), kept until the
+        judging ends so that what it hands back (a findings file, a probe's
+        outputs) can be read."""
         if self.layer_root is None:
             return Layer(above=list(self.above))
         space = layers.make_space(self.layer_root)
         self.spaces.append(space)
+        self.owners.append(owner)
         return Layer(above=list(self.above), upper=space.pair)
+
+    def written_by(self, rel: str) -> list[tuple[str | None, Path]]:
+        """The commands whose own layer holds ``rel`` (the gate each ran
+        for, and where the file is), oldest first."""
+        found = [(owner, layers.Merged(space.upper).find(rel)) for owner, space in zip(self.owners, self.spaces)]
+        return [(owner, path) for owner, path in found if path is not None]
 
     def merged(self) -> layers.Merged:
         """What the commands left, as the last one saw it (its layer over
@@ -170,6 +179,7 @@ class Place:
         for space in self.spaces:
             layers.remove(space.folder)
         self.spaces.clear()
+        self.owners.clear()
         for done in self.cleanups:
             done()
         self.cleanups.clear()

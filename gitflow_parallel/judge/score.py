@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from gitflow_parallel.files import sha256_bytes, untrusted_json
 from gitflow_parallel.files import read_tail
@@ -87,7 +88,10 @@ def score(config: ScoreConfig, place: Place) -> tuple[int | None, dict[str, obje
             return None, source, f"its last line {lines[-1].strip()[:80]!r} is not an integer 0..10"
         return value, source, None
     if findings:
-        found = place.merged().find(findings)
+        found, error = _findings_file(findings, config.get("findings_from"), place)
+        if error is not None:
+            return None, {"kind": "findings", "path": findings, "format": "jsonl" if findings.endswith(".jsonl")
+                          else "markdown", "sha256": None}, error
         path = found if found is not None else place.worktree / findings
         jsonl = findings.endswith(".jsonl")
         data = read_regular(path, limit=MAX_FINDINGS_BYTES) if found is not None else None
@@ -99,3 +103,23 @@ def score(config: ScoreConfig, place: Place) -> tuple[int | None, dict[str, obje
         value, error = score_from_findings(data.decode("utf-8", "replace"), jsonl)
         return value, source, (f"{findings}: {error}" if error else None)
     return None, None, None
+
+
+def _findings_file(findings: str, writer: str | None, place: Place) -> tuple[Path | None, str | None]:
+    """Where the findings file is, as its writer left it (``writer``, a
+    gate's name: its own layer alone), or as the commands left it: every
+    gate runs the attempt's code, so a file that more than one of them
+    wrote cannot say whose it is.  Under Landlock alone the commands share
+    the checkout: the file is as the last one left it."""
+    if not place.overlaid:
+        return place.merged().find(findings), None
+    written = place.written_by(findings)
+    if writer is not None:
+        mine = [path for owner, path in written if owner == writer]
+        return (mine[-1], None) if mine else (None, f"the gate {writer} (score.findings_from) did not write "
+                                                    f"{findings}")
+    if len(written) > 1:
+        names = ", ".join(sorted({owner or "score" for owner, _ in written}))
+        return None, (f"the findings file {findings} was written by {len(written)} judged commands ({names}), and "
+                      "each runs the attempt's code: name its writer with score.findings_from")
+    return place.merged().find(findings), None
