@@ -20,7 +20,7 @@ from gitflow_parallel.recovery.inspection import all_records, inspect_run, lock_
 from gitflow_parallel.recovery.plan import apply_repairs, audit, in_order, audit_path
 from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.scan import Scan, recovery_id
-from gitflow_parallel.shapes import RunRecord
+from gitflow_parallel.shapes.records import RunRecord
 
 
 # -- recover --------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
 from gitflow_parallel.proc import engine
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.shapes import InstanceRecord, RunRecord
+from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
 
 
 def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
