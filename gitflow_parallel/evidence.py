@@ -20,7 +20,7 @@ from typing import Any, Callable
 from gitflow_parallel import errors as E
 from gitflow_parallel.files import atomic_write, sha256_bytes, sha256_file
 from gitflow_parallel.model import EvidenceBinding, InstanceRecord, RunRecord, binding_of
-from gitflow_parallel.shapes import EvidencePack
+from gitflow_parallel.shapes.pack import EvidencePack
 
 SCHEMA_VERSION = 1
 ORIGIN = "git-parallel"

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable, TypedDict
 
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.shapes import ExpectResult, ListOutcome
+from gitflow_parallel.shapes.pack import ExpectResult, ListOutcome
 
 if TYPE_CHECKING:
     from gitflow_parallel.config_schema import GateConfig

@@ -15,7 +15,7 @@ from typing import Any, Callable, TypedDict
 
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.model import find_instance, retry_candidates, satisfied_tracks
-from gitflow_parallel.shapes import CheckResult, SpawnResult
+from gitflow_parallel.shapes.results import CheckResult, SpawnResult
 from gitflow_parallel.state.project import Project
 
 

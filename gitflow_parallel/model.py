@@ -26,32 +26,32 @@ from typing import TYPE_CHECKING, Any, cast
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-# The shapes (declared in ``shapes``) are named here too, beside their mutations.
-from gitflow_parallel.shapes import INSTANCE_STATUSES as INSTANCE_STATUSES
-from gitflow_parallel.shapes import RUN_STATUSES as RUN_STATUSES
-from gitflow_parallel.shapes import SCHEMA_VERSION as SCHEMA_VERSION
-from gitflow_parallel.shapes import Base as Base
-from gitflow_parallel.shapes import ClaimHolder as ClaimHolder
-from gitflow_parallel.shapes import Comment as Comment
-from gitflow_parallel.shapes import EvidenceBinding as EvidenceBinding
-from gitflow_parallel.shapes import HistoryEntry as HistoryEntry
-from gitflow_parallel.shapes import InstanceRecord as InstanceRecord
-from gitflow_parallel.shapes import InstanceStatus as InstanceStatus
-from gitflow_parallel.shapes import LandingStep as LandingStep
-from gitflow_parallel.shapes import MergeRecord as MergeRecord
-from gitflow_parallel.shapes import PickBinding as PickBinding
-from gitflow_parallel.shapes import PickRecord as PickRecord
-from gitflow_parallel.shapes import PickWinner as PickWinner
-from gitflow_parallel.shapes import PrInfo as PrInfo
-from gitflow_parallel.shapes import Proposal as Proposal
-from gitflow_parallel.shapes import PushedInfo as PushedInfo
-from gitflow_parallel.shapes import RelandedEntry as RelandedEntry
-from gitflow_parallel.shapes import Reproof as Reproof
-from gitflow_parallel.shapes import Retried as Retried
-from gitflow_parallel.shapes import RemoteInfo as RemoteInfo
-from gitflow_parallel.shapes import RunRecord as RunRecord
-from gitflow_parallel.shapes import RunStatus as RunStatus
-from gitflow_parallel.shapes import StartPoint as StartPoint
+# The record shapes (declared in ``shapes.records``) are named here too, beside their mutations.
+from gitflow_parallel.shapes.records import INSTANCE_STATUSES as INSTANCE_STATUSES
+from gitflow_parallel.shapes.records import RUN_STATUSES as RUN_STATUSES
+from gitflow_parallel.shapes.records import SCHEMA_VERSION as SCHEMA_VERSION
+from gitflow_parallel.shapes.records import Base as Base
+from gitflow_parallel.shapes.records import ClaimHolder as ClaimHolder
+from gitflow_parallel.shapes.records import Comment as Comment
+from gitflow_parallel.shapes.records import EvidenceBinding as EvidenceBinding
+from gitflow_parallel.shapes.records import HistoryEntry as HistoryEntry
+from gitflow_parallel.shapes.records import InstanceRecord as InstanceRecord
+from gitflow_parallel.shapes.records import InstanceStatus as InstanceStatus
+from gitflow_parallel.shapes.records import LandingStep as LandingStep
+from gitflow_parallel.shapes.records import MergeRecord as MergeRecord
+from gitflow_parallel.shapes.records import PickBinding as PickBinding
+from gitflow_parallel.shapes.records import PickRecord as PickRecord
+from gitflow_parallel.shapes.records import PickWinner as PickWinner
+from gitflow_parallel.shapes.records import PrInfo as PrInfo
+from gitflow_parallel.shapes.records import Proposal as Proposal
+from gitflow_parallel.shapes.records import PushedInfo as PushedInfo
+from gitflow_parallel.shapes.records import RelandedEntry as RelandedEntry
+from gitflow_parallel.shapes.records import Reproof as Reproof
+from gitflow_parallel.shapes.records import Retried as Retried
+from gitflow_parallel.shapes.records import RemoteInfo as RemoteInfo
+from gitflow_parallel.shapes.records import RunRecord as RunRecord
+from gitflow_parallel.shapes.records import RunStatus as RunStatus
+from gitflow_parallel.shapes.records import StartPoint as StartPoint
 
 if TYPE_CHECKING:
     from gitflow_parallel.config_schema import FrozenConfig

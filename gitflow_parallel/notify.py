@@ -41,7 +41,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.schema import Invalid
 from gitflow_parallel.files import canonical_json, utcnow
 from gitflow_parallel.model import InstanceRecord, MergeRecord, RunRecord, Winner
-from gitflow_parallel.shapes import EvidencePack
+from gitflow_parallel.shapes.pack import EvidencePack
 
 VERSION = 1
 KINDS = ("attempt_finished", "waiting", "gates_failed", "all_done", "landed")

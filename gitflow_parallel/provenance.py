@@ -19,7 +19,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from gitflow_parallel.files import canonical_json
-from gitflow_parallel.shapes import Differential
+from gitflow_parallel.shapes.records import Differential
 from gitflow_parallel.model import HUMAN, Comment, InstanceRecord, MergeRecord, PickRecord, RunRecord
 
 NOTE_VERSION = 1

@@ -1,6 +1,6 @@
 """The generic checker (schema.py) and the loaders built on it: run records
 (store.validate_record) and pick records (picks.validate_pick) are checked
-against their declarations in shapes.py, name the key path and what was
+against their declarations in shapes/, name the key path and what was
 expected, and keep keys a newer version added."""
 
 from __future__ import annotations
@@ -186,14 +186,14 @@ def test_pick_records_are_checked_against_their_shape_and_their_run() -> None:
 def test_a_real_run_writes_and_prints_what_the_shapes_declare(tmp_path: Path) -> None:
     """One run through the CLI: every --json result, the evidence packs, the
     pick record and the run record pass ``schema.check`` against their
-    declarations in shapes.py (open: a key they do not declare would pass
+    declarations in shapes/ (open: a key they do not declare would pass
     too, so ``closed`` says the declarations name every key)."""
     import textwrap
 
     from conftest import GP, git, make_repo
     from test_formats import AGENT, GATE, PY, SCORE
 
-    from gitflow_parallel import shapes
+    from gitflow_parallel.shapes import pack, records, results
 
     tools = tmp_path / "tools"
     tools.mkdir()
@@ -213,24 +213,24 @@ def test_a_real_run_writes_and_prints_what_the_shapes_declare(tmp_path: Path) ->
         value = {k: v for k, v in value.items() if k != "ok"}
         schema.check(shape, value, closed=True)
 
-    declared(shapes.SpawnResult, gp.json("spawn", "t", "-n", "2"))
+    declared(results.SpawnResult, gp.json("spawn", "t", "-n", "2"))
     gp("run", "t", "--instance", "1", "--", PY, str(tools / "agent.py"), "42")
     gp("run", "t", "--instance", "2", "--", PY, str(tools / "agent.py"), "41")
     checked = gp.json("check", "t", code=1)
-    declared(shapes.CheckResult, checked)
+    declared(results.CheckResult, checked)
     assert {i["verdict"] for i in checked["instances"]} == {"pass", "fail"}
     parallel = repo / ".git" / "parallel"
     for inst in checked["instances"]:
-        declared(shapes.EvidencePack, json.loads(Path(inst["evidence"]["path"]).read_text()))
+        declared(pack.EvidencePack, json.loads(Path(inst["evidence"]["path"]).read_text()))
     picked = gp.json("pick", "t")
-    declared(shapes.PickResult, picked)
-    declared(shapes.PickRecord, json.loads((parallel / "picks" / picked["run_id"] / "main.json").read_text()))
-    declared(shapes.StatusResult, {k: v for k, v in gp.json("status", "t").items() if k != "rows"})
-    declared(shapes.StatusListResult, gp.json("status"))
+    declared(results.PickResult, picked)
+    declared(records.PickRecord, json.loads((parallel / "picks" / picked["run_id"] / "main.json").read_text()))
+    declared(results.StatusResult, {k: v for k, v in gp.json("status", "t").items() if k != "rows"})
+    declared(results.StatusListResult, gp.json("status"))
     gp.json("merge", "t")
     import yaml
 
-    declared(shapes.RunRecord, yaml.safe_load((parallel / "runs" / "t.yaml").read_text()))
+    declared(records.RunRecord, yaml.safe_load((parallel / "runs" / "t.yaml").read_text()))
     assert git(repo, "notes", "--ref=parallel", "list")
 
 

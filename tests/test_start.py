@@ -24,8 +24,8 @@ PROBE = ("import atexit, json, runpy, sys\n"
 
 VERB_MODULES = {"status": "status", "show": "show", "logs": "logs", "diff": "diff"}
 # Never needed to look at runs: the engines and the other verbs' CLI modules.
-HEAVY = ("gitflow_parallel.cli.attempts", "gitflow_parallel.cli.live", "gitflow_parallel.cli.maintenance",
-         "gitflow_parallel.judge", "gitflow_parallel.recovery", "gitflow_parallel.proc.engine",
+HEAVY = ("gitflow_parallel.cli.attempts", "gitflow_parallel.cli.landing", "gitflow_parallel.cli.live",
+         "gitflow_parallel.cli.maintenance", "gitflow_parallel.judge", "gitflow_parallel.recovery", "gitflow_parallel.proc.engine",
          "gitflow_parallel.git.scratch", "gitflow_parallel.state.landing", "gitflow_parallel.state.transport")
 
 

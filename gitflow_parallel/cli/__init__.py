@@ -4,9 +4,9 @@ Every verb's logic is a function in the package; these modules turn options
 into arguments, results into text or ``--json``, and errors into
 ``error[CODE]: ...`` / ``hint: ...`` with the documented exit status
 (0 done, 1 refused, 2 usage, 3 internal error with a traceback log).
-``base`` holds the group, ``attempts``, ``review``, ``live`` and ``maintenance`` add
-the commands (each imported when one of its commands is asked for:
-``base.HOMES``), ``render`` turns results into text.
+``base`` holds the group; ``attempts``, ``landing``, ``review``, ``live``
+and ``maintenance`` add the commands (each imported when one of its
+commands is asked for: ``base.HOMES``); ``render`` turns results into text.
 """
 
 from __future__ import annotations

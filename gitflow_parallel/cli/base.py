@@ -181,8 +181,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 # run, check and merge); `--help` and the man page import them all.
 HOMES: dict[str, str] = {
     "init": "attempts", "spawn": "attempts", "publish": "review", "run": "attempts", "worker": "review",
-    "collect": "review", "done": "attempts", "check": "attempts", "pick": "attempts", "unpick": "attempts",
-    "merge": "attempts", "status": "review", "diff": "review", "show": "review", "logs": "review",
+    "collect": "review", "done": "attempts", "check": "landing", "pick": "landing", "unpick": "landing",
+    "merge": "landing", "status": "review", "diff": "review", "show": "review", "logs": "review",
     "report": "review", "retry": "attempts", "abort": "attempts", "cleanup": "attempts", "push": "review",
     "fetch": "review", "prune": "review", "recover": "maintenance", "validate": "maintenance",
     "attach": "attempts", "hooks": "maintenance", "demo": "maintenance", "help": "maintenance",

@@ -13,7 +13,7 @@ from gitflow_parallel.cli.base import json_option, main_group, project as _proje
 
 if TYPE_CHECKING:
     from gitflow_parallel.commands.watch import Event, View
-    from gitflow_parallel.shapes import CommentResult
+    from gitflow_parallel.shapes.results import CommentResult
 
 
 @main_group.command()

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from gitflow_parallel.state.remote_landing import PushResult
     from gitflow_parallel.judge.pace import GateProgress
     from gitflow_parallel.flows import Rounds
-    from gitflow_parallel.shapes import CheckResult, Differential, GateResult, PublishResult, StatusDetail, StatusListResult
+    from gitflow_parallel.shapes.records import Differential
+    from gitflow_parallel.shapes.pack import GateResult
+    from gitflow_parallel.shapes.results import CheckResult, PublishResult, StatusDetail, StatusListResult
 
 FAILING_SHOWN = 20  # failing tests named per gate by `show`
 

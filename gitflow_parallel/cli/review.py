@@ -12,7 +12,7 @@ from gitflow_parallel.cli.base import json_option, main_group, project as _proje
 from gitflow_parallel.cli.render import render_diff, render_published, render_show, render_runs, render_status, render_worker
 
 if TYPE_CHECKING:
-    from gitflow_parallel.shapes import PublishResult
+    from gitflow_parallel.shapes.results import PublishResult
 
 
 @main_group.command()
@@ -24,7 +24,7 @@ def status(task: str | None, as_json: bool) -> None:
     branch, worktree).  --json prints {"ok": true, "run": <record>}."""
     from gitflow_parallel.commands import status as status_cmd
 
-    def live() -> dict[str, object]:  # each instance with its live view (``shapes.StatusResult``)
+    def live() -> dict[str, object]:  # each instance with its live view (``shapes.results.StatusResult``)
         assert task is not None
         result = status_cmd.status(_project(), task)
         instances: list[dict[str, object]] = [

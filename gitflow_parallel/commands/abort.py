@@ -17,7 +17,8 @@ from gitflow_parallel.model import RETRYABLE, TERMINAL, find_instance
 from gitflow_parallel.state.retire import check_removable, remove_all
 from gitflow_parallel.state import transport
 from gitflow_parallel.model import refuse_finished
-from gitflow_parallel.shapes import AbortResult, InstanceRecord, RunRecord
+from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
+from gitflow_parallel.shapes.results import AbortResult
 
 
 # -- abort and cleanup -------------------------------------------------------------

@@ -15,7 +15,8 @@ from gitflow_parallel.git import hooks
 from gitflow_parallel.judge import check as engine
 from gitflow_parallel.judge import pace
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.shapes import CheckResult, InstanceRecord, RunRecord, SkippedInstance
+from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
+from gitflow_parallel.shapes.results import CheckResult, SkippedInstance
 
 
 def check(project: Project, task: str, instances: list[str] | None = None, gates: list[str] | None = None,

@@ -20,7 +20,7 @@ from gitflow_parallel.state.share import (EVIDENCE_PREFIX, capped, check_remote,
                                         notes_tracking_ref, tree_file)
 from gitflow_parallel.proc.child import logs_dir
 from gitflow_parallel.model import find_instance
-from gitflow_parallel.shapes import EvidenceBinding, InstanceRecord, RunRecord
+from gitflow_parallel.shapes.records import EvidenceBinding, InstanceRecord, RunRecord
 from gitflow_parallel.state.transport import (
     CLAIM_LOG, CLAIMS_PREFIX, prune_tracking, branch_tracking, claim_history, claim_state, describe_claim, fetch,
     fetched_claim, ls_remote, run_note_lines, tracking)

@@ -12,7 +12,8 @@ from gitflow_parallel.files import utcnow
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.picks import who
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.shapes import Comment, CommentResult, InstanceRecord, RunRecord
+from gitflow_parallel.shapes.records import Comment, InstanceRecord, RunRecord
+from gitflow_parallel.shapes.results import CommentResult
 
 
 def _refuse(text: str, file: str | None, line: int | None, task: str, inst_id: str) -> None:

@@ -30,7 +30,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.state.live import LiveRun, read_live
 from gitflow_parallel.git.plain import git_out
 from gitflow_parallel.errors import HOOK_INTERNAL, HOOK_REFUSED
-from gitflow_parallel.shapes import InstanceRecord, RunRecord
+from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
 
 if TYPE_CHECKING:
     from gitflow_parallel.state.vouch import Copy

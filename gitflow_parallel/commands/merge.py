@@ -75,7 +75,7 @@ from gitflow_parallel.state.remote_landing import (
 from gitflow_parallel.git.worktrees import base_worktree
 from gitflow_parallel.judge import reprove
 from gitflow_parallel.model import MergeRecord, Proposal, Reproof, Retried, RunRecord, Winner
-from gitflow_parallel.shapes import RestsOn
+from gitflow_parallel.shapes.records import RestsOn
 from gitflow_parallel.names import check_name
 from gitflow_parallel.proc import notifier
 from gitflow_parallel.state.intent import clear_intent, intent_path, write_intent

@@ -17,7 +17,7 @@ from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import (HUMAN, InstanceRecord, PickRecord, PickWinner, RunRecord, binding_of,
                                      find_instance)
-from gitflow_parallel.shapes import PickResult
+from gitflow_parallel.shapes.results import PickResult
 from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, load_pick, pick_bytes, pick_path, who
 from gitflow_parallel.judge.selection import candidate_basis, choose, decide, track_candidates
 from gitflow_parallel.state.picks import refuse_closed

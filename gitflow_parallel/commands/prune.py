@@ -18,7 +18,7 @@ from gitflow_parallel.state.share import (EVIDENCE_PREFIX, REMOTES_PREFIX, RUNS_
 from gitflow_parallel.git.worktrees import ARCHIVE_PREFIX
 from gitflow_parallel.model import FINISHED_RUN
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.shapes import RunRecord
+from gitflow_parallel.shapes.records import RunRecord
 
 _DURATION = re.compile(r"(\d+)([smhdw]?)")
 

@@ -14,7 +14,7 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.share import check_remote, run_ref
 from gitflow_parallel.state.transport import Update, ls_remote, manifest_commit, push
 from gitflow_parallel.model import refuse_finished
-from gitflow_parallel.shapes import PublishResult
+from gitflow_parallel.shapes.results import PublishResult
 
 
 def publish(project: Project, task: str, remote: str, agent: list[str] | None = None,

@@ -15,11 +15,12 @@ from gitflow_parallel.files import load_yaml
 from gitflow_parallel.state.store import read_record_text
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.recovery.inspection import RunInspection, all_records, lock_findings, orphan_findings
+from gitflow_parallel.recovery.context import RunContext
+from gitflow_parallel.recovery.inspection import all_records, inspect_run, lock_findings, orphan_findings
 from gitflow_parallel.recovery.plan import apply_repairs, audit, in_order, audit_path
 from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.scan import Scan, recovery_id
-from gitflow_parallel.shapes import RunRecord
+from gitflow_parallel.shapes.records import RunRecord
 
 
 # -- recover --------------------------------------------------------------------------
@@ -138,12 +139,12 @@ def _recover(project: Project, task: str, dry_run: bool) -> Recovered:
                 findings=[f.as_json() for f in orphans],
             ) from None
         scan = Scan(project)
-        check = RunInspection(scan, record)
-        findings = check.run() + lock_findings(scan, task)
+        ctx = RunContext(scan, record)
+        findings = inspect_run(ctx) + lock_findings(scan, task)
         live, done, _ = all_records(project)
         orphans = orphan_findings(scan, live + done + workers.records(project), task)
         findings += [f for f in orphans if f.repair or f.refusal]
-        rid, run_id = check.rid, record["run_id"]
+        rid, run_id = ctx.rid, record["run_id"]
         refused = [f for f in findings if f.refusal]
         repairs = [f.repair for f in findings if f.repair is not None]
         left = [f for f in findings if f.repair is None and f.refusal is None]

@@ -18,7 +18,8 @@ from gitflow_parallel.provenance import instance_note
 from gitflow_parallel.model import RETRYABLE, find_instance
 from gitflow_parallel.state.retire import check_removable
 from gitflow_parallel.model import refuse_finished
-from gitflow_parallel.shapes import InstanceRecord, RetryResult, RunRecord
+from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
+from gitflow_parallel.shapes.results import RetryResult
 
 
 START_BASE, START_BASE_TIP, START_KEEP = "base", "base-tip", "previous-attempt"

@@ -19,13 +19,13 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
 from gitflow_parallel.proc import engine
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.shapes import InstanceRecord, RunRecord
+from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
 
 
 def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
         timeout: float | None = None, jobs: int | None = None,
         progress: Callable[[Mapping[str, Any]], None] | None = None, tmux: bool = False,
-        agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> Mapping[str, Any]:
+        agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> engine.RunSummary:
     """Run ``argv`` in every selected instance (or each one's agent); returns
     the summary.  A run refused before it starts (``claims.refuse_options``)
     claims nothing."""

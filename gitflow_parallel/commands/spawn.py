@@ -20,7 +20,7 @@ from gitflow_parallel.names import check_name
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import FINISHED_RUN, TERMINAL, InstanceRecord, RunRecord
-from gitflow_parallel.shapes import SpawnResult
+from gitflow_parallel.shapes.results import SpawnResult
 
 
 MAX_INSTANCES = 64

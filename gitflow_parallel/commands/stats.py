@@ -4,8 +4,6 @@ knows (``state/tally`` reads them and computes the figures)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
-from typing import Any
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
@@ -25,7 +23,7 @@ def parse_since(text: str | None) -> dt.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
-def stats(project: Project, since: str | None = None) -> Mapping[str, Any]:
+def stats(project: Project, since: str | None = None) -> tally.Figures:
     """Per agent: attempts, pass rate, win rate, median time to pass, median
     lines changed and retries needed, over the runs since ``since``."""
     return tally.figures(project, parse_since(since))

@@ -14,7 +14,8 @@ from gitflow_parallel import evidence
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project, instance_process_alive
-from gitflow_parallel.shapes import RunRecord, StatusDetail, StatusListResult, StatusRow
+from gitflow_parallel.shapes.records import RunRecord
+from gitflow_parallel.shapes.results import StatusDetail, StatusListResult, StatusRow
 
 
 # -- status --------------------------------------------------------------------

@@ -9,7 +9,8 @@ from typing import Any, TypedDict
 from gitflow_parallel import errors as E
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.recovery.inspection import RunInspection, all_records, intent_findings, lock_findings, orphan_findings
+from gitflow_parallel.recovery.context import RunContext
+from gitflow_parallel.recovery.inspection import all_records, inspect_run, intent_findings, lock_findings, orphan_findings
 from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.scan import ERROR, Finding, Scan
 
@@ -37,7 +38,7 @@ def validate(project: Project, task: str | None = None) -> Validated:
             findings.append(Finding(E.RECORD_INVALID, ERROR, exc.message, exc.hint or "", task=path_task))
     checked = [r for r in live if task is None or r["task"] == task]
     for rec in checked:
-        findings += RunInspection(scan, rec).run()
+        findings += inspect_run(RunContext(scan, rec))
     orphans = orphan_findings(scan, live + done + workers.records(project), task)
     findings += orphans
     gone = workers.findings(project, task)

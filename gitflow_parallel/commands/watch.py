@@ -36,7 +36,7 @@ from gitflow_parallel.names import check_name
 from gitflow_parallel.proc.waiting import EventTail
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.view import changes_between, commit_stat, worktree_diff, worktree_stat
-from gitflow_parallel.shapes import InstanceRecord, RunRecord
+from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
 
 ENDED_RUN = ("picked", "merged", "failed", "aborted")
 INTERVAL = 0.2  # seconds between reads of the record

@@ -69,7 +69,7 @@ from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.judge import check
 from gitflow_parallel.recovery import workers
 from gitflow_parallel.recovery.workers import dismantle, worker_project
-from gitflow_parallel.shapes import ClaimHolder, EvidenceBinding, InstanceRecord, RunRecord
+from gitflow_parallel.shapes.records import ClaimHolder, EvidenceBinding, InstanceRecord, RunRecord
 _STOP = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 

@@ -38,8 +38,9 @@ from gitflow_parallel.judge.gates import (applicable, complete_of, gate_facts, j
 from gitflow_parallel.judge.place import Place, judging
 from gitflow_parallel.judge.score import score
 from gitflow_parallel.proc.child import own_events
-from gitflow_parallel.shapes import (AddedTests, CheckedInstance, CheckResult, EngineEvidence, EvidenceBinding,
-                                     EvidencePack, GateResult, InstanceError, InstanceRecord, Judged, RunRecord)
+from gitflow_parallel.shapes.records import EvidenceBinding, InstanceRecord, RunRecord
+from gitflow_parallel.shapes.pack import AddedTests, EngineEvidence, EvidencePack, GateResult, Judged
+from gitflow_parallel.shapes.results import CheckedInstance, CheckResult, InstanceError
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig
 
 

@@ -64,7 +64,8 @@ from gitflow_parallel.proc import sandbox
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, GateMode
-from gitflow_parallel.shapes import Candidate, Differential, GateResult, Inputs, Output
+from gitflow_parallel.shapes.records import Candidate, Differential, Inputs, Output
+from gitflow_parallel.shapes.pack import GateResult
 
 # The folder, inside a scratch checkout, that the generator writes and each
 # attempt reads (a fenced command may write nowhere else).

@@ -63,7 +63,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, canonical_json, remove_tree, sha256_bytes, tree_entries, untrusted_json
 from gitflow_parallel.git import scratch
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
-from gitflow_parallel.shapes import SetupEntry
+from gitflow_parallel.shapes.pack import SetupEntry
 
 # How setup runs: (argv, timeout) in the checkout, or (argv, timeout, lower
 # layers, upper layer) under the namespace layer; (exit code, error, seconds, log).

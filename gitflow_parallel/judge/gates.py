@@ -31,8 +31,8 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.judge.fingerprints import read_head, read_regular, sha256_path
 from gitflow_parallel.judge.place import Layer, Place, execute, failure_code, gate_env, judging
-from gitflow_parallel.shapes import (GateResult, InstanceRecord, Judged, ProbeSignature, Refusal, SetupEntry, Verdict,
-                                     Verification)
+from gitflow_parallel.shapes.records import InstanceRecord, Refusal, Verdict
+from gitflow_parallel.shapes.pack import GateResult, Judged, ProbeSignature, SetupEntry, Verification
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 
 

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Literal, TypedDict
 
 from gitflow_parallel.config_schema import GateConfig
-from gitflow_parallel.shapes import GateResult
+from gitflow_parallel.shapes.pack import GateResult
 
 
 class GateProgress(TypedDict):

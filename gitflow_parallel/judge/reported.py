@@ -20,7 +20,7 @@ from gitflow_parallel import expect
 from gitflow_parallel.files import remove_tree
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.config_schema import GateConfig
-from gitflow_parallel.shapes import GateResult
+from gitflow_parallel.shapes.pack import GateResult
 
 MAX_REPORT_BYTES = 64 * 1024 * 1024  # past this a report is not read
 

@@ -24,7 +24,7 @@ from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord, Winner
 from gitflow_parallel.state.picks import is_forced
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.config_schema import MergeConfig
-from gitflow_parallel.shapes import Reproof, RestsOn
+from gitflow_parallel.shapes.records import Reproof, RestsOn
 
 # What a judged command's sandbox must have held for its verdict to stand
 # for a second run: its own pid and mount namespaces (``/`` read-only) and

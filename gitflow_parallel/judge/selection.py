@@ -28,7 +28,7 @@ from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, id_key
 from gitflow_parallel.config_schema import FrozenConfig
-from gitflow_parallel.shapes import Candidate, Differential, JudgeRun
+from gitflow_parallel.shapes.records import Candidate, Differential, JudgeRun
 
 
 class Loser(TypedDict):

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from gitflow_parallel.files import read_tail, remove_tree, sha256_file
 from gitflow_parallel.model import RunRecord
-from gitflow_parallel.shapes import Candidate, JudgeRun
+from gitflow_parallel.shapes.records import Candidate, JudgeRun
 from gitflow_parallel.judge.place import execute, gate_env
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.state.project import Project

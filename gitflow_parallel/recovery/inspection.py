@@ -1,6 +1,8 @@
-"""The inspection of one run (``RunInspection``, made of one group of checks per
-concern) and the repository-wide checks: stale git locks, branches and
-worktree folders no record accounts for, merge intents of retired runs.
+"""The inspection of one run (``inspect_run``: the checks of each concern,
+plain functions over one ``RunContext``, in the order their findings are
+listed, with the checks of the run as a whole here) and the
+repository-wide checks: stale git locks, branches and worktree folders no
+record accounts for, merge intents of retired runs.
 """
 
 from __future__ import annotations
@@ -19,127 +21,135 @@ from gitflow_parallel.errors import (BASE_HAS_LOSER, LOCK_HELD, MERGE_INTENT_LEF
                                      OBJECT_MISSING, ORPHAN, REVISION_INVALID, STALE_LOCK, ParallelError)
 from gitflow_parallel.state.intent import listed_intents
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.recovery.inspect_instances import InstanceInspection
-from gitflow_parallel.recovery.inspect_landing import EvidenceInspection, LandingInspection
-from gitflow_parallel.recovery.inspect_spawn import SpawnInspection
+from gitflow_parallel.recovery.context import RunContext
+from gitflow_parallel.recovery.inspect_evidence import evidence_packs
+from gitflow_parallel.recovery.inspect_instances import moved_branches, processes, views_left
+from gitflow_parallel.recovery.inspect_landing import picks_and_merge
+from gitflow_parallel.recovery.inspect_spawn import spawn_and_worktrees
 from gitflow_parallel.recovery.scan import (
     ERROR, PHASE_LOCKS, STALE_LOCK_SECONDS, WARNING, Finding, Repair, Scan, text_of, missing_notes)
 
 
-class RunInspection(SpawnInspection, InstanceInspection, EvidenceInspection, LandingInspection):
-    """Every finding of one run, in the order ``run`` lists them."""
+def inspect_run(ctx: RunContext) -> list[Finding]:
+    """Every finding of one run, in the order they are listed (the notes
+    last: the repairs before it make note lines due)."""
+    revisions_and_objects(ctx)
+    spawn_and_worktrees(ctx)
+    processes(ctx)
+    views_left(ctx)
+    moved_branches(ctx)
+    evidence_packs(ctx)
+    picks_and_merge(ctx)
+    frozen_config(ctx)
+    base_losers(ctx)
+    missing_note_lines(ctx)
+    return ctx.findings
 
-    def run(self) -> list[Finding]:
-        self.revisions_and_objects()
-        self.spawn_and_worktrees()
-        self.processes()
-        self.views_left()
-        self.moved_branches()
-        self.evidence_packs()
-        self.picks_and_merge()
-        self.frozen_config()
-        self.base_losers()
-        self.notes()
-        return self.findings
 
-    def frozen_config(self) -> None:
-        """The record's config must be what its base commit's file says."""
-        from gitflow_parallel import config as C
+# -- revisions and oids ---------------------------------------------------------
+def revisions_and_objects(ctx: RunContext) -> None:
+    """Revisions that cannot be, and commits the record names that are not here (the base's, the heads')."""
+    rec = ctx.record
+    for inst in rec["instances"]:
+        if inst["instance_revision"] > rec["run_revision"]:
+            ctx.add(REVISION_INVALID, ERROR,
+                    f"instance {inst['id']} is at revision {inst['instance_revision']}, above the run's "
+                    f"{rec['run_revision']}: every instance write also bumps the run, so the record was "
+                    "edited or mixed from two copies",
+                    fix="restore the record from a backup; git parallel does not guess revisions",
+                    instance=inst["id"])
+    if ctx.scan.commit(rec["base"]["commit"]) is None:
+        ctx.add(OBJECT_MISSING, ERROR, f"the base commit {rec['base']['commit'][:12]} is not in the repository",
+                fix="fetch or restore it (git fsck --lost-found), or abort the run")
+    base_ref = rec["base"]["ref"]
+    tip = ctx.project.repo.ref_target(base_ref)
+    if ctx.live and tip is None:
+        ctx.add(E.BASE_NOT_FOUND, ERROR, f"the base branch {base_ref} of this live run no longer exists",
+                fix=f"recreate it (git branch {base_ref[len('refs/heads/'):]} {rec['base']['commit'][:12]}), "
+                    "or abort the run")
+    elif rec["status"] == "merged" and (merged := rec.get("merge")) and tip is not None \
+            and not ctx.project.repo.is_ancestor(merged["landed"], tip):
+        ctx.add(E.BASE_NOT_FOUND, WARNING,
+                f"the run is recorded merged at {merged['landed'][:12]}, but {base_ref} "
+                f"({tip[:12]}) no longer contains it (reset or rewritten since)",
+                fix=f"git log {base_ref}; the landed commit is still reachable from its archive and notes")
+    for inst in rec["instances"]:
+        if inst["head"] is not None and ctx.scan.commit(inst["head"]) is None:
+            ctx.add(OBJECT_MISSING, ERROR,
+                    f"instance {inst['id']} records head {inst['head'][:12]}, which is not a commit here",
+                    fix="restore it from a clone, or `git parallel abort` the instance", instance=inst["id"])
 
-        try:
-            C.verify_frozen(self.repo, self.record)
-        except ParallelError as exc:
-            self.add(exc.code, ERROR, exc.message, fix=exc.hint)
 
-    # -- a base that took a loser -----------------------------------------------------
-    def _history(self, tips: list[str], hide: str) -> set[str]:
-        """The commits reachable from ``tips`` and not from ``hide``."""
-        walker = None
-        for tip in tips:
-            if self.scan.commit(tip) is None:
-                continue
-            if walker is None:
-                walker = self.repo.pygit.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)
-                walker.hide(pygit2.Oid(hex=hide))
-            else:
-                walker.push(pygit2.Oid(hex=tip))
-        return {str(c.id) for c in walker} if walker is not None else set()
+def frozen_config(ctx: RunContext) -> None:
+    """The record's config must be what its base commit's file says."""
+    from gitflow_parallel import config as C
 
-    def base_losers(self) -> None:
-        """A live run's base must not hold commits of an instance that did
-        not win: only a merge of the proven winner may bring instance work in,
-        and one that did (hooks skipped, or a hand-set GIT_PARALLEL_INTERNAL)
-        landed unproven work."""
-        rec = self.record
-        base_tip = self.repo.ref_target(rec["base"]["ref"])
-        spawn_base = rec["base"]["commit"]
-        if not self.live or base_tip is None or base_tip == spawn_base or self.scan.commit(spawn_base) is None:
-            return
-        brought = self._history([base_tip], spawn_base)
-        if not brought:
-            return
-        winners = [p.get("winner") for p in (rec.get("picks") or {}).values() if isinstance(p, dict)]
-        winner_commits = [head for i in rec["instances"] if i["id"] in winners and (head := i.get("head"))]
-        allowed = self._history(winner_commits, spawn_base) if winner_commits else set()
-        for inst in rec["instances"]:
-            if inst["id"] in winners:
-                continue
-            tips = [t for t in (self.project.tip(inst), inst.get("head")) if t]
-            tips += [oid for _, oid in self.repo.refs_under(f"{worktrees.ARCHIVE_PREFIX}/{self.run_id}/{inst['id']}/")]
-            taken = sorted((self._history(tips, spawn_base) & brought) - allowed)
-            if taken:
-                self.add(BASE_HAS_LOSER, ERROR,
-                         f"{rec['base']['ref']} holds {len(taken)} commit(s) of instance {inst['id']}, which did not "
-                         f"win its track (e.g. {taken[0][:12]}); they reached the base outside `git parallel merge`",
-                         instance=inst["id"],
-                         fix=f"inspect them (git log {spawn_base[:12]}..{rec['base']['ref']}); take them out "
-                             "(git revert, or git reset --keep to the commit before) unless you meant to land them")
+    try:
+        C.verify_frozen(ctx.repo, ctx.record)
+    except ParallelError as exc:
+        ctx.add(exc.code, ERROR, exc.message, fix=exc.hint)
 
-    # -- revisions and oids ---------------------------------------------------------
-    def revisions_and_objects(self) -> None:
-        rec = self.record
-        for inst in rec["instances"]:
-            if inst["instance_revision"] > rec["run_revision"]:
-                self.add(REVISION_INVALID, ERROR,
-                         f"instance {inst['id']} is at revision {inst['instance_revision']}, above the run's "
-                         f"{rec['run_revision']}: every instance write also bumps the run, so the record was "
-                         "edited or mixed from two copies",
-                         fix="restore the record from a backup; git parallel does not guess revisions",
-                         instance=inst["id"])
-        if self.scan.commit(rec["base"]["commit"]) is None:
-            self.add(OBJECT_MISSING, ERROR, f"the base commit {rec['base']['commit'][:12]} is not in the repository",
-                     fix="fetch or restore it (git fsck --lost-found), or abort the run")
-        base_ref = rec["base"]["ref"]
-        tip = self.project.repo.ref_target(base_ref)
-        if self.live and tip is None:
-            self.add(E.BASE_NOT_FOUND, ERROR, f"the base branch {base_ref} of this live run no longer exists",
-                     fix=f"recreate it (git branch {base_ref[len('refs/heads/'):]} {rec['base']['commit'][:12]}), "
-                         "or abort the run")
-        elif rec["status"] == "merged" and (merged := rec.get("merge")) and tip is not None \
-                and not self.project.repo.is_ancestor(merged["landed"], tip):
-            self.add(E.BASE_NOT_FOUND, WARNING,
-                     f"the run is recorded merged at {merged['landed'][:12]}, but {base_ref} "
-                     f"({tip[:12]}) no longer contains it (reset or rewritten since)",
-                     fix=f"git log {base_ref}; the landed commit is still reachable from its archive and notes")
-        for inst in rec["instances"]:
-            if inst["head"] is not None and self.scan.commit(inst["head"]) is None:
-                self.add(OBJECT_MISSING, ERROR,
-                         f"instance {inst['id']} records head {inst['head'][:12]}, which is not a commit here",
-                         fix="restore it from a clone, or `git parallel abort` the instance", instance=inst["id"])
 
-    # -- notes -------------------------------------------------------------------
-    def notes(self) -> None:
-        missing = [] if self.rolling_back else missing_notes(self.scan, self.record)
-        labels = [n.label for n in missing] + self.will_note
-        ref = self.record["config"]["notes_ref"]
-        if not labels:
-            return
-        self.add(NOTES_MISSING, ERROR,
-                 f"{len(labels)} note line(s) on {ref} are missing: "
-                 + "; ".join(labels[:6]) + (" …" if len(labels) > 6 else ""),
-                 repair=Repair("write_notes", f"write {len(labels)} missing note line(s) in one notes commit",
-                               "notes mirror the records on the commits they speak of",
-                               details={"lines": labels}))
+# -- a base that took a loser -----------------------------------------------------
+def _history(ctx: RunContext, tips: list[str], hide: str) -> set[str]:
+    """The commits reachable from ``tips`` and not from ``hide``."""
+    walker = None
+    for tip in tips:
+        if ctx.scan.commit(tip) is None:
+            continue
+        if walker is None:
+            walker = ctx.repo.pygit.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)
+            walker.hide(pygit2.Oid(hex=hide))
+        else:
+            walker.push(pygit2.Oid(hex=tip))
+    return {str(c.id) for c in walker} if walker is not None else set()
+
+
+def base_losers(ctx: RunContext) -> None:
+    """A live run's base must not hold commits of an instance that did
+    not win: only a merge of the proven winner may bring instance work in,
+    and one that did (hooks skipped, or a hand-set GIT_PARALLEL_INTERNAL)
+    landed unproven work."""
+    rec = ctx.record
+    base_tip = ctx.repo.ref_target(rec["base"]["ref"])
+    spawn_base = rec["base"]["commit"]
+    if not ctx.live or base_tip is None or base_tip == spawn_base or ctx.scan.commit(spawn_base) is None:
+        return
+    brought = _history(ctx, [base_tip], spawn_base)
+    if not brought:
+        return
+    winners = [p.get("winner") for p in (rec.get("picks") or {}).values() if isinstance(p, dict)]
+    winner_commits = [head for i in rec["instances"] if i["id"] in winners and (head := i.get("head"))]
+    allowed = _history(ctx, winner_commits, spawn_base) if winner_commits else set()
+    for inst in rec["instances"]:
+        if inst["id"] in winners:
+            continue
+        tips = [t for t in (ctx.project.tip(inst), inst.get("head")) if t]
+        tips += [oid for _, oid in ctx.repo.refs_under(f"{worktrees.ARCHIVE_PREFIX}/{ctx.run_id}/{inst['id']}/")]
+        taken = sorted((_history(ctx, tips, spawn_base) & brought) - allowed)
+        if taken:
+            ctx.add(BASE_HAS_LOSER, ERROR,
+                    f"{rec['base']['ref']} holds {len(taken)} commit(s) of instance {inst['id']}, which did not "
+                    f"win its track (e.g. {taken[0][:12]}); they reached the base outside `git parallel merge`",
+                    instance=inst["id"],
+                    fix=f"inspect them (git log {spawn_base[:12]}..{rec['base']['ref']}); take them out "
+                        "(git revert, or git reset --keep to the commit before) unless you meant to land them")
+
+
+# -- notes -------------------------------------------------------------------
+def missing_note_lines(ctx: RunContext) -> None:
+    """The note lines the records (and the repairs planned before this) call for that are not there."""
+    missing = [] if ctx.rolling_back else missing_notes(ctx.scan, ctx.record)
+    labels = [n.label for n in missing] + ctx.will_note
+    ref = ctx.record["config"]["notes_ref"]
+    if not labels:
+        return
+    ctx.add(NOTES_MISSING, ERROR,
+            f"{len(labels)} note line(s) on {ref} are missing: "
+            + "; ".join(labels[:6]) + (" …" if len(labels) > 6 else ""),
+            repair=Repair("write_notes", f"write {len(labels)} missing note line(s) in one notes commit",
+                          "notes mirror the records on the commits they speak of",
+                          details={"lines": labels}))
 
 
 # -- repository-wide checks ---------------------------------------------------------

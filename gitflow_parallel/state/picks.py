@@ -20,7 +20,7 @@ from gitflow_parallel.files import sha256_bytes, utcnow
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import (HUMAN, InstanceRecord, PickBinding, PickRecord, RunRecord, binding_of,
                                      find_instance)
-from gitflow_parallel.shapes import SCHEMA_VERSION as SCHEMA_VERSION  # a pick record's, as a run record's
+from gitflow_parallel.shapes.records import SCHEMA_VERSION as SCHEMA_VERSION  # a pick record's, as a run record's
 
 
 ARBITER = f"git-parallel {__version__}"
@@ -44,7 +44,7 @@ def is_forced(pick: Mapping[str, object]) -> bool:
 
 
 def validate_pick(pick: object, path: Path, record: RunRecord, track: str) -> PickRecord:
-    """Check a loaded pick record against its shape (``shapes.PickRecord``)
+    """Check a loaded pick record against its shape (``shapes.records.PickRecord``)
     and against the run and track it is read for; returns it unchanged."""
     if not isinstance(pick, dict):
         raise _schema_invalid(path, "not a JSON object")

@@ -49,7 +49,7 @@ def _invalid(path: Path, problem: str) -> ParallelError:
 
 
 def validate_record(record: object, path: Path) -> RunRecord:
-    """Check that a loaded record has the shape (``shapes.RunRecord``) and the
+    """Check that a loaded record has the shape (``shapes.records.RunRecord``) and the
     invariants of schema 1; returns it unchanged."""
     if not isinstance(record, dict):
         raise _invalid(path, "the file does not hold a mapping")

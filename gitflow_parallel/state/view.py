@@ -31,7 +31,7 @@ from gitflow_parallel.files import cut_notice, read_tail, sha256_bytes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord, find_instance
-from gitflow_parallel.shapes import StatusDetail, StatusRow
+from gitflow_parallel.shapes.results import StatusDetail, StatusRow
 
 if TYPE_CHECKING:  # imported by what reads objects: `show` and `logs` of a local run need none
     import pygit2

@@ -1,0 +1,165 @@
+"""The evidence pack (``parallel/evidence/<run_id>/<id>.<attempt>.json``):
+what ``check`` proved of one attempt, and the parts it is made of (each
+gate's result, the judged checkout, its setup, the added tests), which
+``merge``'s re-proof reuses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+from gitflow_parallel.shapes.records import Oid, Refusal, Verdict, Version
+
+
+class ProbeSignature(TypedDict):
+    """A probe's behaviour: its exit code and the sha256 of what it wrote
+    (``over``: its stdout or the files its ``outputs`` match)."""
+    exit_code: int | None
+    over: str
+    sha256: str | None
+    error: NotRequired[str]
+    files: NotRequired[dict[str, str]]
+    cut: NotRequired[int]
+
+
+class HiddenCounts(TypedDict):
+    """What a gate with hidden tests keeps of them: how many files, its runner's count line."""
+    files: int
+    summary: str | None
+
+
+class Judged(TypedDict):
+    """What is judged of an attempt: its protected paths, the commit and tree
+    checked out, and the protected changes it made (``judge/gates``)."""
+    checkout: str
+    protected: list[str]
+    protect_mode: str
+    protected_changes: list[str]
+    protected_detail: list[dict[str, Any]]
+    protected_blocking: list[str]
+    judged_commit: str
+    judged_tree: str
+
+
+class SetupEntry(TypedDict):
+    """How the judged checkout's environment was built (a pack's ``setup``):
+    the command, its cache key, whether a kept one was reused, how it ended."""
+    argv: list[str]
+    key: str
+    keep: list[str]
+    path: list[str]
+    cached: bool
+    exit_code: int | None
+    duration_s: float | None
+    log: str | None
+    passed: bool
+    code: str | None
+    error: str | None
+    built_from: NotRequired[str]  # base or attempt: the tree a layered one was built from
+    stores: NotRequired[list[str]]  # the package stores it (and the gates) read
+
+
+class AddedTests(TypedDict):
+    """The tests an attempt added under protected paths, run as a second stage."""
+    mode: str
+    paths: list[str]
+    gates: list[GateResult]
+    passed: bool
+
+
+class ListOutcome(TypedDict):
+    """How many ids a list of ``expect`` names, and those that did not pass (with what became of each)."""
+    expected: int
+    not_passed: dict[str, str]
+
+
+class ExpectResult(TypedDict):
+    """What a gate's JUnit report said of its ``expect`` (``expect.judge``)."""
+    passed: bool
+    tests: int | None
+    failed: int | None
+    error: str | None
+    fail_to_pass: NotRequired[ListOutcome]
+    pass_to_pass: NotRequired[ListOutcome]
+
+
+class Verification(Judged):
+    """A tree's enforced gates run once more (``gates.verify_tree``, for merge)."""
+    commit: str
+    tree: str
+    refused: Refusal | None
+    passed: bool
+    gates: list[GateResult]
+    setup: NotRequired[SetupEntry | None]
+
+
+class GateResult(TypedDict):
+    """One gate as a pack records it (docs/formats.md says what each key means)."""
+    name: str
+    mode: str
+    passed: bool
+    exit_code: int | None
+    error: str | None
+    argv: NotRequired[list[str]]
+    duration_s: NotRequired[float | None]
+    skipped: NotRequired[bool]
+    code: NotRequired[str | None]
+    log: NotRequired[str | None]
+    log_sha256: NotRequired[str | None]
+    signature: NotRequired[ProbeSignature]  # a probe's
+    stderr_log: NotRequired[str | None]
+    hidden: NotRequired[HiddenCounts]
+    expect: NotRequired[ExpectResult]
+    cut: NotRequired[int]
+
+
+class EngineEvidence(TypedDict):
+    """What the attempt's events log held, counted by event name."""
+    status: Literal["observed", "unavailable"]
+    counts: dict[str, int] | None
+    lines: NotRequired[int]
+    malformed: NotRequired[int]
+    path: NotRequired[str]
+    sha256: NotRequired[str]
+    cut: NotRequired[int]
+    forged: NotRequired[int]  # engine_* lines of the agent's file that the runner's copy lacks
+    erased: NotRequired[int]  # lines of the runner's copy missing from the agent's file
+
+
+class EvidencePack(TypedDict):
+    """What ``check`` proved of one attempt, bound to one commit and tree."""
+    schema_version: Version
+    origin: str
+    run_id: str
+    task: str
+    instance: str
+    track: str
+    attempt: int
+    instance_revision: int
+    commit: Oid
+    tree: Oid
+    base_commit: Oid
+    config_sha256: str
+    gates: list[GateResult]
+    verdict: Verdict
+    complete: bool
+    proof_issued_at: str
+    score: int | None
+    score_source: dict[str, Any] | None
+    score_error: str | None
+    refused: Refusal | None
+    input_fingerprints: dict[str, str]
+    output_fingerprints: dict[str, dict[str, Any]]
+    setup: SetupEntry | None
+    added_tests: AddedTests | None
+    engine_evidence: NotRequired[EngineEvidence]
+    checkout: NotRequired[str]
+    fence: NotRequired[str]
+    layers: NotRequired[list[str]]  # the sandbox layers its gates ran in (``GatePlan.held``)
+    judged_commit: NotRequired[Oid]
+    judged_tree: NotRequired[Oid]
+    protect_mode: NotRequired[str]
+    protected: NotRequired[list[str]]
+    protected_changes: NotRequired[list[str]]
+    protected_detail: NotRequired[list[dict[str, Any]]]
+    protected_blocking: NotRequired[list[str]]
