@@ -9,7 +9,7 @@ argv, a bare ``on``/``off`` read as a boolean turned back into its word).
 rules that tie keys together; :data:`DEFAULTS` is what an empty file gives.
 
 Keys declared ``NotRequired`` without a default (``agents``, ``notify``,
-``sandbox_write``, ``distinguish``, ``gate_network``; a gate's ``threads``,
+``sandbox_write``, ``distinguish``, ``gate_network``, ``score.findings_from``; a gate's ``threads``,
 ``expect`` and ``require_count``) are left out of the frozen config when
 absent, so a run spawned before they existed still matches its base commit.
 """
@@ -163,7 +163,9 @@ class ScoreConfig(TypedDict):
     threshold: Annotated[int, Range(0, 10), Default(6)]
     command: Annotated[OptionalCommand, Default(None)]
     findings: Annotated[str | None, Check(_inside, "a path relative to the worktree, inside it"), Default(None)]
-    findings_from: Annotated[str | None, Default(None)]  # the gate that writes it (config._score checks the name)
+    # The gate that writes it (config._score checks the name); absent unless
+    # given, so that a run frozen before the key existed still verifies.
+    findings_from: NotRequired[str]
     timeout: Annotated[int, Range(1, MAX_SECONDS), Default(300)]
 
 
