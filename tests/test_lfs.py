@@ -182,3 +182,38 @@ def test_a_deep_tree_in_an_attempt_s_lfs_store_is_never_walked(tmp_path: Path) -
         assert status(gp, "t")["1"]["status"] == "succeeded", log_of(gp, "t", "1")
     finally:  # pytest's own cleanup of old temporary folders recurses once per level
         remove_tree(repo / ".git" / "worktrees", ignore_errors=True)
+
+
+@pytest.mark.slow  # a bare remote, two clones and a worker process
+def test_a_worker_tidying_a_dirty_attempt_stages_it_inside_a_fence(tmp_path: Path) -> None:
+    """A worker removes each attempt's worktree once delivered; what it left
+    uncommitted (``commit_leftovers: false``) is archived, staged by git in
+    a fence like the agent's: the project's clean filter is a script the
+    attempt rewrote."""
+    from test_remote import CONFIG, TEST_SH, finish, start_worker
+
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    seed = make_repo(tmp_path / "seed", {"test.sh": TEST_SH, "out.txt": "bad\n", ".gitattributes": "*.txt filter=tidy\n",
+                                         "tools/clean.sh": "#!/bin/sh\ncat\n", "notes.txt": "x\n"},
+                     config=CONFIG + "commit_leftovers: false\n")
+    (seed / "tools" / "clean.sh").chmod(0o755)
+    git(seed, "add", "tools/clean.sh")
+    git(seed, "commit", "-q", "-m", "executable")
+    git(seed, "push", "-q", str(origin), "main")
+    coord, worker = tmp_path / "coord", tmp_path / "w1"
+    for clone in (coord, worker):
+        git(tmp_path, "clone", "-q", str(origin), str(clone))
+        git(clone, "config", "filter.tidy.clean", "./tools/clean.sh")
+    marker = tmp_path / "outside" / "marker"
+    marker.parent.mkdir()
+    gp = GP(coord)
+    gp("spawn", "t", "-n", "1", "--remote", "origin")
+    gp("run", "t", "--remote", "origin", "--", "sh", "-c", HIJACK.format(marker=marker))
+    done = finish(start_worker(worker, tmp_path, "w1", "--once", "--lease", "30"))
+    assert done["exit"] == 0, done
+    assert [t["id"] for t in done.get("tidied", [])] in ([], ["1"]), done
+    assert not (tmp_path / "w1.parallel" / "t" / "1").exists(), "the worker kept the worktree"
+    assert not marker.exists(), "the attempt's filter ran outside a fence"
+    kept = git(worker, "for-each-ref", "--format=%(refname)", "refs/parallel/archive/").splitlines()
+    assert any(git(worker, "show", f"{ref}:notes.txt", check=False) == "changed" for ref in kept), kept

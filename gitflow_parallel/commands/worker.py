@@ -291,7 +291,7 @@ def _clear_leftover(project: Project, task: str, inst_id: str) -> None:
     for store, rec in workers.worker_records(project, task):
         for inst in rec["instances"]:
             if inst["id"] == inst_id and not inst.get("removed"):
-                dismantle(repo, store, rec, inst)
+                dismantle(project, store, rec, inst)
     if repo.ref_target(f"refs/heads/{branch}") is not None:
         raise ParallelError(
             E.WORKTREE_CREATE_FAILED, f"this clone has a branch {branch} that no worker made",
@@ -408,7 +408,7 @@ def _deliver(project: Project, lease: Lease, record: RunRecord, inst: InstanceRe
 
 def _tidy(wp: Project, task: str, inst_id: str) -> None:
     record = wp.store.load(task)
-    dismantle(wp.repo, wp.store, record, find_instance(record, inst_id))
+    dismantle(wp, wp.store, record, find_instance(record, inst_id))
 
 
 def run_one(project: Project, lease: Lease) -> Outcome:

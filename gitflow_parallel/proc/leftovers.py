@@ -26,6 +26,7 @@ from gitflow_parallel.proc.supervise import KILL_GRACE, signame
 from gitflow_parallel.provenance import leftovers_message, stray_leftovers_message
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.state.project import Project
+from gitflow_parallel.state.store import Store
 
 if TYPE_CHECKING:  # (child imports what runs an agent; these only read and set its outcome)
     from gitflow_parallel.proc.child import Child
@@ -213,16 +214,17 @@ def _keep_broken_branch(project: Project, task: str, run_id: str, child: Child, 
     return f"its branch {child.branch} {what} while the command ran, so nothing was committed on it{where}"
 
 
-def fenced_stager(project: Project, task: str) -> Stager:
+def fenced_stager(project: Project, task: str, store: Store | None = None) -> Stager:
     """How an attempt's worktree is staged when git-parallel commits what it
     holds outside a run (``retry --force``, ``abort``/``cleanup --force``,
     ``recover``): ``git add -A`` in a fence like its agent's, whose objects
     are taken in as the agent's are, since the filters git runs can run what
     the attempt wrote.  Where the machine gives no fence (or ``sandbox:
-    off``), git-parallel's own git stages it, as it did."""
+    off``), git-parallel's own git stages it, as it did.  ``store``: where
+    the run's record is (a worker's, in its clone), if not the project's."""
 
     def stage(path: Path, skip: list[str]) -> None:
-        record = project.store.load(task)
+        record = (store or project.store).load(task)
         inst = next((i for i in record["instances"] if os.path.realpath(i["worktree"]) == os.path.realpath(path)),
                     None)
         if inst is None:

@@ -31,7 +31,7 @@ from gitflow_parallel.errors import PROCESS_GONE, ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.state import transport as R
 from gitflow_parallel.git import worktrees
-from gitflow_parallel.git.repo import Repo
+from gitflow_parallel.proc import leftovers
 from gitflow_parallel.model import InstanceRecord, RunRecord, find_instance
 from gitflow_parallel.state.project import Project, instance_process_alive, process_alive_since
 from gitflow_parallel.state.store import Store
@@ -60,19 +60,21 @@ def worker_records(project: Project, task: str | None = None) -> Iterator[tuple[
                 continue
 
 
-def dismantle(repo: Repo, store: Store, record: RunRecord, inst: InstanceRecord, why: str | None = None) -> str:
+def dismantle(project: Project, store: Store, record: RunRecord, inst: InstanceRecord, why: str | None = None) -> str:
     """Remove an instance's worktree and branch here, its tip (uncommitted
-    work included) archived, and record it removed (and, with ``why``, its
+    work included, staged in a fence like its agent's: ``leftovers.fenced_stager``)
+    archived, and record it removed (and, with ``why``, its
     unfinished attempt aborted).  A clone may do one attempt twice (a claim
     it released, then took again): the earlier tip is set aside under
     ``refs/parallel/worker-kept/…`` rather than refused.  Returns the archive ref."""
+    repo = project.repo
     name = worktrees.archive_ref(record["run_id"], inst["id"], inst["attempt"])
     old = repo.ref_target(name)
     if old is not None:
         kept = f"refs/parallel/worker-kept/{record['run_id']}/{inst['id']}/{inst['attempt']}-{time.time_ns()}"
         repo.cas_ref(kept, old, None, "git-parallel: worker keeps an earlier tip")
         repo.delete_ref(name, old)
-    worktrees.remove(repo, record, inst, force=True)
+    worktrees.remove(repo, record, inst, force=True, stage=leftovers.fenced_stager(project, record["task"], store))
     now = utcnow()
 
     def apply(rec: RunRecord, i: InstanceRecord) -> None:
@@ -168,7 +170,7 @@ def tidy(project: Project, left: list[Left]) -> list[Tidied]:
         row: Tidied = {"run_id": rec["run_id"], "task": rec["task"], "id": inst["id"], "attempt": inst["attempt"],
                        "was": inst["status"]}
         try:
-            ref = dismantle(project.repo, item.store, rec, inst, why=_gone_why(item))
+            ref = dismantle(project, item.store, rec, inst, why=_gone_why(item))
         except ParallelError as exc:
             done.append({**row, "problem": exc.message, "code": exc.code, "hint": exc.hint})
             continue
