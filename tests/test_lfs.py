@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,14 @@ def test_a_worker_tidying_a_dirty_attempt_stages_it_inside_a_fence(tmp_path: Pat
     assert not marker.exists(), "the attempt's filter ran outside a fence"
     kept = git(worker, "for-each-ref", "--format=%(refname)", "refs/parallel/archive/").splitlines()
     assert any(git(worker, "show", f"{ref}:notes.txt", check=False) == "changed" for ref in kept), kept
+
+
+def test_work_finished_by_hand_is_staged_inside_a_fence(tmp_path: Path) -> None:
+    """``done`` commits what a pending worktree holds, which an earlier
+    attempt may have written (``retry --keep``): staged in a fence too."""
+    repo, gp, marker = filter_project(tmp_path)
+    worktree = Path(status(gp, "t")["1"]["worktree"])
+    subprocess.run(["sh", "-c", HIJACK.format(marker=marker)], cwd=worktree, check=True)
+    gp("done", "t", "1")
+    assert not marker.exists(), "the worktree's filter ran outside a fence"
+    assert git(repo, "show", "parallel/t/1:notes.txt") == "changed"

@@ -260,7 +260,13 @@ def done(task: str, instance: str, as_json: bool) -> None:
         click.echo(f"instance {instance} of {task} finished by hand at {r['instance']['head'][:12]}{extra}")
         click.echo(f"next: git parallel check {task}")
 
-    run_verb(as_json, lambda: hand.done(_project(), task, instance), render)
+    def finish() -> Mapping[str, Any]:
+        from gitflow_parallel.proc import leftovers
+
+        project = _project()
+        return hand.done(project, task, instance, leftovers.fenced_stager(project, task))
+
+    run_verb(as_json, finish, render)
 
 
 @main_group.command()

@@ -30,7 +30,7 @@ from gitflow_parallel import model
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
-from gitflow_parallel.git.repo import commit_all, worktree_changes
+from gitflow_parallel.git.repo import Stager, commit_all, worktree_changes
 from gitflow_parallel.model import FINISHED_RUN, InstanceRecord, RunRecord, find_instance
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
@@ -122,9 +122,10 @@ class Done(TypedDict):
     notes_error: str | None
 
 
-def done(project: Project, task: str, inst_id: str) -> Done:
+def done(project: Project, task: str, inst_id: str, stage: Stager | None = None) -> Done:
     """A person says instance ``inst_id`` is finished: its leftovers are
-    committed (``commit_leftovers``) and it becomes succeeded, origin hand."""
+    committed (``commit_leftovers``; staged by ``stage``: the worktree may
+    hold what an earlier attempt wrote) and it becomes succeeded, origin hand."""
     check_name(task, "task")
     store = project.store
     with store.lock():
@@ -144,7 +145,7 @@ def done(project: Project, task: str, inst_id: str) -> Done:
         if record["config"].get("commit_leftovers", True):
             message = leftovers_message(task, record["run_id"], inst_id, inst["attempt"],
                                         "Uncommitted when `git parallel done` marked the work by hand finished.")
-            committed = commit_all(inst["worktree"], message, scratch=scratch_patterns(record["config"]))
+            committed = commit_all(inst["worktree"], message, scratch=scratch_patterns(record["config"]), stage=stage)
             tip = project.tip(inst) or tip
 
         def apply(rec: RunRecord, i: InstanceRecord) -> None:
