@@ -13,7 +13,7 @@ import click
 
 from conftest import ROOT
 
-from gitflow_parallel import config, expect, faults
+from gitflow_parallel import config, config_schema, expect, faults
 from gitflow_parallel.cli import main_group
 from gitflow_parallel.errors import ALL_CODES
 from test_examples import _SEPARATORS as SEPARATORS, check_command, parallel_commands
@@ -104,6 +104,8 @@ def test_every_config_key_is_in_the_configuration_reference() -> None:
             expected += [f"{key}.{sub}" for sub in default]
         else:
             expected.append(key)
+    # A section's keys kept only when given (score.findings_from).
+    expected += [f"score.{sub}" for sub in config_schema.optional_keys(config_schema.ScoreConfig)]
     # `agents` is validated outside DEFAULTS: its keys are what validation yields.
     agents: dict[str, Any] = config.validate({"agents": {"commands": {"a": "true"}}})["agents"]
     expected += [f"agents.{sub}" for sub in agents]

@@ -435,7 +435,8 @@ def test_log_events_record_and_one_notes_commit(repo: Path, gp: GP, tmp_path: Pa
         events = Path(i["events"])
         assert events == common / "parallel" / "events" / run["run_id"] / f"{i['id']}.0.jsonl"
         lines = [json.loads(l) for l in events.read_text().splitlines()]
-        assert [l["event"] for l in lines] == ["engine_dispatched", "ai_invocation", "engine_exited"]
+        # out.txt was left uncommitted: staged in a fence once the agent had exited.
+        assert [l["event"] for l in lines] == ["engine_dispatched", "ai_invocation", "engine_exited", "engine_staged"]
         assert lines[0]["argv"] == talk and lines[0]["instance"] == i["id"]
         assert lines[2]["exit_code"] == 0 and isinstance(lines[2]["duration_s"], float)
         assert i["status"] == "succeeded" and i["exit_code"] == 0 and i["error"] is None

@@ -95,7 +95,6 @@ class Child:
     error: str | None = None
     duration: float | None = None
     committed: str | None = None
-    staged: bool | None = None  # its leftovers staged in its fence (False: that failed; see leftovers)
     head: str | None = None
     finished_at: str | None = None
     snapshot: tamper.Snapshot | None = None  # what no attempt may change, as it was at the start (git/tamper)

@@ -368,8 +368,6 @@ class _Runner:
         """Once no sibling of this run is live: its objects and refs taken
         into the shared store (closing its fence), what it changed that it
         may not put back, its leftovers committed, its head read."""
-        if self.commit_leftovers:
-            leftovers.stage(self.project, self.record, child)  # in its fence, before the fence closes
         child_proc.after_exit(self.project, self.task, self.run_id, child, _ran_beside(self.children, child))
         if self.commit_leftovers:
             leftovers.commit(self.project, self.record, child)
