@@ -93,6 +93,6 @@ def test_the_pack_counts_the_runner_s_events_from_its_own_copy_not_from_what_the
     act(gp, "t", "1", REWRITE_EVENTS)
     gp("check", "t")
     said = pack_of(gp, "t", "1")["engine_evidence"]
-    assert said["counts"] == {"edit": 1, "engine_dispatched": 1, "engine_exited": 1}, said
+    assert said["counts"] == {"edit": 1, "engine_dispatched": 1, "engine_exited": 1, "engine_staged": 1}, said
     # What the agent wrote in the runner's name is counted apart: two lines forged, one erased.
     assert said["forged"] == 2 and said["erased"] == 1, said
