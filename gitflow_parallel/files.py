@@ -15,6 +15,7 @@ import os
 import stat
 from pathlib import Path
 from collections.abc import Mapping
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import yaml
@@ -297,6 +298,46 @@ def _remove_tree(top: str) -> None:
     os.rmdir(top)
     if failed is not None:
         raise failed
+
+
+@contextmanager
+def beneath(root: str | os.PathLike[str], rel: str) -> Iterator[tuple[int, str]]:
+    """(a descriptor of the folder holding ``rel`` under ``root``, its last
+    name), every folder on the way opened without following a link: what
+    the judge writes or removes in a folder untrusted code wrote (a judged
+    checkout under Landlock alone) never goes through a link it left there.
+    ``OSError`` when a folder on the way is a link, not a folder, or gone."""
+    parts = [p for p in os.path.normpath(rel).split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise OSError(f"{rel!r} is not a path under {os.fspath(root)}")
+    fd = os.open(root, _DIR)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        yield fd, parts[-1]
+    finally:
+        os.close(fd)
+
+
+def unlink_beneath(root: str | os.PathLike[str], rel: str) -> None:
+    """Remove the file (or link) ``rel`` under ``root`` (see ``beneath``); gone already is fine."""
+    with beneath(root, rel) as (fd, name):
+        try:
+            os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+
+
+def write_beneath(root: str | os.PathLike[str], rel: str, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` as the new file ``rel`` under ``root`` (see
+    ``beneath``): ``FileExistsError`` if anything is at that name."""
+    with beneath(root, rel) as (folder, name):
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=folder)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            os.fchmod(handle.fileno(), mode)  # the mode asked, whatever the umask
 
 
 def untrusted_json(text: str | bytes) -> Any:

@@ -1,0 +1,82 @@
+"""Red team, round four, as the attempt's own committed code (what a gate,
+setup, probe or distinguish run starts: its tests import it), grouped by
+place.  Each test asserts the promise; an attack that works makes it fail
+(one the fix needs a design choice for is a strict xfail, its route
+explained).  The agent's own routes are in test_redteam_round4_agent.py."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from hostile import needs_namespace
+from test_hostile import APP_FIXED, HONEST, PY, project
+from test_sandbox import LAYERS, fenced
+
+LANDLOCK = [LAYERS[1]]
+
+# -- judged checkouts under Landlock alone: what the judge writes back after a gate --
+#
+# Under Landlock alone the gates write their checkout itself, and the judge,
+# unfenced, then takes out what it laid there (the added tests, a hidden
+# gate's tests) and puts back what they replaced.  The attempt's code, run
+# by that gate, turned the folder on the way into a link to a folder of the
+# user's: the judge's unlink and write went through it.
+
+# The attempt's app.py: right, and when imported with `marker` in the
+# checkout (the stage that holds the judge's files), `tests` made a link to
+# `victim`.
+def _turncoat(marker: str, victim: Path) -> str:
+    return APP_FIXED + textwrap.dedent(f"""\
+        import os, shutil
+        if os.path.exists({marker!r}) and not os.path.islink('tests'):
+            shutil.rmtree('tests')
+            os.symlink({str(victim)!r}, 'tests')
+        """)
+
+
+@pytest.mark.parametrize("layer", LANDLOCK)
+def test_the_added_tests_stage_deletes_nothing_through_a_link_the_gate_left(tmp_path: Path, layer: str) -> None:
+    # The attempt names its added test as it likes (any file under the
+    # protected glob): the judge's removal of it after the stage unlinked
+    # the user's file of that name.
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("mine\n")
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    (tmp_path / "app.py").write_text(_turncoat("tests/precious.txt", victim))
+    agent = f"cp {tmp_path / 'app.py'} app.py && echo added > tests/precious.txt && git add -A && git commit -qm fix"
+    gp("run", "t", "--", "sh", "-c", agent, env=fenced(layer))
+    gp("check", "t", code=None, env=fenced(layer))
+    assert (victim / "precious.txt").exists(), "the judge deleted the user's file through the gate's link"
+
+
+@pytest.mark.parametrize("layer", LANDLOCK)
+def test_a_hidden_gate_writes_nothing_back_through_a_link_the_gate_left(tmp_path: Path, layer: str) -> None:
+    # After a hidden gate the judge puts back the attempt's file at each
+    # hidden path: through the link, it replaced the user's file with it.
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "test_app.py").write_text("mine\n")
+    hidden = tmp_path / "hidden"
+    (hidden / "tests").mkdir(parents=True)
+    (hidden / "tests" / "test_app.py").write_text("from app import add\n\n\ndef test_secret():\n    assert add(1, 1) == 2\n")
+    config = textwrap.dedent(f"""\
+        protect: [tests/**]
+        gates:
+          - name: hidden
+            run: [./test.sh]
+            hidden: {hidden}
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    (tmp_path / "app.py").write_text(_turncoat("tests/test_app.py", victim))
+    gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py", env=fenced(layer))
+    gp("check", "t", code=None, env=fenced(layer))
+    assert sorted(p.name for p in victim.iterdir()) == ["test_app.py"]
+    assert (victim / "test_app.py").read_text() == "mine\n", "the judge wrote through the gate's link"
