@@ -80,3 +80,34 @@ def test_a_hidden_gate_writes_nothing_back_through_a_link_the_gate_left(tmp_path
     gp("check", "t", code=None, env=fenced(layer))
     assert sorted(p.name for p in victim.iterdir()) == ["test_app.py"]
     assert (victim / "test_app.py").read_text() == "mine\n", "the judge wrote through the gate's link"
+
+
+# The attempt's app.py: right, and its checkout's `.git` file made to name
+# the admin folder of the user's own worktree `feature` (beside the
+# checkout's own in <common>/worktrees, which a gate may read).
+REPOINT = APP_FIXED + textwrap.dedent("""\
+    import os
+    try:
+        own = open('.git').read().split('gitdir:', 1)[1].strip()
+        open('.git', 'w').write('gitdir: ' + os.path.join(os.path.dirname(own), 'feature') + '\\n')
+    except OSError:
+        pass
+    """)
+
+
+@pytest.mark.parametrize("layer", LANDLOCK)
+def test_a_checkout_whose_git_file_a_gate_repointed_is_removed_alone(tmp_path: Path, layer: str) -> None:
+    # A checkout a gate wrote in is removed before it is judged in again,
+    # with the admin folder its `.git` file names: repointed by the gate, it
+    # named the admin folder of a worktree of the user's, which went too
+    # (its HEAD, its index: git no longer knows the worktree).
+    repo, gp = project(tmp_path)
+    git(repo, "worktree", "add", "-q", str(tmp_path / "feature"), "-b", "feature")
+    gp("spawn", "t", "-n", "2")
+    (tmp_path / "app.py").write_text(REPOINT)
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py", env=fenced(layer))
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", HONEST, env=fenced(layer))
+    for inst in ("1", "2"):  # one after another: the second borrows the checkout the first left
+        gp("check", "t", "--instance", inst, "--jobs", "1", code=None, env=fenced(layer))
+    assert (repo / ".git" / "worktrees" / "feature" / "HEAD").is_file(), "the user's worktree lost its admin folder"
+    assert git(tmp_path / "feature", "rev-parse", "--abbrev-ref", "HEAD") == "feature"

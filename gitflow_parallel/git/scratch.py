@@ -541,12 +541,10 @@ def admin_dirs(common_dir: Path, path: Path) -> list[Path]:
     if not folder.is_dir():
         return found
     want = {str(path / ".git"), str(path.resolve() / ".git")}
-    admin = read_gitdir_file(path / ".git")  # the worktree's own pointer, if git got as far as writing it
-    try:
-        if admin is not None and admin.resolve().parent == folder.resolve():  # never rmtree anything else
-            found.append(admin)
-    except OSError:
-        pass
+    # Never by the checkout's own ``.git`` file: under Landlock alone a gate
+    # writes the checkout, and repointed it at the admin folder of another
+    # worktree (the user's own, an instance's), which went with it.  git
+    # writes an admin folder's ``gitdir`` before the worktree's ``.git``.
     for admin in folder.iterdir():
         try:
             if (admin / "gitdir").read_text(encoding="utf-8").strip() in want and admin not in found:
