@@ -111,3 +111,79 @@ def test_a_checkout_whose_git_file_a_gate_repointed_is_removed_alone(tmp_path: P
         gp("check", "t", "--instance", inst, "--jobs", "1", code=None, env=fenced(layer))
     assert (repo / ".git" / "worktrees" / "feature" / "HEAD").is_file(), "the user's worktree lost its admin folder"
     assert git(tmp_path / "feature", "rev-parse", "--abbrev-ref", "HEAD") == "feature"
+
+
+# -- shared places under Landlock alone: git-parallel's own folder ------------------
+
+# The attempt's app.py: right, and it looks into <common>/parallel (found
+# from its checkout's `.git` file): the project lock taken, and the logs
+# of the other gates and attempts listed.
+PEEK = APP_FIXED + textwrap.dedent("""\
+    import fcntl, os
+    try:
+        own = open('.git').read().split('gitdir:', 1)[1].strip()
+        parallel = os.path.join(os.path.dirname(os.path.dirname(own)), 'parallel')
+        fd = os.open(os.path.join(parallel, 'lock'), os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        print('LOCK-TAKEN')
+        print('LOGS-READ', os.listdir(os.path.join(parallel, 'logs')))
+    except OSError as exc:
+        print('REFUSED', exc)
+    """)
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_gate_neither_takes_the_project_lock_nor_reads_the_logs(tmp_path: Path, layer: str) -> None:
+    # Under Landlock alone a gate read all of <common>/parallel: the logs
+    # of every gate and attempt, the records, the evidence; and held the
+    # project lock as long as it ran, so that a sibling judged beside it
+    # could not record its evidence (PARALLEL_RESOURCE_LOCK_FAILED after
+    # GIT_PARALLEL_LOCK_TIMEOUT), nor any verb run.
+    config = f"protect: [tests/**]\ngates:\n  - name: tests\n    run: ['{PY}', -c, 'import app']\n"
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    (tmp_path / "app.py").write_text(PEEK)
+    gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py", env=fenced(layer))
+    gate = gp.json("check", "t", code=None, env=fenced(layer))["instances"][0]["gates"][0]
+    said = Path(gate["log"]).read_text()
+    assert "LOCK-TAKEN" not in said and "LOGS-READ" not in said and "REFUSED" in said, said
+
+
+# -- selection: what a candidate's distinguish run reads ----------------------------
+
+# The cheater's impl.py: wrong (it passes the visible gate's one case), and
+# run on the distinguishing inputs it answers as a sibling would, by
+# running the sibling's own impl.py from the folder the generator was given
+# (in /tmp, where every sandboxed command may read).
+DOUBLE_THAT_COPIES = textwrap.dedent("""\
+    import glob, os
+
+
+    def f(x):
+        return x + x
+
+
+    if os.environ.get("GIT_PARALLEL_DISTINGUISH_INPUTS"):
+        for _path in sorted(glob.glob("/tmp/git-parallel-distinguish-*/*/files/impl.py")):
+            if "/1/files/" not in _path:
+                exec(open(_path).read())
+                print("COPIED", _path)
+                break
+    """)
+
+
+@pytest.mark.slow  # three attempts, their checks and a differential pick
+def test_a_candidate_cannot_answer_the_distinguishing_inputs_with_a_siblings_code(tmp_path: Path) -> None:
+    # The attempts' files, written for the generator, were still in /tmp
+    # while each candidate ran on the inputs: a wrong attempt joined the
+    # right ones' group, and (fewest changed lines) won the pick.
+    from test_differential import SQUARE_MUL, SQUARE_POW, build
+
+    wordy = "# " + "\n# ".join(f"a careful note, line {n}" for n in range(20)) + "\n"
+    gp = build(tmp_path, {"1": {"impl.py": DOUBLE_THAT_COPIES}, "2": {"impl.py": wordy + SQUARE_MUL},
+                          "3": {"impl.py": wordy + SQUARE_POW}})
+    pick = gp.json("pick", "t")["picks"][0]
+    said = Path(pick["differential"]["outputs"]["1"]["log"]).read_text()
+    assert "COPIED" not in said, said
+    assert [(c["members"], c["size"]) for c in pick["clusters"]] == [(["2", "3"], 2), (["1"], 1)]
+    assert pick["winner"]["id"] == "2"
