@@ -187,3 +187,38 @@ def test_a_candidate_cannot_answer_the_distinguishing_inputs_with_a_siblings_cod
     assert "COPIED" not in said, said
     assert [(c["members"], c["size"]) for c in pick["clusters"]] == [(["2", "3"], 2), (["1"], 1)]
     assert pick["winner"]["id"] == "2"
+
+
+# The same, the sibling's impl.py read from the shared object store through
+# the judged checkout's own git.
+DOUBLE_THAT_ASKS_GIT = textwrap.dedent("""\
+    import os, subprocess
+
+
+    def f(x):
+        return x + x
+
+
+    if os.environ.get("GIT_PARALLEL_DISTINGUISH_INPUTS"):
+        _code = subprocess.run(["git", "show", "parallel/t/2:impl.py"], capture_output=True, text=True).stdout
+        if _code:
+            exec(_code)
+            print("COPIED")
+    """)
+
+
+@pytest.mark.slow  # three attempts, their checks and a differential pick
+@pytest.mark.xfail(strict=True, reason=(
+    "a judged command sees the repository's git dir read-only (its checkout's git, setuptools-scm and the tests' "
+    "own git calls need it), and every attempt's commits are in the shared object store once its run has ended: "
+    "a candidate's distinguish run (any gate) can run a sibling's code; fix: a judged command's git view of its "
+    "own, an object store holding the base's history and the judged commit only (git/shadow for gates)"))
+def test_a_candidate_cannot_answer_the_distinguishing_inputs_with_a_siblings_commit(tmp_path: Path) -> None:
+    from test_differential import SQUARE_MUL, SQUARE_POW, build
+
+    gp = build(tmp_path, {"1": {"impl.py": DOUBLE_THAT_ASKS_GIT}, "2": {"impl.py": SQUARE_MUL},
+                          "3": {"impl.py": SQUARE_POW}})
+    pick = gp.json("pick", "t")["picks"][0]
+    said = Path(pick["differential"]["outputs"]["1"]["log"]).read_text()
+    assert "COPIED" not in said, said
+    assert [(c["members"], c["size"]) for c in pick["clusters"]] == [(["2", "3"], 2), (["1"], 1)]
