@@ -222,3 +222,65 @@ def test_a_candidate_cannot_answer_the_distinguishing_inputs_with_a_siblings_com
     said = Path(pick["differential"]["outputs"]["1"]["log"]).read_text()
     assert "COPIED" not in said, said
     assert [(c["members"], c["size"]) for c in pick["clusters"]] == [(["2", "3"], 2), (["1"], 1)]
+
+
+# -- unbounded reads: a probe's outputs -----------------------------------------------
+
+# The attempt's app.py: right, and when a probe imports it, it leaves in
+# the folder the probe's `outputs` glob either 12,000 files, or 24 sparse
+# files of a gigabyte each (no disk used).
+LITTERER = APP_FIXED + textwrap.dedent("""\
+    import os
+    if os.environ.get("LITTER") == "many":
+        os.makedirs("out/many")
+        for n in range(12_000):
+            open(f"out/many/{n}", "w").close()
+    elif os.environ.get("LITTER") == "large":
+        os.makedirs("out")
+        for n in range(24):
+            with open(f"out/big-{n}", "wb") as big:
+                big.truncate(1 << 30)
+    """)
+
+
+@pytest.mark.slow  # 12,000 files made and looked at
+@pytest.mark.parametrize("litter", ["many", "large"])
+@needs_namespace
+def test_a_probes_outputs_cost_the_judge_bounded_work_and_pack_space(tmp_path: Path, litter: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The judge hashed every file a probe's `outputs` matched (16 MB of
+    # each read) and listed each in the pack: the attempt's code decided how
+    # many and how large, so how long the check took and how big the
+    # evidence pack (read whole by status, show, pick, merge) grew.
+    from gitflow_parallel.judge import gates
+    from gitflow_parallel.judge.fingerprints import READ_CAP
+
+    read = []
+
+    def counted(path: Path, limit: int = READ_CAP) -> tuple[bytes | None, int]:
+        data, size = real(path, limit)
+        read.append(len(data or b""))
+        return data, size
+
+    real = gates.read_head
+    monkeypatch.setattr(gates, "read_head", counted)
+    config = textwrap.dedent(f"""\
+        protect: [tests/**]
+        gates:
+          - name: tests
+            run: [./test.sh]
+          - name: values
+            mode: probe
+            run: ['{PY}', -c, 'import app']
+            env: {{LITTER: {litter}}}
+            outputs: ['out/**/*']
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    (tmp_path / "app.py").write_text(LITTERER)
+    gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
+    checked = gp.json("check", "t")["instances"][0]
+    signature = next(g for g in checked["gates"] if g["name"] == "values")["signature"]
+    assert checked["verdict"] == "pass"
+    assert len(signature.get("files") or {}) <= 10_000 and sum(read) <= 256 << 20, (len(signature.get("files") or {}), sum(read))
+    assert Path(checked["evidence"]["path"]).stat().st_size < 1 << 20
