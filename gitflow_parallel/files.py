@@ -226,17 +226,18 @@ def tree_entries(top: str | os.PathLike[str],
                 continue
 
 
-def remove_tree(path: str | os.PathLike[str], ignore_errors: bool = False) -> None:
+def remove_tree(path: str | os.PathLike[str], ignore_errors: bool = False, dir_fd: int | None = None) -> None:
     """``shutil.rmtree`` at any depth: ``path`` and everything under it
     removed through folder descriptors (no link followed, no path past
     ``PATH_MAX``), folders a command left without write or search permission
     opened up first.  A link at ``path`` is refused as rmtree refuses it.
+    ``path`` is relative to the folder ``dir_fd`` when given (``beneath``).
     ``OSError`` when something could not be removed (what could be is),
     unless ``ignore_errors``."""
     try:
-        if stat.S_ISLNK(os.lstat(path).st_mode):
+        if stat.S_ISLNK(os.lstat(path, dir_fd=dir_fd).st_mode):
             raise OSError(f"{os.fspath(path)} is a symbolic link: not removed as a folder")
-        _remove_tree(os.fspath(path))
+        _remove_tree(os.fspath(path), dir_fd)
     except OSError:
         if not ignore_errors:
             raise
@@ -250,8 +251,8 @@ def _open_folder(name: str, parent: int | None) -> int:
         return os.open(name, _DIR, dir_fd=parent)
 
 
-def _remove_tree(top: str) -> None:
-    fd = _open_folder(top, None)
+def _remove_tree(top: str, dir_fd: int | None = None) -> None:
+    fd = _open_folder(top, dir_fd)
     names: list[str] = []  # the folders descended into, from top
     stuck: list[set[str]] = [set()]  # per level: folders that would not go
     failed: OSError | None = None
@@ -295,7 +296,7 @@ def _remove_tree(top: str) -> None:
                 stuck[-1].add(name)
     finally:
         os.close(fd)
-    os.rmdir(top)
+    os.rmdir(top, dir_fd=dir_fd)
     if failed is not None:
         raise failed
 

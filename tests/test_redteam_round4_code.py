@@ -284,3 +284,36 @@ def test_a_probes_outputs_cost_the_judge_bounded_work_and_pack_space(tmp_path: P
     assert checked["verdict"] == "pass"
     assert len(signature.get("files") or {}) <= 10_000 and sum(read) <= 256 << 20, (len(signature.get("files") or {}), sum(read))
     assert Path(checked["evidence"]["path"]).stat().st_size < 1 << 20
+
+
+# -- environments under Landlock alone: what the judge removes after a setup ----------
+
+
+@pytest.mark.parametrize("layer", LANDLOCK)
+def test_a_failed_setup_removes_nothing_through_a_link_it_left(tmp_path: Path, layer: str) -> None:
+    # Under Landlock alone setup builds in the checkout itself, and what a
+    # failed one kept is removed by the judge, unfenced: the attempt's build
+    # turned the folder holding a `keep` path into a link to a folder of the
+    # user's, and the judge removed the user's folder of that name.
+    victim = tmp_path / "victim"
+    (victim / "node_modules").mkdir(parents=True)
+    (victim / "node_modules" / "precious.txt").write_text("mine\n")
+    config = textwrap.dedent("""\
+        protect: [tests/**]
+        setup:
+          run: [sh, build.sh]
+          cache_key: [build.sh]
+          keep: [web/node_modules]
+        gates:
+          - name: tests
+            run: [./test.sh]
+        """)
+    repo, gp = project(tmp_path, config)
+    (repo / "build.sh").write_text("mkdir -p web/node_modules\n")
+    git(repo, "add", "build.sh")
+    git(repo, "commit", "-qm", "build")
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", f"{HONEST} && echo 'rm -rf web && ln -s {victim} web && exit 1' > build.sh",
+       env=fenced(layer))
+    gp("check", "t", code=None, env=fenced(layer))
+    assert (victim / "node_modules" / "precious.txt").is_file(), "the judge removed the user's folder through a link"

@@ -60,7 +60,7 @@ import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import atomic_write, canonical_json, remove_tree, sha256_bytes, tree_entries, untrusted_json
+from gitflow_parallel.files import atomic_write, beneath, canonical_json, remove_tree, sha256_bytes, tree_entries, untrusted_json
 from gitflow_parallel.git import scratch
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 from gitflow_parallel.shapes import SetupEntry
@@ -130,14 +130,20 @@ def _read_stamp(checkout: Path) -> dict[str, object]:
 
 
 def _drop(checkout: Path, keep: list[str]) -> None:
-    """Remove what an earlier setup kept (and the stamp that vouched for it)."""
+    """Remove what an earlier setup kept (and the stamp that vouched for it),
+    never through a link: setup ran the attempt's build in the checkout
+    (Landlock alone), which made the folder holding a ``keep`` path a link to
+    a folder of the user's.  What cannot be reached so stays, unvouched for."""
     stamp_path(checkout).unlink(missing_ok=True)
     for rel in keep:
-        path = checkout / rel
-        if path.is_symlink() or path.is_file():
-            path.unlink(missing_ok=True)
-        elif path.is_dir():
-            remove_tree(path, ignore_errors=True)
+        try:
+            with beneath(checkout, rel) as (fd, name):
+                if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
+                    remove_tree(name, ignore_errors=True, dir_fd=fd)
+                else:
+                    os.unlink(name, dir_fd=fd)
+        except OSError:
+            continue
 
 
 def needed(cfg: FrozenConfig, gates: list[GateConfig]) -> SetupConfig | None:
