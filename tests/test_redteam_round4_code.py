@@ -317,3 +317,79 @@ def test_a_failed_setup_removes_nothing_through_a_link_it_left(tmp_path: Path, l
        env=fenced(layer))
     gp("check", "t", code=None, env=fenced(layer))
     assert (victim / "node_modules" / "precious.txt").is_file(), "the judge removed the user's folder through a link"
+
+
+# -- hidden tests: what a hidden gate's report carries back --------------------------
+
+# The attempt's app.py: when a gate imports it with a test report to write,
+# it writes one whose root element is named after the hidden tests (hex).
+SMUGGLER = APP_FIXED + textwrap.dedent("""\
+    import os
+    if os.environ.get("GIT_PARALLEL_REPORT") and os.path.exists("tests/test_secret.py"):
+        secret = open("tests/test_secret.py", "rb").read().hex()
+        open(os.environ["GIT_PARALLEL_REPORT"], "w").write(f"<x{secret}/>")
+    """)
+
+
+def test_a_hidden_gates_test_report_carries_no_text_of_the_hidden_tests_back(tmp_path: Path) -> None:
+    # Its output is never kept, but its report's verdict is, and said why
+    # a report did not do: "the root element is <…>", the attempt's code's
+    # to name.  Into the pack and the next attempt's retry feedback went the
+    # hidden tests, whole.
+    hidden = tmp_path / "hidden"
+    (hidden / "tests").mkdir(parents=True)
+    (hidden / "tests" / "test_secret.py").write_text("def test_secret():\n    assert 'SECRET_ANSWER' == 'SECRET_ANSWER'\n")
+    secret = (hidden / "tests" / "test_secret.py").read_bytes().hex()
+    config = textwrap.dedent(f"""\
+        protect: [tests/**]
+        gates:
+          - name: hidden
+            run: ['{PY}', -c, 'import app', '--junitxml={{report}}']
+            hidden: {hidden}
+            expect:
+              fail_to_pass: [tests/test_secret.py::test_secret]
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    (tmp_path / "app.py").write_text(SMUGGLER)
+    gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
+    gate = gp.json("check", "t", code=None)["instances"][0]["gates"][0]
+    assert gate["passed"] is False
+    assert secret[:64] not in json.dumps(gate), gate["error"][:200]
+    gp("retry", "t", "1")
+    feedback = Path(gp.json("status", "t")["run"]["instances"][0]["feedback"]).read_text()
+    assert secret[:64] not in feedback, feedback[:600]
+
+
+# The attempt's app.py: when a gate imports it with a test report to write,
+# it rewrites the report the runner wrote, as the interpreter exits, in an
+# encoding no codec has.
+ODD_ENCODING = APP_FIXED + textwrap.dedent("""\
+    import atexit, os
+    if os.environ.get("GIT_PARALLEL_REPORT"):
+        atexit.register(lambda: open(os.environ["GIT_PARALLEL_REPORT"], "w").write(
+            '<?xml version="1.0" encoding="gp-odd"?><testsuite/>'))
+    """)
+
+
+def test_a_test_report_in_an_unknown_encoding_fails_its_gate_alone(tmp_path: Path) -> None:
+    # ElementTree raises LookupError for it, which the judge did not catch:
+    # `check` ended in an internal error, and the honest sibling judged
+    # beside it got no evidence either.
+    config = textwrap.dedent(f"""\
+        protect: [tests/**]
+        gates:
+          - name: tests
+            run: ['{PY}', -m, pytest, -q, -p, no:cacheprovider, tests, '--junitxml={{report}}']
+            expect:
+              fail_to_pass: [tests/test_app.py::test_add]
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "2")
+    (tmp_path / "app.py").write_text(ODD_ENCODING)
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", HONEST)
+    proc = gp("check", "t", "--json", code=None)
+    assert proc.returncode in (0, 1), proc.stderr[-600:]
+    verdicts = {i["id"]: i["verdict"] for i in json.loads(proc.stdout)["instances"]}
+    assert verdicts == {"1": "fail", "2": "pass"}, proc.stdout[-600:]
