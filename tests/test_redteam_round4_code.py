@@ -393,3 +393,33 @@ def test_a_test_report_in_an_unknown_encoding_fails_its_gate_alone(tmp_path: Pat
     assert proc.returncode in (0, 1), proc.stderr[-600:]
     verdicts = {i["id"]: i["verdict"] for i in json.loads(proc.stdout)["instances"]}
     assert verdicts == {"1": "fail", "2": "pass"}, proc.stdout[-600:]
+
+
+# -- what the judge parses of a score -------------------------------------------------
+
+# The attempt's app.py: right, and when its tests import it, it writes the
+# findings file that scores it, with a score of 5,000 digits.
+LONG_SCORE = APP_FIXED + "\nopen('findings.md', 'w').write('anti_slop_score: ' + '9' * 5000 + '\\n')\n"
+
+
+def test_a_score_of_thousands_of_digits_crashes_no_check(tmp_path: Path) -> None:
+    # Python will not make an int of over 4,300 digits (ValueError), which
+    # the judge did not expect of digits its pattern had matched: check
+    # ended in an internal error, and the honest sibling got no evidence.
+    config = textwrap.dedent("""\
+        protect: [tests/**]
+        gates:
+          - name: tests
+            run: [./test.sh]
+        score:
+          findings: findings.md
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "2")
+    (tmp_path / "app.py").write_text(LONG_SCORE)
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", HONEST)
+    proc = gp("check", "t", "--json", code=None)
+    assert proc.returncode in (0, 1), proc.stderr[-600:]
+    checked = {i["id"]: i for i in json.loads(proc.stdout)["instances"]}
+    assert checked["1"]["score"] is None and checked["2"]["verdict"] == "pass", proc.stdout[-600:]

@@ -20,7 +20,9 @@ MAX_FINDINGS_BYTES = 64 << 20
 
 
 _MD_SCORE = re.compile(r"^[\s>*_#-]*anti_slop_score[*_]*\s*:\s*[*_`]*([^\s*_`]*)", re.IGNORECASE | re.MULTILINE)
-_INT = re.compile(r"[+-]?[0-9]+")
+# A score is a few digits: Python makes no int of over 4,300 (ValueError),
+# and the attempt's code may write the line.
+_INT = re.compile(r"[+-]?[0-9]{1,64}")
 
 
 def _score_value(text: str) -> int | None:
