@@ -423,3 +423,26 @@ def test_a_score_of_thousands_of_digits_crashes_no_check(tmp_path: Path) -> None
     assert proc.returncode in (0, 1), proc.stderr[-600:]
     checked = {i["id"]: i for i in json.loads(proc.stdout)["instances"]}
     assert checked["1"]["score"] is None and checked["2"]["verdict"] == "pass", proc.stdout[-600:]
+
+
+# -- what the judge parses of the import probe ----------------------------------------
+
+
+@pytest.mark.parametrize("answer", ['{"pkg": 5}', '{"pkg": ["a\\u0000b"]}'])
+def test_an_import_probes_odd_answer_crashes_no_check(tmp_path: Path, answer: str) -> None:
+    # The import probe asks the gate's Python where it imports the
+    # checkout's packages; its `-c` puts the checkout first on sys.path,
+    # so the attempt's json.py answers.  A place that was not a list, or a
+    # path with a NUL, raised TypeError or ValueError in the judge: check
+    # ended in an internal error, and the honest sibling got no evidence.
+    config = f"protect: [tests/**]\ngates:\n  - name: tests\n    run: ['{PY}', -m, pytest, -q, -p, no:cacheprovider, tests]\n"
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "2")
+    (tmp_path / "json.py").write_text(f"import os, sys\nsys.stdout.write({answer!r} + '\\n')\nsys.stdout.flush()\nos._exit(0)\n")
+    agent = f"{HONEST} && cp {tmp_path / 'json.py'} json.py && mkdir pkg && touch pkg/__init__.py"
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", agent)
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", HONEST)
+    proc = gp("check", "t", "--json", code=None)
+    assert proc.returncode in (0, 1), proc.stderr[-600:]
+    checked = {i["id"]: i for i in json.loads(proc.stdout)["instances"]}
+    assert checked["2"]["verdict"] == "pass", proc.stdout[-600:]
