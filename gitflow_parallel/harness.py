@@ -126,7 +126,10 @@ def _parse(path: str, data: bytes) -> tuple[str, dict[str, object] | RawConfigPa
         import configparser
 
         parser = configparser.RawConfigParser(strict=False, interpolation=None)
-        parser.read_string(text)
+        try:
+            parser.read_string(text)
+        except configparser.Error as exc:  # no ValueError: a header left open, a byte order mark
+            raise ValueError(f"setup.cfg does not parse: {type(exc).__name__}") from None
         return name, parser
     if name == "package.json":
         doc = untrusted_json(text)

@@ -446,3 +446,25 @@ def test_an_import_probes_odd_answer_crashes_no_check(tmp_path: Path, answer: st
     assert proc.returncode in (0, 1), proc.stderr[-600:]
     checked = {i["id"]: i for i in json.loads(proc.stdout)["instances"]}
     assert checked["2"]["verdict"] == "pass", proc.stdout[-600:]
+
+
+# -- what the judge parses of the attempt's tree ----------------------------------------
+
+
+@pytest.mark.parametrize("text", ["[metadata\nname = app\n", "\ufeff[tool:pytest]\naddopts = -p no:randomly\n"])
+def test_a_setup_cfg_configparser_cannot_read_crashes_no_check(tmp_path: Path, text: str) -> None:
+    # The judge reads setup.cfg's harness sections with configparser, whose
+    # errors are no ValueError: a header left open, or the byte order mark
+    # pytest's own reader skips, ended check in an internal error, and the
+    # honest sibling got no evidence.
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    kept = tmp_path / "kept"  # not above the judged checkouts, where pytest would find it
+    kept.mkdir()
+    (kept / "setup.cfg").write_text(text, encoding="utf-8")
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", f"{HONEST} && cp {kept / 'setup.cfg'} setup.cfg")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", HONEST)
+    proc = gp("check", "t", "--json", code=None)
+    assert proc.returncode in (0, 1), proc.stderr[-600:]
+    checked = {i["id"]: i for i in json.loads(proc.stdout)["instances"]}
+    assert checked["2"]["verdict"] == "pass", proc.stdout[-600:]
