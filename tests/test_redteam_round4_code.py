@@ -468,3 +468,38 @@ def test_a_setup_cfg_configparser_cannot_read_crashes_no_check(tmp_path: Path, t
     assert proc.returncode in (0, 1), proc.stderr[-600:]
     checked = {i["id"]: i for i in json.loads(proc.stdout)["instances"]}
     assert checked["2"]["verdict"] == "pass", proc.stdout[-600:]
+
+
+# The attempt's impl.py: wrong, and run on the distinguishing inputs it
+# leaves a folder tree deeper than Python's recursion limit beside them.
+DOUBLE_THAT_DIGS = textwrap.dedent("""\
+    import os
+
+
+    def f(x):
+        return x + x
+
+
+    if os.environ.get("GIT_PARALLEL_DISTINGUISH_INPUTS"):
+        _here = os.getcwd()
+        os.chdir(os.environ["GIT_PARALLEL_DISTINGUISH_INPUTS"])
+        for _ in range(1500):
+            os.mkdir("d")
+            os.chdir("d")
+        os.chdir(_here)
+    """)
+
+
+@pytest.mark.slow  # three attempts, their checks and a differential pick
+def test_what_a_candidate_leaves_beside_the_distinguishing_inputs_crashes_no_pick(tmp_path: Path) -> None:
+    # The judge copied the distinguish folder out of every run's layer, the
+    # candidates' too (only the generator's is ever used), with
+    # shutil.copytree, which recursed once per level: pick ended in an
+    # internal error, and no attempt of the track could be picked.
+    from test_differential import SQUARE_MUL, SQUARE_POW, build
+
+    gp = build(tmp_path, {"1": {"impl.py": DOUBLE_THAT_DIGS}, "2": {"impl.py": SQUARE_MUL},
+                          "3": {"impl.py": SQUARE_POW}})
+    proc = gp("pick", "t", "--json", code=None)
+    assert proc.returncode == 0, proc.stderr[-600:]
+    assert json.loads(proc.stdout)["picks"][0]["winner"]["id"] == "2"

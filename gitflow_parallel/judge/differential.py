@@ -171,7 +171,9 @@ def _run_one(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checko
             _, results = gates.judge_checkout(repo.pygit, cfg, [gate], track, place, judged_tree)
         except ParallelError as exc:  # e.g. its Python would import the checkout's code from elsewhere
             return gates.gate_result(gate, error=f"{exc.code}: {exc.message}"), folder
-        written = place.spaces[-1].upper / FOLDER if place.spaces else None
+        # Only the generator's is ever used: a candidate's is the attempt's
+        # code's to fill (a tree deeper than copytree's recursion, gigabytes).
+        written = place.spaces[-1].upper / FOLDER if place.spaces and inputs is None else None
         if written is not None and written.is_dir() and not written.is_symlink():
             # What it wrote is in its layer: the judge copies it out (links as links).
             _fresh(folder)
