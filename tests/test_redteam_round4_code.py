@@ -503,3 +503,75 @@ def test_what_a_candidate_leaves_beside_the_distinguishing_inputs_crashes_no_pic
     proc = gp("pick", "t", "--json", code=None)
     assert proc.returncode == 0, proc.stderr[-600:]
     assert json.loads(proc.stdout)["picks"][0]["winner"]["id"] == "2"
+
+
+# -- environments: what the attempt commits where the kept environment goes ----------
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_files_the_attempt_commits_under_a_kept_path_join_no_environment(tmp_path: Path, layer: str) -> None:
+    # The kept environment (`keep: [.venv]`, `path: [.venv/bin]`) is laid
+    # over the checkout as a folder merged with the checkout's own: a
+    # `.venv/bin/sh` the attempt committed (the environment has none) came
+    # first on the gates' PATH and ran as the gate's shell; the wrong
+    # attempt passed.
+    config = textwrap.dedent(f"""\
+        protect: [tests/**]
+        setup:
+          run: [sh, -c, 'mkdir -p .venv/bin && printf "#!/bin/sh\\\\nexec {PY} -m pytest -q -p no:cacheprovider tests\\\\n" > .venv/bin/runtests && chmod +x .venv/bin/runtests']
+          cache_key: [.gitparallel.yaml]
+          keep: [.venv]
+          path: [.venv/bin]
+        gates:
+          - name: tests
+            run: [sh, -c, runtests]
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    agent = ("mkdir -p .venv/bin && printf '#!/bin/sh\\nexit 0\\n' > .venv/bin/sh && chmod +x .venv/bin/sh && "
+             "git add -f .venv/bin/sh && git commit -qm 'my shell'")
+    gp("run", "t", "--", "sh", "-c", agent, env=fenced(layer))
+    checked = gp.json("check", "t", code=None, env=fenced(layer))["instances"][0]
+    assert checked["verdict"] == "fail", checked["gates"]
+
+
+# The attempt's app.py: right, and its checkout's `.git` file made to name
+# a git dir of its own making: gone, or one whose index is a sparse file of
+# 16 GB (no disk used).
+def _regitted(kind: str) -> str:
+    return APP_FIXED + textwrap.dedent(f"""\
+        import os, shutil
+        if {kind!r} == "gone":
+            open('.git', 'w').write('gitdir: /nonexistent/gitdir\\n')
+        else:
+            own = open('.git').read().split('gitdir:', 1)[1].strip()
+            shutil.copytree(own, 'fake', symlinks=True)
+            common = os.path.realpath(os.path.join(own, open(os.path.join(own, 'commondir')).read().strip()))
+            open('fake/commondir', 'w').write(common + '\\n')
+            with open('fake/index', 'r+b') as index:
+                index.truncate(16 << 30)
+            open('.git', 'w').write('gitdir: ' + os.path.abspath('fake') + '\\n')
+        """)
+
+
+@pytest.mark.slow  # a capped process
+@pytest.mark.parametrize("kind", ["gone", "huge-index"])
+@pytest.mark.parametrize("layer", LANDLOCK)
+def test_a_git_file_a_gate_repointed_is_never_followed_by_the_judge(tmp_path: Path, layer: str, kind: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under Landlock alone the judge then looks for tracked changes in the
+    # checkout with libgit2, which follows its `.git` file: to a git dir
+    # that is not there it raised (check ended in an internal error, the
+    # honest sibling's evidence with it); to one of the gate's making it
+    # read its 16 GB index whole.
+    from test_bounded_reads import MAX_RSS_MB, run_capped
+
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    (tmp_path / "app.py").write_text(_regitted(kind))
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py", env=fenced(layer))
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", HONEST, env=fenced(layer))
+    monkeypatch.setenv("GIT_PARALLEL_NAMESPACE", "off")  # run_capped's process inherits it
+    proc, rss = run_capped(repo, "check", "t", "--jobs", "1")
+    assert proc.returncode == 1 and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])
+    assert gp.json("show", "t", "2")["pack"]["verdict"] == "pass"

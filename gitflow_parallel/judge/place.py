@@ -82,7 +82,7 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             # interrupted), then the leader is reaped.
             code = proc.end()
     if before is not None:
-        finding = tamper.after_command(cwd, before)
+        finding = tamper.after_command(before)
         if finding.changes:
             error = f"{E.AGENT_TAMPERED}: the command changed what no command may change: {finding.describe()}"
             with open(stdout, "ab") as out:
