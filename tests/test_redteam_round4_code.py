@@ -575,3 +575,24 @@ def test_a_git_file_a_gate_repointed_is_never_followed_by_the_judge(tmp_path: Pa
     proc, rss = run_capped(repo, "check", "t", "--jobs", "1")
     assert proc.returncode == 1 and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])
     assert gp.json("show", "t", "2")["pack"]["verdict"] == "pass"
+
+
+# -- where a gate's programs are found ------------------------------------------------
+
+
+def test_a_relative_folder_on_the_users_path_finds_no_program_of_the_attempts(tmp_path: Path) -> None:
+    # A `PATH` of the user's with a relative folder (`node_modules/.bin`,
+    # `.`, as many set it) was handed to the gates as it was, and resolved in
+    # the judged checkout: a `node_modules/.bin/sh` the attempt committed ran
+    # as the gate's shell, and the wrong attempt passed.
+    import os
+
+    config = "protect: [tests/**]\ngates:\n  - name: tests\n    run: [sh, -c, ./test.sh]\n"
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    agent = ("mkdir -p node_modules/.bin && printf '#!/bin/sh\\nexit 0\\n' > node_modules/.bin/sh && "
+             "chmod +x node_modules/.bin/sh && git add -f node_modules && git commit -qm 'my shell'")
+    gp("run", "t", "--", "sh", "-c", agent)
+    path = "node_modules/.bin" + os.pathsep + os.environ["PATH"]
+    checked = gp.json("check", "t", code=None, env={"PATH": path})["instances"][0]
+    assert checked["verdict"] == "fail", checked["gates"]

@@ -36,10 +36,12 @@ def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[
     """The environment a gate or score command runs with (see the module
     doc): ``path_first`` (what ``setup`` built) first on the ``PATH``, and
     never git-parallel's own virtual environment, whose interpreter is not
-    the project's."""
+    the project's, nor a relative folder of the user's ``PATH``
+    (``node_modules/.bin``, ``.``): looked for in the judged checkout, it
+    found the attempt's own ``sh``."""
     env = proc_env.for_command()
     own = os.path.join(sys.prefix, "bin") if sys.prefix != sys.base_prefix else None
-    parts = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != own]
+    parts = [p for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p) and p != own]
     if own and env.get("VIRTUAL_ENV") == sys.prefix:
         del env["VIRTUAL_ENV"]
     env["PATH"] = os.pathsep.join([*path_first, *parts])
