@@ -596,3 +596,24 @@ def test_a_relative_folder_on_the_users_path_finds_no_program_of_the_attempts(tm
     path = "node_modules/.bin" + os.pathsep + os.environ["PATH"]
     checked = gp.json("check", "t", code=None, env={"PATH": path})["instances"][0]
     assert checked["verdict"] == "fail", checked["gates"]
+
+
+def test_a_gate_program_the_attempt_links_to_a_fifo_hangs_no_check(tmp_path: Path) -> None:
+    # A gate's program the base does not hold is the attempt's to add:
+    # before the gates run, the judge reads its first line (is it a Python
+    # script?), following a link the attempt committed to a FIFO of the
+    # host (the runner's own /dev/stdin on a terminal), and waited for ever.
+    import os
+    import subprocess
+
+    fifo = tmp_path / "host-fifo"
+    os.mkfifo(fifo)
+    config = "protect: [tests/**]\ngates:\n  - name: tests\n    run: [./ci/test]\n"
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", f"{HONEST} && mkdir ci && ln -s {fifo} ci/test && git add -A && git commit -qm ci")
+    try:
+        proc = gp("check", "t", "--json", code=None, own_process=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("check waited on the FIFO the attempt's link names")
+    assert proc.returncode in (0, 1), proc.stderr[-600:]

@@ -342,8 +342,11 @@ def interpreter(argv: list[str], cwd: Path, env: dict[str, str]) -> str | None:
         return None
     if _PYTHON.match(Path(found).name):
         return found
-    try:
-        with open(found, "rb") as handle:
+    try:  # the attempt's file, or its link to a FIFO of the host: never waited on
+        fd = os.open(found, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb", closefd=True) as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
             line = handle.readline(256).decode("utf-8", "replace").strip()
     except OSError:
         return None
