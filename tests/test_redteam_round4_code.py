@@ -617,3 +617,27 @@ def test_a_gate_program_the_attempt_links_to_a_fifo_hangs_no_check(tmp_path: Pat
     except subprocess.TimeoutExpired:
         pytest.fail("check waited on the FIFO the attempt's link names")
     assert proc.returncode in (0, 1), proc.stderr[-600:]
+
+
+# -- the JavaScript harness: what npm reads besides package.json ----------------------
+
+NODE_TEST = "const assert = require('assert');\nassert.strictEqual(require('./calc').add(2, 3), 5);\n"
+
+
+@pytest.mark.skipif(__import__("shutil").which("npm") is None, reason="npm is not installed")
+def test_an_npmrc_the_attempt_commits_does_not_change_how_npm_test_runs(tmp_path: Path) -> None:
+    # `scripts.test` is protected (the harness section of package.json),
+    # but npm runs it through the `script-shell` of the project's .npmrc,
+    # which was the attempt's: `/bin/true -c "node test.js"`, and the wrong
+    # attempt passed without its code being run at all.
+    from conftest import GP, make_repo
+
+    package = {"name": "calc", "version": "1.0.0", "scripts": {"test": "node test.js"}}
+    repo = make_repo(tmp_path / "repo", {"calc.js": "exports.add = (a, b) => a - b;\n", "test.js": NODE_TEST,
+                                         "package.json": json.dumps(package) + "\n"},
+                     config="gates:\n  - name: tests\n    run: [npm, test]\n")
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", "echo script-shell=/bin/true > .npmrc")
+    checked = gp.json("check", "t", code=None)["instances"][0]
+    assert checked["verdict"] == "fail", Path(checked["gates"][0]["log"]).read_text()[-400:]
