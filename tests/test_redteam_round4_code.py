@@ -641,3 +641,33 @@ def test_an_npmrc_the_attempt_commits_does_not_change_how_npm_test_runs(tmp_path
     gp("run", "t", "--", "sh", "-c", "echo script-shell=/bin/true > .npmrc")
     checked = gp.json("check", "t", code=None)["instances"][0]
     assert checked["verdict"] == "fail", Path(checked["gates"][0]["log"]).read_text()[-400:]
+
+
+# The attempt's app.py: right, and when its tests import it, it writes the
+# findings file: 200,000 lines of "-".
+DASHES = APP_FIXED + "\nopen('findings.md', 'w').write('-\\n' * 200_000)\n"
+
+
+def test_a_findings_file_of_many_short_lines_hangs_no_check(tmp_path: Path) -> None:
+    # The Markdown score's pattern let its leading `[\s>*_#-]*` run across
+    # lines from every line start: time square in the lines (16,000 took 3
+    # s; these, hours), and check never ended.
+    import subprocess
+
+    config = textwrap.dedent("""\
+        protect: [tests/**]
+        gates:
+          - name: tests
+            run: [./test.sh]
+        score:
+          findings: findings.md
+        """)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    (tmp_path / "app.py").write_text(DASHES)
+    gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
+    try:
+        proc = gp("check", "t", "--json", code=None, own_process=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("check was still reading the findings file after 30 s")
+    assert json.loads(proc.stdout)["instances"][0]["score"] is None
