@@ -671,3 +671,20 @@ def test_a_findings_file_of_many_short_lines_hangs_no_check(tmp_path: Path) -> N
     except subprocess.TimeoutExpired:
         pytest.fail("check was still reading the findings file after 30 s")
     assert json.loads(proc.stdout)["instances"][0]["score"] is None
+
+
+def test_no_empty_or_relative_folder_of_the_users_library_path_reaches_a_gate(tmp_path: Path) -> None:
+    # An empty entry in LD_LIBRARY_PATH (`export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/lib`
+    # with it unset) is the current folder: in a gate, the judged checkout,
+    # where the loader would take the attempt's own `libz.so.1` for the
+    # Python that runs the tests.
+    import os
+
+    config = "gates:\n  - name: env\n    mode: observe\n    run: [sh, -c, 'echo \"LDP=[$LD_LIBRARY_PATH]\"']\n"
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", HONEST)
+    library = os.pathsep + "lib" + os.pathsep + "/opt/gp-nowhere/lib"
+    gate = gp.json("check", "t", env={"LD_LIBRARY_PATH": library})["instances"][0]["gates"][0]
+    said = Path(gate["log"]).read_text()
+    assert "LDP=[/opt/gp-nowhere/lib]" in said, said
