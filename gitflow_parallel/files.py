@@ -15,6 +15,7 @@ import os
 import stat
 from pathlib import Path
 from collections.abc import Mapping
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import yaml
@@ -225,17 +226,18 @@ def tree_entries(top: str | os.PathLike[str],
                 continue
 
 
-def remove_tree(path: str | os.PathLike[str], ignore_errors: bool = False) -> None:
+def remove_tree(path: str | os.PathLike[str], ignore_errors: bool = False, dir_fd: int | None = None) -> None:
     """``shutil.rmtree`` at any depth: ``path`` and everything under it
     removed through folder descriptors (no link followed, no path past
     ``PATH_MAX``), folders a command left without write or search permission
     opened up first.  A link at ``path`` is refused as rmtree refuses it.
+    ``path`` is relative to the folder ``dir_fd`` when given (``beneath``).
     ``OSError`` when something could not be removed (what could be is),
     unless ``ignore_errors``."""
     try:
-        if stat.S_ISLNK(os.lstat(path).st_mode):
+        if stat.S_ISLNK(os.lstat(path, dir_fd=dir_fd).st_mode):
             raise OSError(f"{os.fspath(path)} is a symbolic link: not removed as a folder")
-        _remove_tree(os.fspath(path))
+        _remove_tree(os.fspath(path), dir_fd)
     except OSError:
         if not ignore_errors:
             raise
@@ -249,8 +251,8 @@ def _open_folder(name: str, parent: int | None) -> int:
         return os.open(name, _DIR, dir_fd=parent)
 
 
-def _remove_tree(top: str) -> None:
-    fd = _open_folder(top, None)
+def _remove_tree(top: str, dir_fd: int | None = None) -> None:
+    fd = _open_folder(top, dir_fd)
     names: list[str] = []  # the folders descended into, from top
     stuck: list[set[str]] = [set()]  # per level: folders that would not go
     failed: OSError | None = None
@@ -294,9 +296,49 @@ def _remove_tree(top: str) -> None:
                 stuck[-1].add(name)
     finally:
         os.close(fd)
-    os.rmdir(top)
+    os.rmdir(top, dir_fd=dir_fd)
     if failed is not None:
         raise failed
+
+
+@contextmanager
+def beneath(root: str | os.PathLike[str], rel: str) -> Iterator[tuple[int, str]]:
+    """(a descriptor of the folder holding ``rel`` under ``root``, its last
+    name), every folder on the way opened without following a link: what
+    the judge writes or removes in a folder untrusted code wrote (a judged
+    checkout under Landlock alone) never goes through a link it left there.
+    ``OSError`` when a folder on the way is a link, not a folder, or gone."""
+    parts = [p for p in os.path.normpath(rel).split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise OSError(f"{rel!r} is not a path under {os.fspath(root)}")
+    fd = os.open(root, _DIR)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        yield fd, parts[-1]
+    finally:
+        os.close(fd)
+
+
+def unlink_beneath(root: str | os.PathLike[str], rel: str) -> None:
+    """Remove the file (or link) ``rel`` under ``root`` (see ``beneath``); gone already is fine."""
+    with beneath(root, rel) as (fd, name):
+        try:
+            os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+
+
+def write_beneath(root: str | os.PathLike[str], rel: str, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` as the new file ``rel`` under ``root`` (see
+    ``beneath``): ``FileExistsError`` if anything is at that name."""
+    with beneath(root, rel) as (folder, name):
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=folder)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            os.fchmod(handle.fileno(), mode)  # the mode asked, whatever the umask
 
 
 def untrusted_json(text: str | bytes) -> Any:

@@ -58,6 +58,7 @@ from gitflow_parallel.files import untrusted_json, untrusted_toml
 RUNNER_CONFIGS = ("**/jest.config.*", "**/vitest.config.*", "**/vitest.workspace.*", "**/.mocharc*",
                   "**/ava.config.*", "**/playwright.config.*", "**/karma.conf.*", "**/babel.config.*",
                   "**/.babelrc*")
+PACKAGE_MANAGER_CONFIGS = ("**/.npmrc", "**/.yarnrc", "**/.yarnrc.yml", "**/bunfig.toml")
 # Wholly harness: globs in git/scratch's syntax (``**/`` spans folders).
 HARNESS_PATTERNS = (
     "**/conftest.py", "**/pytest.ini", "**/.pytest.ini", "**/pytest.toml", "**/.pytest.toml",
@@ -65,6 +66,10 @@ HARNESS_PATTERNS = (
     "**/sitecustomize.py", "**/usercustomize.py", "**/*.pth",
     "**/Makefile", "**/GNUmakefile", "**/makefile", "**/justfile", "**/Justfile",
     *RUNNER_CONFIGS,
+    # How the package manager runs a script: .npmrc's `script-shell` and
+    # `node-options`, yarn's `yarnPath` (the yarn that runs), bun's test
+    # `preload`: an .npmrc with `script-shell=/bin/true` passed any test.
+    *PACKAGE_MANAGER_CONFIGS,
 )
 
 # Files that carry the product too: only these sections are the harness's.
@@ -126,7 +131,10 @@ def _parse(path: str, data: bytes) -> tuple[str, dict[str, object] | RawConfigPa
         import configparser
 
         parser = configparser.RawConfigParser(strict=False, interpolation=None)
-        parser.read_string(text)
+        try:
+            parser.read_string(text)
+        except configparser.Error as exc:  # no ValueError: a header left open, a byte order mark
+            raise ValueError(f"setup.cfg does not parse: {type(exc).__name__}") from None
         return name, parser
     if name == "package.json":
         doc = untrusted_json(text)

@@ -126,7 +126,21 @@ def protected_patterns(config: Mapping[str, Any], base_tree: pygit2.Tree) -> lis
     defaults = list(harness.HARNESS_PATTERNS) if config.get("protect_defaults", True) else []
     findings = findings_file(config)
     defaults += [re.sub(r"([*?])", r"[\1]", findings)] if findings else []
+    defaults += kept_environment(config)
     return sorted(set(literal) | set(config.get("protect") or []) | set(defaults))
+
+
+def kept_environment(config: Mapping[str, Any]) -> list[str]:
+    """The setup's ``keep`` paths, as patterns (each holds what is under it),
+    when they are protected (``protect_defaults``).  The kept environment is
+    laid there over the checkout, its folders merged with the checkout's: a
+    ``.venv/bin/sh`` the attempt committed (the environment has none) came
+    first on the gates' ``PATH`` and ran as their shell."""
+    if not config.get("protect_defaults", True):
+        return []
+    keep = (config.get("setup") or {}).get("keep") or []
+    paths = {posixpath.normpath(str(k)).strip("/") for k in keep}
+    return sorted(re.sub(r"([*?])", r"[\1]", p) for p in paths if p not in ("", ".", "..") and not p.startswith("../"))
 
 
 def findings_file(config: Mapping[str, Any]) -> str | None:
@@ -185,6 +199,7 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
     config = config or {}
     mixed = config.get("protect_defaults", True)
     findings = findings_file(config)
+    kept = kept_environment(config)
     scripts = harness.npm_scripts(g["run"] for g in config.get("gates") or [])
     out: dict[str, dict[str, Any]] = {}
     diff = base_tree.diff_to_tree(tree)
@@ -195,7 +210,7 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
             is_mixed = mixed and harness.is_mixed(path)
             restored, dependencies = True, False
             if matches(path, patterns):
-                harness_file = is_mixed or matches(path, harness.HARNESS_PATTERNS, folders=False)
+                harness_file = is_mixed or matches(path, harness.HARNESS_PATTERNS, folders=False) or matches(path, kept)
             elif is_mixed and harness.harness_changed(path, _blob_data(repo, base_tree, path),
                                                       _blob_data(repo, tree, path), scripts):
                 harness_file = True
@@ -443,18 +458,7 @@ class Checkout:
     def _trusted(self) -> bool:
         """Is the checkout as git-parallel left it: never marked used, its
         ``.git`` a regular file naming its own admin folder, which names it back?"""
-        if os.path.lexists(_used(self.path)):
-            return False
-        gitfile = self.path / ".git"
-        if gitfile.is_symlink() or not gitfile.is_file():
-            return False
-        admin = read_gitdir_file(gitfile)
-        try:
-            folder = (self.repo.common_dir / "worktrees").resolve()
-            return (admin is not None and admin.parent.resolve() == folder and not admin.is_symlink()
-                    and Path((admin / "gitdir").read_text(encoding="utf-8").strip()) == gitfile)
-        except OSError:
-            return False
+        return not os.path.lexists(_used(self.path)) and own_gitfile(self.repo.common_dir, self.path)
 
     def prepare(self, commit: str, keep: Iterable[str] = ()) -> Path:
         """Make the checkout hold exactly ``commit``'s tracked files (and,
@@ -530,6 +534,23 @@ class Checkout:
             return None
 
 
+def own_gitfile(common_dir: Path, path: Path) -> bool:
+    """Is the ``.git`` of the checkout at ``path`` as git wrote it: a regular
+    file naming its own admin folder in ``<common>/worktrees``, which names
+    it back?  Else libgit2 must not open the checkout: a gate that wrote in
+    it (Landlock alone) may have pointed it at a git dir of its making."""
+    gitfile = path / ".git"
+    if gitfile.is_symlink() or not gitfile.is_file():
+        return False
+    admin = read_gitdir_file(gitfile)
+    try:
+        folder = (common_dir / "worktrees").resolve()
+        return (admin is not None and admin.parent.resolve() == folder and not admin.is_symlink()
+                and Path((admin / "gitdir").read_text(encoding="utf-8").strip()) == gitfile)
+    except OSError:
+        return False
+
+
 def _used(path: Path) -> Path:
     return path.with_name(path.name + ".used")
 
@@ -541,12 +562,10 @@ def admin_dirs(common_dir: Path, path: Path) -> list[Path]:
     if not folder.is_dir():
         return found
     want = {str(path / ".git"), str(path.resolve() / ".git")}
-    admin = read_gitdir_file(path / ".git")  # the worktree's own pointer, if git got as far as writing it
-    try:
-        if admin is not None and admin.resolve().parent == folder.resolve():  # never rmtree anything else
-            found.append(admin)
-    except OSError:
-        pass
+    # Never by the checkout's own ``.git`` file: under Landlock alone a gate
+    # writes the checkout, and repointed it at the admin folder of another
+    # worktree (the user's own, an instance's), which went with it.  git
+    # writes an admin folder's ``gitdir`` before the worktree's ``.git``.
     for admin in folder.iterdir():
         try:
             if (admin / "gitdir").read_text(encoding="utf-8").strip() in want and admin not in found:

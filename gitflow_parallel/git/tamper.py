@@ -378,24 +378,38 @@ def common_of(checkout: Path) -> Path | None:
         return None
 
 
-def before_command(checkout: Path) -> Snapshot | None:
+@dataclass
+class Before:
+    """What ``before_command`` saw: the checkout's common dir and the commit
+    judged (its HEAD), and the snapshot of what no command may change."""
+
+    common: Path
+    tip: str | None
+    snapshot: Snapshot
+
+
+def before_command(checkout: Path) -> Before | None:
     """The snapshot before a gate, score or judge command runs in the
     scratch checkout ``checkout`` (None if it is no linked worktree)."""
     common = common_of(Path(checkout))
-    return take(common) if common is not None else None
-
-
-def after_command(checkout: Path, before: Snapshot) -> Finding:
-    """Compare and restore after that command: any instance branch may be
-    moved by its agent meanwhile, and the commit judged is HEAD."""
-    common = common_of(Path(checkout))
     if common is None:
-        return Finding()
+        return None
     try:
         tip: str | None = str(pygit2.Repository(str(checkout)).head.target)
     except (pygit2.GitError, KeyError):
         tip = None
-    return check(pygit2.Repository(str(common)), before, [INSTANCE_BRANCHES], tip)
+    return Before(common, tip, take(common))
+
+
+def after_command(before: Before) -> Finding:
+    """Compare and restore after that command: any instance branch may be
+    moved by its agent meanwhile, and the commit judged is HEAD.  The common
+    dir and HEAD are those read before it ran, never through the checkout's
+    ``.git`` file again: a command that wrote the checkout (Landlock alone)
+    repointed it, at a git dir that is not there (libgit2 raised, and check
+    ended in an internal error) or one of its choosing, which this would
+    then have "restored"."""
+    return check(pygit2.Repository(str(before.common)), before.snapshot, [INSTANCE_BRANCHES], before.tip)
 
 
 def check(repo: pygit2.Repository, before: Snapshot, others: Iterable[str] = (), tip: str | None = None) -> Finding:

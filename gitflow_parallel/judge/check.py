@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-import os
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
@@ -22,7 +21,7 @@ from gitflow_parallel import config, evidence, faults, model, notify, provenance
 from gitflow_parallel.git import lfs, scratch
 from gitflow_parallel.state import share
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import remove_hostile_files, sha256_bytes, untrusted_json, utcnow
+from gitflow_parallel.files import remove_hostile_files, sha256_bytes, untrusted_json, unlink_beneath, utcnow, write_beneath
 from gitflow_parallel.git.repo import worktree_changes
 from gitflow_parallel.config import scratch_patterns
 from gitflow_parallel.names import check_name
@@ -292,27 +291,36 @@ def _added_stage(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateCon
     tree = repo[commit].peel(pygit2.Commit).tree
     if place.overlaid:
         return _added_layered(repo, tree, paths, again, inst, place, mode)
-    written = []
+    written: list[str] = []
     try:
-        for rel in paths:
-            target = hidden.safe_target(place.worktree, rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            # A new file, never through a link a gate left at its name.
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-            written.append(target)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(repo.odb.read(tree[rel].id)[1])
+        _lay_added(repo, tree, paths, place.worktree, written)
         stage = Place(worktree=place.worktree, log_dir=place.log_dir, log_prefix=f"{place.log_prefix}.added",
                       facts=place.facts, path=place.path, repository=place.repository, fence=place.fence,
                       lane=place.lane)
         ran = run_gates(again, inst["track"], stage)
-    except FileExistsError as exc:
-        raise ParallelError(E.EVIDENCE_MISMATCH, f"a gate left {exc.filename} where an added test goes; "
-                            "nothing is written through it", hint="check again: the checkout is made afresh") from None
     finally:
-        for target in written:
-            target.unlink(missing_ok=True)
+        for rel in written:
+            try:  # the stage's gates ran the attempt's code there: never through a link it left
+                unlink_beneath(place.worktree, rel)
+            except OSError:
+                pass  # the checkout is made afresh before anyone judges in it again
     return {"mode": mode, "paths": paths, "gates": ran, "passed": verdict_of(ran) == "pass"}
+
+
+def _lay_added(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str], worktree: Path,
+               written: list[str]) -> None:
+    """Write the added tests into the checkout the gates wrote (Landlock
+    alone), each a new file, never through a link a gate left at its name
+    or on the way; ``written`` says which went in."""
+    try:
+        for rel in paths:
+            hidden.safe_target(worktree, rel).parent.mkdir(parents=True, exist_ok=True)
+            write_beneath(worktree, rel, repo.odb.read(tree[rel].id)[1])
+            written.append(rel)
+    except OSError as exc:  # a file, or a link on the way, where an added test goes
+        raise ParallelError(E.EVIDENCE_MISMATCH, f"a gate left {exc.filename or 'a link'} where an added test goes "
+                            f"({exc.strerror or exc}); nothing is written through it",
+                            hint="check again: the checkout is made afresh") from None
 
 
 def _added_layered(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str], again: list[GateConfig],
@@ -339,10 +347,18 @@ def _still_judged(path: Path, commit: str, what: str, common: Path) -> None:
     # Under Landlock alone the gates wrote it: libgit2 would block on a FIFO
     # there, or read a 20 GB .gitignore whole.
     remove_hostile_files(path)
-    moved = _head_of(path)
-    changed = _tracked_changes(path, common)
-    if moved != commit or changed:
-        what_changed = (f"HEAD moved to {str(moved)[:12]}" if moved != commit
+    # Nor is its `.git` file followed unless git wrote it as it is: to a git
+    # dir that is not there libgit2 raised; to one of the gate's making it
+    # read a 16 GB index whole.
+    own = scratch.own_gitfile(common, path)
+    moved = _head_of(path) if own else None
+    try:
+        changed = _tracked_changes(path, common) if own else []
+    except pygit2.GitError as exc:  # it could not read them as they are
+        changed = [f"(unreadable: {exc})"]
+    if not own or moved != commit or changed:
+        what_changed = ("its .git file no longer names its own git dir" if not own
+                        else f"HEAD moved to {str(moved)[:12]}" if moved != commit
                         else "tracked files changed: " + ", ".join(changed[:10]) + (" …" if len(changed) > 10 else ""))
         raise ParallelError(
             E.EVIDENCE_MISMATCH,

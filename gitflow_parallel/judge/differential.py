@@ -172,7 +172,9 @@ def _run_one(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checko
             _, results = gates.judge_checkout(repo.pygit, cfg, [gate], track, place, judged_tree)
         except ParallelError as exc:  # e.g. its Python would import the checkout's code from elsewhere
             return gates.gate_result(gate, error=f"{exc.code}: {exc.message}"), folder
-        written = place.spaces[-1].upper / FOLDER if place.spaces else None
+        # Only the generator's is ever used: a candidate's is the attempt's
+        # code's to fill (a tree deeper than copytree's recursion, gigabytes).
+        written = place.spaces[-1].upper / FOLDER if place.spaces and inputs is None else None
         if written is not None and written.is_dir() and not written.is_symlink():
             # What it wrote is in its layer: the judge copies it out (links as links).
             _fresh(folder)
@@ -196,32 +198,42 @@ def distinguish(project: Project, record: RunRecord, track: str,
     """Run the generator and every candidate on its inputs.  Returns (what
     the pick record keeps under ``differential``, the behaviour of each
     candidate by id, or None when the caller must fall back)."""
-    repo, cfg = project.repo, record["config"]
-    d, base = cfg["distinguish"], record["base"]["commit"]
+    repo, d = project.repo, record["config"]["distinguish"]
     basis = json.dumps(sorted((c["id"], c["commit"]) for c in candidates)).encode()
     store = repo.parallel_dir / "distinguish" / record["run_id"] / f"{track}-{hashlib.sha256(basis).hexdigest()[:12]}"
     out: Differential = {"command": list(d["command"]), "run": list(d["run"]), "status": "ran", "fallback": None}
-    attempts = Path(tempfile.mkdtemp(prefix="git-parallel-distinguish-"))
-    try:
-        _write_attempts(repo.pygit, base, candidates, attempts)
-        with scratch.borrow(repo) as checkout:
-            gen, folder = _run_one(repo, record, track, checkout, base, base, repo.tree_of(base),
-                                   _gate("generate", d["command"], d["timeout"], "observe"), f"distinguish-{track}",
-                                   {"DISTINGUISH_ATTEMPTS": str(attempts)}, None)
-            out["generator"] = {k: gen.get(k) for k in ("exit_code", "error", "duration_s", "log", "log_sha256")}
-            if not gen["passed"]:
-                return _fallback(out, E.DISTINGUISH_FAILED, f"distinguish.command failed: {_failure(gen)}"), None
-            inputs = out["inputs"] = _keep_inputs(folder, store / "inputs")
-            if not inputs["files"]:
-                return _fallback(out, E.DISTINGUISH_EMPTY, "distinguish.command exited 0 but wrote nothing into "
-                                 "GIT_PARALLEL_DISTINGUISH_OUT"), None
-            outputs = out["outputs"] = _run_candidates(repo, record, track, checkout, candidates, store / "inputs")
-    finally:
-        remove_tree(attempts, ignore_errors=True)
+    with scratch.borrow(repo) as checkout:
+        gen, folder = _generate(repo, record, track, checkout, candidates)
+        out["generator"] = {k: gen.get(k) for k in ("exit_code", "error", "duration_s", "log", "log_sha256")}
+        if not gen["passed"]:
+            return _fallback(out, E.DISTINGUISH_FAILED, f"distinguish.command failed: {_failure(gen)}"), None
+        inputs = out["inputs"] = _keep_inputs(folder, store / "inputs")
+        if not inputs["files"]:
+            return _fallback(out, E.DISTINGUISH_EMPTY, "distinguish.command exited 0 but wrote nothing into "
+                             "GIT_PARALLEL_DISTINGUISH_OUT"), None
+        outputs = out["outputs"] = _run_candidates(repo, record, track, checkout, candidates, store / "inputs")
     if all(o["sha256"] is None for o in outputs.values()):
         first = next(iter(outputs.values()))
         return _fallback(out, E.DISTINGUISH_FAILED, f"distinguish.run ran for no attempt: {first['error']}"), None
     return out, {i: {"exit_code": o["exit_code"], "sha256": o["sha256"], "error": o["error"]} for i, o in outputs.items()}
+
+
+def _generate(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checkout,
+              candidates: list[Candidate]) -> tuple[GateResult, Path]:
+    """Run the generator on the base, the attempts' files laid out for it in
+    a folder that is removed as soon as it ends: it is in ``/tmp``, which
+    every sandboxed command reads, and each candidate's code runs next (a
+    wrong one ran a right sibling's ``impl.py`` from there, and behaved as
+    it did)."""
+    d, base = record["config"]["distinguish"], record["base"]["commit"]
+    attempts = Path(tempfile.mkdtemp(prefix="git-parallel-distinguish-"))
+    try:
+        _write_attempts(repo.pygit, base, candidates, attempts)
+        return _run_one(repo, record, track, checkout, base, base, repo.tree_of(base),
+                        _gate("generate", d["command"], d["timeout"], "observe"), f"distinguish-{track}",
+                        {"DISTINGUISH_ATTEMPTS": str(attempts)}, None)
+    finally:
+        remove_tree(attempts, ignore_errors=True)
 
 
 def _run_candidates(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checkout,

@@ -60,7 +60,7 @@ import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import atomic_write, canonical_json, remove_tree, sha256_bytes, tree_entries, untrusted_json
+from gitflow_parallel.files import atomic_write, beneath, canonical_json, remove_tree, sha256_bytes, tree_entries, untrusted_json
 from gitflow_parallel.git import scratch
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 from gitflow_parallel.shapes.pack import SetupEntry
@@ -130,14 +130,20 @@ def _read_stamp(checkout: Path) -> dict[str, object]:
 
 
 def _drop(checkout: Path, keep: list[str]) -> None:
-    """Remove what an earlier setup kept (and the stamp that vouched for it)."""
+    """Remove what an earlier setup kept (and the stamp that vouched for it),
+    never through a link: setup ran the attempt's build in the checkout
+    (Landlock alone), which made the folder holding a ``keep`` path a link to
+    a folder of the user's.  What cannot be reached so stays, unvouched for."""
     stamp_path(checkout).unlink(missing_ok=True)
     for rel in keep:
-        path = checkout / rel
-        if path.is_symlink() or path.is_file():
-            path.unlink(missing_ok=True)
-        elif path.is_dir():
-            remove_tree(path, ignore_errors=True)
+        try:
+            with beneath(checkout, rel) as (fd, name):
+                if stat.S_ISDIR(os.lstat(name, dir_fd=fd).st_mode):
+                    remove_tree(name, ignore_errors=True, dir_fd=fd)
+                else:
+                    os.unlink(name, dir_fd=fd)
+        except OSError:
+            continue
 
 
 def needed(cfg: FrozenConfig, gates: list[GateConfig]) -> SetupConfig | None:
@@ -336,8 +342,11 @@ def interpreter(argv: list[str], cwd: Path, env: dict[str, str]) -> str | None:
         return None
     if _PYTHON.match(Path(found).name):
         return found
-    try:
-        with open(found, "rb") as handle:
+    try:  # the attempt's file, or its link to a FIFO of the host: never waited on
+        fd = os.open(found, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb", closefd=True) as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
             line = handle.readline(256).decode("utf-8", "replace").strip()
     except OSError:
         return None
@@ -365,8 +374,10 @@ def check_imports(python: str, packages: list[str], cwd: Path, ask: Callable[[li
         return  # it cannot even start: the gate will fail loudly on its own
     top = os.path.realpath(cwd)
     for name, places in sorted(found.items()) if isinstance(found, dict) else []:
-        outside = [p for p in places if isinstance(p, str)
-                   and os.path.commonpath([top, os.path.realpath(p)]) != top]
+        # The attempt's code may have answered (a committed json.py): only
+        # a list of absolute paths is an answer.
+        outside = [p for p in places if isinstance(p, str) and p.startswith("/") and "\0" not in p
+                   and os.path.commonpath([top, os.path.realpath(p)]) != top] if isinstance(places, list) else []
         if outside:
             raise ParallelError(
                 E.GATE_OUTSIDE_CHECKOUT,

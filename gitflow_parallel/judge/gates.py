@@ -29,7 +29,7 @@ from gitflow_parallel.model import RunRecord
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.proc import sandbox
-from gitflow_parallel.judge.fingerprints import read_head, read_regular, sha256_path
+from gitflow_parallel.judge.fingerprints import READ_CAP, read_head, read_regular, sha256_path
 from gitflow_parallel.judge.place import Layer, Place, execute, failure_code, gate_env, judging
 from gitflow_parallel.shapes.records import InstanceRecord, Refusal, Verdict
 from gitflow_parallel.shapes.pack import GateResult, Judged, ProbeSignature, SetupEntry, Verification
@@ -109,23 +109,39 @@ def _run_hidden(gate: GateConfig, place: Place, env: dict[str, str], argv: list[
     return result
 
 
-def _files_written(place: Place, patterns: Iterable[str]) -> dict[str, str]:
+# How much of a probe's ``outputs`` the judge reads: the attempt's code,
+# run by the probe, decides how many files it leaves and how large (sparse
+# files of gigabytes cost it nothing), and each is listed in the pack.
+MAX_OUTPUT_FILES = 10_000
+MAX_OUTPUT_BYTES = 256 << 20
+
+
+def _files_written(place: Place, patterns: Iterable[str]) -> tuple[dict[str, str], str | None]:
     """sha256 of the regular files the gates left that ``patterns`` match
     (what a probe wrote, so what it saw, not the commit's tree); nothing
-    outside the checkout or under ``.git``, no link followed."""
+    outside the checkout or under ``.git``, no link followed.  With the
+    error that stopped the reading: over ``MAX_OUTPUT_FILES`` files, or
+    over ``MAX_OUTPUT_BYTES`` read."""
     merged = place.merged()
     out: dict[str, str] = {}
+    read = 0
     for pattern in patterns:
-        for rel in merged.names(pattern):
+        for rel in merged.names(pattern, limit=MAX_OUTPUT_FILES):
             relpath = os.path.normpath(rel)
             if relpath.startswith("..") or relpath.split("/")[0] == ".git":
                 continue
+            if len(out) >= MAX_OUTPUT_FILES:
+                return {}, f"its outputs hold over {MAX_OUTPUT_FILES} files; none is read"
             found = merged.find(relpath)
-            data, size = read_head(found) if found is not None and _inside(found, merged.layers) else (None, 0)
+            inside = found is not None and _inside(found, merged.layers)
+            data, size = read_head(found, min(READ_CAP, MAX_OUTPUT_BYTES - read)) if found and inside else (None, 0)
             if data is not None:  # over the cap: its first part, and its size
+                read += len(data)
+                if read >= MAX_OUTPUT_BYTES and size > len(data):
+                    return {}, f"its outputs hold over {MAX_OUTPUT_BYTES >> 20} MB; they are not read further"
                 digest = sha256_bytes(data)
                 out[Path(relpath).as_posix()] = digest if size <= len(data) else f"{digest}+{size}"
-    return dict(sorted(out.items()))
+    return dict(sorted(out.items())), None
 
 
 def _inside(path: Path, roots: list[Path]) -> bool:
@@ -150,7 +166,9 @@ def probe_signature(gate: GateConfig, place: Place, log: Path, code: int | None,
     if error is not None:
         return {"exit_code": None, "over": over, "sha256": None, "error": error}
     if over == "outputs":
-        files = _files_written(place, gate["outputs"])
+        files, too_much = _files_written(place, gate["outputs"])
+        if too_much is not None:
+            return {"exit_code": None, "over": over, "sha256": None, "error": too_much}
         return {"exit_code": code, "over": over, "sha256": sha256_bytes(json.dumps(files, sort_keys=True).encode()),
                 "files": files}
     head, size = read_head(log)

@@ -30,7 +30,7 @@ from typing import Iterator
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import read_tail
+from gitflow_parallel.files import beneath, read_tail, unlink_beneath, write_beneath
 from gitflow_parallel.proc.sandbox import tmp_root
 
 # Counts of at most six digits, each kind once: the attempt's code prints
@@ -102,20 +102,25 @@ def overlaid(root: Path, checkout: Path) -> Iterator[list[str]]:
                 if not (checkout / parent).exists():
                     (checkout / parent).mkdir()
                     made.append(checkout / parent)
-            if target.is_symlink() or target.exists():
-                target.unlink()
-            target.write_bytes((root / rel).read_bytes())
+            unlink_beneath(checkout, rel)
+            write_beneath(checkout, rel, (root / rel).read_bytes())
         yield sorted(saved)
     finally:
+        # The gate ran the attempt's code in the checkout itself: a folder
+        # on the way may now be a link to one of the user's.  What cannot be
+        # put back without following one is left: the checkout is made
+        # afresh before anyone judges in it again (``scratch``).
         for rel, data in saved.items():
-            target = checkout / rel
-            target.unlink(missing_ok=True)
-            if data is not None:
-                target.write_bytes(data[0])
-                target.chmod(stat.S_IMODE(data[1]))
+            try:
+                unlink_beneath(checkout, rel)
+                if data is not None:
+                    write_beneath(checkout, rel, data[0], stat.S_IMODE(data[1]))
+            except OSError:
+                continue
         for folder in reversed(made):
             try:
-                folder.rmdir()
+                with beneath(checkout, str(folder.relative_to(checkout))) as (fd, name):
+                    os.rmdir(name, dir_fd=fd)
             except OSError:
                 pass
 

@@ -164,15 +164,16 @@ class Merged:
                 return None
         return None
 
-    def names(self, pattern: str) -> list[str]:
+    def names(self, pattern: str, limit: int | None = None) -> list[str]:
         """Relative paths matching the glob ``pattern`` (``**`` for any
         folders) in any layer, no link followed on the way: ``glob`` follows
         them, so a probe's ``out -> /`` had the judge walk the host's tree,
-        and ``/proc/<pid>/root`` around it again, for ever."""
+        and ``/proc/<pid>/root`` around it again, for ever.  Past ``limit``
+        matches the walk stops (more than ``limit`` are then returned)."""
         found: set[str] = set()
         parts = [p for p in pattern.split("/") if p not in ("", ".")]
         for layer in self.layers:
-            _match(str(layer), "", parts, found)
+            _match(str(layer), "", parts, found, limit)
         return sorted(f for f in found if f)
 
 
@@ -183,12 +184,13 @@ def _entries(folder: str) -> list[os.DirEntry[str]]:
         return []
 
 
-def _match(root: str, rel: str, parts: list[str], out: set[str]) -> None:
+def _match(root: str, rel: str, parts: list[str], out: set[str], limit: int | None = None) -> None:
     """Add to ``out`` the paths under ``root``/``rel`` that ``parts`` (a
     glob's segments) match, descending only into real folders; without
-    recursion (a probe may leave a tree deeper than Python's limit)."""
+    recursion (a probe may leave a tree deeper than Python's limit); no
+    further once ``out`` holds over ``limit``."""
     stack = [(rel, parts)]
-    while stack:
+    while stack and (limit is None or len(out) <= limit):
         rel, parts = stack.pop()
         if not parts:
             out.add(rel)

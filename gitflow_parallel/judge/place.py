@@ -36,13 +36,20 @@ def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[
     """The environment a gate or score command runs with (see the module
     doc): ``path_first`` (what ``setup`` built) first on the ``PATH``, and
     never git-parallel's own virtual environment, whose interpreter is not
-    the project's."""
+    the project's, nor an empty or relative folder of the user's ``PATH``
+    or ``LD_LIBRARY_PATH`` (``node_modules/.bin``, ``.``, the empty entry a
+    careless ``export`` leaves): looked for in the judged checkout, it found
+    the attempt's own ``sh`` (or would load its own ``libz.so.1``)."""
     env = proc_env.for_command()
     own = os.path.join(sys.prefix, "bin") if sys.prefix != sys.base_prefix else None
-    parts = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != own]
+    parts = [p for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p) and p != own]
     if own and env.get("VIRTUAL_ENV") == sys.prefix:
         del env["VIRTUAL_ENV"]
     env["PATH"] = os.pathsep.join([*path_first, *parts])
+    if "LD_LIBRARY_PATH" in env:
+        libraries = [p for p in env.pop("LD_LIBRARY_PATH").split(os.pathsep) if os.path.isabs(p)]
+        if libraries:
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(libraries)
     env.update(extra)
     env.update({f"GIT_PARALLEL_{k}": v for k, v in facts.items()})
     return env
@@ -82,7 +89,7 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             # interrupted), then the leader is reaped.
             code = proc.end()
     if before is not None:
-        finding = tamper.after_command(cwd, before)
+        finding = tamper.after_command(before)
         if finding.changes:
             error = f"{E.AGENT_TAMPERED}: the command changed what no command may change: {finding.describe()}"
             with open(stdout, "ab") as out:

@@ -20,8 +20,12 @@ MAX_FINDINGS_BYTES = 64 << 20
 
 
 
-_MD_SCORE = re.compile(r"^[\s>*_#-]*anti_slop_score[*_]*\s*:\s*[*_`]*([^\s*_`]*)", re.IGNORECASE | re.MULTILINE)
-_INT = re.compile(r"[+-]?[0-9]+")
+# Within one line: a `\s` before the name ran across lines from every line
+# start, time square in the lines (the attempt's code may write the file).
+_MD_SCORE = re.compile(r"^[ \t>*_#-]*anti_slop_score[*_]*[ \t]*:[ \t]*[*_`]*([^\s*_`]*)", re.IGNORECASE | re.MULTILINE)
+# A score is a few digits: Python makes no int of over 4,300 (ValueError),
+# and the attempt's code may write the line.
+_INT = re.compile(r"[+-]?[0-9]{1,64}")
 
 
 def _score_value(text: str) -> int | None:

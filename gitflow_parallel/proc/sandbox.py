@@ -571,9 +571,12 @@ class GatePlan:
             from gitflow_parallel.git.scratch import judged_root
 
             # Nor the other judged checkouts (a sibling's code, the hidden
-            # tests the judge copied in): its own is granted back by its write rule.
+            # tests the judge copied in): its own is granted back by its write
+            # rule.  Nor git-parallel's own folder, as under the namespace
+            # layer: the logs of every gate and attempt are there, and its
+            # project lock, which a gate held (read-only) as long as it ran.
             pool = judged_root(self.common, self.main_workdir)
-            denied += [p for p in [*hidden, pool] if p.is_dir()]
+            denied += [p for p in [*hidden, pool, *_always_hidden(self.common)] if p.is_dir()]
             if self.main_workdir is not None:
                 try:
                     denied += [self.main_workdir / n for n in os.listdir(self.main_workdir) if n != ".git"]
