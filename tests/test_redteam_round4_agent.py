@@ -7,12 +7,19 @@ fix needs a design choice for is a strict xfail, its route explained)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tempfile
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from conftest import git
-from hostile import needs_namespace, status
+from hostile import log_of, needs_namespace, status
 from test_hostile import HONEST, act, project
+from test_sandbox import LAYERS, fenced
 
 # -- the admin folder: what cleanup and merge read there after the agent ------
 
@@ -90,3 +97,39 @@ def test_a_huge_sparse_head_the_agent_leaves_is_read_whole_by_no_verb(tmp_path: 
         if verb[0] == "run":
             said = status(gp, "t")["1"]["error"]
             assert proc.returncode == 1 and "HEAD: 8,589,934,592 bytes" in said, said
+
+
+# -- processes: the user's tmux server -------------------------------------------
+
+# Under Landlock alone a path socket is reached whatever the fence (Landlock
+# mediates no connect(2) to one): the server of `run --tmux`, or the user's
+# own, runs what any client asks, outside the fence.
+TMUX_LAYERS = [LAYERS[0], pytest.param("landlock", marks=[*LAYERS[1].marks, pytest.mark.xfail(
+    strict=True, reason="Landlock alone mediates no connect(2) to a path socket: the agent reaches the socket of "
+                        "any tmux server of the user's (run --tmux's too) and has it run a command unfenced; the fix "
+                        "needs a layer Landlock lacks (a rule on connecting to path sockets, or a seccomp filter on "
+                        "AF_UNIX sockets, which would refuse an honest test's own socket too)")])]
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+@pytest.mark.parametrize("layer", TMUX_LAYERS)
+def test_an_agent_has_no_tmux_server_of_the_users_run_anything(tmp_path: Path, layer: str) -> None:
+    # The user works in tmux (or ran `git parallel run --tmux` earlier): the
+    # agent asks that server to run a command, which the server starts
+    # itself, outside the sandbox, as the user.
+    sock = Path(tempfile.mkdtemp(prefix="gpt-", dir="/tmp"))  # a private server, as the user's would be
+    server = {**os.environ, "TMUX_TMPDIR": str(sock), "TMUX": ""}
+    escaped = tmp_path / "escaped"
+    subprocess.run(["tmux", "new-session", "-d", "-s", "users", "sleep 600"], env=server, check=True)
+    try:
+        repo, gp = project(tmp_path)
+        gp("spawn", "t", "-n", "1")
+        agent = (f"tmux -S {sock}/tmux-{os.getuid()}/default run-shell 'touch {escaped}'; "
+                 f"echo \"run-shell: $?\"; {HONEST}")
+        gp("run", "t", "--", "sh", "-c", agent, env=fenced(layer))
+        said = log_of(gp, "t", "1")
+        assert "run-shell: " in said, said
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=server, capture_output=True)
+        shutil.rmtree(sock, ignore_errors=True)
+    assert not escaped.exists(), "the user's tmux server ran the agent's command: " + said
