@@ -133,3 +133,29 @@ def test_an_agent_has_no_tmux_server_of_the_users_run_anything(tmp_path: Path, l
         subprocess.run(["tmux", "kill-server"], env=server, capture_output=True)
         shutil.rmtree(sock, ignore_errors=True)
     assert not escaped.exists(), "the user's tmux server ran the agent's command: " + said
+
+
+# -- refs: what the runner takes in of the attempt's own ---------------------------
+
+# sh, run by the agent: 300 branches of its own (`<id>+<n>`), written
+# straight into its view's packed-refs (a 64 MB one holds a million).
+MANY_REFS = ("V=$(git rev-parse --path-format=absolute --git-common-dir) && H=$(git rev-parse HEAD) && "
+             "B=$(git symbolic-ref HEAD) && seq 1 300 | sed \"s|.*|$H $B+&|\" >> $V/packed-refs")
+
+
+@needs_namespace
+def test_an_agent_cannot_have_the_runner_take_in_refs_without_end(tmp_path: Path) -> None:
+    # The runner takes each of the attempt's own refs in by a `git
+    # update-ref` of its own: a million branches written in the view's
+    # packed-refs (one file) kept `run` busy for hours, and each went on to
+    # be archived at cleanup.
+    from gitflow_parallel.git import shadow
+
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", f"{HONEST} && git commit -qam fix && {MANY_REFS}", code=1)
+    made = git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/parallel/t/").splitlines()
+    assert len(made) <= shadow.MAX_OWN_REFS + 1, len(made)
+    assert "refs/heads/parallel/t/1" in made  # its own branch first
+    said = status(gp, "t")["1"]["error"]
+    assert "over the 100 " in said, said

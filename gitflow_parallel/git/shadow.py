@@ -263,6 +263,11 @@ def _packed(path: Path, own: str, inst: str) -> dict[str, str]:
     return out
 
 
+# The most refs of its own (``<id>``, ``<id>+<name>``) an attempt's end
+# moves, makes or deletes.
+MAX_OWN_REFS = 100
+
+
 def import_refs(common: Path, admin: Path) -> list[str]:
     """Move the shared refs to what the attempt made of its own (created,
     moved or deleted), each by compare-and-swap against its start value,
@@ -287,10 +292,15 @@ def import_refs(common: Path, admin: Path) -> list[str]:
         return []
     repo = pygit2.Repository(str(common))
     refused = []
-    for name in sorted(set(start) | set(now)):
+    # Its own branch first, then the others by name, up to the cap: each is
+    # a process of git's, and one file of the view names a million.
+    changed = sorted((n for n in set(start) | set(now) if start.get(n) != now.get(n)), key=lambda n: (n != inst, n))
+    if len(changed) > MAX_OWN_REFS:
+        refused.append(f"{len(changed) - MAX_OWN_REFS:,} more refs of its own ({own}/{inst}+…): "
+                       f"over the {MAX_OWN_REFS:,} an attempt may make (not taken in)")
+        changed = changed[:MAX_OWN_REFS]
+    for name in changed:
         old, new = start.get(name), now.get(name)
-        if old == new:
-            continue
         ref = f"{own}/{name}"
         if new is not None:
             try:
