@@ -101,7 +101,17 @@ def _object_store(repo: Repo, worktree: Path, path: str) -> Path | None:
     return target / "objects" if (target / "objects").is_dir() else None
 
 
-def _copy(source: pygit2.Odb, repo: pygit2.Repository, oid: str) -> bool:
+def own_store(objects: Path) -> pygit2.Odb:
+    """The object store at ``objects`` alone, its loose objects and packs:
+    no ``info/alternates`` it holds is followed (an attempt wrote it)."""
+    store = pygit2.Odb()
+    store.add_backend(pygit2.OdbBackendLoose(str(objects), 0, False), 2)
+    if (objects / "pack").is_dir() and not (objects / "pack").is_symlink():
+        store.add_backend(pygit2.OdbBackendPack(str(objects)), 1)
+    return store
+
+
+def copy_history(source: pygit2.Odb, repo: pygit2.Repository, oid: str) -> bool:
     """Write every object ``oid`` reaches in ``source`` into ``repo`` (what
     ``repo`` has already is not walked again); False if one is missing or
     does not hash to its id."""
@@ -145,7 +155,7 @@ def archive(repo: Repo, run_id: str, inst_id: str, attempt: int, worktree: Path,
         note_write(repo.common_dir)  # objects written by us, not by an agent
         store = _object_store(repo, worktree, path)
         try:
-            kept = store is not None and _copy(pygit2.Odb(str(store)), repo.pygit, oid)
+            kept = store is not None and copy_history(pygit2.Odb(str(store)), repo.pygit, oid)
         except (pygit2.GitError, OSError):
             kept = False
         if not kept:

@@ -263,6 +263,11 @@ def _packed(path: Path, own: str, inst: str) -> dict[str, str]:
     return out
 
 
+# The most refs of its own (``<id>``, ``<id>+<name>``) an attempt's end
+# moves, makes or deletes.
+MAX_OWN_REFS = 100
+
+
 def import_refs(common: Path, admin: Path) -> list[str]:
     """Move the shared refs to what the attempt made of its own (created,
     moved or deleted), each by compare-and-swap against its start value,
@@ -287,10 +292,15 @@ def import_refs(common: Path, admin: Path) -> list[str]:
         return []
     repo = pygit2.Repository(str(common))
     refused = []
-    for name in sorted(set(start) | set(now)):
+    # Its own branch first, then the others by name, up to the cap: each is
+    # a process of git's, and one file of the view names a million.
+    changed = sorted((n for n in set(start) | set(now) if start.get(n) != now.get(n)), key=lambda n: (n != inst, n))
+    if len(changed) > MAX_OWN_REFS:
+        refused.append(f"{len(changed) - MAX_OWN_REFS:,} more refs of its own ({own}/{inst}+…): "
+                       f"over the {MAX_OWN_REFS:,} an attempt may make (not taken in)")
+        changed = changed[:MAX_OWN_REFS]
+    for name in changed:
         old, new = start.get(name), now.get(name)
-        if old == new:
-            continue
         ref = f"{own}/{name}"
         if new is not None:
             try:
@@ -499,15 +509,7 @@ def scrub(common: Path, admin: Path) -> list[str]:
             if not entry.is_file(follow_symlinks=False):
                 _remove(Path(entry.path))
                 removed.append(f"{entry.path}: not a regular file (removed)")
-    index = admin / "index"
-    try:
-        info = os.lstat(index)
-        # libgit2 reads the index whole: a sparse one (no disk used) is never git's.
-        if info.st_size > MAX_INDEX_BYTES or (info.st_size > 1 << 20 and info.st_blocks * 512 < info.st_size // 2):
-            _remove(index)
-            removed.append(f"{index}: {info.st_size:,} bytes, {info.st_blocks * 512:,} of them on disk (removed)")
-    except OSError:
-        pass
+    removed += _drop_oversized(admin)
     head = admin / "HEAD"
     if not os.path.lexists(head):
         try:
@@ -516,6 +518,37 @@ def scrub(common: Path, admin: Path) -> list[str]:
         except (OSError, ValueError, KeyError, TypeError):
             return removed
         _write_new(head, f"ref: {branch}\n")
+    return removed
+
+
+# The largest file but the index git-parallel's own reads (and git) find at
+# the top of an admin folder (``HEAD``, ``ORIG_HEAD``, ``gitdir``, ``MERGE_MSG``,
+# …): git and libgit2 read each whole.
+MAX_ADMIN_FILE_BYTES = 1 << 20
+
+
+def _drop_oversized(admin: Path) -> list[str]:
+    """Remove the files of the admin folder git-parallel or git would read
+    whole and that git could not have written: a top-level file over
+    ``MAX_ADMIN_FILE_BYTES`` (the index over ``MAX_INDEX_BYTES``), and a
+    sparse file (no disk used: ``truncate -s 8G HEAD`` after its first
+    line had every later verb hold 8 GB) anywhere but in the view and in
+    the git dirs of submodules.  Returns what was removed."""
+    from gitflow_parallel.files import tree_entries
+
+    removed = []
+    for entry, rel in tree_entries(admin, prune=lambda rel: rel in (NAME, "modules")):
+        if not entry.is_file(follow_symlinks=False):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        cap = MAX_INDEX_BYTES if rel == "index" else MAX_ADMIN_FILE_BYTES if "/" not in rel else None
+        sparse = info.st_size > 1 << 20 and info.st_blocks * 512 < info.st_size // 2
+        if sparse or (cap is not None and info.st_size > cap):
+            _remove(Path(entry.path))
+            removed.append(f"{entry.path}: {info.st_size:,} bytes, {info.st_blocks * 512:,} of them on disk (removed)")
     return removed
 
 

@@ -14,7 +14,9 @@ folder behind, so every step is undone explicitly on failure.
 from __future__ import annotations
 
 import os
+import re
 import signal
+import stat
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypedDict
 
@@ -30,6 +32,7 @@ from gitflow_parallel.git.repo import Repo, Stager, commit_all, note_write, read
 from gitflow_parallel.model import InstanceRecord, RunRecord
 
 ARCHIVE_PREFIX = "refs/parallel/archive"
+_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def admin_name(task: str, inst_id: str) -> str:
@@ -349,16 +352,13 @@ def worktree_heads(repo: Repo, admin: Path) -> list[str]:
     outlives a deleted branch)."""
     found: list[str] = []
     for name in ("HEAD", "ORIG_HEAD", "rebase-merge/orig-head", "rebase-apply/orig-head"):
-        try:
-            oid = _commit_oid(repo, (admin / name).read_text(encoding="utf-8", errors="replace"))
-        except OSError:
-            continue
+        oid = _commit_oid(repo, _admin_file(admin / name, 4096)[0])
         if oid:
             found.append(oid)
-    try:
-        lines = (admin / "logs" / "HEAD").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        lines = []
+    # The newest entries, at the end: the agent could grow the file (a sparse
+    # 8 GB of zeros costs it no disk) and it was read whole.
+    text, cut = _admin_file(admin / "logs" / "HEAD", MAX_REFLOG_BYTES)
+    lines = text.splitlines()[1 if cut else 0:]  # (a cut line is no entry)
     for line in reversed(lines):
         parts = line.split()
         for text in (parts[1], parts[0]) if len(parts) >= 2 else ():
@@ -366,6 +366,29 @@ def worktree_heads(repo: Repo, admin: Path) -> list[str]:
             if oid:
                 found.append(oid)
     return list(dict.fromkeys(found))
+
+
+# The most of an admin folder's HEAD reflog read (its newest entries): about
+# 25,000 of them.
+MAX_REFLOG_BYTES = 4 << 20
+
+
+def _admin_file(path: Path, limit: int, head: bool = False) -> tuple[str, int]:
+    """The last ``limit`` bytes of a file of an attempt's admin folder (its
+    first with ``head``), which its agent wrote, and how many were not read:
+    no link followed, no FIFO waited on ("" if it is neither a regular file
+    nor readable)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return "", 0
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "", 0
+        cut = max(0, info.st_size - limit)
+        handle.seek(0 if head else cut)
+        return handle.read(limit).decode("utf-8", "replace"), cut
 
 
 def stray_ref(run_id: str, inst_id: str, attempt: int, oid: str) -> str:
@@ -423,31 +446,68 @@ def _module_dirs(admin: Path) -> list[Path]:
 
 
 def keep_modules(repo: Repo, run_id: str, task: str, inst: InstanceRecord) -> list[str]:
-    """Fetch the HEAD and branches of every submodule git dir in the
-    instance's admin folder into archive refs, so that commits made in a
-    submodule survive the removal of that folder.  Returns the refs made."""
+    """Keep the HEAD and branches of every submodule git dir in the
+    instance's admin folder under archive refs, so that commits made in a
+    submodule survive the removal of that folder.  Returns the refs made.
+
+    That folder is the attempt's to write: no git runs in such a git dir
+    (a ``git fetch`` from it ran ``upload-pack`` there, unfenced, reading a
+    config the agent wrote: an include of ``/dev/stdin`` hung cleanup for
+    ever).  Its refs are read from their files and its objects as a bare
+    store, each written here by its content (``nested.copy_history``)."""
     admin = repo.common_dir / "worktrees" / admin_name(task, inst["id"])
     made = []
     for gitdir in _module_dirs(admin):
         rel = gitdir.relative_to(admin / "modules").as_posix().replace("/modules/", "/")
         safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in rel) or "module"
         dest = f"{archive_ref(run_id, inst['id'], inst['attempt'])}.modules/{safe}"
-        proc = repo.run_git(["--git-dir", str(repo.common_dir), "fetch", "--quiet", "--no-tags",
-                             "--no-write-fetch-head", "--no-recurse-submodules", str(gitdir),
-                             f"+HEAD:{dest}/HEAD", f"+refs/heads/*:{dest}/heads/*"], check=False)
-        if proc.returncode != 0 and _commit_oid(repo, (gitdir / "HEAD").read_text(errors="replace")) is None:
-            # A submodule never checked out has no HEAD commit to fetch: nothing to keep.
-            proc = repo.run_git(["--git-dir", str(repo.common_dir), "fetch", "--quiet", "--no-tags",
-                                 "--no-write-fetch-head", str(gitdir), f"+refs/heads/*:{dest}/heads/*"], check=False)
-        if proc.returncode != 0:
+        store = nested.own_store(gitdir / "objects")
+        lost = []
+        for name, oid in _module_refs(gitdir).items():
+            ref = f"{dest}/{name}"
+            if not pygit2.reference_is_valid_name(ref) or not nested.copy_history(store, repo.pygit, oid):
+                lost.append(name)
+                continue
+            note_write(repo.common_dir)
+            repo.pygit.create_reference_direct(ref, pygit2.Oid(hex=oid), True,
+                                               message="git-parallel: keep a submodule's commits")
+            made.append(ref)
+        if lost:
             raise ParallelError(
                 E.WORKTREE_CLEANUP_FAILED,
                 f"the submodule git dir {gitdir} of instance {inst['id']} could not be kept: "
-                f"{proc.stderr.decode(errors='replace').strip()}",
+                f"{', '.join(lost[:5])} name commits it does not hold",
                 hint=f"push or copy the submodule's commits elsewhere, then remove {gitdir} and run it again",
             )
-        made += [name for name, _ in repo.refs_under(dest + "/")]
     return made
+
+
+# The most of a submodule git dir's ``packed-refs`` read (its first lines).
+MAX_PACKED_REFS_BYTES = 16 << 20
+
+
+def _module_refs(gitdir: Path) -> dict[str, str]:
+    """``HEAD`` (when it names a commit id, directly or through a branch) and
+    ``heads/<branch>`` -> commit id, of a submodule git dir, read from its
+    files (loose refs over packed ones, as git reads them), no link
+    followed and no FIFO waited on."""
+    heads: dict[str, str] = {}
+    packed, _ = _admin_file(gitdir / "packed-refs", MAX_PACKED_REFS_BYTES, head=True)
+    for line in packed.splitlines():
+        oid, _, name = line.partition(" ")
+        if name.startswith("refs/heads/") and _OID.fullmatch(oid):
+            heads[name[len("refs/"):]] = oid
+    for entry, rel in tree_entries(gitdir / "refs" / "heads"):
+        if entry.is_file(follow_symlinks=False) and not rel.endswith(".lock"):
+            oid = _admin_file(Path(entry.path), 128)[0].strip()
+            if _OID.fullmatch(oid):
+                heads[f"heads/{rel}"] = oid
+    said = _admin_file(gitdir / "HEAD", 4096)[0].strip()
+    if said.startswith("ref: refs/"):
+        said = heads.get(said[len("ref: refs/"):], "")
+    if _OID.fullmatch(said):
+        heads["HEAD"] = said
+    return heads
 
 
 def is_our_worktree(repo: Repo, task: str, inst: InstanceRecord) -> bool:

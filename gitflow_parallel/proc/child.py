@@ -260,8 +260,9 @@ def after_exit(project: Project, task: str, run_id: str, child: Child, busy: set
         # Objects whose content is not what their name says were never
         # taken into the shared store: what names them cannot be judged.
         said = (f"{E.AGENT_TAMPERED}: what its git made could not all be taken in ({len(refused)}: "
-                f"{'; '.join(r[:80] for r in refused[:3])}): objects whose content does not match their name, "
-                "or refs to commits that are not there, are never taken in")
+                f"{'; '.join(r if len(r) <= 160 else '…' + r[-160:] for r in refused[:3])}): objects whose content "
+                "does not match their name, refs to commits that are not there, and files of its admin folder git "
+                "must not read (a FIFO, a link, a sparse or oversized file) are never taken in")
         child.status = "failed"
         child.error = f"{child.error}; {said}" if child.error else said
     if child.snapshot is None:

@@ -1,0 +1,161 @@
+"""Red team, round four, as the agent: new routes by which a command run
+under ``git parallel run`` acts outside its attempt, through what it leaves
+in its admin folder and its view for git-parallel's own later verbs (merge,
+cleanup, retry), and through the processes it can reach, grouped by place.
+Each test asserts the promise; an attack that works makes it fail (one the
+fix needs a design choice for is a strict xfail, its route explained)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from hostile import log_of, needs_namespace, status
+from test_hostile import HONEST, act, project
+from test_sandbox import LAYERS, fenced
+
+# -- the admin folder: what cleanup and merge read there after the agent ------
+
+# sh, run by the agent: a git dir in its admin folder's `modules/`, where git
+# keeps an initialised submodule's repository (and git-parallel keeps its
+# commits at cleanup), whose config includes the standard input of whatever
+# git reads it.
+FAKE_SUBMODULE = ("A=$(git rev-parse --absolute-git-dir) && M=$A/modules/x && git init -q --bare $M && "
+                  "git push -q $M HEAD:refs/heads/master && git --git-dir=$M symbolic-ref HEAD refs/heads/master && "
+                  "printf '[include]\\n\\tpath = /dev/stdin\\n' >> $M/config")
+
+
+@needs_namespace
+def test_a_submodule_git_dir_the_agent_makes_hangs_no_abort(tmp_path: Path) -> None:
+    # Removing an attempt's worktree (abort, cleanup, merge's cleanup after
+    # the base moved) keeps the commits of every submodule git dir in its
+    # admin folder, by running `git fetch` from it, unfenced: git read that
+    # repository's config, which the agent wrote (an include of /dev/stdin,
+    # the pipe its own fetch writes to only once it has the refs: both
+    # waited for ever, and so did abort).
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", HONEST + " && git commit -qam fix && " + FAKE_SUBMODULE)
+    fix = git(repo, "rev-parse", "parallel/t/1")
+    gp("abort", "t", own_process=True, timeout=60)
+    kept = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/parallel/archive/").splitlines()
+    assert any(line.endswith(f".modules/x/HEAD {fix}") for line in kept), kept  # its commits are kept all the same
+
+
+def test_a_huge_sparse_reflog_in_the_admin_folder_is_not_read_whole_by_abort(tmp_path: Path) -> None:
+    # Before an attempt's admin folder goes (abort, cleanup, merge's
+    # cleanup), the commits its HEAD's reflog names are kept: the reflog was
+    # read whole, 8 GiB of zeros of it (the test's process was killed for
+    # memory).  The run's end removes such a file (the next test); this one
+    # grows after it, as a daemon of the agent's does under Landlock alone,
+    # which outlives its step until the next sweep.
+    from test_bounded_reads import MAX_RSS_MB, run_capped
+
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    act(gp, "t", "1", f"{HONEST} && git commit -qam fix")
+    log = repo / ".git" / "worktrees" / "parallel+t+1" / "logs" / "HEAD"
+    said = log.read_bytes()
+    with open(log, "r+b") as handle:
+        handle.truncate(8 << 30)
+        handle.seek(8 << 30)
+        handle.write(said)
+    proc, rss = run_capped(repo, "abort", "t")
+    assert proc.returncode == 0 and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])
+
+
+# Python, run by the agent: its admin folder's HEAD still names its branch,
+# then grows to a sparse 8 GiB (git and libgit2 read HEAD whole).
+BIG_HEAD = textwrap.dedent("""\
+    import os, subprocess
+    admin = subprocess.check_output(["git", "rev-parse", "--absolute-git-dir"], text=True).strip()
+    os.truncate(os.path.join(admin, "HEAD"), 8 << 30)
+    """)
+
+
+@needs_namespace
+def test_a_huge_sparse_head_the_agent_leaves_is_read_whole_by_no_verb(tmp_path: Path) -> None:
+    # The admin folder's HEAD is the agent's to write: grown to a sparse
+    # 8 GiB after its first line, the runner's leftovers commit (libgit2),
+    # then check, validate and abort each read it whole.
+    from test_bounded_reads import MAX_RSS_MB, run_capped
+
+    (tmp_path / "big.py").write_text(BIG_HEAD)
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    for verb in (["run", "t", "--", "sh", "-c", f"{HONEST} && git commit -qam fix && python3 {tmp_path / 'big.py'}"],
+                 ["check", "t"], ["validate"], ["abort", "t"]):
+        proc, rss = run_capped(repo, *verb)
+        assert proc.returncode in (0, 1) and rss < MAX_RSS_MB, (verb[0], proc.returncode, rss, proc.stderr[-600:])
+        if verb[0] == "run":
+            said = status(gp, "t")["1"]["error"]
+            assert proc.returncode == 1 and "HEAD: 8,589,934,592 bytes" in said, said
+
+
+# -- processes: the user's tmux server -------------------------------------------
+
+# Under Landlock alone a path socket is reached whatever the fence (Landlock
+# mediates no connect(2) to one): the server of `run --tmux`, or the user's
+# own, runs what any client asks, outside the fence.
+TMUX_LAYERS = [LAYERS[0], pytest.param("landlock", marks=[*LAYERS[1].marks, pytest.mark.xfail(
+    strict=True, reason="Landlock alone mediates no connect(2) to a path socket: the agent reaches the socket of "
+                        "any tmux server of the user's (run --tmux's too) and has it run a command unfenced; the fix "
+                        "needs a layer Landlock lacks (a rule on connecting to path sockets, or a seccomp filter on "
+                        "AF_UNIX sockets, which would refuse an honest test's own socket too)")])]
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+@pytest.mark.parametrize("layer", TMUX_LAYERS)
+def test_an_agent_has_no_tmux_server_of_the_users_run_anything(tmp_path: Path, layer: str) -> None:
+    # The user works in tmux (or ran `git parallel run --tmux` earlier): the
+    # agent asks that server to run a command, which the server starts
+    # itself, outside the sandbox, as the user.
+    sock = Path(tempfile.mkdtemp(prefix="gpt-", dir="/tmp"))  # a private server, as the user's would be
+    server = {**os.environ, "TMUX_TMPDIR": str(sock), "TMUX": ""}
+    escaped = tmp_path / "escaped"
+    subprocess.run(["tmux", "new-session", "-d", "-s", "users", "sleep 600"], env=server, check=True)
+    try:
+        repo, gp = project(tmp_path)
+        gp("spawn", "t", "-n", "1")
+        agent = (f"tmux -S {sock}/tmux-{os.getuid()}/default run-shell 'touch {escaped}'; "
+                 f"echo \"run-shell: $?\"; {HONEST}")
+        gp("run", "t", "--", "sh", "-c", agent, env=fenced(layer))
+        said = log_of(gp, "t", "1")
+        assert "run-shell: " in said, said
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=server, capture_output=True)
+        shutil.rmtree(sock, ignore_errors=True)
+    assert not escaped.exists(), "the user's tmux server ran the agent's command: " + said
+
+
+# -- refs: what the runner takes in of the attempt's own ---------------------------
+
+# sh, run by the agent: 300 branches of its own (`<id>+<n>`), written
+# straight into its view's packed-refs (a 64 MB one holds a million).
+MANY_REFS = ("V=$(git rev-parse --path-format=absolute --git-common-dir) && H=$(git rev-parse HEAD) && "
+             "B=$(git symbolic-ref HEAD) && seq 1 300 | sed \"s|.*|$H $B+&|\" >> $V/packed-refs")
+
+
+@needs_namespace
+def test_an_agent_cannot_have_the_runner_take_in_refs_without_end(tmp_path: Path) -> None:
+    # The runner takes each of the attempt's own refs in by a `git
+    # update-ref` of its own: a million branches written in the view's
+    # packed-refs (one file) kept `run` busy for hours, and each went on to
+    # be archived at cleanup.
+    from gitflow_parallel.git import shadow
+
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", f"{HONEST} && git commit -qam fix && {MANY_REFS}", code=1)
+    made = git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/parallel/t/").splitlines()
+    assert len(made) <= shadow.MAX_OWN_REFS + 1, len(made)
+    assert "refs/heads/parallel/t/1" in made  # its own branch first
+    said = status(gp, "t")["1"]["error"]
+    assert "over the 100 " in said, said
