@@ -446,6 +446,8 @@ def test_a_candidate_cannot_answer_the_distinguishing_inputs_with_a_siblings_com
 # The attempt's impl.py: wrong, and run on the distinguishing inputs it
 # leaves a folder tree deeper than Python's recursion limit beside them.
 DOUBLE_THAT_DIGS = textwrap.dedent("""\
+    import os
+
 
     def f(x):
         return x + x
