@@ -754,3 +754,32 @@ def test_slow_gates_get_scratch_checkouts_of_their_own(tmp_path: Path) -> None:
     assert [i["verdict"] for i in out["instances"]] == ["pass", "pass", "pass"]
     assert _scratch_checkouts(repo) == ["scratch+1", "scratch+2", "scratch+3"]
     assert time.monotonic() - started < 8  # side by side, not one after another (9 s)
+
+
+def test_one_instance_whose_judging_breaks_leaves_its_siblings_judged(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # The attempt's code reaches places no test foresaw: an unexpected error
+    # judging one instance ended the whole check, its honest siblings' evidence with it.
+    from test_hostile import HONEST, act, project
+    from gitflow_parallel.judge import check as judge_check
+
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    for inst in ("1", "2"):
+        act(gp, "t", inst, HONEST)
+    counted = judge_check.engine_evidence
+
+    def broken(inst: Any) -> Any:
+        if inst["id"] == "1":
+            raise RecursionError("maximum recursion depth exceeded")
+        return counted(inst)
+
+    monkeypatch.setattr(judge_check, "engine_evidence", broken)
+    out = gp.json("check", "t", code=1)
+    assert [(i["id"], i["verdict"]) for i in out["instances"]] == [("2", "pass")], out
+    [err] = out["errors"]
+    assert err["id"] == "1" and err["code"] == "INTERNAL" and "RecursionError" in err["message"], err
+    log = Path(err["message"].rsplit("the traceback is in ", 1)[1])
+    assert "RecursionError" in log.read_text() and "--instance 1" in err["hint"], err
+    said = gp("check", "t", code=1)
+    assert "internal error" in said.stdout + said.stderr

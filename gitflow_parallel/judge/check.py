@@ -8,6 +8,7 @@ docs/judging.md for what a gate sees and docs/formats.md for what a pack proves.
 from __future__ import annotations
 
 import contextlib
+import traceback
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -20,7 +21,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import config, evidence, faults, model, notify, provenance
 from gitflow_parallel.git import lfs, scratch
 from gitflow_parallel.state import share
-from gitflow_parallel.errors import ParallelError
+from gitflow_parallel.errors import ParallelError, is_no_space
 from gitflow_parallel.files import remove_hostile_files, sha256_bytes, untrusted_json, unlink_beneath, utcnow, write_beneath
 from gitflow_parallel.git.repo import worktree_changes
 from gitflow_parallel.config import scratch_patterns
@@ -204,6 +205,24 @@ def _lock(project: Project, task: str, inst_id: str) -> FileLock:
             E.RESOURCE_LOCK_FAILED, f"instance {inst_id} of {task!r} is being checked by another git parallel check",
             hint="wait for it to finish and read its result with `git parallel status`") from None
     return lock
+
+
+def _broken(project: Project, record: RunRecord, inst: InstanceRecord, exc: Exception) -> InstanceError:
+    """The error of an instance whose judging ended in an unexpected error
+    (the attempt's code reaches places no test foresaw; or a bug of ours),
+    its traceback kept beside its logs: it gets no evidence, and the check
+    goes on with its siblings."""
+    log = project.repo.parallel_dir / "logs" / record["run_id"] / f"{inst['id']}.{inst['attempt']}.check-error.log"
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+        where = f"; the traceback is in {log}"
+    except OSError:
+        where = ""
+    return {"id": inst["id"], "code": "INTERNAL",
+            "message": f"judging it ended in an internal error: {type(exc).__name__}: {str(exc)[:500]}{where}",
+            "hint": f"the other instances were judged; `git parallel check {record['task']} --instance {inst['id']}` "
+                    "tries it again; if it recurs, please report it with the traceback"}
 
 
 def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit: str,
@@ -450,6 +469,11 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
                     warnings.append(share.store_evidence(project, record, {**inst, "evidence": binding}))
                 except ParallelError as exc:
                     errors[inst["id"]] = {"id": inst["id"], "code": exc.code, "message": exc.message, "hint": exc.hint}
+                    continue
+                except Exception as exc:  # noqa: BLE001 - one attempt's judging broke: its siblings are still judged
+                    if is_no_space(exc):
+                        raise
+                    errors[inst["id"]] = _broken(project, record, inst, exc)
                     continue
                 checked[inst["id"]] = {
                     "id": inst["id"], "track": inst["track"], "attempt": inst["attempt"], "commit": pack["commit"],
