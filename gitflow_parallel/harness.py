@@ -33,7 +33,7 @@ lands: an installed package can register a test-runner plugin.
 
 Every change to a harness file or the dependencies, and every change to a
 protected path other than a new test file, keeps an attempt out of an
-automatic pick (``git/scratch.blocks_pick``): landing it would change how
+automatic pick (``git/protected.blocks_pick``): landing it would change how
 every later run is judged.
 """
 

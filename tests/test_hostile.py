@@ -260,13 +260,13 @@ def test_scratch_checkouts_are_a_pool_reused_from_run_to_run(tmp_path: Path) -> 
 
 
 def test_protected_patterns_and_conflict_hunks() -> None:
-    from gitflow_parallel.git import scratch
+    from gitflow_parallel.git import protected
 
-    assert scratch.matches("tests/unit/test_a.py", ["tests/**"])
-    assert scratch.matches("tests/unit/test_a.py", ["tests"])  # a folder protects what is under it
-    assert scratch.matches("conftest.py", ["**/conftest.py"]) and scratch.matches("a/b/conftest.py", ["**/conftest.py"])
-    assert not scratch.matches("src/tests.py", ["tests"]) and not scratch.matches("testsuite/x", ["tests"])
-    assert scratch.matches("a/x.py", ["a/*.py"]) and not scratch.matches("a/b/x.py", ["a/*.py"], folders=False)
+    assert protected.matches("tests/unit/test_a.py", ["tests/**"])
+    assert protected.matches("tests/unit/test_a.py", ["tests"])  # a folder protects what is under it
+    assert protected.matches("conftest.py", ["**/conftest.py"]) and protected.matches("a/b/conftest.py", ["**/conftest.py"])
+    assert not protected.matches("src/tests.py", ["tests"]) and not protected.matches("testsuite/x", ["tests"])
+    assert protected.matches("a/x.py", ["a/*.py"]) and not protected.matches("a/b/x.py", ["a/*.py"], folders=False)
     base = [b"a\n", b"b\n", b"c\n", b"d\n", b"e\n"]
     ours = [b"a\n", b"B\n", b"c\n", b"d\n", b"e\n"]
     theirs = [b"a\n", b"W1\n", b"W2\n", b"c\n", b"d\n", b"E\n"]

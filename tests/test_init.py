@@ -22,7 +22,7 @@ import yaml
 from conftest import GP, git, make_repo, snapshot
 from gitflow_parallel import config as C
 from gitflow_parallel.commands.init import landlock_abi
-from gitflow_parallel.git import scratch
+from gitflow_parallel.git import protected
 
 PY = sys.executable
 
@@ -70,8 +70,8 @@ def act(gp: GP, inst: str, script: str) -> None:
 
 def unprotected_tests(repo: Path, cfg: dict, tests: list[str]) -> list[str]:
     tree = pygit2.Repository(str(repo)).head.peel(pygit2.Commit).tree
-    patterns = scratch.protected_patterns(cfg, tree)
-    return [t for t in tests if not scratch.matches(t, patterns)]
+    patterns = protected.protected_patterns(cfg, tree)
+    return [t for t in tests if not protected.matches(t, patterns)]
 
 
 # -- the gate init writes holds ---------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 from conftest import make_repo
 from gitflow_parallel import harness
 from gitflow_parallel.commands import check, pick, spawn
-from gitflow_parallel.git import scratch
+from gitflow_parallel.git import protected
 from gitflow_parallel.state.project import Project
 from test_judged_right import commit_in, packs, verdicts
 
@@ -92,16 +92,16 @@ def test_runner_configs_protect_the_setup_files_and_tsconfig_they_use(tmp_path: 
         "tsconfig.json": "{}", "web/.mocharc.yml": "require: ./hooks.js\nspec: ['*.spec.js']\n",
         "web/hooks.js": "", "src/index.ts": "",
     }, "pnpm test")
-    patterns = scratch.protected_patterns(config, tree)
+    patterns = protected.protected_patterns(config, tree)
     for path in ("jest.config.js", "jest/setup.ts", "jest/global.ts", "tsconfig.json", "web/.mocharc.yml",
                  "web/hooks.js"):
-        assert scratch.matches(path, patterns), path
+        assert protected.matches(path, patterns), path
     for path in ("jest/other.ts", "src/index.ts"):
-        assert not scratch.matches(path, patterns), path
+        assert not protected.matches(path, patterns), path
     # Without ts-jest the tsconfig is the product's own.
-    assert not scratch.matches("tsconfig.json", scratch.protected_patterns(
+    assert not protected.matches("tsconfig.json", protected.protected_patterns(
         config, _tree(tmp_path / "b", {"jest.config.js": "module.exports = {};\n", "tsconfig.json": "{}"},
                       "npx jest")[0]))
     # protect_defaults: false leaves the runner's configuration to the config's own rules.
-    assert not scratch.matches("jest/setup.ts", scratch.protected_patterns({**config, "protect_defaults": False},
+    assert not protected.matches("jest/setup.ts", protected.protected_patterns({**config, "protect_defaults": False},
                                                                            tree))

@@ -256,7 +256,7 @@ def render_differential(ran: Differential | None, indent: str, only: str | None 
 
 def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20) -> None:
     """Each protected change, and whether it keeps the attempt out of an automatic pick."""
-    from gitflow_parallel.git.scratch import blocks_pick  # only where there are changes to show: it is heavy
+    from gitflow_parallel.git.protected import blocks_pick  # only where there are changes to show: it is heavy
 
     for change, line in list(zip(changes, protected_summary(changes)))[:limit]:
         click.echo(f"{indent}{line}" + ("  (blocks an automatic pick)" if blocks_pick(change) else

@@ -19,7 +19,7 @@ from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import config, evidence, faults, model, notify, provenance
-from gitflow_parallel.git import lfs, scratch
+from gitflow_parallel.git import lfs, protected, scratch
 from gitflow_parallel.state import share
 from gitflow_parallel.errors import ParallelError, is_no_space
 from gitflow_parallel.files import remove_hostile_files, sha256_bytes, untrusted_json, unlink_beneath, utcnow, write_beneath
@@ -301,7 +301,7 @@ def _added_stage(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateCon
     again with the added files in the checkout (``added_tests``: observe
     records the result, enforced also fails the attempt on it).  Gates
     with hidden tests are not run again."""
-    paths = scratch.added_tests(judged.get("protected_detail") or [])
+    paths = protected.added_tests(judged.get("protected_detail") or [])
     mode = cfg.get("added_tests", "observe")
     if not paths or mode == "off" or verdict_of(results) != "pass":
         return None

@@ -56,7 +56,7 @@ import pygit2
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import remove_tree, sha256_bytes
-from gitflow_parallel.git import scratch
+from gitflow_parallel.git import protected, scratch
 from gitflow_parallel.judge import gates
 from gitflow_parallel.judge import place as place_mod
 from gitflow_parallel.model import RunRecord
@@ -151,7 +151,7 @@ def _patterns(cfg: FrozenConfig, base_tree: pygit2.Tree) -> list[str]:
     d = cfg["distinguish"]
     named = {**cfg, "gates": [*cfg["gates"], _gate("generate", d["command"], 1, "observe"),
                               _gate("run", d["run"], 1, "probe")]}
-    return scratch.protected_patterns(named, base_tree)
+    return protected.protected_patterns(named, base_tree)
 
 
 def _run_one(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checkout, commit: str, judged: str,
@@ -244,7 +244,7 @@ def _run_candidates(repo: Repo, record: RunRecord, track: str, checkout: scratch
     gate = _gate("run", cfg["distinguish"]["run"], cfg["distinguish"]["timeout"], "probe")
     outputs: dict[str, Output] = {}
     for c in candidates:
-        judged, judged_tree, _ = scratch.judged_commit(repo.pygit, c["commit"], base, patterns, cfg)
+        judged, judged_tree, _ = protected.judged_commit(repo.pygit, c["commit"], base, patterns, cfg)
         result, _ = _run_one(repo, record, track, checkout, c["commit"], judged, judged_tree, gate,
                              f"distinguish-{track}.{c['id']}", {"INSTANCE": c["id"], "ATTEMPT": str(c["attempt"])},
                              inputs)

@@ -61,7 +61,7 @@ import pygit2
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import atomic_write, beneath, canonical_json, remove_tree, sha256_bytes, tree_entries, untrusted_json
-from gitflow_parallel.git import scratch
+from gitflow_parallel.git import protected
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 from gitflow_parallel.shapes.pack import SetupEntry
 
@@ -91,7 +91,7 @@ def cache_key(repo: pygit2.Repository, tree: str, setup: SetupConfig) -> str:
     if globs:
         index = pygit2.Index()
         index.read_tree(root)
-        files.update({e.path: str(e.id) for e in index if scratch.matches(e.path, globs, folders=False)})
+        files.update({e.path: str(e.id) for e in index if protected.matches(e.path, globs, folders=False)})
     data = {"run": setup["run"], "keep": setup["keep"], "path": setup["path"], "files": dict(sorted(files.items()))}
     return sha256_bytes(canonical_json(data).encode())
 

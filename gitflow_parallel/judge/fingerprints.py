@@ -29,7 +29,7 @@ from typing import Any, Iterable
 import pygit2
 
 from gitflow_parallel.files import sha256_bytes
-from gitflow_parallel.git import scratch
+from gitflow_parallel.git import protected
 
 
 # -- fingerprints -------------------------------------------------------------------
@@ -152,6 +152,6 @@ def input_fingerprints(repo: pygit2.Repository, tree: str, patterns: Iterable[st
     for entry in index:
         if entry.mode == pygit2.GIT_FILEMODE_COMMIT:
             continue
-        if any(scratch.matches(entry.path, [p], folders=False) for p in patterns):
+        if any(protected.matches(entry.path, [p], folders=False) for p in patterns):
             out[entry.path] = sha256_bytes(repo.odb.read(entry.id)[1])
     return dict(sorted(out.items()))

@@ -21,7 +21,7 @@ import pygit2
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import expect
-from gitflow_parallel.git import scratch
+from gitflow_parallel.git import protected, scratch
 from gitflow_parallel.judge import environment, hidden, reported, stores
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import sha256_bytes
@@ -388,11 +388,11 @@ def what_is_judged(repo: pygit2.Repository, record: RunRecord, commit: str, base
     """What is judged for ``commit``: the protected patterns, the commit and
     tree checked out, and the protected paths the attempt changed."""
     cfg = record["config"]
-    patterns = scratch.protected_patterns(cfg, repo[base].peel(pygit2.Tree))
-    judged, judged_tree, details = scratch.judged_commit(repo, commit, base, patterns, cfg)
+    patterns = protected.protected_patterns(cfg, repo[base].peel(pygit2.Tree))
+    judged, judged_tree, details = protected.judged_commit(repo, commit, base, patterns, cfg)
     return {"checkout": "clean", "protected": patterns, "protect_mode": cfg["protect_mode"],
             "protected_changes": [c["path"] for c in details], "protected_detail": details,
-            "protected_blocking": [c["path"] for c in details if scratch.blocks_pick(c)],
+            "protected_blocking": [c["path"] for c in details if protected.blocks_pick(c)],
             "judged_commit": judged, "judged_tree": judged_tree}
 
 

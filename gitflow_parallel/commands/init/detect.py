@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 from gitflow_parallel import pysetup
-from gitflow_parallel.git import scratch
+from gitflow_parallel.git import protected
 from gitflow_parallel.state.project import Project
 
 # Folders no project file of interest lives in (environments, builds, caches).
@@ -83,7 +83,7 @@ def _test_folders(tests: list[str], configured: list[str], dirs: set[str]) -> tu
                 named.append("/".join(parts[:k + 1]))
         if len(named) > _MAX_NAMED:
             named = []
-    covered = [t for t in tests if scratch.matches(t, named)]
+    covered = [t for t in tests if protected.matches(t, named)]
     loose = [t for t in tests if t not in covered]
     globs = sorted({"**/test_*.py" if t.rsplit("/", 1)[-1].startswith("test_") else "**/*_test.py" for t in loose})
     return named, globs
@@ -145,7 +145,7 @@ def _node(top: Path, files: list[str]) -> Runner | None:
     dirs = _dirs_with_files(files)
     protect = [f"{d}/**" for d in NODE_TEST_DIRS if d in dirs]
     for glob in ("**/__tests__/**", "**/*.test.*", "**/*.spec.*"):
-        if any(scratch.matches(f, [glob]) and not scratch.matches(f, protect) for f in files):
+        if any(protected.matches(f, [glob]) and not protected.matches(f, protect) for f in files):
             protect.append(glob)
     settings = [f for f in (".npmrc", ".yarnrc", "pnpm-workspace.yaml") if f in fileset]  # they change the install
     setup: pysetup.SetupSpec = {"run": install, "cache_key": ["package.json", *([lock] if lock else []), *settings],

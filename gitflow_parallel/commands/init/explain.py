@@ -20,7 +20,7 @@ import pygit2
 from gitflow_parallel import config as C
 from gitflow_parallel import pysetup
 from gitflow_parallel.config_schema import STORE_NAMES
-from gitflow_parallel.git import scratch
+from gitflow_parallel.git import protected
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.commands.init.detect import NODE_TEST_DIRS, TEST_DIR_NAMES, is_python_test
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
@@ -179,11 +179,11 @@ def _environment(gate: GateConfig, tree: pygit2.Tree, roots: list[Path]) -> list
 
 def _explain_gate(cfg: FrozenConfig, gate: GateConfig, tree: pygit2.Tree, tests: list[str],
                   roots: list[Path]) -> ExplainedGate:
-    named = [p for p in scratch.protected_patterns({"gates": [gate], "protect_defaults": False}, tree)
+    named = [p for p in protected.protected_patterns({"gates": [gate], "protect_defaults": False}, tree)
              if p != C.CONFIG_FILE]
     warnings = []
-    loose = [t for t in tests if not scratch.matches(t, list(cfg["protect"] or []))]  # protect keeps the rest
-    if gate["mode"] == "enforced" and not any(scratch.matches(t, named) for t in tests) and (loose or not tests):
+    loose = [t for t in tests if not protected.matches(t, list(cfg["protect"] or []))]  # protect keeps the rest
+    if gate["mode"] == "enforced" and not any(protected.matches(t, named) for t in tests) and (loose or not tests):
         warnings.append("its run names no test folder: it protects no test by itself (deleting a test file would "
                         "not be noticed unless protect covers it)")
     if gate["mode"] != "enforced":
@@ -222,11 +222,11 @@ def check(project: Project) -> InitCheck:
     repo = project.repo.pygit
     tree = _head_tree(repo)
     committed = repo.odb.read(tree[C.CONFIG_FILE].id)[1] if C.CONFIG_FILE in tree else None
-    patterns = scratch.protected_patterns(cfg, tree)
+    patterns = protected.protected_patterns(cfg, tree)
     tests = [p for p in _tree_paths(tree) if _is_test(p)]
     roots = sorted({r for r in (project.repo.main_workdir, top) if r is not None})
     gates = [_explain_gate(cfg, g, tree, tests, roots) for g in cfg["gates"]]
-    unprotected = [t for t in tests if not scratch.matches(t, patterns)]
+    unprotected = [t for t in tests if not protected.matches(t, patterns)]
     warnings = []
     if data is None:
         warnings.append(f"no {C.CONFIG_FILE} here: spawn would judge with no gate; `git parallel init` writes one")
