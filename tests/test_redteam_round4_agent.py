@@ -159,3 +159,38 @@ def test_an_agent_cannot_have_the_runner_take_in_refs_without_end(tmp_path: Path
     assert "refs/heads/parallel/t/1" in made  # its own branch first
     said = status(gp, "t")["1"]["error"]
     assert "over the 100 " in said, said
+
+
+# -- objects: what the runner takes in from an attempt's own store -------------
+
+# Python, run by the agent: a pack index in its own store that says it holds
+# 150 million objects (4.2 GB, sparse: no disk used), beside a pack header.
+BIG_PACK_INDEX = textwrap.dedent("""\
+    import os, struct, subprocess
+    store = subprocess.check_output(["git", "rev-parse", "--git-path", "objects"], text=True).strip()
+    n, name = 150_000_000, os.path.join(store, "pack", "pack-" + os.urandom(20).hex())
+    with open(name + ".idx", "wb") as idx:
+        idx.write(b"\\377tOc" + struct.pack(">I", 2) + b"".join(struct.pack(">I", n if i == 255 else 0) for i in range(256)))
+        idx.truncate(8 + 4 * 256 + n * 28 + 40)
+    with open(name + ".pack", "wb") as pack:
+        pack.write(b"PACK" + struct.pack(">II", 2, n) + bytes(20))
+    """)
+
+
+@needs_namespace
+def test_a_pack_index_of_millions_of_objects_in_the_attempts_store_is_not_listed_by_the_runner(tmp_path: Path) -> None:
+    # The runner lists every object of the attempt's own store to take it in:
+    # a sparse pack index of 150 million ids had libgit2 map 4.2 GB (under a
+    # 3 GB cap, run ended in an internal error), and listing them would
+    # hold them all.
+    from test_bounded_reads import MAX_RSS_MB, run_capped
+
+    (tmp_path / "big.py").write_text(BIG_PACK_INDEX)
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    proc, rss = run_capped(repo, "run", "t", "--", "sh", "-c",
+                           f"{HONEST} && git commit -qam fix && python3 {tmp_path / 'big.py'}")
+    assert proc.returncode == 1 and rss < MAX_RSS_MB, (proc.returncode, rss, proc.stderr[-600:])
+    said = status(gp, "t")["1"]["error"]
+    assert "pack" in said, said
+
