@@ -245,3 +245,34 @@ def test_retry_writes_nothing_through_a_link_the_agent_left_for_a_tracked_folder
     gp("retry", "t", "1", *force, code=None)
     assert sorted(p.name for p in victim.iterdir()) == ["notes.txt"], sorted(p.name for p in victim.iterdir())
     assert (victim / "notes.txt").read_text() == "mine\n"
+
+
+# -- processes: what the runner reads of the agent's under --tmux --------------------
+
+# Python, run by the agent: its process name (what /proc/<pid>/stat shows)
+# made bytes that are no UTF-8, then it stays a while for the runner to look.
+ODD_NAME = textwrap.dedent("""\
+    import ctypes, time
+    ctypes.CDLL(None).prctl(15, b"\\xff\\xfe) S 1", 0, 0, 0)
+    time.sleep(2)
+    """)
+
+
+@pytest.mark.slow  # a tmux run whose agent stays 2 s
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_a_process_name_the_agent_chooses_crashes_no_tmux_run(tmp_path: Path) -> None:
+    # Under --tmux the runner looks at the agent's processes (/proc/<pid>/stat)
+    # to tell whether it waits for input: a name that is no UTF-8 ended run
+    # in an internal error (UnicodeDecodeError) while its attempts ran.
+    (tmp_path / "odd.py").write_text(ODD_NAME)
+    sock = Path(tempfile.mkdtemp(prefix="gpt-", dir="/tmp"))  # a private tmux server
+    env = {"TMUX_TMPDIR": str(sock), "TMUX": "", "TMUX_PANE": ""}
+    try:
+        repo, gp = project(tmp_path)
+        gp("spawn", "t", "-n", "1")
+        proc = gp("run", "t", "--tmux", "--", "sh", "-c", f"python3 {tmp_path / 'odd.py'} && {HONEST}",
+                  code=None, env=env, timeout=60)
+    finally:
+        subprocess.run(["tmux", "kill-server"], env={**os.environ, **env}, capture_output=True)
+        shutil.rmtree(sock, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-600:]
