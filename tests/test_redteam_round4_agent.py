@@ -33,6 +33,7 @@ FAKE_SUBMODULE = ("A=$(git rev-parse --absolute-git-dir) && M=$A/modules/x && gi
                   "printf '[include]\\n\\tpath = /dev/stdin\\n' >> $M/config")
 
 
+@pytest.mark.slow  # a run, then abort in a process of its own
 @needs_namespace
 def test_a_submodule_git_dir_the_agent_makes_hangs_no_abort(tmp_path: Path) -> None:
     # Removing an attempt's worktree (abort, cleanup, merge's cleanup after
@@ -81,6 +82,7 @@ BIG_HEAD = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.slow  # four capped processes
 @needs_namespace
 def test_a_huge_sparse_head_the_agent_leaves_is_read_whole_by_no_verb(tmp_path: Path) -> None:
     # The admin folder's HEAD is the agent's to write: grown to a sparse
