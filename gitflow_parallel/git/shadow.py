@@ -390,13 +390,20 @@ def import_objects(common: Path, objects: Path) -> list[str]:
     pygit2.option(pygit2.enums.Option.ENABLE_STRICT_HASH_VERIFICATION, 1)
     own = pygit2.Odb()
     own.add_backend(pygit2.OdbBackendLoose(str(objects), 0, False), 2)
-    if (objects / "pack").is_dir() and not (objects / "pack").is_symlink():
-        own.add_backend(pygit2.OdbBackendPack(str(objects)), 1)
-    made = list(own)
-    if not made:  # the usual case for an attempt that committed nothing: no shared store opened
-        return []
-    shared = pygit2.Odb(str(common / "objects"))
     refused: list[str] = []
+    if (objects / "pack").is_dir() and not (objects / "pack").is_symlink():
+        problem = _packs_problem(objects / "pack")
+        if problem is None:
+            own.add_backend(pygit2.OdbBackendPack(str(objects)), 1)
+        else:
+            refused.append(problem)  # none of its packs is read
+    try:
+        made = list(own)
+    except (pygit2.GitError, OSError) as exc:
+        return [*refused, f"its object store could not be listed: {exc}"]
+    if not made:  # the usual case for an attempt that committed nothing: no shared store opened
+        return refused
+    shared = pygit2.Odb(str(common / "objects"))
     for oid in made:
         if oid in shared:
             continue
@@ -411,6 +418,31 @@ def import_objects(common: Path, objects: Path) -> list[str]:
         except (pygit2.GitError, KeyError, ValueError, OSError):
             refused.append(f"object {oid}")
     return refused
+
+
+# The most objects the packs of an attempt's own store may index (each pack
+# index gives 28 bytes or more to one): every id is listed, and held, to be
+# taken in.  Its fetches are packs too, of what the shared store lacks.
+MAX_PACKED_OBJECTS = 2_000_000
+
+
+def _packs_problem(folder: Path) -> str | None:
+    """Why the packs of an attempt's store are not read, or None: an index
+    that is sparse (no disk used: git never writes one) or indexes, with
+    the others, over ``MAX_PACKED_OBJECTS`` objects (libgit2 maps an index
+    whole, and listing its ids holds them all)."""
+    total = 0
+    for entry in os.scandir(folder):
+        if not entry.name.endswith(".idx"):
+            continue
+        info = entry.stat(follow_symlinks=False)
+        if info.st_size > 1 << 20 and info.st_blocks * 512 < info.st_size // 2:
+            return f"{entry.path}: a sparse pack index of {info.st_size:,} bytes (its packs are not taken in)"
+        total += info.st_size
+    if total > MAX_PACKED_OBJECTS * 28:
+        return (f"{folder}: pack indexes of {total:,} bytes, over the {MAX_PACKED_OBJECTS:,} objects an attempt's "
+                "packs may hold (its packs are not taken in)")
+    return None
 
 
 def _sync(common: Path, view: Path, folder: str, skip: set[str], extra: set[str] = set(),  # noqa: B006

@@ -610,6 +610,7 @@ def reset(repo: Repo, inst: InstanceRecord, commit: str) -> None:
     branch_ref.set_target(pygit2.Oid(hex=commit), "git-parallel: retry from base")
     path = Path(inst["worktree"])
     wt = pygit2.Repository(str(path))
+    _remove_links_in_the_way(wt, path, commit)
     wt.reset(pygit2.Oid(hex=commit), pygit2.enums.ResetMode.HARD)
     for rel, flags in wt.status(untracked_files="all", ignored=True).items():
         if flags & (pygit2.GIT_STATUS_WT_NEW | pygit2.GIT_STATUS_IGNORED):
@@ -621,6 +622,25 @@ def reset(repo: Repo, inst: InstanceRecord, commit: str) -> None:
                     target.unlink()
                 except FileNotFoundError:
                     pass
+
+
+def _remove_links_in_the_way(wt: pygit2.Repository, path: Path, commit: str) -> None:
+    """Remove every link of the worktree at ``path`` that stands where
+    ``commit`` has a folder: libgit2's hard reset wrote through one (an agent
+    had turned ``tests`` into a link to a folder of the user's, and retry
+    wrote the base's tests there).  What the link held is the attempt's and
+    was archived before."""
+    todo: list[tuple[str, pygit2.Tree]] = [("", wt[commit].peel(pygit2.Tree))]
+    while todo:
+        prefix, tree = todo.pop()
+        for entry in tree:
+            if entry.type_str != "tree":
+                continue
+            here = path / f"{prefix}{entry.name}"
+            if here.is_symlink():
+                here.unlink()
+            elif here.is_dir():
+                todo.append((f"{prefix}{entry.name}/", wt[entry.id].peel(pygit2.Tree)))
 
 
 # -- the base branch's worktree ------------------------------------------------------

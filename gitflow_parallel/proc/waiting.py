@@ -93,8 +93,11 @@ class EventTail:
 
 # -- the terminal under --tmux -----------------------------------------------------------
 def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the process's name, which the
+    agent chooses (``prctl``): bytes that are no UTF-8 ended run in an
+    internal error, so they are read as bytes and decoded leniently."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        text = Path(f"/proc/{pid}/stat").read_bytes().decode("utf-8", "replace")
     except OSError:
         return None
     return text.rsplit(") ", 1)[-1].split()
