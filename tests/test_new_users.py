@@ -161,6 +161,7 @@ GATE_TAMPER = ("import subprocess\\nc = subprocess.run(['git', 'rev-parse', '--g
 
 
 @pytest.mark.unfenced("its code tampers with the shared config while a gate runs, which the sandbox would refuse outright")
+@pytest.mark.slow  # a whole flow; the default tier keeps under 150 s
 def test_tampering_while_a_gate_runs_is_named_in_pick_show_and_the_report(tmp_path: Path) -> None:
     repo, gp = project(tmp_path, files={"README.md": "hello\n", "check.py": "import lib\n", "lib.py": "pass\n"},
                        extra=f"  - name: own\n    run: [{PY}, check.py]\n")

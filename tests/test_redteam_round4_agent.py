@@ -22,6 +22,10 @@ from hostile import log_of, needs_namespace, status
 from test_hostile import HONEST, act, project
 from test_sandbox import LAYERS, fenced
 
+# Each attack runs a whole flow: the slow tier, which CI runs after the default one
+# (kept under 150 s).
+pytestmark = pytest.mark.slow
+
 # -- the admin folder: what cleanup and merge read there after the agent ------
 
 # sh, run by the agent: a git dir in its admin folder's `modules/`, where git

@@ -20,6 +20,10 @@ from hostile import needs_namespace
 from test_hostile import APP_FIXED, HONEST, PY, project
 from test_sandbox import LAYERS, fenced
 
+# Each attack runs a whole flow: the slow tier, which CI runs after the default one
+# (kept under 150 s).
+pytestmark = pytest.mark.slow
+
 LANDLOCK = [LAYERS[1]]
 
 # -- judged checkouts under Landlock alone: what the judge writes, removes and reads after a gate ---

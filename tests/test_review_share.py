@@ -178,6 +178,7 @@ def test_logs_follow_prints_while_the_agent_runs(setup: tuple[Path, GP, Path], t
     assert runner.returncode == 0
 
 
+@pytest.mark.slow  # a whole flow; the default tier keeps under 150 s
 def test_evidence_refs_hold_pack_and_capped_logs(tmp_path: Path) -> None:
     t = tools(tmp_path)
     repo = make_repo(tmp_path / "repo", files={"README.md": "hello\n", "NOISE": "50\n"},

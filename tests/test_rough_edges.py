@@ -254,6 +254,7 @@ def test_merge_with_the_base_ref_locked_says_lock_held_and_retries_nothing(tmp_p
 
 # -- 12. check leaves fresh evidence alone unless told --again ----------------------------------
 @pytest.mark.unfenced("its gate counts its runs in a file outside the checkout")
+@pytest.mark.slow  # a whole flow; the default tier keeps under 150 s
 def test_check_skips_fresh_evidence_unless_again(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     runs = tmp_path / "tools" / "runs.txt"

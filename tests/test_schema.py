@@ -183,6 +183,7 @@ def test_pick_records_are_checked_against_their_shape_and_their_run() -> None:
 
 
 # -- the declarations match what a real run writes and prints -------------------------------
+@pytest.mark.slow  # a whole flow; the default tier keeps under 150 s
 def test_a_real_run_writes_and_prints_what_the_shapes_declare(tmp_path: Path) -> None:
     """One run through the CLI: every --json result, the evidence packs, the
     pick record and the run record pass ``schema.check`` against their
