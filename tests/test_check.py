@@ -150,7 +150,8 @@ def test_pass_and_fail_verdicts_with_exit_codes_logs_and_notes(tmp_path: Path) -
         assert ran_in.startswith(str(repo.parent / "repo.parallel" / ".judged" / "scratch+"))  # a clean checkout
         assert "events: None extra: seen" in text  # gates get no events log; gate env merged
         assert pack["engine_evidence"]["status"] == "observed"  # the runner's own events
-        assert pack["engine_evidence"]["counts"] == {"engine_dispatched": 1, "engine_exited": 1}
+        # (the agent left its work uncommitted: staged in a fence after it, engine_staged)
+        assert pack["engine_evidence"]["counts"] == {"engine_dispatched": 1, "engine_exited": 1, "engine_staged": 1}
         assert set(pack) == {
             "schema_version", "origin", "run_id", "task", "instance", "track", "attempt", "instance_revision",
             "commit", "tree", "base_commit", "config_sha256", "gates", "verdict", "score", "score_source",
@@ -612,7 +613,7 @@ def test_engine_evidence_counts_events_or_null(tmp_path: Path) -> None:
     rec = run_record(gp)
     one, two = (load_pack(i)["engine_evidence"] for i in rec["instances"])
     assert one["status"] == "observed" and one["malformed"] == 1 and one["sha256"] == sha256(events)
-    assert one["counts"] == {"edit": 1, "engine_dispatched": 1, "engine_exited": 1, "tool_call": 2}
+    assert one["counts"] == {"edit": 1, "engine_dispatched": 1, "engine_exited": 1, "engine_staged": 1, "tool_call": 2}
     assert two == {"status": "unavailable", "counts": None}  # null, never 0
 
 
@@ -756,6 +757,7 @@ def test_slow_gates_get_scratch_checkouts_of_their_own(tmp_path: Path) -> None:
     assert time.monotonic() - started < 8  # side by side, not one after another (9 s)
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_one_instance_whose_judging_breaks_leaves_its_siblings_judged(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     # The attempt's code reaches places no test foresaw: an unexpected error

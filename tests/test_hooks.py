@@ -183,6 +183,7 @@ def test_unproven_and_stale_commits_refused(tmp_path: Path) -> None:
     assert tip(repo, "main") == base
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_unpicked_run_refused_until_picked(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path)
     spawn(gp, "t", 1)

@@ -56,6 +56,7 @@ def test_leftovers_and_landing_commits_honour_the_identity_variables(tmp_path: P
     assert all(line.endswith(" " + want) for line in made.splitlines()), made
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_a_committed_findings_file_does_not_score_the_attempt(tmp_path: Path) -> None:
     # The review gate writes its findings where none are yet (as a cached
     # review does); an attempt that commits its own file must not be believed.
@@ -80,6 +81,7 @@ def test_a_committed_findings_file_does_not_score_the_attempt(tmp_path: Path) ->
     assert "findings.jsonl" in first["protected_changes"], first
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_a_findings_path_written_with_dot_slash_is_protected_and_its_copy_blocks_a_pick(tmp_path: Path) -> None:
     # `./out/findings.jsonl` names the same file as `out/findings.jsonl`: the
     # attempt's copy must be replaced there too, and a committed findings

@@ -298,6 +298,7 @@ def test_join_refused_whole_when_third_conflicts(tmp_path: Path) -> None:
     assert after["refs"] == before["refs"] and after["runs"] == before["runs"]
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_join_needs_every_pick(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "j", "-n", "1", "--track", "api", "--track", "ui")
@@ -337,6 +338,7 @@ def test_majority_vote_beats_higher_scored_singleton(tmp_path: Path) -> None:
     assert picked["score"] == 7
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_critic_first_pass_prefers_score_and_threshold(tmp_path: Path) -> None:
     tools = tmp_path / "tools"
     tools.mkdir()

@@ -281,6 +281,7 @@ def test_a_claim_is_exclusive_and_an_expired_one_is_taken_over(tmp_path: Path) -
     assert claim_chain(origin, R.claim_ref(run_id, "1"))[-1]["worker"] == "wb"
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_refusals_change_nothing(tmp_path: Path) -> None:
     origin, coord, gp, (w,) = setup_remote(tmp_path, 1)
     gp("spawn", "fx", "-n", "1")

@@ -216,6 +216,7 @@ def test_feedback_over_the_argument_limit_is_cut_to_its_tail(tmp_path: Path) -> 
 
 
 @pytest.mark.unfenced("its gate counts its runs in a file outside the checkout")
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_nul_and_escapes_in_gate_output_reach_the_agent_as_plain_text(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     inst = _failed_then_retried(gp, "NUL=x")

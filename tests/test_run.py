@@ -166,6 +166,7 @@ def pending_twice(gp: GP, tmp_path: Path) -> None:
 
 # -- concurrency ---------------------------------------------------------------------
 @pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_jobs_caps_commands_alive_at_once(repo: Path, gp: GP, tmp_path: Path) -> None:
     times = tmp_path / "times"
     times.mkdir()
@@ -566,6 +567,7 @@ def test_same_task_run_twice_at_once_runs_each_instance_once(repo: Path, gp: GP,
 
 
 @pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_abort_of_one_instance_during_run_stands(repo: Path, gp: GP, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()

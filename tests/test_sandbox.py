@@ -430,6 +430,7 @@ def test_a_sibling_that_detached_its_head_stays_unreadable(tmp_path: Path) -> No
 
 @needs_landlock
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_under_tmux_the_pane_puts_the_agent_in_the_same_fence(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "2")

@@ -195,6 +195,7 @@ def test_a_probe_may_require_a_gate_and_a_probe_another_probe(tmp_path: Path) ->
 
 
 # -- cluster ----------------------------------------------------------------------------
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_cluster_picks_the_largest_behaviour_group(tmp_path: Path) -> None:
     gp = build(tmp_path, five())
     gp("check", "t")

@@ -73,6 +73,7 @@ def build(inst: InstanceRecord) -> RunRecord:
 '''
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_a_wrong_field_write_fails_mypy(tmp_path: Path) -> None:
     module = tmp_path / "writes.py"
     module.write_text(GOOD)
