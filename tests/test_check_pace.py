@@ -90,6 +90,7 @@ def test_check_without_jobs_uses_this_machines_cores(tmp_path: Path) -> None:
 
 
 @pytest.mark.unfenced("its gates wait for a file outside the checkout")
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_progress_line_on_a_terminal(tmp_path: Path) -> None:
     import pty
 

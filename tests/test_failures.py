@@ -117,6 +117,7 @@ def test_jest_vitest_mocha_live(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_show_and_the_report_name_a_node_gates_failing_tests(tmp_path: Path) -> None:
     """A failing node --test gate: show and the report name its failing
     tests, not the counts its log ends with."""

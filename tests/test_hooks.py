@@ -229,6 +229,7 @@ def test_join_of_two_track_winners_by_octopus_merge(tmp_path: Path) -> None:
     assert parents == [base, tip(repo, "parallel/j/api-1"), tip(repo, "parallel/j/ui-1")]
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_broken_record_still_guards_its_branches(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path)
     run = spawn(gp, "a", 1)
@@ -305,6 +306,7 @@ FOREIGN = {
 }
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_legacy_hooks_chained_and_restored(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path, install=False)
     log = tmp_path / "legacy.log"

@@ -249,6 +249,7 @@ def test_commits_made_by_hand_are_checked_picked_and_merged(tmp_path: Path) -> N
 
 # -- 4. run --until-pass -------------------------------------------------------------------
 @pytest.mark.unfenced("its agent counts its rounds in a file outside its worktree")
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_until_pass_stops_after_the_round_that_passes(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     third = tmp_path / "tools" / "third.py"

@@ -171,6 +171,7 @@ def test_a_new_dependency_is_judged_as_written_and_needs_a_person(tmp_path: Path
     assert refused.value.code == "PARALLEL_PROTECTED_PATH_CHANGED"
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_config_change_never_wins_automatically_and_lands_only_with_a_person(tmp_path: Path) -> None:
     config = PYTEST_GATE
     repo = make_repo(tmp_path / "repo", {"calc/__init__.py": CALC, "tests/test_calc.py": TESTS}, config=config)

@@ -8,6 +8,8 @@ makes the race happen on cue."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import stat
@@ -59,6 +61,7 @@ def note_lines(repo: Path, commit: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in shown if line.startswith("{")]
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_merge_push_lands_on_the_remote_with_its_notes(tmp_path: Path) -> None:
     origin, mine, gp, _ = team(tmp_path)
     picked(gp)
@@ -93,6 +96,7 @@ def test_merge_push_lands_on_the_remote_with_its_notes(tmp_path: Path) -> None:
     assert git(origin, "for-each-ref", "--format=%(refname) %(objectname)") == before
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_merge_push_lands_onto_a_remote_that_moved_after_spawn(tmp_path: Path) -> None:
     origin, mine, gp, theirs = team(tmp_path)
     picked(gp)
@@ -142,6 +146,7 @@ exit 0
 """
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_a_push_that_loses_the_race_lands_again_onto_the_winner_of_it(tmp_path: Path) -> None:
     origin, mine, gp, theirs = team(tmp_path)
     picked(gp)
@@ -203,6 +208,7 @@ def _pr_ready(tmp_path: Path) -> tuple[Path, Path, GP]:
     return origin, mine, gp
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_merge_pr_pushes_the_winner_and_asks_gh(tmp_path: Path) -> None:
     origin, mine, gp = _pr_ready(tmp_path)
     fake = tmp_path / "fakebin"
@@ -231,6 +237,7 @@ def test_merge_pr_pushes_the_winner_and_asks_gh(tmp_path: Path) -> None:
     assert record["status"] == "picked" and record["pr"]["proposals"][0]["url"] == p["url"]
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_merge_pr_without_gh_prints_the_command_and_writes_the_body(tmp_path: Path) -> None:
     origin, mine, gp = _pr_ready(tmp_path)
     bare = tmp_path / "bin-without-gh"

@@ -427,6 +427,7 @@ def test_a_long_agent_command_keeps_its_program_and_script_names_in_the_trailer(
     assert short == "/usr/bin/python3 /srv/agent.py"  # a command that fits keeps its paths
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_report_file_follows_the_umask_and_its_chart_labels_do_not_overlap(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "3")

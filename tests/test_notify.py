@@ -205,6 +205,7 @@ def test_every_recipe_in_the_docs_is_a_valid_config() -> None:
         assert config.parse(text)["notify"]["command"]
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_the_bell_recipe_rings_when_all_is_done(tmp_path: Path) -> None:
     bell = next(r for r in recipes() if "printf" in r)
     tools = tmp_path / "tools"

@@ -354,6 +354,7 @@ def test_critic_first_pass_prefers_score_and_threshold(tmp_path: Path) -> None:
     assert snapshot(repo) == before
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_no_candidate_writes_nothing_and_edited_pick_is_refused(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "2")
@@ -398,6 +399,7 @@ def test_stale_winner_is_not_merged(tmp_path: Path) -> None:
     assert snapshot(repo) == before
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_kept_losers_need_cleanup_before_the_next_spawn(tmp_path: Path) -> None:
     repo, gp = project(tmp_path, extra="keep_losers: true\n")
     gp("spawn", "t", "-n", "2")

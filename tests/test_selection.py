@@ -115,6 +115,7 @@ def pick_record(gp: GP) -> dict:
 
 
 # -- probe gates ------------------------------------------------------------------------
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_probe_records_a_signature_and_never_blocks(tmp_path: Path) -> None:
     gp = build(tmp_path, {"1": "double", "2": "square_mul", "3": "square_pow"})
     (tmp_path / "tools" / "probe.py").write_text(PROBE + "sys.exit(3)\n")  # a probe that always exits 3
@@ -138,6 +139,7 @@ def test_probe_records_a_signature_and_never_blocks(tmp_path: Path) -> None:
 
 
 @pytest.mark.unfenced("its probe also writes a file outside the checkout, to show what the glob leaves out")
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_probe_outputs_globs_hash_the_files_it_wrote(tmp_path: Path) -> None:
     writer = tmp_path / "writer.py"
     writer.write_text(textwrap.dedent("""
@@ -228,6 +230,7 @@ def test_cluster_without_probes_is_one_cluster_decided_by_changed_lines(tmp_path
     assert p["winner"]["id"] == "2" and p["decision"]["stage"] == "changed_lines"
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_cluster_only_counts_candidates_that_passed_the_enforced_gates(tmp_path: Path) -> None:
     gp = build(tmp_path, {"1": "double", "2": "square_mul", "3": "square_pow", "4": "power_of_two"})
     # 3 and 4 are broken alike: they behave the same, but fail the visible gate.

@@ -71,6 +71,7 @@ def test_sixteen_processes_transitioning(repo: Path, gp: GP, tmp_path: Path) -> 
     assert all(i["status"] == "running" for i in run["instances"])
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_eight_note_writers_at_once(repo: Path, tmp_path: Path) -> None:
     script = tmp_path / "notes.py"
     script.write_text(NOTE_WRITER)

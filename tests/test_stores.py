@@ -86,6 +86,7 @@ def test_an_attempts_own_build_never_writes_the_store(tmp_path: Path) -> None:
 
 
 @needs_namespace
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_a_store_holding_the_repository_is_refused(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"code.sh": "echo ok\n"}, config=textwrap.dedent(f"""
         setup: {{run: [sh, -c, 'true'], stores: ['{tmp_path}']}}

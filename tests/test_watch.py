@@ -102,6 +102,7 @@ def test_watch_piped_prints_each_state_change_in_order_ending_with_the_pick(tmp_
     assert seen[-2:] == ["pick: track main won by 1", "run: picked"]
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_watch_on_a_terminal_redraws_in_place_and_exits_when_the_run_ends(tmp_path: Path) -> None:
     repo, gp, agent, go = setup(tmp_path)
     master, slave = pty.openpty()
@@ -146,6 +147,7 @@ def test_watch_on_a_terminal_redraws_in_place_and_exits_when_the_run_ends(tmp_pa
     assert "keys: 1-9/up/down select" in final
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_watch_json_streams_events(tmp_path: Path) -> None:
     repo, gp, agent, go = setup(tmp_path)
     go.write_text("")
