@@ -516,6 +516,16 @@ def test_a_test_report_in_an_unknown_encoding_fails_its_gate_alone(tmp_path: Pat
     assert json.loads(proc.stdout)["instances"][0]["verdict"] == "fail", proc.stdout[-600:]
 
 
+# A project scored by a Markdown findings file its gate leaves.
+FINDINGS_MD = textwrap.dedent("""\
+    protect: [tests/**]
+    gates:
+      - name: tests
+        run: [./test.sh]
+    score:
+      findings: findings.md
+    """)
+
 # The attempt's app.py: right, and when its tests import it, it writes the
 # findings file that scores it, with a score of 5,000 digits.
 LONG_SCORE = APP_FIXED + "\nopen('findings.md', 'w').write('anti_slop_score: ' + '9' * 5000 + '\\n')\n"
@@ -526,15 +536,7 @@ def test_a_score_of_thousands_of_digits_crashes_no_check(tmp_path: Path) -> None
     # the judge did not expect of digits its pattern had matched: check
     # ended in an internal error, and every sibling judged beside the
     # attempt got no evidence either.
-    config = textwrap.dedent("""\
-        protect: [tests/**]
-        gates:
-          - name: tests
-            run: [./test.sh]
-        score:
-          findings: findings.md
-        """)
-    repo, gp = project(tmp_path, config)
+    repo, gp = project(tmp_path, FINDINGS_MD)
     gp("spawn", "t", "-n", "1")
     (tmp_path / "app.py").write_text(LONG_SCORE)
     gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
@@ -554,15 +556,7 @@ def test_a_findings_file_of_many_short_lines_hangs_no_check(tmp_path: Path) -> N
     # The Markdown score's pattern let its leading `[\s>*_#-]*` run across
     # lines from every line start: time square in the lines (16,000 took 3
     # s; these, hours), and check never ended.
-    config = textwrap.dedent("""\
-        protect: [tests/**]
-        gates:
-          - name: tests
-            run: [./test.sh]
-        score:
-          findings: findings.md
-        """)
-    repo, gp = project(tmp_path, config)
+    repo, gp = project(tmp_path, FINDINGS_MD)
     gp("spawn", "t", "-n", "1")
     (tmp_path / "app.py").write_text(DASHES)
     gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
