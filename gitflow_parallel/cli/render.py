@@ -136,7 +136,7 @@ def cell(change: Mapping[str, object] | None) -> str:
     return f"{change['status']} +{change['added']} -{change['removed']}"
 
 
-def render_diff(r: dict[str, Any]) -> None:
+def render_diff(r: Mapping[str, Any]) -> None:
     if r["mode"] == "between":
         a, b = r["attempts"]
         click.echo(f"{r['task']}: {a['id']} ({short(a['commit'])}) -> {b['id']} ({short(b['commit'])})")
@@ -165,7 +165,7 @@ def render_diff(r: dict[str, Any]) -> None:
             click.echo(a["patch"], nl=False)
 
 
-def render_show(r: dict[str, Any]) -> None:
+def render_show(r: Mapping[str, Any]) -> None:
     i = r["instance"]
     click.echo(f"{r['task']} instance {i['id']} (track {i['track']}, attempt {i['attempt']}"
                + (f", agent {i['agent']}" if i.get("agent") else "") + f"): {i['status']}"

@@ -4,7 +4,7 @@ publish, worker, collect, push, fetch, prune."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -160,12 +160,12 @@ def push(remote: str, as_json: bool) -> None:
     with the two ways out."""
     from gitflow_parallel.commands import push as push_cmd
 
-    def render(r: dict[str, Any]) -> None:
+    def render(r: push_cmd.Pushed) -> None:
         click.echo(f"pushed {len(r['pushed'])} ref(s) to {remote}"
                    + (f" after {r['attempts']} attempts" if r["attempts"] > 1 else ""))
         for name in r["pushed"]:
             click.echo(f"  {name}")
-        for name in r.get("kept_remote", []):
+        for name in r["kept_remote"]:
             click.echo(f"  {remote} has it ahead (`git parallel fetch {remote}` brings it): {name}")
         for why in r["skipped"]:
             click.echo(f"warning: not kept in git: {why}", err=True)

@@ -10,7 +10,7 @@ refuses the push, named, with the two ways out."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
@@ -20,7 +20,22 @@ from gitflow_parallel.state.share import PARALLEL_PREFIX, PUSH_ATTEMPTS, backfil
 from gitflow_parallel.state.project import Project
 
 
-def push(project: Project, remote: str = "origin") -> dict[str, Any]:
+class Pushed(TypedDict):
+    """``push``'s result: the refs pushed, the ones the remote has ahead
+    (``kept_remote``), what ``backfill`` wrote and skipped first, and how
+    each notes ref was merged with the remote's."""
+
+    remote: str
+    attempts: int
+    pushed: list[str]
+    kept_remote: list[str]
+    written: list[str]
+    skipped: list[str]
+    notes_refs: list[str]
+    notes: dict[str, str]
+
+
+def push(project: Project, remote: str = "origin") -> Pushed:
     """Publish the notes and every ``refs/parallel/`` ref in one atomic push.
 
     A lease that fails (a teammate pushed meanwhile) is answered by looking
@@ -39,7 +54,8 @@ def push(project: Project, remote: str = "origin") -> dict[str, Any]:
         pushed = wire.push(repo, remote, updates)
         if pushed.ok:
             return {"remote": remote, "attempts": attempt, "pushed": [u.dst for u in updates],
-                    "kept_remote": behind, **filled, "notes_refs": wanted, "notes": merged}
+                    "kept_remote": behind, "written": filled["written"], "skipped": filled["skipped"],
+                    "notes_refs": wanted, "notes": merged}
         output = pushed.output
         if not wire.moved(repo, remote, updates):
             break  # refused for another reason than a lease: say so

@@ -3,15 +3,38 @@ lines, its score, and why it won or lost."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
-
+from gitflow_parallel.shapes.records import Base
 from gitflow_parallel.state import share
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.view import TAIL_LINES, agent_row, gate_rows, open_view, outcome
 
 
-def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> dict[str, Any]:
+class Shown(TypedDict):
+    """``show``'s result: the attempt's record fields, where its evidence
+    stands, its pack's summary, its gates' and agent's log tails, whether it
+    won and why, its earlier attempts and comments."""
+
+    task: str
+    run_id: str
+    run_status: str
+    shared: bool
+    base: Base
+    instance: dict[str, Any]  # the record's fields of it that people read
+    commit: str | None
+    evidence: dict[str, str | None]  # state, reason, ref
+    pack: dict[str, Any] | None  # the pack's summary fields, as it holds them
+    gates: list[dict[str, object]]
+    agent: dict[str, object]
+    outcome: dict[str, object]
+    landed: str | None
+    history: list[dict[str, Any]]
+    comments: list[Any]
+    differential: Any  # the pick's record of a differential selection, as written
+
+
+def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> Shown:
     """One attempt: its record, its gates with their last log lines, its
     score, and why it won or lost."""
     view = open_view(project, task)
