@@ -26,6 +26,14 @@ pytestmark = pytest.mark.slow
 
 LANDLOCK = [LAYERS[1]]
 
+
+def commit_app(gp: GP, tmp_path: Path, source: str) -> None:
+    """One attempt whose agent replaces app.py with ``source`` (the
+    attempt's code the judge then runs)."""
+    gp("spawn", "t", "-n", "1")
+    (tmp_path / "app.py").write_text(source)
+    gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
+
 # -- judged checkouts under Landlock alone: what the judge writes, removes and reads after a gate ---
 #
 # Under Landlock alone the gates write their checkout itself, and the judge,
@@ -361,9 +369,7 @@ def test_a_hidden_gates_test_report_carries_no_text_of_the_hidden_tests_back(tmp
               fail_to_pass: [tests/test_secret.py::test_secret]
         """)
     repo, gp = project(tmp_path, config)
-    gp("spawn", "t", "-n", "1")
-    (tmp_path / "app.py").write_text(SMUGGLER)
-    gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
+    commit_app(gp, tmp_path, SMUGGLER)
     gate = gp.json("check", "t", code=None)["instances"][0]["gates"][0]
     assert gate["passed"] is False
     assert secret[:64] not in json.dumps(gate), gate["error"][:200]
@@ -508,9 +514,7 @@ def test_a_test_report_in_an_unknown_encoding_fails_its_gate_alone(tmp_path: Pat
               fail_to_pass: [tests/test_app.py::test_add]
         """)
     repo, gp = project(tmp_path, config)
-    gp("spawn", "t", "-n", "1")
-    (tmp_path / "app.py").write_text(ODD_ENCODING)
-    gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
+    commit_app(gp, tmp_path, ODD_ENCODING)
     proc = gp("check", "t", "--json", code=None)
     assert proc.returncode in (0, 1), proc.stderr[-600:]
     assert json.loads(proc.stdout)["instances"][0]["verdict"] == "fail", proc.stdout[-600:]
@@ -537,9 +541,7 @@ def test_a_score_of_thousands_of_digits_crashes_no_check(tmp_path: Path) -> None
     # ended in an internal error, and every sibling judged beside the
     # attempt got no evidence either.
     repo, gp = project(tmp_path, FINDINGS_MD)
-    gp("spawn", "t", "-n", "1")
-    (tmp_path / "app.py").write_text(LONG_SCORE)
-    gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
+    commit_app(gp, tmp_path, LONG_SCORE)
     proc = gp("check", "t", "--json", code=None)
     assert proc.returncode in (0, 1), proc.stderr[-600:]
     checked = json.loads(proc.stdout)["instances"][0]
@@ -557,9 +559,7 @@ def test_a_findings_file_of_many_short_lines_hangs_no_check(tmp_path: Path) -> N
     # lines from every line start: time square in the lines (16,000 took 3
     # s; these, hours), and check never ended.
     repo, gp = project(tmp_path, FINDINGS_MD)
-    gp("spawn", "t", "-n", "1")
-    (tmp_path / "app.py").write_text(DASHES)
-    gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
+    commit_app(gp, tmp_path, DASHES)
     try:
         proc = gp("check", "t", "--json", code=None, own_process=True, timeout=30)
     except subprocess.TimeoutExpired:
@@ -651,9 +651,7 @@ def test_a_probes_outputs_cost_the_judge_bounded_work_and_pack_space(tmp_path: P
             outputs: ['out/**/*']
         """)
     repo, gp = project(tmp_path, config)
-    gp("spawn", "t", "-n", "1")
-    (tmp_path / "app.py").write_text(LITTERER)
-    gp("run", "t", "--", "sh", "-c", f"cp {tmp_path / 'app.py'} app.py")
+    commit_app(gp, tmp_path, LITTERER)
     checked = gp.json("check", "t")["instances"][0]
     signature = next(g for g in checked["gates"] if g["name"] == "values")["signature"]
     assert checked["verdict"] == "pass"
