@@ -132,9 +132,9 @@ class Fence:
 
     def run(self, argv: list[str], cwd: str | Path, env: dict[str, str],
             stdin: bytes) -> subprocess.CompletedProcess[bytes]:
-        """Run one more command in the fence once its agent has ended (the
-        commit of what the agent left): the same namespace, or a Landlock
-        ruleset rebuilt from its paths (the agent's was closed at its start)."""
+        """Run a command to its end in the fence (``git add -A`` of what an
+        attempt left: ``leftovers.fenced_stager``): in its namespace, or under
+        a Landlock ruleset built from its paths for this command alone."""
         env = {**env, **self.env}
 
         def begin() -> subprocess.CompletedProcess[bytes]:
