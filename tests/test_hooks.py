@@ -199,6 +199,7 @@ def test_unpicked_run_refused_until_picked(tmp_path: Path) -> None:
     assert proc(repo, "merge", "--no-ff", "-m", "m", "parallel/t/1").returncode == 0
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_git_parallel_merge_is_not_blocked(tmp_path: Path) -> None:
     repo, gp, run = picked_run(tmp_path)
     result = gp.json("merge", "t")
@@ -252,6 +253,7 @@ def test_broken_record_still_guards_its_branches(tmp_path: Path) -> None:
 
 
 # -- post-checkout -------------------------------------------------------------------------
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_checkout_of_instance_branch_reports_status(tmp_path: Path) -> None:
     repo, gp, run = picked_run(tmp_path)
     wt1, wt2 = worktree(run, "1"), worktree(run, "2")

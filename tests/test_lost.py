@@ -221,6 +221,7 @@ def test_kill_9_of_spawn_while_retiring_keeps_a_record(repo: Path, gp: GP, tmp_p
 
 
 # 6. ----------------------------------------------------------------------------------
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_kept_loser_cannot_be_merged_with_plain_git_after_the_run_merged(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", config="keep_losers: true\n")
     gp = GP(repo)

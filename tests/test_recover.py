@@ -454,6 +454,7 @@ def test_dry_run_and_recovery_id(tmp_path: Path) -> None:
     assert all(l["recovery_id"] == expected and l["run_revision"] == rec["run_revision"] for l in lines)
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_refusal_changes_nothing(tmp_path: Path) -> None:
     """A merge intent whose base has since moved to a commit holding neither
     side cannot be decided: recover refuses and leaves everything as it was,
@@ -646,6 +647,7 @@ def test_interrupted_retry_keeps_the_archived_attempt(tmp_path: Path) -> None:
     assert_validate_clean(gp)
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_merge_again_after_a_crash_defers_to_recover(tmp_path: Path) -> None:
     repo, gp, tools = project(tmp_path)
     for stage in ("spawn", "run", "check", "pick"):

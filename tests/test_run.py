@@ -273,6 +273,7 @@ def test_signal_stops_every_child_and_marks_aborted(repo: Path, gp: GP, tmp_path
 
 
 @pytest.mark.unfenced("it watches its agents' host pids and marker files outside their worktrees")
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_kill_9_of_runner_frees_slots_at_once(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r", config="max_total: 3\n")
     gp = GP(repo)

@@ -106,6 +106,7 @@ git update-ref refs/notes/parallel HEAD
 """
 
 
+@pytest.mark.slow  # a whole flow of about 2 s; the default tier keeps under 150 s
 def test_refs_an_agent_moves_or_forges_are_restored_and_its_attempt_fails(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "2")
