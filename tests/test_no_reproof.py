@@ -173,8 +173,9 @@ def test_stale_or_collected_evidence_is_no_ground_to_land_on(tmp_path: Path) -> 
     assert why({"tree": "e" * 40, "judged_tree": "e" * 40}) == "the landing tree is not the tree its gates judged"
     assert why({"judged_tree": "e" * 40}) == "the landing tree is not the tree its gates judged"
     assert why({"fence": "landlock"}) == "it was judged without the namespace layer (sandbox: landlock)"
-    assert why({"layers": ["pid", "mount", "ipc", "overlay"]}) == "fresh pristine evidence made here"
-    assert why({"layers": ["pid", "mount", "ipc"]}) == "its sandbox lacked a layer of pid, mount, overlay"
+    assert why({"layers": ["pid", "mount", "ipc", "overlay", "git-view"]}) == "fresh pristine evidence made here"
+    assert why({"layers": ["pid", "mount", "ipc", "overlay"]}) == "its sandbox lacked a layer of pid, mount, overlay, git-view"
+    assert why({"layers": ["pid", "mount", "ipc"]}) == "its sandbox lacked a layer of pid, mount, overlay, git-view"
     assert why({}, onto="f" * 40) == "its protected paths came from another commit than the one it lands on"
     assert why({"verdict": "fail"}) == "the evidence is not fresh and passing"
     assert os.path.exists(pack_path)

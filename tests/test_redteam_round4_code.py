@@ -401,6 +401,7 @@ DOUBLE_THAT_COPIES = textwrap.dedent("""\
     """)
 
 
+@needs_namespace  # under Landlock alone a judged command reads the whole store (docs/judging.md)
 @pytest.mark.slow  # three attempts, their checks and a differential pick
 def test_a_candidate_cannot_answer_the_distinguishing_inputs_with_a_siblings_code(tmp_path: Path) -> None:
     # The attempts' files, written for the generator, were still in /tmp
@@ -437,12 +438,10 @@ DOUBLE_THAT_ASKS_GIT = textwrap.dedent("""\
 
 
 @pytest.mark.slow  # three attempts, their checks and a differential pick
-@pytest.mark.xfail(strict=True, reason=(
-    "a judged command sees the repository's git dir read-only (its checkout's git, setuptools-scm and the tests' "
-    "own git calls need it), and every attempt's commits are in the shared object store once its run has ended: "
-    "a candidate's distinguish run (any gate) can run a sibling's code; fix: a judged command's git view of its "
-    "own, an object store holding the base's history and the judged commit only (git/shadow for gates)"))
 def test_a_candidate_cannot_answer_the_distinguishing_inputs_with_a_siblings_commit(tmp_path: Path) -> None:
+    # A judged command saw the repository's git dir, and in it every
+    # attempt's commits once its run had ended; its git now sees the
+    # history and the judged commit alone (git/judged_view).
     from test_differential import SQUARE_MUL, SQUARE_POW, build
 
     gp = build(tmp_path, {"1": {"impl.py": DOUBLE_THAT_ASKS_GIT}, "2": {"impl.py": SQUARE_MUL},

@@ -261,7 +261,7 @@ def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit
             repo_.common_dir, repo_.main_workdir, repo_.parallel_dir, checkout, path, cfg, reads,
             log_dir=repo_.parallel_dir / "logs" / record["run_id"], log_prefix=f"{inst['id']}.{inst['attempt']}",
             facts=gate_facts(record, inst, inst["track"], path, commit), repository=repository_of(repo_),
-            lane=lane))
+            judged=judged["judged_commit"], lane=lane))
         # Both fingerprints are taken before any gate can touch the checkout.
         outputs = output_fingerprints(repo, base_commit, commit,
                                       path if judged["judged_commit"] == commit else None)

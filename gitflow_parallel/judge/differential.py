@@ -165,7 +165,7 @@ def _run_one(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checko
     _fresh(folder, inputs)
     with place_mod.judging(repo.common_dir, repo.main_workdir, repo.parallel_dir, checkout, path, cfg,
                        sandbox.siblings(record), log_dir=repo.parallel_dir / "logs" / record["run_id"],
-                       log_prefix=prefix, repository=gates.repository_of(repo),
+                       log_prefix=prefix, repository=gates.repository_of(repo), judged=judged,
                        facts={**gates.gate_facts(record, None, track, path, commit), **facts,
                               ("DISTINGUISH_INPUTS" if inputs else "DISTINGUISH_OUT"): str(folder)}) as place:
         try:

@@ -358,7 +358,7 @@ def verify_tree(project: Project, record: RunRecord, track: str, commit: str,
                      sandbox.siblings(record), log_dir=repo.parallel_dir / "logs" / record["run_id"],
                      log_prefix=f"verify-{track}-{commit[:12]}",
                      facts={**gate_facts(record, None, track, path, commit), "VERIFY": commit},
-                     repository=repository_of(repo)) as place:
+                     repository=repository_of(repo), judged=judged["judged_commit"]) as place:
             setup, results = judge_checkout(repo.pygit, record["config"], wanted, track, place,
                                             judged["judged_tree"])
     outcome.update({"passed": verdict_of(results) == "pass", "gates": results, "setup": setup})

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from gitflow_parallel import errors as E
-from gitflow_parallel.git import tamper
+from gitflow_parallel.git import judged_view, tamper
 from gitflow_parallel.judge import layers
 from gitflow_parallel.judge.pace import Lane
 from gitflow_parallel import environ as proc_env
@@ -195,13 +195,16 @@ class Place:
 @contextlib.contextmanager
 def judging(common_dir: Path, main_workdir: Path | None, parallel_dir: Path, checkout: Checkout, path: Path,
             config: FrozenConfig, reads: sandbox.Reads, *, facts: dict[str, str], log_dir: Path, log_prefix: str,
-            repository: list[Path], lane: Lane | None = None) -> Iterator[Place]:
+            repository: list[Path], judged: str, lane: Lane | None = None) -> Iterator[Place]:
     """The ``Place`` of the commands judged in the borrowed ``checkout``
-    (at ``path``): its fence plan and, under the namespace layer, the upper
-    layers its commands write, removed when the ``with`` ends; under
-    Landlock alone the checkout is marked used (``scratch``), so it is
-    made afresh before anyone judges in it again."""
+    (at ``path``, holding the commit ``judged``): its fence plan and, under
+    the namespace layer, the upper layers its commands write and the view
+    its git has of the git dir (``git/judged_view``), removed when the
+    ``with`` ends; under Landlock alone the checkout is marked used
+    (``scratch``), so it is made afresh before anyone judges in it again."""
     plan = sandbox.GatePlan(common_dir, main_workdir, path, config, reads)
+    if plan.overlaid:
+        plan.git_view = judged_view.make(common_dir, parallel_dir, judged)
     if not plan.overlaid:
         checkout.used()
         yield Place(worktree=path, fence=plan, facts=facts, log_dir=log_dir, log_prefix=log_prefix,
@@ -213,3 +216,5 @@ def judging(common_dir: Path, main_workdir: Path | None, parallel_dir: Path, che
         yield place
     finally:
         place.close()
+        if plan.git_view is not None:
+            plan.git_view.remove()

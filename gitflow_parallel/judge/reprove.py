@@ -28,8 +28,9 @@ from gitflow_parallel.shapes.records import Reproof, RestsOn
 
 # What a judged command's sandbox must have held for its verdict to stand
 # for a second run: its own pid and mount namespaces (``/`` read-only) and
-# the pristine checkout under a throwaway overlay, not only Landlock.
-PRISTINE_LAYERS = ("pid", "mount", "overlay")
+# the pristine checkout under a throwaway overlay, and its git seeing the
+# history and the judged commit alone (git/judged_view), not only Landlock.
+PRISTINE_LAYERS = ("pid", "mount", "overlay", "git-view")
 
 
 def verify_mode(cfg: MergeConfig) -> str:

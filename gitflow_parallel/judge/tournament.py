@@ -36,6 +36,7 @@ import tempfile
 from pathlib import Path
 
 from gitflow_parallel.files import read_tail, remove_tree, sha256_file
+from gitflow_parallel.git import judged_view
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.shapes.records import Candidate, JudgeRun
 from gitflow_parallel.judge.place import execute, gate_env
@@ -72,6 +73,7 @@ def match(project: Project, record: RunRecord, track: str, round_no: int,
     name = f"judge-{track}-{round_no}.{a['id']}-{b['id']}"
     log, err_log = logs / f"{name}.log", logs / f"{name}-stderr.log"
     scratch = Path(tempfile.mkdtemp(prefix="git-parallel-judge-", dir=sandbox.tmp_root()))  # out of every sandbox's sight
+    plan: sandbox.GatePlan | None = None
     try:
         base = record["base"]["commit"]
         _write_side(scratch / "A", project, base, a)
@@ -83,11 +85,15 @@ def match(project: Project, record: RunRecord, track: str, round_no: int,
         # TMPDIR), and reads no instance's worktree - what it judges is
         # laid out for it from the objects.
         plan = sandbox.GatePlan(project.repo.common_dir, None, scratch, record["config"], sandbox.siblings(record))
+        if plan.overlaid:  # its git sees the history alone (git/judged_view): the sides are laid out above
+            plan.git_view = judged_view.make(project.repo.common_dir, project.repo.parallel_dir, None)
         command = cfg["command"]
         assert command is not None  # config.validate refuses selection: tournament without one
         code, error, seconds = execute(list(command), cwd, env, float(cfg["timeout"]), log, err_log, plan)
     finally:
         remove_tree(scratch, ignore_errors=True)
+        if plan is not None and plan.git_view is not None:
+            plan.git_view.remove()
     try:  # the judge runs the attempts' code: its output is read from its end, capped
         stdout = read_tail(log)[0]
     except OSError:

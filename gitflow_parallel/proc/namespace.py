@@ -118,6 +118,7 @@ class Mounts:
     upper: tuple[Path, Path] | None = None  # a kept upper layer and its work folder (setup)
     network: bool = True
     stores: list[Path] = field(default_factory=list)  # read through a throwaway layer each (judge/stores)
+    replaced: list[tuple[Path, Path]] = field(default_factory=list)  # (what, over which path): git/judged_view
 
     def host_path(self, path: str) -> str:
         """Where ``path``, as the command will see it, is on the host: under
@@ -167,6 +168,8 @@ class Mounts:
         cover += [(p, "--ro-bind") for p in _existing(self.shown, os.path.isdir)]
         for path, how in sorted(cover, key=lambda c: len(c[0].parts)):
             out += [how, str(path)] if how == "--tmpfs" else [how, str(path), str(path)]
+        for source, over in self.replaced:  # ours, laid over what the command would see there
+            out += ["--ro-bind", str(source), os.path.realpath(over)]
         out += _covered_sockets([*self.write, *self.files, *self.stores, *([self.target] if self.target else [])],
                                 [*self.hidden, Path("/dev")], self.shown)  # its /dev is its own
         for path in _existing(self.write, os.path.isdir):

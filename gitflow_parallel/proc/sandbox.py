@@ -40,13 +40,16 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import remove_tree
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.proc import cgroup, landlock, namespace
+
+if TYPE_CHECKING:
+    from gitflow_parallel.git.judged_view import GitView
 
 MODES = ("auto", "required", "off")
 ENV = "GIT_PARALLEL_SANDBOX"
@@ -152,7 +155,8 @@ class Fence:
     def layers(self) -> list[str]:
         """The layers that hold, from what was checked (``namespace.unavailable``,
         the kernel's Landlock ABI), never assumed."""
-        return layer_names(self.kind, self.network, self.mounts is not None and self.mounts.target is not None)
+        return layer_names(self.kind, self.network, self.mounts is not None and self.mounts.target is not None,
+                           self.mounts is not None and bool(self.mounts.replaced))
 
     def record(self) -> dict[str, object]:
         """What the events and packs say about it."""
@@ -185,10 +189,12 @@ class Fence:
             self.view = None
 
 
-def layer_names(kind: str, network: bool, overlay: bool) -> list[str]:
-    """The layers a fence of ``kind`` holds, as events and packs name them."""
+def layer_names(kind: str, network: bool, overlay: bool, git_view: bool = False) -> list[str]:
+    """The layers a fence of ``kind`` holds, as events and packs name them
+    (``git-view``: the judged command's own view of the git dir)."""
     if kind == "namespace":
-        return ["pid", "mount", "ipc"] + ([] if network else ["net"]) + (["overlay"] if overlay else [])
+        return (["pid", "mount", "ipc"] + ([] if network else ["net"]) + (["overlay"] if overlay else [])
+                + (["git-view"] if git_view else []))
     return ["landlock"] if kind == "landlock" else []
 
 
@@ -529,6 +535,7 @@ class GatePlan:
     reads: Reads = field(default_factory=Reads)
     layers: list[Path] = field(default_factory=list)
     stores: list[Path] = field(default_factory=list)  # the user's stores, each under a throwaway layer
+    git_view: GitView | None = None  # what its commands' git sees of the common dir (namespace layer)
 
     @property
     def kind(self) -> str:
@@ -541,7 +548,8 @@ class GatePlan:
     def held(self) -> list[str]:
         """The sandbox layers its commands run in, from what was checked (as
         ``Fence.layers`` says of one command): the pack records them."""
-        return layer_names(self.kind, (self.config.get("gate_network") or "off") == "on", overlay=True)
+        return layer_names(self.kind, (self.config.get("gate_network") or "off") == "on", overlay=True,
+                           git_view=self.git_view is not None and self.kind == "namespace")
 
     @property
     def overlaid(self) -> bool:
@@ -596,4 +604,15 @@ class GatePlan:
             mounts.layers = [*(lower if lower is not None else [self.checkout, *self.layers]), *above]
             mounts.upper = upper
             mounts.stores = list(self.stores)
+            if self.git_view is not None:
+                # Its git sees the history and the judged commit alone, and
+                # of the worktrees' admin folders its checkout's own.
+                mounts.replaced = self.git_view.binds(self.common)
+                mounts.hidden.append(self.common / "worktrees")
+                from gitflow_parallel.git.refs import read_gitdir_file
+
+                admin = read_gitdir_file(self.checkout / ".git")  # the judge's: never written by a command
+                if admin is not None and Path(os.path.realpath(admin)).parent == Path(
+                        os.path.realpath(self.common / "worktrees")):
+                    mounts.shown.append(admin)
         return fence

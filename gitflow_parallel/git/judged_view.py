@@ -1,0 +1,247 @@
+"""The git a judged command sees: the repository's history without the
+attempts', and the commit it judges.
+
+Why.  A gate, setup, probe, score or distinguish run, and the merge's
+re-proof, run the attempt's code, and its checkout's git needs the
+repository's git dir (``git status``, ``git describe`` for a version, the
+tests' own git calls).  That dir holds every attempt's commits once its run
+has ended: by a branch name (``git show parallel/t/2:app.py``), by a scan of
+the store (``git cat-file --batch-all-objects``) or through an attempt's own
+store (``git/shadow``), the code judged could find a sibling's right code
+and run it instead of its own, and pass.
+
+How.  Under the namespace layer (``proc/namespace``) the command's mount
+namespace lays this view over three entries of the common dir:
+
+- ``objects/``: two packs and nothing else.  One holds what every ref but
+  git-parallel's reaches (``refs/heads/parallel/``, ``refs/parallel/``,
+  ``refs/notes/`` left out): the history as the user made it.  It is built
+  once for a set of ref values and kept (``CACHE_KEPT`` of them).  The other
+  holds what the judged commit reaches beyond that, built for each place;
+- ``refs/`` and ``packed-refs``: those same refs, and no other;
+- ``worktrees/`` hidden but the checkout's own admin folder (where the
+  attempts' own stores and worktrees' indexes are): ``GatePlan.fence``.
+
+Both packs are written by git's own ``pack-objects`` from the shared store,
+so the view holds only objects that are reachable from what it names.
+Under Landlock alone no view is laid (Landlock cannot show a path as another
+folder): the judged command then reads the whole store, as
+``docs/judging.md`` says.  Nor is one laid for a repository whose refs are
+kept in a reftable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from gitflow_parallel import environ as proc_env
+from gitflow_parallel.files import remove_tree
+from gitflow_parallel.git.repo import HARDENED
+
+FOLDER = "judged-git"
+# The refs whose history no judged command may read: the attempts' branches,
+# git-parallel's archives and evidence refs, and the notes (records).
+HIDDEN = ("refs/heads/parallel/", "refs/parallel/", "refs/notes/")
+CACHE_KEPT = 4  # history folders kept, the one used last first
+MAX_PACKS = 16  # packs in a history folder, before it is built as one again
+TIPS = "tips"  # in a history folder: the ref values its packs reach from
+_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class GitView:
+    """A view in use, laid over ``<common>``'s entries of the same names."""
+
+    folder: Path
+
+    @property
+    def objects(self) -> Path:
+        return self.folder / "objects"
+
+    @property
+    def refs(self) -> Path:
+        return self.folder / "refs"
+
+    @property
+    def packed_refs(self) -> Path:
+        return self.folder / "packed-refs"
+
+    def binds(self, common: Path) -> list[tuple[Path, Path]]:
+        """(what, over which path of the common dir), in mount order."""
+        out = [(self.objects, common / "objects"), (self.refs, common / "refs")]
+        if (common / "packed-refs").is_file():
+            out.append((self.packed_refs, common / "packed-refs"))
+        return out
+
+    def remove(self) -> None:
+        remove_tree(self.folder, ignore_errors=True)
+
+
+def make(common: Path, parallel_dir: Path, judged: str | None) -> GitView | None:
+    """A view of ``common`` for commands judging ``judged`` (None: the
+    history alone, for the tournament's judge); None where none can be laid
+    (a reftable)."""
+    if (common / "reftable").exists():
+        return None
+    repo = pygit2.Repository(str(common))
+    shown = _shown_refs(repo)
+    root = parallel_dir / FOLDER
+    root.mkdir(parents=True, exist_ok=True)
+    _sweep_dead(root)
+    folder = root / f"view-{os.getpid()}-{secrets.token_hex(6)}"
+    pack = folder / "objects" / "pack"
+    pack.mkdir(parents=True)
+    (folder / "objects" / "info").mkdir()
+    for tries in (1, 2):
+        history = _history_pack(common, root, sorted(set(shown.values())), repo.odb)
+        try:
+            for name in _packs(history):
+                os.link(history / name, pack / name)
+            break
+        except FileNotFoundError:  # pruned by another judging meanwhile: built again
+            if tries == 2:
+                raise
+    if judged is not None:
+        tips = [f"^{oid}" for oid in sorted(set(shown.values()))]
+        _pack(common, pack / "pack", [judged, *tips])
+    _write_refs(folder, shown, packed=(common / "packed-refs").is_file())
+    return GitView(folder)
+
+
+def _sweep_dead(root: Path) -> None:
+    """Remove the views and half-built history folders of processes that
+    are gone (a ``check`` killed with ``kill -9``)."""
+    for entry in os.scandir(root):
+        kind, _, rest = entry.name.partition("-")
+        pid = rest.partition("-")[0]
+        if kind in ("view", "building") and pid.isdigit() and not _alive(int(pid)):
+            remove_tree(Path(entry.path), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _shown_refs(repo: pygit2.Repository) -> dict[str, str]:
+    """The refs the view shows: every direct ref but git-parallel's, whose
+    object is in the store (a ref to a missing object would fail the pack)."""
+    shown: dict[str, str] = {}
+    for name in repo.listall_references():
+        if name.startswith(HIDDEN):
+            continue
+        try:
+            ref = repo.references[name]
+        except (KeyError, pygit2.GitError, ValueError):
+            continue
+        target = ref.target
+        if isinstance(target, pygit2.Oid) and target in repo.odb:
+            shown[name] = str(target)
+    return shown
+
+
+def _history_pack(common: Path, root: Path, tips: list[str], odb: pygit2.Odb) -> Path:
+    """The folder of the packs holding what ``tips`` reach: built once for
+    that set of values and kept for the next judging (the oldest dropped).
+    A new set starts from the one used last: its packs, and one more of
+    what the new tips reach beyond its tips (``MAX_PACKS`` at most, then
+    one pack afresh), so a moved branch costs what it added."""
+    key = hashlib.sha256("\n".join(tips).encode("ascii")).hexdigest()[:32]
+    kept = root / f"history-{key}"
+    if kept.is_dir():
+        os.utime(kept)
+        return kept
+    building = root / f"building-{os.getpid()}-{secrets.token_hex(6)}"
+    building.mkdir()
+    try:
+        revs = list(tips)
+        last = _last_used(root)
+        if last is not None and sum(n.endswith(".pack") for n in _packs(last)) < MAX_PACKS:
+            try:
+                for name in _packs(last):
+                    os.link(last / name, building / name)
+                before = (last / TIPS).read_text(encoding="ascii").split()
+                revs += [f"^{oid}" for oid in before if _OID.fullmatch(oid) and pygit2.Oid(hex=oid) in odb]
+            except (OSError, UnicodeDecodeError, ValueError):  # pruned meanwhile: built whole
+                for name in os.listdir(building):
+                    os.unlink(building / name)
+                revs = list(tips)
+        if tips:
+            _pack(common, building / "pack", revs)
+        (building / TIPS).write_text("".join(f"{t}\n" for t in tips), encoding="ascii")
+        try:
+            os.rename(building, kept)
+        except OSError:  # another judging built it meanwhile
+            if not kept.is_dir():
+                raise
+    finally:
+        remove_tree(building, ignore_errors=True)
+    _prune(root)
+    return kept
+
+
+def _packs(folder: Path) -> list[str]:
+    return sorted(n for n in os.listdir(folder) if n.startswith("pack-"))
+
+
+def _history_folders(root: Path) -> list[tuple[float, Path]]:
+    """The kept history folders, the one used last first."""
+    found = []
+    for entry in os.scandir(root):
+        if entry.name.startswith("history-"):
+            try:
+                found.append((entry.stat(follow_symlinks=False).st_mtime, Path(entry.path)))
+            except OSError:
+                continue
+    return sorted(found, reverse=True)
+
+
+def _last_used(root: Path) -> Path | None:
+    found = _history_folders(root)
+    return found[0][1] if found else None
+
+
+def _prune(root: Path) -> None:
+    """Keep the ``CACHE_KEPT`` history folders used last."""
+    for _, old in _history_folders(root)[CACHE_KEPT:]:
+        remove_tree(old, ignore_errors=True)
+
+
+def _pack(common: Path, prefix: Path, revs: list[str]) -> None:
+    """``git pack-objects --revs`` of ``revs`` into ``<prefix>-<hash>.pack``
+    (and its index), from the shared store."""
+    proc = subprocess.run(["git", *HARDENED, f"--git-dir={common}", "pack-objects", "--revs", "-q", str(prefix)],
+                          input="".join(f"{r}\n" for r in revs).encode("ascii"), capture_output=True,
+                          env=proc_env.for_host_git())
+    if proc.returncode != 0:
+        raise RuntimeError(f"git pack-objects for a judged command's view failed ({proc.returncode}): "
+                           f"{proc.stderr.decode(errors='replace').strip()[-400:]}")
+
+
+def _write_refs(folder: Path, shown: dict[str, str], packed: bool) -> None:
+    """The view's ``refs/`` (and ``packed-refs``): the refs it shows, in the
+    one file where the repository has one (thousands of tags), else loose."""
+    refs = folder / "refs"
+    for sub in ("heads", "tags"):
+        (refs / sub).mkdir(parents=True)
+    if packed:
+        lines = "".join(f"{oid} {name}\n" for name, oid in sorted(shown.items()))
+        (folder / "packed-refs").write_text(lines, encoding="utf-8")
+        return
+    for name, oid in shown.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{oid}\n", encoding="ascii")
