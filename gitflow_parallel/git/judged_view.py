@@ -20,7 +20,9 @@ namespace lays this view over three entries of the common dir:
   holds what the judged commit reaches beyond that, built for each place;
 - ``refs/`` and ``packed-refs``: those same refs, and no other;
 - ``worktrees/`` hidden but the checkout's own admin folder (where the
-  attempts' own stores and worktrees' indexes are): ``GatePlan.fence``.
+  attempts' own stores and worktrees' indexes are), and ``lfs/`` (every
+  attempt's Git LFS objects; the judge wrote the checkout's files from
+  it): ``GatePlan.fence``.
 
 Both packs are written by git's own ``pack-objects`` from the shared store,
 so the view holds only objects that are reachable from what it names.
@@ -92,7 +94,7 @@ def make(common: Path, parallel_dir: Path, judged: str | None) -> GitView | None
     if (common / "reftable").exists():
         return None
     repo = pygit2.Repository(str(common))
-    shown = _shown_refs(repo)
+    shown, symbolic = _shown_refs(repo)
     root = parallel_dir / FOLDER
     root.mkdir(parents=True, exist_ok=True)
     _sweep_dead(root)
@@ -112,7 +114,7 @@ def make(common: Path, parallel_dir: Path, judged: str | None) -> GitView | None
     if judged is not None:
         tips = [f"^{oid}" for oid in sorted(set(shown.values()))]
         _pack(common, pack / "pack", [judged, *tips])
-    _write_refs(folder, shown, packed=(common / "packed-refs").is_file())
+    _write_refs(folder, shown, symbolic, packed=(common / "packed-refs").is_file())
     return GitView(folder)
 
 
@@ -136,10 +138,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _shown_refs(repo: pygit2.Repository) -> dict[str, str]:
-    """The refs the view shows: every direct ref but git-parallel's, whose
-    object is in the store (a ref to a missing object would fail the pack)."""
+def _shown_refs(repo: pygit2.Repository) -> tuple[dict[str, str], dict[str, str]]:
+    """The refs the view shows: every direct ref but git-parallel's whose
+    object is in the store (a ref to a missing object would fail the pack),
+    by name; and the symbolic ones that name one of them."""
     shown: dict[str, str] = {}
+    symbolic: dict[str, str] = {}
     for name in repo.listall_references():
         if name.startswith(HIDDEN):
             continue
@@ -148,9 +152,14 @@ def _shown_refs(repo: pygit2.Repository) -> dict[str, str]:
         except (KeyError, pygit2.GitError, ValueError):
             continue
         target = ref.target
-        if isinstance(target, pygit2.Oid) and target in repo.odb:
-            shown[name] = str(target)
-    return shown
+        if isinstance(target, pygit2.Oid):
+            if target in repo.odb:
+                shown[name] = str(target)
+        elif isinstance(target, str) and target.startswith("refs/"):
+            symbolic[name] = target
+    # A symbolic ref (``refs/remotes/origin/HEAD``) is shown where what it
+    # names is: written as "ref: <name>", it reaches no object of its own.
+    return shown, {name: target for name, target in symbolic.items() if target in shown}
 
 
 def _history_pack(common: Path, root: Path, tips: list[str], odb: pygit2.Odb) -> Path:
@@ -223,7 +232,10 @@ def _prune(root: Path) -> None:
 def _pack(common: Path, prefix: Path, revs: list[str]) -> None:
     """``git pack-objects --revs`` of ``revs`` into ``<prefix>-<hash>.pack``
     (and its index), from the shared store."""
-    proc = subprocess.run(["git", *HARDENED, f"--git-dir={common}", "pack-objects", "--revs", "-q", str(prefix)],
+    # No delta search and light compression: the pack is a cache on this
+    # disk, written where a check waits (deltas the store has are reused).
+    proc = subprocess.run(["git", *HARDENED, "-c", "pack.compression=1", f"--git-dir={common}", "pack-objects",
+                           "--revs", "--window=0", "-q", str(prefix)],
                           input="".join(f"{r}\n" for r in revs).encode("ascii"), capture_output=True,
                           env=proc_env.for_host_git())
     if proc.returncode != 0:
@@ -231,17 +243,20 @@ def _pack(common: Path, prefix: Path, revs: list[str]) -> None:
                            f"{proc.stderr.decode(errors='replace').strip()[-400:]}")
 
 
-def _write_refs(folder: Path, shown: dict[str, str], packed: bool) -> None:
+def _write_refs(folder: Path, shown: dict[str, str], symbolic: dict[str, str], packed: bool) -> None:
     """The view's ``refs/`` (and ``packed-refs``): the refs it shows, in the
-    one file where the repository has one (thousands of tags), else loose."""
+    one file where the repository has one (thousands of tags), else loose;
+    a symbolic ref always loose."""
     refs = folder / "refs"
     for sub in ("heads", "tags"):
         (refs / sub).mkdir(parents=True)
+    loose = {name: f"ref: {target}" for name, target in symbolic.items()}
     if packed:
         lines = "".join(f"{oid} {name}\n" for name, oid in sorted(shown.items()))
         (folder / "packed-refs").write_text(lines, encoding="utf-8")
-        return
-    for name, oid in shown.items():
+    else:
+        loose.update(shown)
+    for name, text in loose.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{oid}\n", encoding="ascii")
+        path.write_text(f"{text}\n", encoding="utf-8")

@@ -605,10 +605,11 @@ class GatePlan:
             mounts.upper = upper
             mounts.stores = list(self.stores)
             if self.git_view is not None:
-                # Its git sees the history and the judged commit alone, and
-                # of the worktrees' admin folders its checkout's own.
+                # Its git sees the history and the judged commit alone, of
+                # the worktrees' admin folders its checkout's own, and no
+                # Git LFS object (the judge laid its files out).
                 mounts.replaced = self.git_view.binds(self.common)
-                mounts.hidden.append(self.common / "worktrees")
+                mounts.hidden += [self.common / "worktrees", self.common / "lfs"]
                 from gitflow_parallel.git.refs import read_gitdir_file
 
                 admin = read_gitdir_file(self.checkout / ".git")  # the judge's: never written by a command
