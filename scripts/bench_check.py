@@ -24,6 +24,7 @@ pair, then
     check_cold_vs_spawn: S   (that check against the `spawn -n 3` that made 3 attempts like them)
     check_warm_ratio: Y   (a check again: the checkouts are reused)
     gate_layer_ms: L   (what the sandbox adds to one gate: its namespaces and throwaway layer)
+    git_view_first_ms, git_view_ms: V1, V   (a judged place's git view: the first in a repository, the next)
     check_setup_cold_ms: C   (one round: each checkout builds its venv)
     check_setup_warm_ratio: W   (a check whose setup is reused, against no setup)
     merge_verify_always_ratio: Z
@@ -130,6 +131,31 @@ def setup_figures(base: Path, env: dict[str, str], pairs: int, quiet: bool = Fal
     if not quiet:
         print(f"target: warm check with setup <= {SETUP_TARGET}: {'met' if median(warm) <= SETUP_TARGET else 'NOT met'}")
     return median(warm)
+
+
+def git_view_ms(repo: Path, times: int = 10) -> tuple[list[float], list[float]]:
+    """What a judged place's git view costs (``git/judged_view``), in-process,
+    for instance 1's commit: the first in a repository (its history pack
+    written: every round starts without one) and the next (the history
+    kept: the judged commit's own pack and the refs)."""
+    import time
+
+    from gitflow_parallel.files import remove_tree
+    from gitflow_parallel.git import judged_view
+
+    common = repo / ".git"
+    judged = subprocess.run(["git", "rev-parse", "refs/heads/parallel/T/1"], cwd=repo, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    first, again = [], []
+    for _ in range(times):
+        remove_tree(common / "parallel" / judged_view.FOLDER, ignore_errors=True)
+        for out in (first, again):
+            t0 = time.perf_counter()
+            view = judged_view.make(common, common / "parallel", judged)
+            out.append((time.perf_counter() - t0) * 1000)
+            if view is not None:
+                view.remove()
+    return first, again
 
 
 def gate_layer_ms(repo: Path, env: dict[str, str], times: int = 30) -> list[float]:
@@ -252,6 +278,9 @@ def main() -> int:
         layer = gate_layer_ms(ours_repo, env)
         if layer:
             figure("gate_layer_ms", layer, 1)
+        first, again = git_view_ms(ours_repo)
+        figure("git_view_first_ms", first, 1)
+        figure("git_view_ms", again, 1)
         if args.check_only:
             return 0
 

@@ -61,7 +61,9 @@ def test_a_verb_imports_no_other_verb_nor_an_engine(spawned: Path, tmp_path: Pat
 # to import): it reads records, ref files and evidence packs.
 STATUS_ABSENT = ("gitflow_parallel.git.worktrees", "gitflow_parallel.git.checkout", "gitflow_parallel.config",
                  "gitflow_parallel.template", "gitflow_parallel.state.view", "gitflow_parallel.proc.sandbox",
-                 "gitflow_parallel.git.notes", "pygit2", "filelock", "asyncio", "tempfile")
+                 "gitflow_parallel.git.notes", "pygit2", "filelock", "asyncio", "tempfile",
+                 # nor the parser: its plain forms run without click (cli/status)
+                 "click", "gitflow_parallel.cli.base", "gitflow_parallel.cli.review")
 
 
 def test_status_imports_only_what_reading_a_run_takes(spawned: Path, tmp_path: Path) -> None:
@@ -74,7 +76,7 @@ def test_status_imports_only_what_reading_a_run_takes(spawned: Path, tmp_path: P
         modules = set(loaded(spawned, tmp_path, *args))
         imported = [m for m in modules if m.startswith(STATUS_ABSENT)]
         assert imported == [], f"`git parallel {' '.join(args)}` imported {imported}"
-        assert "gitflow_parallel.commands.status" in modules and "click" in modules and "yaml" in modules
+        assert "gitflow_parallel.commands.status" in modules and "yaml" in modules
 
 
 def test_logs_and_show_read_a_local_run_without_making_worktrees(spawned: Path, tmp_path: Path) -> None:
@@ -145,3 +147,36 @@ def test_the_repository_found_without_pygit2_is_the_one_pygit2_finds(spawned: Pa
         assert repo.ref_target(bad) is None, bad
     assert [n for n, _ in repo.refs_under("refs/heads/parallel/t/")] == ["refs/heads/parallel/t/1",
                                                                         "refs/heads/parallel/t/2"]
+
+
+def _parsed(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``git parallel ARGS`` through click's parser, as every other verb runs."""
+    code = ("import sys; from gitflow_parallel.cli.base import main_group; "
+            "main_group.main(args=sys.argv[1:], prog_name='git parallel')")
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=repo, capture_output=True, text=True, timeout=60)
+
+
+def _plain(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gitflow_parallel", *args], cwd=repo, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_status_says_the_same_without_the_parser(spawned: Path) -> None:
+    # Its plain forms skip click: every answer, a refusal included, is the
+    # parser's to the byte, and its exit status too.
+    (spawned / ".git" / "parallel" / "runs" / "broken.yaml").write_text("task: [unclosed\n")
+    for args in (("status",), ("status", "t"), ("status", "--json", "t"), ("status", "t", "--json"),
+                 ("status", "nosuch"), ("status", "nosuch", "--json"), ("status", "bad name!")):
+        plain, parsed = _plain(spawned, *args), _parsed(spawned, *args)
+        assert (plain.returncode, plain.stdout, plain.stderr) == (parsed.returncode, parsed.stdout, parsed.stderr), args
+
+
+@pytest.mark.parametrize("args,form", [
+    (["status"], (None, False)), (["status", "t"], ("t", False)), (["status", "--json"], (None, True)),
+    (["status", "--json", "t"], ("t", True)), (["status", "t", "--json"], ("t", True)), (["status", ""], ("", False)),
+    (["status", "-h"], None), (["status", "--help"], None), (["status", "t", "u"], None), (["status", "--", "t"], None),
+    (["status", "--json", "--json"], None), (["status", "--jsonx"], None), (["show", "t"], None), ([], None)])
+def test_only_the_plain_forms_of_status_skip_the_parser(args: list[str], form: tuple[str | None, bool] | None) -> None:
+    from gitflow_parallel.cli.status import plain_form
+
+    assert plain_form(args) == form

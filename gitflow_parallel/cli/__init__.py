@@ -12,12 +12,22 @@ commands is asked for: ``base.HOMES``); ``render`` turns results into text.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
 
-import click
-
-from gitflow_parallel.cli.base import emit_json, main_group, run_verb
+if TYPE_CHECKING:
+    from gitflow_parallel.cli.base import main_group, run_verb
 
 __all__ = ["main", "main_group", "run_verb"]
+
+
+def __getattr__(name: str) -> Any:
+    """``main_group`` and ``run_verb`` from ``base``, imported when asked
+    for: ``status`` runs without click (``cli/status``)."""
+    if name in ("main_group", "run_verb"):
+        from gitflow_parallel.cli import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _wants_json(args: list[str]) -> bool:
@@ -28,6 +38,16 @@ def _wants_json(args: list[str]) -> bool:
 def main() -> None:
     """Run the CLI; a usage error is printed as JSON too when --json was given."""
     args = sys.argv[1:]
+    from gitflow_parallel.cli import status
+
+    plain = status.plain_form(args)
+    if plain is not None:
+        status.show(*plain)
+        return
+    import click
+
+    from gitflow_parallel.cli.base import emit_json, main_group
+
     try:
         code = main_group.main(args=args, prog_name="git parallel", standalone_mode=False)
         if isinstance(code, int) and code:

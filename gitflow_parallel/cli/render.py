@@ -9,9 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-import click
-
 from gitflow_parallel import errors as E
+from gitflow_parallel.cli.verb import echo
 from gitflow_parallel.evidence import tampered_while_judged
 from gitflow_parallel.provenance import protected_summary
 
@@ -32,12 +31,12 @@ FAILING_SHOWN = 20  # failing tests named per gate by `show`
 
 
 def render_published(p: PublishResult) -> None:
-    click.echo(f"published run {p['run_id']} to {p['remote']}: manifest {p['ref']} at {p['manifest'][:12]}, "
-               f"{len(p['branches'])} branch(es) pushed")
+    echo(f"published run {p['run_id']} to {p['remote']}: manifest {p['ref']} at {p['manifest'][:12]}, "
+         f"{len(p['branches'])} branch(es) pushed")
     if p["agent"]:
-        click.echo(f"  agent: {' '.join(p['agent'])}")
+        echo(f"  agent: {' '.join(p['agent'])}")
     for inst_id in p["kept_remote"]:
-        click.echo(f"  {inst_id}: the remote's branch holds a worker's work; left as it is")
+        echo(f"  {inst_id}: the remote's branch holds a worker's work; left as it is")
 
 
 # -- status -------------------------------------------------------------------------
@@ -47,26 +46,26 @@ def short(v: object, n: int = 12) -> str:
 
 def render_runs(r: StatusListResult) -> None:
     if not r["runs"] and not r["problems"]:
-        click.echo("no runs (start one with `git parallel spawn TASK`)")
+        echo("no runs (start one with `git parallel spawn TASK`)")
     for run in r["runs"]:
         noun = "instance" if run["instances"] == 1 else "instances"
-        click.echo(f"{run['task']:<24} {run['status']:<10} {run['instances']:>3} {noun:<9}  "
-                   f"{run['base']:<24} {run['run_id']}" + ("  (fetched)" if run.get("fetched") else ""))
+        echo(f"{run['task']:<24} {run['status']:<10} {run['instances']:>3} {noun:<9}  "
+             f"{run['base']:<24} {run['run_id']}" + ("  (fetched)" if run.get("fetched") else ""))
     for p in r["problems"]:
-        click.echo(f"error[{p['code']}]: {p['message']}")
+        echo(f"error[{p['code']}]: {p['message']}")
 
 
 def render_status(r: StatusDetail) -> None:
     run = r["run"]
-    click.echo(f"task {run['task']}  run {run['run_id']}  status {run['status']}  revision {run['run_revision']}")
+    echo(f"task {run['task']}  run {run['run_id']}  status {run['status']}  revision {run['run_revision']}")
     if r.get("shared"):
-        click.echo(f"(fetched: read from {r['shared']}; its worktrees and branches are on another machine)")
+        echo(f"(fetched: read from {r['shared']}; its worktrees and branches are on another machine)")
     tip = r.get("base_tip")
     now = ("now gone" if tip is None else "still there" if tip == run["base"]["commit"] else f"now at {tip[:12]}")
-    click.echo(f"base {run['base']['ref']}: spawned at {run['base']['commit'][:12]}, {now}")
+    echo(f"base {run['base']['ref']}: spawned at {run['base']['commit'][:12]}, {now}")
     m = run.get("merge")
     if m:
-        click.echo(f"landed {m['method']} at {m['landed'][:12]} on {m['merged_at']}")
+        echo(f"landed {m['method']} at {m['landed'][:12]} on {m['merged_at']}")
     header: tuple[str, ...] = ("ID", "TRACK", "STATUS", "ATT", "HEAD", "VERDICT", "SCORE", "EVIDENCE", "BRANCH",
                                "WORKTREE")
     mixed = any(row.get("agent") for row in r["rows"])  # the AGENT column only when agents were named
@@ -80,7 +79,7 @@ def render_status(r: StatusDetail) -> None:
         rows.append(cells[:2] + (row.get("agent") or "-",) + cells[2:] if mixed else cells)
     widths = [max(len(x[i]) for x in rows) for i in range(len(header))]
     for x in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
+        echo("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
 
 
 # -- pick / merge ------------------------------------------------------------------------
@@ -95,37 +94,37 @@ def render_push(p: PushResult | None) -> None:
         return
     base = p["base_ref"][len("refs/heads/"):]
     for again in p["relanded"]:
-        click.echo(f"  {p['remote']} had moved to {again['remote_tip'][:12]}: landed again onto it "
-                   f"(was {again['landed'][:12]})")
+        echo(f"  {p['remote']} had moved to {again['remote_tip'][:12]}: landed again onto it "
+             f"(was {again['landed'][:12]})")
     if p["up_to_date"]:
-        click.echo(f"{p['remote']} is up to date: {base} there has {p['landed'][:12]}")
+        echo(f"{p['remote']} is up to date: {base} there has {p['landed'][:12]}")
         return
     where = f"{base} at {p['landed'][:12]}" if p["moved_base"] else f"{base} untouched (it has {p['landed'][:12]})"
-    click.echo(f"pushed to {p['remote']}: {where}, {len(p['refs'])} ref(s) in one atomic push"
-               + (f" after {p['attempts']} attempts" if p["attempts"] > 1 else ""))
+    echo(f"pushed to {p['remote']}: {where}, {len(p['refs'])} ref(s) in one atomic push"
+         + (f" after {p['attempts']} attempts" if p["attempts"] > 1 else ""))
     for name in p["kept_remote"]:
-        click.echo(f"  kept {p['remote']}'s (ahead of yours): {name}")
+        echo(f"  kept {p['remote']}'s (ahead of yours): {name}")
 
 
 def render_pr(r: PrResult) -> None:
-    click.echo(f"pushed to {r['remote']}: {len(r['push']['refs'])} ref(s) in one atomic push")
+    echo(f"pushed to {r['remote']}: {len(r['push']['refs'])} ref(s) in one atomic push")
     if not r["push"]["base_on_remote"]:
-        click.echo(f"warning: {r['remote']} has no {r['base']} branch to propose against", err=True)
+        echo(f"warning: {r['remote']} has no {r['base']} branch to propose against", err=True)
     for p in r["proposals"]:
         if p["ran"]:
-            click.echo(f"{p['tool']}: requested {p['branch']} -> {r['base']}" + (f": {p['url']}" if p["url"] else ""))
+            echo(f"{p['tool']}: requested {p['branch']} -> {r['base']}" + (f": {p['url']}" if p["url"] else ""))
         else:
-            click.echo(f"no {p['tool']} on PATH; to request {p['branch']} -> {r['base']}, run:")
-            click.echo(f"  {p['command']}")
-        click.echo(f"body: {p['body_file']}")
-    click.echo("the base did not move; the run stays picked (`git parallel merge` lands it)")
+            echo(f"no {p['tool']} on PATH; to request {p['branch']} -> {r['base']}, run:")
+            echo(f"  {p['command']}")
+        echo(f"body: {p['body_file']}")
+    echo("the base did not move; the run stays picked (`git parallel merge` lands it)")
 
 
 # -- review: diff / show / logs / report ------------------------------------------------
 def table(rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]))]
     for x in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
+        echo("  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip())
 
 
 def cell(change: Mapping[str, object] | None) -> str:
@@ -139,14 +138,14 @@ def cell(change: Mapping[str, object] | None) -> str:
 def render_diff(r: Mapping[str, Any]) -> None:
     if r["mode"] == "between":
         a, b = r["attempts"]
-        click.echo(f"{r['task']}: {a['id']} ({short(a['commit'])}) -> {b['id']} ({short(b['commit'])})")
+        echo(f"{r['task']}: {a['id']} ({short(a['commit'])}) -> {b['id']} ({short(b['commit'])})")
         if r["stat"]:
             table([("FILE", "CHANGE")] + [(f["path"], cell(f)) for f in r["files"]]
                    + [("total", f"+{r['added']} -{r['removed']}")])
         else:
-            click.echo(r["patch"], nl=False)
+            echo(r["patch"], nl=False)
         return
-    click.echo(f"{r['task']}: each attempt against the base {r['base']['ref']} at {r['base']['commit'][:12]}")
+    echo(f"{r['task']}: each attempt against the base {r['base']['ref']} at {r['base']['commit'][:12]}")
     if r["stat"]:
         header = ("FILE",) + tuple(a["id"] for a in r["attempts"])
         rows = [header] + [(f["path"],) + tuple(cell(f["attempts"][a["id"]]) for a in r["attempts"])
@@ -157,74 +156,74 @@ def render_diff(r: Mapping[str, Any]) -> None:
         table(rows)
         return
     for a in r["attempts"]:
-        click.echo(f"=== {a['id']} (attempt {a['attempt']}, {a['status']}) at {short(a['commit'])}: "
-                   f"{len(a['files'])} file(s), +{a['added']} -{a['removed']}")
+        echo(f"=== {a['id']} (attempt {a['attempt']}, {a['status']}) at {short(a['commit'])}: "
+             f"{len(a['files'])} file(s), +{a['added']} -{a['removed']}")
         if a["missing"]:
-            click.echo("(its commit is not in this repository)")
+            echo("(its commit is not in this repository)")
         else:
-            click.echo(a["patch"], nl=False)
+            echo(a["patch"], nl=False)
 
 
 def render_show(r: Mapping[str, Any]) -> None:
     i = r["instance"]
-    click.echo(f"{r['task']} instance {i['id']} (track {i['track']}, attempt {i['attempt']}"
-               + (f", agent {i['agent']}" if i.get("agent") else "") + f"): {i['status']}"
-               + (f", {i['error']}" if i["error"] else ""))
-    click.echo(f"run {r['run_id']} ({r['run_status']})" + ("  [fetched]" if r["shared"] else ""))
-    click.echo(f"commit {short(r['commit'], 40)}  branch {i['branch']}")
+    echo(f"{r['task']} instance {i['id']} (track {i['track']}, attempt {i['attempt']}"
+         + (f", agent {i['agent']}" if i.get("agent") else "") + f"): {i['status']}"
+         + (f", {i['error']}" if i["error"] else ""))
+    echo(f"run {r['run_id']} ({r['run_status']})" + ("  [fetched]" if r["shared"] else ""))
+    echo(f"commit {short(r['commit'], 40)}  branch {i['branch']}")
     render_tampering(i, r["gates"])
     ev = r["evidence"]
     p = r["pack"]
     if p is None:
-        click.echo(f"evidence: {ev['state']} ({ev['reason']})")
+        echo(f"evidence: {ev['state']} ({ev['reason']})")
     else:
         score = "unavailable" if p["score"] is None else str(p["score"])
-        click.echo(f"evidence: {ev['state']}, verdict {p['verdict']}{'' if p['complete'] else ' (incomplete)'}, "
-                   f"score {score}, proof {p['proof_issued_at']}")
+        echo(f"evidence: {ev['state']}, verdict {p['verdict']}{'' if p['complete'] else ' (incomplete)'}, "
+             f"score {score}, proof {p['proof_issued_at']}")
         if p["score_error"]:
-            click.echo(f"  score unavailable: {p['score_error']}")
+            echo(f"  score unavailable: {p['score_error']}")
         if p.get("protected_detail"):
-            click.echo("  protected paths it changed (judged with the base's version):")
+            echo("  protected paths it changed (judged with the base's version):")
             render_protected(p["protected_detail"], "    ")
     for g in r["gates"]:
         mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
         what = g["error"] if g["skipped"] or g["exit_code"] is None else f"exit {g['exit_code']} in {g['duration_s']:.2f}s"
-        click.echo(f"  {mark:<4} {g['name']:<16} {g['mode']:<8} {what}{hidden_counts(g)}")
+        echo(f"  {mark:<4} {g['name']:<16} {g['mode']:<8} {what}{hidden_counts(g)}")
         if _said_past_exit(g):
-            click.echo(f"       {g['error']}")
+            echo(f"       {g['error']}")
         for name in (g.get("failing") or [])[:FAILING_SHOWN]:
-            click.echo(f"       failed: {name}")
+            echo(f"       failed: {name}")
         if len(g.get("failing") or []) > FAILING_SHOWN:
-            click.echo(f"       … and {len(g['failing']) - FAILING_SHOWN} more failing (`git parallel logs`)")
+            echo(f"       … and {len(g['failing']) - FAILING_SHOWN} more failing (`git parallel logs`)")
         for line in g["tail"]:
-            click.echo(f"       | {line}")
+            echo(f"       | {line}")
     agent = r.get("agent") or {}
     if i["status"] in ("failed", "aborted") and agent.get("tail"):
-        click.echo(f"  agent log ({agent['log_source']}), last lines:")
+        echo(f"  agent log ({agent['log_source']}), last lines:")
         for line in agent["tail"]:
-            click.echo(f"       | {line}")
+            echo(f"       | {line}")
     code = r["outcome"].get("code")
-    click.echo(f"outcome: {r['outcome']['why']}" + (f" [{code}]" if code else ""))
+    echo(f"outcome: {r['outcome']['why']}" + (f" [{code}]" if code else ""))
     render_differential(r.get("differential"), "  ", only=i["id"])
     if r["landed"]:
-        click.echo(f"landed at {r['landed'][:12]}")
+        echo(f"landed at {r['landed'][:12]}")
     for c in r.get("comments") or []:
         where = f"{c['file']}" + (f":{c['line']}" if c["line"] else "") + ": " if c["file"] else ""
-        click.echo(f"comment on attempt {c['attempt']} by {c['by']}: {where}{c['text']}")
+        echo(f"comment on attempt {c['attempt']} by {c['by']}: {where}{c['text']}")
     for h in r["history"]:
-        click.echo(f"earlier attempt {h['attempt']}: {h['status']}" + (f" ({h['error']})" if h.get("error") else "")
-                   + f", verdict {h['verdict'] or '-'}" + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
+        echo(f"earlier attempt {h['attempt']}: {h['status']}" + (f" ({h['error']})" if h.get("error") else "")
+             + f", verdict {h['verdict'] or '-'}" + (f", kept at {h['archive_ref']}" if h.get("archive_ref") else ""))
 
 
 def render_tampering(inst: dict[str, Any], gates: list[dict[str, Any]]) -> None:
     """What the attempt changed that no attempt may: while its agent ran,
     and while its code ran under a gate (both restored)."""
     if inst.get("tampered"):
-        click.echo(f"tampered: it changed {', '.join(inst['tampered'])}, which no attempt may change "
-                   f"(restored) [{E.AGENT_TAMPERED}]")
+        echo(f"tampered: it changed {', '.join(inst['tampered'])}, which no attempt may change "
+             f"(restored) [{E.AGENT_TAMPERED}]")
     during = tampered_while_judged({"gates": gates})
     if during:
-        click.echo(f"tampered: {during} [{E.AGENT_TAMPERED}]")
+        echo(f"tampered: {during} [{E.AGENT_TAMPERED}]")
 
 
 def _said_past_exit(gate: GateResult) -> bool:
@@ -239,19 +238,19 @@ def render_differential(ran: Differential | None, indent: str, only: str | None 
     if not ran:
         return
     if ran["status"] == "not_run":
-        click.echo(f"{indent}distinguish: not run ({ran.get('reason')})")
+        echo(f"{indent}distinguish: not run ({ran.get('reason')})")
         return
     fallback = ran.get("fallback")
     if fallback:
-        click.echo(f"{indent}distinguish fell back to {fallback['rule']}: error[{fallback['code']}]: {fallback['error']}")
+        echo(f"{indent}distinguish fell back to {fallback['rule']}: error[{fallback['code']}]: {fallback['error']}")
     inputs = ran.get("inputs")
     if inputs:
-        click.echo(f"{indent}distinguishing inputs: {len(inputs['files'])} file(s) in {inputs['path']} "
-                   f"(sha256 {inputs['sha256'][:16]})")
+        echo(f"{indent}distinguishing inputs: {len(inputs['files'])} file(s) in {inputs['path']} "
+             f"(sha256 {inputs['sha256'][:16]})")
     for i, o in (ran.get("outputs") or {}).items():
         if only is None or i == only:
             said = f"exit {o['exit_code']}, stdout sha256 {o['sha256'][:16]}" if o["sha256"] else f"no output: {o['error']}"
-            click.echo(f"{indent}  {i}: {said}; {o['log']}")
+            echo(f"{indent}  {i}: {said}; {o['log']}")
 
 
 def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20) -> None:
@@ -259,10 +258,10 @@ def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20
     from gitflow_parallel.git.protected import blocks_pick  # only where there are changes to show: it is heavy
 
     for change, line in list(zip(changes, protected_summary(changes)))[:limit]:
-        click.echo(f"{indent}{line}" + ("  (blocks an automatic pick)" if blocks_pick(change) else
-                                        "  (a new test: run as added tests)"))
+        echo(f"{indent}{line}" + ("  (blocks an automatic pick)" if blocks_pick(change) else
+                                  "  (a new test: run as added tests)"))
     if len(changes) > limit:
-        click.echo(f"{indent}… and {len(changes) - limit} more")
+        echo(f"{indent}… and {len(changes) - limit} more")
 
 
 def hidden_counts(g: GateResult) -> str:
@@ -275,22 +274,22 @@ def hidden_counts(g: GateResult) -> str:
 
 # -- check --------------------------------------------------------------------------
 def render_check(r: CheckResult) -> None:
-    click.echo(f"check of {r['task']}  run {r['run_id']}")
+    echo(f"check of {r['task']}  run {r['run_id']}")
     for inst in r["instances"]:
         state = inst["verdict"] + ("" if inst["complete"] else " (incomplete: not every gate ran)")
         score = "-" if inst["score"] is None else str(inst["score"])
-        click.echo(f"  {inst['id']:<10} {state:<6} score {score:<3} commit {inst['commit'][:12]}  "
-                   f"evidence {inst['evidence']['path']}")
+        echo(f"  {inst['id']:<10} {state:<6} score {score:<3} commit {inst['commit'][:12]}  "
+             f"evidence {inst['evidence']['path']}")
         if inst["score_error"]:
-            click.echo(f"    score unavailable: {inst['score_error']}")
+            echo(f"    score unavailable: {inst['score_error']}")
         refused = inst["refused"]
         if refused:
-            click.echo(f"    [{refused['code']}] {refused['message']}; no gate ran")
+            echo(f"    [{refused['code']}] {refused['message']}; no gate ran")
         elif inst.get("protected_changes"):
-            click.echo("    judged with the base's version of the protected path(s) it changed:")
+            echo("    judged with the base's version of the protected path(s) it changed:")
             render_protected(inst.get("protected_detail") or [], "      ")
         if not inst.get("refused") and not any(g["mode"] == "enforced" for g in inst["gates"]):
-            click.echo("    no enforced gate applies to this track: the verdict proves only which commit was seen")
+            echo("    no enforced gate applies to this track: the verdict proves only which commit was seen")
         for g in inst["gates"]:
             mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
             what = (str(g["error"]) if g["skipped"] or g["exit_code"] is None
@@ -301,11 +300,11 @@ def render_check(r: CheckResult) -> None:
                 mark = "seen"
                 sig = g["signature"]
                 what += f", {sig['over']} sha256 {(sig['sha256'] or 'none')[:12]}"
-            click.echo(f"    {mark:<4} {g['name']:<16} {g['mode']:<8} {code}{what}{hidden_counts(g)}")
+            echo(f"    {mark:<4} {g['name']:<16} {g['mode']:<8} {code}{what}{hidden_counts(g)}")
             if _said_past_exit(g):
-                click.echo(f"         {g['error']}")
+                echo(f"         {g['error']}")
             if g["log"] and not g["passed"] and g["mode"] != "probe":
-                click.echo(f"         log: {g['log']}")
+                echo(f"         log: {g['log']}")
     skipped = r.get("skipped") or []
     for fresh in skipped:
         refusal = fresh["refused"]
@@ -313,15 +312,15 @@ def render_check(r: CheckResult) -> None:
         failing = [f"{n} (hidden tests: {hidden[n]})" if n in hidden else n for n in fresh["failing"] or []]
         why = (f"; [{refusal['code']}]" if refusal
                else f"; failed {', '.join(failing)}" if failing else "")
-        click.echo(f"  {fresh['id']:<10} {fresh['verdict']:<6} skipped: its evidence is fresh (commit "
-                   f"{fresh['commit'][:12]}{why}; {fresh['evidence']['path']})")
+        echo(f"  {fresh['id']:<10} {fresh['verdict']:<6} skipped: its evidence is fresh (commit "
+             f"{fresh['commit'][:12]}{why}; {fresh['evidence']['path']})")
     if skipped:
-        click.echo(f"skipped {len(skipped)} instance(s) whose branch did not move since their check; "
-                   f"`git parallel check {r['task']} --again` checks them again")
+        echo(f"skipped {len(skipped)} instance(s) whose branch did not move since their check; "
+             f"`git parallel check {r['task']} --again` checks them again")
     for err in r["errors"]:
-        click.echo(f"error[{err['code']}]: instance {err['id']}: {err['message']}", err=True)
+        echo(f"error[{err['code']}]: instance {err['id']}: {err['message']}", err=True)
         if err["hint"]:
-            click.echo(f"hint: {err['hint']}", err=True)
+            echo(f"hint: {err['hint']}", err=True)
 
 
 # -- run ----------------------------------------------------------------------------
@@ -334,12 +333,12 @@ class ProgressLine:
 
     def show(self, text: str) -> None:
         if text != self.shown:
-            click.echo("\r" + text + "\x1b[K", nl=False, err=True)
+            echo("\r" + text + "\x1b[K", nl=False, err=True)
             self.shown = text
 
     def clear(self) -> None:
         if self.shown:
-            click.echo("\r\x1b[K", nl=False, err=True)
+            echo("\r\x1b[K", nl=False, err=True)
             self.shown = ""
 
 
@@ -365,8 +364,8 @@ class RunWaitNotice:
 
     def __call__(self, s: Mapping[str, Any]) -> None:
         if s["waiting_for_slot"] and not self.said:
-            click.echo(f"git parallel run: waiting for a free slot (max_total {s['max_total']} instances "
-                       "run at once in this repository)", err=True)
+            echo(f"git parallel run: waiting for a free slot (max_total {s['max_total']} instances "
+                 "run at once in this repository)", err=True)
             self.said = True
 
 
@@ -383,9 +382,9 @@ class CheckLines:
 
     def __call__(self, s: GateProgress) -> None:
         if s["event"] == "finished":
-            click.echo(f"check {s['task']}: instance {s['instance']} gate {s['gate']} {_gate_outcome(s)}"
-                       f" [{s['finished']} finished, {len(s['running'])} running, {s['elapsed_s']:.1f}s]",
-                       err=True)
+            echo(f"check {s['task']}: instance {s['instance']} gate {s['gate']} {_gate_outcome(s)}"
+                 f" [{s['finished']} finished, {len(s['running'])} running, {s['elapsed_s']:.1f}s]",
+                 err=True)
 
 
 @contextmanager
@@ -417,7 +416,7 @@ def render_run(r: Mapping[str, Any]) -> None:
     head = f"run {r['run_id']} of {r['task']}: {c['succeeded']} succeeded, {c['failed']} failed"
     if c["aborted"]:
         head += f", {c['aborted']} aborted"
-    click.echo(f"{head} ({r['elapsed_s']:.1f}s)")
+    echo(f"{head} ({r['elapsed_s']:.1f}s)")
     header = ("ID", "STATUS", "EXIT", "TIME", "HEAD", "LOG")
     rows = [header]
     for row in r["instances"]:
@@ -427,21 +426,21 @@ def render_run(r: Mapping[str, Any]) -> None:
                      row["log"] or "-"))
     widths = [max(len(x[i]) for x in rows) for i in range(len(header))]
     for x in rows:
-        click.echo("  ".join(col.ljust(w) for col, w in zip(x, widths)).rstrip())
+        echo("  ".join(col.ljust(w) for col, w in zip(x, widths)).rstrip())
     for row in r["instances"]:
         if row["error"]:
-            click.echo(f"  {row['id']}: {row['error']}")
+            echo(f"  {row['id']}: {row['error']}")
     if r["interrupted"]:
-        click.echo(f"stopped on {r['interrupted']}: running commands were stopped and marked aborted")
+        echo(f"stopped on {r['interrupted']}: running commands were stopped and marked aborted")
     if r["notes_error"]:
-        click.echo(f"warning: the notes were not written ({r['notes_error']}); "
-                   f"`git parallel recover {r['task']}` writes missing notes", err=True)
+        echo(f"warning: the notes were not written ({r['notes_error']}); "
+             f"`git parallel recover {r['task']}` writes missing notes", err=True)
     bad = [row["id"] for row in r["instances"] if row["status"] in ("failed", "aborted")]
     if bad:
-        click.echo(f"next: read the logs; `git parallel retry {r['task']} ID` starts a new attempt "
-                   f"(failed or aborted: {', '.join(bad)})")
+        echo(f"next: read the logs; `git parallel retry {r['task']} ID` starts a new attempt "
+             f"(failed or aborted: {', '.join(bad)})")
     elif all(row["status"] == "succeeded" for row in r["instances"]):
-        click.echo(f"next: git parallel check {r['task']}")
+        echo(f"next: git parallel check {r['task']}")
 
 
 def render_rounds(r: Rounds) -> None:
@@ -452,37 +451,37 @@ def render_rounds(r: Rounds) -> None:
         verdicts = {i["id"]: i["verdict"] for i in checked["instances"]} if checked else {}
         cells = [f"{row['id']}:{row['status']}" + (f"/{verdicts[row['id']]}" if row["id"] in verdicts else "")
                  for row in run["instances"]]
-        click.echo(f"round {step['round']}: {c['succeeded']} succeeded, {c['failed']} failed  ({', '.join(cells)})")
+        echo(f"round {step['round']}: {c['succeeded']} succeeded, {c['failed']} failed  ({', '.join(cells)})")
         for err in checked["errors"] if checked else []:
-            click.echo(f"  check of {err['id']}: error[{err['code']}]: {err['message']}")
+            echo(f"  check of {err['id']}: error[{err['code']}]: {err['message']}")
         if step["retried"]:
-            click.echo(f"  retried with feedback: {', '.join(step['retried'])}")
+            echo(f"  retried with feedback: {', '.join(step['retried'])}")
     if r["ok"]:
-        click.echo(f"passed after {len(r['rounds'])} round(s): {', '.join(r['passed'])}")
-        click.echo(f"next: git parallel pick {r['task']}")
+        echo(f"passed after {len(r['rounds'])} round(s): {', '.join(r['passed'])}")
+        echo(f"next: git parallel pick {r['task']}")
     else:
         left = sorted(set(r["tracks"]) - set(r["tracks_passed"]))
-        click.echo(f"no passing attempt for track(s) {', '.join(left)} after {len(r['rounds'])} round(s)")
-        click.echo(f"next: read the feedback and logs (`git parallel status {r['task']}`); retry by hand or spawn anew")
+        echo(f"no passing attempt for track(s) {', '.join(left)} after {len(r['rounds'])} round(s)")
+        echo(f"next: read the feedback and logs (`git parallel status {r['task']}`); retry by hand or spawn anew")
 
 
 def render_worker(r: Worked) -> None:
     rows = r["instances"]
-    click.echo(f"worker {r['worker']} on {r['remote']}: {r['delivered']} of {len(rows)} instance(s) delivered "
-               f"({r['stopped']})")
+    echo(f"worker {r['worker']} on {r['remote']}: {r['delivered']} of {len(rows)} instance(s) delivered "
+         f"({r['stopped']})")
     for row in rows:
         what = ("delivered" if row.get("delivered") else "lost its claim" if row.get("lost")
                 else "released" if row.get("released") else "not delivered")
         extra = f", verdict {row['verdict']}" if row.get("verdict") else ""
         took = f"; took over from {row['takeover']['worker']}" if row.get("takeover") else ""
-        click.echo(f"  {row['task']}/{row['id']} attempt {row['attempt']}: {row.get('status')}{extra}, {what}{took}")
+        echo(f"  {row['task']}/{row['id']} attempt {row['attempt']}: {row.get('status')}{extra}, {what}{took}")
         if row.get("error"):
-            click.echo(f"    {row['error']}")
+            echo(f"    {row['error']}")
 
 
 def _hooks_dir(r: HooksInstalled | HooksRemoved | HooksStatus) -> None:
     core = r.get("core_hooks_path")
-    click.echo(f"hooks dir: {r['hooks_dir']}" + (f" (core.hooksPath {core})" if core else ""))
+    echo(f"hooks dir: {r['hooks_dir']}" + (f" (core.hooksPath {core})" if core else ""))
 
 
 def _hook_done(h: HookInstalled | HookRemoved) -> None:
@@ -490,7 +489,7 @@ def _hook_done(h: HookInstalled | HookRemoved) -> None:
              if h.get("kept_foreign") else "")
     extra += "; dropped its stale copy kept before" if h.get("dropped_stale_legacy") else ""
     extra += f"; {h.get('run_by')} runs it first" if h.get("run_by") else ""
-    click.echo(f"  {h['name']:<22} {h['action']}{extra}")
+    echo(f"  {h['name']:<22} {h['action']}{extra}")
 
 
 def render_hooks_done(r: HooksInstalled | HooksRemoved) -> None:
@@ -512,11 +511,11 @@ def render_hooks(r: HooksStatus) -> None:
             extra += f"; warning: its Python {h.get('python')} is gone (git-parallel on PATH is used, if any)"
         elif h["state"] == "ours" and not h.get("current"):
             extra += "; outdated (`git parallel hooks install` rewrites it)"
-        click.echo(f"  {h['name']:<22} {h['state']}{where}{extra}")
+        echo(f"  {h['name']:<22} {h['state']}{where}{extra}")
     if r["gone"]:
-        click.echo(f"warning: {r['gone']}", err=True)
+        echo(f"warning: {r['gone']}", err=True)
     runs = ", ".join(r["live_runs"]) or "none"
-    click.echo(f"live runs: {runs}")
+    echo(f"live runs: {runs}")
 
 
 # -- recover / validate -------------------------------------------------------------------
@@ -527,34 +526,34 @@ def finding_line(f: Mapping[str, object]) -> str:
 
 def render_validate(r: Validated) -> None:
     for f in r["findings"]:
-        click.echo(finding_line(f))
+        echo(finding_line(f))
         if f["repair"]:
-            click.echo(f"  recover will: {f['repair']}")
-        click.echo(f"  fix: {f['fix']}")
+            echo(f"  recover will: {f['repair']}")
+        echo(f"  fix: {f['fix']}")
     runs = len(r["runs"])
     if not r["findings"]:
-        click.echo(f"validate: {runs} run(s) checked, records agree with git")
+        echo(f"validate: {runs} run(s) checked, records agree with git")
     else:
-        click.echo(f"validate: {runs} run(s) checked, {r['errors']} error(s), {r['warnings']} warning(s)")
+        echo(f"validate: {runs} run(s) checked, {r['errors']} error(s), {r['warnings']} warning(s)")
 
 
 def render_recover(r: Recovered) -> None:
     head = f"recovery {r['recovery_id']} of run {r['run_id']} ({r['task']}) at revision {r['run_revision']}"
     if r["noop"]:
-        click.echo(f"{head}: nothing to repair, the records agree with git")
+        echo(f"{head}: nothing to repair, the records agree with git")
     elif r["dry_run"]:
-        click.echo(f"{head}: plan (dry run, nothing changed)")
+        echo(f"{head}: plan (dry run, nothing changed)")
         for step in r["plan"]:
-            click.echo(f"  would {step['what']}")
-            click.echo(f"    because {step['why']}")
+            echo(f"  would {step['what']}")
+            echo(f"    because {step['why']}")
     else:
-        click.echo(f"{head}: repaired, now revision {r['run_revision_after']} ({r['status']})")
+        echo(f"{head}: repaired, now revision {r['run_revision_after']} ({r['status']})")
         for step in r["repaired"]:
-            click.echo(f"  {step['what']}")
+            echo(f"  {step['what']}")
     for f in r["left"]:
-        click.echo(f"left: {finding_line(f)}")
-        click.echo(f"  fix: {f['fix']}")
+        echo(f"left: {finding_line(f)}")
+        echo(f"  fix: {f['fix']}")
     if not r["dry_run"]:
-        click.echo(f"audit: {r['audit']}")
+        echo(f"audit: {r['audit']}")
     for command in r["next"]:
-        click.echo(f"next: {command}")
+        echo(f"next: {command}")

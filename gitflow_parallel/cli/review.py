@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb, visible_stream
-from gitflow_parallel.cli.render import render_diff, render_published, render_show, render_runs, render_status, render_worker
+from gitflow_parallel.cli.render import render_diff, render_published, render_show, render_worker
 
 if TYPE_CHECKING:
     from gitflow_parallel.shapes.results import PublishResult
@@ -22,22 +22,9 @@ def status(task: str | None, as_json: bool) -> None:
     """Without TASK, list the runs; with TASK, a table of its instances (id,
     track, status, attempt, head, verdict, score, evidence fresh/stale,
     branch, worktree).  --json prints {"ok": true, "run": <record>}."""
-    from gitflow_parallel.commands import status as status_cmd
+    from gitflow_parallel.cli import status as status_verb
 
-    def live() -> dict[str, object]:  # each instance with its live view (``shapes.results.StatusResult``)
-        assert task is not None
-        result = status_cmd.status(_project(), task)
-        instances: list[dict[str, object]] = [
-            {**inst, "live": {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"]}}
-            for inst, row in zip(result["run"]["instances"], result["rows"])]
-        return {"run": {**result["run"], "instances": instances}, "base_tip": result["base_tip"]}
-
-    if task is None:
-        run_verb(as_json, lambda: status_cmd.status(_project()), render_runs)
-    elif as_json:
-        run_verb(as_json, live)
-    else:
-        run_verb(as_json, lambda: status_cmd.status(_project(), task), render_status)
+    status_verb.show(task, as_json)
 
 
 @main_group.command()
