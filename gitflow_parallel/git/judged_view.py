@@ -15,7 +15,8 @@ namespace lays this view over three entries of the common dir:
 
 - ``objects/``: two packs and nothing else.  One holds what every ref but
   git-parallel's reaches (``refs/heads/parallel/``, ``refs/parallel/``,
-  ``refs/notes/`` left out): the history as the user made it.  It is built
+  ``refs/notes/``, ``refs/parallel-remotes/`` and remote-tracking copies of
+  attempt branches left out): the history as the user made it.  It is built
   once for a set of ref values and kept (``CACHE_KEPT`` of them).  The other
   holds what the judged commit reaches beyond that, built for each place;
 - ``refs/`` and ``packed-refs``: those same refs, and no other;
@@ -48,8 +49,18 @@ from gitflow_parallel.git.repo import HARDENED
 
 FOLDER = "judged-git"
 # The refs whose history no judged command may read: the attempts' branches,
-# git-parallel's archives and evidence refs, and the notes (records).
-HIDDEN = ("refs/heads/parallel/", "refs/parallel/", "refs/notes/")
+# git-parallel's archives and evidence refs, the tracking copies ``collect``
+# keeps of a remote's (claims carry an attempt's tip), and the notes (records).
+HIDDEN = ("refs/heads/parallel/", "refs/parallel/", "refs/parallel-remotes/", "refs/notes/")
+REMOTES = "refs/remotes/"
+
+
+def hidden(name: str) -> bool:
+    """Is ``name`` a ref the view leaves out: one of ``HIDDEN``, or a
+    remote-tracking copy of an attempt branch (``refs/remotes/<remote>/parallel/``:
+    ``collect``, a worker, or a fetch of a remote the attempts were pushed
+    to keeps one; a remote's name may hold a slash)."""
+    return name.startswith(HIDDEN) or (name.startswith(REMOTES) and "/parallel/" in name[len(REMOTES):])
 CACHE_KEPT = 4  # history folders kept, the one used last first
 MAX_PACKS = 16  # packs in a history folder, before it is built as one again
 TIPS = "tips"  # in a history folder: the ref values its packs reach from
@@ -141,7 +152,7 @@ def _shown_refs(repo: pygit2.Repository) -> dict[str, str]:
     object is in the store (a ref to a missing object would fail the pack)."""
     shown: dict[str, str] = {}
     for name in repo.listall_references():
-        if name.startswith(HIDDEN):
+        if hidden(name):
             continue
         try:
             ref = repo.references[name]
