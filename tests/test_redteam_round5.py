@@ -7,14 +7,16 @@ still work are marked ``xfail(strict=True)`` with the fix they need."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from conftest import git
 from hostile import needs_namespace
-from test_hostile import HONEST, project
+from test_hostile import APP_FIXED, HONEST, project
 from test_judged_git_view import BORROWER
 
 pytestmark = pytest.mark.slow
@@ -65,3 +67,101 @@ def test_a_tracking_ref_under_parallel_remotes_is_not_in_the_view(tmp_path: Path
     git(repo, "update-ref", "refs/parallel-remotes/origin/claims/run/2", tip)
     checked = _checked(gp)
     assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with its sibling's code (parallel-remotes)"
+
+
+# -- 2. the shared Git LFS store beside the view ---------------------------------------
+
+LFS_BORROWER = textwrap.dedent("""\
+    import os, subprocess
+
+
+    def add(a, b):
+        return a - b
+
+
+    def _borrow():
+        common = subprocess.run(['git', 'rev-parse', '--path-format=absolute', '--git-common-dir'],
+                                capture_output=True, text=True).stdout.strip()
+        for root, _, files in os.walk(os.path.join(common, 'lfs')):
+            for name in files:
+                try:
+                    text = open(os.path.join(root, name)).read()
+                except (OSError, UnicodeDecodeError):
+                    continue
+                if 'a + b' in text and 'def add' in text:
+                    return text
+        return None
+
+
+    _found = _borrow()
+    if _found:
+        exec(_found)
+    """)
+
+
+@needs_namespace
+def test_a_gate_cannot_read_a_siblings_lfs_objects(tmp_path: Path) -> None:
+    """The view lays packs over ``<common>/objects`` but leaves
+    ``<common>/lfs/objects`` as it is: every attempt's LFS objects are taken
+    into it when the attempt ends, so the attempt's code found its sibling's
+    LFS-stored work there (here the fix itself, as an LFS object)."""
+    repo, gp = project(tmp_path)
+    body = APP_FIXED.encode()
+    oid = hashlib.sha256(body).hexdigest()
+    (tmp_path / "obj").write_bytes(body)
+    pointer = f"version https://git-lfs.github.com/spec/v1\\noid sha256:{oid}\\nsize {len(body)}\\n"
+    store = f'"$(git rev-parse --path-format=absolute --git-common-dir)/lfs/objects/{oid[:2]}/{oid[2:4]}"'
+    gp("spawn", "t", "-n", "2")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c",
+       f"{HONEST} && mkdir -p {store} && cp {tmp_path / 'obj'} {store}/{oid} && printf '{pointer}' > fix.bin"
+       " && git add -A && git commit -qm right")
+    assert (repo / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid).is_file(), "not taken in"
+    (tmp_path / "borrower.py").write_text(LFS_BORROWER)
+    gp("run", "t", "--instance", "1", "--", "sh", "-c",
+       f"cp {tmp_path / 'borrower.py'} app.py && git commit -qam borrowed")
+    checked = _checked(gp)
+    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
+    assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with its sibling's LFS object"
+
+
+# -- 3. a commit whose parent is not in the store --------------------------------------
+
+@needs_namespace
+def test_a_commit_with_a_missing_parent_fails_its_attempt_not_check(tmp_path: Path) -> None:
+    """The agent writes a commit naming a parent no store holds (``git
+    hash-object -t commit`` checks the syntax alone): the judged view's
+    ``pack-objects --revs`` of it would fail.  Defended before that: the
+    run fails the attempt (its leftovers commit cannot walk the parent), and
+    ``check`` judges the sibling as usual, with no internal error."""
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", f"{HONEST} && git commit -qam right")
+    forge = ("tree=$(git write-tree) && c=$(printf 'tree %s\\nparent " + "1" * 40 + "\\nauthor a <a@b> 1 +0000\\n"
+             "committer a <a@b> 1 +0000\\n\\nx\\n' $tree | git hash-object -t commit -w --stdin) && "
+             "git update-ref HEAD $c")
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", f"{HONEST} && git add -A && {forge}", code=None)
+    proc = gp("check", "t", "--json", code=None)
+    assert proc.returncode != 3 and "internal error" not in proc.stderr, proc.stderr[-1500:]
+    checked = {i["id"]: i for i in json.loads(proc.stdout)["instances"]}
+    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"])[:600]
+    assert checked.get("1", {}).get("verdict") != "pass"
+
+
+# -- 4. the history cache keeps what a deleted ref reached -----------------------------
+
+@needs_namespace
+def test_the_history_cache_forgets_a_deleted_branch(tmp_path: Path) -> None:
+    """A branch of the user's at a sibling's commit (``git branch look
+    parallel/t/2`` to look at it) is history while it exists; once deleted,
+    the next view must not hold its objects.  ``_history_pack`` started a
+    new tip set from the packs of the last one whatever the old tips were,
+    so a deleted (or rewound) ref's objects stayed in every later view."""
+    repo, gp = project(tmp_path)
+    _honest_and_borrower(tmp_path, gp, BORROWER)
+    git(repo, "branch", "look", "parallel/t/2")
+    _checked(gp)  # judged while "look" is history: by design, the borrower finds it
+    git(repo, "branch", "-D", "look")
+    proc = gp("check", "t", "--again", "--json", code=None)
+    checked = {i["id"]: i for i in json.loads(proc.stdout)["instances"]}
+    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
+    assert checked["1"]["verdict"] == "fail", "a deleted branch's objects stayed in the judged view"

@@ -169,7 +169,9 @@ def _history_pack(common: Path, root: Path, tips: list[str], odb: pygit2.Odb) ->
     that set of values and kept for the next judging (the oldest dropped).
     A new set starts from the one used last: its packs, and one more of
     what the new tips reach beyond its tips (``MAX_PACKS`` at most, then
-    one pack afresh), so a moved branch costs what it added."""
+    one pack afresh), so a moved branch costs what it added; afresh too
+    when the new tips do not reach all its tips (a ref deleted or rewound:
+    its packs hold what no ref names now)."""
     key = hashlib.sha256("\n".join(tips).encode("ascii")).hexdigest()[:32]
     kept = root / f"history-{key}"
     if kept.is_dir():
@@ -185,8 +187,10 @@ def _history_pack(common: Path, root: Path, tips: list[str], odb: pygit2.Odb) ->
                 for name in _packs(last):
                     os.link(last / name, building / name)
                 before = (last / TIPS).read_text(encoding="ascii").split()
-                revs += [f"^{oid}" for oid in before if _OID.fullmatch(oid) and pygit2.Oid(hex=oid) in odb]
-            except (OSError, UnicodeDecodeError, ValueError):  # pruned meanwhile: built whole
+                if not _still_reached(common, before, tips, odb):
+                    raise ValueError("a tip it was built from is no longer reached")
+                revs += [f"^{oid}" for oid in before]
+            except (OSError, UnicodeDecodeError, ValueError):  # pruned meanwhile, or a ref gone: built whole
                 for name in os.listdir(building):
                     os.unlink(building / name)
                 revs = list(tips)
@@ -202,6 +206,20 @@ def _history_pack(common: Path, root: Path, tips: list[str], odb: pygit2.Odb) ->
         remove_tree(building, ignore_errors=True)
     _prune(root)
     return kept
+
+
+def _still_reached(common: Path, before: list[str], tips: list[str], odb: pygit2.Odb) -> bool:
+    """Do ``tips`` reach every tip a history folder was built from?  Else a
+    ref was deleted or rewound (a branch the user made at an attempt's
+    commit), and its packs hold what no ref names now."""
+    if not all(_OID.fullmatch(oid) and pygit2.Oid(hex=oid) in odb for oid in before):
+        return False
+    if not before:
+        return True
+    proc = subprocess.run(["git", *HARDENED, f"--git-dir={common}", "rev-list", "--objects", "--max-count=1",
+                           "--stdin"], input="".join(f"{r}\n" for r in [*before, *(f"^{t}" for t in tips)]).encode("ascii"),
+                          capture_output=True, env=proc_env.for_host_git())
+    return proc.returncode == 0 and not proc.stdout.strip()
 
 
 def _packs(folder: Path) -> list[str]:

@@ -609,6 +609,9 @@ class GatePlan:
                 # of the worktrees' admin folders its checkout's own.
                 mounts.replaced = self.git_view.binds(self.common)
                 mounts.hidden.append(self.common / "worktrees")
+                # Nor the shared Git LFS store: every attempt's objects are
+                # taken into it (the checkout holds the judged commit's).
+                mounts.hidden.append(self.common / "lfs")
                 from gitflow_parallel.git.refs import read_gitdir_file
 
                 admin = read_gitdir_file(self.checkout / ".git")  # the judge's: never written by a command
