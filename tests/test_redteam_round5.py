@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -165,3 +167,73 @@ def test_the_history_cache_forgets_a_deleted_branch(tmp_path: Path) -> None:
     checked = {i["id"]: i for i in json.loads(proc.stdout)["instances"]}
     assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
     assert checked["1"]["verdict"] == "fail", "a deleted branch's objects stayed in the judged view"
+
+
+# -- 5. distinguish's candidates folder, in /tmp, while another check runs ---------------
+
+DISTINGUISH_CONFIG = textwrap.dedent("""\
+    max_total: 16
+    protect: [tests/**]
+    selection: differential
+    distinguish:
+      command: [sh, -c, 'sleep 4; echo x > "$GIT_PARALLEL_DISTINGUISH_OUT/in"']
+      run: [sh, -c, 'cat app.py']
+      timeout: 60
+    gates:
+      - name: tests
+        run: [./test.sh]
+    """)
+
+POLLER = textwrap.dedent("""\
+    import glob, os, time
+
+
+    def add(a, b):
+        return a - b
+
+
+    def _borrow():
+        end = time.time() + 12
+        while time.time() < end:
+            for path in glob.glob('/tmp/git-parallel-distinguish-*/*/files/app.py'):
+                try:
+                    text = open(path).read()
+                except OSError:
+                    continue
+                if 'a + b' in text and '_borrow' not in text:
+                    return text
+            time.sleep(0.05)
+        return None
+
+
+    if os.environ.get('GIT_PARALLEL_INSTANCE') == '1':
+        _found = _borrow()
+        if _found:
+            exec(_found)
+    """)
+
+
+@needs_namespace
+def test_a_gate_cannot_read_the_candidates_laid_out_for_distinguish(tmp_path: Path) -> None:
+    """``pick`` runs the distinguish generator outside the project lock with
+    every candidate's changed files in ``/tmp/git-parallel-distinguish-*``:
+    removed before any candidate's code runs, but ``/tmp`` is readable by
+    every sandboxed command, and a ``check`` of another attempt (the same
+    task's, another task's) may run meanwhile: its code reads them."""
+    repo, gp = project(tmp_path, DISTINGUISH_CONFIG)
+    gp("spawn", "t", "-n", "3")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", f"{HONEST} && git commit -qam right")
+    gp("run", "t", "--instance", "3", "--", "sh", "-c", f"{HONEST} && echo '# three' >> app.py && git commit -qam right")
+    (tmp_path / "poller.py").write_text(POLLER)
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", f"cp {tmp_path / 'poller.py'} app.py && git commit -qam poll")
+    first = _checked(gp)
+    assert [first[i]["verdict"] for i in "123"] == ["fail", "pass", "pass"]
+    picking = subprocess.Popen([sys.executable, "-m", "gitflow_parallel", "pick", "t"], cwd=repo,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        again = gp.json("check", "t", "--instance", "1", "--again", code=None, own_process=True)["instances"]
+    finally:
+        out, err = picking.communicate(timeout=120)
+    # The pick itself refuses (PARALLEL_RUN_REVISION_CONFLICT: the check moved
+    # the record meanwhile); its generator ran all the same.
+    assert [i["verdict"] for i in again if i["id"] == "1"] == ["fail"], "the wrong attempt read the candidates' files"
