@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from conftest import GP, git
 from hostile import needs_namespace
 from test_hostile import APP_FIXED, HONEST, project
 from test_judged_git_view import BORROWER
@@ -237,3 +237,32 @@ def test_a_gate_cannot_read_the_candidates_laid_out_for_distinguish(tmp_path: Pa
     # The pick itself refuses (PARALLEL_RUN_REVISION_CONFLICT: the check moved
     # the record meanwhile); its generator ran all the same.
     assert [i["verdict"] for i in again if i["id"] == "1"] == ["fail"], "the wrong attempt read the candidates' files"
+
+
+# -- 6. a partial clone: the view's pack-objects fetches, or fails offline -------------
+
+@needs_namespace
+def test_check_in_a_partial_clone_whose_remote_is_unreachable(tmp_path: Path) -> None:
+    """In a partial clone (``--filter=blob:none``) the history's old blobs
+    are promised, not held.  ``pack-objects --revs`` for the view fetched
+    every one of them from the promisor remote (network, disk, time at each
+    new history), and with the remote unreachable it failed: ``check``
+    reported an internal error (``INTERNAL``) for every attempt."""
+    src, _ = project(tmp_path)
+    (src / "notes.txt").write_text("old\n")
+    git(src, "add", "notes.txt")
+    git(src, "commit", "-qm", "old notes")
+    (src / "notes.txt").write_text("new\n")
+    git(src, "commit", "-qam", "new notes")
+    git(src, "config", "uploadpack.allowFilter", "true")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--filter=blob:none", f"file://{src}", str(clone))
+    src.rename(tmp_path / "gone")
+    gp = GP(clone)
+    gp("spawn", "t", "-n", "1")
+    ran = gp("run", "t", "--", "sh", "-c", f"{HONEST} && git commit -qam right", code=None)
+    assert ran.returncode == 0, ran.stdout[-1200:] + ran.stderr[-1200:]
+    proc = gp("check", "t", "--json", code=None)
+    out = json.loads(proc.stdout)
+    assert proc.returncode != 3 and not out["errors"], json.dumps(out["errors"])[:1200]
+    assert out["instances"][0]["verdict"] == "pass", proc.stdout[-1200:]

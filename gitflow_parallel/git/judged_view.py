@@ -216,9 +216,11 @@ def _still_reached(common: Path, before: list[str], tips: list[str], odb: pygit2
         return False
     if not before:
         return True
-    proc = subprocess.run(["git", *HARDENED, f"--git-dir={common}", "rev-list", "--objects", "--max-count=1",
-                           "--stdin"], input="".join(f"{r}\n" for r in [*before, *(f"^{t}" for t in tips)]).encode("ascii"),
-                          capture_output=True, env=proc_env.for_host_git())
+    revs = [*before, *(f"^{t}" for t in tips)]
+    proc = subprocess.run(["git", *HARDENED, f"--git-dir={common}", "rev-list", "--objects",
+                           "--missing=allow-promisor", "--max-count=1", "--stdin"],
+                          input="".join(f"{r}\n" for r in revs).encode("ascii"), capture_output=True,
+                          env=proc_env.for_host_git())
     return proc.returncode == 0 and not proc.stdout.strip()
 
 
@@ -252,7 +254,10 @@ def _prune(root: Path) -> None:
 def _pack(common: Path, prefix: Path, revs: list[str]) -> None:
     """``git pack-objects --revs`` of ``revs`` into ``<prefix>-<hash>.pack``
     (and its index), from the shared store."""
-    proc = subprocess.run(["git", *HARDENED, f"--git-dir={common}", "pack-objects", "--revs", "-q", str(prefix)],
+    # A partial clone's promised objects stay out (never fetched: a judging
+    # needs no network, and an unreachable remote would fail it).
+    proc = subprocess.run(["git", *HARDENED, f"--git-dir={common}", "pack-objects", "--revs", "-q",
+                           "--missing=allow-promisor", str(prefix)],
                           input="".join(f"{r}\n" for r in revs).encode("ascii"), capture_output=True,
                           env=proc_env.for_host_git())
     if proc.returncode != 0:
