@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -302,3 +303,49 @@ def test_a_retried_attempt_cannot_read_another_tracks_commits(tmp_path: Path) ->
     rows = {i["track"]: i for i in gp.json("status", "t")["run"]["instances"]}
     assert rows["a"]["verdict"] == "pass"
     assert rows["b"]["verdict"] != "pass", "track b's retry passed with track a's code"
+
+
+def test_the_history_cache_is_built_afresh_only_when_it_held_an_attempts_commit(tmp_path: Path) -> None:
+    """The unit under test 4: a deleted branch of the user's own work keeps
+    the cache incremental (a repack of the whole history costs minutes in a
+    large repository); one at an attempt's commit makes it afresh, without
+    that commit."""
+    from conftest import make_repo
+
+    from gitflow_parallel.git import judged_view
+
+    repo = make_repo(tmp_path / "repo", files={"a.txt": "a\n"})
+    state = tmp_path / "state"
+
+    def packs() -> tuple[int, set[str]]:
+        view = judged_view.make(repo / ".git", state, None)
+        assert view is not None
+        names = list((view.objects / "pack").glob("*.pack"))
+        env = {"GIT_OBJECT_DIRECTORY": str(view.objects), "GIT_ALTERNATE_OBJECT_DIRECTORIES": ""}
+        out = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch-check=%(objectname)"], cwd=repo,
+                             env={**os.environ, **env}, capture_output=True, text=True, check=True)
+        view.remove()
+        return len(names), set(out.stdout.split())
+
+    git(repo, "switch", "-q", "-c", "feature")
+    (repo / "f.txt").write_text("feature\n")
+    git(repo, "add", "f.txt")
+    git(repo, "commit", "-qm", "feature")
+    git(repo, "switch", "-q", "main")
+    assert packs()[0] == 1
+    git(repo, "branch", "-D", "feature")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "more")
+    assert packs()[0] == 2  # incremental: the user's deleted branch is history that was
+
+    git(repo, "switch", "-q", "-c", "parallel/t/1")
+    (repo / "a.txt").write_text("attempt\n")
+    git(repo, "commit", "-qam", "attempt")
+    attempt = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "switch", "-q", "main")
+    git(repo, "branch", "look", attempt)
+    assert attempt in packs()[1]
+    git(repo, "branch", "-D", "look")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "after")  # a new set of tips, started from the last
+    count, held = packs()
+    assert attempt not in held
+    assert count == 1

@@ -112,7 +112,7 @@ def make(common: Path, parallel_dir: Path, judged: str | None) -> GitView | None
     pack.mkdir(parents=True)
     (folder / "objects" / "info").mkdir()
     for tries in (1, 2):
-        history = _history_pack(common, root, sorted(set(shown.values())), repo.odb)
+        history = _history_pack(common, root, sorted(set(shown.values())), repo, shown)
         try:
             for name in _packs(history):
                 os.link(history / name, pack / name)
@@ -164,14 +164,15 @@ def _shown_refs(repo: pygit2.Repository) -> dict[str, str]:
     return shown
 
 
-def _history_pack(common: Path, root: Path, tips: list[str], odb: pygit2.Odb) -> Path:
+def _history_pack(common: Path, root: Path, tips: list[str], repo: pygit2.Repository, shown: dict[str, str]) -> Path:
     """The folder of the packs holding what ``tips`` reach: built once for
     that set of values and kept for the next judging (the oldest dropped).
     A new set starts from the one used last: its packs, and one more of
     what the new tips reach beyond its tips (``MAX_PACKS`` at most, then
     one pack afresh), so a moved branch costs what it added; afresh too
-    when the new tips do not reach all its tips (a ref deleted or rewound:
-    its packs hold what no ref names now)."""
+    when a commit its tips reached and the new ones do not (a ref deleted
+    or rewound) is an attempt's: a branch the user made at one, then
+    deleted, left it in every later view."""
     key = hashlib.sha256("\n".join(tips).encode("ascii")).hexdigest()[:32]
     kept = root / f"history-{key}"
     if kept.is_dir():
@@ -187,8 +188,8 @@ def _history_pack(common: Path, root: Path, tips: list[str], odb: pygit2.Odb) ->
                 for name in _packs(last):
                     os.link(last / name, building / name)
                 before = (last / TIPS).read_text(encoding="ascii").split()
-                if not _still_reached(common, before, tips, odb):
-                    raise ValueError("a tip it was built from is no longer reached")
+                if _lost_an_attempts(common, before, tips, repo, shown):
+                    raise ValueError("it holds an attempt's commit no ref shown reaches now")
                 revs += [f"^{oid}" for oid in before]
             except (OSError, UnicodeDecodeError, ValueError):  # pruned meanwhile, or a ref gone: built whole
                 for name in os.listdir(building):
@@ -208,20 +209,35 @@ def _history_pack(common: Path, root: Path, tips: list[str], odb: pygit2.Odb) ->
     return kept
 
 
-def _still_reached(common: Path, before: list[str], tips: list[str], odb: pygit2.Odb) -> bool:
-    """Do ``tips`` reach every tip a history folder was built from?  Else a
-    ref was deleted or rewound (a branch the user made at an attempt's
-    commit), and its packs hold what no ref names now."""
-    if not all(_OID.fullmatch(oid) and pygit2.Oid(hex=oid) in odb for oid in before):
-        return False
-    if not before:
+def _lost_an_attempts(common: Path, before: list[str], tips: list[str], repo: pygit2.Repository,
+                      shown: dict[str, str]) -> bool:
+    """Does what ``before`` reached, and ``tips`` do not, hold a commit a
+    hidden ref (an attempt's branch, an archive) reaches?  True when it
+    cannot tell (an old tip gone from the store, a walk that failed)."""
+    if not all(_OID.fullmatch(oid) and pygit2.Oid(hex=oid) in repo.odb for oid in before):
         return True
-    revs = [*before, *(f"^{t}" for t in tips)]
-    proc = subprocess.run(["git", *HARDENED, f"--git-dir={common}", "rev-list", "--objects",
-                           "--missing=allow-promisor", "--max-count=1", "--stdin"],
+    lost = _commits(common, [*before, *(f"^{t}" for t in tips)])
+    if not lost:
+        return lost is None
+    hidden_tips = set()
+    for name in repo.listall_references():
+        if hidden(name) and name not in shown:
+            try:
+                target = repo.references[name].target
+            except (KeyError, pygit2.GitError, ValueError):
+                continue
+            if isinstance(target, pygit2.Oid) and target in repo.odb:
+                hidden_tips.add(str(target))
+    theirs = _commits(common, [*sorted(hidden_tips), *(f"^{t}" for t in tips)]) if hidden_tips else set()
+    return theirs is None or bool(lost & theirs)
+
+
+def _commits(common: Path, revs: list[str]) -> set[str] | None:
+    """The commits ``git rev-list`` lists for ``revs`` (None: it failed)."""
+    proc = subprocess.run(["git", *HARDENED, f"--git-dir={common}", "rev-list", "--stdin"],
                           input="".join(f"{r}\n" for r in revs).encode("ascii"), capture_output=True,
                           env=proc_env.for_host_git())
-    return proc.returncode == 0 and not proc.stdout.strip()
+    return set(proc.stdout.decode("ascii", errors="replace").split()) if proc.returncode == 0 else None
 
 
 def _packs(folder: Path) -> list[str]:
