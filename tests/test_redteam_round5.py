@@ -349,3 +349,46 @@ def test_the_history_cache_is_built_afresh_only_when_it_held_an_attempts_commit(
     count, held = packs()
     assert attempt not in held
     assert count == 1
+
+
+# -- 8. a nested user namespace to lift the view off the store --------------------------
+
+UNMOUNTER = textwrap.dedent("""\
+    import subprocess
+
+
+    def add(a, b):
+        return a - b
+
+
+    def _borrow():
+        common = subprocess.run(['git', 'rev-parse', '--path-format=absolute', '--git-common-dir'],
+                                capture_output=True, text=True).stdout.strip()
+        script = ('for p in objects refs packed-refs worktrees; do umount -l "$0/$p"; done; '
+                  'git show parallel/t/2:app.py')
+        for argv in (['unshare', '-Um', 'sh', '-c', script, common],
+                     ['unshare', '-Urm', 'sh', '-c', script, common]):
+            text = subprocess.run(argv, capture_output=True, text=True).stdout
+            if 'a + b' in text:
+                return text
+        return None
+
+
+    _found = _borrow()
+    if _found:
+        exec(_found)
+    """)
+
+
+@needs_namespace
+def test_a_nested_user_namespace_cannot_unmount_the_view(tmp_path: Path) -> None:
+    """The attempt's code makes a user and mount namespace of its own
+    (``unshare -Um``: every capability there) and unmounts what bwrap laid
+    over ``objects/``, ``refs/``, ``packed-refs`` and ``worktrees/``.
+    Defended: mounts inherited into a less privileged namespace are locked
+    (``umount`` gives EINVAL) and ``unshare -r`` cannot write a uid map."""
+    _, gp = project(tmp_path)
+    _honest_and_borrower(tmp_path, gp, UNMOUNTER)
+    checked = _checked(gp)
+    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
+    assert checked["1"]["verdict"] == "fail", "the wrong attempt lifted the view off the store"
