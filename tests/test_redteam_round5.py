@@ -392,3 +392,43 @@ def test_a_nested_user_namespace_cannot_unmount_the_view(tmp_path: Path) -> None
     checked = _checked(gp)
     assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
     assert checked["1"]["verdict"] == "fail", "the wrong attempt lifted the view off the store"
+
+
+# -- 9. packed-refs made while a check runs ------------------------------------------------
+
+TWO_GATES = textwrap.dedent("""\
+    max_total: 16
+    protect: [tests/**]
+    gates:
+      - name: wait
+        run: [sh, -c, 'sleep 3']
+      - name: tests
+        run: [./test.sh]
+    """)
+
+
+@needs_namespace
+def test_a_branch_deleted_during_check_does_not_fail_the_next_gate(tmp_path: Path) -> None:
+    """A repository with no ``packed-refs`` gets a view with loose refs and
+    no ``packed-refs`` file; ``git branch -D`` (git 2.39) makes an empty
+    ``<common>/packed-refs``, and every later fence of the same judging
+    binds the view's ``packed-refs`` over it: a source bwrap cannot find, so
+    the honest attempt's next gate could not start."""
+    import threading
+
+    repo, gp = project(tmp_path, TWO_GATES)
+    assert not (repo / ".git" / "packed-refs").exists()
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", f"{HONEST} && git commit -qam right")
+    got: dict[str, object] = {}
+    checking = threading.Thread(target=lambda: got.update(gp.json("check", "t", code=None)))
+    checking.start()
+    import time
+
+    time.sleep(1.5)  # the first gate sleeps 3 s
+    git(repo, "branch", "scratch-work")
+    git(repo, "branch", "-D", "scratch-work")
+    checking.join(timeout=120)
+    assert (repo / ".git" / "packed-refs").exists()
+    row = got["instances"][0]  # type: ignore[index]
+    assert row["verdict"] == "pass", json.dumps(row["gates"])[:900]

@@ -295,3 +295,6 @@ def _write_refs(folder: Path, shown: dict[str, str], packed: bool) -> None:
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{oid}\n", encoding="ascii")
+    # Empty, and laid over a ``packed-refs`` made while the view is in use
+    # (``git branch -D`` makes one): else bwrap finds no source to bind.
+    (folder / "packed-refs").write_bytes(b"")
