@@ -3,7 +3,18 @@ and what else of the common dir a gate reads under the namespace layer.
 
 Each test runs one route as the agent or as the attempt's committed code
 and asserts the promise, so a working attack fails the test.  Routes that
-still work are marked ``xfail(strict=True)`` with the fix they need."""
+still work are marked ``xfail(strict=True)`` with the fix they need.
+
+Found working on the code this round started from (d0237c1), fixed since:
+remote-tracking copies of attempt branches and ``refs/parallel-remotes/``
+packed as history (1); the shared Git LFS store readable beside the view
+(2); the history cache keeping a deleted ref's attempt commit (4); the
+distinguish generator's candidates in ``/tmp`` while another check ran
+(5); a partial clone's view fetching, and failing offline (6); a
+``packed-refs`` made during check failing the next gate (9).  Still
+working: a retried attempt of ``run --until-pass`` reads another track's
+commits (7, xfail).  Defended: a commit with a missing parent (3), a nested
+user namespace unmounting the view (8)."""
 
 from __future__ import annotations
 
