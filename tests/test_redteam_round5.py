@@ -13,7 +13,8 @@ distinguish generator's candidates in ``/tmp`` while another check ran
 (5); a partial clone's view fetching, and failing offline (6); a
 ``packed-refs`` made during check failing the next gate (9).  Still
 working: a retried attempt of ``run --until-pass`` reads another track's
-commits (7, xfail).  Defended: a commit with a missing parent (3), a nested
+commits (7, xfail); a gate reads a sibling's agent session kept in a
+``sandbox_write`` folder (10, xfail).  Defended: a commit with a missing parent (3), a nested
 user namespace unmounting the view (8)."""
 
 from __future__ import annotations
@@ -443,3 +444,68 @@ def test_a_branch_deleted_during_check_does_not_fail_the_next_gate(tmp_path: Pat
     assert (repo / ".git" / "packed-refs").exists()
     row = got["instances"][0]  # type: ignore[index]
     assert row["verdict"] == "pass", json.dumps(row["gates"])[:900]
+
+
+# -- 10. an agent's session kept in a sandbox_write folder, read by a gate ----------------
+
+TRANSCRIPT_READER = textwrap.dedent("""\
+    import glob, json, os
+
+
+    def add(a, b):
+        return a - b
+
+
+    def _borrow():
+        for path in glob.glob(os.environ.get('SESSIONS', '/nonexistent') + '/*.jsonl'):
+            try:
+                for line in open(path):
+                    text = json.loads(line).get('wrote', '')
+                    if 'a + b' in text:
+                        return text
+            except (OSError, ValueError):
+                continue
+        return None
+
+
+    _found = _borrow()
+    if _found:
+        exec(_found)
+    """)
+
+
+@needs_namespace
+@pytest.mark.xfail(strict=True, reason="judged commands read the sandbox_write folders (the docs' own example is "
+                   "~/.claude, where Claude Code keeps every session's transcript): hiding them from gates, setup, "
+                   "probes and distinguish (GatePlan.fence; sparing a folder also given as a setup.stores store) "
+                   "closes the gate's route; an agent reading them stays the documented limit")
+def test_a_gate_cannot_read_a_siblings_session_in_a_sandbox_write_folder(tmp_path: Path) -> None:
+    """Agent tools keep their sessions in the home folder, listed under
+    ``sandbox_write`` (docs/agents.md: ``~/.claude``).  The honest agent's
+    session holds the code it wrote; the wrong attempt's code, run by its
+    gate, reads the session and runs that code."""
+    sessions = tmp_path / "sessions"
+    config = CONFIG_SW.format(sessions=sessions)
+    repo, gp = project(tmp_path, config)
+    gp("spawn", "t", "-n", "2")
+    record = json.dumps({"wrote": APP_FIXED}).replace("'", "'\\''")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c",
+       f"{HONEST} && git commit -qam right && printf '%s\\n' '{record}' > {sessions}/honest.jsonl")
+    (tmp_path / "reader.py").write_text(TRANSCRIPT_READER.replace("os.environ.get('SESSIONS', '/nonexistent')",
+                                                                  repr(str(sessions))))
+    gp("run", "t", "--instance", "1", "--", "sh", "-c",
+       f"cp {tmp_path / 'reader.py'} app.py && git commit -qam borrowed")
+    assert (sessions / "honest.jsonl").is_file()
+    checked = _checked(gp)
+    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
+    assert checked["1"]["verdict"] == "fail", "the wrong attempt ran the code its sibling's session holds"
+
+
+CONFIG_SW = textwrap.dedent("""\
+    max_total: 16
+    protect: [tests/**]
+    sandbox_write: [{sessions}]
+    gates:
+      - name: tests
+        run: [./test.sh]
+    """)
