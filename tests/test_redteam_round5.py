@@ -15,7 +15,8 @@ distinguish generator's candidates in ``/tmp`` while another check ran
 working: a retried attempt of ``run --until-pass`` reads another track's
 commits (7, xfail); a gate reads a sibling's agent session kept in a
 ``sandbox_write`` folder (10, xfail).  Defended: a commit with a missing parent (3), a nested
-user namespace unmounting the view (8)."""
+user namespace unmounting the view (8), files of the attempt judged before
+left in the pooled checkout (11)."""
 
 from __future__ import annotations
 
@@ -509,3 +510,52 @@ CONFIG_SW = textwrap.dedent("""\
       - name: tests
         run: [./test.sh]
     """)
+
+
+# -- 11. what the pooled scratch checkout kept of the attempt judged before ----------------
+
+LEFTOVER_READER = textwrap.dedent("""\
+    import glob, os
+
+
+    def add(a, b):
+        return a - b
+
+
+    def _borrow():
+        here = os.path.dirname(os.path.abspath(__file__))
+        for path in glob.glob(os.path.join(here, '**', '*.py'), recursive=True):
+            if os.path.abspath(path) == os.path.abspath(__file__):
+                continue
+            try:
+                text = open(path).read()
+            except OSError:
+                continue
+            if 'a + b' in text and 'def add' in text:
+                return text
+        return None
+
+
+    _found = _borrow()
+    if _found:
+        exec(_found)
+    """)
+
+
+@needs_namespace
+def test_the_pooled_checkout_keeps_nothing_of_the_attempt_judged_before(tmp_path: Path) -> None:
+    """Attempt 2 adds ``impl_two.py`` (its fix); attempt 1 commits a
+    ``.gitignore`` naming ``impl_*.py`` and code that looks through its
+    checkout.  Judged after 2 in the same pooled checkout, 1 must find no
+    file of 2's tree there, ignored or not."""
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    two = "printf 'def add(a, b):\\n    return a + b\\n' > impl_two.py && printf 'from impl_two import add\\n' > app.py"
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", f"{two} && git add -A && git commit -qm right")
+    (tmp_path / "reader.py").write_text(LEFTOVER_READER)
+    gp("run", "t", "--instance", "1", "--", "sh", "-c",
+       f"cp {tmp_path / 'reader.py'} app.py && printf 'impl_*.py\\n' > .gitignore && git add -A && git commit -qm look")
+    two_checked = gp.json("check", "t", "--instance", "2", "--jobs", "1", code=None)["instances"][0]
+    assert two_checked["verdict"] == "pass", json.dumps(two_checked["gates"])[:600]
+    one_checked = gp.json("check", "t", "--instance", "1", "--jobs", "1", code=None)["instances"][0]
+    assert one_checked["verdict"] == "fail", "the wrong attempt ran what the pooled checkout kept of its sibling"
