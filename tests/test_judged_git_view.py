@@ -16,7 +16,6 @@ from pathlib import Path
 from conftest import git, make_repo
 from hostile import needs_namespace
 from test_hostile import APP_FIXED, PY, project
-from test_lfs import needs_lfs
 
 from gitflow_parallel.git import judged_view
 
@@ -174,45 +173,3 @@ def test_what_a_killed_check_left_goes_with_the_next_judging(tmp_path: Path) -> 
     assert view is not None
     left = sorted(p.name for p in root.iterdir())
     assert f"view-{os.getpid()}-mine" in left and not any(str(dead.pid) in n for n in left)
-
-
-# The attempt's app.py: wrong, and when a gate imports it, it looks through
-# the repository's Git LFS store for a right add() and runs that instead.
-LFS_BORROWER = textwrap.dedent("""\
-    import os, subprocess
-
-
-    def add(a, b):
-        return a - b
-
-
-    _common = subprocess.run(['git', 'rev-parse', '--git-common-dir'], capture_output=True, text=True).stdout.strip()
-    for _root, _dirs, _files in os.walk(os.path.join(_common, 'lfs')):
-        for _name in _files:
-            try:
-                _text = open(os.path.join(_root, _name)).read()
-            except (OSError, UnicodeDecodeError):
-                continue
-            if 'def add' in _text and 'a + b' in _text:
-                exec(_text)
-    """)
-
-
-@needs_lfs
-@needs_namespace
-def test_a_judged_command_cannot_read_a_siblings_lfs_objects(tmp_path: Path) -> None:
-    repo, gp = project(tmp_path)
-    (repo / ".gitattributes").write_text("*.bin filter=lfs diff=lfs merge=lfs -text\n")
-    git(repo, "lfs", "install", "--local")
-    git(repo, "add", ".gitattributes")
-    git(repo, "commit", "-qm", "lfs")
-    gp("spawn", "t", "-n", "2")
-    gp("run", "t", "--instance", "2", "--", "sh", "-c",
-       f"printf '{APP_FIXED}' > app.py && printf '{APP_FIXED}' > fast.bin && git add -A && git commit -qm right")
-    (tmp_path / "borrower.py").write_text(LFS_BORROWER)
-    gp("run", "t", "--instance", "1", "--", "sh", "-c",
-       f"cp {tmp_path / 'borrower.py'} app.py && git commit -qam borrowed")
-    assert list((repo / ".git" / "lfs" / "objects").rglob("*")), "the sibling's object is in the shared store"
-    checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
-    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
-    assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with its sibling's code"

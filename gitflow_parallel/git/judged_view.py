@@ -15,7 +15,8 @@ namespace lays this view over three entries of the common dir:
 
 - ``objects/``: two packs and nothing else.  One holds what every ref but
   git-parallel's reaches (``refs/heads/parallel/``, ``refs/parallel/``,
-  ``refs/notes/`` left out): the history as the user made it.  It is built
+  ``refs/notes/``, ``refs/parallel-remotes/`` and remote-tracking copies of
+  attempt branches left out): the history as the user made it.  It is built
   once for a set of ref values and kept (``CACHE_KEPT`` of them).  The other
   holds what the judged commit reaches beyond that, built for each place;
 - ``refs/`` and ``packed-refs``: those same refs, and no other;
@@ -50,8 +51,18 @@ from gitflow_parallel.git.repo import HARDENED
 
 FOLDER = "judged-git"
 # The refs whose history no judged command may read: the attempts' branches,
-# git-parallel's archives and evidence refs, and the notes (records).
-HIDDEN = ("refs/heads/parallel/", "refs/parallel/", "refs/notes/")
+# git-parallel's archives and evidence refs, the tracking copies ``collect``
+# keeps of a remote's (claims carry an attempt's tip), and the notes (records).
+HIDDEN = ("refs/heads/parallel/", "refs/parallel/", "refs/parallel-remotes/", "refs/notes/")
+REMOTES = "refs/remotes/"
+
+
+def hidden(name: str) -> bool:
+    """Is ``name`` a ref the view leaves out: one of ``HIDDEN``, or a
+    remote-tracking copy of an attempt branch (``refs/remotes/<remote>/parallel/``:
+    ``collect``, a worker, or a fetch of a remote the attempts were pushed
+    to keeps one; a remote's name may hold a slash)."""
+    return name.startswith(HIDDEN) or (name.startswith(REMOTES) and "/parallel/" in name[len(REMOTES):])
 CACHE_KEPT = 4  # history folders kept, the one used last first
 MAX_PACKS = 16  # packs in a history folder, before it is built as one again
 TIPS = "tips"  # in a history folder: the ref values its packs reach from
@@ -103,7 +114,7 @@ def make(common: Path, parallel_dir: Path, judged: str | None) -> GitView | None
     pack.mkdir(parents=True)
     (folder / "objects" / "info").mkdir()
     for tries in (1, 2):
-        history = _history_pack(common, root, sorted(set(shown.values())), repo.odb)
+        history = _history_pack(common, root, sorted(set(shown.values())), repo, shown)
         try:
             for name in _packs(history):
                 os.link(history / name, pack / name)
@@ -145,7 +156,7 @@ def _shown_refs(repo: pygit2.Repository) -> tuple[dict[str, str], dict[str, str]
     shown: dict[str, str] = {}
     symbolic: dict[str, str] = {}
     for name in repo.listall_references():
-        if name.startswith(HIDDEN):
+        if hidden(name):
             continue
         try:
             ref = repo.references[name]
@@ -162,12 +173,15 @@ def _shown_refs(repo: pygit2.Repository) -> tuple[dict[str, str], dict[str, str]
     return shown, {name: target for name, target in symbolic.items() if target in shown}
 
 
-def _history_pack(common: Path, root: Path, tips: list[str], odb: pygit2.Odb) -> Path:
+def _history_pack(common: Path, root: Path, tips: list[str], repo: pygit2.Repository, shown: dict[str, str]) -> Path:
     """The folder of the packs holding what ``tips`` reach: built once for
     that set of values and kept for the next judging (the oldest dropped).
     A new set starts from the one used last: its packs, and one more of
     what the new tips reach beyond its tips (``MAX_PACKS`` at most, then
-    one pack afresh), so a moved branch costs what it added."""
+    one pack afresh), so a moved branch costs what it added; afresh too
+    when a commit its tips reached and the new ones do not (a ref deleted
+    or rewound) is an attempt's: a branch the user made at one, then
+    deleted, left it in every later view."""
     key = hashlib.sha256("\n".join(tips).encode("ascii")).hexdigest()[:32]
     kept = root / f"history-{key}"
     if kept.is_dir():
@@ -183,8 +197,10 @@ def _history_pack(common: Path, root: Path, tips: list[str], odb: pygit2.Odb) ->
                 for name in _packs(last):
                     os.link(last / name, building / name)
                 before = (last / TIPS).read_text(encoding="ascii").split()
-                revs += [f"^{oid}" for oid in before if _OID.fullmatch(oid) and pygit2.Oid(hex=oid) in odb]
-            except (OSError, UnicodeDecodeError, ValueError):  # pruned meanwhile: built whole
+                if _lost_an_attempts(common, before, tips, repo, shown):
+                    raise ValueError("it holds an attempt's commit no ref shown reaches now")
+                revs += [f"^{oid}" for oid in before]
+            except (OSError, UnicodeDecodeError, ValueError):  # pruned meanwhile, or a ref gone: built whole
                 for name in os.listdir(building):
                     os.unlink(building / name)
                 revs = list(tips)
@@ -200,6 +216,37 @@ def _history_pack(common: Path, root: Path, tips: list[str], odb: pygit2.Odb) ->
         remove_tree(building, ignore_errors=True)
     _prune(root)
     return kept
+
+
+def _lost_an_attempts(common: Path, before: list[str], tips: list[str], repo: pygit2.Repository,
+                      shown: dict[str, str]) -> bool:
+    """Does what ``before`` reached, and ``tips`` do not, hold a commit a
+    hidden ref (an attempt's branch, an archive) reaches?  True when it
+    cannot tell (an old tip gone from the store, a walk that failed)."""
+    if not all(_OID.fullmatch(oid) and pygit2.Oid(hex=oid) in repo.odb for oid in before):
+        return True
+    lost = _commits(common, [*before, *(f"^{t}" for t in tips)])
+    if not lost:
+        return lost is None
+    hidden_tips = set()
+    for name in repo.listall_references():
+        if hidden(name) and name not in shown:
+            try:
+                target = repo.references[name].target
+            except (KeyError, pygit2.GitError, ValueError):
+                continue
+            if isinstance(target, pygit2.Oid) and target in repo.odb:
+                hidden_tips.add(str(target))
+    theirs = _commits(common, [*sorted(hidden_tips), *(f"^{t}" for t in tips)]) if hidden_tips else set()
+    return theirs is None or bool(lost & theirs)
+
+
+def _commits(common: Path, revs: list[str]) -> set[str] | None:
+    """The commits ``git rev-list`` lists for ``revs`` (None: it failed)."""
+    proc = subprocess.run(["git", *HARDENED, f"--git-dir={common}", "rev-list", "--stdin"],
+                          input="".join(f"{r}\n" for r in revs).encode("ascii"), capture_output=True,
+                          env=proc_env.for_host_git())
+    return set(proc.stdout.decode("ascii", errors="replace").split()) if proc.returncode == 0 else None
 
 
 def _packs(folder: Path) -> list[str]:
@@ -234,8 +281,10 @@ def _pack(common: Path, prefix: Path, revs: list[str]) -> None:
     (and its index), from the shared store."""
     # No delta search and light compression: the pack is a cache on this
     # disk, written where a check waits (deltas the store has are reused).
+    # A partial clone's promised objects stay out (never fetched: a judging
+    # needs no network, and an unreachable remote would fail it).
     proc = subprocess.run(["git", *HARDENED, "-c", "pack.compression=1", f"--git-dir={common}", "pack-objects",
-                           "--revs", "--window=0", "-q", str(prefix)],
+                           "--revs", "--window=0", "-q", "--missing=allow-promisor", str(prefix)],
                           input="".join(f"{r}\n" for r in revs).encode("ascii"), capture_output=True,
                           env=proc_env.for_host_git())
     if proc.returncode != 0:
@@ -260,3 +309,7 @@ def _write_refs(folder: Path, shown: dict[str, str], symbolic: dict[str, str], p
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{text}\n", encoding="utf-8")
+    if not packed:
+        # Empty, and laid over a ``packed-refs`` made while the view is in
+        # use (``git branch -D`` makes one): else bwrap finds no source to bind.
+        (folder / "packed-refs").write_bytes(b"")

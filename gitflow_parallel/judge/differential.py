@@ -8,8 +8,8 @@ both through the gate runner (``gates.judge_checkout``: the checkout's
 
 1. **The generator** (``command``) runs once, in a clean scratch checkout of
    the *base commit*, so neither it nor any script it names can come from an
-   attempt.  It gets ``GIT_PARALLEL_DISTINGUISH_ATTEMPTS``, a folder outside
-   the repository with one folder per candidate (``<id>/instance``,
+   attempt.  It gets ``GIT_PARALLEL_DISTINGUISH_ATTEMPTS``, a folder of its
+   checkout (``ATTEMPTS``, removed when it ends) with one folder per candidate (``<id>/instance``,
    ``<id>/commit``, ``<id>/diff``: the patch from the base made from git
    objects, and ``<id>/files/<path>``: every file the attempt added or
    changed, as its commit has it), and ``GIT_PARALLEL_DISTINGUISH_OUT``, an
@@ -48,7 +48,6 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 import pygit2
@@ -70,6 +69,10 @@ from gitflow_parallel.shapes.pack import GateResult
 # The folder, inside a scratch checkout, that the generator writes and each
 # attempt reads (a fenced command may write nowhere else).
 FOLDER = ".git-parallel-distinguish"
+# The candidates laid out for the generator, in its scratch checkout too:
+# the pool is hidden from every other fenced command, ``/tmp`` is not (a
+# ``check`` running beside ``pick`` ran a sibling's code from there).
+ATTEMPTS = ".git-parallel-distinguish-attempts"
 
 
 def _gate(name: str, argv: list[str], timeout: float, mode: GateMode) -> GateConfig:
@@ -156,13 +159,31 @@ def _patterns(cfg: FrozenConfig, base_tree: pygit2.Tree) -> list[str]:
 
 def _run_one(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checkout, commit: str, judged: str,
              judged_tree: str, gate: GateConfig, prefix: str, facts: dict[str, str],
-             inputs: Path | None) -> tuple[GateResult, Path]:
-    """Run one distinguish command in a clean checkout of ``judged``; its
-    gate result and the checkout's distinguish folder."""
+             inputs: Path | None, attempts: list[Candidate] | None = None) -> tuple[GateResult, Path]:
+    """Run one distinguish command in a clean checkout of ``judged`` (with
+    ``attempts`` laid out in it for the generator); its gate result and the
+    checkout's distinguish folder."""
     cfg = record["config"]
     path = checkout.prepare(judged, keep=gates.kept_paths(cfg))
     folder = path / FOLDER
     _fresh(folder, inputs)
+    if attempts is not None:
+        laid = path / ATTEMPTS
+        _fresh(laid)
+        try:
+            _write_attempts(repo.pygit, record["base"]["commit"], attempts, laid)
+            return _judged(repo, record, track, checkout, path, folder, commit, judged, judged_tree, gate, prefix,
+                           {**facts, "DISTINGUISH_ATTEMPTS": str(laid)}, inputs)
+        finally:
+            remove_tree(laid, ignore_errors=True)
+    return _judged(repo, record, track, checkout, path, folder, commit, judged, judged_tree, gate, prefix, facts,
+                   inputs)
+
+
+def _judged(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checkout, path: Path, folder: Path,
+            commit: str, judged: str, judged_tree: str, gate: GateConfig, prefix: str, facts: dict[str, str],
+            inputs: Path | None) -> tuple[GateResult, Path]:
+    cfg = record["config"]
     with place_mod.judging(repo.common_dir, repo.main_workdir, repo.parallel_dir, checkout, path, cfg,
                        sandbox.siblings(record), log_dir=repo.parallel_dir / "logs" / record["run_id"],
                        log_prefix=prefix, repository=gates.repository_of(repo), judged=judged,
@@ -221,19 +242,14 @@ def distinguish(project: Project, record: RunRecord, track: str,
 def _generate(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checkout,
               candidates: list[Candidate]) -> tuple[GateResult, Path]:
     """Run the generator on the base, the attempts' files laid out for it in
-    a folder that is removed as soon as it ends: it is in ``/tmp``, which
-    every sandboxed command reads, and each candidate's code runs next (a
-    wrong one ran a right sibling's ``impl.py`` from there, and behaved as
-    it did)."""
+    its checkout (``ATTEMPTS``), removed as soon as it ends: each
+    candidate's code runs next (a wrong one ran a right sibling's
+    ``impl.py`` from there, and behaved as it did), and no other fenced
+    command sees the scratch pool."""
     d, base = record["config"]["distinguish"], record["base"]["commit"]
-    attempts = Path(tempfile.mkdtemp(prefix="git-parallel-distinguish-"))
-    try:
-        _write_attempts(repo.pygit, base, candidates, attempts)
-        return _run_one(repo, record, track, checkout, base, base, repo.tree_of(base),
-                        _gate("generate", d["command"], d["timeout"], "observe"), f"distinguish-{track}",
-                        {"DISTINGUISH_ATTEMPTS": str(attempts)}, None)
-    finally:
-        remove_tree(attempts, ignore_errors=True)
+    return _run_one(repo, record, track, checkout, base, base, repo.tree_of(base),
+                    _gate("generate", d["command"], d["timeout"], "observe"), f"distinguish-{track}", {}, None,
+                    attempts=candidates)
 
 
 def _run_candidates(repo: Repo, record: RunRecord, track: str, checkout: scratch.Checkout,
