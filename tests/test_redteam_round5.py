@@ -11,10 +11,11 @@ packed as history (1); the shared Git LFS store readable beside the view
 (2); the history cache keeping a deleted ref's attempt commit (4); the
 distinguish generator's candidates in ``/tmp`` while another check ran
 (5); a partial clone's view fetching, and failing offline (6); a
-``packed-refs`` made during check failing the next gate (9).  Still
-working: a retried attempt of ``run --until-pass`` reads another track's
-commits (7, xfail); a gate reads a sibling's agent session kept in a
-``sandbox_write`` folder (10, xfail).  Defended: a commit with a missing parent (3), a nested
+``packed-refs`` made during check failing the next gate (9); a retried
+attempt of ``run --until-pass`` reading another track's commits (7, fixed
+after the round: an agent's git reads the history and its own branch's
+commits, ``git/judged_view.for_agent``).  Still working: a gate reads a
+sibling's agent session kept in a ``sandbox_write`` folder (10, xfail).  Defended: a commit with a missing parent (3), a nested
 user namespace unmounting the view (8), files of the attempt judged before
 left in the pooled checkout (11)."""
 
@@ -299,10 +300,6 @@ COPIER = textwrap.dedent("""\
 
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, reason="a retried agent's view (git/shadow) reads the shared store through "
-                   "info/alternates, which holds every sibling's objects once the first round ended; it needs "
-                   "alternates to a history-only store (as git/judged_view packs for gates) plus its own "
-                   "attempt's objects, or --until-pass documented as a later run")
 def test_a_retried_attempt_cannot_read_another_tracks_commits(tmp_path: Path) -> None:
     """``run --until-pass`` checks every attempt, then retries a track with
     no passing one, in the same ``run``.  By then every first attempt's

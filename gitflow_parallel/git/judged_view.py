@@ -98,13 +98,31 @@ class GitView:
         remove_tree(self.folder, ignore_errors=True)
 
 
-def make(common: Path, parallel_dir: Path, judged: str | None) -> GitView | None:
+def for_agent(common: Path, branch: str) -> GitView | None:
+    """The object store an agent on ``branch`` reads (``proc/sandbox``):
+    the history and what its branch's tip reaches (its earlier attempt's
+    commits after ``retry --keep``), not what its siblings' attempts took
+    in: a retry of ``run --until-pass`` starts once the first round's
+    objects are in the shared store.  Its refs are its view's
+    (``git/shadow``)."""
+    repo = pygit2.Repository(str(common))
+    try:
+        tip = repo.references[f"refs/heads/{branch}"].resolve().target
+    except (KeyError, pygit2.GitError, ValueError):
+        tip = None
+    return make(common, common / "parallel", str(tip) if isinstance(tip, pygit2.Oid) else None, repo=repo,
+                refs=False)
+
+
+def make(common: Path, parallel_dir: Path, judged: str | None, repo: pygit2.Repository | None = None,
+         refs: bool = True) -> GitView | None:
     """A view of ``common`` for commands judging ``judged`` (None: the
     history alone, for the tournament's judge); None where none can be laid
-    (a reftable)."""
+    (a reftable).  ``refs``: write the refs it shows too (an agent's view
+    lays its objects alone)."""
     if (common / "reftable").exists():
         return None
-    repo = pygit2.Repository(str(common))
+    repo = repo or pygit2.Repository(str(common))
     shown, symbolic = _shown_refs(repo)
     root = parallel_dir / FOLDER
     root.mkdir(parents=True, exist_ok=True)
@@ -122,10 +140,11 @@ def make(common: Path, parallel_dir: Path, judged: str | None) -> GitView | None
         except FileNotFoundError:  # pruned by another judging meanwhile: built again
             if tries == 2:
                 raise
-    if judged is not None:
+    if judged is not None and judged not in shown.values():  # (a ref's value: in the history already)
         tips = [f"^{oid}" for oid in sorted(set(shown.values()))]
         _pack(common, pack / "pack", [judged, *tips])
-    _write_refs(folder, shown, symbolic, packed=(common / "packed-refs").is_file())
+    if refs:
+        _write_refs(folder, shown, symbolic, packed=(common / "packed-refs").is_file())
     return GitView(folder)
 
 

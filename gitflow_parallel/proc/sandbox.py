@@ -115,6 +115,7 @@ class Fence:
     plan: dict[str, object] | None = None  # its paths, for a fence rebuilt elsewhere (landlock.from_plan)
     mounts: namespace.Mounts | None = None  # the namespace layer (kind "namespace")
     refused_objects: list[str] = field(default_factory=list)  # its objects whose content did not match their name
+    git_view: GitView | None = None  # the objects its git reads (namespace layer), removed at close
 
     def spawn(self, start: Callable[[], T]) -> T:
         """``start()`` (which starts the command) inside the fence."""
@@ -187,6 +188,9 @@ class Fence:
 
             self.refused_objects = shadow.undo(self.view)
             self.view = None
+        if self.git_view is not None:
+            self.git_view.remove()
+            self.git_view = None
 
 
 def layer_names(kind: str, network: bool, overlay: bool, git_view: bool = False) -> list[str]:
@@ -506,6 +510,15 @@ def for_agent(common: Path, worktree: Path, branch: str, config: Mapping[str, ob
             fence.view = shadow.make(common, admin, branch, worktree)
         except OSError:
             pass  # then its stash is refused (EACCES), as without the view; nothing else changes
+    if fence.mounts is not None and admin is not None:
+        # Its git reads the history and its own branch's commits, not what
+        # its siblings took in (git/judged_view): laid over the shared
+        # store, which its own store names as its alternate.
+        from gitflow_parallel.git import judged_view
+
+        fence.git_view = judged_view.for_agent(common, branch)
+        if fence.git_view is not None:
+            fence.mounts.replaced = [(fence.git_view.objects, common / "objects")]
     return fence
 
 
