@@ -14,8 +14,10 @@ distinguish generator's candidates in ``/tmp`` while another check ran
 ``packed-refs`` made during check failing the next gate (9); a retried
 attempt of ``run --until-pass`` reading another track's commits (7, fixed
 after the round: an agent's git reads the history and its own branch's
-commits, ``git/judged_view.for_agent``).  Still working: a gate reads a
-sibling's agent session kept in a ``sandbox_write`` folder (10, xfail).  Defended: a commit with a missing parent (3), a nested
+commits, ``git/judged_view.for_agent``); a gate reading a sibling's
+agent session kept in a ``sandbox_write`` folder (10, fixed after the
+round: judged commands see none of those folders but a ``setup.stores``
+store).  Defended: a commit with a missing parent (3), a nested
 user namespace unmounting the view (8), files of the attempt judged before
 left in the pooled checkout (11)."""
 
@@ -473,10 +475,6 @@ TRANSCRIPT_READER = textwrap.dedent("""\
 
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, reason="judged commands read the sandbox_write folders (the docs' own example is "
-                   "~/.claude, where Claude Code keeps every session's transcript): hiding them from gates, setup, "
-                   "probes and distinguish (GatePlan.fence; sparing a folder also given as a setup.stores store) "
-                   "closes the gate's route; an agent reading them stays the documented limit")
 def test_a_gate_cannot_read_a_siblings_session_in_a_sandbox_write_folder(tmp_path: Path) -> None:
     """Agent tools keep their sessions in the home folder, listed under
     ``sandbox_write`` (docs/agents.md: ``~/.claude``).  The honest agent's
@@ -556,3 +554,15 @@ def test_the_pooled_checkout_keeps_nothing_of_the_attempt_judged_before(tmp_path
     assert two_checked["verdict"] == "pass", json.dumps(two_checked["gates"])[:600]
     one_checked = gp.json("check", "t", "--instance", "1", "--jobs", "1", code=None)["instances"][0]
     assert one_checked["verdict"] == "fail", "the wrong attempt ran what the pooled checkout kept of its sibling"
+
+
+def test_a_sandbox_write_folder_that_is_a_store_stays_readable_to_judged_commands(tmp_path: Path) -> None:
+    # The sessions of agents' tools are hidden from judged commands; a
+    # folder given as a setup store too is what setup and gates read.
+    from gitflow_parallel.judge.stores import unseen
+
+    cache, sessions = tmp_path / "cache", tmp_path / "sessions"
+    cache.mkdir()
+    sessions.mkdir()
+    config = {"sandbox_write": [str(cache), str(sessions)], "setup": {"stores": [str(cache)]}, "gates": []}
+    assert unseen(config) == [sessions.resolve()]

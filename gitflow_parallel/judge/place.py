@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.git import judged_view, tamper
-from gitflow_parallel.judge import layers
+from gitflow_parallel.judge import layers, stores
 from gitflow_parallel.judge.pace import Lane
 from gitflow_parallel import environ as proc_env
 from gitflow_parallel.proc import reaper, sandbox, supervise
@@ -202,7 +202,7 @@ def judging(common_dir: Path, main_workdir: Path | None, parallel_dir: Path, che
     its git has of the git dir (``git/judged_view``), removed when the
     ``with`` ends; under Landlock alone the checkout is marked used
     (``scratch``), so it is made afresh before anyone judges in it again."""
-    plan = sandbox.GatePlan(common_dir, main_workdir, path, config, reads)
+    plan = sandbox.GatePlan(common_dir, main_workdir, path, config, reads, unseen=stores.unseen(config))
     if plan.overlaid:
         plan.git_view = judged_view.make(common_dir, parallel_dir, judged)
     if not plan.overlaid:

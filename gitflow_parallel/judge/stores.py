@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
@@ -159,3 +159,19 @@ def for_plan(setup: SetupConfig, plan: GatePlan) -> list[Path]:
                  for g in plan.config.get("gates") or [] if g.get("hidden")),
                ("the tmux servers' sockets", tmux)]
     return resolve(list(setup.get("stores") or []), guarded)
+
+
+def unseen(config: Mapping[str, Any]) -> list[Path]:
+    """The folders no judged command sees: the ``sandbox_write`` ones there
+    are, where agents' tools keep their sessions (a sibling's code with
+    them), but one that is, holds or lies in a store of ``setup.stores``
+    (read by every judged command; under the namespace layer through a
+    throwaway layer)."""
+    setup = config.get("setup") or {}
+    stores = [("a store", p) for entry in (setup.get("stores") or []) for p in folders(str(entry))]
+    out = []
+    for entry in config.get("sandbox_write") or []:
+        path = Path(os.path.realpath(os.path.expanduser(str(entry))))
+        if path.is_absolute() and path.is_dir() and overlapping(path, stores) is None:
+            out.append(path)
+    return out

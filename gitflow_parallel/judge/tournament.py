@@ -37,6 +37,7 @@ from pathlib import Path
 
 from gitflow_parallel.files import read_tail, remove_tree, sha256_file
 from gitflow_parallel.git import judged_view
+from gitflow_parallel.judge import stores
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.shapes.records import Candidate, JudgeRun
 from gitflow_parallel.judge.place import execute, gate_env
@@ -84,7 +85,8 @@ def match(project: Project, record: RunRecord, track: str, round_no: int,
         # Fenced like a gate: it writes only its two sides' folder (and a
         # TMPDIR), and reads no instance's worktree - what it judges is
         # laid out for it from the objects.
-        plan = sandbox.GatePlan(project.repo.common_dir, None, scratch, record["config"], sandbox.siblings(record))
+        plan = sandbox.GatePlan(project.repo.common_dir, None, scratch, record["config"], sandbox.siblings(record),
+                                unseen=stores.unseen(record["config"]))
         if plan.overlaid:  # its git sees the history alone (git/judged_view): the sides are laid out above
             plan.git_view = judged_view.make(project.repo.common_dir, project.repo.parallel_dir, None)
         command = cfg["command"]

@@ -549,6 +549,7 @@ class GatePlan:
     layers: list[Path] = field(default_factory=list)
     stores: list[Path] = field(default_factory=list)  # the user's stores, each under a throwaway layer
     git_view: GitView | None = None  # what its commands' git sees of the common dir (namespace layer)
+    unseen: list[Path] = field(default_factory=list)  # folders none of its commands sees (judge/stores.unseen)
 
     @property
     def kind(self) -> str:
@@ -586,8 +587,11 @@ class GatePlan:
             network = (self.config.get("gate_network") or "off") == "on"
         extra = [writable] if writable else []
         # No gate sees a hidden folder but through its own gate's layer (or,
-        # under Landlock alone, the copy the judge lays into the checkout).
+        # under Landlock alone, the copy the judge lays into the checkout);
+        # nor the agents' sandbox_write folders, where their tools keep their
+        # sessions (a sibling's code with them).
         hidden = [Path(os.path.expanduser(g["hidden"])) for g in self.config.get("gates") or [] if g.get("hidden")]
+        hidden += self.unseen
         if self.kind != "namespace":
             from gitflow_parallel.git.scratch import judged_root
 
