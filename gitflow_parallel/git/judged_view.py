@@ -1,5 +1,5 @@
-"""The git a judged command sees: the repository's history without the
-attempts', and the commit it judges.
+"""The git a judged command (and an agent) sees: the repository's history
+without the attempts', and the commit it judges (the agent's own tip).
 
 Why.  A gate, setup, probe, score or distinguish run, and the merge's
 re-proof, run the attempt's code, and its checkout's git needs the
@@ -27,6 +27,11 @@ namespace lays this view over three entries of the common dir:
 
 Both packs are written by git's own ``pack-objects`` from the shared store,
 so the view holds only objects that are reachable from what it names.
+
+An agent's git reads the same objects (``for_agent``: the history and its
+own branch's tip, laid over the shared store its own store names as its
+alternate), so no agent reads another attempt's commits, whichever run
+took them in.
 Under Landlock alone no view is laid (Landlock cannot show a path as another
 folder): the judged command then reads the whole store, as
 ``docs/judging.md`` says.  Nor is one laid for a repository whose refs are
