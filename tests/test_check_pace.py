@@ -157,6 +157,15 @@ def test_pace_reports_each_gate_started_and_finished() -> None:
     assert [(h["event"], h["gate"], h["running"]) for h in heard] == [("started", "lint", ["1 lint"]),
                                                                       ("finished", "lint", [])]
     assert heard[1]["finished"] == 1 and heard[1]["passed"] is True
+    # Run again with the tests the attempt added: progress says so (a
+    # second "gate tests pass" for one instance read as a double count).
+    added = lane.of_stage("with the added tests")
+    with added.turn({"name": "lint"}):
+        pass
+    added.done({"name": "lint", "passed": True, "exit_code": 0, "error": None, "duration_s": 0.1})
+    assert [(h["event"], h["gate"], h["running"]) for h in heard[2:]] == [
+        ("started", "lint with the added tests", ["1 lint with the added tests"]),
+        ("finished", "lint with the added tests", [])]
 
 
 def test_no_pace_runs_unbounded_and_silent() -> None:

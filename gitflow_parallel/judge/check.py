@@ -43,6 +43,9 @@ from gitflow_parallel.shapes.pack import AddedTests, EngineEvidence, EvidencePac
 from gitflow_parallel.shapes.results import CheckedInstance, CheckResult, InstanceError
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig
 
+# How progress names a gate run again with the tests an attempt added.
+ADDED_STAGE = "with the added tests"
+
 
 # -- engine evidence --------------------------------------------------------------
 def engine_evidence(inst: InstanceRecord) -> EngineEvidence:
@@ -315,7 +318,7 @@ def _added_stage(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateCon
         _lay_added(repo, tree, paths, place.worktree, written)
         stage = Place(worktree=place.worktree, log_dir=place.log_dir, log_prefix=f"{place.log_prefix}.added",
                       facts=place.facts, path=place.path, repository=place.repository, fence=place.fence,
-                      lane=place.lane)
+                      lane=place.lane.of_stage(ADDED_STAGE))
         ran = run_gates(again, inst["track"], stage)
     finally:
         for rel in written:
@@ -350,7 +353,7 @@ def _added_layered(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str],
     folder = layers.files_layer(parallel_dir, {rel: repo.odb.read(tree[rel].id)[1] for rel in paths})
     stage = Place(worktree=place.worktree, log_dir=place.log_dir, log_prefix=f"{place.log_prefix}.added",
                   facts=place.facts, path=place.path, repository=place.repository, fence=place.fence,
-                  layer_root=place.layer_root, above=[folder], lane=place.lane)
+                  layer_root=place.layer_root, above=[folder], lane=place.lane.of_stage(ADDED_STAGE))
     try:
         ran = run_gates(again, inst["track"], stage)
     finally:

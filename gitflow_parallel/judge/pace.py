@@ -77,17 +77,18 @@ class Pace:
         return Lane(self, instance)
 
     @contextmanager
-    def turn(self, instance: str, gate: GateConfig) -> Iterator[None]:
-        """Hold the gate's threads while it runs (clamped to the budget)."""
+    def turn(self, instance: str, gate: GateConfig, name: str | None = None) -> Iterator[None]:
+        """Hold the gate's threads while it runs (clamped to the budget);
+        ``name``: what progress calls it (its name, and its stage's)."""
         want = min(threads_of(gate), self.cores)
-        key = (instance, gate["name"])
+        key = (instance, name or gate["name"])
         with self._free:
             self.waiting += 1
             self._free.wait_for(lambda: self.used + want <= self.cores)
             self.waiting -= 1
             self.used += want
             self.running[key] = want
-        self._tell("started", instance, gate["name"], None)
+        self._tell("started", instance, key[1], None)
         try:
             yield
         finally:
@@ -96,11 +97,11 @@ class Pace:
                 del self.running[key]
                 self._free.notify_all()
 
-    def done(self, instance: str, result: GateResult) -> None:
+    def done(self, instance: str, result: GateResult, name: str | None = None) -> None:
         """Say that one gate of ``instance`` finished, with its result."""
         with self._free:
             self.finished += 1
-        self._tell("finished", instance, result["name"], result)
+        self._tell("finished", instance, name or result["name"], result)
 
     def _tell(self, event: Literal["started", "finished"], instance: str, gate: str,
               result: GateResult | None) -> None:
@@ -124,17 +125,25 @@ class Lane:
     """One instance's way through the budget; without a ``Pace`` (a merge's
     re-proof, one checkout) its gates run unbounded and unreported."""
 
-    def __init__(self, pace: Pace | None = None, instance: str = "") -> None:
-        self.pace, self.instance = pace, instance
+    def __init__(self, pace: Pace | None = None, instance: str = "", stage: str = "") -> None:
+        self.pace, self.instance, self.stage = pace, instance, stage
+
+    def of_stage(self, stage: str) -> Lane:
+        """The same lane for a later stage of its judging, which progress
+        names beside each gate's name ("with the added tests")."""
+        return Lane(self.pace, self.instance, stage)
+
+    def _name(self, gate: str) -> str:
+        return f"{gate} {self.stage}" if self.stage else gate
 
     @contextmanager
     def turn(self, gate: GateConfig) -> Iterator[None]:
         if self.pace is None:
             yield
             return
-        with self.pace.turn(self.instance, gate):
+        with self.pace.turn(self.instance, gate, self._name(gate["name"])):
             yield
 
     def done(self, result: GateResult) -> None:
         if self.pace is not None:
-            self.pace.done(self.instance, result)
+            self.pace.done(self.instance, result, self._name(result["name"]))
