@@ -12,9 +12,9 @@ def _main() -> None:
         if parsed is not None:
             name, common, branch, args = parsed
             sys.exit(hook_impl.run(name, args, common, branch=branch, stdin=sys.stdin))
-    from gitflow_parallel.cli import main
+    from gitflow_parallel.cli import entry
 
-    main()
+    entry()
 
 
 if __name__ == "__main__":

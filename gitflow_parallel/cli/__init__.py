@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gitflow_parallel.cli.base import main_group, run_verb
 
-__all__ = ["main", "main_group", "run_verb"]
+__all__ = ["entry", "main", "main_group", "run_verb"]
 
 
 def __getattr__(name: str) -> Any:
@@ -33,6 +33,27 @@ def __getattr__(name: str) -> Any:
 def _wants_json(args: list[str]) -> bool:
     """--json among the options (not among a command's arguments after --)."""
     return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
+def entry() -> None:
+    """The console script (and ``python -m gitflow_parallel``): ``main`` in
+    a process that ends with it.  ``status`` runs with the collector off and
+    what it made frozen at its end: its imports and records make tens of
+    thousands of objects, which collections while it runs, and the one at
+    exit, would only walk (in-process callers use ``main``, which leaves
+    the collector as it is)."""
+    import gc
+
+    from gitflow_parallel.cli import status
+
+    if status.plain_form(sys.argv[1:]) is None:
+        main()
+        return
+    gc.disable()
+    try:
+        main()
+    finally:
+        gc.freeze()
 
 
 def main() -> None:
