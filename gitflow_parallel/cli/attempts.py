@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
-from gitflow_parallel.cli.render import RunProgress, RunWaitNotice, render_published, render_rounds, render_run
 
 if TYPE_CHECKING:
     from gitflow_parallel.commands.init import InitResult
@@ -133,6 +132,8 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
         for inst in r["instances"]:
             click.echo(f"  {inst['id']:<10} {inst['branch']:<32} {inst['worktree']}")
         if r.get("published"):
+            from gitflow_parallel.cli.render import render_published
+
             render_published(r["published"])
             click.echo(f"next: git parallel run {r['task']} --remote {r['published']['remote']} -- <agent command>")
         else:
@@ -318,6 +319,7 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
     (split by --split), kept from an earlier run (a retry), or from
     `agents:` in the config."""
     from gitflow_parallel import mix
+    from gitflow_parallel.cli.render import RunProgress, RunWaitNotice, render_published, render_rounds, render_run
     from gitflow_parallel.commands import run as run_cmd
 
     if remote is not None:

@@ -240,6 +240,36 @@ class Store:
                 problems.append((task, exc))
         return records, problems
 
+    def load_unfinished(self) -> list[RunRecord]:
+        """The records of ``load_all`` whose run is not finished (merged or
+        aborted).  A record that parses to a finished run is left out without
+        being validated: valid, it is left out for its status; invalid, for
+        not loading (spawn counts the live instances of the repository before
+        every spawn, and the finished runs of its tasks pile up)."""
+        records = []
+        for task in self.tasks():
+            path = self.path(task)
+            try:
+                text = read_record_text(path)
+            except (OSError, UnicodeDecodeError):
+                continue  # (gone meanwhile, or fails to load: load_all reports it)
+            known = self._written.get(path)
+            if known is not None and known[0] == text:
+                record: object = _copy(known[1])
+            else:
+                try:
+                    record = parse_yaml(text)
+                except yaml.YAMLError:
+                    continue
+            status = record.get("status") if isinstance(record, dict) else None
+            if isinstance(status, str) and status in FINISHED_RUN:
+                continue
+            try:
+                records.append(validate_record(record, path))
+            except ParallelError:
+                continue
+        return records
+
     # -- writing ---------------------------------------------------------------
     def _write(self, record: RunRecord) -> None:
         path = self.path(record["task"])
