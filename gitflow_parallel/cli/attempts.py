@@ -123,7 +123,15 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
 
     All or nothing: if any branch or worktree cannot be made, everything is
     removed again.  Refused past max_total live instances in the repository."""
+    import gc
+
     from gitflow_parallel.commands import spawn as spawn_cmd
+
+    # What is loaded so far lives until the process ends: the collector
+    # need not walk it again, neither while spawning (nor in the forked
+    # checkouts, whose pages stay shared) nor at exit, where its walk of
+    # everything pygit2, click and YAML made took about 20-35 ms here.
+    gc.freeze()
 
     def render(r: SpawnResult) -> None:
         for w in r.get("warnings") or []:
@@ -146,7 +154,10 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
             return spawn_remote(_project(), task, remote, n=instances, base=base, tracks=list(tracks))
         return spawn_cmd.spawn(_project(), task, n=instances, base=base, tracks=list(tracks))
 
-    run_verb(as_json, call, render)
+    try:
+        run_verb(as_json, call, render)
+    finally:
+        gc.freeze()  # (the command's own objects too: the process ends next)
 
 
 # -- retry / abort / cleanup ------------------------------------------------------------
