@@ -152,6 +152,15 @@ def _copy(record: RunRecord) -> RunRecord:
     return cast(RunRecord, copy(record))
 
 
+def _clone(value: object) -> object:
+    """A deep copy of parsed YAML (plain dicts, lists and scalars), in its order."""
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clone(v) for v in value]
+    return value
+
+
 def _file_lock(path: Path) -> FileLock:
     """filelock loads asyncio, a large share of a verb's start: imported only
     when a verb takes the lock, so one that only reads (`status`) never pays."""
@@ -171,6 +180,9 @@ class Store:
         self._lock: FileLock | None = None
         # The last record written per file, with its text: read back unparsed while the file holds those bytes.
         self._written: dict[Path, tuple[str, RunRecord]] = {}
+        # What ``load_unfinished`` parsed per file, with its text (never handed
+        # out, only copies of it): ``read`` of the same bytes parses no more.
+        self._parsed: dict[Path, tuple[str, object]] = {}
 
     # -- locking -------------------------------------------------------------
     @contextlib.contextmanager
@@ -208,6 +220,9 @@ class Store:
         known = self._written.get(path)
         if known is not None and known[0] == text:
             return _copy(known[1])
+        parsed = self._parsed.get(path)
+        if parsed is not None and parsed[0] == text:
+            return validate_record(_clone(parsed[1]), path)
         try:
             record = parse_yaml(text)
         except yaml.YAMLError as exc:
@@ -254,13 +269,19 @@ class Store:
             except (OSError, UnicodeDecodeError):
                 continue  # (gone meanwhile, or fails to load: load_all reports it)
             known = self._written.get(path)
+            parsed = self._parsed.get(path)
             if known is not None and known[0] == text:
                 record: object = _copy(known[1])
+            elif parsed is not None and parsed[0] == text:
+                record = _clone(parsed[1])
             else:
                 try:
                     record = parse_yaml(text)
                 except yaml.YAMLError:
                     continue
+                # Kept for a read of every record that may follow under the
+                # same lock (the live index rebuilt when there was none).
+                self._parsed[path] = (text, _clone(record))
             status = record.get("status") if isinstance(record, dict) else None
             if isinstance(status, str) and status in FINISHED_RUN:
                 continue
