@@ -29,16 +29,14 @@ that full name, its ``name`` alone.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-from xml.parsers.expat import errors as expat_errors
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable, TypedDict
 
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.shapes.pack import ExpectResult, ListOutcome
 
 if TYPE_CHECKING:
     from gitflow_parallel.config_schema import GateConfig
+    from gitflow_parallel.shapes.pack import ExpectResult, ListOutcome
 
 GATE_KEYS = ("expect", "require_count")  # optional: absent from a gate that does not set them
 LISTS = ("fail_to_pass", "pass_to_pass")
@@ -128,6 +126,10 @@ def parse_junit(data: bytes) -> dict[str, str]:
     # The reasons given quote nothing of the report: a hidden gate's verdict
     # goes back to the next attempt, and the attempt's code wrote the report
     # (it named its root element after the hidden tests).
+    # (Imported here: the config's reader, which spawn and every verb load, never parses a report.)
+    import xml.etree.ElementTree as ET
+    from xml.parsers.expat import errors as expat_errors
+
     try:
         root = ET.fromstring(data)
     except ET.ParseError as exc:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 import click
 
 from gitflow_parallel.cli.base import json_option, main_group, project as _project, run_verb
-from gitflow_parallel.cli.render import RunProgress, RunWaitNotice, render_published, render_rounds, render_run
 
 if TYPE_CHECKING:
     from gitflow_parallel.commands.init import InitResult
@@ -124,7 +123,15 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
 
     All or nothing: if any branch or worktree cannot be made, everything is
     removed again.  Refused past max_total live instances in the repository."""
+    import gc
+
     from gitflow_parallel.commands import spawn as spawn_cmd
+
+    # What is loaded so far lives until the process ends: the collector
+    # need not walk it again, neither while spawning (nor in the forked
+    # checkouts, whose pages stay shared) nor at exit, where its walk of
+    # everything pygit2, click and YAML made took about 20-35 ms here.
+    gc.freeze()
 
     def render(r: SpawnResult) -> None:
         for w in r.get("warnings") or []:
@@ -133,6 +140,8 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
         for inst in r["instances"]:
             click.echo(f"  {inst['id']:<10} {inst['branch']:<32} {inst['worktree']}")
         if r.get("published"):
+            from gitflow_parallel.cli.render import render_published
+
             render_published(r["published"])
             click.echo(f"next: git parallel run {r['task']} --remote {r['published']['remote']} -- <agent command>")
         else:
@@ -145,7 +154,10 @@ def spawn(task: str, instances: int | None, base: str | None, tracks: tuple[str,
             return spawn_remote(_project(), task, remote, n=instances, base=base, tracks=list(tracks))
         return spawn_cmd.spawn(_project(), task, n=instances, base=base, tracks=list(tracks))
 
-    run_verb(as_json, call, render)
+    try:
+        run_verb(as_json, call, render)
+    finally:
+        gc.freeze()  # (the command's own objects too: the process ends next)
 
 
 # -- retry / abort / cleanup ------------------------------------------------------------
@@ -318,6 +330,7 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
     (split by --split), kept from an earlier run (a retry), or from
     `agents:` in the config."""
     from gitflow_parallel import mix
+    from gitflow_parallel.cli.render import RunProgress, RunWaitNotice, render_published, render_rounds, render_run
     from gitflow_parallel.commands import run as run_cmd
 
     if remote is not None:

@@ -6,7 +6,7 @@ is published too."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import pygit2
 
@@ -19,8 +19,10 @@ from gitflow_parallel.files import utcnow
 from gitflow_parallel.names import check_name
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.model import FINISHED_RUN, TERMINAL, InstanceRecord, RunRecord
-from gitflow_parallel.shapes.results import SpawnResult
+from gitflow_parallel.model import TERMINAL, InstanceRecord, RunRecord
+
+if TYPE_CHECKING:
+    from gitflow_parallel.shapes.results import SpawnResult
 
 
 MAX_INSTANCES = 64
@@ -34,8 +36,7 @@ def instance_ids(tracks: list[str], n: int) -> list[tuple[str, str]]:
 
 
 def live_instances(project: Project) -> int:
-    records, _ = project.store.load_all()
-    return sum(1 for r in records if r["status"] not in FINISHED_RUN
+    return sum(1 for r in project.store.load_unfinished()
                for i in r["instances"] if i["status"] not in TERMINAL)
 
 
@@ -83,7 +84,7 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
     warnings += _prepare_worktrees(project, record)
     # No notes: every tip is still the base commit (see project.notes_instance_on).
     # A record is a spawn result: its own keys (warnings, published) are NotRequired.
-    return cast(SpawnResult, {**record, "warnings": warnings} if warnings else record)
+    return cast("SpawnResult", {**record, "warnings": warnings} if warnings else record)
 
 
 def _prepare_worktrees(project: Project, record: RunRecord) -> list[str]:

@@ -6,7 +6,8 @@ libgit2 (see ``_make_worktree``).  libgit2's checkout is
 single-threaded and nearly all of its time is the kernel creating files, so
 when several are made at once each checkout runs in a process of its own,
 forked for it and all started together, as N ``git worktree add`` run in
-parallel would be (see ``_checkouts``).  Making one is not atomic: a
+parallel would be, the last in the spawning process itself (see
+``_checkouts``).  Making one is not atomic: a
 failure can leave the branch and the ``<common>/worktrees/<name>`` admin
 folder behind, so every step is undone explicitly on failure.
 """
@@ -115,23 +116,27 @@ MAX_CHECKOUTS = 16
 def _checkouts(gitdir: str, jobs: list[tuple[str, str, str]], plain: bool = False) -> list[str | None]:
     """Run ``_make_worktree`` for every job; returns each one's error or None.
 
-    A single job runs here.  Several run in forked children, all started at once
-    (at most ``MAX_CHECKOUTS`` alive): a child's checkout overlaps the
-    others' completely, where a pool of a few workers would leave cores idle
-    while its last jobs run alone.  A plain fork and a pipe per child cost
-    less than multiprocessing (no import, no pickling, no helper threads).
-    If this process is interrupted, the children still running are killed
-    and reaped before the exception goes on, so the rollback that follows
-    never races a checkout."""
+    The last job runs here; the others run in forked children, all started
+    at once, before it (at most ``MAX_CHECKOUTS`` checkouts at a time, this
+    process's own counted): a child's checkout overlaps the others'
+    completely, where a pool of a few workers would leave cores idle while
+    its last jobs run alone, and this process checks one out instead of
+    waiting (one fork fewer: a fork of this process costs some milliseconds
+    of its own time).  A plain fork and a pipe per child cost less than
+    multiprocessing (no import, no pickling, no helper threads).  If this
+    process is interrupted, the children still running are killed and reaped
+    before the exception goes on, so the rollback that follows never races a
+    checkout."""
     if len(jobs) <= 1 or not hasattr(os, "fork"):
         return [_make_worktree(gitdir, *job, plain=plain) for job in jobs]
     results: list[str | None] = [None] * len(jobs)
     running: list[tuple[int, int, int]] = []  # (job index, pid, read end of its pipe)
     try:
-        for index, job in enumerate(jobs):
-            if len(running) >= MAX_CHECKOUTS:
+        for index, job in enumerate(jobs[:-1]):
+            if len(running) >= MAX_CHECKOUTS - 1:
                 _reap_first(running, results)
             running.append((index, *_fork_checkout(gitdir, job, plain)))
+        results[-1] = _make_worktree(gitdir, *jobs[-1], plain=plain)
         while running:
             _reap_first(running, results)
     finally:
@@ -202,8 +207,9 @@ def create(repo: Repo, task: str, base_commit: str, instances: Sequence[Instance
     made_admin: list[str] = []
     commit = repo.pygit[base_commit].peel(pygit2.Commit)
     try:
+        refs = set(repo.pygit.references)  # listed once for every instance (archive refs pile up)
         for inst in instances:
-            _refuse_in_the_way(repo, task, inst)
+            _refuse_in_the_way(repo, task, inst, refs)
         # libgit2 creates <common>/worktrees without tolerating a concurrent
         # mkdir, so make it before the workers race for it.
         (repo.common_dir / "worktrees").mkdir(exist_ok=True)
@@ -240,9 +246,9 @@ def create(repo: Repo, task: str, base_commit: str, instances: Sequence[Instance
         raise
 
 
-def _refuse_in_the_way(repo: Repo, task: str, inst: InstanceRecord) -> None:
-    """Refuse an instance whose path, admin folder, branch or ref is taken;
-    make its worktree's parent folder."""
+def _refuse_in_the_way(repo: Repo, task: str, inst: InstanceRecord, refs: set[str]) -> None:
+    """Refuse an instance whose path, admin folder, branch or ref (of
+    ``refs``, every ref's name) is taken; make its worktree's parent folder."""
     path = Path(inst["worktree"])
     name = admin_name(task, inst["id"])
     if os.path.lexists(path) and (path.is_symlink() or not path.is_dir() or any(path.iterdir())):
@@ -251,7 +257,7 @@ def _refuse_in_the_way(repo: Repo, task: str, inst: InstanceRecord) -> None:
         raise _create_failed(inst, f"a worktree named {name} is already registered")
     if inst["branch"] in repo.pygit.branches.local:
         raise _create_failed(inst, f"the branch {inst['branch']} already exists")
-    clash = _ref_in_the_way(repo, f"refs/heads/{inst['branch']}")
+    clash = _ref_in_the_way(refs, f"refs/heads/{inst['branch']}")
     if clash:
         raise _create_failed(inst, f"the ref {clash} is in the way of the branch {inst['branch']} "
                                    "(git cannot hold a ref and a folder of refs under one name)")
@@ -261,15 +267,15 @@ def _refuse_in_the_way(repo: Repo, task: str, inst: InstanceRecord) -> None:
         raise _create_failed(inst, f"cannot make the folder {path.parent}: {exc.strerror}") from None
 
 
-def _ref_in_the_way(repo: Repo, name: str) -> str | None:
-    """A ref that makes ``name`` impossible: one named like a folder on its
-    path (a branch called ``parallel``), or one nested under it."""
+def _ref_in_the_way(refs: set[str], name: str) -> str | None:
+    """A ref of ``refs`` that makes ``name`` impossible: one named like a
+    folder on its path (a branch called ``parallel``), or one nested under it."""
     parts = name.split("/")
     for k in range(2, len(parts)):
         prefix = "/".join(parts[:k])
-        if prefix != "refs/heads" and prefix in repo.pygit.references:
+        if prefix != "refs/heads" and prefix in refs:
             return prefix
-    for other in repo.pygit.references:
+    for other in sorted(refs):
         if other.startswith(name + "/"):
             return other
     return None

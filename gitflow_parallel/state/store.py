@@ -152,6 +152,24 @@ def _copy(record: RunRecord) -> RunRecord:
     return cast(RunRecord, copy(record))
 
 
+def _identity(path: Path) -> tuple[int, ...] | None:
+    """What ``Store._settled`` knows a record file by; None if it is gone."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _clone(value: object) -> object:
+    """A deep copy of parsed YAML (plain dicts, lists and scalars), in its order."""
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clone(v) for v in value]
+    return value
+
+
 def _file_lock(path: Path) -> FileLock:
     """filelock loads asyncio, a large share of a verb's start: imported only
     when a verb takes the lock, so one that only reads (`status`) never pays."""
@@ -168,9 +186,13 @@ class Store:
         self.runs_dir = parallel_dir / "runs"
         self.done_dir = parallel_dir / "runs" / "done"
         self.live_path = parallel_dir / "live"
+        self.settled_path = parallel_dir / "settled"
         self._lock: FileLock | None = None
         # The last record written per file, with its text: read back unparsed while the file holds those bytes.
         self._written: dict[Path, tuple[str, RunRecord]] = {}
+        # What ``load_unfinished`` parsed per file, with its text (never handed
+        # out, only copies of it): ``read`` of the same bytes parses no more.
+        self._parsed: dict[Path, tuple[str, object]] = {}
 
     # -- locking -------------------------------------------------------------
     @contextlib.contextmanager
@@ -208,6 +230,9 @@ class Store:
         known = self._written.get(path)
         if known is not None and known[0] == text:
             return _copy(known[1])
+        parsed = self._parsed.get(path)
+        if parsed is not None and parsed[0] == text:
+            return validate_record(_clone(parsed[1]), path)
         try:
             record = parse_yaml(text)
         except yaml.YAMLError as exc:
@@ -239,6 +264,99 @@ class Store:
             except ParallelError as exc:
                 problems.append((task, exc))
         return records, problems
+
+    # -- settled records -----------------------------------------------------------
+    # A finished run whose every instance is removed counts no live instance
+    # and has no line in the live index, and its record stays as it is until
+    # the task is spawned again; but every spawn read them all (counting the
+    # live instances, and rebuilding the live index when no run was live),
+    # parsing each, and they pile up with every task ever run.  ``settled``
+    # names those records, each by the identity of the file that held it
+    # when it was read and found valid (device, inode, size, modification
+    # and change times in ns): a record written again is a new file (an
+    # atomic replace), and one edited in place has new times, so a file
+    # named there still holds what was found.  Written under the lock, not
+    # synced: it only spares parsing, and one that does not read right is
+    # none.
+    def _settled(self) -> dict[str, tuple[int, ...]]:
+        try:
+            text = self.settled_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return {}
+        found = {}
+        for line in text.splitlines():
+            parts = line.split(" ")
+            if len(parts) == 6 and all(p.isdigit() for p in parts[1:]):
+                found[parts[0]] = tuple(int(p) for p in parts[1:])
+        return found
+
+    def _write_settled(self, settled: dict[str, tuple[int, ...]]) -> None:
+        text = "".join(f"{task} {' '.join(map(str, key))}\n" for task, key in sorted(settled.items()))
+        tmp = self.settled_path.with_name(f".settled.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, self.settled_path)
+        except OSError:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+    def load_unfinished(self) -> list[RunRecord]:
+        """The records of ``load_all`` whose run is not finished (merged or
+        aborted), under the lock.  A record that parses to a finished run is
+        left out without being validated (valid, it is left out for its
+        status; invalid, for not loading) but once, when that file is first
+        read: valid, with every instance removed, it is settled (see above)
+        and not read again."""
+        records = []
+        known_settled = self._settled()
+        now_settled: dict[str, tuple[int, ...]] = {}
+        for task in self.tasks():
+            path = self.path(task)
+            try:
+                with open(path, "rb") as handle:
+                    info = os.fstat(handle.fileno())
+                    identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+                    if known_settled.get(task) == identity:
+                        now_settled[task] = identity
+                        continue
+                    data = handle.read(MAX_RECORD_BYTES + 1)
+                if len(data) > MAX_RECORD_BYTES:
+                    continue
+                text = data.decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue  # (gone meanwhile, or fails to load: load_all reports it)
+            known = self._written.get(path)
+            parsed = self._parsed.get(path)
+            if known is not None and known[0] == text:
+                record: object = _copy(known[1])
+            elif parsed is not None and parsed[0] == text:
+                record = _clone(parsed[1])
+            else:
+                try:
+                    record = parse_yaml(text)
+                except yaml.YAMLError:
+                    continue
+                # Kept for a read of every record that may follow under the
+                # same lock (the live index rebuilt when there was none).
+                self._parsed[path] = (text, _clone(record))
+            status = record.get("status") if isinstance(record, dict) else None
+            if isinstance(status, str) and status in FINISHED_RUN:
+                try:
+                    finished = validate_record(_clone(record), path)
+                except ParallelError:
+                    continue
+                if all(i.get("removed") for i in finished["instances"]):
+                    now_settled[task] = identity
+                continue
+            try:
+                records.append(validate_record(record, path))
+            except ParallelError:
+                continue
+        if now_settled != known_settled:
+            self._write_settled(now_settled)
+        return records
 
     # -- writing ---------------------------------------------------------------
     def _write(self, record: RunRecord) -> None:
@@ -395,10 +513,13 @@ class Store:
         previous = live.lines_by_task(previous_text or "")
         incremental = changed if previous_text is not None else None
         lines: list[str] = []
+        settled = self._settled() if incremental is None else {}
         for task in self.tasks():
             if incremental is not None and task != incremental["task"]:
                 lines.extend(previous.get(task, []))
                 continue
+            if task in settled and _identity(self.path(task)) == settled[task]:
+                continue  # valid, finished, every instance removed: no line (see _settled)
             try:
                 record = incremental if incremental is not None else self.read(self.path(task))
             except FileNotFoundError:
