@@ -173,3 +173,22 @@ def test_what_a_killed_check_left_goes_with_the_next_judging(tmp_path: Path) -> 
     assert view is not None
     left = sorted(p.name for p in root.iterdir())
     assert f"view-{os.getpid()}-mine" in left and not any(str(dead.pid) in n for n in left)
+
+
+def test_agents_of_one_tip_share_one_view_until_the_process_ends(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", files={"a.txt": "a\n"})
+    common = repo / ".git"
+    git(repo, "branch", "parallel/t/1")
+    git(repo, "branch", "parallel/t/2")
+    first, second = judged_view.for_agent(common, "parallel/t/1"), judged_view.for_agent(common, "parallel/t/2")
+    assert first is not None and second is not None and first.folder == second.folder
+    first.remove()  # a fence's close: the view stays for the others
+    assert second.objects.is_dir()
+    git(repo, "switch", "-q", "parallel/t/2")
+    (repo / "a.txt").write_text("two\n")
+    git(repo, "commit", "-qam", "two")
+    moved = judged_view.for_agent(common, "parallel/t/2")
+    assert moved is not None and moved.folder != first.folder
+    assert git(repo, "rev-parse", "HEAD").strip() in _objects(moved.objects, repo)
+    judged_view._remove_agent_views()  # what the process does at its end
+    assert not first.folder.exists() and not moved.folder.exists()

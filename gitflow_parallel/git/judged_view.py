@@ -40,11 +40,13 @@ kept in a reftable.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import re
 import secrets
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +70,8 @@ def hidden(name: str) -> bool:
     ``collect``, a worker, or a fetch of a remote the attempts were pushed
     to keeps one; a remote's name may hold a slash)."""
     return name.startswith(HIDDEN) or (name.startswith(REMOTES) and "/parallel/" in name[len(REMOTES):])
+
+
 CACHE_KEPT = 4  # history folders kept, the one used last first
 MAX_PACKS = 16  # packs in a history folder, before it is built as one again
 TIPS = "tips"  # in a history folder: the ref values its packs reach from
@@ -76,9 +80,12 @@ _OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 @dataclass(frozen=True)
 class GitView:
-    """A view in use, laid over ``<common>``'s entries of the same names."""
+    """A view in use, laid over ``<common>``'s entries of the same names;
+    ``shared``: one of the process's agent views (``for_agent``), removed
+    when the process ends, not by its user."""
 
     folder: Path
+    shared: bool = False
 
     @property
     def objects(self) -> Path:
@@ -100,7 +107,15 @@ class GitView:
         return out
 
     def remove(self) -> None:
-        remove_tree(self.folder, ignore_errors=True)
+        if not self.shared:
+            remove_tree(self.folder, ignore_errors=True)
+
+
+# The agent views this process made, by (common dir, ref values shown, tip):
+# a run's agents start from the same base, and each view is read-only to
+# them, so they share one (making it cost a run's start a few ms an agent).
+_AGENT_VIEWS: dict[tuple[str, str, str | None], GitView] = {}
+_AGENT_VIEWS_LOCK = threading.Lock()
 
 
 def for_agent(common: Path, branch: str) -> GitView | None:
@@ -109,14 +124,34 @@ def for_agent(common: Path, branch: str) -> GitView | None:
     commits after ``retry --keep``), not what its siblings' attempts took
     in: a retry of ``run --until-pass`` starts once the first round's
     objects are in the shared store.  Its refs are its view's
-    (``git/shadow``)."""
+    (``git/shadow``).  Shared by the process's agents of the same tip while
+    the refs shown stay as they were; removed when the process ends."""
     repo = pygit2.Repository(str(common))
     try:
-        tip = repo.references[f"refs/heads/{branch}"].resolve().target
+        found = repo.references[f"refs/heads/{branch}"].resolve().target
     except (KeyError, pygit2.GitError, ValueError):
-        tip = None
-    return make(common, common / "parallel", str(tip) if isinstance(tip, pygit2.Oid) else None, repo=repo,
-                refs=False)
+        found = None
+    tip = str(found) if isinstance(found, pygit2.Oid) else None
+    shown, _ = _shown_refs(repo)
+    key = (str(common), hashlib.sha256(repr(sorted(shown.items())).encode()).hexdigest(), tip)
+    with _AGENT_VIEWS_LOCK:
+        known = _AGENT_VIEWS.get(key)
+        if known is not None and known.folder.is_dir():
+            return known
+        made = make(common, common / "parallel", tip, repo=repo, refs=False)
+        if made is None:
+            return None
+        if not _AGENT_VIEWS:
+            atexit.register(_remove_agent_views)
+        _AGENT_VIEWS[key] = shared = GitView(made.folder, shared=True)
+        return shared
+
+
+def _remove_agent_views() -> None:
+    with _AGENT_VIEWS_LOCK:
+        for view in _AGENT_VIEWS.values():
+            remove_tree(view.folder, ignore_errors=True)
+        _AGENT_VIEWS.clear()
 
 
 def make(common: Path, parallel_dir: Path, judged: str | None, repo: pygit2.Repository | None = None,
