@@ -195,7 +195,7 @@ class Fence:
 
 def layer_names(kind: str, network: bool, overlay: bool, git_view: bool = False) -> list[str]:
     """The layers a fence of ``kind`` holds, as events and packs name them
-    (``git-view``: the judged command's own view of the git dir)."""
+    (``git-view``: its git reads a view of the objects, ``git/judged_view``)."""
     if kind == "namespace":
         return (["pid", "mount", "ipc"] + ([] if network else ["net"]) + (["overlay"] if overlay else [])
                 + (["git-view"] if git_view else []))
