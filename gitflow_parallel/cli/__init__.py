@@ -6,7 +6,9 @@ into arguments, results into text or ``--json``, and errors into
 (0 done, 1 refused, 2 usage, 3 internal error with a traceback log).
 ``base`` holds the group; ``attempts``, ``landing``, ``review``, ``live``
 and ``maintenance`` add the commands (each imported when one of its
-commands is asked for: ``base.HOMES``); ``render`` turns results into text.
+commands is asked for: ``base.HOMES``); ``render`` turns results into text;
+``verb`` maps a verb's outcome to output and exit status without click,
+so that ``status`` (``cli/status``) runs its plain forms without it.
 """
 
 from __future__ import annotations
