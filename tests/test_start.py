@@ -165,8 +165,9 @@ def test_status_says_the_same_without_the_parser(spawned: Path) -> None:
     # Its plain forms skip click: every answer, a refusal included, is the
     # parser's to the byte, and its exit status too.
     (spawned / ".git" / "parallel" / "runs" / "broken.yaml").write_text("task: [unclosed\n")
-    for args in (("status",), ("status", "t"), ("status", "--json", "t"), ("status", "t", "--json"),
-                 ("status", "nosuch"), ("status", "nosuch", "--json"), ("status", "bad name!")):
+    # (Which orders of the arguments take this route: the unit test below.)
+    for args in (("status",), ("status", "t"), ("status", "--json", "t"), ("status", "nosuch", "--json"),
+                 ("status", "bad name!")):
         plain, parsed = _plain(spawned, *args), _parsed(spawned, *args)
         assert (plain.returncode, plain.stdout, plain.stderr) == (parsed.returncode, parsed.stdout, parsed.stderr), args
 
