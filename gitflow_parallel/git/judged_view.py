@@ -132,13 +132,14 @@ def for_agent(common: Path, branch: str) -> GitView | None:
     except (KeyError, pygit2.GitError, ValueError):
         found = None
     tip = str(found) if isinstance(found, pygit2.Oid) else None
-    shown, _ = _shown_refs(repo)
+    listed = _shown_refs(repo)
+    shown = listed[0]
     key = (str(common), hashlib.sha256(repr(sorted(shown.items())).encode()).hexdigest(), tip)
     with _AGENT_VIEWS_LOCK:
         known = _AGENT_VIEWS.get(key)
         if known is not None and known.folder.is_dir():
             return known
-        made = make(common, common / "parallel", tip, repo=repo, refs=False)
+        made = make(common, common / "parallel", tip, repo=repo, refs=False, listed=listed)
         if made is None:
             return None
         if not _AGENT_VIEWS:
@@ -155,7 +156,7 @@ def _remove_agent_views() -> None:
 
 
 def make(common: Path, parallel_dir: Path, judged: str | None, repo: pygit2.Repository | None = None,
-         refs: bool = True) -> GitView | None:
+         refs: bool = True, listed: tuple[dict[str, str], dict[str, str]] | None = None) -> GitView | None:
     """A view of ``common`` for commands judging ``judged`` (None: the
     history alone, for the tournament's judge); None where none can be laid
     (a reftable).  ``refs``: write the refs it shows too (an agent's view
@@ -163,7 +164,7 @@ def make(common: Path, parallel_dir: Path, judged: str | None, repo: pygit2.Repo
     if (common / "reftable").exists():
         return None
     repo = repo or pygit2.Repository(str(common))
-    shown, symbolic = _shown_refs(repo)
+    shown, symbolic = listed or _shown_refs(repo)  # (``listed``: what the caller read of them just now)
     root = parallel_dir / FOLDER
     root.mkdir(parents=True, exist_ok=True)
     _sweep_dead(root)
