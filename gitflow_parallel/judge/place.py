@@ -75,19 +75,34 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     env = {**env, **fence.env}
     with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err, \
             contextlib.closing(fence):
-        try:
-            proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence)
-            fence.applied()
-        except supervise.START_ERRORS as exc:
-            _, message = supervise.cannot_start(argv[0], exc)
-            out.write(f"git-parallel: {message}\n".encode())
-            return None, message, time.monotonic() - start
-        try:
-            timed_out = proc.wait(timeout)
-        finally:
-            # Whatever it left running goes too (also when we were
-            # interrupted), then the leader is reaped.
-            code = proc.end()
+        for tries in range(1, SETUP_TRIES + 1):
+            try:
+                proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence)
+            except supervise.START_ERRORS as exc:
+                _, message = supervise.cannot_start(argv[0], exc)
+                out.write(f"git-parallel: {message}\n".encode())
+                return None, message, time.monotonic() - start
+            try:
+                timed_out = proc.wait(max(0.0, timeout - (time.monotonic() - start)))
+            finally:
+                # Whatever it left running goes too (also when we were
+                # interrupted), then the leader is reaped.
+                code = proc.end()
+            if not proc.never_ran:
+                break
+            # The sandbox was not set up (what bwrap covers changed under
+            # it: a socket of the host gone): the command never ran, so
+            # it is started again in a sandbox made afresh, never judged.
+            why = _last_line(stderr or stdout)
+            if tries == SETUP_TRIES:
+                error = f"the sandbox could not be set up {tries} times, so the command never ran: {why}"
+                out.write(f"\ngit-parallel: {error}\n".encode())
+                return None, error, time.monotonic() - start
+            for handle in (out, err):
+                if handle is not None:
+                    handle.seek(0)
+                    handle.truncate()
+        fence.applied()
     if before is not None:
         finding = tamper.after_command(before)
         if finding.changes:
@@ -101,6 +116,21 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             out.write(f"\ngit-parallel: {error}\n".encode())
         return None, error, time.monotonic() - start
     return code, None, time.monotonic() - start
+
+
+SETUP_TRIES = 3  # sandboxes made for one judged command whose setup failed (``execute``)
+
+
+def _last_line(log: Path) -> str:
+    """The last line of what a command that never ran wrote (bwrap's error)."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 400))
+            tail = handle.read()
+    except OSError:
+        return "(its log could not be read)"
+    lines = tail.decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else "(bwrap said nothing)"
 
 
 def failure_code(error: str | None) -> str | None:

@@ -20,7 +20,7 @@ from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.git import tamper
 from gitflow_parallel.model import InstanceRecord, RunRecord, find_instance
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.proc import cgroup, reaper, sandbox
+from gitflow_parallel.proc import cgroup, namespace, reaper, sandbox
 from gitflow_parallel.proc.slots import Slot
 from gitflow_parallel.proc.supervise import EXIT_NOT_EXECUTABLE, KILL_GRACE, cannot_start, killpg
 from gitflow_parallel.proc.supervise import exited as _leader_exited
@@ -98,6 +98,8 @@ class Child:
     head: str | None = None
     finished_at: str | None = None
     snapshot: tamper.Snapshot | None = None  # what no attempt may change, as it was at the start (git/tamper)
+    status_fd: int | None = None  # the pipe bwrap writes its status to (namespace layer, not under tmux)
+    sandboxes: int = 0  # sandboxes made for this attempt (one more each time bwrap's setup failed)
     fence: sandbox.Fence | None = None  # the fence it runs in (proc/sandbox)
     tampered: list[str] | None = None  # what it changed of that (restored)
     tmux_status: Path | None = None  # under --tmux: the status file of its window (tmux.py)
@@ -140,20 +142,42 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
         inner = child.fence.wrap(child.argv, child.worktree, env) if child.fence is not None else child.argv
         argv = tmux.waiter_argv(tmux_binary, tmux.session_name(task), child.id, child.worktree, child.log,
                                 status, inner, plan)
-    else:
-        wrapped = child.fence.wrap(argv, child.worktree, env) if child.fence is not None else argv
+    status_w: int | None = None
+    if tmux_binary is None:
+        if child.fence is not None and child.fence.mounts is not None:
+            # bwrap says through it whether the agent ran at all (``never_ran``).
+            child.status_fd, status_w = os.pipe()
+        wrapped = child.fence.wrap(argv, child.worktree, env, status_w) if child.fence is not None else argv
         argv = cgroup.wrap(argv, child.scope, child.worktree, env) if wrapped is argv else wrapped
+    child.sandboxes += 1
     fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
     def begin() -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
-                                start_new_session=True)
+                                start_new_session=True, pass_fds=() if status_w is None else (status_w,))
 
     try:
         return spawner.spawn(begin) if spawner is not None else begin()
+    except BaseException:
+        never_ran(child, 0)  # (closes the pipe)
+        raise
     finally:
         os.close(fd)  # the child has its own copy
+        if status_w is not None:
+            os.close(status_w)
         if child.fence is not None:
             child.fence.applied()
+
+
+def never_ran(child: Child, rc: int) -> bool:
+    """Did the agent's sandbox end, with status ``rc``, before the agent
+    ran (bwrap's setup failed: ``namespace.never_ran``)?  Reads and closes
+    the status pipe."""
+    if child.status_fd is None:
+        return False
+    status = namespace.read_status(child.status_fd)
+    os.close(child.status_fd)
+    child.status_fd = None
+    return rc == 1 and child.reason is None and namespace.never_ran(status)
 
 
 def exited(child: Child) -> bool:

@@ -235,10 +235,7 @@ class _Runner:
                 self._stop_all(active)
             now = time.monotonic()
             child_proc.enforce_deadlines(active, now)
-            for child in [c for c in active.values() if child_proc.exited(c)]:
-                del active[child.pid]
-                _ended(self, child)
-                self.held.append(child)
+            self._reap(active)
             starting: list[child_proc.Child] = []
             self.waiting_for_slot = False
             while queue and len(active) + len(starting) < self.jobs:
@@ -269,6 +266,16 @@ class _Runner:
             if not queue and not active and not self.held:
                 break
             self.signals.wait(_next_wait(active, bool(queue), self.waiting_for_slot, self.progress is not None))
+
+    def _reap(self, active: dict[int, child_proc.Child]) -> None:
+        """Those of ``active`` whose command ended are held for settling
+        (or run again, in a sandbox made afresh: ``_ended``)."""
+        for child in [c for c in active.values() if child_proc.exited(c)]:
+            del active[child.pid]
+            if _ended(self, child):
+                active[child.pid] = child
+            else:
+                self.held.append(child)
 
     # -- starting --------------------------------------------------------------------
     def _write(self, finished: list[child_proc.Child], starting: list[child_proc.Child]) -> None:
@@ -406,10 +413,11 @@ class _Runner:
         })
 
 
-def _ended(runner: _Runner, child: child_proc.Child) -> None:
+def _ended(runner: _Runner, child: child_proc.Child) -> bool:
     """Its command ended: nothing of its group is left running, and how
     it ended is said (``engine_exited``); what it made is taken in later
-    (``_settle``)."""
+    (``_settle``).  True instead when its sandbox was never set up (the
+    agent never ran) and it was started again (``_start_again``)."""
     assert child.popen is not None
     # Anything the command left running in its group would go on writing
     # to the worktree after its work is committed.
@@ -421,16 +429,72 @@ def _ended(runner: _Runner, child: child_proc.Child) -> None:
     runner.watchdog.ended(child.pid)
     rc = child.popen.wait()
     reaper.reap_group(child.pid)
+    never_ran = child_proc.never_ran(child, rc)
+    if never_ran and _start_again(runner, child):
+        return True
     child.duration = round(time.monotonic() - child.started, 3)
     if child.slot is not None:
         child.slot.release()
     leftovers.classify_exit(child, rc, runner.timeout)
+    if never_ran:
+        child.error = ("the sandbox could not be set up, so the agent never ran (its log says what bwrap said); "
+                       f"run it again: git parallel retry {runner.task} {child.id}")
     child.finished_at = utcnow()
     child_proc.engine_event(child.events, {
         "event": "engine_exited", "ts": child.finished_at, "run_id": runner.run_id, "instance": child.id,
         "attempt": child.attempt, "pid": child.pid, "exit_code": child.exit_code, "duration_s": child.duration,
         "status": child.status, "error": child.error,
     })
+    return False
+
+
+SANDBOXES = 3  # sandboxes made for one attempt whose sandbox setup failed
+
+
+def _start_again(runner: _Runner, child: child_proc.Child) -> bool:
+    """bwrap ended before the agent ran (what it covers changed under it:
+    a socket of the host gone before it was covered): nothing of the
+    attempt ran, so it starts in a sandbox made afresh, its new pid
+    recorded.  False when it may not (``SANDBOXES`` made, the run
+    stopping, the instance decided elsewhere): then it ends as failed,
+    its log saying why."""
+    note = "git-parallel: the sandbox could not be set up, so the agent never ran"
+    if child.sandboxes >= SANDBOXES or runner.stopping:
+        child_proc.engine_event(child.events, {"event": "engine_sandbox_failed", "ts": utcnow(),
+                                               "instance": child.id, "sandboxes": child.sandboxes})
+        with open(child.log, "ab") as log:
+            log.write(f"\n{note} ({child.sandboxes} sandboxes made)\n".encode())
+        return False
+    with open(child.log, "ab") as log:
+        log.write(f"\n{note}; it starts in a sandbox made afresh\n".encode())
+    try:
+        child.popen = child_proc.start(child, runner.base_env, runner.task, runner.run_id, runner.tmux)
+    except START_ERRORS:
+        return False
+    runner.watchdog.started(child.pid, child.scope)
+
+    def mutate(record: RunRecord) -> None:
+        inst = find_instance(record, child.id)
+        if (inst["attempt"], inst["instance_revision"], inst["status"]) != (child.attempt, child.revision, "running"):
+            raise ParallelError(E.RUN_REVISION_CONFLICT, f"instance {child.id} changed meanwhile")
+        inst["pid"] = child.pid
+        model.bump(inst)
+
+    try:
+        record, _ = runner.store.update(runner.task, mutate)
+    except ParallelError:
+        # Decided elsewhere (abort): what was started here goes at once.
+        killpg(child.pid, signal.SIGKILL)
+        runner.watchdog.ended(child.pid)
+        child.popen.wait()
+        child_proc.never_ran(child, 0)  # (closes its status pipe)
+        return False
+    runner.record = record
+    child.revision = find_instance(record, child.id)["instance_revision"]
+    child.started = time.monotonic()
+    if runner.timeout is not None:
+        child.deadline = child.started + runner.timeout
+    return True
 
 
 def _decided_elsewhere(runner: _Runner) -> list[child_proc.Child]:

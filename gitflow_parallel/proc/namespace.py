@@ -154,11 +154,14 @@ class Mounts:
         code = errno.EACCES if denied else errno.ENOENT
         return (PermissionError if denied else FileNotFoundError)(code, os.strerror(code), program)
 
-    def argv(self, command: list[str], cwd: Path) -> list[str]:
-        """``command`` wrapped in bwrap with these mounts."""
+    def argv(self, command: list[str], cwd: Path, status_fd: int | None = None) -> list[str]:
+        """``command`` wrapped in bwrap with these mounts; ``status_fd``:
+        where bwrap writes its status (``never_ran``)."""
         found = binary()
         assert found is not None, "namespace.argv without a probe"
         out = [found, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", *NO_CAPABILITIES]
+        if status_fd is not None:
+            out += ["--json-status-fd", str(status_fd)]
         if not self.network:
             out.append("--unshare-net")
         out += ["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc"]
@@ -187,6 +190,32 @@ class Mounts:
             else:
                 out += ["--overlay", os.path.realpath(self.upper[0]), os.path.realpath(self.upper[1]), target]
         return [*out, "--chdir", str(cwd), "--", *command]
+
+
+def never_ran(status: bytes) -> bool:
+    """Did bwrap, by the status it wrote (``--json-status-fd``), end
+    without running the command?  It writes the command's exit code only
+    once its mounts were made and the command was executed: a mount that
+    failed (a socket of the host, listed to be covered, gone before bwrap
+    covered it) ends it with status 1 before that."""
+    return b'"exit-code"' not in status
+
+
+MAX_STATUS = 1 << 16  # bytes of bwrap's status read
+
+
+def read_status(fd: int) -> bytes:
+    """What bwrap wrote to its status pipe ``fd``, read once it has ended
+    (whatever it wrote is there; a command it started may hold the pipe
+    open still, so the read never waits)."""
+    os.set_blocking(fd, False)
+    pieces: list[bytes] = []
+    try:
+        while sum(map(len, pieces)) < MAX_STATUS and (piece := os.read(fd, 4096)):
+            pieces.append(piece)
+    except BlockingIOError:
+        pass
+    return b"".join(pieces)
 
 
 MAX_SOCKET_TABLE = 8 << 20  # bytes of /proc/net/unix read

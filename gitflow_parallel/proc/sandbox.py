@@ -100,6 +100,9 @@ def refuse_unavailable(config: Mapping[str, object], what: str) -> None:
                  "sandbox: auto in .gitparallel.yaml (the layers that hold are then named on every event)")
 
 
+SETUP_TRIES = 3  # sandboxes made for one command whose sandbox setup failed
+
+
 @dataclass
 class Fence:
     """The fence one command runs in (``kind`` "landlock" or "none")."""
@@ -121,7 +124,8 @@ class Fence:
         """``start()`` (which starts the command) inside the fence."""
         return start() if self.ruleset is None else self.ruleset.spawn(start)
 
-    def wrap(self, argv: list[str], cwd: str | Path, env: dict[str, str] | None = None) -> list[str]:
+    def wrap(self, argv: list[str], cwd: str | Path, env: dict[str, str] | None = None,
+             status_fd: int | None = None) -> list[str]:
         """``argv`` as it must be started: inside bwrap for the namespace
         layer.  A program the namespace would not find (or run) raises the
         ``OSError`` starting it would: it is never started
@@ -132,7 +136,7 @@ class Fence:
         error = self.mounts.start_error(argv[0], Path(cwd), env) if env is not None else None
         if error is not None:
             raise error
-        return self.mounts.argv(argv, Path(cwd))
+        return self.mounts.argv(argv, Path(cwd), status_fd)
 
     def run(self, argv: list[str], cwd: str | Path, env: dict[str, str],
             stdin: bytes) -> subprocess.CompletedProcess[bytes]:
@@ -145,6 +149,8 @@ class Fence:
             return subprocess.run(self.wrap(argv, cwd, env), cwd=str(cwd), env=env, input=stdin,
                                   capture_output=True, start_new_session=True)
 
+        if self.mounts is not None:
+            return self._run_in_namespace(argv, cwd, env, stdin)
         if self.kind != "landlock" or self.plan is None:
             return begin()
         ruleset = landlock.from_plan(self.plan)
@@ -152,6 +158,24 @@ class Fence:
             return ruleset.spawn(begin)
         finally:
             ruleset.close()
+
+    def _run_in_namespace(self, argv: list[str], cwd: str | Path, env: dict[str, str],
+                          stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+        """``run`` under the namespace layer: started again in a sandbox
+        made afresh while bwrap ends before the command ran
+        (``namespace.never_ran``), ``SETUP_TRIES`` times at most."""
+        for tries in range(1, SETUP_TRIES + 1):
+            status_r, status_w = os.pipe()
+            try:
+                proc = subprocess.run(self.wrap(argv, cwd, env, status_w), cwd=str(cwd), env=env, input=stdin,
+                                      capture_output=True, start_new_session=True, pass_fds=(status_w,))
+            finally:
+                os.close(status_w)
+                status = namespace.read_status(status_r)
+                os.close(status_r)
+            if proc.returncode != 1 or not namespace.never_ran(status) or tries == SETUP_TRIES:
+                return proc
+        raise AssertionError("unreachable")
 
     def layers(self) -> list[str]:
         """The layers that hold, from what was checked (``namespace.unavailable``,

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from gitflow_parallel.files import env_seconds
-from gitflow_parallel.proc import cgroup, reaper
+from gitflow_parallel.proc import cgroup, namespace, reaper
 
 if TYPE_CHECKING:
     from gitflow_parallel.proc.sandbox import Fence
@@ -171,6 +171,8 @@ class Process:
     term_at: float | None = None  # when it was sent SIGTERM
     killed: bool = False  # SIGKILL after the grace
     reason: str | None = None  # why it was stopped ("timeout", a signal name)
+    status: int | None = None  # the pipe bwrap writes its status to (namespace layer)
+    never_ran: bool = False  # bwrap ended before the command ran (read at ``end``)
 
     @property
     def pid(self) -> int:
@@ -211,6 +213,10 @@ class Process:
         self.watchdog.ended(self.pid)  # before the reap, so the group id is not reused under it
         code = self.popen.wait()
         reaper.reap_group(self.pid)
+        if self.status is not None:
+            self.never_ran = code == 1 and self.reason is None and namespace.never_ran(namespace.read_status(self.status))
+            os.close(self.status)
+            self.status = None
         return code
 
 
@@ -227,17 +233,28 @@ def start(argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Output,
     one of ``START_ERRORS`` when it cannot start (see ``cannot_start``).  The caller has
     made itself a subreaper (``reaper``)."""
     env = {**env, reaper.SCOPE_ENV: scope}
-    wrapped = argv if fence is None else fence.wrap(argv, cwd, env)
-    wrapped = cgroup.wrap(wrapped, scope, cwd, env) if wrapped is argv else wrapped
+    # Under the namespace layer bwrap says, through a pipe, whether the
+    # command ran at all (``Process.never_ran``).
+    status_r, status_w = os.pipe() if fence is not None and fence.mounts is not None else (None, None)
+    try:
+        wrapped = argv if fence is None else fence.wrap(argv, cwd, env, status_w)
+        wrapped = cgroup.wrap(wrapped, scope, cwd, env) if wrapped is argv else wrapped
 
-    def begin() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(wrapped, cwd=str(cwd), env=env, stdin=stdin,
-                                stdout=stdout, stderr=subprocess.STDOUT if stderr is None else stderr,
-                                start_new_session=True)
+        def begin() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(wrapped, cwd=str(cwd), env=env, stdin=stdin,
+                                    stdout=stdout, stderr=subprocess.STDOUT if stderr is None else stderr,
+                                    start_new_session=True, pass_fds=() if status_w is None else (status_w,))
 
-    popen = begin() if fence is None else fence.spawn(begin)
+        popen = begin() if fence is None else fence.spawn(begin)
+    except BaseException:
+        for fd in (status_r, status_w):
+            if fd is not None:
+                os.close(fd)
+        raise
+    if status_w is not None:
+        os.close(status_w)
     watchdog.started(popen.pid, scope)
-    return Process(popen=popen, scope=scope, watchdog=watchdog, started=time.monotonic())
+    return Process(popen=popen, scope=scope, watchdog=watchdog, started=time.monotonic(), status=status_r)
 
 
 def stop_all(processes: Iterable[Process]) -> None:

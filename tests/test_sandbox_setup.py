@@ -1,0 +1,138 @@
+"""A sandbox whose setup fails is no verdict on the attempt.
+
+bwrap covers every path socket of the host it lists just before it
+starts; a socket removed in between (another program's, gone) makes the
+mount fail, and bwrap ends with status 1 before the gate runs.  That 1
+was once read as the gate failing, and an honest attempt lost (CI saw it
+with a second test run beside it).  The command is started again in a
+sandbox made afresh; a sandbox that cannot be made is an error to run,
+never a failing gate."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import GP, make_repo
+from gitflow_parallel.proc import namespace
+from hostile import needs_namespace
+
+CONFIG = """\
+max_total: 4
+gates:
+  - name: fixed
+    run: [sh, -c, "grep -q 'a + b' *.py"]
+"""
+
+
+def _honest_check(tmp_path: Path) -> GP:
+    repo = make_repo(tmp_path / "repo", files={"app.py": "def add(a, b):\n    return a - b\n"}, config=CONFIG)
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--instance", "1", "--", "sh", "-c",
+       "printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam fixed")
+    return gp
+
+
+def _vanishing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
+    """``host_sockets`` lists a socket that is gone by the time bwrap
+    covers it, on its first ``times`` calls."""
+    gone = str(tmp_path / "gone.sock")  # never made: removed before bwrap ran
+    real = namespace.host_sockets
+    calls = [0]
+    lock = threading.Lock()
+
+    def listed() -> list[str]:
+        with lock:
+            calls[0] += 1
+            first = calls[0] <= times
+        return [*real(), gone] if first else real()
+
+    monkeypatch.setattr(namespace, "host_sockets", listed)
+    return calls
+
+
+@needs_namespace
+def test_a_socket_gone_before_bwrap_covers_it_does_not_fail_the_gate(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    gp = _honest_check(tmp_path)
+    calls = _vanishing(tmp_path, monkeypatch, times=1)
+    result = gp.json("check", "t", code=None)
+    [inst] = result["instances"]
+    assert inst["verdict"] == "pass", json.dumps(inst["gates"])[:600]
+    assert calls[0] >= 2, "the gate's sandbox was made once only"
+    log = Path(inst["gates"][0]["log"]).read_text()
+    assert "bwrap" not in log, log  # the log is the run that counted
+
+
+@needs_namespace
+def test_a_sandbox_that_cannot_be_made_is_an_error_not_a_failing_gate(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    gp = _honest_check(tmp_path)
+    _vanishing(tmp_path, monkeypatch, times=1000)
+    result = gp.json("check", "t", code=None)
+    [inst] = result["instances"]
+    assert inst["verdict"] != "pass"
+    [gate] = inst["gates"]
+    assert gate["exit_code"] is None and "sandbox could not be set up" in gate["error"], gate
+    assert "gone.sock" in gate["error"], gate  # bwrap's own words say which path
+
+
+
+# ``run`` keeps its own process when the test's has children (conftest.GP):
+# the socket that is gone is listed there through a ``sitecustomize``.
+SITECUSTOMIZE = """\
+import os
+
+_marks = os.environ.get("GP_TEST_GONE_SOCKET")
+if _marks:
+    from gitflow_parallel.proc import namespace
+
+    _real = namespace.host_sockets
+
+    def _listed():
+        times, folder = _marks.split(":", 1)
+        made = len(os.listdir(folder))
+        if made >= int(times):
+            return _real()
+        open(os.path.join(folder, str(made)), "w").close()
+        return [*_real(), os.path.join(folder, "gone.sock")]
+
+    namespace.host_sockets = _listed
+"""
+
+
+def _agent_with_gone_sockets(tmp_path: Path, times: int, script: str) -> tuple[GP, Path]:
+    repo = make_repo(tmp_path / "repo", files={"app.py": "def add(a, b):\n    return a - b\n"}, config=CONFIG)
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    site, marks = tmp_path / "site", tmp_path / "marks"
+    site.mkdir()
+    marks.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = {"PYTHONPATH": str(site), "GP_TEST_GONE_SOCKET": f"{times}:{marks}"}
+    gp("run", "t", "--", "sh", "-c", script, code=None, env=env)
+    return gp, marks
+
+
+@needs_namespace
+def test_an_agent_whose_sandbox_was_not_set_up_starts_again(tmp_path: Path) -> None:
+    gp, marks = _agent_with_gone_sockets(
+        tmp_path, 1, "printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam fixed")
+    assert len(list(marks.iterdir())) == 1, "the listing that names the gone socket was never made"
+    [inst] = gp.json("status", "t")["run"]["instances"]
+    assert inst["status"] == "succeeded", inst
+    assert "starts in a sandbox made afresh" in Path(inst["log"]).read_text()
+    assert gp.json("check", "t", code=None)["instances"][0]["verdict"] == "pass"
+
+
+@needs_namespace
+def test_an_agent_whose_sandbox_cannot_be_made_fails_saying_so(tmp_path: Path) -> None:
+    gp, _ = _agent_with_gone_sockets(tmp_path, 1000, "touch ran")
+    [inst] = gp.json("status", "t")["run"]["instances"]
+    assert inst["status"] == "failed", inst
+    assert "sandbox could not be set up" in inst["error"] and "git parallel retry t 1" in inst["error"], inst
+    assert not (Path(inst["worktree"]) / "ran").exists()
