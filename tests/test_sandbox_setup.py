@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GP, make_repo
+from conftest import GP, git, make_repo
 from gitflow_parallel.proc import namespace
 from hostile import needs_namespace
 
@@ -80,6 +80,26 @@ def test_a_sandbox_that_cannot_be_made_is_an_error_not_a_failing_gate(tmp_path: 
     assert gate["exit_code"] is None and "sandbox could not be set up" in gate["error"], gate
     assert "gone.sock" in gate["error"], gate  # bwrap's own words say which path
 
+
+
+
+@needs_namespace
+def test_a_gate_bwrap_cannot_execute_fails_once_as_outside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A script whose interpreter is missing never runs either; that is
+    the gate failing (as a shell would say), not a sandbox to make again."""
+    config = "max_total: 4\ngates:\n  - name: script\n    run: [./check.sh]\n"
+    repo = make_repo(tmp_path / "repo", files={"check.sh": "#!/nonexistent/sh\n"}, config=config)
+    (repo / "check.sh").chmod(0o755)
+    git(repo, "commit", "-qam", "executable")
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", "echo >> README && git add -A && git commit -qm work")
+    calls = _vanishing(tmp_path, monkeypatch, times=0)
+    [inst] = gp.json("check", "t", code=None)["instances"]
+    [gate] = inst["gates"]
+    assert inst["verdict"] == "fail" and gate["exit_code"] == 1 and gate["error"] is None, gate
+    assert calls[0] == 1, "bwrap failing to execute the gate made it run again"
+    assert "execvp" in Path(gate["log"]).read_text()
 
 
 # ``run`` keeps its own process when the test's has children (conftest.GP):

@@ -23,7 +23,7 @@ from gitflow_parallel.git import judged_view, tamper
 from gitflow_parallel.judge import layers, stores
 from gitflow_parallel.judge.pace import Lane
 from gitflow_parallel import environ as proc_env
-from gitflow_parallel.proc import reaper, sandbox, supervise
+from gitflow_parallel.proc import namespace, reaper, sandbox, supervise
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
 from gitflow_parallel.config_schema import FrozenConfig
 
@@ -88,12 +88,12 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
                 # Whatever it left running goes too (also when we were
                 # interrupted), then the leader is reaped.
                 code = proc.end()
-            if not proc.never_ran:
+            why = _last_line(stderr or stdout) if proc.never_ran else ""
+            if not proc.never_ran or namespace.exec_failed(why):
                 break
             # The sandbox was not set up (what bwrap covers changed under
             # it: a socket of the host gone): the command never ran, so
             # it is started again in a sandbox made afresh, never judged.
-            why = _last_line(stderr or stdout)
             if tries == SETUP_TRIES:
                 error = f"the sandbox could not be set up {tries} times, so the command never ran: {why}"
                 out.write(f"\ngit-parallel: {error}\n".encode())

@@ -177,7 +177,15 @@ def never_ran(child: Child, rc: int) -> bool:
     status = namespace.read_status(child.status_fd)
     os.close(child.status_fd)
     child.status_fd = None
-    return rc == 1 and child.reason is None and namespace.never_ran(status)
+    if rc != 1 or child.reason is not None or not namespace.never_ran(status):
+        return False
+    try:
+        with open(child.log, "rb") as log:
+            log.seek(max(0, os.fstat(log.fileno()).st_size - 400))
+            said = log.read().decode(errors="replace").strip().rpartition("\n")[2]
+    except OSError:
+        said = ""
+    return not namespace.exec_failed(said)
 
 
 def exited(child: Child) -> bool:

@@ -201,6 +201,13 @@ def never_ran(status: bytes) -> bool:
     return b'"exit-code"' not in status
 
 
+def exec_failed(said: str) -> bool:
+    """Is ``said``, the last line a command that never ran left, bwrap
+    failing to execute it (a script whose interpreter is missing)?  That
+    is the command's own failure, as outside a sandbox; not a setup's."""
+    return said.startswith("bwrap: execvp ")
+
+
 MAX_STATUS = 1 << 16  # bytes of bwrap's status read
 
 

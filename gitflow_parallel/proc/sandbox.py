@@ -173,7 +173,9 @@ class Fence:
                 os.close(status_w)
                 status = namespace.read_status(status_r)
                 os.close(status_r)
-            if proc.returncode != 1 or not namespace.never_ran(status) or tries == SETUP_TRIES:
+            said = proc.stderr.decode(errors="replace").strip().rpartition("\n")[2]
+            if proc.returncode != 1 or not namespace.never_ran(status) or namespace.exec_failed(said) \
+                    or tries == SETUP_TRIES:
                 return proc
         raise AssertionError("unreachable")
 
