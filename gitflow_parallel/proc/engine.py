@@ -422,13 +422,23 @@ def _ended(runner: _Runner, child: child_proc.Child) -> bool:
     # Anything the command left running in its group would go on writing
     # to the worktree after its work is committed.
     killpg(child.pid, signal.SIGKILL)
-    # ... and whatever daemonized out of the group (setsid, double fork).
-    reaper.sweep({child.scope})
-    keep = {c.pid for c in runner.children if c.popen is not None and c is not child and not child_proc.exited(c)}
-    reaper.sweep_orphans(child.scope, keep | {runner.watchdog.pid or 0, child.pid})
+    # ... and whatever daemonized out of the group (setsid, double fork):
+    # in bwrap's PID namespace, gone with its init, which the group's kill
+    # reached and ``reap_group`` collects (see ``reaper``); swept by scope
+    # otherwise, or if that init is still there.
+    in_namespace = child.status_fd is not None
+
+    def sweep() -> None:
+        reaper.sweep({child.scope})
+        keep = {c.pid for c in runner.children if c.popen is not None and c is not child and not child_proc.exited(c)}
+        reaper.sweep_orphans(child.scope, keep | {runner.watchdog.pid or 0, child.pid})
+
+    if not in_namespace:
+        sweep()
     runner.watchdog.ended(child.pid)
     rc = child.popen.wait()
-    reaper.reap_group(child.pid)
+    if not reaper.reap_group(child.pid) and in_namespace:
+        sweep()
     never_ran = child_proc.never_ran(child, rc)
     if never_ran and _start_again(runner, child):
         return True

@@ -8,7 +8,10 @@ What it gives a command, checked once per process by starting one
   the command is PID 2 under bwrap's init; when the command ends, or
   git-parallel dies, the kernel kills everything left in the namespace, a
   ``setsid`` daemon included, and nothing inside can name (so signal) a
-  process outside, the runner and its watchdog among them;
+  process outside, the runner and its watchdog among them.  That init is
+  in the command's process group: the group's kill at the command's end
+  reaches it, and once ``reaper.reap_group`` has collected it nothing of
+  the command runs (no sweep of ``/proc`` is needed);
 - a **user namespace** of its own and **no capabilities** (``--unshare-user
   --cap-drop ALL``), even when root starts it (bwrap then makes no user
   namespace unless told to: a command keeping its capabilities could

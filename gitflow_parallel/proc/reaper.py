@@ -189,13 +189,15 @@ def _children() -> list[int]:
     return found
 
 
-def reap_group(pgid: int, wait: float = 0.5) -> None:
+def reap_group(pgid: int, wait: float = 0.5) -> bool:
     """Collect what is left of the group of a command we just reaped: the
     sandbox's bwrap leaves its own init process (PID 1 of the command's
     namespace, in the same group) to us, the subreaper, once the command's
     leader is gone; it is dead or dying (``--die-with-parent``).  Only
     members of that group are waited for, so no other command's child is
-    reaped under its owner."""
+    reaped under its owner.  False if one was still there after ``wait``
+    seconds.  That init exits only once the kernel has killed every other
+    process of its namespace, so once it is collected none is left."""
     deadline = time.monotonic() + wait
     me = os.getpid()
     while True:
@@ -208,8 +210,10 @@ def reap_group(pgid: int, wait: float = 0.5) -> None:
                 _reap([pid])
             else:
                 left.append(pid)
-        if not left or time.monotonic() >= deadline:
-            return
+        if not left:
+            return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.005)
 
 

@@ -207,12 +207,21 @@ class Process:
         # Anything left running would go on writing to the checkout after
         # its work is judged or committed.
         killpg(self.pid, signal.SIGKILL)
-        reaper.sweep({self.scope})  # ... and what daemonized out of the group
-        if keep is not None:
-            reaper.sweep_orphans(self.scope, keep | {self.watchdog.pid or 0, self.pid})
+
+        def sweep() -> None:  # ... what daemonized out of the group
+            reaper.sweep({self.scope})
+            if keep is not None:
+                reaper.sweep_orphans(self.scope, keep | {self.watchdog.pid or 0, self.pid})
+
+        # In bwrap's PID namespace that is gone with its init, which the
+        # group's kill reached and ``reap_group`` collects (``reaper``).
+        in_namespace = self.status is not None
+        if not in_namespace:
+            sweep()
         self.watchdog.ended(self.pid)  # before the reap, so the group id is not reused under it
         code = self.popen.wait()
-        reaper.reap_group(self.pid)
+        if not reaper.reap_group(self.pid) and in_namespace:
+            sweep()
         if self.status is not None:
             self.never_ran = code == 1 and self.reason is None and namespace.never_ran(namespace.read_status(self.status))
             os.close(self.status)
