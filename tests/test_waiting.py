@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -121,8 +122,10 @@ def test_under_tmux_a_prompt_read_from_the_terminal_is_waiting_and_a_quiet_pane_
     def tmux(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["tmux", *args], capture_output=True, text=True, env=env)
 
+    # Its own group: `git` runs git-parallel as a child, which a kill of
+    # `git` alone would leave following the run (it waits for a pick).
     watch = subprocess.Popen(["git", "parallel", "watch", "T", "--json"], cwd=repo, stdout=subprocess.PIPE,
-                             text=True, env=env)
+                             text=True, env=env, start_new_session=True)
     lines, seen = reader(watch.stdout), []
     run = subprocess.Popen(["git", "parallel", "run", "T", "--tmux", "--", PY, str(tools / "asks.py"), str(go)],
                            cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -144,7 +147,8 @@ def test_under_tmux_a_prompt_read_from_the_terminal_is_waiting_and_a_quiet_pane_
     finally:
         if run.poll() is None:
             run.kill()
-        watch.kill()
+        os.killpg(watch.pid, signal.SIGKILL)
+        watch.wait()
         tmux("kill-server")
         shutil.rmtree(sock, ignore_errors=True)
     assert [e["instance"] for e in received(tools, "waiting")] == ["1"]
