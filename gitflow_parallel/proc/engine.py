@@ -426,7 +426,7 @@ def _ended(runner: _Runner, child: child_proc.Child) -> bool:
     # in bwrap's PID namespace, gone with its init, which the group's kill
     # reached and ``reap_group`` collects (see ``reaper``); swept by scope
     # otherwise, or if that init is still there.
-    in_namespace = child.status_fd is not None
+    in_namespace = child.status_fd is not None and reaper.is_subreaper()  # (its init comes to us)
 
     def sweep() -> None:
         reaper.sweep({child.scope})

@@ -215,7 +215,7 @@ class Process:
 
         # In bwrap's PID namespace that is gone with its init, which the
         # group's kill reached and ``reap_group`` collects (``reaper``).
-        in_namespace = self.status is not None
+        in_namespace = self.status is not None and reaper.is_subreaper()  # (its init comes to us)
         if not in_namespace:
             sweep()
         self.watchdog.ended(self.pid)  # before the reap, so the group id is not reused under it
