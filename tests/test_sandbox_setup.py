@@ -114,18 +114,17 @@ if _marks:
     _real = namespace.host_sockets
 
     def _listed():
-        times, folder = _marks.split(":", 1)
-        made = len(os.listdir(folder))
-        if made >= int(times):
-            return _real()
+        which, folder = _marks.split(":", 1)  # the listings (1, 2, ...) that name it
+        made = len(os.listdir(folder)) + 1
         open(os.path.join(folder, str(made)), "w").close()
-        return [*_real(), os.path.join(folder, "gone.sock")]
+        gone = made in {int(n) for n in which.split(",")}
+        return [*_real(), os.path.join(folder, "gone.sock")] if gone else _real()
 
     namespace.host_sockets = _listed
 """
 
 
-def _agent_with_gone_sockets(tmp_path: Path, times: int, script: str) -> tuple[GP, Path]:
+def _agent_with_gone_sockets(tmp_path: Path, which: str, script: str) -> tuple[GP, Path]:
     repo = make_repo(tmp_path / "repo", files={"app.py": "def add(a, b):\n    return a - b\n"}, config=CONFIG)
     gp = GP(repo)
     gp("spawn", "t", "-n", "1")
@@ -133,7 +132,7 @@ def _agent_with_gone_sockets(tmp_path: Path, times: int, script: str) -> tuple[G
     site.mkdir()
     marks.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    env = {"PYTHONPATH": str(site), "GP_TEST_GONE_SOCKET": f"{times}:{marks}"}
+    env = {"PYTHONPATH": str(site), "GP_TEST_GONE_SOCKET": f"{which}:{marks}"}
     gp("run", "t", "--", "sh", "-c", script, code=None, env=env)
     return gp, marks
 
@@ -141,8 +140,8 @@ def _agent_with_gone_sockets(tmp_path: Path, times: int, script: str) -> tuple[G
 @needs_namespace
 def test_an_agent_whose_sandbox_was_not_set_up_starts_again(tmp_path: Path) -> None:
     gp, marks = _agent_with_gone_sockets(
-        tmp_path, 1, "printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam fixed")
-    assert len(list(marks.iterdir())) == 1, "the listing that names the gone socket was never made"
+        tmp_path, "1", "printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam fixed")
+    assert len(list(marks.iterdir())) >= 2, "the agent's sandbox was made once only"
     [inst] = gp.json("status", "t")["run"]["instances"]
     assert inst["status"] == "succeeded", inst
     assert "starts in a sandbox made afresh" in Path(inst["log"]).read_text()
@@ -151,8 +150,19 @@ def test_an_agent_whose_sandbox_was_not_set_up_starts_again(tmp_path: Path) -> N
 
 @needs_namespace
 def test_an_agent_whose_sandbox_cannot_be_made_fails_saying_so(tmp_path: Path) -> None:
-    gp, _ = _agent_with_gone_sockets(tmp_path, 1000, "touch ran")
+    gp, _ = _agent_with_gone_sockets(tmp_path, ",".join(map(str, range(1, 10))), "touch ran")
     [inst] = gp.json("status", "t")["run"]["instances"]
     assert inst["status"] == "failed", inst
     assert "sandbox could not be set up" in inst["error"] and "git parallel retry t 1" in inst["error"], inst
     assert not (Path(inst["worktree"]) / "ran").exists()
+
+
+@needs_namespace
+def test_the_fenced_staging_of_what_an_agent_left_is_made_again(tmp_path: Path) -> None:
+    """The agent's own sandbox is the first listing; the ``git add`` of
+    what it left uncommitted, in a fence like its own, the second."""
+    gp, marks = _agent_with_gone_sockets(tmp_path, "2", "printf 'def add(a, b):\\n    return a + b\\n' > app.py")
+    [inst] = gp.json("status", "t")["run"]["instances"]
+    assert inst["status"] == "succeeded", inst
+    assert len(list(marks.iterdir())) >= 3, "the staging's sandbox was made once only"
+    assert gp.json("check", "t", code=None)["instances"][0]["verdict"] == "pass"
