@@ -13,10 +13,10 @@ and run it instead of its own, and pass.
 How.  Under the namespace layer (``proc/namespace``) the command's mount
 namespace lays this view over three entries of the common dir:
 
-- ``objects/``: two packs and nothing else.  One holds what every ref but
-  git-parallel's reaches (``refs/heads/parallel/``, ``refs/parallel/``,
-  ``refs/notes/``, ``refs/parallel-remotes/`` and remote-tracking copies of
-  attempt branches left out): the history as the user made it.  It is built
+- ``objects/``: two packs and nothing else.  One holds what the branches,
+  tags and remote-tracking refs reach, git-parallel's left out
+  (``refs/heads/parallel/`` and remote-tracking copies of attempt
+  branches; no other ref is shown: ``SHOWN``): the history as the user made it.  It is built
   once for a set of ref values and kept (``CACHE_KEPT`` of them).  The other
   holds what the judged commit reaches beyond that, built for each place;
 - ``refs/`` and ``packed-refs``: those same refs, and no other;
@@ -62,14 +62,22 @@ FOLDER = "judged-git"
 # keeps of a remote's (claims carry an attempt's tip), and the notes (records).
 HIDDEN = ("refs/heads/parallel/", "refs/parallel/", "refs/parallel-remotes/", "refs/notes/")
 REMOTES = "refs/remotes/"
+# The only refs it shows: branches, tags and remote-tracking refs.  Any
+# other name may hold a copy of an attempt (a fetch with a refspec of one's
+# own, ``+refs/heads/*:refs/mirror/*``; ``refs/stash``, shared by every
+# worktree, after a ``git stash`` in an attempt's), and no test suite's git
+# reads one.
+SHOWN = ("refs/heads/", "refs/tags/", REMOTES)
 
 
 def hidden(name: str) -> bool:
-    """Is ``name`` a ref the view leaves out: one of ``HIDDEN``, or a
-    remote-tracking copy of an attempt branch (``refs/remotes/<remote>/parallel/``:
-    ``collect``, a worker, or a fetch of a remote the attempts were pushed
-    to keeps one; a remote's name may hold a slash)."""
-    return name.startswith(HIDDEN) or (name.startswith(REMOTES) and "/parallel/" in name[len(REMOTES):])
+    """Is ``name`` a ref the view leaves out: any but ``SHOWN``, one of
+    ``HIDDEN``, or a remote-tracking copy of an attempt branch
+    (``refs/remotes/<remote>/parallel/``: ``collect``, a worker, or a fetch
+    of a remote the attempts were pushed to keeps one; a remote's name may
+    hold a slash)."""
+    return (not name.startswith(SHOWN) or name.startswith(HIDDEN)
+            or (name.startswith(REMOTES) and "/parallel/" in name[len(REMOTES):]))
 
 
 CACHE_KEPT = 4  # history folders kept, the one used last first
