@@ -497,6 +497,7 @@ def _start_again(runner: _Runner, child: child_proc.Child) -> bool:
         killpg(child.pid, signal.SIGKILL)
         runner.watchdog.ended(child.pid)
         child.popen.wait()
+        reaper.reap_group(child.pid)
         child_proc.never_ran(child, 0)  # (closes its status pipe)
         return False
     runner.record = record
