@@ -75,3 +75,95 @@ def test_an_agent_that_kills_its_bwrap_is_not_started_again(tmp_path: Path) -> N
     log = Path(inst["log"]).read_text()
     assert "never ran" not in log, log[-800:]
     assert inst["status"] != "succeeded", json.dumps(inst)[:600]
+
+
+# -- 2. the agent's worktree names a common dir of its own, whose config runs programs --
+
+@needs_namespace
+def test_a_common_dir_of_the_agents_own_runs_nothing_of_git_parallels(tmp_path: Path) -> None:
+    """The agent copies its git's common dir into its worktree, adds to its
+    config every key that makes git run a program (fsmonitor, hooksPath,
+    gpg.program with commit.gpgSign, filters, textconv, merge driver,
+    diff.external, pager, editor, credential helper, sshCommand,
+    alternateRefsCommand), names a filter/diff/merge driver for every path
+    in ``.gitattributes`` and points its admin folder's ``commondir`` at that
+    copy: git-parallel's own git (the leftovers commit, check, pick, merge)
+    must run none of them."""
+    repo, gp = project(tmp_path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    evil = tmp_path / "evil.sh"
+    evil.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marks}/hit\ncat\n")
+    evil.chmod(0o755)
+    keys = ["[core]", f"\tfsmonitor = {evil}", f"\thooksPath = {marks}", f"\tpager = {evil}", f"\teditor = {evil}",
+            f"\tsshCommand = {evil}", f"\talternateRefsCommand = {evil}", f"\taskPass = {evil}",
+            "[commit]", "\tgpgSign = true", "[gpg]", f"\tprogram = {evil}", "[credential]", f"\thelper = !{evil}",
+            '[filter "x"]', f"\tclean = {evil}", f"\tsmudge = {evil}", '[diff "x"]', f"\ttextconv = {evil}",
+            '[merge "x"]', f"\tdriver = {evil}", "[diff]", f"\texternal = {evil}", ""]
+    (tmp_path / "evilcfg").write_text("\n".join(keys))
+    for hook in ("pre-commit", "post-commit", "post-merge", "reference-transaction", "post-checkout"):
+        (marks / hook).write_text(f"#!/bin/sh\necho {hook} >> {marks}/hit\n")
+        (marks / hook).chmod(0o755)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c",
+       f"gd=$(git rev-parse --git-dir); c=$(cat $gd/commondir); {HONEST}; "
+       "echo '* filter=x diff=x merge=x' > .gitattributes; mkdir .evil && cp -a $c/. .evil/ && "
+       f"cat {tmp_path}/evilcfg >> .evil/config && printf '%s\\n' \"$PWD/.evil\" > $gd/commondir; echo more >> app.py",
+       code=None)
+    assert not (marks / "hit").exists(), (marks / "hit").read_text()
+    gp("check", "t", code=None)
+    gp("pick", "t", code=None)
+    gp("merge", "t", code=None)
+    assert not (marks / "hit").exists(), (marks / "hit").read_text()
+
+
+# -- 3. what a gate reads beside the judged git view -------------------------------------
+
+SCANNER = textwrap.dedent('''\
+    import os, subprocess
+
+
+    def add(a, b):
+        return a - b
+
+
+    def _scan():
+        """Every readable file of the common dir and the project's folder
+        (where the attempts' worktrees are) holding the sibling's code."""
+        common = subprocess.run(['git', 'rev-parse', '--path-format=absolute', '--git-common-dir'],
+                                capture_output=True, text=True).stdout.strip()
+        for top in [common, os.path.dirname(os.path.dirname(common)), '/dev/shm', '/var/tmp']:
+            for root, dirs, files in os.walk(top):
+                if root.count('/') > 14:
+                    dirs[:] = []
+                for name in files:
+                    try:
+                        text = open(os.path.join(root, name), 'rb').read(1 << 20).decode(errors='replace')
+                    except OSError:
+                        continue
+                    if 'return a + b' in text and '_scan' not in text:
+                        return text[text.index('def add'):] if 'def add' in text else None
+        return None
+
+
+    if os.environ.get('GIT_PARALLEL_INSTANCE') == '1':
+        _found = _scan()
+        if _found:
+            exec(_found)
+    ''')
+
+
+@needs_namespace
+def test_a_gate_finds_no_copy_of_a_siblings_code_on_disk(tmp_path: Path) -> None:
+    """The attempt's code walks every file it can read in the common dir
+    (reflogs, FETCH_HEAD, ORIG_HEAD, the index, logs, the judged-git cache,
+    worktree admin folders) and the project's folder (the worktrees', the
+    scratch checkouts'), and ``/dev/shm``, ``/var/tmp``, for its sibling's
+    code (whose agent also printed it to its log), and runs it."""
+    repo, gp = project(tmp_path)
+    _wrong_attempt(tmp_path, gp, SCANNER)
+    (tmp_path / "attempt.py").unlink()  # (the harness's copy, not the attempt's)
+    git(repo, "fetch", "-q", ".", "parallel/t/2")  # FETCH_HEAD names the sibling's tip
+    checked = _checked(gp)
+    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
+    assert checked["1"]["verdict"] == "fail", "the wrong attempt found its sibling's code on disk"
