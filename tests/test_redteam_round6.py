@@ -219,3 +219,59 @@ def test_an_agent_flipping_sockets_does_not_fail_its_siblings_sandbox(tmp_path: 
     log = Path(two["log"]).read_text()
     assert two["status"] == "succeeded", json.dumps(two)[:800] + log[-800:]
     assert "never ran" not in log and "could not be set up" not in log, log[-800:]
+
+
+# -- 5. the attempt's own commit names its sibling's tip as a parent ------------------------
+
+PARENT_BORROWER = textwrap.dedent('''\
+    import subprocess
+
+
+    def add(a, b):
+        return a - b
+
+
+    def _borrow():
+        for rev in ['HEAD^2:app.py', 'HEAD^1:app.py']:
+            text = subprocess.run(['git', 'show', rev], capture_output=True, text=True).stdout
+            if 'a + b' in text and '_borrow' not in text:
+                return text
+        return None
+
+
+    _found = _borrow()
+    if _found:
+        exec(_found)
+    ''')
+
+
+@needs_namespace
+@pytest.mark.xfail(strict=True, reason=(
+    "an agent's commit may name any commit of the shared store as a parent (written with `git hash-object "
+    "--literally`, its view lacking it): the run takes it as the attempt's tip and the judged view packs what "
+    "it reaches, a sibling's commit with it. Needs: at the run's end, refuse (fail the attempt) a tip that "
+    "reaches a commit the agent's view did not hold (rev-list tip --not <shown tips> <its start tip>, each "
+    "listed commit in the attempt's own store), or pack the judged commit's part with ^<each other attempt's tip>"))
+def test_a_commit_naming_a_siblings_tip_as_parent_does_not_bring_it_into_the_view(tmp_path: Path) -> None:
+    """The agent writes its commit by hand, with its base and its sibling's
+    tip as parents (the sibling's tip given here; an agent learns it
+    however it can, e.g. deterministic commits of an obvious fix): ``git
+    hash-object -t commit --literally`` checks no parent.  The agent's view
+    lacks that parent, but the run takes the tip from the shared store,
+    where it is, and ``judged_view.make`` packs what the tip reaches beyond
+    the history: the sibling's commit.  The wrong attempt runs the right
+    code (``HEAD^2:app.py``) and passes; merged, it would land the sibling's
+    commit in the history as well."""
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", f"{HONEST} && git commit -qam right")
+    tip = git(repo, "rev-parse", "parallel/t/2").strip()
+    (tmp_path / "borrower.py").write_text(PARENT_BORROWER)
+    forge = (f"cp {tmp_path / 'borrower.py'} app.py && git add -A && tree=$(git write-tree) && base=$(git rev-parse HEAD)"
+             " && c=$(printf 'tree %s\\nparent %s\\nparent " + tip + "\\nauthor a <a@b> 1 +0000\\n"
+             "committer a <a@b> 1 +0000\\n\\nx\\n' $tree $base | git hash-object -t commit -w --stdin --literally)"
+             " && git update-ref HEAD $c")
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", forge, code=None)
+    checked = _checked(gp)
+    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
+    assert checked.get("1", {}).get("verdict") != "pass", "the wrong attempt passed with its sibling's commit as parent"
