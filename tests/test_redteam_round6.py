@@ -246,12 +246,6 @@ PARENT_BORROWER = textwrap.dedent('''\
 
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, reason=(
-    "an agent's commit may name any commit of the shared store as a parent (written with `git hash-object "
-    "--literally`, its view lacking it): the run takes it as the attempt's tip and the judged view packs what "
-    "it reaches, a sibling's commit with it. Needs: at the run's end, refuse (fail the attempt) a tip that "
-    "reaches a commit the agent's view did not hold (rev-list tip --not <shown tips> <its start tip>, each "
-    "listed commit in the attempt's own store), or pack the judged commit's part with ^<each other attempt's tip>"))
 def test_a_commit_naming_a_siblings_tip_as_parent_does_not_bring_it_into_the_view(tmp_path: Path) -> None:
     """The agent writes its commit by hand, with its base and its sibling's
     tip as parents (the sibling's tip given here; an agent learns it
