@@ -269,3 +269,70 @@ def test_a_commit_naming_a_siblings_tip_as_parent_does_not_bring_it_into_the_vie
     checked = _checked(gp)
     assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
     assert checked.get("1", {}).get("verdict") != "pass", "the wrong attempt passed with its sibling's commit as parent"
+
+
+TREE_BORROWER = textwrap.dedent('''\
+    import subprocess
+
+
+    def add(a, b):
+        return a - b
+
+
+    def _borrow():
+        for rev in ['HEAD:sib/app.py', 'HEAD~1:sib/app.py']:
+            text = subprocess.run(['git', 'show', rev], capture_output=True, text=True).stdout
+            if 'a + b' in text and '_borrow' not in text:
+                return text
+        return None
+
+
+    _found = _borrow()
+    if _found:
+        exec(_found)
+    ''')
+
+
+@needs_namespace
+def test_a_tree_entry_naming_a_siblings_tree_does_not_bring_it_into_the_checkout(tmp_path: Path) -> None:
+    """The same with no parent: the agent's tree holds an entry ``sib``
+    naming its sibling's root tree (``git mktree --missing``: its view lacks
+    it); its worktree lacks ``sib/``, so the leftovers commit on top
+    deletes it, but the judged view packs what the tip reaches, the forged
+    commit's tree with it: ``git show HEAD~1:sib/app.py`` reads the
+    sibling's code."""
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", f"{HONEST} && git commit -qam right")
+    tree = git(repo, "rev-parse", "parallel/t/2^{tree}").strip()
+    (tmp_path / "borrower.py").write_text(TREE_BORROWER)
+    forge = (f"cp {tmp_path / 'borrower.py'} app.py && git add -A && t=$(git write-tree) && "
+             f"t2=$( (git ls-tree $t; printf '040000 tree {tree}\\tsib\\n') | git mktree --missing) && "
+             "c=$(git commit-tree $t2 -p HEAD -m x) && git update-ref HEAD $c && git reset -q --hard 2>/dev/null; true")
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", forge, code=None)
+    checked = _checked(gp)
+    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
+    assert checked.get("1", {}).get("verdict") != "pass", "the wrong attempt passed with its sibling's tree"
+
+
+@needs_namespace
+def test_an_attempt_that_brings_back_an_old_file_of_the_history_is_taken_in(tmp_path: Path) -> None:
+    """What the refusal above must let through: an attempt whose commit
+    reaches objects of the history its own store lacks (git wrote no copy:
+    its view held them), here a file put back as it was two commits ago,
+    and a merge of a branch of the history."""
+    repo, gp = project(tmp_path)
+    (repo / "notes.txt").write_text("old\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "notes")
+    (repo / "notes.txt").write_text("new\n")
+    git(repo, "commit", "-qam", "notes again")
+    git(repo, "branch", "side", "HEAD~1")
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c",
+       f"{HONEST} && git checkout HEAD~1 -- notes.txt && git commit -qam back && git merge -q --no-edit -s ours side")
+    inst = gp.json("status", "t")["run"]["instances"][0]
+    assert inst["status"] == "succeeded", json.dumps(inst)[:800] + Path(inst["log"]).read_text()[-800:]
+    assert git(repo, "show", "parallel/t/1:notes.txt").strip() == "old"
+    checked = _checked(gp)
+    assert checked["1"]["verdict"] == "pass", json.dumps(checked["1"]["gates"])[:600]
