@@ -9,6 +9,7 @@ and asserts the promise, so a working attack fails the test."""
 from __future__ import annotations
 
 import json
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -336,3 +337,22 @@ def test_an_attempt_that_brings_back_an_old_file_of_the_history_is_taken_in(tmp_
     assert git(repo, "show", "parallel/t/1:notes.txt").strip() == "old"
     checked = _checked(gp)
     assert checked["1"]["verdict"] == "pass", json.dumps(checked["1"]["gates"])[:600]
+
+
+@needs_namespace
+def test_an_agent_cannot_point_its_branch_at_a_siblings_tip(tmp_path: Path) -> None:
+    """The simplest form: the agent writes its sibling's tip into its own
+    branch's ref file (its own refs folder is writable; ``git update-ref``
+    would refuse, its view lacking the commit).  ``import_refs`` checked
+    only that the shared store holds the commit: the attempt's branch was
+    its sibling's work, with its leftovers committed on top."""
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", f"{HONEST} && git commit -qam right")
+    tip = git(repo, "rev-parse", "parallel/t/2").strip()
+    gp("run", "t", "--instance", "1", "--", "sh", "-c",
+       f"echo {tip} > \"$(git rev-parse --git-common-dir)/refs/heads/parallel/t/1\"", code=None)
+    one = {i["id"]: i for i in gp.json("status", "t")["run"]["instances"]}["1"]
+    reached = subprocess.run(["git", "merge-base", "--is-ancestor", tip, "parallel/t/1"], cwd=repo).returncode == 0
+    assert not reached, "the attempt's branch holds its sibling's commit"
+    assert one["status"] == "failed", json.dumps(one)[:600]
