@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from hostile import needs_namespace, processes_with, token
+from hostile import needs_namespace
 from test_hostile import HONEST, project
 from test_redteam_round5 import _checked
 
