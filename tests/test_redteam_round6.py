@@ -81,15 +81,17 @@ def test_an_agent_that_kills_its_bwrap_is_not_started_again(tmp_path: Path) -> N
 # -- 2. the agent's worktree names a common dir of its own, whose config runs programs --
 
 @needs_namespace
-def test_a_common_dir_of_the_agents_own_runs_nothing_of_git_parallels(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pointer", ["commondir", "dot-git"])
+def test_a_common_dir_of_the_agents_own_runs_nothing_of_git_parallels(tmp_path: Path, pointer: str) -> None:
     """The agent copies its git's common dir into its worktree, adds to its
     config every key that makes git run a program (fsmonitor, hooksPath,
     gpg.program with commit.gpgSign, filters, textconv, merge driver,
     diff.external, pager, editor, credential helper, sshCommand,
     alternateRefsCommand), names a filter/diff/merge driver for every path
     in ``.gitattributes`` and points its admin folder's ``commondir`` at that
-    copy: git-parallel's own git (the leftovers commit, check, pick, merge)
-    must run none of them."""
+    copy (or its worktree's ``.git`` file at a git dir of its own made
+    the same way): git-parallel's own git (the leftovers commit, check,
+    pick, merge) must run none of them."""
     repo, gp = project(tmp_path)
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -109,7 +111,11 @@ def test_a_common_dir_of_the_agents_own_runs_nothing_of_git_parallels(tmp_path: 
     gp("run", "t", "--", "sh", "-c",
        f"gd=$(git rev-parse --git-dir); c=$(cat $gd/commondir); {HONEST}; "
        "echo '* filter=x diff=x merge=x' > .gitattributes; mkdir .evil && cp -a $c/. .evil/ && "
-       f"cat {tmp_path}/evilcfg >> .evil/config && printf '%s\\n' \"$PWD/.evil\" > $gd/commondir; echo more >> app.py",
+       f"cat {tmp_path}/evilcfg >> .evil/config && "
+       + ("printf '%s\\n' \"$PWD/.evil\" > $gd/commondir" if pointer == "commondir" else
+          "cp -a $gd/. .evil2/ 2>/dev/null || (mkdir .evil2 && cp -a $gd/. .evil2/); "
+          "printf '%s\\n' \"$PWD/.evil\" > .evil2/commondir; printf 'gitdir: %s\\n' \"$PWD/.evil2\" > .git")
+       + "; echo more >> app.py",
        code=None)
     assert not (marks / "hit").exists(), (marks / "hit").read_text()
     gp("check", "t", code=None)
