@@ -341,7 +341,7 @@ def _reaches_unread(common: Path, objects: Path, repo: pygit2.Repository, new: s
     from gitflow_parallel.git import judged_view
     from gitflow_parallel.git.repo import HARDENED
 
-    stop = {*judged_view._shown_refs(repo)[0].values(), *started.values()}
+    stop = {*judged_view.shown_tips(repo), *started.values()}
     revs = [new, *(f"^{oid}" for oid in sorted(stop) if _OID.fullmatch(oid) and pygit2.Oid(hex=oid) in repo.odb)]
     proc = subprocess.run(["git", *HARDENED, f"--git-dir={common}", "rev-list", "--objects", "--stdin"],
                           input="".join(f"{r}\n" for r in revs).encode("ascii"), capture_output=True,
