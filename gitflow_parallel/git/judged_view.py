@@ -217,6 +217,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def shown_tips(repo: pygit2.Repository) -> set[str]:
+    """The commits the refs a view shows name (``git/shadow`` stops there
+    when it walks what an attempt's ref reaches)."""
+    return set(_shown_refs(repo)[0].values())
+
+
 def _shown_refs(repo: pygit2.Repository) -> tuple[dict[str, str], dict[str, str]]:
     """The refs the view shows: every direct ref but git-parallel's whose
     object is in the store (a ref to a missing object would fail the pack),

@@ -59,10 +59,15 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gitflow_parallel.git import lfs
+
+if TYPE_CHECKING:
+    import pygit2
 
 NAME = "parallel-common"
 _OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -310,10 +315,64 @@ def import_refs(common: Path, admin: Path) -> list[str]:
             if not ok:
                 refused.append(f"{ref} -> {new[:12]} (no such commit)")
                 continue
+            if _reaches_unread(common, view / "objects", repo, new, start, inst):
+                refused.append(f"{ref} -> {new[:12]} (it reaches an object its own store lacks and its git could "
+                               "not read: another attempt's, named as a parent by hand)")
+                continue
         if not _swap(common, ref, old, new):
             refused.append(f"{ref} (it moved meanwhile)")
     record.unlink(missing_ok=True)
     return refused
+
+
+def _reaches_unread(common: Path, objects: Path, repo: pygit2.Repository, new: str, started: dict[str, str],
+                    inst: str) -> bool:
+    """Does ``new`` reach, beyond the refs a judged view shows and where
+    the attempt's refs started, an object that neither its own store
+    (``objects``) nor its git's view (``judged_view.for_agent``: the
+    history and what its branch's start reached) held?  Every object the
+    agent made or fetched is in its own store; any other is one it named
+    by hand (``git hash-object --literally`` checks no parent, ``git mktree
+    --missing`` no entry), a sibling attempt's, which the judged view would
+    then pack with it.  True when it cannot tell."""
+    import pygit2
+
+    from gitflow_parallel import environ as proc_env
+    from gitflow_parallel.git import judged_view
+    from gitflow_parallel.git.repo import HARDENED
+
+    stop = {*judged_view.shown_tips(repo), *started.values()}
+    revs = [new, *(f"^{oid}" for oid in sorted(stop) if _OID.fullmatch(oid) and pygit2.Oid(hex=oid) in repo.odb)]
+    proc = subprocess.run(["git", *HARDENED, f"--git-dir={common}", "rev-list", "--objects", "--stdin"],
+                          input="".join(f"{r}\n" for r in revs).encode("ascii"), capture_output=True,
+                          env=proc_env.for_host_git())
+    if proc.returncode != 0:
+        return True
+    listed = [line.split(" ", 1)[0] for line in proc.stdout.decode("ascii", errors="replace").splitlines() if line]
+    if not listed:
+        return False
+    held = pygit2.Odb()
+    if objects.is_dir() and not objects.is_symlink():
+        held.add_backend(pygit2.OdbBackendLoose(str(objects), 0, False), 2)
+        if (objects / "pack").is_dir() and not (objects / "pack").is_symlink() and _packs_problem(objects / "pack") is None:
+            held.add_backend(pygit2.OdbBackendPack(str(objects)), 1)
+    try:
+        missing = [oid for oid in listed if pygit2.Oid(hex=oid) not in held]
+        if not missing:
+            return False
+        start = started.get(inst)
+        tip = start if start and _OID.fullmatch(start) and pygit2.Oid(hex=start) in repo.odb else None
+        view = judged_view.make(common, common / "parallel", tip, repo=repo, refs=False)
+        if view is None:  # a reftable: no view was laid, the agent read the whole store
+            return False
+        try:
+            seen = pygit2.Odb()
+            seen.add_backend(pygit2.OdbBackendPack(str(view.objects)), 1)
+            return any(pygit2.Oid(hex=oid) not in seen for oid in missing)
+        finally:
+            view.remove()
+    except (ValueError, pygit2.GitError, OSError, RuntimeError):
+        return True
 
 
 def _swap(common: Path, ref: str, old: str | None, new: str | None) -> bool:
