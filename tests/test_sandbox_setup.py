@@ -150,7 +150,7 @@ def test_an_agent_whose_sandbox_was_not_set_up_starts_again(tmp_path: Path) -> N
 
 @needs_namespace
 def test_an_agent_whose_sandbox_cannot_be_made_fails_saying_so(tmp_path: Path) -> None:
-    gp, _ = _agent_with_gone_sockets(tmp_path, ",".join(map(str, range(1, 10))), "touch ran")
+    gp, _ = _agent_with_gone_sockets(tmp_path, ",".join(map(str, range(1, 40))), "touch ran")
     [inst] = gp.json("status", "t")["run"]["instances"]
     assert inst["status"] == "failed", inst
     assert "sandbox could not be set up" in inst["error"] and "git parallel retry t 1" in inst["error"], inst
@@ -166,3 +166,30 @@ def test_the_fenced_staging_of_what_an_agent_left_is_made_again(tmp_path: Path) 
     assert inst["status"] == "succeeded", inst
     assert len(list(marks.iterdir())) >= 3, "the staging's sandbox was made once only"
     assert gp.json("check", "t", code=None)["instances"][0]["verdict"] == "pass"
+
+
+@needs_namespace
+def test_sockets_made_and_removed_in_a_loop_cost_more_sandboxes_not_the_agent(tmp_path: Path) -> None:
+    """A program that makes and removes sockets in a loop (a test server,
+    or an agent of another run) fails many listings in a row: while each
+    failure is the cover of a socket gone by then, more sandboxes are made
+    (``namespace.SANDBOXES_SOCKETS_GONE``), where three are for any other
+    cause."""
+    gp, marks = _agent_with_gone_sockets(
+        tmp_path, ",".join(map(str, range(1, 11))), "printf 'def add(a, b):\\n    return a + b\\n' > app.py")
+    [inst] = gp.json("status", "t")["run"]["instances"]
+    assert inst["status"] == "succeeded", inst
+    assert len(list(marks.iterdir())) >= 11
+
+
+def test_only_a_cover_of_a_path_that_is_gone_earns_more_sandboxes(tmp_path: Path) -> None:
+    here = tmp_path / "here.sock"
+    here.write_text("")
+    gone = tmp_path / "gone.sock"
+    assert namespace.sandboxes_allowed(f"bwrap: Can't create file at {gone}: Read-only file system") \
+        == namespace.SANDBOXES_SOCKETS_GONE
+    assert namespace.sandboxes_allowed(f"bwrap: Can't bind mount /oldroot/dev/null on /newroot{gone}: Unable to "
+                                       "remount destination") == namespace.SANDBOXES_SOCKETS_GONE
+    assert namespace.sandboxes_allowed(f"bwrap: Can't create file at {here}: Read-only file system") \
+        == namespace.SANDBOXES
+    assert namespace.sandboxes_allowed("bwrap: Can't mkdir /x: Permission denied") == namespace.SANDBOXES

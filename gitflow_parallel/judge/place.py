@@ -75,7 +75,7 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     env = {**env, **fence.env}
     with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err, \
             contextlib.closing(fence):
-        for tries in range(1, SETUP_TRIES + 1):
+        for tries in range(1, namespace.SANDBOXES_SOCKETS_GONE + 1):
             try:
                 proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence)
             except supervise.START_ERRORS as exc:
@@ -94,7 +94,7 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             # The sandbox was not set up (what bwrap covers changed under
             # it: a socket of the host gone): the command never ran, so
             # it is started again in a sandbox made afresh, never judged.
-            if tries == SETUP_TRIES:
+            if tries >= namespace.sandboxes_allowed(why):
                 error = f"the sandbox could not be set up {tries} times, so the command never ran: {why}"
                 out.write(f"\ngit-parallel: {error}\n".encode())
                 return None, error, time.monotonic() - start
@@ -116,9 +116,6 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             out.write(f"\ngit-parallel: {error}\n".encode())
         return None, error, time.monotonic() - start
     return code, None, time.monotonic() - start
-
-
-SETUP_TRIES = 3  # sandboxes made for one judged command whose setup failed (``execute``)
 
 
 def _last_line(log: Path) -> str:

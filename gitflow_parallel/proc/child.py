@@ -100,6 +100,7 @@ class Child:
     snapshot: tamper.Snapshot | None = None  # what no attempt may change, as it was at the start (git/tamper)
     status_fd: int | None = None  # the pipe bwrap writes its status to (namespace layer, not under tmux)
     sandboxes: int = 0  # sandboxes made for this attempt (one more each time bwrap's setup failed)
+    bwrap_said: str = ""  # the last line of its log when its sandbox was not set up (``never_ran``)
     fence: sandbox.Fence | None = None  # the fence it runs in (proc/sandbox)
     tampered: list[str] | None = None  # what it changed of that (restored)
     tmux_status: Path | None = None  # under --tmux: the status file of its window (tmux.py)
@@ -185,6 +186,7 @@ def never_ran(child: Child, rc: int) -> bool:
             said = log.read().decode(errors="replace").strip().rpartition("\n")[2]
     except OSError:
         said = ""
+    child.bwrap_said = said
     return not namespace.exec_failed(said)
 
 

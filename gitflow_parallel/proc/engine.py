@@ -31,7 +31,7 @@ from gitflow_parallel.provenance import instance_note
 from gitflow_parallel import environ as proc_env
 from gitflow_parallel.proc import child as child_proc
 from gitflow_parallel.proc import claims as claims_proc
-from gitflow_parallel.proc import cgroup, leftovers, reaper, sandbox
+from gitflow_parallel.proc import cgroup, leftovers, namespace, reaper, sandbox
 from gitflow_parallel.proc import tmux as tmux_proc
 from gitflow_parallel.proc.notifier import Notifier
 from gitflow_parallel.proc.slots import Slots
@@ -458,18 +458,15 @@ def _ended(runner: _Runner, child: child_proc.Child) -> bool:
     return False
 
 
-SANDBOXES = 3  # sandboxes made for one attempt whose sandbox setup failed
-
-
 def _start_again(runner: _Runner, child: child_proc.Child) -> bool:
     """bwrap ended before the agent ran (what it covers changed under it:
     a socket of the host gone before it was covered): nothing of the
     attempt ran, so it starts in a sandbox made afresh, its new pid
-    recorded.  False when it may not (``SANDBOXES`` made, the run
+    recorded.  False when it may not (``namespace.sandboxes_allowed`` made, the run
     stopping, the instance decided elsewhere): then it ends as failed,
     its log saying why."""
     note = "git-parallel: the sandbox could not be set up, so the agent never ran"
-    if child.sandboxes >= SANDBOXES or runner.stopping:
+    if child.sandboxes >= namespace.sandboxes_allowed(child.bwrap_said) or runner.stopping:
         child_proc.engine_event(child.events, {"event": "engine_sandbox_failed", "ts": utcnow(),
                                                "instance": child.id, "sandboxes": child.sandboxes})
         with open(child.log, "ab") as log:

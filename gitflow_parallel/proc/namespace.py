@@ -43,6 +43,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -209,6 +210,23 @@ def exec_failed(said: str) -> bool:
     failing to execute it (a script whose interpreter is missing)?  That
     is the command's own failure, as outside a sandbox; not a setup's."""
     return said.startswith("bwrap: execvp ")
+
+
+# Sandboxes made for one command whose setup keeps failing: a few for any
+# cause, more while each failure is a cover of a socket that is gone by
+# then (another program made and removed it meanwhile: its next listing
+# no longer names it; a program that does so in a loop gets this many).
+SANDBOXES = 3
+SANDBOXES_SOCKETS_GONE = 20
+_COVER_FAILED = re.compile(r"bwrap: Can't (?:create file at |bind mount /oldroot/dev/null on /newroot)(/[^:]*):")
+
+
+def sandboxes_allowed(said: str) -> int:
+    """How many sandboxes a command whose last one failed, ``said`` its
+    last line (bwrap's error), may be given in all: ``SANDBOXES_SOCKETS_GONE``
+    when what failed was the cover of a path that exists no more."""
+    found = _COVER_FAILED.match(said)
+    return SANDBOXES_SOCKETS_GONE if found and not os.path.lexists(found.group(1)) else SANDBOXES
 
 
 MAX_STATUS = 1 << 16  # bytes of bwrap's status read

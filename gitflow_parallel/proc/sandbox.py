@@ -100,9 +100,6 @@ def refuse_unavailable(config: Mapping[str, object], what: str) -> None:
                  "sandbox: auto in .gitparallel.yaml (the layers that hold are then named on every event)")
 
 
-SETUP_TRIES = 3  # sandboxes made for one command whose sandbox setup failed
-
-
 @dataclass
 class Fence:
     """The fence one command runs in (``kind`` "landlock" or "none")."""
@@ -163,8 +160,8 @@ class Fence:
                           stdin: bytes) -> subprocess.CompletedProcess[bytes]:
         """``run`` under the namespace layer: started again in a sandbox
         made afresh while bwrap ends before the command ran
-        (``namespace.never_ran``), ``SETUP_TRIES`` times at most."""
-        for tries in range(1, SETUP_TRIES + 1):
+        (``namespace.never_ran``), ``namespace.sandboxes_allowed`` in all."""
+        for tries in range(1, namespace.SANDBOXES_SOCKETS_GONE + 1):
             status_r, status_w = os.pipe()
             try:
                 proc = subprocess.run(self.wrap(argv, cwd, env, status_w), cwd=str(cwd), env=env, input=stdin,
@@ -175,7 +172,7 @@ class Fence:
                 os.close(status_r)
             said = proc.stderr.decode(errors="replace").strip().rpartition("\n")[2]
             if proc.returncode != 1 or not namespace.never_ran(status) or namespace.exec_failed(said) \
-                    or tries == SETUP_TRIES:
+                    or tries >= namespace.sandboxes_allowed(said):
                 return proc
         raise AssertionError("unreachable")
 
