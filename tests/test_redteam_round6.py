@@ -186,7 +186,7 @@ def test_a_gate_finds_no_copy_of_a_siblings_code_on_disk(tmp_path: Path) -> None
 
 # -- 5. the attempt's own commit names its sibling's tip as a parent ------------------------
 
-PARENT_BORROWER = textwrap.dedent('''\
+_BORROWER = textwrap.dedent('''\
     import subprocess
 
 
@@ -195,7 +195,7 @@ PARENT_BORROWER = textwrap.dedent('''\
 
 
     def _borrow():
-        for rev in ['HEAD^2:app.py', 'HEAD^1:app.py']:
+        for rev in REVS:
             text = subprocess.run(['git', 'show', rev], capture_output=True, text=True).stdout
             if 'a + b' in text and '_borrow' not in text:
                 return text
@@ -206,6 +206,14 @@ PARENT_BORROWER = textwrap.dedent('''\
     if _found:
         exec(_found)
     ''')
+
+
+def _borrower(revs: list[str]) -> str:
+    """Attempt code that runs the first right ``add`` it finds at ``revs``."""
+    return _BORROWER.replace("REVS", repr(revs))
+
+
+PARENT_BORROWER = _borrower(["HEAD^2:app.py", "HEAD^1:app.py"])
 
 
 @needs_namespace
@@ -234,26 +242,7 @@ def test_a_commit_naming_a_siblings_tip_as_parent_does_not_bring_it_into_the_vie
     assert checked.get("1", {}).get("verdict") != "pass", "the wrong attempt passed with its sibling's commit as parent"
 
 
-TREE_BORROWER = textwrap.dedent('''\
-    import subprocess
-
-
-    def add(a, b):
-        return a - b
-
-
-    def _borrow():
-        for rev in ['HEAD:sib/app.py', 'HEAD~1:sib/app.py']:
-            text = subprocess.run(['git', 'show', rev], capture_output=True, text=True).stdout
-            if 'a + b' in text and '_borrow' not in text:
-                return text
-        return None
-
-
-    _found = _borrow()
-    if _found:
-        exec(_found)
-    ''')
+TREE_BORROWER = _borrower(["HEAD:sib/app.py", "HEAD~1:sib/app.py"])
 
 
 @needs_namespace
