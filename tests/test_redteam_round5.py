@@ -60,7 +60,7 @@ def test_a_remote_tracking_copy_of_a_siblings_branch_is_not_in_the_view(tmp_path
     """``collect`` (and a worker, and any ``git fetch`` of a remote the
     attempts were published to) keeps attempt branches at
     ``refs/remotes/<remote>/parallel/...`` and claims and evidence at
-    ``refs/parallel-remotes/...``: neither is in ``judged_view.HIDDEN``, so
+    ``refs/parallel-remotes/...``: neither was hidden by name, so
     the judged view packed the sibling's commit as history."""
     repo, gp = project(tmp_path)
     _honest_and_borrower(tmp_path, gp, BORROWER)

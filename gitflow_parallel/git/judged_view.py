@@ -57,17 +57,16 @@ from gitflow_parallel.files import remove_tree
 from gitflow_parallel.git.repo import HARDENED
 
 FOLDER = "judged-git"
-# The refs whose history no judged command may read: the attempts' branches,
-# git-parallel's archives and evidence refs, the tracking copies ``collect``
-# keeps of a remote's (claims carry an attempt's tip), and the notes (records).
-HIDDEN = ("refs/heads/parallel/", "refs/parallel/", "refs/parallel-remotes/", "refs/notes/")
 REMOTES = "refs/remotes/"
 # The only refs it shows: branches, tags and remote-tracking refs.  Any
-# other name may hold a copy of an attempt (a fetch with a refspec of one's
-# own, ``+refs/heads/*:refs/mirror/*``; ``refs/stash``, shared by every
+# other name may hold a copy of an attempt (git-parallel's archives,
+# evidence, claims and notes; a fetch with a refspec of one's own,
+# ``+refs/heads/*:refs/mirror/*``; ``refs/stash``, shared by every
 # worktree, after a ``git stash`` in an attempt's), and no test suite's git
 # reads one.
 SHOWN = ("refs/heads/", "refs/tags/", REMOTES)
+# Of those, the attempts' branches.
+HIDDEN = ("refs/heads/parallel/",)
 
 
 def hidden(name: str) -> bool:
