@@ -88,14 +88,14 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
                 # Whatever it left running goes too (also when we were
                 # interrupted), then the leader is reaped.
                 code = proc.end()
-            why = _last_line(stderr or stdout) if proc.never_ran else ""
+            why = namespace.last_line(stderr or stdout) if proc.never_ran else ""
             if not proc.never_ran or namespace.exec_failed(why):
                 break
             # The sandbox was not set up (what bwrap covers changed under
             # it: a socket of the host gone): the command never ran, so
             # it is started again in a sandbox made afresh, never judged.
             if tries >= namespace.sandboxes_allowed(why):
-                error = f"the sandbox could not be set up {tries} times, so the command never ran: {why}"
+                error = f"the sandbox could not be set up {tries} times, so the command never ran: {why or '(bwrap said nothing)'}"
                 out.write(f"\ngit-parallel: {error}\n".encode())
                 return None, error, time.monotonic() - start
             for handle in (out, err):
@@ -116,18 +116,6 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             out.write(f"\ngit-parallel: {error}\n".encode())
         return None, error, time.monotonic() - start
     return code, None, time.monotonic() - start
-
-
-def _last_line(log: Path) -> str:
-    """The last line of what a command that never ran wrote (bwrap's error)."""
-    try:
-        with open(log, "rb") as handle:
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 400))
-            tail = handle.read()
-    except OSError:
-        return "(its log could not be read)"
-    lines = tail.decode(errors="replace").strip().splitlines()
-    return lines[-1] if lines else "(bwrap said nothing)"
 
 
 def failure_code(error: str | None) -> str | None:

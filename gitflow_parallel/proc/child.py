@@ -180,14 +180,8 @@ def never_ran(child: Child, rc: int) -> bool:
     child.status_fd = None
     if rc != 1 or child.reason is not None or not namespace.never_ran(status):
         return False
-    try:
-        with open(child.log, "rb") as log:
-            log.seek(max(0, os.fstat(log.fileno()).st_size - 400))
-            said = log.read().decode(errors="replace").strip().rpartition("\n")[2]
-    except OSError:
-        said = ""
-    child.bwrap_said = said
-    return not namespace.exec_failed(said)
+    child.bwrap_said = namespace.last_line(child.log)
+    return not namespace.exec_failed(child.bwrap_said)
 
 
 def exited(child: Child) -> bool:

@@ -205,6 +205,17 @@ def never_ran(status: bytes) -> bool:
     return b'"exit-code"' not in status
 
 
+def last_line(log: Path) -> str:
+    """The last line a command that never ran left in ``log`` (bwrap's error)."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 400))
+            tail = handle.read()
+    except OSError:
+        return ""
+    return tail.decode(errors="replace").strip().rpartition("\n")[2]
+
+
 def exec_failed(said: str) -> bool:
     """Is ``said``, the last line a command that never ran left, bwrap
     failing to execute it (a script whose interpreter is missing)?  That
