@@ -1,11 +1,13 @@
 """git-parallel's hooks beside the hook managers people use, each installed
-from its registry (husky and lefthook from npm, pre-commit from PyPI) once
+from its registry (husky, lefthook and simple-git-hooks from npm, pre-commit
+from PyPI) once
 per session: the managers' own hooks keep running, a manager's reinstall
 that takes ours away is said loudly by `hooks status`, `check` and `merge`,
 and `hooks install` chains ours in again without refusing."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -35,13 +37,15 @@ def _fetch(cmd: list[str], cwd: Path, what: str) -> None:
 
 @pytest.fixture(scope="session")
 def npm_tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder with husky and lefthook installed by npm (lefthook's package
-    ships its binary as a dependency, so no install script is needed)."""
+    """A folder with husky, lefthook and simple-git-hooks installed by npm
+    (lefthook's package ships its binary as a dependency, so no install
+    script is needed)."""
     if shutil.which("npm") is None:
         pytest.skip("npm is not installed")
     where = tmp_path_factory.mktemp("npm-tools")
     (where / "package.json").write_text('{"name": "tools", "version": "1.0.0", "private": true}\n')
-    _fetch(["npm", "install", "--no-audit", "--no-fund", "husky@9", "lefthook"], where, "husky and lefthook")
+    _fetch(["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts", "husky@9", "lefthook", "simple-git-hooks@2"],
+           where, "husky, lefthook and simple-git-hooks")
     return where / "node_modules"
 
 
@@ -142,6 +146,47 @@ def test_lefthook_moving_ours_aside_is_said_and_undone(tmp_path: Path, npm_tools
         assert "lefthook pre-merge-commit" in log.read_text() and "lefthook post-checkout" in log.read_text()
         run(repo, lefthook, "install")  # succeeds: no copy of ours left in its way
         said_gone(gp, "pre-merge-commit")
+
+
+def test_simple_git_hooks_deleting_ours_is_said_and_its_keep_list_keeps_them(tmp_path: Path,
+                                                                             npm_tools: Path) -> None:
+    """simple-git-hooks (its `prepare`, on every `npm install`) deletes every
+    hook its config does not name: ours went without a trace, and nothing
+    said so.  The mark `hooks install` leaves says so now, with the keep list
+    to add, and with that list its next install leaves ours alone."""
+    repo, gp = setup(tmp_path, install=False)
+    log = tmp_path / "sgh.log"
+    config = {"pre-commit": f"echo sgh pre-commit >> {log}"}
+
+    def package(**more: object) -> None:
+        (repo / "package.json").write_text(json.dumps({"name": "p", "version": "1.0.0", "private": True,
+                                                       "simple-git-hooks": {**config, **more}}) + "\n")
+        git(repo, "add", "package.json")
+        git(repo, "commit", "-q", "-m", "package.json")
+
+    package()
+    sgh = ["node", str(npm_tools / "simple-git-hooks" / "cli.js")]
+    gp("hooks", "install")
+    run(repo, *sgh)  # what `npm install` runs as the project's prepare
+    hooks = repo / ".git" / "hooks"
+    assert not any((hooks / name).exists() for name in ("pre-merge-commit", "reference-transaction", "post-checkout"))
+    spawn(gp, "t", 1)
+    agent(gp, "t", "1", "result.txt=good")
+    gone = said_gone(gp, "pre-merge-commit (absent)", "reference-transaction (absent)", "post-checkout (absent)")
+    keep = ["pre-merge-commit", "reference-transaction", "post-checkout"]
+    assert f'"preserveUnused": {json.dumps(keep)}' in gone, gone
+
+    package(preserveUnused=keep)  # what the warning asks for
+    gp("hooks", "install")
+    run(repo, *sgh)
+    assert gp.json("hooks", "status")["installed"] is True
+    refused_merge(repo)
+    log.write_text("")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "its own hook still runs")
+    assert "sgh pre-commit" in log.read_text()
+
+    gp("hooks", "uninstall")  # the mark goes with ours: absent is then what was asked
+    assert gp.json("hooks", "status")["gone"] is None
 
 
 def test_pre_commit_runs_ours_in_its_migration_mode(tmp_path: Path, pre_commit: Path,

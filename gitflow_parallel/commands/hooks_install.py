@@ -21,7 +21,7 @@ from gitflow_parallel.state.live import read_live
 from gitflow_parallel.git.plain import git_out
 from gitflow_parallel.git.hooks import (
     HOOK_ID, HOOK_NAMES, LEFTHOOK_ASIDE, LEGACY_SUFFIX, common_hooks, gone, head_of_file, hooks_dir as _hooks_dir,
-    is_ours, manager_of, present, runs_its_legacy, runs_ours, slot, state_of)
+    installed_mark, is_ours, manager_of, present, runs_its_legacy, runs_ours, slot, state_of)
 from gitflow_parallel.errors import HOOK_REFUSED
 
 
@@ -261,6 +261,9 @@ def install(project: Project) -> HooksInstalled:
     folder.mkdir(parents=True, exist_ok=True)
     results = [_apply(folder, step, render(step.name, python, str(common), layout)) for step in plan]
     _retire_unread(folder, common)
+    mark = installed_mark(common)
+    mark.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(mark, f"{folder}\n")
     return {"hooks_dir": str(folder), "layout": layout, "python": python, "common_dir": str(common),
             "core_hooks_path": _core_hooks_path(project), "hooks": results}
 
@@ -314,6 +317,7 @@ def uninstall(project: Project) -> HooksRemoved:
     common = Path(project.repo.common_dir).resolve()
     results = [_uninstall_one(folder, name) for name in HOOK_NAMES]
     _retire_unread(folder, common)
+    installed_mark(common).unlink(missing_ok=True)
     return {"hooks_dir": str(folder), "hooks": results}
 
 
