@@ -221,6 +221,27 @@ def test_init_notes_tox_and_writes_what_else_it_found_as_comments(tmp_path: Path
     assert "#  - name: npm-test\n#    run: [npm, test]" in text and "#    run: [make, test]" in text
 
 
+@pytest.mark.parametrize("keep", [None, ["pre-commit"], True])
+def test_init_notes_that_simple_git_hooks_would_delete_ours(tmp_path: Path, keep: object) -> None:
+    """simple-git-hooks deletes, at every install, the hooks its config does
+    not name: init says what to add before `hooks install` (none when it
+    keeps them all)."""
+    sgh: dict[str, object] = {"pre-commit": "npx lint-staged"}
+    if keep is not None:
+        sgh["preserveUnused"] = keep
+    repo = make_repo(tmp_path / "repo", files={
+        "package.json": json.dumps({"scripts": {"test": "vitest run"}, "simple-git-hooks": sgh}),
+        "package-lock.json": "{}", "test/a.test.js": ""})
+    GP(repo).json("init")
+    text, _ = written(repo)
+    if keep is True:
+        assert "simple-git-hooks" not in text
+    else:
+        note = " ".join(line.removeprefix("#").strip() for line in text.splitlines()[:12])
+        assert ('note (node): simple-git-hooks deletes hooks its config does not name at every install: add '
+                '"preserveUnused": ["pre-merge-commit", "reference-transaction", "post-checkout"] to it') in note, note
+
+
 def test_init_without_a_test_runner_writes_the_commented_template(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", files={"README.md": "hi\n", "package.json": "{}"})
     out = GP(repo).json("init")

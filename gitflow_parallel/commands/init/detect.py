@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gitflow_parallel import pysetup
 from gitflow_parallel.git import protected
+from gitflow_parallel.git.hooks import HOOK_NAMES
 from gitflow_parallel.state.project import Project
 
 # Folders no project file of interest lives in (environments, builds, caches).
@@ -153,8 +154,23 @@ def _node(top: Path, files: list[str]) -> Runner | None:
     notes = [f"scripts.test is `{test}` (protected by default, as the test section of package.json)"]
     if tool == "yarn":
         notes.append("yarn 2 or newer: use `yarn install --immutable` in setup")
+    notes += _simple_git_hooks(doc)
     return Runner("node", ["package.json", *([lock] if lock else [])], tool=f"{tool} test", run=[tool, "test"],
                   setup=setup, protect=protect, notes=notes)
+
+
+def _simple_git_hooks(doc: dict[str, object]) -> list[str]:
+    """simple-git-hooks, configured in package.json, deletes at each install
+    every hook its config does not name: git-parallel's too, unless kept."""
+    config = doc.get("simple-git-hooks")
+    if not isinstance(config, dict):
+        return []
+    keep = config.get("preserveUnused")
+    if keep is True or (isinstance(keep, list) and set(HOOK_NAMES) <= set(keep)):
+        return []
+    names = ", ".join(f'"{n}"' for n in HOOK_NAMES)
+    return [f'simple-git-hooks deletes hooks its config does not name at every install: add "preserveUnused": '
+            f'[{names}] to it before `git parallel hooks install`']
 
 
 def _go(top: Path, files: list[str]) -> Runner | None:

@@ -32,7 +32,9 @@ def _flow(words: list[str]) -> str:
 
 
 def _comment(text: str, prefix: str = "# ", hang: str = "") -> list[str]:
-    return textwrap.wrap(text, 78, initial_indent=prefix, subsequent_indent=prefix + hang) or [prefix.rstrip()]
+    """``text`` as comment lines, never broken inside a name (``pnpm-lock.yaml``)."""
+    return textwrap.wrap(text, 78, initial_indent=prefix, subsequent_indent=prefix + hang,
+                         break_on_hyphens=False, break_long_words=False) or [prefix.rstrip()]
 
 
 def _harness_summary() -> str:
