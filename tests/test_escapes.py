@@ -117,3 +117,34 @@ def test_a_workers_name_from_the_remote_prints_escaped_in_collect(tmp_path: Path
     assert control_free(out), repr(out)
     assert "w\\x1b]0;pwned\\x07\\x1b[2J" in out
     assert gp.json("collect", "t")["instances"][0]["worker"] == evil
+
+
+def test_colour_sequences_are_dropped_and_every_other_one_escaped() -> None:
+    """A test runner's colours (vitest paints whenever TERM is not dumb, tty
+    or not) only paint text: dropped, the log reads as written, and text
+    painted to hide (concealed) is shown; any other sequence is escaped.
+    Split between two pieces of a stream, a colour sequence is still one."""
+    from gitflow_parallel.cli.verb import visible, visible_stream
+
+    log = "\x1b[32m✓\x1b[39m test/a.test.ts \x1b[2m(\x1b[22m3 tests\x1b[38;2;1;2;3m)\x1b[0m \x1b[8mhidden\x1b[28m\x1b[1A\x1b[2K"
+    plain = "✓ test/a.test.ts (3 tests) hidden\\x1b[1A\\x1b[2K"
+    assert visible(log) == plain
+    data = log.encode("utf-8")
+    for size in (1, 2, 3, 5, 7):
+        pieces = [data[k:k + size] for k in range(0, len(data), size)]
+        assert "".join(visible_stream(pieces)) == plain, size
+    # A sequence that never ends is not held for ever: escaped as it comes.
+    assert "".join(visible_stream([b"\x1b[" + b"1" * 100, b"m"])) == "\\x1b[" + "1" * 100 + "m"
+    assert "".join(visible_stream([b"ok\x1b[3", b"1"])) == "ok\\x1b[31"  # cut off at the end: escaped
+
+
+@pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
+def test_a_gate_log_in_colour_reads_as_plain_text(tmp_path: Path) -> None:
+    gate = "import sys\nsys.stdout.write('\\x1b[1m\\x1b[31mFAIL\\x1b[39m\\x1b[22m test_a \\x1b[2m(1 failed)\\x1b[22m\\n')\nsys.exit(1)\n"
+    repo, gp = scenarios.project(tmp_path, gate, agent=AGENT, tools=tmp_path)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", PY, str(tmp_path / "agent.py"))
+    gp("check", "t", code=1)
+    for text in (printed(repo, "logs", "t", "1", "--gate", "tests").decode("utf-8"), gp("show", "t", "1").stdout):
+        assert "FAIL test_a (1 failed)" in text and control_free(text), repr(text)
+    assert "\x1b[31m" in gp.json("logs", "t", "1", "--gate", "tests")["text"]  # --json: the bytes, escaped by JSON

@@ -87,8 +87,9 @@ def show(task: str, instance: str, lines: int, as_json: bool) -> None:
 def logs(task: str, instance: str, gate: str | None, agent: bool, follow: bool, raw: bool, as_json: bool) -> None:
     """Print an instance's agent log, or with --gate NAME one gate's log:
     from <common>/parallel/logs/, or from its evidence ref where the file is
-    not here (a fetched run, a pruned log folder).  Control characters other
-    than tab and newline print as escapes (\\x1b) unless --raw."""
+    not here (a fetched run, a pruned log folder).  Colour sequences are
+    dropped; other control characters but tab and newline print as escapes
+    (\\x1b) unless --raw."""
     from gitflow_parallel.commands import logs as logs_cmd
 
     if gate and agent:

@@ -36,13 +36,21 @@ _LONE_CR = re.compile(r"\r(?!\n)")
 _CONTROLS = [*range(0x00, 0x09), 0x0b, 0x0c, *range(0x0e, 0x20), *range(0x7f, 0xa0),
              0x200e, 0x200f, *range(0x202a, 0x202f), *range(0x2066, 0x206a)]
 _ESCAPES = {code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" for code in _CONTROLS}
+# Colour and style (SGR: ESC [ parameters m) only paint text: dropped, the
+# text reads as written (a jest or vitest log in colour stays readable, and
+# nothing painted to be hidden stays hidden).  Every other sequence is escaped.
+_SGR = re.compile(r"\x1b\[[0-9;:]*m")
+# The start of one at the end of a piece of a stream (held for the next piece,
+# unless it is too long to be one).
+_SGR_START = re.compile(r"\x1b(?:\[[0-9;:]{0,32})?\Z")
 
 
 def visible(value: T) -> T:
     """``value`` with every control character in its strings written as a
-    visible escape (``\\x1b``): text from agents, gates and remotes is
-    printed as what it says, never obeyed (a cursor move cannot turn a FAIL
-    line into a pass).  Dicts and lists are walked, keys included."""
+    visible escape (``\\x1b``), colour and style sequences dropped: text
+    from agents, gates and remotes is printed as what it says, never obeyed
+    (a cursor move cannot turn a FAIL line into a pass).  Dicts and lists
+    are walked, keys included."""
     # Each string becomes a string and each container one of its own type:
     # the shape, and so the type, is the one given.
     return cast(T, _visible(value))
@@ -50,7 +58,7 @@ def visible(value: T) -> T:
 
 def _visible(value: object) -> object:
     if isinstance(value, str):
-        return _LONE_CR.sub(r"\\x0d", value).translate(_ESCAPES)
+        return _LONE_CR.sub(r"\\x0d", _SGR.sub("", value)).translate(_ESCAPES)
     if isinstance(value, dict):
         return {_visible(k): _visible(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
@@ -59,13 +67,17 @@ def _visible(value: object) -> object:
 
 
 def visible_stream(chunks: Iterable[bytes]) -> Iterator[str]:
-    """``visible`` over a byte stream read in pieces: a character or a CRLF
-    split between two pieces still reads as one."""
+    """``visible`` over a byte stream read in pieces: a character, a CRLF or
+    a colour sequence split between two pieces still reads as one."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     held = ""
     for chunk in chunks:
         text = held + decoder.decode(chunk)
-        text, held = (text[:-1], "\r") if text.endswith("\r") else (text, "")
+        start = _SGR_START.search(text)
+        if start is not None:
+            text, held = text[:start.start()], text[start.start():]
+        else:
+            text, held = (text[:-1], "\r") if text.endswith("\r") else (text, "")
         yield visible(text)
     yield visible(held + decoder.decode(b"", final=True))
 
