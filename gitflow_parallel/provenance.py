@@ -100,7 +100,8 @@ def merge_note(record: RunRecord, m: MergeRecord) -> str:
                           for v in m.get("verified") or []],
                 winner_lines_dropped=sum(s.get("winner_lines_dropped", 0) for s in m["steps"]),
                 # The tracks that landed on their evidence, not re-proved (``merge.verify: auto``).
-                **({"rests_on": [{k: r.get(k) for k in ("track", "reproved", "pack_sha256", "commit", "tree")}
+                **({"rests_on": [{k: r.get(k) for k in ("track", "reproved", "pack_sha256", "commit", "tree",
+                                                         "judged_tree") if k in r}
                                  for r in m["rests_on"]]} if m.get("rests_on") else {}))
 
 

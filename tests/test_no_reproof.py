@@ -84,6 +84,31 @@ def test_a_fast_forward_of_a_checked_winner_lands_on_its_evidence(tmp_path: Path
 
 
 @needs_namespace
+def test_a_winner_that_added_a_protected_test_lands_on_its_evidence(tmp_path: Path) -> None:
+    # Its new test under a protected folder is left out of the judged
+    # checkout (the base has none there) and run in the added-tests stage.
+    # A re-proof of the landing would judge the very same tree again, with
+    # the same test left out: it ran the suite a second time for nothing.
+    repo, gp = project(tmp_path, "protect: [checks/**]\n")
+    checked_winner(gp, "work.txt=done", "checks/test_new.py=ok")
+    inst = gp.json("status", "t")["run"]["instances"][0]
+    pack = json.loads(Path(inst["evidence"]["path"]).read_text())
+    assert pack["tree"] != pack["judged_tree"] and pack["added_tests"]["paths"] == ["checks/test_new.py"]
+    assert pack["added_tests"]["passed"] and pack["verdict"] == "pass"
+    out = gp("merge", "t").stdout
+    assert "re-proved" not in out.replace("not re-proved", "")
+    assert f"with the base's protected paths ({pack['judged_tree'][:12]}), as a re-proof would" in out, out
+    assert gate_logs(repo)[1] == []  # no gate ran again
+    merged = gp.json("status", "t")["run"]["merge"]
+    [rested] = merged["rests_on"]
+    assert rested["tree"] == pack["tree"] == git(repo, "rev-parse", "main^{tree}")
+    assert rested["judged_tree"] == pack["judged_tree"]
+    assert "checks/test_new.py" in git(repo, "ls-tree", "-r", "--name-only", "main")  # the test landed with it
+    [line] = [n for n in note_lines(repo, merged["landed"]) if n["kind"] == "merge"]
+    assert line["rests_on"][0]["judged_tree"] == pack["judged_tree"]
+
+
+@needs_namespace
 def test_a_merge_commit_is_reproved(tmp_path: Path) -> None:
     repo, gp = project(tmp_path)
     checked_winner(gp, "work.txt=done")
@@ -155,7 +180,8 @@ def test_stale_or_collected_evidence_is_no_ground_to_land_on(tmp_path: Path) -> 
             "complete": True}
     record = {"run_id": "PR-1", "config_sha256": "c1", "config": {"sandbox": "auto"}}
 
-    def why(pack_changes: dict, inst_changes: dict | None = None, onto: str = "d" * 40) -> str:
+    def why(pack_changes: dict, inst_changes: dict | None = None, onto: str = "d" * 40,
+            judged: dict | None = None) -> str:
         from gitflow_parallel.files import sha256_bytes
 
         data = json.dumps({**pack, **pack_changes}).encode()
@@ -163,7 +189,7 @@ def test_stale_or_collected_evidence_is_no_ground_to_land_on(tmp_path: Path) -> 
         inst = {"id": "1", "attempt": 0, "track": "main", **(inst_changes or {}),
                 "evidence": {"path": str(pack_path), "sha256": sha256_bytes(data), "instance_revision": 3}}
         pick = {"track": "main", "winner": {"id": "1", "commit": "a" * 40, "evidence_sha256": sha256_bytes(data)}}
-        proof, reason = reprove.rests_on(record, pick, inst, "b" * 40, onto)  # type: ignore[arg-type]
+        proof, reason = reprove.rests_on(record, pick, inst, "b" * 40, onto, judged)  # type: ignore[arg-type]
         assert (proof is None) == (reason != "fresh pristine evidence made here")
         return reason
 
@@ -171,7 +197,18 @@ def test_stale_or_collected_evidence_is_no_ground_to_land_on(tmp_path: Path) -> 
     assert why({"config_sha256": "c0"}) == "the pack was made under another configuration"
     assert why({}, {"origin": "remote", "worker": "w1"}) == "its evidence was collected from a worker"
     assert why({"tree": "e" * 40, "judged_tree": "e" * 40}) == "the landing tree is not the tree its gates judged"
-    assert why({"judged_tree": "e" * 40}) == "the landing tree is not the tree its gates judged"
+    # Judged with protected paths restored: what a re-proof would judge too,
+    # as git says (``judged``, never the pack), unless what it changed keeps
+    # an attempt out of an automatic pick (a pack forged to pass it).
+    restored = {"judged_tree": "e" * 40}
+    assert why(restored) == "its gates judged the tree with protected paths restored"
+    assert why(restored, judged={"judged_tree": "e" * 40, "protected_blocking": []}) == \
+        "fresh pristine evidence made here"
+    assert why(restored, judged={"judged_tree": "f" * 40, "protected_blocking": []}) == \
+        "its gates judged another tree than a re-proof would"
+    assert why(restored, judged={"judged_tree": "e" * 40, "protected_blocking": ["conftest.py"]}) == \
+        "it changed protected path(s) that keep an attempt out of an automatic pick (conftest.py)"
+    assert why({"judged_tree": None}) == "the pack does not say what it judged"
     assert why({"fence": "landlock"}) == "it was judged without the namespace layer (sandbox: landlock)"
     assert why({"layers": ["pid", "mount", "ipc", "overlay", "git-view"]}) == "fresh pristine evidence made here"
     assert why({"layers": ["pid", "mount", "ipc", "overlay"]}) == "its sandbox lacked a layer of pid, mount, overlay, git-view"

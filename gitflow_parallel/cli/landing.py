@@ -209,8 +209,11 @@ def merge(task: str, push_remote: str | None, as_pr: bool, pr_remote: str | None
             click.echo(f"  re-proved track {v['track']} on the landing tree in a clean checkout: "
                        f"{'pass' if v['passed'] else 'fail'} ({names})" + (f"; {v['why']}" if v.get("why") else ""))
         for e in m.get("rests_on") or []:
+            restored = (f" with the base's protected paths ({e['judged_tree'][:12]}), as a re-proof would"
+                        if e.get("judged_tree") else "")
             click.echo(f"  not re-proved: track {e['track']} lands the tree {e['tree'][:12]} its check judged "
-                       f"here (evidence {(e['pack_sha256'] or '')[:12]} of instance {e['instance']}, merge.verify: auto)")
+                       f"here{restored} (evidence {(e['pack_sha256'] or '')[:12]} of instance {e['instance']}, "
+                       "merge.verify: auto)")
         if not m["verified"] and m.get("verify") == "never":
             click.echo("  not re-proved (merge.verify: never)")
         for landed in r.get("protected_landed") or []:

@@ -4,10 +4,14 @@ checkout, so that evidence of unknown making is never the only thing that
 lets a tree land.  Every refusal here happens before anything moved.
 
 ``auto`` (the default) runs no gate twice on one tree: a track whose
-landing tree is exactly the tree its winner's evidence pack judged lands
-on that pack, when the pack is one this machine's ``check`` made in a
-pristine sandboxed checkout by the run's frozen config (:func:`rests_on`
-names each condition).  Everything else is re-proved: a merged tree no
+landing tree is exactly its winner's tree lands on that winner's evidence
+pack, when the pack is one this machine's ``check`` made in a pristine
+sandboxed checkout by the run's frozen config, with the protected paths of
+the commit it lands on (:func:`rests_on` names each condition).  A re-proof
+would judge what that check judged: the landing tree with those protected
+paths restored, which is the winner's tree itself when it changed none (a
+restoring one is rested on only where the changes it restored are tests it
+added).  Everything else is re-proved: a merged tree no
 gate saw, evidence collected from a worker, evidence judged without the
 namespace layer, or protected paths from another commit than the one the
 landing goes onto.  ``always`` re-proves every landing, ``changed`` trusts
@@ -24,6 +28,7 @@ from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord, Winner
 from gitflow_parallel.state.picks import is_forced
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.config_schema import MergeConfig
+from gitflow_parallel.shapes.pack import Judged
 from gitflow_parallel.shapes.records import Reproof, RestsOn
 
 # What a judged command's sandbox must have held for its verdict to stand
@@ -42,23 +47,47 @@ def verify_mode(cfg: MergeConfig) -> str:
 
 
 def rests_on(record: RunRecord, pick: PickRecord, inst: InstanceRecord, tree: str,
-             onto: str) -> tuple[RestsOn | None, str]:
+             onto: str, judged: Judged | None = None) -> tuple[RestsOn | None, str]:
     """The evidence a landing of ``tree`` onto ``onto`` can rest on without
     running its gates again, or None and why not.  The pack must be the
     one the pick was made from, fresh, passing, made here (not collected
     from a worker), by the run's frozen config, in a clean checkout under
-    the namespace layer, with the protected paths of ``onto``, and have
-    judged exactly ``tree`` (no protected path restored)."""
+    the namespace layer, with the protected paths of ``onto``, and be the
+    evidence of ``tree`` itself, having judged what a re-proof would:
+    ``tree``, or, given ``judged`` (``gates.what_is_judged`` of the landing
+    onto ``onto``, worked out here from git, not read from the pack),
+    ``tree`` with the protected paths it changed taken from ``onto``, when
+    none of them keeps an attempt out of an automatic pick (a test it added
+    under a protected folder, run in the added-tests stage; ``judged_tree``
+    in the result says so)."""
     pack = evidence.load(inst)
     binding = inst.get("evidence")
-    why = _distrust(record, pick, inst, pack, tree, onto)
+    why = _distrust(record, pick, inst, pack, tree, onto) or _restored_differently(pack, tree, judged)
     if why is not None or pack is None:
         return None, why or "no evidence pack"
-    return {"track": pick["track"], "instance": inst["id"], "attempt": inst["attempt"],
-            "pack_sha256": binding["sha256"] if binding else None, "pack": binding["path"] if binding else None,
-            "commit": pack["commit"],
-            "tree": pack["tree"], "proof_issued_at": pack.get("proof_issued_at"), "fence": pack.get("fence"),
-            "reproved": False}, "fresh pristine evidence made here"
+    rests: RestsOn = {
+        "track": pick["track"], "instance": inst["id"], "attempt": inst["attempt"],
+        "pack_sha256": binding["sha256"] if binding else None, "pack": binding["path"] if binding else None,
+        "commit": pack["commit"], "tree": pack["tree"], "proof_issued_at": pack.get("proof_issued_at"),
+        "fence": pack.get("fence"), "reproved": False}
+    if pack.get("judged_tree") != pack["tree"]:
+        rests["judged_tree"] = pack["judged_tree"]
+    return rests, "fresh pristine evidence made here"
+
+
+def _restored_differently(pack: Mapping[str, object] | None, tree: str, judged: Judged | None) -> str | None:
+    """Why a pack whose gates judged ``tree`` with protected paths restored
+    does not stand for a re-proof of it, or None (also when it restored none)."""
+    if pack is None or pack.get("judged_tree") == tree:
+        return None
+    if judged is None:
+        return "its gates judged the tree with protected paths restored"
+    if judged["protected_blocking"]:
+        return (f"it changed protected path(s) that keep an attempt out of an automatic pick "
+                f"({', '.join(judged['protected_blocking'][:5])})")
+    if judged["judged_tree"] != pack.get("judged_tree"):
+        return "its gates judged another tree than a re-proof would"
+    return None
 
 
 def _distrust(record: RunRecord, pick: PickRecord, inst: InstanceRecord, pack: Mapping[str, object] | None,
@@ -80,8 +109,8 @@ def _distrust(record: RunRecord, pick: PickRecord, inst: InstanceRecord, pack: M
         (pack is not None and not evidence.freshness(record, inst, commit if isinstance(commit, str) else None).passing,
          "the evidence is not fresh and passing"),
         (pack is not None and pack.get("commit") != pick["winner"]["commit"], "the pack proves another commit"),
-        (pack is not None and not (pack.get("tree") == pack.get("judged_tree") == tree),
-         "the landing tree is not the tree its gates judged"),
+        (pack is not None and pack.get("tree") != tree, "the landing tree is not the tree its gates judged"),
+        (pack is not None and not isinstance(pack.get("judged_tree"), str), "the pack does not say what it judged"),
         (pack is not None and pack.get("checkout") != "clean", "it was not judged in a clean checkout"),
         (pack is not None and pack.get("fence") != "namespace",
          f"it was judged without the namespace layer (sandbox: {(pack or {}).get('fence')})"),
@@ -116,7 +145,8 @@ def verify_landing(project: Project, record: RunRecord, commit: str, winners: li
             continue
         why = None
         if mode == "auto":
-            proof, why = rests_on(record, pick, inst, tree, onto)
+            judged = gates.what_is_judged(project.repo.pygit, record, commit, onto)
+            proof, why = rests_on(record, pick, inst, tree, onto, judged)
             if proof is not None:
                 rested.append(proof)
                 continue

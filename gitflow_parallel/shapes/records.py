@@ -221,6 +221,7 @@ class RestsOn(TypedDict):
     proof_issued_at: str | None
     fence: str | None
     reproved: bool
+    judged_tree: NotRequired[str]  # what its gates judged, when protected paths were restored (as a re-proof would)
 
 
 class MergeRecord(TypedDict):
