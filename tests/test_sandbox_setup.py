@@ -11,6 +11,10 @@ never a failing gate."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -124,7 +128,8 @@ if _marks:
 """
 
 
-def _agent_with_gone_sockets(tmp_path: Path, which: str, script: str) -> tuple[GP, Path]:
+def _agent_with_gone_sockets(tmp_path: Path, which: str, script: str,
+                             tmux: str | None = None) -> tuple[GP, Path]:
     repo = make_repo(tmp_path / "repo", files={"app.py": "def add(a, b):\n    return a - b\n"}, config=CONFIG)
     gp = GP(repo)
     gp("spawn", "t", "-n", "1")
@@ -133,7 +138,9 @@ def _agent_with_gone_sockets(tmp_path: Path, which: str, script: str) -> tuple[G
     marks.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     env = {"PYTHONPATH": str(site), "GP_TEST_GONE_SOCKET": f"{which}:{marks}"}
-    gp("run", "t", "--", "sh", "-c", script, code=None, env=env)
+    if tmux is not None:  # a private tmux server
+        env.update({"TMUX_TMPDIR": tmux, "TMUX": "", "TMUX_PANE": ""})
+    gp("run", "t", *(["--tmux"] if tmux else []), "--", "sh", "-c", script, code=None, env=env, timeout=90)
     return gp, marks
 
 
@@ -144,6 +151,29 @@ def test_an_agent_whose_sandbox_was_not_set_up_starts_again(tmp_path: Path) -> N
     assert len(list(marks.iterdir())) >= 2, "the agent's sandbox was made once only"
     [inst] = gp.json("status", "t")["run"]["instances"]
     assert inst["status"] == "succeeded", inst
+    assert "starts in a sandbox made afresh" in Path(inst["log"]).read_text()
+    assert gp.json("check", "t", code=None)["instances"][0]["verdict"] == "pass"
+
+
+@needs_namespace
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+@pytest.mark.slow  # a tmux server and two windows: about 2 s
+def test_under_tmux_an_agent_whose_sandbox_was_not_set_up_starts_again(tmp_path: Path) -> None:
+    """The pane asks bwrap for its status as a headless runner does, and
+    says in its status file that the agent never ran: a new window, in a
+    sandbox made afresh.  Once a pane's bwrap failing that way failed the
+    agent."""
+    sock = tempfile.mkdtemp(prefix="gpt-", dir="/tmp")
+    try:
+        gp, marks = _agent_with_gone_sockets(
+            tmp_path, "1", "printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam fixed",
+            tmux=sock)
+    finally:
+        subprocess.run(["tmux", "kill-server"], env={**os.environ, "TMUX_TMPDIR": sock}, capture_output=True)
+        shutil.rmtree(sock, ignore_errors=True)
+    assert len(list(marks.iterdir())) >= 2, "the agent's sandbox was made once only"
+    [inst] = gp.json("status", "t")["run"]["instances"]
+    assert inst["status"] == "succeeded", (inst, Path(inst["log"]).read_text())
     assert "starts in a sandbox made afresh" in Path(inst["log"]).read_text()
     assert gp.json("check", "t", code=None)["instances"][0]["verdict"] == "pass"
 

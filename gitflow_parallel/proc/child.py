@@ -142,7 +142,7 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
         # fences it by the same Landlock paths (plan).
         inner = child.fence.wrap(child.argv, child.worktree, env) if child.fence is not None else child.argv
         argv = tmux.waiter_argv(tmux_binary, tmux.session_name(task), child.id, child.worktree, child.log,
-                                status, inner, plan)
+                                status, inner, plan, bwrap=child.fence is not None and child.fence.mounts is not None)
     status_w: int | None = None
     if tmux_binary is None:
         if child.fence is not None and child.fence.mounts is not None:
@@ -174,7 +174,7 @@ def never_ran(child: Child, rc: int) -> bool:
     ran (bwrap's setup failed: ``namespace.never_ran``)?  Reads and closes
     the status pipe."""
     if child.status_fd is None:
-        return False
+        return _pane_never_ran(child, rc)
     status = namespace.read_status(child.status_fd)
     os.close(child.status_fd)
     child.status_fd = None
@@ -182,6 +182,19 @@ def never_ran(child: Child, rc: int) -> bool:
         return False
     child.bwrap_said = namespace.last_line(child.log)
     return not namespace.exec_failed(child.bwrap_said)
+
+
+def _pane_never_ran(child: Child, rc: int) -> bool:
+    """Under ``--tmux``: did the pane say its bwrap ended before the agent
+    ran (``tmux.never_ran``)?"""
+    if child.tmux_status is None or rc != 1 or child.reason is not None:
+        return False
+    from gitflow_parallel.proc import tmux
+
+    if not tmux.never_ran(child.tmux_status):
+        return False
+    child.bwrap_said = namespace.last_line(child.log)
+    return True
 
 
 def exited(child: Child) -> bool:

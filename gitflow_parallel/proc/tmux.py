@@ -101,15 +101,16 @@ def release_server(tmux: str) -> None:
 
 
 def waiter_argv(tmux: str, session: str, window: str, cwd: str, log: Path, status: Path,
-                argv: list[str], fence: dict[str, object] | None = None) -> list[str]:
+                argv: list[str], fence: dict[str, object] | None = None, bwrap: bool = False) -> list[str]:
     """What the runner starts instead of ``argv`` under ``--tmux`` (``fence``:
-    the paths of the Landlock fence the pane puts the agent in)."""
+    the paths of the Landlock fence the pane puts the agent in; ``bwrap``:
+    ``argv`` is bwrap's, which the pane asks for its status)."""
     plan = "-"
     if fence is not None:
         plan = str(status.with_name(status.name + ".fence"))
         Path(plan).write_text(json.dumps(fence), encoding="utf-8")
     return [sys.executable, "-I", str(Path(__file__).resolve()), "wait", tmux, session, window, cwd, str(log),
-            str(status), plan, "--", *argv]
+            str(status), plan, "bwrap" if bwrap else "-", "--", *argv]
 
 
 # -- the wait role ------------------------------------------------------------------------
@@ -147,8 +148,16 @@ def _read_status(status: Path) -> int | None:
         return None
 
 
+def never_ran(status: Path) -> bool:
+    """Did the pane say its bwrap ended before the agent ran (``pane_main``)?"""
+    try:
+        return json.loads(status.read_text(encoding="utf-8")).get("never_ran") is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def wait_main(tmux: str, session: str, window: str, cwd: str, log: str, status_path: str, fence_path: str,
-              argv: list[str]) -> int:
+              argv: list[str], bwrap: bool = False) -> int:
     status = Path(status_path)
     spec = status.with_name(status.name + ".spec")
     fence = None
@@ -159,7 +168,7 @@ def wait_main(tmux: str, session: str, window: str, cwd: str, log: str, status_p
     fd = os.open(spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the environment may hold secrets
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump({"argv": argv, "cwd": cwd, "env": dict(os.environ), "tmux": tmux, "log": log,
-                   "status": str(status), "fence": fence}, handle)
+                   "status": str(status), "fence": fence, "bwrap": bwrap}, handle)
     for stale in (status, pane_file(status)):
         try:
             stale.unlink()
@@ -235,10 +244,10 @@ def _setup(fence: dict[str, object] | None) -> Callable[[], None]:
     return fenced
 
 
-def _write_status(path: str, code: int) -> None:
+def _write_status(path: str, code: int, never_ran: bool = False) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump({"exit_code": code}, handle)
+        json.dump({"exit_code": code, **({"never_ran": True} if never_ran else {})}, handle)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
@@ -274,13 +283,24 @@ def pane_main(spec_path: str) -> int:
         if key in os.environ:
             env[key] = os.environ[key]
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closed window: the agent's group gets the hang-up
+    argv: list[str] = spec["argv"]
+    said: int | None = None
+    if spec.get("bwrap"):
+        # bwrap says on this pipe whether the agent ran at all, as it does
+        # to a headless runner (namespace.never_ran).
+        said, told = os.pipe()
+        argv = [argv[0], "--json-status-fd", str(told), *argv[1:]]
     try:
-        child = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=env, preexec_fn=_setup(spec.get("fence")))
+        child = subprocess.Popen(argv, cwd=spec["cwd"], env=env, preexec_fn=_setup(spec.get("fence")),
+                                 pass_fds=() if said is None else (told,))
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         print(f"git-parallel: cannot run {spec['argv'][0]!r}: {getattr(exc, 'strerror', None) or exc}", flush=True)
         _write_status(status, code)
         return code
+    finally:
+        if said is not None:
+            os.close(told)
     _write_pane_file(status, pane_id, child.pid)
     while True:
         try:
@@ -297,18 +317,35 @@ def pane_main(spec_path: str) -> int:
     rc = child.wait()
     _foreground(os.getpgrp())
     code = rc if rc >= 0 else 128 - rc
-    _write_status(status, code)
+    _write_status(status, code, said is not None and _never_ran(said, rc, spec["argv"], env))
     return code
+
+
+def _never_ran(said: int, rc: int, argv: list[str], env: dict[str, str]) -> bool:
+    """Did bwrap end before the agent ran: status 1 and no exit code of the
+    agent on its status pipe (the test of ``namespace.never_ran``), with
+    the agent's command there to run (else its exec failed, which is the
+    agent's own failure, as it would be without a sandbox)?  Closes ``said``."""
+    with os.fdopen(said, "rb") as pipe:
+        status = pipe.read(65536)
+    if rc != 1 or b'"exit-code"' in status or "--" not in argv[1:]:
+        return False
+    command = argv[argv.index("--", 1) + 1:][:1]
+    if not command:
+        return False
+    found = command[0] if "/" in command[0] else shutil.which(command[0], path=env.get("PATH"))
+    return found is not None and os.access(found, os.X_OK)
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["wait"] and "--" in argv:
         sep = argv.index("--")
-        tmux, session, window, cwd, log, status, fence = argv[1:sep]
-        return wait_main(tmux, session, window, cwd, log, status, fence, argv=argv[sep + 1:])
+        tmux, session, window, cwd, log, status, fence, bwrap = argv[1:sep]
+        return wait_main(tmux, session, window, cwd, log, status, fence, argv=argv[sep + 1:], bwrap=bwrap == "bwrap")
     if argv[:1] == ["pane"] and len(argv) == 2:
         return pane_main(argv[1])
-    print("usage: tmux.py wait TMUX SESSION WINDOW CWD LOG STATUS FENCE|- -- CMD... | pane SPEC", file=sys.stderr)
+    print("usage: tmux.py wait TMUX SESSION WINDOW CWD LOG STATUS FENCE|- bwrap|- -- CMD... | pane SPEC",
+          file=sys.stderr)
     return 2
 
 
