@@ -436,3 +436,19 @@ def load_yaml(text: str | bytes, loader: type = yaml.SafeLoader) -> tuple[Any, y
         return (reader.construct_document(node) if node is not None else None), node
     finally:
         reader.dispose()
+
+
+def flock_held(path: str | os.PathLike[str]) -> bool:
+    """Does some process hold a ``flock`` on ``path``, in whatever PID
+    namespace?  Read from ``/proc/locks``, never by taking the lock (taken
+    for a moment, it would turn away whoever asks for it just then).
+    False where ``/proc/locks`` cannot be read."""
+    try:
+        info = os.stat(path)
+        with open("/proc/locks", encoding="ascii", errors="replace") as handle:
+            text = handle.read(1 << 20)
+    except OSError:
+        return False
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    # "1: FLOCK  ADVISORY  WRITE 3017 fd:00:1835029 0 EOF"; a waiter's line has "->" after the number.
+    return any(fields[1:2] == ["FLOCK"] and fields[5:6] == [where] for fields in map(str.split, text.splitlines()))

@@ -716,3 +716,32 @@ def test_the_hook_scripts_slow_path_starts_without_the_cli(tmp_path: Path) -> No
     # Arguments of another shape go through the CLI, which says what is wrong.
     out = hook("post-checkout", "--bogus", "--")
     assert out.returncode == 2 and "imported: True True" in out.stdout and "--common" in out.stderr
+
+
+def test_a_pass_of_a_process_in_another_pid_namespace_is_kept(tmp_path: Path) -> None:
+    """A git-parallel in a container sharing the repository names a pid
+    this process cannot look up: once its pass was swept as dead, and the
+    hooks then refused its own git.  Its pass stays a day; a dead one of
+    this namespace goes, in either form."""
+    import subprocess
+    import time
+
+    from gitflow_parallel.git import repo as repo_mod
+
+    repo = make_repo(tmp_path / "repo", files={"a.txt": "a\n"})
+    folder = repo / ".git" / "parallel" / "internal"
+    folder.mkdir(parents=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    here = repo_mod.pid_namespace()
+    passes = {"foreign": f"{dead.pid} n1{here}\n", "foreign-old": f"{dead.pid} n1{here}\n",
+              "dead-here": f"{dead.pid} n{here}\n", "dead-before": f"{dead.pid}\n"}
+    for name, text in passes.items():
+        (folder / name).write_text(text)
+    day = time.time() - repo_mod.FOREIGN_TOKEN_S - 60
+    os.utime(folder / "foreign-old", (day, day))
+    repo_mod._TOKENS.pop(os.path.realpath(repo / ".git"), None)
+    token = internal_token(repo / ".git")
+    left = {p.name for p in folder.iterdir()}
+    assert left == {"foreign", token}
+    assert (folder / token).read_text() == f"{os.getpid()} n{here}\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import textwrap
 from pathlib import Path
 
@@ -173,6 +174,29 @@ def test_what_a_killed_check_left_goes_with_the_next_judging(tmp_path: Path) -> 
     assert view is not None
     left = sorted(p.name for p in root.iterdir())
     assert f"view-{os.getpid()}-mine" in left and not any(str(dead.pid) in n for n in left)
+
+
+def test_a_view_of_a_process_in_another_pid_namespace_is_kept(tmp_path: Path) -> None:
+    """A check in a container sharing the repository names its folders by
+    a pid this process cannot look up: once that looked dead, and its view
+    went from under its gates.  Its folders stay until they are a day old;
+    a dead one of this namespace goes, in either naming."""
+    repo = make_repo(tmp_path / "repo", files={"a.txt": "a\n"})
+    root = tmp_path / "state" / judged_view.FOLDER
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    here = judged_view._PID_NAMESPACE
+    names = {"foreign": f"view-{dead.pid}-n1{here}-abc", "foreign-building": f"building-{dead.pid}-n1{here}-abc",
+             "foreign-old": f"view-{dead.pid}-n1{here}-old", "dead-here": f"view-{dead.pid}-n{here}-abc"}
+    for name in names.values():
+        (root / name / "objects").mkdir(parents=True)
+    day = time.time() - judged_view.FOREIGN_KEPT_S - 60
+    os.utime(root / names["foreign-old"], (day, day))
+    assert judged_view.make(repo / ".git", tmp_path / "state", None) is not None
+    left = {p.name for p in root.iterdir()}
+    assert {names["foreign"], names["foreign-building"]} <= left
+    assert names["foreign-old"] not in left and names["dead-here"] not in left
+    assert any(n.startswith(f"view-{os.getpid()}-n{here}-") for n in left)  # its own, named the same way
 
 
 def test_agents_of_one_tip_share_one_view_until_the_process_ends(tmp_path: Path) -> None:

@@ -648,3 +648,29 @@ def test_run_outlasts_a_long_held_project_lock(repo: Path, gp: GP) -> None:
     holder.wait()
     inst = gp.json("status", "t")["run"]["instances"][0]
     assert inst["status"] == "succeeded", proc.stdout + proc.stderr
+
+
+def test_a_runner_whose_pids_cannot_be_seen_is_alive_while_it_holds_the_claim(repo: Path, gp: GP,
+                                                                               tmp_path: Path) -> None:
+    """A runner in another PID namespace (a container sharing the
+    repository) records pids this process cannot see: its instance looked
+    gone, and `recover` marked it failed under it.  Its claim on the
+    instance (a flock, which every namespace sees) says it runs."""
+    from gitflow_parallel.proc import slots
+
+    gp("spawn", "T", "-n", "1")
+    work = agent(tmp_path, "quick", "open('made.txt', 'w').write('made\\n')")
+    gp("run", "T", "--", *work, code=None, env={"GIT_PARALLEL_FAULT": "run.after_running"}, timeout=30)
+    i = inst(record(gp, "T"), "1")
+    assert i["status"] == "running" and wait_gone([i["pid"]]) == []
+    claim = slots.try_claim(repo / ".git" / "parallel", "T", "1", "a runner elsewhere")
+    assert claim is not None
+    try:
+        assert inst(record(gp, "T"), "1")["live"]["flags"] == []
+        found = gp.json("validate", "T", code=None)["findings"]
+        assert "PARALLEL_PROCESS_GONE" not in {f["code"] for f in found}, found
+        assert inst(record(gp, "T"), "1")["status"] == "running"
+    finally:
+        claim.release()
+    assert inst(record(gp, "T"), "1")["live"]["flags"] == ["process gone"]
+    assert "PARALLEL_PROCESS_GONE" in {f["code"] for f in gp.json("validate", "T", code=1)["findings"]}

@@ -13,7 +13,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import evidence
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
-from gitflow_parallel.state.project import Project, instance_process_alive
+from gitflow_parallel.state.project import Project
 from gitflow_parallel.shapes.records import RunRecord
 from gitflow_parallel.shapes.results import StatusDetail, StatusListResult, StatusRow
 
@@ -32,7 +32,7 @@ def describe(project: Project, record: RunRecord) -> list[StatusRow]:
             tip = project.repo.ref_target(worktrees.archive_ref(record["run_id"], inst["id"], inst["attempt"]))
         fresh = evidence.freshness(record, inst, tip)
         flags: list[str] = []
-        if inst["status"] == "running" and not instance_process_alive(inst):
+        if inst["status"] == "running" and not project.instance_alive(record, inst):
             flags.append("process gone")
         if inst["status"] == "pending" and tip is not None and tip != inst["head"]:
             flags.append("hand work: `check` takes it")

@@ -47,6 +47,7 @@ import re
 import secrets
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +55,7 @@ import pygit2
 
 from gitflow_parallel import environ as proc_env
 from gitflow_parallel.files import remove_tree
-from gitflow_parallel.git.repo import HARDENED
+from gitflow_parallel.git.repo import HARDENED, pid_namespace
 
 FOLDER = "judged-git"
 REMOTES = "refs/remotes/"
@@ -175,7 +176,7 @@ def make(common: Path, parallel_dir: Path, judged: str | None, repo: pygit2.Repo
     root = parallel_dir / FOLDER
     root.mkdir(parents=True, exist_ok=True)
     _sweep_dead(root)
-    folder = root / f"view-{os.getpid()}-{secrets.token_hex(6)}"
+    folder = root / f"view-{_owner()}-{secrets.token_hex(6)}"
     pack = folder / "objects" / "pack"
     pack.mkdir(parents=True)
     (folder / "objects" / "info").mkdir()
@@ -196,13 +197,37 @@ def make(common: Path, parallel_dir: Path, judged: str | None, repo: pygit2.Repo
     return GitView(folder)
 
 
+def _owner() -> str:
+    """``<pid>-n<PID namespace>`` of this process, as its folders are named."""
+    return f"{os.getpid()}-n{_PID_NAMESPACE}"
+
+
+_PID_NAMESPACE = pid_namespace()
+# A folder of a process in another PID namespace (a container sharing the
+# repository), whose pid says nothing here, is left this long after its
+# last change.
+FOREIGN_KEPT_S = 24 * 3600
+
+
 def _sweep_dead(root: Path) -> None:
     """Remove the views and half-built history folders of processes that
-    are gone (a ``check`` killed with ``kill -9``)."""
+    are gone (a ``check`` killed with ``kill -9``): a pid of this PID
+    namespace no longer alive, or one of another namespace (its pid cannot
+    be looked up here) untouched for ``FOREIGN_KEPT_S``."""
     for entry in os.scandir(root):
         kind, _, rest = entry.name.partition("-")
-        pid = rest.partition("-")[0]
-        if kind in ("view", "building") and pid.isdigit() and not _alive(int(pid)):
+        pid, _, rest = rest.partition("-")
+        if kind not in ("view", "building") or not pid.isdigit():
+            continue
+        space = rest.partition("-")[0] if rest.startswith("n") else None  # (folders named before it: none)
+        if space is not None and space[1:] != _PID_NAMESPACE:
+            try:
+                dead = entry.stat(follow_symlinks=False).st_mtime < time.time() - FOREIGN_KEPT_S
+            except OSError:
+                continue
+        else:
+            dead = not _alive(int(pid))
+        if dead:
             remove_tree(Path(entry.path), ignore_errors=True)
 
 
@@ -260,7 +285,7 @@ def _history_pack(common: Path, root: Path, tips: list[str], repo: pygit2.Reposi
     if kept.is_dir():
         os.utime(kept)
         return kept
-    building = root / f"building-{os.getpid()}-{secrets.token_hex(6)}"
+    building = root / f"building-{_owner()}-{secrets.token_hex(6)}"
     building.mkdir()
     try:
         revs = list(tips)

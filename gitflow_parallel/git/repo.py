@@ -397,11 +397,33 @@ def _forget_token(path: Path, owner: int) -> None:
             pass
 
 
+def pid_namespace() -> str:
+    """This process's PID namespace (the inode number ``/proc/self/ns/pid``
+    names), "0" where it cannot be read: a pid means something only there."""
+    try:
+        return "".join(c for c in os.readlink("/proc/self/ns/pid") if c.isdigit()) or "0"
+    except OSError:
+        return "0"
+
+
+# A token of a process in another PID namespace (a container sharing the
+# repository), whose pid cannot be looked up here, is kept this long.
+FOREIGN_TOKEN_S = 24 * 3600
+
+
 def _sweep_tokens(folder: Path) -> None:
-    """Remove the tokens of processes that are gone (killed with -9)."""
+    """Remove the tokens of processes that are gone (killed with -9): a pid
+    of this PID namespace not alive, or one of another untouched for
+    ``FOREIGN_TOKEN_S``."""
+    here = pid_namespace()
     for path in folder.iterdir():
         try:
-            pid = int(path.read_text(encoding="ascii").split()[0])
+            fields = path.read_text(encoding="ascii").split()
+            pid = int(fields[0])
+            if fields[1:2] and fields[1] != f"n{here}":
+                if path.stat().st_mtime < time.time() - FOREIGN_TOKEN_S:
+                    path.unlink(missing_ok=True)
+                continue
             os.kill(pid, 0)
         except ProcessLookupError:
             path.unlink(missing_ok=True)
@@ -419,7 +441,7 @@ def internal_token(common_dir: str | os.PathLike[str]) -> str:
         _sweep_tokens(folder)
         token = secrets.token_hex(16)
         path = folder / token
-        path.write_text(f"{os.getpid()}\n", encoding="ascii")
+        path.write_text(f"{os.getpid()} n{pid_namespace()}\n", encoding="ascii")
         atexit.register(_forget_token, path, os.getpid())
         _TOKENS[key] = token
     return token

@@ -35,6 +35,7 @@ import os
 from pathlib import Path
 
 from gitflow_parallel.files import utcnow
+from gitflow_parallel.state.claims import claim_path
 
 
 def slots_dir(parallel_dir: Path) -> Path:
@@ -116,8 +117,6 @@ class Slots:
 # pending instances between them: the first takes all it selected, the
 # second finds them claimed.  ``abort`` waits on them to know that a stopped
 # agent's runner has finished with its worktree.
-def claim_path(parallel_dir: Path, task: str, inst_id: str) -> Path:
-    return parallel_dir / "locks" / f"run-{task}-{inst_id}.lock"
 
 
 def try_claim(parallel_dir: Path, task: str, inst_id: str, holder: str = "") -> Slot | None:

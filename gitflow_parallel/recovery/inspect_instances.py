@@ -16,7 +16,7 @@ from gitflow_parallel.files import utcnow
 from gitflow_parallel.git.repo import commit_all, worktree_changes
 from gitflow_parallel.model import TERMINAL, InstanceRecord, RunRecord, find_instance
 from gitflow_parallel.proc import leftovers
-from gitflow_parallel.state.project import instance_process_alive, notes_instance_on
+from gitflow_parallel.state.project import notes_instance_on
 from gitflow_parallel.recovery.context import RunContext, partial_refusal
 from gitflow_parallel.recovery.gitwork import dismantle_instance
 from gitflow_parallel.recovery.scan import ERROR, Repair, WorktreeState
@@ -75,7 +75,7 @@ def processes(ctx: RunContext) -> None:
     if not ctx.live:
         return
     for inst in ctx.record["instances"]:
-        if inst["status"] != "running" or instance_process_alive(inst):
+        if inst["status"] != "running" or ctx.project.instance_alive(ctx.record, inst):
             continue
         process_gone(ctx, inst)
 

@@ -10,7 +10,6 @@ from gitflow_parallel import model
 from gitflow_parallel.errors import SPAWN_INCOMPLETE, WORKTREE_MISSING, ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.model import TERMINAL, InstanceRecord, RunRecord
-from gitflow_parallel.state.project import instance_process_alive
 from gitflow_parallel.recovery.context import RunContext, partial_refusal
 from gitflow_parallel.recovery.inspect_instances import finished_instance
 from gitflow_parallel.recovery.gitwork import attach_worktree, clear_partial, dismantle_instance
@@ -47,7 +46,7 @@ def spawn_and_worktrees(ctx: RunContext) -> None:
     for inst in broken:
         st = ctx.states[inst["id"]]
         missing = ctx.describe_missing(inst)
-        if inst["status"] == "running" and instance_process_alive(inst):
+        if inst["status"] == "running" and ctx.project.instance_alive(ctx.record, inst):
             ctx.add(WORKTREE_MISSING, ERROR,
                     f"instance {inst['id']} is running (pid {inst['pid']}) but its {missing}",
                     fix=f"git parallel abort {ctx.task} {inst['id']}, then git parallel retry {ctx.task} {inst['id']}",

@@ -30,6 +30,16 @@ class Project:
         return notes.add(self.repo.pygit, record["config"]["notes_ref"], list(entries),
                          f"git-parallel: {what} ({record['task']}, {record['run_id']})", self.repo.identity())
 
+    def instance_alive(self, record: RunRecord, inst: InstanceRecord) -> bool:
+        """:func:`instance_process_alive`, or its claim still held: its
+        runner is alive where its pids cannot be seen from here (another PID
+        namespace: a container sharing this repository)."""
+        if instance_process_alive(inst):
+            return True
+        from gitflow_parallel.state.claims import claim_held
+
+        return claim_held(self.repo.parallel_dir, record["task"], inst["id"])
+
     def mirror_notes(self, record: RunRecord, entries: Iterable[tuple[str, str]], what: str) -> str | None:
         """Write the notes that mirror records already saved; a failure here
         must not fail a verb whose real work is done (recover rewrites missing
