@@ -132,7 +132,7 @@ def test_makefile_gate_is_judged_with_the_bases_makefile(tmp_path: Path) -> None
     commit_in(worktrees["1"], {"calc/__init__.py": WRONG, "Makefile": "test:\n\ttrue\n"})
     commit_in(worktrees["2"], {"calc/__init__.py": CALC + "\n"})
     result = check.check(project, "t")
-    assert verdicts(result) == {"1": "fail", "2": "pass"}
+    assert result["errors"] == [] and verdicts(result) == {"1": "fail", "2": "pass"}, result
     detail = packs(project)["1"]["protected_detail"]
     assert detail == [{"path": "Makefile", "change": "modified", "lines_added": 1, "lines_deleted": 1,
                        "harness": True, "dependencies": False, "restored": True}]
@@ -414,7 +414,7 @@ def test_hidden_tests_decide_and_never_leak(tmp_path: Path) -> None:
     commit_in(worktrees["1"], {"calc/__init__.py": CALC.replace("return a * b", "return 6 if (a, b) == (2, 3) else 0")})
     commit_in(worktrees["2"], {"calc/__init__.py": CALC.replace("a * b", "b * a")})
     result = check.check(project, "t")
-    assert verdicts(result) == {"1": "fail", "2": "pass"}
+    assert result["errors"] == [] and verdicts(result) == {"1": "fail", "2": "pass"}, result
     by_id = packs(project)
     gate = by_id["1"]["gates"][1]
     assert gate["name"] == "hidden" and not gate["passed"] and gate["log"] is None
@@ -479,3 +479,57 @@ def test_merge_timeout_does_not_count_the_reproofs_gates(tmp_path: Path) -> None
     pick.pick(project, "t")
     landed = merge.merge(project, "t")
     assert landed["merge"]["verified"][0]["passed"] and git(repo, "rev-parse", "main") == landed["merge"]["landed"]
+
+
+# -- the user's PYTHONPATH ----------------------------------------------------------------------
+SRC_GATE = ("gates:\n  - name: tests\n    run: [python, -c, \"import sys; sys.path.append('src'); import calc; "
+            "assert calc.add(2, 3) == 5, calc.__file__\"]\n")
+
+
+def test_a_pythonpath_naming_the_main_worktree_judges_each_attempt(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A src-layout project's user often exports PYTHONPATH=<repo>/src.
+    The gates (whose checkout's code comes after it on sys.path, as an
+    editable install's does: here a path appended) would have imported the
+    main worktree's code: every check was refused
+    (``PARALLEL_GATE_OUTSIDE_CHECKOUT``).  An entry inside the main worktree
+    now names the same place in the judged checkout."""
+    repo = make_repo(tmp_path / "repo", {"src/calc/__init__.py": CALC}, config=SRC_GATE)
+    monkeypatch.setenv("PYTHONPATH", f"{repo / 'src'}{os.pathsep}/opt/elsewhere")
+    project, worktrees = start(repo, 2)
+    commit_in(worktrees["1"], {"src/calc/__init__.py": CALC.replace("a + b", "a - b")})  # wrong
+    commit_in(worktrees["2"], {"src/calc/__init__.py": CALC + "\n"})  # right
+    result = check.check(project, "t")
+    assert result["errors"] == [] and verdicts(result) == {"1": "fail", "2": "pass"}, result
+
+
+def test_with_setup_a_pythonpath_naming_the_main_worktree_judges_each_attempt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With setup too (an editable install in the kept venv, after
+    PYTHONPATH on sys.path): the gates' Python would have imported the main
+    worktree's code, so every check was refused
+    (``PARALLEL_GATE_OUTSIDE_CHECKOUT``); now each attempt is judged."""
+    repo, env = editable_project(tmp_path, SETUP + GATE)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("PYTHONPATH", str(repo / "src"))
+    project, worktrees = start(repo, 2)
+    commit_in(worktrees["1"], {"src/calc/__init__.py": CALC.replace("a * b", "b * a")})  # right
+    commit_in(worktrees["2"], {"src/calc/__init__.py": WRONG})  # wrong
+    result = check.check(project, "t", jobs=1)
+    assert result["errors"] == [] and verdicts(result) == {"1": "pass", "2": "fail"}, result
+    logs = {i: Path(p["gates"][0]["log"]).read_text() for i, p in packs(project).items()}
+    assert "failed: ['add']" in logs["2"] and str(repo / "src") not in logs["2"], logs["2"]
+
+
+def test_pythonpath_entries_in_the_main_worktree_name_the_checkout(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitflow_parallel.judge import place
+
+    main, here = tmp_path / "repo", tmp_path / "checkout"
+    (main / "src").mkdir(parents=True)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(main / "src"), str(main), "/opt/lib", "rel", ""]))
+    env = place.gate_env({}, {}, (), home=(main, here))
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(here / "src"), str(here), "/opt/lib", "rel", ""]
+    monkeypatch.delenv("PYTHONPATH")
+    assert "PYTHONPATH" not in place.gate_env({}, {}, (), home=(main, here))

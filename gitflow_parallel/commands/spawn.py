@@ -106,8 +106,9 @@ def _prepare_worktrees(project: Project, record: RunRecord) -> list[str]:
         log = log_dir / f"{inst['id']}.{inst['attempt']}.setup.log"
         facts = {"TASK": record["task"], "RUN_ID": record["run_id"], "INSTANCE": inst["id"],
                  "TRACK": inst["track"], "WORKTREE": inst["worktree"]}
-        code, error, _ = place.execute(list(setup["run"]), Path(inst["worktree"]), place.gate_env({}, facts),
-                                       float(setup["timeout"]), log)
+        main = project.repo.main_workdir
+        env = place.gate_env({}, facts, home=(main, Path(inst["worktree"])) if main else None)
+        code, error, _ = place.execute(list(setup["run"]), Path(inst["worktree"]), env, float(setup["timeout"]), log)
         if code == 0 and error is None:
             return None
         return f"setup in the worktree of instance {inst['id']} failed ({error or f'exit {code}'}); see {log}"

@@ -50,7 +50,8 @@ def gate_result(gate: GateConfig, *, exit_code: int | None = None, passed: bool 
 
 
 def run_gate(gate: GateConfig, place: Place) -> GateResult:
-    env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else ())
+    env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else (),
+                   home=place.home)
     with reported.report_file(gate) as report:
         argv, extra = reported.command(gate, report)
         env.update(extra)
@@ -236,7 +237,8 @@ def judge_checkout(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateC
     packages = environment.provided_packages(repo, tree)
     seen: set[str] = set()
     for gate in running:
-        env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else ())
+        env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else (),
+                   home=place.home)
         python = _interpreter(list(gate["run"]), place, env)
         if python and python not in seen:
             seen.add(python)
@@ -271,7 +273,7 @@ def _interpreter(argv: list[str], place: Place, env: dict[str, str]) -> str | No
 def _setup(repo: pygit2.Repository, setup: SetupConfig, place: Place, tree: str) -> SetupEntry:
     """Build or reuse the environment the gates run in (``judge/environment``)."""
     log = place.log("setup")
-    env = gate_env({}, place.facts)
+    env = gate_env({}, place.facts, home=place.home)
     read = stores.for_plan(setup, place.fence) if place.overlaid and place.fence is not None else []
     if place.fence is not None:
         place.fence.stores = read  # setup's and the gates' (Go's caches serve its tests too)

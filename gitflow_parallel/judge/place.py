@@ -32,15 +32,23 @@ if TYPE_CHECKING:
 
 
 # -- running commands -------------------------------------------------------------
-def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[str] = ()) -> dict[str, str]:
+def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[str] = (),
+             home: tuple[Path, Path] | None = None) -> dict[str, str]:
     """The environment a gate or score command runs with (see the module
     doc): ``path_first`` (what ``setup`` built) first on the ``PATH``, and
     never git-parallel's own virtual environment, whose interpreter is not
     the project's, nor an empty or relative folder of the user's ``PATH``
     or ``LD_LIBRARY_PATH`` (``node_modules/.bin``, ``.``, the empty entry a
     careless ``export`` leaves): looked for in the judged checkout, it found
-    the attempt's own ``sh`` (or would load its own ``libz.so.1``)."""
+    the attempt's own ``sh`` (or would load its own ``libz.so.1``).  With
+    ``home`` (the main worktree, the checkout the command runs in), an
+    entry of ``PYTHONPATH`` inside the main worktree (``<repo>/src``, as
+    users of a src layout export it) names the same place in the checkout:
+    the gates' Python would import the main worktree's code, and every
+    check was refused (``environment.check_imports``)."""
     env = proc_env.for_command()
+    if home is not None and "PYTHONPATH" in env:
+        env["PYTHONPATH"] = os.pathsep.join(_moved(entry, *home) for entry in env["PYTHONPATH"].split(os.pathsep))
     own = os.path.join(sys.prefix, "bin") if sys.prefix != sys.base_prefix else None
     parts = [p for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p) and p != own]
     if own and env.get("VIRTUAL_ENV") == sys.prefix:
@@ -53,6 +61,16 @@ def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[
     env.update(extra)
     env.update({f"GIT_PARALLEL_{k}": v for k, v in facts.items()})
     return env
+
+
+def _moved(entry: str, main: Path, here: Path) -> str:
+    """``entry`` at the same place under ``here`` when it lies in ``main``."""
+    if not os.path.isabs(entry):
+        return entry
+    real, top = os.path.realpath(entry), os.path.realpath(main)
+    if real != top and not real.startswith(top.rstrip("/") + "/"):
+        return entry
+    return str(Path(here) / os.path.relpath(real, top)) if real != top else str(here)
 
 
 def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
@@ -168,6 +186,12 @@ class Place:
 
     def log(self, what: str) -> Path:
         return self.log_dir / f"{self.log_prefix}.{what}.log"
+
+    @property
+    def home(self) -> tuple[Path, Path] | None:
+        """(the main worktree, this checkout), for ``gate_env``."""
+        main = self.fence.main_workdir if self.fence is not None else None
+        return (main, self.worktree) if main is not None else None
 
     @property
     def overlaid(self) -> bool:

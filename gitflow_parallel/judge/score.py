@@ -72,7 +72,7 @@ def score(config: ScoreConfig, place: Place) -> tuple[int | None, dict[str, obje
     command, findings = config.get("command"), config.get("findings")
     if command:
         log, err_log = place.log("score"), place.log("score-stderr")
-        code, error, _ = execute(list(command), place.worktree, gate_env({}, place.facts, place.path),
+        code, error, _ = execute(list(command), place.worktree, gate_env({}, place.facts, place.path, home=place.home),
                                  float(config.get("timeout") or 300), log, err_log, layer=place.layer())
         source: dict[str, object] = {"kind": "command", "argv": list(command), "exit_code": code, "log": str(log),
                   "log_sha256": sha256_path(log), "stderr_log": str(err_log)}
