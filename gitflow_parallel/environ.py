@@ -55,3 +55,21 @@ def for_command(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``environ`` (default ours) fit for an agent or a gate: no git location
     variable and no ``GIT_PARALLEL_*`` one."""
     return {k: v for k, v in for_git(environ).items() if not k.startswith(OURS)}
+
+
+def move_pythonpath(env: dict[str, str], main: str | os.PathLike[str], here: str | os.PathLike[str]) -> None:
+    """In ``env``, each ``PYTHONPATH`` entry inside the main worktree
+    ``main`` (``<repo>/src``, as users of a src layout export it) names the
+    same place in ``here``, the checkout or worktree a command runs in: its
+    Python would import the main worktree's code, not the one before it."""
+    if "PYTHONPATH" not in env:
+        return
+    top = os.path.realpath(main)
+
+    def moved(entry: str) -> str:
+        real = os.path.realpath(entry) if os.path.isabs(entry) else None
+        if real is None or (real != top and not real.startswith(top.rstrip("/") + "/")):
+            return entry
+        return os.fspath(here) if real == top else os.path.join(here, os.path.relpath(real, top))
+
+    env["PYTHONPATH"] = os.pathsep.join(moved(entry) for entry in env["PYTHONPATH"].split(os.pathsep))

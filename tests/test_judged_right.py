@@ -533,3 +533,18 @@ def test_pythonpath_entries_in_the_main_worktree_name_the_checkout(tmp_path: Pat
     assert env["PYTHONPATH"].split(os.pathsep) == [str(here / "src"), str(here), "/opt/lib", "rel", ""]
     monkeypatch.delenv("PYTHONPATH")
     assert "PYTHONPATH" not in place.gate_env({}, {}, (), home=(main, here))
+
+
+def test_an_agents_pythonpath_in_the_main_worktree_names_its_own_worktree(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its own tests imported the main worktree's code: an agent fixing
+    src/calc saw them fail on the base whatever it wrote."""
+    repo = make_repo(tmp_path / "repo", {"src/calc/__init__.py": CALC}, config=SRC_GATE)
+    monkeypatch.setenv("PYTHONPATH", f"{repo / 'src'}{os.pathsep}/opt/elsewhere")
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", PY, "-c", "import os, calc; open('seen.txt', 'w').write(os.environ['PYTHONPATH'] + "
+                                   "'|' + calc.__file__)")
+    worktree = Path(gp.json("status", "t")["run"]["instances"][0]["worktree"])
+    seen = git(repo, "show", "parallel/t/1:seen.txt")
+    assert seen == f"{worktree / 'src'}{os.pathsep}/opt/elsewhere|{worktree / 'src' / 'calc' / '__init__.py'}", seen

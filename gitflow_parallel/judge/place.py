@@ -47,8 +47,8 @@ def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[
     the gates' Python would import the main worktree's code, and every
     check was refused (``environment.check_imports``)."""
     env = proc_env.for_command()
-    if home is not None and "PYTHONPATH" in env:
-        env["PYTHONPATH"] = os.pathsep.join(_moved(entry, *home) for entry in env["PYTHONPATH"].split(os.pathsep))
+    if home is not None:
+        proc_env.move_pythonpath(env, *home)
     own = os.path.join(sys.prefix, "bin") if sys.prefix != sys.base_prefix else None
     parts = [p for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p) and p != own]
     if own and env.get("VIRTUAL_ENV") == sys.prefix:
@@ -61,16 +61,6 @@ def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[
     env.update(extra)
     env.update({f"GIT_PARALLEL_{k}": v for k, v in facts.items()})
     return env
-
-
-def _moved(entry: str, main: Path, here: Path) -> str:
-    """``entry`` at the same place under ``here`` when it lies in ``main``."""
-    if not os.path.isabs(entry):
-        return entry
-    real, top = os.path.realpath(entry), os.path.realpath(main)
-    if real != top and not real.startswith(top.rstrip("/") + "/"):
-        return entry
-    return str(Path(here) / os.path.relpath(real, top)) if real != top else str(here)
 
 
 def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,

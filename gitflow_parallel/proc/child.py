@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel import model
+from gitflow_parallel import environ as proc_env
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.git import tamper
 from gitflow_parallel.model import InstanceRecord, RunRecord, find_instance
@@ -104,6 +105,7 @@ class Child:
     fence: sandbox.Fence | None = None  # the fence it runs in (proc/sandbox)
     tampered: list[str] | None = None  # what it changed of that (restored)
     tmux_status: Path | None = None  # under --tmux: the status file of its window (tmux.py)
+    main: str | None = None  # the main worktree (its PYTHONPATH entries there name the same place here)
     watcher: Watcher | None = None  # whether it waits for input (proc/waiting)
 
     @property
@@ -126,6 +128,8 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
     })
     if child.feedback:
         env["GIT_PARALLEL_FEEDBACK"] = child.feedback
+    if child.main:
+        proc_env.move_pythonpath(env, child.main, child.worktree)
     if child.fence is not None:
         sandbox.agent_env(child.fence, env)
     # Under --tmux the stand-in is not fenced (it talks to tmux and writes
@@ -238,6 +242,7 @@ def make_child(project: Project, record: RunRecord, argv: list[str], inst: Insta
         log=logs_dir(project.repo.parallel_dir, record["run_id"]) / f"{name}.log",
         events=events_dir(project.repo.parallel_dir, record["run_id"]) / f"{name}.jsonl",
         feedback=inst.get("feedback"),
+        main=str(project.repo.main_workdir) if project.repo.main_workdir else None,
     )
 
 
