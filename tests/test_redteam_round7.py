@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from hostile import needs_namespace, processes_with, token
+from hostile import log_of, needs_namespace
 from test_escapes import control_free
 from test_hostile import HONEST, PY, project
+from test_sandbox import LAYERS, fenced
 
 pytestmark = pytest.mark.slow
 
@@ -90,3 +91,80 @@ def test_file_names_an_attempt_commits_print_as_escapes(tmp_path: Path) -> None:
         assert control_free(text.replace("\r\n", "\n")), (args, repr(text)[:2000])
         err = proc.stderr.decode("utf-8", "replace")
         assert control_free(err), (args, repr(err)[:2000])
+
+
+# -- 3. a live sibling's agent log, read through the common dir ---------------------------
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_an_agent_cannot_read_a_live_siblings_log(tmp_path: Path, layer: str) -> None:
+    """An agent's output goes to ``<common>/parallel/logs/<run_id>/``, and
+    real agents print the code they write (a transcript, a diff, ``cat``).
+    The wrong agent waits for its live sibling's log to show the fix, copies
+    it and commits it as its own: it then passes with work not its own (and
+    under Landlock alone the judged view cannot tell, its sibling's commit
+    is never named)."""
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    common = repo / ".git"
+    # The sibling prints its fix and stays alive a while (so it is live
+    # while the other reads), then commits it.
+    two = f"{HONEST} && cat app.py && sleep 4 && git commit -qam right"
+    one = ("i=0; while [ $i -lt 60 ]; do "
+           f"  f=$(grep -l 'return a + b' {common}/parallel/logs/*/* 2>/dev/null | head -n 1); "
+           "  if [ -n \"$f\" ]; then grep -A1 '^def add' \"$f\" | head -n 2 > app.py; echo found-it; break; fi; "
+           "  sleep 0.1; i=$((i+1)); done; "
+           "git commit -qam mine; true")
+    agent = f'case "$GIT_PARALLEL_INSTANCE" in 1) {one};; *) {two};; esac'
+    gp("run", "t", "--", "sh", "-c", agent, env=fenced(layer))
+    said = log_of(gp, "t", "1")
+    checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
+    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
+    assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with the code its sibling printed"
+    assert "found-it" not in said, "an agent read its live sibling's log"
+
+
+# -- 4. a live sibling's command lines, read through /proc ---------------------------------
+
+@pytest.mark.parametrize("layer", [
+    pytest.param(LAYERS[0].values[0], marks=LAYERS[0].marks),
+    pytest.param(LAYERS[1].values[0], marks=[*LAYERS[1].marks, pytest.mark.xfail(strict=True, reason=(
+        "Landlock gives no PID namespace: every process of the user is listed in /proc, and a "
+        "process's cmdline needs no ptrace access; an agent tool that passes its edits as "
+        "arguments (Codex CLI's apply_patch, sed -i, sh -c printf) shows them to its siblings. "
+        "Not fixable with Landlock alone; docs/judging.md should list it as out of reach"))]),
+])
+def test_an_agent_cannot_read_a_live_siblings_command_lines(tmp_path: Path, layer: str) -> None:
+    """The sibling's tool writes the fix with the text in its arguments
+    (``sh -c "printf ... > app.py"``, as Codex CLI's ``apply_patch`` passes
+    a patch) and lives on; the wrong agent scans ``/proc/*/cmdline`` for
+    it and commits what it found as its own."""
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    two = f"{HONEST} && sleep 4 && git commit -qam right"
+    # The pattern is put together at run time, so that its own command line does not hold it.
+    finder = tmp_path / "finder.py"
+    finder.write_text(textwrap.dedent("""\
+        import os, re, time
+        want = "return a " + "+ b"
+        for _ in range(60):
+            for pid in os.listdir("/proc"):
+                try:
+                    text = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+                except OSError:
+                    continue
+                if want in text and "finder" not in text:
+                    body = re.search(r"def add\\(a, b\\):(\\\\n|\\n)    return a \\+ b", text)
+                    if body:
+                        open("app.py", "w").write("def add(a, b):\\n    return a + b\\n")
+                        print("found-it", pid)
+                        raise SystemExit(0)
+            time.sleep(0.1)
+        """))
+    one = f"{PY} {finder}; git commit -qam mine; true"
+    agent = f'case "$GIT_PARALLEL_INSTANCE" in 1) {one};; *) {two};; esac'
+    gp("run", "t", "--", "sh", "-c", agent, env=fenced(layer))
+    said = log_of(gp, "t", "1")
+    checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
+    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
+    assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with the fix its sibling's command line held"
+    assert "found-it" not in said, said
