@@ -168,3 +168,49 @@ def test_an_agent_cannot_read_a_live_siblings_command_lines(tmp_path: Path, laye
     assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
     assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with the fix its sibling's command line held"
     assert "found-it" not in said, said
+
+
+# -- 5. a live sibling's server on the loopback ----------------------------------------------
+
+@needs_namespace
+@pytest.mark.xfail(strict=True, reason=(
+    "with network (sandbox_network: on, the default) an agent shares the host's network namespace, "
+    "its loopback included: a sibling's dev server (http.server, vite, a test server) serves its "
+    "worktree to every other agent of the run. Fix: a network namespace per agent with its own "
+    "loopback and a user-mode path out (pasta or slirp4netns), or at least docs/judging.md naming it"))
+def test_an_agent_cannot_read_a_live_siblings_server_on_the_loopback(tmp_path: Path) -> None:
+    """The honest sibling serves its worktree on the loopback while it works
+    (a dev server, a docs preview); the wrong agent fetches ``app.py`` from
+    it and commits it as its own."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    two = (f"{HONEST} && ({PY} -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &) && sleep 5 && "
+           "git commit -qam right")
+    fetcher = tmp_path / "fetcher.py"
+    fetcher.write_text(textwrap.dedent(f"""\
+        import time, urllib.request
+        for _ in range(60):
+            try:
+                text = urllib.request.urlopen("http://127.0.0.1:{port}/app.py", timeout=1).read().decode()
+            except OSError:
+                time.sleep(0.1)
+                continue
+            if "a " + "+ b" in text:
+                open("app.py", "w").write(text)
+                print("found-it")
+                break
+            time.sleep(0.1)
+        """))
+    one = f"{PY} {fetcher}; git commit -qam mine; true"
+    agent = f'case "$GIT_PARALLEL_INSTANCE" in 1) {one};; *) {two};; esac'
+    gp("run", "t", "--", "sh", "-c", agent)
+    said = log_of(gp, "t", "1")
+    checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
+    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
+    assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with the code its sibling served"
+    assert "found-it" not in said, said
