@@ -214,3 +214,24 @@ def test_an_agent_cannot_read_a_live_siblings_server_on_the_loopback(tmp_path: P
     assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
     assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with the code its sibling served"
     assert "found-it" not in said, said
+
+
+# -- 6. the HEAD an agent leaves, under retry's reset ------------------------------------------
+
+@needs_namespace
+@pytest.mark.parametrize("target", ["refs/heads/main", "refs/heads/parallel/t/2"])
+def test_retry_moves_no_ref_through_the_head_an_agent_left(tmp_path: Path, target: str) -> None:
+    """The agent points its worktree's HEAD (in its own admin folder) at
+    ``main`` or at its sibling's branch and ends.  ``retry`` resets the
+    worktree to the base with libgit2's hard reset, which moves the branch
+    HEAD names: ``main`` would lose the user's commit made since, and the
+    sibling's branch its work."""
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", f"{HONEST} && git commit -qam right")
+    gp("run", "t", "--instance", "1", "--", "sh", "-c", f"git symbolic-ref HEAD {target}; exit 3", code=None)
+    git(repo, "commit", "-q", "--allow-empty", "-m", "the user's own work, after the spawn")
+    before = {ref: git(repo, "rev-parse", ref) for ref in ("refs/heads/main", "refs/heads/parallel/t/2")}
+    gp("retry", "t", "1", "--force", code=None)
+    after = {ref: git(repo, "rev-parse", ref) for ref in before}
+    assert after == before, f"retry moved a ref the agent's HEAD named: {before} -> {after}"
