@@ -235,3 +235,54 @@ def test_retry_moves_no_ref_through_the_head_an_agent_left(tmp_path: Path, targe
     gp("retry", "t", "1", "--force", code=None)
     after = {ref: git(repo, "rev-parse", ref) for ref in before}
     assert after == before, f"retry moved a ref the agent's HEAD named: {before} -> {after}"
+
+
+# -- 7. what `watch` reads of a live worktree ------------------------------------------------
+
+@needs_namespace
+@pytest.mark.parametrize("fifo", [".gitignore", "sub/.gitignore", "control"])
+def test_a_fifo_a_live_agent_leaves_in_its_worktree_hangs_no_watch(tmp_path: Path, fifo: str) -> None:
+    """``watch`` counts a running attempt's change from its worktree as it
+    is on disk (``state/view.worktree_diff``, libgit2, unsandboxed), which
+    the agent is writing: a FIFO where libgit2 reads an ignore file would
+    block the person's ``watch`` until a writer came, which none does."""
+    import os
+    import signal
+    import time
+
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    go = tmp_path / "go"
+    make = "mkfifo" if fifo != "control" else "touch"  # control: a plain file there, watch shows it running
+    agent = (f"mkdir -p sub && {make} {fifo} && echo more >> app.py && "
+             f"i=0; while [ ! -e {go} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; rm -f {fifo}")
+    run = subprocess.Popen(["git", "parallel", "run", "t", "--", "sh", "-c", agent], cwd=repo,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    watch = None
+    try:
+        wt = Path(gp.json("status", "t")["run"]["instances"][0]["worktree"])
+        deadline = time.monotonic() + 30
+        while not (wt / fifo).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (wt / fifo).exists(), "the agent made no FIFO"
+        watch = subprocess.Popen(["git", "parallel", "watch", "t", "--json"], cwd=repo, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+        lines = []
+        assert watch.stdout is not None
+        os.set_blocking(watch.stdout.fileno(), False)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not any('"running"' in line for line in lines):
+            chunk = watch.stdout.read()
+            if chunk:
+                lines += chunk.decode(errors="replace").splitlines()
+            time.sleep(0.1)
+        assert any('"running"' in line for line in lines), f"watch showed nothing in 15 s: {lines}"
+    finally:
+        go.write_text("")
+        for proc in (watch, run):
+            if proc is not None:
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
