@@ -286,3 +286,40 @@ def test_a_fifo_a_live_agent_leaves_in_its_worktree_hangs_no_watch(tmp_path: Pat
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
+
+
+@needs_namespace
+@pytest.mark.parametrize("verb", [("check", "t"), ("status", "t"), ("validate", "t"), ("diff", "t", "--stat"),
+                                  ("show", "t", "1")])
+def test_a_fifo_a_live_agent_leaves_in_its_worktree_hangs_no_other_verb(tmp_path: Path, verb: tuple[str, ...]) -> None:
+    """The same FIFO while the agent still runs, and a verb a person runs
+    meanwhile (``check`` judges the sibling that ended)."""
+    import os
+    import signal
+    import time
+
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "2")
+    gp("run", "t", "--instance", "2", "--", "sh", "-c", f"{HONEST} && git commit -qam right")
+    go = tmp_path / "go"
+    agent = ("mkfifo .gitignore && echo more >> app.py && "
+             f"i=0; while [ ! -e {go} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; rm -f .gitignore")
+    run = subprocess.Popen(["git", "parallel", "run", "t", "--instance", "1", "--", "sh", "-c", agent], cwd=repo,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wt = Path(gp.json("status", "t")["run"]["instances"][0]["worktree"])
+        deadline = time.monotonic() + 30
+        while not (wt / ".gitignore").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (wt / ".gitignore").exists(), "the agent made no FIFO"
+        try:
+            subprocess.run(["git", "parallel", *verb], cwd=repo, capture_output=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"git parallel {' '.join(verb)} hung on the FIFO a live agent left")
+    finally:
+        go.write_text("")
+        try:
+            run.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
