@@ -323,3 +323,55 @@ def test_a_fifo_a_live_agent_leaves_in_its_worktree_hangs_no_other_verb(tmp_path
         except subprocess.TimeoutExpired:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
+
+
+# -- 8. a .gitignore that links to a FIFO outside the worktree ---------------------------------
+
+def _run_within(repo: Path, args: list[str], seconds: float, env: dict[str, str] | None = None) -> int | None:
+    """``git parallel ARGS`` in a session of its own: its exit status, or
+    None when it did not end within ``seconds`` (then its whole group is killed)."""
+    import os
+    import signal
+
+    proc = subprocess.Popen(["git", "parallel", *args], cwd=repo, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **(env or {})})
+    try:
+        return proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return None
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+@pytest.mark.parametrize("name", [".gitignore", "sub/.gitignore", ".gitattributes"])
+def test_a_rules_file_linked_to_a_fifo_outside_the_worktree_hangs_no_run(tmp_path: Path, layer: str,
+                                                                         name: str) -> None:
+    """The sweep of an ended agent's worktree removes the FIFOs in it, but
+    passes links by; libgit2 (the runner's look for leftovers, ``check``'s
+    for changes) follows a ``.gitignore`` that is a link (git itself does
+    not) and blocked for ever on a FIFO the agent left where it outlives
+    it: a ``sandbox_write`` folder, or ``/dev/shm`` under Landlock alone."""
+    import uuid
+
+    shared = tmp_path / "agent-cache"
+    repo, gp = project(tmp_path, textwrap.dedent(f"""\
+        max_total: 16
+        protect: [tests/**]
+        sandbox_write: ['{shared}']
+        gates:
+          - name: tests
+            run: [./test.sh]
+        """))
+    gp("spawn", "t", "-n", "1")
+    fifo = Path("/dev/shm") / f"gp-r7-{uuid.uuid4().hex}" if layer == "landlock" else shared / "fifo"
+    agent = (f"{HONEST} && mkdir -p sub && mkfifo {fifo} && ln -s {fifo} {name} && "
+             "echo '# more' >> app.py")
+    try:
+        code = _run_within(repo, ["run", "t", "--", "sh", "-c", agent], 90, fenced(layer))
+        assert fifo.exists(), "the agent made no FIFO"
+        assert code is not None, "run hung on a .gitignore linked to a FIFO"
+        code = _run_within(repo, ["check", "t"], 90)
+        assert code is not None, "check hung on a .gitignore linked to a FIFO"
+    finally:
+        fifo.unlink(missing_ok=True)
