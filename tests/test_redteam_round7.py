@@ -417,3 +417,40 @@ def test_a_committed_gitignore_link_turned_into_a_fifo_later_hangs_no_check(tmp_
             "check hung on the judged checkout's .gitignore link"
     finally:
         target.unlink(missing_ok=True)
+
+
+# -- 9. a commit of the user's, named by the attempt ------------------------------------------
+
+@needs_namespace
+@pytest.mark.xfail(strict=True, reason=(
+    "the hooks count as an instance's commits all that its tips and archive refs reach beyond the "
+    "base, so a branch of the user's that the attempt reached (merged into its branch, or checked "
+    "out and left, which retry keeps as a stray under its archive refs) becomes the attempt's "
+    "work, and the user's own merge of it into the live base is refused. Fix (a design call): "
+    "leave out what the refs outside git-parallel's reached when the run was spawned (kept in "
+    "the record), so that only commits made during the run are an instance's"))
+@pytest.mark.parametrize("how", ["merged", "reflog"])
+def test_a_users_branch_the_attempt_reaches_is_not_made_the_attempts(tmp_path: Path, how: str) -> None:
+    """The agent merges a branch of the user's into its own (its view shows
+    every branch), or checks it out and comes back, so its HEAD reflog names
+    that branch's tip (``retry`` keeps what an attempt's HEAD reached that
+    its branch does not hold, ``keep_strays``, under its archive refs).  The
+    hooks read both as the attempt's commits: the user's own branch became
+    "instance 1's work", and a plain ``git merge`` of it into the live base
+    was refused as a non-winner's."""
+    repo, gp = project(tmp_path)
+    git(repo, "switch", "-q", "-c", "feature")
+    (repo / "feature.txt").write_text("the user's own work\n")
+    git(repo, "add", "feature.txt")
+    git(repo, "commit", "-q", "-m", "the user's feature")
+    git(repo, "switch", "-q", "main")
+    gp("hooks", "install")
+    gp("spawn", "t", "-n", "1")
+    if how == "merged":
+        gp("run", "t", "--", "sh", "-c", f"{HONEST} && git commit -qam fix && git merge -q --no-edit feature")
+    else:
+        gp("run", "t", "--", "sh", "-c", "git checkout -q feature && git checkout -q - && exit 1", code=None)
+        gp("retry", "t", "1", code=None)
+    kept = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/parallel/archive", "refs/heads/parallel")
+    merged = subprocess.run(["git", "merge", "-q", "--no-edit", "feature"], cwd=repo, capture_output=True, text=True)
+    assert merged.returncode == 0, f"the user's merge of their own branch was refused:\n{merged.stderr}\n{kept}"
