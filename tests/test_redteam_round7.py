@@ -426,10 +426,12 @@ def test_a_committed_gitignore_link_turned_into_a_fifo_later_hangs_no_check(tmp_
     "the hooks count as an instance's commits all that its tips and archive refs reach beyond the "
     "base, so a branch of the user's that the attempt reached (merged into its branch, or checked "
     "out and left, which retry keeps as a stray under its archive refs) becomes the attempt's "
-    "work, and the user's own merge of it into the live base is refused. Fix (a design call): "
-    "leave out what the refs outside git-parallel's reached when the run was spawned (kept in "
-    "the record), so that only commits made during the run are an instance's"))
-@pytest.mark.parametrize("how", ["merged", "reflog"])
+    "work, and the patch of a loser that copied the user's commit is a lost line: the user's own "
+    "merge of it into the live base is refused. Fix (a design call): leave out what the refs "
+    "outside git-parallel's reached when the run was spawned (kept in the record), and the "
+    "patch-ids of those commits from the lost lines, so that only work made during the run is "
+    "an instance's"))
+@pytest.mark.parametrize("how", ["merged", "reflog", "copied"])
 def test_a_users_branch_the_attempt_reaches_is_not_made_the_attempts(tmp_path: Path, how: str) -> None:
     """The agent merges a branch of the user's into its own (its view shows
     every branch), or checks it out and comes back, so its HEAD reflog names
@@ -445,8 +447,13 @@ def test_a_users_branch_the_attempt_reaches_is_not_made_the_attempts(tmp_path: P
     git(repo, "commit", "-q", "-m", "the user's feature")
     git(repo, "switch", "-q", "main")
     gp("hooks", "install")
-    gp("spawn", "t", "-n", "1")
-    if how == "merged":
+    gp("spawn", "t", "-n", "2" if how == "copied" else "1")
+    if how == "copied":  # the loser's patch is the user's: its lost line refuses the user's own commit
+        gp("run", "t", "--instance", "2", "--", "sh", "-c", f"{HONEST} && git commit -qam fix")
+        gp("run", "t", "--instance", "1", "--", "sh", "-c", "GIT_COMMITTER_DATE=2026-02-02T00:00:00Z git cherry-pick feature >/dev/null")
+        gp("check", "t", code=None)
+        gp("pick", "t")
+    elif how == "merged":
         gp("run", "t", "--", "sh", "-c", f"{HONEST} && git commit -qam fix && git merge -q --no-edit feature")
     else:
         gp("run", "t", "--", "sh", "-c", "git checkout -q feature && git checkout -q - && exit 1", code=None)
