@@ -507,3 +507,21 @@ def test_an_agent_cannot_plant_what_the_kept_environment_is_built_from(tmp_path:
     checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
     assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
     assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with the tool it planted in the store"
+
+
+# -- 11. what the agent may still read of git-parallel's folder: its own feedback ---------------
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_retried_agent_reads_its_own_feedback_file(tmp_path: Path, layer: str) -> None:
+    """``<common>/parallel`` is hidden from agents under either layer (a
+    sibling's log, gate logs and feedback are there), but the feedback file
+    ``GIT_PARALLEL_FEEDBACK`` names is the attempt's own to read."""
+    repo, gp = project(tmp_path)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", "echo '# not yet' >> app.py && git commit -qam no", env=fenced(layer))
+    gp("check", "t", code=None)
+    gp("retry", "t", "1")
+    gp("run", "t", "--", "sh", "-c", f'cat "$GIT_PARALLEL_FEEDBACK" > feedback.txt; {HONEST}; git add -A; '
+       "git commit -qm fix", env=fenced(layer))
+    tip = gp.json("status", "t")["run"]["instances"][0]["head"]
+    assert "git-parallel feedback" in git(repo, "show", f"{tip}:feedback.txt")
