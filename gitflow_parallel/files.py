@@ -172,6 +172,20 @@ def append_jsonl(path: str | os.PathLike[str], record: Mapping[str, object]) -> 
 # 100 MB, ignores not at all), and a sparse 20 GB one costs its writer no disk.
 MAX_GIT_RULES_BYTES = 8 << 20
 _GIT_RULES = (".gitignore", ".gitattributes")
+# Files libgit2 opens through a link (git opens them without following one):
+# a link to a FIFO outside the worktree, where the agent can leave one that
+# outlives it (a ``sandbox_write`` folder; ``/dev/shm`` under Landlock
+# alone), blocked the runner's look for leftovers for ever.
+_LINKED_RULES = (*_GIT_RULES, ".gitmodules")
+
+
+def _regular_rules(path: str) -> bool:
+    """Is what the link ``path`` names a regular file libgit2 may read whole?"""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False  # dangling now: nothing git reads, and it could name a FIFO made later
+    return stat.S_ISREG(st.st_mode) and st.st_size <= MAX_GIT_RULES_BYTES
 
 
 def remove_hostile_files(worktree: str | os.PathLike[str]) -> list[str]:
@@ -181,11 +195,17 @@ def remove_hostile_files(worktree: str | os.PathLike[str]) -> list[str]:
     hold and whose opening blocks (a FIFO ``.gitignore`` blocked the
     leftovers commit, ``check``'s look for changes and ``cleanup`` for ever),
     and a ``.gitignore`` or ``.gitattributes`` over ``MAX_GIT_RULES_BYTES``,
-    which libgit2 would read whole."""
+    which libgit2 would read whole; and a ``.gitignore``, ``.gitattributes``
+    or ``.gitmodules`` that is a link to anything else (libgit2 follows it)."""
     found: list[str] = []
     for entry, name in tree_entries(worktree):
         try:
-            if entry.is_dir(follow_symlinks=False) or entry.is_symlink():
+            if entry.is_symlink():
+                if entry.name in _LINKED_RULES and not _regular_rules(entry.path):
+                    os.unlink(entry.path)
+                    found.append(name)
+                continue
+            if entry.is_dir(follow_symlinks=False):
                 continue
             if not entry.is_file(follow_symlinks=False) or (
                     entry.name in _GIT_RULES and entry.stat(follow_symlinks=False).st_size > MAX_GIT_RULES_BYTES):

@@ -35,7 +35,7 @@ from gitflow_parallel.model import find_instance
 from gitflow_parallel.names import check_name
 from gitflow_parallel.proc.waiting import EventTail
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.state.view import changes_between, commit_stat, worktree_diff, worktree_stat
+from gitflow_parallel.state.view import changes_between, commit_stat, worktree_patch, worktree_stat
 from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
 
 ENDED_RUN = ("picked", "merged", "failed", "aborted")
@@ -197,9 +197,9 @@ def patch(project: Project, task: str, inst_id: str) -> str:
     inst = find_instance(record, inst_id)
     base = record["base"]["commit"]
     if not inst.get("removed") and Path(inst["worktree"]).is_dir():
-        diff = worktree_diff(inst["worktree"], base)
-        if diff is not None:
-            return diff.patch or ""
+        text = worktree_patch(inst["worktree"], base)
+        if text is not None:
+            return text
     tip = project.tip(inst) or inst.get("head")
     if not tip:
         return ""

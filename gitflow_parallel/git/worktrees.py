@@ -616,6 +616,10 @@ def reset(repo: Repo, inst: InstanceRecord, commit: str) -> None:
     branch_ref.set_target(pygit2.Oid(hex=commit), "git-parallel: retry from base")
     path = Path(inst["worktree"])
     wt = pygit2.Repository(str(path))
+    # HEAD is in the admin folder the agent wrote, and a hard reset moves the
+    # branch HEAD names: pointed at main (or a sibling's branch), the reset
+    # to the base moved that one back.  HEAD names the instance's branch first.
+    wt.set_head(f"refs/heads/{inst['branch']}")
     _remove_links_in_the_way(wt, path, commit)
     wt.reset(pygit2.Oid(hex=commit), pygit2.enums.ResetMode.HARD)
     for rel, flags in wt.status(untracked_files="all", ignored=True).items():

@@ -288,8 +288,15 @@ def fence_for(project: Project, record: RunRecord, child: Child, tmux: str | Non
     (``reads``: the run's cache of read rules); under ``--tmux`` the pane
     applies it (``tmux``)."""
     child.events.touch()  # the agent may append to it (GIT_PARALLEL_EVENTS)
+    # Its feedback (GIT_PARALLEL_FEEDBACK) is in git-parallel's folder, which
+    # the fence hides (a sibling's logs and feedback are there): its own file
+    # is given it, as its events file is.  Nothing reads it back but a start
+    # of this same attempt ({feedback}).
+    files = [child.events]
+    if child.feedback and os.path.isfile(child.feedback) and not os.path.islink(child.feedback):
+        files.append(Path(child.feedback))
     return sandbox.for_agent(project.repo.common_dir, Path(child.worktree), child.branch, record["config"],
-                             child.scope, [child.events], reads, project.repo.main_workdir)
+                             child.scope, files, reads, project.repo.main_workdir)
 
 
 def after_exit(project: Project, task: str, run_id: str, child: Child, busy: set[str] | None = None) -> None:

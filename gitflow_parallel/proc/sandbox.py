@@ -412,7 +412,11 @@ def _fence(kind: str, config: Mapping[str, object], write: list[Path], denied: l
         return none(f"{why}; no Landlock in this kernel", network)
     tmp = _tmpdir(kind)
     try:
-        denied = [*denied, *_hidden_tmp()]
+        # git-parallel's own state is no more an agent's to read here than
+        # under the namespace layer: a live sibling's agent log (the code it
+        # prints), its gates' logs, feedback and evidence are there.  Its own
+        # events file is granted by a rule of its own (``extra_files``).
+        denied = [*denied, *_hidden_tmp(), *([common / "parallel"] if common is not None else [])]
         ruleset = _build([*write, tmp], denied, network, [Path("/dev"), *extra_files], reads or Reads())
     except OSError as exc:
         remove_tree(tmp, ignore_errors=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NotRequired, TypedDict, TypeVar, cast
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, failures
@@ -190,13 +190,80 @@ def worktree_diff(worktree: str, base: str) -> pygit2.Diff | None:
         return None
 
 
-def worktree_stat(worktree: str, base: str) -> dict[str, int] | None:
-    """Files changed, lines added and removed of ``worktree_diff``."""
-    diff = worktree_diff(worktree, base)
-    if diff is None:
+# How long a read of a live worktree may take, and the worktrees where one
+# never ended (it stays blocked: no other read is tried there meanwhile).
+LIVE_READ_WITHIN = 5.0
+T = TypeVar("T")
+_STUCK: set[str] = set()
+
+
+def _live_read(worktree: str, work: Callable[[], T]) -> T | None:
+    """``work()`` (its value said in JSON), a read of a worktree whose agent
+    is still writing it, done in a child process given ``LIVE_READ_WITHIN``
+    seconds: libgit2 opens an ignore file or the index as it finds it, and
+    a FIFO the agent left there blocked ``watch`` (the GIL held) until a
+    writer came, which none does.  None if it did not end (or failed)."""
+    import os
+    import select
+    import signal
+    import time
+
+    if worktree in _STUCK:
         return None
-    stats = diff.stats
-    return {"files": stats.files_changed, "added": stats.insertions, "removed": stats.deletions}
+    readable, writable = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one read, said on the pipe, and out
+        code = 1
+        try:
+            os.close(readable)
+            with os.fdopen(writable, "wb") as out:
+                out.write(json.dumps(work()).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writable)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + LIVE_READ_WITHIN
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([readable], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                _STUCK.add(worktree)
+                return None
+            chunk = os.read(readable, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(readable)
+        os.waitpid(pid, 0)
+    try:
+        return cast(T, json.loads(b"".join(chunks)))
+    except ValueError:
+        return None
+
+
+def worktree_stat(worktree: str, base: str) -> dict[str, int] | None:
+    """Files changed, lines added and removed of ``worktree_diff``, read
+    within ``LIVE_READ_WITHIN`` seconds (the worktree is a live agent's)."""
+    def stat() -> dict[str, int] | None:
+        diff = worktree_diff(worktree, base)
+        if diff is None:
+            return None
+        stats = diff.stats
+        return {"files": stats.files_changed, "added": stats.insertions, "removed": stats.deletions}
+
+    return _live_read(worktree, stat)
+
+
+def worktree_patch(worktree: str, base: str) -> str | None:
+    """``worktree_diff``'s patch, read within ``LIVE_READ_WITHIN`` seconds."""
+    def patch() -> str | None:
+        diff = worktree_diff(worktree, base)
+        return None if diff is None else diff.patch or ""
+
+    return _live_read(worktree, patch)
 
 
 def commit_stat(repo: pygit2.Repository, base: str, commit: str) -> dict[str, int] | None:
