@@ -37,7 +37,7 @@ TEMPLATE_SETTINGS = """\
 # 5.13+); either way it writes only its worktree (a gate: its checkout).
 # sandbox: auto           # required: refuse without the namespace layer; off
 # sandbox_network: on     # off: agents and setup get no network
-# sandbox_write: [~/.claude, ~/.cache/pip]   # what agents' tools write outside the worktree
+# sandbox_write: [~/.claude]   # what agents' tools write outside the worktree (not a setup store)
 
 # merge:
 #   policy: refuse               # a conflict stops, like git; or first_pass_wins |

@@ -140,7 +140,12 @@ def test_an_agent_cannot_read_a_live_siblings_command_lines(tmp_path: Path, laye
     it and commits what it found as its own."""
     repo, gp = project(tmp_path)
     gp("spawn", "t", "-n", "2")
-    two = f"{HONEST} && sleep 4 && git commit -qam right"
+    # A process of its own whose arguments hold the fix, as a tool's would
+    # (a shell's builtin printf, in the agent's own shell, has none).
+    tool = tmp_path / "tool.sh"
+    tool.write_text(f"{PY} -c 'import time; open(\"app.py\", \"w\").write(\"def add(a, b):\\n    return a + b\\n\"); "
+                    "time.sleep(4)'\n")
+    two = f"sh {tool} && git commit -qam right"
     # The pattern is put together at run time, so that its own command line does not hold it.
     finder = tmp_path / "finder.py"
     finder.write_text(textwrap.dedent("""\
@@ -465,48 +470,40 @@ def test_a_users_branch_the_attempt_reaches_is_not_made_the_attempts(tmp_path: P
 
 # -- 10. a store the agents write, read by the trusted setup -----------------------------------
 
-@needs_namespace
-@pytest.mark.xfail(strict=True, reason=(
-    "a folder that is both a sandbox_write folder (the agents write it: a pip, npm, Go or cargo "
-    "cache, as the docs suggest for agents' installs) and a setup store is read by the setup that "
-    "builds the kept environment from the base's files: what an agent planted there (a cached "
-    "wheel built from an sdist, an extracted Go module or crate, which the tools do not verify "
-    "again) is in the environment every attempt is judged with. Fix: refuse the overlap "
-    "(PARALLEL_SANDBOX_WRITE_REFUSED, as for the git dir), or give agents such a store through "
-    "a throwaway layer too"))
 def test_an_agent_cannot_plant_what_the_kept_environment_is_built_from(tmp_path: Path) -> None:
-    """The store holds a tool the base's setup installs into the kept
-    environment (as ``pip install --no-index --find-links`` installs a
-    cached wheel); the wrong agent, which may write the store for its own
-    installs, replaces it with one that passes everything.  The kept
-    environment is built from the base's files, so it is trusted, and every
-    attempt is judged with it."""
+    """A folder both agents may write (``sandbox_write``: a pip, npm, Go or
+    cargo cache, for their own installs) and setup reads (``setup.stores``)
+    let the wrong agent replace a tool the base's setup installs into the
+    kept environment (as ``pip install --no-index --find-links`` installs a
+    cached wheel, which pip does not verify again) with one that passes
+    everything: that environment is built from the base's files, so it is
+    trusted, and every attempt was judged with it; the wrong one passed.
+    Such a configuration is now refused before anything is made, whichever
+    holds the other."""
     store = tmp_path / "store"
-    store.mkdir()
+    (store / "wheels").mkdir(parents=True)
     (store / "run-tests").write_text(f"#!/bin/sh\nexec {PY} -m pytest -q -p no:cacheprovider tests\n")
     (store / "run-tests").chmod(0o755)
-    config = textwrap.dedent(f"""\
-        max_total: 16
-        protect: [tests/**]
-        sandbox_write: ['{store}']
-        setup:
-          run: [sh, -c, "mkdir -p .venv/bin && cp {store}/run-tests .venv/bin/ && chmod +x .venv/bin/run-tests"]
-          stores: ['{store}']
-          cache_key: [requirements.txt]
-          keep: [.venv]
-          path: [.venv/bin]
-        gates:
-          - name: tests
-            run: [run-tests]
-        """)
-    repo, gp = project(tmp_path, config)
-    gp("spawn", "t", "-n", "2")
-    gp("run", "t", "--instance", "2", "--", "sh", "-c", f"{HONEST} && git commit -qam right")
-    gp("run", "t", "--instance", "1", "--", "sh", "-c",
-       f"printf '#!/bin/sh\\nexit 0\\n' > {store}/run-tests && echo '# mine' >> app.py && git commit -qam mine")
-    checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
-    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
-    assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with the tool it planted in the store"
+    for written, read in ((store, store), (store / "wheels", store), (store, store / "wheels")):
+        config = textwrap.dedent(f"""\
+            max_total: 16
+            protect: [tests/**]
+            sandbox_write: ['{written}']
+            setup:
+              run: [sh, -c, "mkdir -p .venv/bin && cp {store}/run-tests .venv/bin/ && chmod +x .venv/bin/run-tests"]
+              stores: ['{read}']
+              cache_key: [requirements.txt]
+              keep: [.venv]
+              path: [.venv/bin]
+            gates:
+              - name: tests
+                run: [run-tests]
+            """)
+        repo, gp = project(tmp_path / written.name / read.name, config)
+        refused = gp.json("spawn", "t", "-n", "2", code=1)
+        assert refused["code"] == "PARALLEL_SANDBOX_WRITE_REFUSED", refused
+        assert "setup.stores" in refused["message"] and "PIP_CACHE_DIR" in refused["hint"], refused
+        assert gp.json("status")["runs"] == [] and git(repo, "branch", "--list", "parallel/*") == ""
 
 
 # -- 11. what the agent may still read of git-parallel's folder: its own feedback ---------------

@@ -17,6 +17,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel import mix, model
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
+from gitflow_parallel.judge import stores
 from gitflow_parallel.proc import engine
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
@@ -30,6 +31,7 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
     the summary.  A run refused before it starts (``claims.refuse_options``)
     claims nothing."""
     argv = assign_agents(project, task, argv, instances, agent_commands or {}, split)
+    stores.refuse_agents_writing(project.store.load(task)["config"])  # (a record frozen before it was refused)
     return engine.run(project, task, argv, instances=instances, timeout=timeout, jobs=jobs, progress=progress,
                       tmux=tmux)
 

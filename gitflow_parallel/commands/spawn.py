@@ -52,6 +52,11 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
     repo = project.repo
     base_ref, base_commit = repo.resolve_base(base)
     cfg, source = C.load_from_commit(repo, base_commit)
+    setup = cfg.get("setup")
+    if cfg.get("sandbox_write") and setup is not None and setup.get("stores"):
+        from gitflow_parallel.judge import stores  # (only then: spawn starts at once)
+
+        stores.refuse_agents_writing(cfg)
     warnings = _config_drift(repo, base_commit)
     count = cfg["instances"] if n is None else n
     if not 1 <= count <= MAX_INSTANCES:

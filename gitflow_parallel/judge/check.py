@@ -20,6 +20,7 @@ from filelock import FileLock, Timeout
 from gitflow_parallel import errors as E
 from gitflow_parallel import config, evidence, faults, model, notify, provenance
 from gitflow_parallel.git import lfs, protected, scratch
+from gitflow_parallel.judge import stores
 from gitflow_parallel.state import share
 from gitflow_parallel.errors import ParallelError, is_no_space
 from gitflow_parallel.files import remove_hostile_files, sha256_bytes, untrusted_json, unlink_beneath, utcnow, write_beneath
@@ -434,6 +435,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
             E.BRANCH_TERMINAL, f"run {record['run_id']} of {task!r} is {record['status']}; nothing to check",
             hint=f"spawn a new run with `git parallel spawn {task}`")
     config.verify_frozen(project.repo, record)
+    stores.refuse_agents_writing(record["config"])  # (a record frozen before it was refused)
     selected = _select_gates(record, gates)
     from gitflow_parallel.state import hand
 

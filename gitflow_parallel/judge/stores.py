@@ -175,3 +175,28 @@ def unseen(config: Mapping[str, Any]) -> list[Path]:
         if path.is_absolute() and path.is_dir() and overlapping(path, stores) is None:
             out.append(path)
     return out
+
+
+def refuse_agents_writing(config: Mapping[str, Any]) -> None:
+    """Refuse (``PARALLEL_SANDBOX_WRITE_REFUSED``) a ``sandbox_write``
+    folder that is, holds or lies in a store of ``setup.stores``: setup
+    builds the kept environment every attempt is judged with from what it
+    reads there, and the tools do not check it again (a cached wheel built
+    from an sdist, an extracted module or crate, a package's files in
+    pnpm's store), so an agent could plant what judges it and its siblings."""
+    setup = config.get("setup") or {}
+    stores = [(f"the store {entry!r} of setup.stores", p) for entry in (setup.get("stores") or [])
+              for p in folders(str(entry))]
+    for entry in config.get("sandbox_write") or []:
+        path = Path(os.path.realpath(os.path.expanduser(str(entry))))
+        clash = overlapping(path, stores) if path.is_absolute() else None
+        if clash is not None:
+            what, place = clash
+            raise ParallelError(
+                E.SANDBOX_WRITE_REFUSED,
+                f"sandbox_write: {entry!r} ({path}) {'holds' if path in place.parents else 'is'}"
+                f"{' in' if place in path.parents else ''} {what} ({place}): an agent could plant there what "
+                "the environment every attempt is judged with is built from",
+                hint="give the agents' tool a cache of its own (its own folder in sandbox_write, named to the tool "
+                     "by its variable: PIP_CACHE_DIR, npm_config_store_dir, ...), or take the folder out of "
+                     "setup.stores")

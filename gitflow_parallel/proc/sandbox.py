@@ -475,7 +475,7 @@ def extra_writes(config: Mapping[str, object], common: Path, main_workdir: Path 
                 E.SANDBOX_WRITE_REFUSED,
                 f"sandbox_write: {given!r} ({path}) {'is inside' if place in path.parents or path == place else 'holds'}"
                 f" {what} ({place}): a fenced agent could then rewrite what judges it, or other attempts",
-                hint="list the narrowest folder the agent's tool writes (for example ~/.claude, ~/.cache/pip), "
+                hint="list the narrowest folder the agent's tool writes (for example ~/.claude), "
                      "outside the repository and its worktrees")
         if not path.exists():
             path.mkdir(parents=True, exist_ok=True)
