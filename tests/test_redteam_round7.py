@@ -115,7 +115,7 @@ def test_an_agent_cannot_read_a_live_siblings_log(tmp_path: Path, layer: str) ->
            "  sleep 0.1; i=$((i+1)); done; "
            "git commit -qam mine; true")
     agent = f'case "$GIT_PARALLEL_INSTANCE" in 1) {one};; *) {two};; esac'
-    gp("run", "t", "--", "sh", "-c", agent, env=fenced(layer))
+    gp("run", "t", "--jobs", "2", "--", "sh", "-c", agent, env=fenced(layer))  # side by side
     said = log_of(gp, "t", "1")
     checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
     assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
@@ -167,7 +167,7 @@ def test_an_agent_cannot_read_a_live_siblings_command_lines(tmp_path: Path, laye
         """))
     one = f"{PY} {finder}; git commit -qam mine; true"
     agent = f'case "$GIT_PARALLEL_INSTANCE" in 1) {one};; *) {two};; esac'
-    gp("run", "t", "--", "sh", "-c", agent, env=fenced(layer))
+    gp("run", "t", "--jobs", "2", "--", "sh", "-c", agent, env=fenced(layer))  # side by side
     said = log_of(gp, "t", "1")
     checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
     assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
