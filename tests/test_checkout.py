@@ -60,11 +60,36 @@ def test_without_attributes_the_filters_are_skipped_and_the_bytes_are_gits(tmp_p
     assert git(repo, "worktree", "prune", "--dry-run", "-v") == ""  # nothing half made is left
 
 
-@pytest.mark.parametrize("source", ["nested .gitattributes", "info/attributes", "core.autocrlf", "attributesFile"])
+@pytest.mark.parametrize("rules", [
+    "* text=auto\n*.pem eol=lf\n# eol=crlf in a comment\n",  # pip's kind, and the most common line there is
+    "*.txt text\n*.bin binary\n*.sh -ident !eol\n[attr]unix eol=lf\nsub/** unix\n",
+])
+def test_attributes_that_change_no_byte_here_skip_the_filters(tmp_path: Path, rules: str) -> None:
+    """Most real .gitattributes (pip's: ``eol=lf`` lines) write a blob's
+    bytes as they are on this system: the filters are skipped (libgit2's
+    attribute lookup cost one readlink per path component, twice per file),
+    and what is written is still what git writes."""
+    repo = make_repo(tmp_path / "repo", {**FILES, ".gitattributes": rules, "sub/deep/.gitattributes": rules,
+                                         "crlf.txt": "stored\r\nwith crlf\r\n"})
+    assert _filters_idle(repo)
+    oracle = _git_worktree(repo, tmp_path / "oracle")
+    GP(repo)("spawn", "t", "-n", "1")
+    assert _tree_bytes(tmp_path / "repo.parallel" / "t" / "1") == oracle
+    assert _scratch(repo) == oracle
+
+
+@pytest.mark.parametrize("source", ["nested .gitattributes", "info/attributes", "core.autocrlf", "attributesFile",
+                                    "a macro", "core.eol", "ident alone"])
 def test_where_a_filter_could_change_bytes_it_still_does(tmp_path: Path, source: str) -> None:
     files = dict(FILES)
     if source == "nested .gitattributes":
         files["sub/deep/.gitattributes"] = "*.txt text eol=crlf\n"
+    elif source == "a macro":
+        files[".gitattributes"] = "[attr]windows text eol=crlf\n*.txt windows\n"
+    elif source == "core.eol":
+        files[".gitattributes"] = "*.txt text\n"
+    elif source == "ident alone":
+        files[".gitattributes"] = "*.txt eol=lf\nsub/*.txt ident\n"
     repo = make_repo(tmp_path / "repo", files)
     rules = "*.txt text eol=crlf\n*.txt ident\n"
     if source == "info/attributes":
@@ -72,12 +97,14 @@ def test_where_a_filter_could_change_bytes_it_still_does(tmp_path: Path, source:
         (repo / ".git" / "info" / "attributes").write_text(rules)
     elif source == "core.autocrlf":
         git(repo, "config", "core.autocrlf", "true")
+    elif source == "core.eol":
+        git(repo, "config", "core.eol", "crlf")
     elif source == "attributesFile":
         (tmp_path / "attrs").write_text(rules)
         git(repo, "config", "core.attributesFile", str(tmp_path / "attrs"))
     assert not _filters_idle(repo)
     oracle = _git_worktree(repo, tmp_path / "oracle")
-    assert any(b"\r\n" in data for data in oracle.values())  # the case is real: git converts
+    assert any(b"\r\n" in data or b"$Id: " in data for data in oracle.values())  # the case is real: git converts
     GP(repo)("spawn", "t", "-n", "1")
     spawned = _tree_bytes(tmp_path / "repo.parallel" / "t" / "1")
     assert spawned == oracle

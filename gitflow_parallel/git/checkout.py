@@ -7,19 +7,23 @@ resolving the file's full path with ``realpath`` (one ``readlink`` per path
 component, twice per file) and looking up every attribute file on the way.
 On a fresh checkout of thousands of files that lookup is most of what is
 not the kernel creating files.  The two filters libgit2 has built in change
-bytes only when an attribute asks for it (``text``, ``eol``, ``crlf``,
-``ident``) or when ``core.autocrlf`` is true.
-So where no attribute file exists anywhere libgit2 would look and
-``core.autocrlf`` is not true, skipping the filters (``disable_filters``)
-writes the very same bytes; everywhere else the filters stay on.
+bytes on checkout only to write CRLF line ends (an ``eol=crlf`` attribute,
+``core.eol=crlf`` or ``core.autocrlf=true`` for a text file) or to expand
+``$Id$`` (``ident``); ``text``, ``text=auto``, ``eol=lf``, ``binary`` and
+the rest leave a blob's bytes as they are on this system (LF its native
+line end).  So where no attribute file anywhere libgit2 would look sets
+either, and the config asks for no CRLF, skipping the filters
+(``disable_filters``) writes the very same bytes; everywhere else the
+filters stay on.
 
-The tree walk that proves "no ``.gitattributes``" reads every folder of the
+The tree walk that reads every ``.gitattributes`` reads every folder of the
 tree, so it pays only for a checkout that writes every file: a fresh one.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pygit2
@@ -30,23 +34,41 @@ from pygit2.callbacks import git_checkout_options
 ATTRIBUTES = ".gitattributes"
 
 
-def _tree_has_attributes(repo: pygit2.Repository, tree: pygit2.Tree) -> bool:
-    """Does ``tree`` hold a ``.gitattributes`` at any depth?  Reads folders
-    only (each tree object once: a folder repeated under many paths shares
-    its oid)."""
+def rules_idle(text: str) -> bool:
+    """Do the attribute rules ``text`` (a ``.gitattributes``, macros too)
+    set nothing that makes a built-in filter change bytes on checkout here:
+    no ``eol=crlf`` and no ``ident`` set?  Every word after a line's first
+    counts (a quoted pattern split at its spaces only errs towards False)."""
+    for line in text.splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        for word in words[1:]:
+            name, _, value = word.partition("=")
+            if name == "ident" or (name == "eol" and value.lower() == "crlf"):
+                return False
+    return True
+
+
+def _tree_rules_idle(repo: pygit2.Repository, tree: pygit2.Tree) -> bool:
+    """Are the rules of every ``.gitattributes`` in ``tree`` idle
+    (:func:`rules_idle`)?  Reads folders, and those files (each tree object
+    once: a folder repeated under many paths shares its oid)."""
     seen: set[pygit2.Oid] = set()
     pending = [tree]
     while pending:
         folder = pending.pop()
         if ATTRIBUTES in folder:
-            return True
+            blob = repo[folder[ATTRIBUTES].id]
+            if not isinstance(blob, pygit2.Blob) or not rules_idle(blob.data.decode("utf-8", "replace")):
+                return False
         for entry in folder:
             if entry.filemode == pygit2.enums.FileMode.TREE and entry.id not in seen:
                 seen.add(entry.id)
                 sub = repo[entry.id]
                 if isinstance(sub, pygit2.Tree):
                     pending.append(sub)
-    return False
+    return True
 
 
 def _search_path(level: pygit2.enums.ConfigLevel) -> list[Path]:
@@ -72,25 +94,45 @@ def _outside_attribute_files(repo: pygit2.Repository, common_dir: Path) -> list[
 
 def filters_idle(repo: pygit2.Repository, common_dir: Path, tree: pygit2.Tree) -> bool:
     """True when no filter could change a byte of ``tree`` on checkout into
-    ``repo``'s worktree: ``core.autocrlf`` is not true and no attribute file
-    exists, in the tree or outside it.  Any doubt answers False."""
+    ``repo``'s worktree: neither ``core.autocrlf`` true nor ``core.eol``
+    crlf, and no attribute file, in the tree or outside it, setting
+    ``eol=crlf`` or ``ident``.  Any doubt answers False."""
     try:
-        autocrlf = repo.config["core.autocrlf"]
+        autocrlf = str(repo.config["core.autocrlf"])
     except KeyError:
         autocrlf = "false"
     except (pygit2.GitError, ValueError):
         return False
-    if str(autocrlf).strip().lower() not in ("false", "no", "off", "0", "input", ""):
+    try:
+        eol = str(repo.config["core.eol"])
+    except KeyError:
+        eol = "native"
+    except (pygit2.GitError, ValueError):
+        return False
+    if autocrlf.strip().lower() not in ("false", "no", "off", "0", "input", "") or eol.strip().lower() == "crlf":
         return False
     for path in _outside_attribute_files(repo, common_dir):
         try:
-            if os.stat(path).st_size:
-                return False
-        except FileNotFoundError:
-            continue
+            text = _read_rules(path)
         except OSError:
             return False
-    return not _tree_has_attributes(repo, tree)
+        if text is not None and not rules_idle(text):
+            return False
+    return _tree_rules_idle(repo, tree)
+
+
+def _read_rules(path: Path) -> str | None:
+    """An attribute file's text, None where there is none; ``OSError`` for
+    one that is no regular file under a MiB (a FIFO is never waited on)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size >= 1 << 20:
+            raise OSError(f"{path} is not a small regular file")
+        return handle.read(1 << 20).decode("utf-8", "replace")
 
 
 def checkout_tree(repo: pygit2.Repository, tree: pygit2.Tree, strategy: pygit2.enums.CheckoutStrategy,
