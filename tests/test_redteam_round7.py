@@ -383,21 +383,14 @@ def test_a_rules_file_linked_to_a_fifo_outside_the_worktree_hangs_no_run(tmp_pat
 
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, reason=(
-    "libgit2 follows a committed .gitignore link when it writes a checkout over an earlier one "
-    "(scratch.prepare's FORCE checkout reads the ignore rules), and the sweep of the worktree "
-    "only sees the link's target as it is when the agent ends: a sandbox_write file another "
-    "agent (a sibling, a later run's) turns into a FIFO later hangs every check in that pool "
-    "slot. Fix: never let libgit2 read a rules file through a link in a judged checkout (refuse "
-    "to judge a tree with a linked .gitignore/.gitattributes/.gitmodules, or make the checkout "
-    "afresh when the tree it holds has one)"))
 def test_a_committed_gitignore_link_turned_into_a_fifo_later_hangs_no_check(tmp_path: Path) -> None:
     """The attempt commits ``.gitignore`` as a link to a regular file of a
     ``sandbox_write`` folder, so the sweep at its end keeps it; that file is
     later replaced by a FIFO (by another agent that writes the same
     folder: this test does it in its stead).  The next check in that pool
-    slot writes its checkout over the attempt's with libgit2, which reads
-    the link."""
+    slot wrote its checkout over the attempt's with libgit2, which read the
+    link and hung.  A checkout holding a tree that links a rules file is
+    now made afresh (``scratch.Checkout._links_rules``)."""
     import os
 
     shared = tmp_path / "agent-cache"

@@ -71,6 +71,37 @@ def _tree_rules_idle(repo: pygit2.Repository, tree: pygit2.Tree) -> bool:
     return True
 
 
+# The files whose rules libgit2 reads from a worktree, following a link.
+RULES_FILES = (ATTRIBUTES, ".gitignore", ".gitmodules")
+_LINKED: dict[pygit2.Oid, bool] = {}  # tree -> does it link a rules file (trees never change)
+
+
+def links_rules(repo: pygit2.Repository, tree: pygit2.Tree) -> bool:
+    """Does ``tree`` hold a ``.gitignore``, ``.gitattributes`` or
+    ``.gitmodules`` that is a symbolic link, at any depth?  A checkout of
+    it has libgit2 follow that link the next time it writes there (a link
+    to a FIFO, made after the checkout, hangs it).  Reads folders only."""
+    known = _LINKED.get(tree.id)
+    if known is not None:
+        return known
+    found, seen, pending = False, set(), [tree]
+    while pending and not found:
+        folder = pending.pop()
+        for entry in folder:
+            if entry.filemode == pygit2.enums.FileMode.LINK and entry.name in RULES_FILES:
+                found = True
+                break
+            if entry.filemode == pygit2.enums.FileMode.TREE and entry.id not in seen:
+                seen.add(entry.id)
+                sub = repo[entry.id]
+                if isinstance(sub, pygit2.Tree):
+                    pending.append(sub)
+    if len(_LINKED) > 256:
+        _LINKED.clear()
+    _LINKED[tree.id] = found
+    return found
+
+
 def _search_path(level: pygit2.enums.ConfigLevel) -> list[Path]:
     value = pygit2.option(pygit2.enums.Option.GET_SEARCH_PATH, level) or ""
     return [Path(p) for p in str(value).split(os.pathsep) if p]

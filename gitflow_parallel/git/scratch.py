@@ -43,7 +43,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import remove_tree
 from gitflow_parallel.git import lfs
-from gitflow_parallel.git.checkout import checkout_tree, filters_idle
+from gitflow_parallel.git.checkout import checkout_tree, filters_idle, links_rules
 from gitflow_parallel.git.repo import Repo, note_write, read_gitdir_file
 
 SCRATCH = "scratch"
@@ -232,7 +232,8 @@ class Checkout:
     def prepare(self, commit: str, keep: Iterable[str] = ()) -> Path:
         """Make the checkout hold exactly ``commit``'s tracked files (and,
         untouched by the clean, the paths ``keep`` names)."""
-        if self._trusted() and self._checkout(commit) and self._clean(keep) and self._head() == commit:
+        if self._trusted() and not self._links_rules() and self._checkout(commit) and self._clean(keep) \
+                and self._head() == commit:
             return self.path
         started = time.monotonic()
         remove_checkout(self.repo, self.path)
@@ -292,6 +293,19 @@ class Checkout:
         proc = self.repo.run_git(args, cwd=cwd or self.path, check=False)
         self._last_error = proc.stderr.decode(errors="replace").strip()
         return proc.returncode == 0
+
+    def _links_rules(self) -> bool:
+        """Does the commit the checkout holds link a rules file
+        (``git/checkout.links_rules``)?  Then it is made afresh: libgit2,
+        writing over it, would follow the link, to whatever it names now."""
+        held = self._head()
+        if held is None:
+            return True
+        try:
+            repo = pygit2.Repository(str(self.repo.common_dir))
+            return links_rules(repo, repo[held].peel(pygit2.Commit).tree)
+        except (pygit2.GitError, KeyError, ValueError):
+            return True
 
     def _head(self) -> str | None:
         admin = read_gitdir_file(self.path / ".git")
