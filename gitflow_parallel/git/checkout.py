@@ -128,19 +128,8 @@ def filters_idle(repo: pygit2.Repository, common_dir: Path, tree: pygit2.Tree) -
     ``repo``'s worktree: neither ``core.autocrlf`` true nor ``core.eol``
     crlf, and no attribute file, in the tree or outside it, setting
     ``eol=crlf`` or ``ident``.  Any doubt answers False."""
-    try:
-        autocrlf = str(repo.config["core.autocrlf"])
-    except KeyError:
-        autocrlf = "false"
-    except (pygit2.GitError, ValueError):
-        return False
-    try:
-        eol = str(repo.config["core.eol"])
-    except KeyError:
-        eol = "native"
-    except (pygit2.GitError, ValueError):
-        return False
-    if autocrlf.strip().lower() not in ("false", "no", "off", "0", "input", "") or eol.strip().lower() == "crlf":
+    autocrlf, eol = _setting(repo, "core.autocrlf", "false"), _setting(repo, "core.eol", "native")
+    if autocrlf is None or eol is None or autocrlf not in ("false", "no", "off", "0", "input", "") or eol == "crlf":
         return False
     for path in _outside_attribute_files(repo, common_dir):
         try:
@@ -150,6 +139,16 @@ def filters_idle(repo: pygit2.Repository, common_dir: Path, tree: pygit2.Tree) -
         if text is not None and not rules_idle(text):
             return False
     return _tree_rules_idle(repo, tree)
+
+
+def _setting(repo: pygit2.Repository, key: str, unset: str) -> str | None:
+    """A config value, lower case (``unset`` when it is not set); None when it cannot be read."""
+    try:
+        return str(repo.config[key]).strip().lower()
+    except KeyError:
+        return unset
+    except (pygit2.GitError, ValueError):
+        return None
 
 
 def _read_rules(path: Path) -> str | None:
