@@ -665,12 +665,19 @@ def test_a_runner_whose_pids_cannot_be_seen_is_alive_while_it_holds_the_claim(re
     assert i["status"] == "running" and wait_gone([i["pid"]]) == []
     claim = slots.try_claim(repo / ".git" / "parallel", "T", "1", "a runner elsewhere")
     assert claim is not None
+    follow = None
     try:
         assert inst(record(gp, "T"), "1")["live"]["flags"] == []
         found = gp.json("validate", "T", code=None)["findings"]
         assert "PARALLEL_PROCESS_GONE" not in {f["code"] for f in found}, found
         assert inst(record(gp, "T"), "1")["status"] == "running"
+        follow = subprocess.Popen(["git", "parallel", "logs", "T", "1", "-f"], cwd=repo,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.5)
+        assert follow.poll() is None, "logs -f stopped following a run whose runner holds its claim"
     finally:
         claim.release()
+    if follow is not None:
+        assert follow.wait(timeout=20) == 0  # the claim let go: it ends
     assert inst(record(gp, "T"), "1")["live"]["flags"] == ["process gone"]
     assert "PARALLEL_PROCESS_GONE" in {f["code"] for f in gp.json("validate", "T", code=1)["findings"]}

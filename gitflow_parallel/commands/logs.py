@@ -84,9 +84,13 @@ def follow(project: Project, task: str, inst_id: str, gate: str | None = None,
             offset += len(chunk)
             yield chunk
             continue
-        current = find_instance(project.store.load(task), inst_id) if not view.shared else inst
-        if current["status"] != "running" or current["attempt"] != inst["attempt"] \
-                or not instance_process_alive(current):
+        if view.shared:
+            current, alive = inst, instance_process_alive(inst)
+        else:
+            record = project.store.load(task)
+            current = find_instance(record, inst_id)
+            alive = project.instance_alive(record, current)  # (its claim held: a runner elsewhere)
+        if current["status"] != "running" or current["attempt"] != inst["attempt"] or not alive:
             # What it wrote between our last read and its end.
             chunk = more()
             if chunk:
