@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from conftest import GP, git
 from hostile import log_of, needs_namespace
 from test_escapes import control_free
 from test_hostile import HONEST, PY, project
@@ -114,13 +114,21 @@ def test_an_agent_cannot_read_a_live_siblings_log(tmp_path: Path, layer: str) ->
            "  if [ -n \"$f\" ]; then grep -A1 '^def add' \"$f\" | head -n 2 > app.py; echo found-it; break; fi; "
            "  sleep 0.1; i=$((i+1)); done; "
            "git commit -qam mine; true")
+    _copier_beside_its_sibling(gp, one, two, "the code its sibling printed", fenced(layer))
+
+
+def _copier_beside_its_sibling(gp: GP, one: str, two: str, what: str, env: dict[str, str] | None = None) -> None:
+    """Instance 1 runs ``one``, the copier, side by side with instance 2's
+    ``two``, the honest sibling at work; then both are checked: the sibling
+    passes, and the copier fails, never having found (``found-it``) the
+    sibling's work."""
     agent = f'case "$GIT_PARALLEL_INSTANCE" in 1) {one};; *) {two};; esac'
-    gp("run", "t", "--jobs", "2", "--", "sh", "-c", agent, env=fenced(layer))  # side by side
+    gp("run", "t", "--jobs", "2", "--", "sh", "-c", agent, env=env)
     said = log_of(gp, "t", "1")
     checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
     assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
-    assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with the code its sibling printed"
-    assert "found-it" not in said, "an agent read its live sibling's log"
+    assert checked["1"]["verdict"] == "fail", f"the wrong attempt passed with {what}"
+    assert "found-it" not in said, said
 
 
 # -- 4. a live sibling's command lines, read through /proc ---------------------------------
@@ -166,13 +174,7 @@ def test_an_agent_cannot_read_a_live_siblings_command_lines(tmp_path: Path, laye
             time.sleep(0.1)
         """))
     one = f"{PY} {finder}; git commit -qam mine; true"
-    agent = f'case "$GIT_PARALLEL_INSTANCE" in 1) {one};; *) {two};; esac'
-    gp("run", "t", "--jobs", "2", "--", "sh", "-c", agent, env=fenced(layer))  # side by side
-    said = log_of(gp, "t", "1")
-    checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
-    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
-    assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with the fix its sibling's command line held"
-    assert "found-it" not in said, said
+    _copier_beside_its_sibling(gp, one, two, "the fix its sibling's command line held", fenced(layer))
 
 
 # -- 5. a live sibling's server on the loopback ----------------------------------------------
@@ -212,13 +214,7 @@ def test_an_agent_cannot_read_a_live_siblings_server_on_the_loopback(tmp_path: P
             time.sleep(0.1)
         """))
     one = f"{PY} {fetcher}; git commit -qam mine; true"
-    agent = f'case "$GIT_PARALLEL_INSTANCE" in 1) {one};; *) {two};; esac'
-    gp("run", "t", "--", "sh", "-c", agent)
-    said = log_of(gp, "t", "1")
-    checked = {i["id"]: i for i in gp.json("check", "t", code=None)["instances"]}
-    assert checked["2"]["verdict"] == "pass", json.dumps(checked["2"]["gates"])[:600]
-    assert checked["1"]["verdict"] == "fail", "the wrong attempt passed with the code its sibling served"
-    assert "found-it" not in said, said
+    _copier_beside_its_sibling(gp, one, two, "the code its sibling served")
 
 
 # -- 6. the HEAD an agent leaves, under retry's reset ------------------------------------------
