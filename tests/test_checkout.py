@@ -78,6 +78,23 @@ def test_attributes_that_change_no_byte_here_skip_the_filters(tmp_path: Path, ru
     assert _scratch(repo) == oracle
 
 
+def test_a_linked_or_huge_gitattributes_keeps_the_filters(tmp_path: Path) -> None:
+    """A ``.gitattributes`` that is a link names rules elsewhere, followed in
+    the worktree; one of a MiB or more is not read to decide."""
+    repo = make_repo(tmp_path / "repo", {**FILES, "rules": "*.txt eol=crlf\n",
+                                         "sub/.gitattributes": "# padding\n" * (1 << 17)})
+    (repo / ".gitattributes").symlink_to("rules")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "link")
+    assert not _filters_idle(repo)
+    git(repo, "rm", "-q", ".gitattributes")
+    git(repo, "commit", "-qm", "no link")
+    assert not _filters_idle(repo)  # the huge one alone
+    git(repo, "rm", "-q", "sub/.gitattributes")
+    git(repo, "commit", "-qm", "neither")
+    assert _filters_idle(repo)
+
+
 @pytest.mark.parametrize("source", ["nested .gitattributes", "info/attributes", "core.autocrlf", "attributesFile",
                                     "a macro", "core.eol", "ident alone"])
 def test_where_a_filter_could_change_bytes_it_still_does(tmp_path: Path, source: str) -> None:

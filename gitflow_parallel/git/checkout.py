@@ -59,8 +59,12 @@ def _tree_rules_idle(repo: pygit2.Repository, tree: pygit2.Tree) -> bool:
     while pending:
         folder = pending.pop()
         if ATTRIBUTES in folder:
-            blob = repo[folder[ATTRIBUTES].id]
-            if not isinstance(blob, pygit2.Blob) or not rules_idle(blob.data.decode("utf-8", "replace")):
+            rules = folder[ATTRIBUTES]
+            # A link is followed in the worktree, to rules of anywhere; an
+            # attempt's file may be of any size: not read past a MiB.
+            blob = repo[rules.id] if rules.filemode != pygit2.enums.FileMode.LINK else None
+            if not isinstance(blob, pygit2.Blob) or blob.size >= 1 << 20 \
+                    or not rules_idle(blob.data.decode("utf-8", "replace")):
                 return False
         for entry in folder:
             if entry.filemode == pygit2.enums.FileMode.TREE and entry.id not in seen:
