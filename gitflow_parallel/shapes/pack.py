@@ -28,6 +28,15 @@ class HiddenCounts(TypedDict):
     summary: str | None
 
 
+class StreamedCounts(TypedDict):
+    """What a gate's test process streamed as each test ended (``judge/stream``)."""
+    sessions: int
+    passed: int
+    failed: int
+    skipped: int
+    failed_tests: list[str]  # the first of them (none for hidden tests)
+
+
 class Judged(TypedDict):
     """What is judged of an attempt: its protected paths, the commit and tree
     checked out, and the protected changes it made (``judge/gates``)."""
@@ -110,6 +119,7 @@ class GateResult(TypedDict):
     stderr_log: NotRequired[str | None]
     hidden: NotRequired[HiddenCounts]
     expect: NotRequired[ExpectResult]
+    streamed: NotRequired[StreamedCounts]
     cut: NotRequired[int]
 
 
