@@ -86,7 +86,8 @@ def render_status(r: StatusDetail) -> None:
 def figures_text(f: Mapping[str, object]) -> str:
     score = "unavailable" if f["score"] is None else f["score"]
     size = f", group of {f['group_size']}" if "group_size" in f else ""
-    return f"{f['id']} (score {score}, {f['changed_lines']} changed lines{size})"
+    proved = "added tests prove the fix, " if f.get("proved") else ""
+    return f"{f['id']} ({proved}score {score}, {f['changed_lines']} changed lines{size})"
 
 
 def render_push(p: PushResult | None) -> None:
