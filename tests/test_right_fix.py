@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import git, make_repo
+from conftest import GP, git, make_repo
 from gitflow_parallel import errors as E
 from gitflow_parallel.commands import check, pick, spawn
 from gitflow_parallel.state.project import Project
@@ -64,9 +64,14 @@ def test_the_right_fix_with_its_own_test_wins(tmp_path: Path) -> None:
     commit_in(wt["4"], {"calc/__init__.py": WRONG,                                             # (d)
                         "tests/test_calc.py": TESTS + REGRESSION.replace("11", "9").replace("== 10", "== 9")
                         + "\n\ndef test_clamp_low():\n    assert True\n"})
-    result = check.check(project, "t")
+    result = GP(project.repo.main_workdir).json("check", "t")
     assert result["errors"] == [] and {i["id"]: i["verdict"] for i in result["instances"]} == {
         "1": "pass", "2": "pass", "3": "pass", "4": "pass"}  # each passes the base's tests
+    shown = GP(project.repo.main_workdir)("show", "t", "1").stdout
+    assert "tests/test_calc.py modified +4 -0  (tests only added: test_clamp_high; run as added tests)" in shown
+    assert "added tests (observe): pass on it; they fail on the base and pass on the attempt" in shown
+    assert "tests/test_calc.py modified +5 -1  (blocks an automatic pick)" in GP(project.repo.main_workdir)(
+        "show", "t", "3").stdout
     by_id = packs(project)
 
     right = by_id["1"]

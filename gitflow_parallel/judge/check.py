@@ -506,7 +506,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
                     "score": pack["score"], "score_error": pack["score_error"], "gates": pack["gates"],
                     "evidence": binding, "proof_issued_at": pack["proof_issued_at"],
                     "protected_changes": pack["protected_changes"], "protected_detail": pack["protected_detail"],
-                    "refused": pack["refused"]}
+                    "refused": pack["refused"], "added_tests": pack["added_tests"]}
                 entries.append((pack["commit"], provenance.evidence_note(record, inst["id"], pack, binding["sha256"])))
                 if pack["verdict"] == "fail":
                     notifier.send(notify.gates_failed(record, inst, pack))
