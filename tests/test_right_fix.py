@@ -19,7 +19,7 @@ import pytest
 
 from conftest import GP, git, make_repo
 from gitflow_parallel import errors as E
-from gitflow_parallel.commands import check, pick, spawn
+from gitflow_parallel.commands import check, merge, pick, spawn
 from gitflow_parallel.state.project import Project
 
 PY = sys.executable
@@ -103,6 +103,11 @@ def test_the_right_fix_with_its_own_test_wins(tmp_path: Path) -> None:
     losers = {l["id"]: l for l in chosen["losers"]}
     assert losers["2"]["code"] == E.SELECTION_NO_PASS and "prove its fix" in losers["2"]["reason"]
     assert losers["3"]["code"] == losers["4"]["code"] == E.PROTECTED_PATH_CHANGED
+
+    # It lands on its evidence, its regression test with it.
+    landed = merge.merge(project, "t")["merge"]
+    repo = project.repo.main_workdir
+    assert git(repo, "show", f"{landed['landed']}:tests/test_calc.py") == (TESTS + REGRESSION).strip()
 
 
 @pytest.mark.parametrize("namespace", ["auto", "off"])
