@@ -34,6 +34,8 @@ from __future__ import annotations
 import ast
 import re
 
+# Past this a test file is not read: it blocks as any change does.
+MAX_BYTES = 4 << 20
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Names pytest or unittest call around other tests: setup_module,
 # teardown_function, setUpModule, setup_method, pytest_generate_tests, …
@@ -55,14 +57,17 @@ def added_tests(base: bytes, new: bytes) -> list[str] | None:
     """The tests (``name``, ``Class::name``) the ``new`` text of a Python
     test file adds to its ``base`` text, or None when it does anything but
     add tests (or adds none, or either does not parse)."""
-    try:
-        old_module = ast.parse(base.decode("utf-8"))
-        new_module = ast.parse(new.decode("utf-8"))
-    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+    if max(len(base), len(new)) > MAX_BYTES:
         return None
-    taken = _used_names(old_module)
-    added: list[str] = []
-    if not _only_added(old_module.body, new_module.body, taken, added, None):
+    try:
+        # Parsed from the bytes, as Python imports them: a ``# coding: utf-7``
+        # line turns what UTF-8 reads as a comment into code.
+        old_module, new_module = ast.parse(base), ast.parse(new)
+        taken = _used_names(old_module)
+        added: list[str] = []
+        if not _only_added(old_module.body, new_module.body, taken, added, None):
+            return None
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         return None
     return added or None
 

@@ -97,3 +97,15 @@ def test_builtins_the_base_uses_stay_its_own() -> None:
 def test_what_does_not_parse_is_not_adding() -> None:
     assert added_tests(BASE.encode(), (BASE + "\ndef test_(:\n").encode()) is None
     assert added_tests(b"\xff\xfe", BASE.encode()) is None
+
+
+def test_a_coding_line_is_read_as_python_reads_it() -> None:
+    # In UTF-7, "+AAo-" is a line break: Python runs the "comment" as code.
+    new = "# coding: utf-7\n" + BASE + "\n\n# +AAo-import calc+AAo-calc.add = max\ndef test_z():\n    pass\n"
+    assert added_tests(BASE.encode(), new.encode()) is None
+    assert added_tests(BASE.encode(), ("# coding: utf-7\n" + BASE + "\n\ndef test_z():\n    pass\n").encode()) == [
+        "test_z"]
+
+
+def test_past_the_size_limit_nothing_is_read() -> None:
+    assert grown("\n\ndef test_z():\n    pass\n" + "#" * (4 << 20)) is None

@@ -156,7 +156,8 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
                       patterns: list[str], config: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The protected paths whose entry differs between the two trees, each
     with how (``added``, ``deleted``, ``modified``), its line counts and
-    whether it is the harness's (``harness``).  A mixed file
+    whether it is the harness's (``harness``); a Python test file the
+    attempt only added tests to names them (``appended``).  A mixed file
     (``harness.MIXED_FILES``) counts only when its harness sections differ."""
     config = config or {}
     mixed = config.get("protect_defaults", True)
