@@ -294,7 +294,11 @@ def judge_checkout(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateC
             def ask(argv: list[str], env: dict[str, str] = env) -> bytes:
                 log = place.log("imports")
                 probe = Layer(above=list(place.above), main=True)  # its own throwaway layer
-                execute(argv, place.worktree, env, 60.0, log, place.log("imports-stderr"), layer=probe)
+                # Asked with the gate's import path: the checkout after the
+                # installed packages (an editable install of the main worktree first).
+                with contextlib.closing(stream.open_channel()) as channel:
+                    execute(argv, place.worktree, {**env, **channel.env(env)}, 60.0, log, place.log("imports-stderr"),
+                            layer=probe, channel=channel)
                 return read_regular(log, limit=1 << 20) or b""
 
             environment.check_imports(python, packages, place.worktree, ask)

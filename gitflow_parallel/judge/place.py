@@ -80,7 +80,8 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     before = tamper.before_command(cwd)  # what no command may change, as it is now
     scope, plan = supervise.new_scope("gate"), plan or _PLANS.get(str(cwd))
     layer = layer or Layer()
-    fence = (plan.fence(scope, layer.above, layer.upper, layer.network, layer.lower, layer.main, layer.writable)
+    fence = (plan.fence(scope, layer.above, layer.upper, layer.network, layer.lower, layer.main, layer.writable,
+                        channel.folder if channel is not None else None)
              if plan is not None else sandbox.none("no fence planned here"))
     env = {**env, **fence.env}
     with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err, \
