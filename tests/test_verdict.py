@@ -196,8 +196,12 @@ CANARY_PASSED = '{"e": "test", "id": "t.py::test_c", "cat": "passed"}'
     (outcome.Ran(0, hidden=True, require_count=False), True, None),
     (outcome.Ran(0, expect={"passed": False, "tests": 1, "failed": 1, "error": "fail_to_pass: 1 of 1"}),
      False, None),
-    (outcome.Ran(1, streamed=_stream(START, FAIL_B, END1),
+    (outcome.Ran(1, streamed=_stream(START, FAIL_B, END1), listed=("t.py::b",),
                  expect={"passed": True, "tests": 1, "failed": 0, "error": None}), False, FORGED),
+    # With expect:, only the listed tests count, and the exit status not at all.
+    (outcome.Ran(1, streamed=_stream(START, PASS_A, FAIL_B, END1), listed=("t.py::a",),
+                 printed=outcome.Printed("pytest", 1, 1, "1 failed, 1 passed"),
+                 expect={"passed": True, "tests": 2, "failed": 1, "error": None}), True, None),
 ])
 def test_a_gates_outcome_is_decided_by_one_rule_table(ran: outcome.Ran, passed: bool, code: str | None) -> None:
     decided = outcome.decide(ran)

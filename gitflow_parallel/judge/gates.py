@@ -71,7 +71,8 @@ def run_gate(gate: GateConfig, place: Place) -> GateResult:
         result = gate_result(gate, exit_code=code, duration_s=round(seconds, 3), log=str(log),
                              log_sha256=sha256_path(log))
         expected = reported.judged(gate, report)
-        ran = outcome.Ran(code, error, failure_code(error), channel.result(), _printed(log), expected)
+        ran = outcome.Ran(code, error, failure_code(error), channel.result(), _printed(log), expected,
+                          listed=_listed(gate))
         _decided(result, ran, expected)
     if gate["mode"] == "probe":
         result["stderr_log"] = str(err_log)
@@ -87,6 +88,11 @@ def _printed(log: Path) -> outcome.Printed | None:
     except OSError:
         return None
     return outcome.printed_summary(text)
+
+
+def _listed(gate: GateConfig) -> tuple[str, ...]:
+    spec = gate.get("expect")
+    return (*spec["fail_to_pass"], *spec["pass_to_pass"]) if spec else ()
 
 
 PRINTED_TAIL = 64 * 1024  # bytes of a log's end read for the printed summary
@@ -144,7 +150,8 @@ def _run_hidden(gate: GateConfig, place: Place, env: dict[str, str], argv: list[
     streamed = channel.result()
     counted = streamed.any or counts is not None or (expected is not None and expected["tests"] is not None)
     _decided(result, outcome.Ran(code, error, failure_code(error), streamed, printed, expected, hidden=True,
-                                 counted=counted, require_count=gate.get("require_count", True), canary=canary),
+                                 counted=counted, require_count=gate.get("require_count", True), canary=canary,
+                                 listed=_listed(gate)),
              expected)
     if "streamed" in result and all(s.ended for s in streamed.sessions):
         shown = result["streamed"]

@@ -21,17 +21,20 @@ The rules, in order (docs/judging.md, "What decides a gate"):
    what no command may): fail, with that reason;
 2. a pytest session streamed but never finished: fail; forged if the
    status was 0 (the process was ended from inside);
-3. a test streamed as failed (or as an error), the canary aside: fail;
-   forged if the status was 0 or the report says every expected test passed;
+3. a test streamed as failed (or as an error), the canary aside (with
+   ``expect:``, a listed test): fail; forged if the status was 0 or the
+   report says every expected test passed;
 4. a hidden run's canary streamed as anything but failed, or not at all
    while the run streamed tests: forged;
-5. the printed summary counts failures: fail; forged if the status was 0;
+5. the printed summary counts failures (without ``expect:``, whose other
+   tests may fail): fail; forged if the status was 0;
 6. the printed summary and the stream disagree on what passed or failed
    (same runner, pytest): forged;
-7. a session's own status is not 0 while the process ended with 0: forged;
-8. the report of ``expect:`` does not pass: fail, with its reason;
-9. a non-zero exit status: fail (a hidden run whose only failure is its
-   canary ends with pytest's 1);
+7. a session's own status is not 0 while the process ended with 0
+   (without ``expect:``): forged;
+8. with ``expect:``, its report decides the rest: every listed test passed;
+9. without, a non-zero exit status: fail (a hidden run whose only failure
+   is its canary ends with pytest's 1);
 10. a hidden run that counted no test, unless ``require_count: false``: fail.
 """
 
@@ -41,6 +44,7 @@ import re
 from dataclasses import dataclass
 
 from gitflow_parallel import errors as E
+from gitflow_parallel import expect
 from gitflow_parallel.judge.stream import Streamed
 from gitflow_parallel.shapes.pack import ExpectResult
 
@@ -72,6 +76,7 @@ class Ran:
     counted: bool = False  # a hidden run's tests were counted (stream, summary or report)
     require_count: bool = True
     canary: str | None = None  # a hidden run's canary test, by its function name
+    listed: tuple[str, ...] = ()  # the tests ``expect:`` names: only theirs count (as in SWE-bench)
 
 
 @dataclass(frozen=True)
@@ -115,13 +120,14 @@ def decide(ran: Ran) -> Outcome:
         if isinstance(verdict, Outcome):
             return verdict
         canary_failed = verdict
-    if ran.printed is not None:
+    if ran.printed is not None and ran.expect is None:
         printed = _printed_rules(ran.printed, streamed, status, canary_failed)
         if printed is not None:
             return printed
-    if ran.expect is not None and not ran.expect["passed"]:
-        return _fail(ran.expect["error"] or "the test report does not show every expected test passed")
-    if status != 0 and not (canary_failed and status == 1):
+    if ran.expect is not None:
+        if not ran.expect["passed"]:
+            return _fail(ran.expect["error"] or "the test report does not show every expected test passed")
+    elif status != 0 and not (canary_failed and status == 1):
         return _fail(PLAIN)
     if ran.hidden and not ran.counted and ran.require_count:
         return _fail("the hidden tests reported no count of tests run (no runner summary line such as "
@@ -140,6 +146,9 @@ def _stream_rules(ran: Ran, streamed: Streamed, status: int | None) -> Outcome |
         return _forged(f"{why}, yet it exited with status 0") if status == 0 else _fail(PLAIN)
     tests = streamed.tests()
     failed = [t for t, c in tests.items() if c in ("failed", "error") and not is_canary(t, ran.canary)]
+    if ran.expect is not None:  # only the listed tests count, and the exit status not at all
+        outcomes = {t: "failed" if c in ("failed", "error") else c for t, c in tests.items()}
+        failed = [t for t in ran.listed if expect.outcome_of(t, outcomes) == "failed"]
     expect_passed = ran.expect is not None and ran.expect["passed"]
     if failed:
         # A hidden test's name is never said: it would tell the agents.
@@ -155,7 +164,7 @@ def _stream_rules(ran: Ran, streamed: Streamed, status: int | None) -> Outcome |
         if canary[0] not in ("failed", "error"):
             return _forged(f"the hidden run's canary, a test that must fail, was reported {canary[0]}")
     bad = [s.status for s in streamed.sessions if s.status not in (0, None, 5)]
-    if status == 0 and bad:
+    if status == 0 and bad and ran.expect is None:
         return _forged(f"the pytest session ended with status {bad[0]}, the process with 0")
     return bool(canary) and canary[0] in ("failed", "error")
 
