@@ -96,6 +96,7 @@ class Child:
     error: str | None = None
     duration: float | None = None
     committed: str | None = None
+    outcome: str | None = None  # model.NO_CHANGE when it succeeded having changed nothing
     head: str | None = None
     finished_at: str | None = None
     snapshot: tamper.Snapshot | None = None  # what no attempt may change, as it was at the start (git/tamper)
@@ -223,8 +224,8 @@ def record_finish(record: RunRecord, child: Child) -> None:
         child.status = inst["status"]
         return
     extra = {"tampered": child.tampered} if child.tampered else {}
-    model.finish(record, inst, child.status or "failed", exit_code=child.exit_code, error=child.error,
-                 finished_at=child.finished_at, head=child.head, **extra)
+    model.finish(record, inst, child.status or "failed", outcome=child.outcome, exit_code=child.exit_code,
+                 error=child.error, finished_at=child.finished_at, head=child.head, **extra)
     model.bump(inst)
 
 

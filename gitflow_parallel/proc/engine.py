@@ -19,7 +19,7 @@ import os
 import signal
 import time
 from collections import deque
-from typing import Callable, TypedDict
+from typing import Callable, NotRequired, TypedDict
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import faults, model, notify
@@ -80,6 +80,7 @@ class Ran(TypedDict):
     pid: int | None
     log: str | None
     events: str | None
+    outcome: NotRequired[str]  # model.NO_CHANGE: it succeeded having changed nothing
 
 
 class RunSummary(TypedDict):
@@ -152,6 +153,7 @@ def _summary_rows(record: RunRecord, children: list[child_proc.Child]) -> list[R
             "status": child.status if child.ran else inst["status"], "exit_code": child.exit_code,
             "error": child.error, "duration_s": child.duration, "head": child.head or inst["head"],
             "committed": child.committed, "pid": child.popen.pid if child.popen else None,
+            **({"outcome": child.outcome} if child.ran and child.outcome else {}),
             "log": str(child.log) if child.ran else None, "events": str(child.events) if child.ran else None,
         })
     return rows
@@ -380,6 +382,11 @@ class _Runner:
             leftovers.commit(self.project, self.record, child)
         faults.point("run.after_commit")
         child.head = self.project.repo.ref_target(f"refs/heads/{child.branch}")
+        if child.status == "succeeded" and child.head is not None:
+            inst = find_instance(self.record, child.id)
+            repo = self.project.repo
+            if repo.tree_of(child.head) == repo.tree_of(model.unchanged_from(self.record, inst)):
+                child.outcome = model.NO_CHANGE
         # Done with the worktree: an abort waiting on the claim may go on.
         child_proc.release_claim(child)
 
