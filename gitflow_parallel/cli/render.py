@@ -417,6 +417,9 @@ def render_run(r: Mapping[str, Any]) -> None:
     if c["aborted"]:
         head += f", {c['aborted']} aborted"
     echo(f"{head} ({r['elapsed_s']:.1f}s)")
+    for p in r.get("profiles") or []:
+        given = ", ".join(f"{k}={v}" for k, v in p["env"].items())
+        echo(f"agent profile {p['name']}: may write {', '.join(p['writes'])}" + (f"; {given}" if given else ""))
     header = ("ID", "STATUS", "EXIT", "TIME", "HEAD", "LOG")
     rows = [header]
     for row in r["instances"]:

@@ -498,7 +498,8 @@ def agents_ignore_lines(repo: pygit2.Repository, scratch: Iterable[str]) -> set[
     except (OSError, KeyError, pygit2.GitError):
         return set()
     entry = head[".gitignore"] if head is not None and ".gitignore" in head else None
-    before = repo[entry.id].data if entry is not None and entry.type_str == "blob" else b""
+    blob = repo[entry.id] if entry is not None and entry.type_str == "blob" else None
+    before = blob.data if isinstance(blob, pygit2.Blob) else b""
     if before and not before.endswith(b"\n"):
         before += b"\n"  # what aider does before it appends
     if now == before or not now.startswith(before):
