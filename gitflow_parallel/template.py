@@ -36,7 +36,8 @@ TEMPLATE_SETTINGS = """\
 # 5.13+); either way it writes only its worktree (a gate: its checkout).
 # sandbox: auto           # required: refuse without the namespace layer; off
 # sandbox_network: on     # off: agents and setup get no network
-# sandbox_write: [~/.claude]   # what agents' tools write outside the worktree (not a setup store)
+# sandbox_write: [~/.my-agent] # what other agents' tools write outside the worktree (not a setup store);
+#                         # claude, codex, aider, gemini and opencode get theirs without it
 
 # merge:
 #   policy: refuse               # a conflict stops, like git; or first_pass_wins |
