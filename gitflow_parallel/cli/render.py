@@ -429,10 +429,14 @@ def render_run(r: Mapping[str, Any]) -> None:
     if c["aborted"]:
         head += f", {c['aborted']} aborted"
     echo(f"{head} ({r['elapsed_s']:.1f}s)")
+    for p in r.get("profiles") or []:
+        given = ", ".join(f"{k}={v}" for k, v in p["env"].items())
+        echo(f"agent profile {p['name']}: may write {', '.join(p['writes'])}" + (f"; {given}" if given else ""))
     header = ("ID", "STATUS", "EXIT", "TIME", "HEAD", "LOG")
     rows = [header]
     for row in r["instances"]:
-        rows.append((row["id"] + (f" ({row['agent']})" if row.get("agent") else ""), row["status"],
+        status = row["status"] + (" (no change)" if row.get("outcome") == "no_change" else "")
+        rows.append((row["id"] + (f" ({row['agent']})" if row.get("agent") else ""), status,
                      short(row["exit_code"]),
                      "-" if row["duration_s"] is None else f"{row['duration_s']:.1f}s", short(row["head"]),
                      row["log"] or "-"))
@@ -452,6 +456,10 @@ def render_run(r: Mapping[str, Any]) -> None:
         echo(f"next: read the logs; `git parallel retry {r['task']} ID` starts a new attempt "
              f"(failed or aborted: {', '.join(bad)})")
     elif all(row["status"] == "succeeded" for row in r["instances"]):
+        idle = [row["id"] for row in r["instances"] if row.get("outcome") == "no_change"]
+        if idle:
+            echo(f"no change: {', '.join(idle)} exited 0 having changed nothing, so can never win; read the logs "
+                 f"(`git parallel logs {r['task']} ID`), then retry")
         echo(f"next: git parallel check {r['task']}")
 
 

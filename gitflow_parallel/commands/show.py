@@ -48,7 +48,7 @@ def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> 
         "task": task, "run_id": record["run_id"], "run_status": record["status"], "shared": view.shared,
         "base": record["base"], "instance": {k: inst.get(k) for k in (
             "id", "track", "status", "attempt", "branch", "worktree", "error", "exit_code", "started_at",
-            "finished_at", "verdict", "score", "removed", "agent", "tampered")},
+            "finished_at", "verdict", "score", "removed", "agent", "tampered", "outcome")},
         "commit": view.tip(inst), "evidence": {"state": fresh.state, "reason": fresh.reason,
                                                "ref": share.evidence_ref(record["run_id"], inst_id, inst["attempt"])},
         "pack": pack and {k: pack.get(k) for k in ("commit", "tree", "verdict", "complete", "score", "score_error",
