@@ -163,6 +163,7 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
     findings = findings_file(config)
     kept = kept_environment(config)
     scripts = harness.npm_scripts(g["run"] for g in config.get("gates") or [])
+    folders = harness.script_folders(g["run"] for g in config.get("gates") or [])
     out: dict[str, dict[str, Any]] = {}
     diff = base_tree.diff_to_tree(tree)
     for i, delta in enumerate(diff.deltas):
@@ -171,8 +172,9 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
                 continue
             is_mixed = mixed and harness.is_mixed(path)
             restored, dependencies = True, False
-            if matches(path, patterns):
-                harness_file = is_mixed or matches(path, harness.HARNESS_PATTERNS, folders=False) or matches(path, kept)
+            shadow = mixed and harness.shadows(path, folders)  # no pattern can name every such module
+            if shadow or matches(path, patterns):
+                harness_file = is_mixed or shadow or is_harness(path) or matches(path, kept)
             elif is_mixed and harness.harness_changed(path, _blob_data(repo, base_tree, path),
                                                       _blob_data(repo, tree, path), scripts):
                 harness_file = True
@@ -190,6 +192,13 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
                          "harness": harness_file or path in (CONFIG_FILE, findings), "dependencies": dependencies,
                          "restored": restored}
     return [out[p] for p in sorted(out)]
+
+
+def is_harness(path: str, folders: Iterable[str] = ()) -> bool:
+    """Is ``path`` wholly the harness's (``harness.HARNESS_PATTERNS``), or a
+    module that takes the place of one the runner or the standard library
+    provides (``harness.shadows``; ``folders``: the gates' script folders)?"""
+    return matches(path, harness.HARNESS_PATTERNS, folders=False) or harness.shadows(path, folders)
 
 
 def blocks_pick(change: dict[str, Any]) -> bool:
