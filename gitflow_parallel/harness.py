@@ -6,7 +6,9 @@ the rootdir and every folder down to the tests, takes options (``addopts``,
 ``-p plugin``) from the first of ``pytest.ini``, ``pyproject.toml``,
 ``tox.ini`` and ``setup.cfg`` it finds, and autoloads plugins that installed
 packages declare under the ``pytest11`` entry point; any Python imports
-``sitecustomize``/``usercustomize`` and runs ``.pth`` lines; ``make test``
+``sitecustomize``/``usercustomize`` and runs ``.pth`` lines, and imports a
+module from the folder first on ``sys.path`` before the standard library's
+or site-packages' (:func:`shadows`); ``make test``
 runs whatever the Makefile says; ``npm test`` whatever ``scripts.test`` says,
 and every script that one runs in turn, with the files they and the
 runner's configuration name (:func:`reached_files`).
