@@ -194,6 +194,34 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
     return [out[p] for p in sorted(out)]
 
 
+# Past this a file is data or a bundle (minified, vendored), not code an
+# agent wrote line by line: its lines are not read.
+_READ_AT_MOST = 1 << 20
+
+
+def added_lines(repo: pygit2.Repository, base: str, commit: str,
+                patterns: list[str]) -> dict[str, list[tuple[int, str]]]:
+    """The lines ``commit`` added since ``base`` to each path outside the
+    protected ``patterns`` (those are judged as the base has them, or are
+    tests), as (line number, text); binary files and files of a MiB or
+    more are left out."""
+    diff = repo[base].peel(pygit2.Tree).diff_to_tree(repo[commit].peel(pygit2.Tree))
+    out: dict[str, list[tuple[int, str]]] = {}
+    for i, delta in enumerate(diff.deltas):
+        path = delta.new_file.path
+        if delta.status == pygit2.enums.DeltaStatus.DELETED or delta.new_file.size >= _READ_AT_MOST \
+                or matches(path, patterns) or harness.shadows(path):
+            continue
+        patch = diff[i]  # a patch only for what is read
+        if patch is None or patch.delta.is_binary:
+            continue
+        lines = [(line.new_lineno, line.raw_content.decode("utf-8", "replace").rstrip("\r\n"))
+                 for hunk in patch.hunks for line in hunk.lines if line.origin == "+"]
+        if lines:
+            out[path] = lines
+    return out
+
+
 def is_harness(path: str, folders: Iterable[str] = ()) -> bool:
     """Is ``path`` wholly the harness's (``harness.HARNESS_PATTERNS``), or a
     module that takes the place of one the runner or the standard library
