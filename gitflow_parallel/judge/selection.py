@@ -438,11 +438,11 @@ def decide(project: Project, record: RunRecord, track: str) -> tuple[PickRecord,
     candidates, losers = track_candidates(project, record, track)
     if not candidates:
         why = "; ".join(f"{l['id']}: {l['reason']}" for l in losers) or "it has no instances"
-        held = [l for l in losers if l["code"] in (E.PROTECTED_PATH_CHANGED, E.REACHES_HARNESS)]
-        protected = [l["id"] for l in held]
-        if protected:
+        held = [(l["id"], l["code"]) for l in losers if l["code"] in (E.PROTECTED_PATH_CHANGED, E.REACHES_HARNESS)]
+        protected = [i for i, _ in held]
+        if held:
             raise ParallelError(
-                held[0]["code"],
+                held[0][1],
                 f"no instance of track {track} of {record['task']!r} can be picked automatically ({why})",
                 hint=f"read what each changed with `git parallel show {record['task']} {protected[0]}`; to land it "
                      f"anyway, `git parallel pick {record['task']} --instance {protected[0]} --reason WHY`")
