@@ -51,9 +51,10 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((rule, re.compile(pattern
 
 # Test files by name: pytest's and unittest's, go's, and the JavaScript
 # runners' ``*.test.js``/``*.spec.ts`` (and their jsx, tsx, mjs, cjs, mts,
-# cts kin), and pytest's ``conftest.py``.
+# cts kin) and every file under ``__tests__/`` (jest's), and pytest's
+# ``conftest.py``.
 _TEST_FILE = re.compile(r"(?:.*/)?(?:test_[^/]*\.py|[^/]*_test\.(?:py|go)|conftest\.py"
-                        r"|[^/]*\.(?:test|spec)\.[cm]?[jt]sx?)")
+                        r"|[^/]*\.(?:test|spec)\.[cm]?[jt]sx?|__tests__/.*)")
 _PROSE = (".md", ".markdown", ".rst", ".txt", ".adoc", ".rdoc")
 
 

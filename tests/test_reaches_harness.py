@@ -71,7 +71,9 @@ def test_the_scan_names_what_product_code_reaches() -> None:
     # Tests are the harness's own: they may use it.
     assert reach.scan({"tests/test_calc.py": [(1, "import pytest")], "conftest.py": [(1, "import atexit")],
                        "src/calc_test.py": [(1, "import pytest")], "web/a.test.js": [(1, "require('mocha')")],
-                       "web/a.spec.ts": [(1, "import { vi } from 'vitest'")]}) == []
+                       "web/a.spec.ts": [(1, "import { vi } from 'vitest'")],
+                       "web/__tests__/setup.js": [(1, "require('jest')")],
+                       "README.md": [(1, "run `pytest --junitxml=out.xml` with GIT_PARALLEL_REPORT set")]}) == []
     # Ordinary code that merely mentions the words is not a finding.
     assert reach.scan({"calc/util.py": [(1, "def exit_code(status):"), (2, "text = 'pytest is a runner'"),
                                         (3, "import pytesting"), (4, "from tapestry import weave"),

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import reach
 from gitflow_parallel.cli.verb import echo
 from gitflow_parallel.evidence import tampered_while_judged
 from gitflow_parallel.provenance import protected_summary
@@ -270,8 +269,10 @@ def render_reaches(findings: list[ReachFinding], indent: str, limit: int = 20) -
     """The lines of its product code that reach the test harness (``reach``)."""
     if not findings:
         return
+    from gitflow_parallel.reach import summary  # only where there are findings to show
+
     echo(f"{indent}its code reaches the test harness (blocks an automatic pick, {E.REACHES_HARNESS}):")
-    for line in reach.summary(findings[:limit]):
+    for line in summary(findings[:limit]):
         echo(f"{indent}  {line}")
     if len(findings) > limit:
         echo(f"{indent}  … and {len(findings) - limit} more")
