@@ -34,7 +34,8 @@ dependency sections of the mixed files), is judged as the attempt wrote it
 lands: an installed package can register a test-runner plugin.
 
 Every change to a harness file or the dependencies, and every change to a
-protected path other than a new test file, keeps an attempt out of an
+protected path other than a new test file or tests only appended to one
+(``appended``), keeps an attempt out of an
 automatic pick (``git/protected.blocks_pick``): landing it would change how
 every later run is judged.
 """

@@ -86,7 +86,8 @@ def render_status(r: StatusDetail) -> None:
 def figures_text(f: Mapping[str, object]) -> str:
     score = "unavailable" if f["score"] is None else f["score"]
     size = f", group of {f['group_size']}" if "group_size" in f else ""
-    return f"{f['id']} (score {score}, {f['changed_lines']} changed lines{size})"
+    proved = "added tests prove the fix, " if f.get("proved") else ""
+    return f"{f['id']} ({proved}score {score}, {f['changed_lines']} changed lines{size})"
 
 
 def render_push(p: PushResult | None) -> None:
@@ -186,6 +187,7 @@ def render_show(r: Mapping[str, Any]) -> None:
             echo("  protected paths it changed (judged with the base's version):")
             render_protected(p["protected_detail"], "    ")
         render_reaches(p.get("reaches_harness") or [], "  ")
+        render_added(p.get("added_tests"), "  ")
     for g in r["gates"]:
         mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
         what = g["error"] if g["skipped"] or g["exit_code"] is None else f"exit {g['exit_code']} in {g['duration_s']:.2f}s"
@@ -254,13 +256,22 @@ def render_differential(ran: Differential | None, indent: str, only: str | None 
             echo(f"{indent}  {i}: {said}; {o['log']}")
 
 
+def render_added(added: Mapping[str, Any] | None, indent: str) -> None:
+    """How the tests an attempt added did on it and on the base (``judge/proof``)."""
+    if not added:
+        return
+    said = "pass" if added["passed"] else "FAIL"
+    echo(f"{indent}added tests ({added['mode']}): {said} on it" + (f"; {added['proof']}" if added.get("proof") else ""))
+
+
 def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20) -> None:
     """Each protected change, and whether it keeps the attempt out of an automatic pick."""
     from gitflow_parallel.git.protected import blocks_pick  # only where there are changes to show: it is heavy
 
     for change, line in list(zip(changes, protected_summary(changes)))[:limit]:
         echo(f"{indent}{line}" + ("  (blocks an automatic pick)" if blocks_pick(change) else
-                                  "  (a new test: run as added tests)"))
+                                  "  (a new test: run as added tests)" if change["change"] == "added" else
+                                  f"  (tests only added: {', '.join(change['appended'][:5])}; run as added tests)"))
     if len(changes) > limit:
         echo(f"{indent}… and {len(changes) - limit} more")
 
@@ -303,6 +314,7 @@ def render_check(r: CheckResult) -> None:
             echo("    judged with the base's version of the protected path(s) it changed:")
             render_protected(inst.get("protected_detail") or [], "      ")
         render_reaches(inst.get("reaches_harness") or [], "    ")
+        render_added(inst.get("added_tests"), "    ")
         if not inst.get("refused") and not any(g["mode"] == "enforced" for g in inst["gates"]):
             echo("    no enforced gate applies to this track: the verdict proves only which commit was seen")
         for g in inst["gates"]:

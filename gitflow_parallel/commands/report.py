@@ -264,7 +264,8 @@ def _figures(f: Mapping[str, object] | None) -> str:
     if not f:
         return ""
     score = "unavailable" if f.get("score") is None else f["score"]
-    return f"{_e(f['id'])} (score {_e(score)}, {_e(f.get('changed_lines'))} changed lines)"
+    proved = "added tests prove the fix, " if f.get("proved") else ""
+    return f"{_e(f['id'])} ({proved}score {_e(score)}, {_e(f.get('changed_lines'))} changed lines)"
 
 
 def _rule(pick: PickRecord) -> str:

@@ -41,6 +41,7 @@ class Loser(TypedDict):
 class Figures(TypedDict):
     """The figures a ranking decides by (``group_size``: of its group, where groups count)."""
     id: str
+    proved: bool
     score: int | None
     changed_lines: int
     group_size: NotRequired[int]
@@ -124,6 +125,7 @@ def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[l
                            "score_error": pack.get("score_error"), "proof_issued_at": pack["proof_issued_at"],
                            # From the objects, never the worktree: the agent owns its worktree.
                            "changed_lines": project.repo.changed_lines(base, pack["commit"]),
+                           "proved": bool((pack.get("added_tests") or {}).get("proved")),
                            "probes": _probe_signature(pack), "worktree": inst["worktree"], "agent": inst.get("agent")})
     return candidates, losers
 
@@ -184,7 +186,8 @@ def candidate_basis(candidates: list[Candidate]) -> list[tuple[str, int, str, st
 
 
 # -- ranking ----------------------------------------------------------------------------
-CRITIC_ORDER = "highest score, then fewest changed lines against the base, then id"
+CRITIC_ORDER = ("added tests that prove the fix first, then highest score, then fewest changed lines against the base, "
+                "then id")
 # What each rule ranks by, in words (the report prints it with the pick).
 RULE_TEXT = {
     "critic_first_pass": CRITIC_ORDER,
@@ -196,15 +199,19 @@ RULE_TEXT = {
 }
 
 
-def _critic_key(c: Candidate) -> tuple[bool, int, int, tuple[object, ...]]:
-    """Highest score (a null score after every number), then fewest changed
-    lines against the base, then id: never the time a check happened to end."""
+def _critic_key(c: Candidate) -> tuple[bool, bool, int, int, tuple[object, ...]]:
+    """Added tests that prove the fix (they fail on the base, pass on the
+    attempt: ``judge/proof``) first, then highest score (a null score after
+    every number), then fewest changed lines against the base, then id:
+    never the time a check happened to end.  Proof comes first because an
+    attempt's own regression test adds changed lines and no score sees it."""
     score = c["score"]
-    return (score is None, -(score or 0), c["changed_lines"], id_key(c["id"]))
+    return (not c.get("proved", False), score is None, -(score or 0), c["changed_lines"], id_key(c["id"]))
 
 
 def _figures(c: Candidate, group: list[Candidate] | None = None) -> Figures:
-    out: Figures = {"id": c["id"], "score": c["score"], "changed_lines": c["changed_lines"]}
+    out: Figures = {"id": c["id"], "proved": c.get("proved", False), "score": c["score"],
+                    "changed_lines": c["changed_lines"]}
     if group is not None:
         out["group_size"] = len(group)
     return out
@@ -212,6 +219,8 @@ def _figures(c: Candidate, group: list[Candidate] | None = None) -> Figures:
 
 def _stage(a: Candidate, b: Candidate) -> str:
     """The first figure of the critic order that puts ``a`` ahead of ``b``."""
+    if a.get("proved", False) != b.get("proved", False):
+        return "proved"
     if a["score"] != b["score"]:
         return "score"
     if a["changed_lines"] != b["changed_lines"]:
@@ -225,6 +234,8 @@ def _score_text(c: Candidate) -> str:
 
 def _why_below(c: Candidate, w: Candidate) -> str:
     stage = _stage(w, c)
+    if stage == "proved":
+        return "the winner's added tests prove its fix (they fail on the base and pass on it); it has none that do"
     if stage == "score":
         return f"score {_score_text(c)} vs {_score_text(w)}"
     if stage == "changed_lines":

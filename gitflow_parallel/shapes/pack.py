@@ -28,6 +28,15 @@ class HiddenCounts(TypedDict):
     summary: str | None
 
 
+class StreamedCounts(TypedDict):
+    """What a gate's test process streamed as each test ended (``judge/stream``)."""
+    sessions: int
+    passed: int
+    failed: int
+    skipped: int
+    failed_tests: list[str]  # the first of them (none for hidden tests)
+
+
 class Judged(TypedDict):
     """What is judged of an attempt: its protected paths, the commit and tree
     checked out, and the protected changes it made (``judge/gates``)."""
@@ -68,12 +77,29 @@ class SetupEntry(TypedDict):
     stores: NotRequired[list[str]]  # the package stores it (and the gates) read
 
 
+class AddedOnBase(TypedDict):
+    """The added tests run on the base (``judge/proof``): the commit of the
+    base's tree with them laid in, the gates, the failing tests they named."""
+    commit: Oid
+    tree: Oid
+    setup: SetupEntry | None
+    gates: list[GateResult]
+    passed: bool
+    failing: list[str]
+
+
 class AddedTests(TypedDict):
-    """The tests an attempt added under protected paths, run as a second stage."""
+    """The tests an attempt added under protected paths (new files, and
+    tests appended to a file), run as a second stage; and whether they
+    prove its fix (fail on the base, pass on the attempt)."""
     mode: str
     paths: list[str]
     gates: list[GateResult]
     passed: bool
+    tests: NotRequired[list[str]]  # path::name of each appended test, a new file's path
+    on_base: NotRequired[AddedOnBase | None]
+    proved: NotRequired[bool]
+    proof: NotRequired[str]
 
 
 class ListOutcome(TypedDict):
@@ -119,6 +145,7 @@ class GateResult(TypedDict):
     stderr_log: NotRequired[str | None]
     hidden: NotRequired[HiddenCounts]
     expect: NotRequired[ExpectResult]
+    streamed: NotRequired[StreamedCounts]
     cut: NotRequired[int]
 
 

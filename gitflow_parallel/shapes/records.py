@@ -408,6 +408,7 @@ class Candidate(TypedDict):
     score_error: str | None
     proof_issued_at: str
     changed_lines: int
+    proved: bool  # its added tests fail on the base and pass on it (``judge/proof``)
     probes: list[dict[str, object]]
     worktree: str
     agent: str | None
