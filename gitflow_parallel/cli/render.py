@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from gitflow_parallel.judge.pace import GateProgress
     from gitflow_parallel.flows import Rounds
     from gitflow_parallel.shapes.records import Differential
-    from gitflow_parallel.shapes.pack import GateResult
+    from gitflow_parallel.shapes.pack import GateResult, ReachFinding
     from gitflow_parallel.shapes.results import CheckResult, PublishResult, StatusDetail, StatusListResult
 
 FAILING_SHOWN = 20  # failing tests named per gate by `show`
@@ -186,6 +186,7 @@ def render_show(r: Mapping[str, Any]) -> None:
         if p.get("protected_detail"):
             echo("  protected paths it changed (judged with the base's version):")
             render_protected(p["protected_detail"], "    ")
+        render_reaches(p.get("reaches_harness") or [], "  ")
         render_added(p.get("added_tests"), "  ")
     for g in r["gates"]:
         mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
@@ -275,6 +276,19 @@ def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20
         echo(f"{indent}… and {len(changes) - limit} more")
 
 
+def render_reaches(findings: list[ReachFinding], indent: str, limit: int = 20) -> None:
+    """The lines of its product code that reach the test harness (``reach``)."""
+    if not findings:
+        return
+    from gitflow_parallel.reach import summary  # only where there are findings to show
+
+    echo(f"{indent}its code reaches the test harness (blocks an automatic pick, {E.REACHES_HARNESS}):")
+    for line in summary(findings[:limit]):
+        echo(f"{indent}  {line}")
+    if len(findings) > limit:
+        echo(f"{indent}  … and {len(findings) - limit} more")
+
+
 def hidden_counts(g: GateResult) -> str:
     """A hidden-tests gate's counts: the one part of its output that is kept."""
     hidden = g.get("hidden")
@@ -299,6 +313,7 @@ def render_check(r: CheckResult) -> None:
         elif inst.get("protected_changes"):
             echo("    judged with the base's version of the protected path(s) it changed:")
             render_protected(inst.get("protected_detail") or [], "      ")
+        render_reaches(inst.get("reaches_harness") or [], "    ")
         render_added(inst.get("added_tests"), "    ")
         if not inst.get("refused") and not any(g["mode"] == "enforced" for g in inst["gates"]):
             echo("    no enforced gate applies to this track: the verdict proves only which commit was seen")

@@ -164,6 +164,7 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
     findings = findings_file(config)
     kept = kept_environment(config)
     scripts = harness.npm_scripts(g["run"] for g in config.get("gates") or [])
+    folders = harness.script_folders(g["run"] for g in config.get("gates") or [])
     out: dict[str, dict[str, Any]] = {}
     diff = base_tree.diff_to_tree(tree)
     for i, delta in enumerate(diff.deltas):
@@ -172,8 +173,9 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
                 continue
             is_mixed = mixed and harness.is_mixed(path)
             restored, dependencies = True, False
-            if matches(path, patterns):
-                harness_file = is_mixed or matches(path, harness.HARNESS_PATTERNS, folders=False) or matches(path, kept)
+            shadow = mixed and harness.shadows(path, folders)  # no pattern can name every such module
+            if shadow or matches(path, patterns):
+                harness_file = is_mixed or shadow or is_harness(path) or matches(path, kept)
             elif is_mixed and harness.harness_changed(path, _blob_data(repo, base_tree, path),
                                                       _blob_data(repo, tree, path), scripts):
                 harness_file = True
@@ -193,6 +195,41 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
             if change == "modified" and restored and not out[path]["harness"] and appended.python_file(path):
                 _mark_appended(out[path], repo, base_tree, tree)
     return [out[p] for p in sorted(out)]
+
+
+# Past this a file is data or a bundle (minified, vendored), not code an
+# agent wrote line by line: its lines are not read.
+_READ_AT_MOST = 1 << 20
+
+
+def added_lines(repo: pygit2.Repository, base: str, commit: str,
+                patterns: list[str]) -> dict[str, list[tuple[int, str]]]:
+    """The lines ``commit`` added since ``base`` to each path outside the
+    protected ``patterns`` (those are judged as the base has them, or are
+    tests), as (line number, text); binary files and files of a MiB or
+    more are left out."""
+    diff = repo[base].peel(pygit2.Tree).diff_to_tree(repo[commit].peel(pygit2.Tree))
+    out: dict[str, list[tuple[int, str]]] = {}
+    for i, delta in enumerate(diff.deltas):
+        path = delta.new_file.path
+        if delta.status == pygit2.enums.DeltaStatus.DELETED or delta.new_file.size >= _READ_AT_MOST \
+                or matches(path, patterns) or harness.shadows(path):
+            continue
+        patch = diff[i]  # a patch only for what is read
+        if patch is None or patch.delta.is_binary:
+            continue
+        lines = [(line.new_lineno, line.raw_content.decode("utf-8", "replace").rstrip("\r\n"))
+                 for hunk in patch.hunks for line in hunk.lines if line.origin == "+"]
+        if lines:
+            out[path] = lines
+    return out
+
+
+def is_harness(path: str, folders: Iterable[str] = ()) -> bool:
+    """Is ``path`` wholly the harness's (``harness.HARNESS_PATTERNS``), or a
+    module that takes the place of one the runner or the standard library
+    provides (``harness.shadows``; ``folders``: the gates' script folders)?"""
+    return matches(path, harness.HARNESS_PATTERNS, folders=False) or harness.shadows(path, folders)
 
 
 def _mark_appended(change: dict[str, Any], repo: pygit2.Repository, base_tree: pygit2.Tree,

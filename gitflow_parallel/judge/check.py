@@ -18,7 +18,7 @@ import pygit2
 from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import config, evidence, faults, model, notify, provenance
+from gitflow_parallel import config, evidence, faults, model, notify, provenance, reach
 from gitflow_parallel.git import lfs, protected, scratch
 from gitflow_parallel.judge import stores
 from gitflow_parallel.state import share
@@ -240,6 +240,7 @@ def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit
     cfg = record["config"]
     tree = str(repo[commit].peel(pygit2.Commit).tree_id)
     judged = what_is_judged(repo, record, commit, base_commit)
+    reaches = reach.scan(protected.added_lines(repo, base_commit, commit, judged["protected"]))
     gates = applicable(cfg["gates"], inst["track"])
     events = engine_evidence(inst)
     if judged["protected_changes"] and cfg["protect_mode"] == "refuse":
@@ -252,7 +253,8 @@ def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit
             "base_commit": base_commit, "config_sha256": record["config_sha256"], "checkout": judged["checkout"],
             "protected": judged["protected"], "protect_mode": judged["protect_mode"],
             "protected_changes": judged["protected_changes"], "protected_detail": judged["protected_detail"],
-            "protected_blocking": judged["protected_blocking"], "judged_commit": judged["judged_commit"],
+            "protected_blocking": judged["protected_blocking"], "reaches_harness": reaches,
+            "judged_commit": judged["judged_commit"],
             "judged_tree": judged["judged_tree"], "engine_evidence": events, "gates": [], "verdict": "fail",
             "complete": True, "score": None, "score_source": None,
             "score_error": None, "refused": refused_protected(judged), "input_fingerprints": {}, "setup": None,
@@ -292,7 +294,8 @@ def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit
         "schema_version": evidence.SCHEMA_VERSION, "origin": evidence.ORIGIN, "run_id": record["run_id"],
         "task": record["task"], "instance": inst["id"], "track": inst["track"], "attempt": inst["attempt"],
         "instance_revision": inst["instance_revision"], "commit": commit, "tree": tree,
-        "base_commit": base_commit, "config_sha256": record["config_sha256"], **judged, "refused": None,
+        "base_commit": base_commit, "config_sha256": record["config_sha256"], **judged, "reaches_harness": reaches,
+        "refused": None,
         "engine_evidence": events, "fence": place.fence.kind if place.fence else "none",
         "layers": place.fence.held() if place.fence else [], "setup": setup, "gates": results,
         "added_tests": added, "verdict": verdict, "score": value, "score_source": source, "score_error": error,
@@ -506,7 +509,8 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
                     "score": pack["score"], "score_error": pack["score_error"], "gates": pack["gates"],
                     "evidence": binding, "proof_issued_at": pack["proof_issued_at"],
                     "protected_changes": pack["protected_changes"], "protected_detail": pack["protected_detail"],
-                    "refused": pack["refused"], "added_tests": pack["added_tests"]}
+                    "reaches_harness": pack.get("reaches_harness") or [], "refused": pack["refused"],
+                    "added_tests": pack["added_tests"]}
                 entries.append((pack["commit"], provenance.evidence_note(record, inst["id"], pack, binding["sha256"])))
                 if pack["verdict"] == "fail":
                     notifier.send(notify.gates_failed(record, inst, pack))

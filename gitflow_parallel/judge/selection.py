@@ -113,11 +113,9 @@ def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[l
         if pack.get("verdict") != "pass":
             losers.append(_failed(inst, pack))
             continue
-        blocking = pack.get("protected_blocking") or []
-        if blocking:
-            losers.append({"id": inst["id"], "code": E.PROTECTED_PATH_CHANGED,
-                           "reason": "changed protected path(s) " + _shown(blocking) + "; only a person's "
-                                     "`pick --instance` can choose it"})
+        held = _held(inst, pack)
+        if held is not None:
+            losers.append(held)
             continue
         bound = inst["evidence"]
         assert bound is not None  # fresh evidence is bound
@@ -130,6 +128,24 @@ def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[l
                            "proved": bool((pack.get("added_tests") or {}).get("proved")),
                            "probes": _probe_signature(pack), "worktree": inst["worktree"], "agent": inst.get("agent")})
     return candidates, losers
+
+
+def _held(inst: InstanceRecord, pack: Mapping[str, Any]) -> Loser | None:
+    """A passing attempt only a person may pick: one that changed protected
+    paths (``protected_blocking``) or whose code reaches the harness
+    (``reaches_harness``)."""
+    blocking = pack.get("protected_blocking") or []
+    if blocking:
+        return {"id": inst["id"], "code": E.PROTECTED_PATH_CHANGED,
+                "reason": "changed protected path(s) " + _shown(blocking) + "; only a person's "
+                          "`pick --instance` can choose it"}
+    reaching = pack.get("reaches_harness") or []
+    if reaching:
+        return {"id": inst["id"], "code": E.REACHES_HARNESS,
+                "reason": "its code reaches the test harness ("
+                          + _shown([f"{f['path']}:{f['line']} {f['rule']}" for f in reaching]) + "); "
+                          "only a person's `pick --instance` can choose it"}
+    return None
 
 
 def _unfinished(inst: InstanceRecord) -> Loser:
@@ -433,10 +449,11 @@ def decide(project: Project, record: RunRecord, track: str) -> tuple[PickRecord,
     candidates, losers = track_candidates(project, record, track)
     if not candidates:
         why = "; ".join(f"{l['id']}: {l['reason']}" for l in losers) or "it has no instances"
-        protected = [l["id"] for l in losers if l["code"] == E.PROTECTED_PATH_CHANGED]
-        if protected:
+        held = [(l["id"], l["code"]) for l in losers if l["code"] in (E.PROTECTED_PATH_CHANGED, E.REACHES_HARNESS)]
+        protected = [i for i, _ in held]
+        if held:
             raise ParallelError(
-                E.PROTECTED_PATH_CHANGED,
+                held[0][1],
                 f"no instance of track {track} of {record['task']!r} can be picked automatically ({why})",
                 hint=f"read what each changed with `git parallel show {record['task']} {protected[0]}`; to land it "
                      f"anyway, `git parallel pick {record['task']} --instance {protected[0]} --reason WHY`")

@@ -50,6 +50,15 @@ class Judged(TypedDict):
     judged_tree: str
 
 
+class ReachFinding(TypedDict):
+    """A line the attempt added to its product code that reaches the test
+    harness (``reach.scan``): where, the rule it matched, its text (cut)."""
+    path: str
+    line: int
+    rule: str
+    text: str
+
+
 class SetupEntry(TypedDict):
     """How the judged checkout's environment was built (a pack's ``setup``):
     the command, its cache key, whether a kept one was reused, how it ended."""
@@ -190,3 +199,4 @@ class EvidencePack(TypedDict):
     protected_changes: NotRequired[list[str]]
     protected_detail: NotRequired[list[dict[str, Any]]]
     protected_blocking: NotRequired[list[str]]
+    reaches_harness: NotRequired[list[ReachFinding]]  # lines of its product code that reach the harness

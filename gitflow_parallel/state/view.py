@@ -316,6 +316,10 @@ def outcome(view: RunView, inst: InstanceRecord) -> Outcome:
         elif fresh.pack is not None and fresh.pack.get("protected_blocking"):
             why = ("passing, but it changed protected path(s) " + ", ".join(fresh.pack["protected_blocking"][:5])
                    + ": only a person's `pick --instance` can choose it")
+        elif fresh.pack is not None and fresh.pack.get("reaches_harness"):
+            why = ("passing, but its code reaches the test harness ("
+                   + ", ".join(f"{f['path']}:{f['line']}" for f in fresh.pack["reaches_harness"][:5])
+                   + "): only a person's `pick --instance` can choose it")
         else:
             why = "a candidate: fresh, complete, passing evidence"
         return {"picked": False, "won": None, "why": f"track {inst['track']} is not picked yet; {why}"}
