@@ -94,15 +94,17 @@ def test_instances_of_an_aborted_run_are_refused_until_it_is_pruned(tmp_path: Pa
     merged = proc(repo, "merge", "--no-ff", "-m", "merge two", two)
     assert_refused(merged, "instance 2 of task 't'", "aborted")
     git(repo, "merge", "--abort")
-    picked = proc(repo, "cherry-pick", two)
-    assert_refused(picked, "patch-id")
-    git(repo, "cherry-pick", "--abort")
     assert tip(repo, "main") == base
 
-    # An ordinary commit on the base still passes.
+    # An ordinary commit on the base still passes; a copy of a loser on top does not.
     (repo / "notes.txt").write_text("base work\n")
     git(repo, "add", "notes.txt")
     assert proc(repo, "commit", "-q", "-m", "ordinary").returncode == 0
+    ordinary = tip(repo, "main")
+    picked = proc(repo, "cherry-pick", two)
+    assert_refused(picked, "patch-id", "aborted")
+    git(repo, "cherry-pick", "--abort")
+    assert tip(repo, "main") == ordinary
 
     gp("prune", "--older-than", "0")
     assert not (common_dir(repo) / "parallel" / "live").exists()
