@@ -124,29 +124,29 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
     may be approved (asked only when an instance commit is at stake);
     ``made`` the tree and parents of the commit that lands;
     ``doing`` names the update in messages."""
+    live = [run for run in runs if not run.finished]
     by_run: dict[str, set[str]] = {}
-    for run in runs:
+    for run in live:
         tips = sorted({o.tip for o in owners if o.run is run})
         commits = set(_rev_list(tips, _outside(run, common_dir))) if tips else set()
         if commits:
             by_run[run.run_id] = commits
-    brought = _rev_list(heads, old) if by_run or any(run.lost for run in runs) else []
+    # A finished run has no winner left to approve: whatever of it did not
+    # land lost.  Its runs' commits are found together, by one walk.
+    done = _landed_not(common_dir, [run for run in runs if run.finished], owners)
+    brought = _rev_list(heads, old) if by_run or done or any(run.lost for run in runs) else []
     if any(run.lost for run in runs):
-        from gitflow_parallel.state import vouch  # pygit2: only where a loser's patch may be at stake
+        from gitflow_parallel.state import vouch  # only where a loser's patch may be at stake
 
-        copy = vouch.loser_copy(runs, brought, set().union(*by_run.values()) if by_run else set())
+        copy = vouch.loser_copy(runs, brought, set().union(done, *by_run.values()))
         if copy is not None:
             return _copy_refusal(doing, copy)
     brought_set = set(brought)
-    for run in runs:
-        # A finished run: whatever of it did not land lost, and stays refused.
-        if run.finished and by_run.get(run.run_id, set()) & brought_set:
-            return _finished_refusal(common_dir, run, owners, by_run[run.run_id], brought, heads, doing)
-        if run.finished:
-            by_run.pop(run.run_id, None)
+    if done & brought_set:
+        return _finished_refusal(common_dir, runs, owners, done & brought_set, brought, heads, doing)
     if not by_run:
         return Verdict(True)
-    involved = [run for run in runs if by_run.get(run.run_id, set()) & brought_set]
+    involved = [run for run in live if by_run.get(run.run_id, set()) & brought_set]
     if not involved:
         return Verdict(True)
 
@@ -231,15 +231,29 @@ def _explain(project: Project, common_dir: Path, owners: list[Owner], records: d
     return _refusal(doing, record, inst, code, message)
 
 
-def _finished_refusal(common_dir: Path, run: LiveRun, owners: list[Owner], blocked: set[str], brought: list[str],
-                      heads: list[str], doing: str) -> Verdict:
+def _landed_not(common_dir: Path, finished: list[LiveRun], owners: list[Owner]) -> set[str]:
+    """The instance commits of the ``finished`` runs that did not land: one
+    walk from all their tips, leaving out every one's base and landing (a
+    run's loser is in no other run's landing)."""
+    ids = {run.run_id for run in finished}
+    tips = sorted({o.tip for o in owners if o.run.run_id in ids})
+    if not tips:
+        return set()
+    return set(_rev_list(tips, sorted({c for run in finished for c in _outside(run, common_dir)})))
+
+
+def _finished_refusal(common_dir: Path, runs: list[LiveRun], owners: list[Owner], blocked: set[str],
+                      brought: list[str], heads: list[str], doing: str) -> Verdict:
     """Refused: ``brought`` holds commits of a merged or aborted run that did
-    not land.  Named by the instance the newest of them belongs to,
-    preferring one whose tip is being brought in, then a kept branch."""
+    not land (``blocked``).  Named by the instance the newest of them
+    belongs to, preferring one whose tip is being brought in, then a kept
+    branch."""
     first = next(c for c in brought if c in blocked)
-    mine = sorted((o for o in owners if o.run is run),
+    mine = sorted((o for o in owners if o.run.finished),
                   key=lambda o: (o.tip not in heads, o.ref.startswith("refs/parallel/"), o.instance))
-    culprit = next((o for o in mine if o.tip == first or first in _rev_list([o.tip], _outside(run, common_dir))), None)
+    culprit = next((o for o in mine if o.tip == first or first in _rev_list([o.tip], _outside(o.run, common_dir))),
+                   None)
+    run = culprit.run if culprit else next(r for r in runs if r.finished)
     who = (f"instance {culprit.instance} of task {run.task!r} ({_short(culprit.ref)})" if culprit
            else f"task {run.task!r}")
     cleanup = (f"`git parallel cleanup {run.task}` removes its kept branches and "
