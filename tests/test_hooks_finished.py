@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from test_hooks import agent, common_dir, proc, setup, spawn, tip
+from test_hooks import _spy, agent, common_dir, proc, setup, spawn, tip
 
 REFUSED = "error[PARALLEL_DEV_SELECTION_NO_PASS]"
 
@@ -110,3 +110,63 @@ def test_instances_of_an_aborted_run_are_refused_until_it_is_pruned(tmp_path: Pa
     assert not (common_dir(repo) / "parallel" / "live").exists()
     after = proc(repo, "merge", "--no-ff", "-m", "merge two", two)
     assert after.returncode == 0, after.stderr
+
+
+@pytest.mark.slow  # a whole flow of about 4 s; the default tier keeps under 150 s
+def test_a_new_run_of_the_task_keeps_the_old_runs_losers_refused(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    old = spawn(gp, "t", 2)
+    agent(gp, "t", "1", "result.txt=good one")
+    agent(gp, "t", "2", "result.txt=good two")
+    gp("abort", "t")
+    loser = archived(repo, old["run_id"], "2")
+    new = spawn(gp, "t", 1)  # the old record goes to runs/done/, its lines stay in the index
+    assert (common_dir(repo) / "parallel" / "runs" / "done" / f"{old['run_id']}.yaml").is_file()
+    assert_refused(proc(repo, "merge", "--ff-only", loser), "instance 2 of task 't'", old["run_id"], "aborted")
+    git(repo, "reset", "-q", "--merge")
+
+    gp("prune", "--older-than", "0")  # the old run only: the new one is live
+    live = (common_dir(repo) / "parallel" / "live").read_text()
+    assert old["run_id"] not in live and new["run_id"] in live
+    after = proc(repo, "merge", "--ff-only", loser)
+    assert after.returncode == 0, after.stderr
+
+
+def _branch_with_commit(repo: Path, name: str, start: str) -> str:
+    git(repo, "checkout", "-q", "-b", name, start)
+    (repo / f"{name}.txt").write_text(f"{name}\n")
+    git(repo, "add", f"{name}.txt")
+    git(repo, "commit", "-q", "-m", name)
+    git(repo, "checkout", "-q", "main")
+    return tip(repo, name)
+
+
+@pytest.mark.slow  # a whole flow of about 4 s; the default tier keeps under 150 s
+def test_with_only_finished_runs_sh_decides_what_brings_no_loser_in(tmp_path: Path) -> None:
+    repo, gp = setup(tmp_path)
+    run = spawn(gp, "t", 2)
+    agent(gp, "t", "1", "one.txt=one")
+    agent(gp, "t", "2", "result.txt=bad two")
+    gp("check", "t", code=1)
+    gp("pick", "t")
+    gp("merge", "t")
+    loser = archived(repo, run["run_id"], "2")
+    log = _spy(repo / ".git" / "hooks", tmp_path)
+
+    # A merge commit on the base, a fast-forward of it, a merge elsewhere: no Python.
+    _branch_with_commit(repo, "feature", "main")
+    assert proc(repo, "merge", "-q", "--no-ff", "-m", "merge feature", "feature").returncode == 0
+    assert proc(repo, "merge", "-q", "--ff-only", _branch_with_commit(repo, "ahead", "main")).returncode == 0
+    git(repo, "checkout", "-q", "-b", "side", "main~2")
+    assert proc(repo, "merge", "-q", "--no-ff", "-m", "merge ahead", "ahead").returncode == 0
+    git(repo, "checkout", "-q", "main")
+    assert log.read_text() == ""
+
+    # What brings a loser in, or a copy of its patch, reaches Python and is refused.
+    assert_refused(proc(repo, "merge", "--no-ff", "-m", "merge loser", loser))
+    assert "_hook pre-merge-commit" in log.read_text()
+    git(repo, "merge", "--abort")
+    log.write_text("")
+    assert_refused(proc(repo, "cherry-pick", loser), "patch-id")
+    assert "_hook reference-transaction" in log.read_text()
+    git(repo, "cherry-pick", "--abort")
