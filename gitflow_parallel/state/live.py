@@ -29,7 +29,8 @@ pruned.  Its lines stay while some of its instances keep their branches
 the ``<landed commit>`` fields, none for an aborted run, are the landing and
 each track's picked commit: what is in their history landed.  Every
 instance of an aborted run is a loser, with its ``lost`` lines.  A finished
-run whose attempts made no commit has no line.
+run with no branch left whose attempts made no commit that did not land has
+no line.
 
 The hooks' sh reads the first two fields of each line (lines starting with
 ``#`` match no kind); their Python reads the rest (``read_live``), so
@@ -59,15 +60,14 @@ def run_lines(record: RunRecord, finished: bool, previous: list[str] | None = No
     of the attempts that lost a pick (with ``git_dir``; ``previous``: the
     run's lines in the index now, whose patch-ids are kept for an unmoved
     head).  A finished run lists only the instances not yet removed, and a
-    ``done`` line; it has no line at all once every instance is removed and
-    ``archived(run_id)`` says its archive refs are gone (pruned), or when no
-    attempt of it that did not land made a commit."""
+    ``done`` line; once every instance is removed, it has no line at all
+    when no attempt of it that did not land made a commit, or when
+    ``archived(run_id)`` says its archive refs are gone (pruned)."""
     insts = record["instances"]
     kept = [i for i in insts if not i.get("removed")] if finished else insts
     landed = _landed(record) if finished else []
-    if finished:
-        losers = [i for i in insts if _loser_head(record, i, landed)]
-        if not losers or (not kept and not archived(record["run_id"])):
+    if finished and not kept:
+        if not any(_loser_head(record, i, landed) for i in insts) or not archived(record["run_id"]):
             return []
     task, run_id = record["task"], record["run_id"]
     lines = [f"base {record['base']['ref']} {task} {run_id} {record['base']['commit']}"]

@@ -267,7 +267,8 @@ class Store:
 
     # -- settled records -----------------------------------------------------------
     # A finished run whose every instance is removed counts no live instance
-    # and has no line in the live index, and its record stays as it is until
+    # (its lines in the live index, while it has any, are carried from the
+    # index itself: see write_live_index), and its record stays as it is until
     # the task is spawned again; but every spawn read them all (counting the
     # live instances, and rebuilding the live index when no run was live),
     # parsing each, and they pile up with every task ever run.  ``settled``
