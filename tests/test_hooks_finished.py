@@ -76,7 +76,6 @@ def test_losers_of_a_merged_run_are_refused_until_it_is_pruned(tmp_path: Path) -
     assert after.returncode == 0, after.stderr
 
 
-@pytest.mark.slow  # a whole flow of about 3 s; the default tier keeps under 150 s
 def test_instances_of_an_aborted_run_are_refused_until_it_is_pruned(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path)
     run = spawn(gp, "t", 2)
