@@ -120,6 +120,7 @@ else
     fi
 fi
 [ -n "$gp_hits" ] || exit 0
+gp_read_done
 # Python sees every update of a live base ref in the transaction, but starts
 # only if one of them may bring instance commits in: not for one that moves
 # nothing or deletes the ref (Python lets both pass), nor for a gp_plain one.
@@ -135,7 +136,16 @@ while read -r gp_old gp_new gp_ref; do
     [ -n "$gp_ask" ] && continue
     [ "$gp_old" = "$gp_new" ] && continue
     case "$gp_new" in *[!0]*) ;; *) continue ;; esac
-    gp_plain "$gp_old" "$gp_new" "$gp_ref" || gp_ask=1
+    gp_this=$gp_ref  # (gp_plain reads the index into gp_ref)
+    gp_plain "$gp_old" "$gp_new" "$gp_ref" && continue
+    # A base only finished runs are on: sh decides an update that brings in
+    # none of their losers (gp_done_clear; an update with no old value goes
+    # to Python, which reads the ref).
+    case "$GP_LIVE_BASES" in
+        *" $gp_this "*) gp_ask=1; continue ;;
+    esac
+    case "$gp_old" in *[!0]*) ;; *) gp_ask=1; continue ;; esac
+    gp_done_clear "$gp_old" "$gp_new" || gp_ask=1
 done <<GP_HITS
 $gp_hits
 GP_HITS

@@ -162,6 +162,7 @@ def capture(tmp: Path) -> dict[str, Any]:
     captured["picks"] = {p.name: json.loads(p.read_text()) for p in sorted((parallel / "picks" / run_id).glob("*.json"))}
     captured["merge"] = gp.json("merge", "t")
     captured["record_merged"] = yaml.safe_load((parallel / "runs" / "t.yaml").read_text())
+    captured["live_merged"] = (parallel / "live").read_text()  # the loser stays guarded until prune
     captured["status"] = gp.json("status", "t")
     captured["notes"] = note_lines(repo)
     refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/parallel/").splitlines()
@@ -190,6 +191,7 @@ def test_every_format_matches_its_golden_file(tmp_path: Path) -> None:
         "record_checked": norm(run["record_checked"]),
         "record_merged": norm(run["record_merged"]),
         "live_index": norm(run["live"].splitlines()),
+        "live_index_merged": norm(run["live_merged"].splitlines()),
         "spawned": norm({"names": run["spawned"], "texts": run["spawned_text"]}),
         "evidence_packs": norm(run["packs"]),
         "pick": norm(run["picks"]),

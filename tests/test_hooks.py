@@ -204,7 +204,11 @@ def test_git_parallel_merge_is_not_blocked(tmp_path: Path) -> None:
     repo, gp, run = picked_run(tmp_path)
     result = gp.json("merge", "t")
     assert tip(repo, "main") == result["merge"]["landed"]
-    # Merged: the run is no longer live, the index is gone, and git is on its own.
+    # Merged: the run is no longer live, but its loser stays guarded (a done
+    # line) until the run is pruned; then the index is gone and git is on its own.
+    live = (common_dir(repo) / "parallel" / "live").read_text()
+    assert f"done refs/heads/main t {run['run_id']} merged " in live
+    gp("prune", "--older-than", "0")
     assert not (common_dir(repo) / "parallel" / "live").exists()
 
 

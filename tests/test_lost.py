@@ -247,7 +247,12 @@ def test_kept_loser_cannot_be_merged_with_plain_git_after_the_run_merged(tmp_pat
     assert proc.returncode != 0 and "lost the pick" in proc.stderr, proc.stderr
     git(repo, "reset", "-q", "--hard", landed)
     assert git(repo, "rev-parse", "main") == landed
-    gp("cleanup", "t")  # once cleaned up, the branch is gone and the hooks are cheap again
+    gp("cleanup", "t")  # once cleaned up, the branch is gone, but its archived tip is still a loser
+    proc = subprocess.run(["git", "merge", "--no-edit", f"refs/parallel/archive/{record(repo)['run_id']}/{loser}/0"],
+                          cwd=repo, capture_output=True, text=True)
+    assert proc.returncode != 0 and "git parallel prune" in proc.stderr, proc.stderr
+    git(repo, "merge", "--abort")
+    gp("prune", "--older-than", "0")  # once pruned, the hooks are cheap again
     assert not (common(repo) / "parallel" / "live").exists()
     assert_sound(repo)
 

@@ -64,7 +64,9 @@ class Verdict:
 def _rev_list(heads: list[str], exclude: list[str]) -> list[str]:
     if not heads:
         return []
-    return git_out(["rev-list", *heads, "--not", *exclude, "--"]).split()
+    # --ignore-missing: a landed commit a finished run names may be gone (a
+    # rewritten base, gc); leaving it out only keeps more commits at stake.
+    return git_out(["rev-list", "--ignore-missing", *heads, "--not", *exclude, "--"]).split()
 
 
 def _base_commit(run: LiveRun, common_dir: Path) -> str:
@@ -74,6 +76,12 @@ def _base_commit(run: LiveRun, common_dir: Path) -> str:
     from gitflow_parallel.state.store import Store
 
     return str(Store(common_dir / "parallel").load(run.task)["base"]["commit"])
+
+
+def _outside(run: LiveRun, common_dir: Path) -> list[str]:
+    """What no instance commit of ``run`` is in the history of: its base
+    commit, and for a merged run what landed."""
+    return [_base_commit(run, common_dir), *run.landed]
 
 
 def _owners(runs: list[LiveRun]) -> list[Owner]:
@@ -116,23 +124,29 @@ def _judge(common_dir: Path, runs: list[LiveRun], owners: list[Owner], heads: li
     may be approved (asked only when an instance commit is at stake);
     ``made`` the tree and parents of the commit that lands;
     ``doing`` names the update in messages."""
+    live = [run for run in runs if not run.finished]
     by_run: dict[str, set[str]] = {}
-    for run in runs:
+    for run in live:
         tips = sorted({o.tip for o in owners if o.run is run})
-        commits = set(_rev_list(tips, [_base_commit(run, common_dir)])) if tips else set()
+        commits = set(_rev_list(tips, _outside(run, common_dir))) if tips else set()
         if commits:
             by_run[run.run_id] = commits
-    brought = _rev_list(heads, old) if by_run or any(run.lost for run in runs) else []
+    # A finished run has no winner left to approve: whatever of it did not
+    # land lost.  Its runs' commits are found together, by one walk.
+    done = _landed_not(common_dir, [run for run in runs if run.finished], owners)
+    brought = _rev_list(heads, old) if by_run or done or any(run.lost for run in runs) else []
     if any(run.lost for run in runs):
-        from gitflow_parallel.state import vouch  # pygit2: only where a loser's patch may be at stake
+        from gitflow_parallel.state import vouch  # only where a loser's patch may be at stake
 
-        copy = vouch.loser_copy(runs, brought, set().union(*by_run.values()) if by_run else set())
+        copy = vouch.loser_copy(runs, brought, set().union(done, *by_run.values()))
         if copy is not None:
             return _copy_refusal(doing, copy)
+    brought_set = set(brought)
+    if done & brought_set:
+        return _finished_refusal(common_dir, runs, owners, done & brought_set, brought, heads, doing)
     if not by_run:
         return Verdict(True)
-    brought_set = set(brought)
-    involved = [run for run in runs if by_run.get(run.run_id, set()) & brought_set]
+    involved = [run for run in live if by_run.get(run.run_id, set()) & brought_set]
     if not involved:
         return Verdict(True)
 
@@ -217,6 +231,55 @@ def _explain(project: Project, common_dir: Path, owners: list[Owner], records: d
     return _refusal(doing, record, inst, code, message)
 
 
+def _landed_not(common_dir: Path, finished: list[LiveRun], owners: list[Owner]) -> set[str]:
+    """The instance commits of the ``finished`` runs that did not land: one
+    walk from all their tips, leaving out every one's base and landing (a
+    run's loser is in no other run's landing)."""
+    ids = {run.run_id for run in finished}
+    tips = sorted({o.tip for o in owners if o.run.run_id in ids})
+    if not tips:
+        return set()
+    return set(_rev_list(tips, sorted({c for run in finished for c in _outside(run, common_dir)})))
+
+
+def _finished_refusal(common_dir: Path, runs: list[LiveRun], owners: list[Owner], blocked: set[str],
+                      brought: list[str], heads: list[str], doing: str) -> Verdict:
+    """Refused: ``brought`` holds commits of a merged or aborted run that did
+    not land (``blocked``).  Named by the instance the newest of them
+    belongs to, preferring one whose tip is being brought in, then a kept
+    branch."""
+    first = next(c for c in brought if c in blocked)
+    mine = sorted((o for o in owners if o.run.finished),
+                  key=lambda o: (o.tip not in heads, o.ref.startswith("refs/parallel/"), o.instance))
+    culprit = next((o for o in mine if o.tip == first or first in _rev_list([o.tip], _outside(o.run, common_dir))),
+                   None)
+    run = culprit.run if culprit else next(r for r in runs if r.finished)
+    who = (f"instance {culprit.instance} of task {run.task!r} ({_short(culprit.ref)})" if culprit
+           else f"task {run.task!r}")
+    cleanup = (f"`git parallel cleanup {run.task}` removes its kept branches and "
+               if culprit is not None and culprit.ref.startswith("refs/heads/") else "")
+    return Verdict(False, E.SELECTION_NO_PASS,
+                   f"{doing} would bring in {first[:12]}, a commit of {who}, {_finished_why(run)}; a finished "
+                   "run's losing attempts stay refused until the run is pruned",
+                   cleanup + _prune_hint(run.task))
+
+
+def _finished_why(run: LiveRun) -> str:
+    if run.finished == "merged":
+        return f"which lost the pick when run {run.run_id} was merged"
+    return f"of run {run.run_id}, which was {run.finished}: none of its attempts landed"
+
+
+def _prune_hint(task: str) -> str:
+    return ("`git parallel prune --older-than 0` removes the refs of every finished run (plain "
+            "`git parallel prune`, of those finished over 30 days ago), and then git merges its commits like any "
+            f"other; to land this work through git-parallel, start a new run (`git parallel spawn {task}`)")
+
+
+def _short(ref: str) -> str:
+    return ref[len("refs/heads/"):] if ref.startswith("refs/heads/") else ref
+
+
 def _vouch(project: Project, doing: str, approved: list[tuple[str, RunRecord, InstanceRecord]],
            landing: tuple[str | None, str, list[str]]) -> Verdict:
     """The winner's evidence holds; the commit that lands must carry what a
@@ -248,12 +311,20 @@ def _vouch(project: Project, doing: str, approved: list[tuple[str, RunRecord, In
 
 
 def _copy_refusal(doing: str, copy: Copy) -> Verdict:
+    run = copy.run
+    if run.finished:
+        return Verdict(False, E.SELECTION_NO_PASS,
+                       f"{doing} would bring in {copy.commit[:12]}, whose patch-id ({copy.patch_id[:12]}) is that of "
+                       f"{copy.original[:12]} of instance {copy.instance} of task {run.task!r}, "
+                       f"{_finished_why(run)}: a cherry-pick or squash of a losing attempt; a finished run's "
+                       "losing attempts stay refused until the run is pruned",
+                       f"{_prune_hint(run.task)}; after a refused cherry-pick, `git cherry-pick --abort`")
     return Verdict(False, E.SELECTION_NO_PASS,
                    f"{doing} would bring in {copy.commit[:12]}, whose patch-id ({copy.patch_id[:12]}) is that of "
-                   f"{copy.original[:12]} of instance {copy.instance} of task {copy.run.task!r} (run "
-                   f"{copy.run.run_id}), which lost its pick: a cherry-pick or squash of a losing attempt",
-                   f"a losing attempt lands only by a person's `git parallel pick {copy.run.task} --instance "
-                   f"{copy.instance}` then `git parallel merge {copy.run.task}`; after a refused cherry-pick, "
+                   f"{copy.original[:12]} of instance {copy.instance} of task {run.task!r} (run "
+                   f"{run.run_id}), which lost its pick: a cherry-pick or squash of a losing attempt",
+                   f"a losing attempt lands only by a person's `git parallel pick {run.task} --instance "
+                   f"{copy.instance}` then `git parallel merge {run.task}`; after a refused cherry-pick, "
                    "`git cherry-pick --abort`")
 
 
@@ -265,12 +336,13 @@ def _refusal(doing: str, record: RunRecord, inst: InstanceRecord, code: str | No
                    _hint(code, record["task"], inst["id"]))
 
 
-def _describe(oid: str, owners: list[Owner]) -> str:
-    """An oid named by the instance branch it is the tip of, where it is one."""
+def _describe(oid: str, owners: list[Owner], name: str | None = None) -> str:
+    """An oid named by the instance branch it is the tip of, where it is
+    one, else by ``name`` (what ``git merge`` was given)."""
     for owner in owners:
         if owner.tip == oid and owner.ref.startswith("refs/heads/"):
             return f"{owner.ref[len('refs/heads/'):]} ({oid[:12]})"
-    return oid[:12]
+    return f"{name} ({oid[:12]})" if name and name != oid else oid[:12]
 
 
 # -- the three hooks -----------------------------------------------------------------
@@ -305,7 +377,7 @@ def check_merge(common_dir: Path) -> Verdict:
         return Verdict(True)
     head = git_out(["rev-parse", "-q", "--verify", "HEAD^{commit}"], check=False).strip()
     owners = _owners(runs)
-    doing = "merging " + ", ".join(_describe(h, owners) for h in heads)
+    doing = "merging " + ", ".join(_describe(h, owners, os.environ.get(f"GITHEAD_{h}")) for h in heads)
 
     def made() -> tuple[str | None, str, list[str]]:
         # The tree git is about to commit: the index, as the merge left it.

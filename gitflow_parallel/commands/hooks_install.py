@@ -351,4 +351,4 @@ def status(project: Project) -> HooksStatus:
             "core_hooks_path": _core_hooks_path(project), "installed": all(h["runs_ours"] for h in hooks),
             "gone": gone(_worktree_top(project), common),
             "live_index": (common / "parallel" / "live").is_file(),
-            "live_runs": sorted(r.task for r in live.values()), "hooks": hooks}
+            "live_runs": sorted(r.task for r in live.values() if not r.finished), "hooks": hooks}

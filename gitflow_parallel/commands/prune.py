@@ -1,6 +1,7 @@
 """``git parallel prune [--older-than 30d] [--dry-run]``: remove the archive and
 evidence refs of finished runs older than that (never those of a live run),
-after printing what goes."""
+after printing what goes.  A pruned run's losers are no longer refused by
+the hooks: its lines leave the live index."""
 
 from __future__ import annotations
 
@@ -105,5 +106,8 @@ def prune(project: Project, older_than: str = "30d", dry_run: bool = False) -> P
             for entry in removed:
                 for name in entry["refs"]:
                     repo.delete_ref(name)
+            if removed:
+                # Their losers were guarded by the hooks until now (the live index's done lines).
+                project.store.write_live_index()
     return {"dry_run": dry_run, "older_than": older_than, "removed": removed, "kept": kept,
             "count": sum(len(e["refs"]) for e in removed)}

@@ -63,3 +63,10 @@ def merge_tree(ours: str, theirs: str) -> tuple[str, list[str]] | None:
 
 def commits_between(base: str, head: str, git_dir: str | os.PathLike[str] | None = None) -> list[str]:
     return _git_bytes(["rev-list", head, "--not", base, "--"], git_dir, b"").decode(errors="replace").split()
+
+
+def archived_runs(git_dir: str | os.PathLike[str]) -> set[str]:
+    """The run ids with refs under ``refs/parallel/archive/<run_id>/``."""
+    out = _git_bytes(["for-each-ref", "--format=%(refname)", "refs/parallel/archive/"], git_dir, b"")
+    return {parts[3] for parts in (line.split("/") for line in out.decode(errors="replace").splitlines())
+            if len(parts) > 4}

@@ -267,7 +267,8 @@ class Store:
 
     # -- settled records -----------------------------------------------------------
     # A finished run whose every instance is removed counts no live instance
-    # and has no line in the live index, and its record stays as it is until
+    # (its lines in the live index, while it has any, are carried from the
+    # index itself: see write_live_index), and its record stays as it is until
     # the task is spawned again; but every spawn read them all (counting the
     # live instances, and rebuilding the live index when no run was live),
     # parsing each, and they pile up with every task ever run.  ``settled``
@@ -508,24 +509,47 @@ class Store:
         taken from the current index, which every write keeps exact; without
         it (or with no index to start from) every record is read.  A record
         that no longer loads keeps the lines the index last had for it, so the
-        hooks go on guarding its branches until it is repaired."""
+        hooks go on guarding its branches until it is repaired.  A finished
+        run no record read here names (retired to runs/done/ by a new spawn of
+        its task, or settled) keeps its lines until its archive refs are
+        gone: read without ``changed``, as ``prune`` does after deleting them."""
         previous_text = live.read_text(self.live_path)
         previous = live.lines_by_task(previous_text or "")
+        by_run = live.lines_by_run(previous_text or "")
         incremental = changed if previous_text is not None else None
+        git_dir = self.live_path.parent.parent
+        archived: set[str] | None = None
+
+        def has_archive(run_id: str) -> bool:
+            nonlocal archived
+            if archived is None:
+                archived = live.archived_runs(git_dir)
+            return run_id in archived
+
         lines: list[str] = []
+        seen: set[str] = set()
         settled = self._settled() if incremental is None else {}
         for task in self.tasks():
             if incremental is not None and task != incremental["task"]:
-                lines.extend(previous.get(task, []))
+                kept = previous.get(task, [])
+                lines.extend(kept)
+                seen.update(line.split()[3] for line in kept)
                 continue
             if task in settled and _identity(self.path(task)) == settled[task]:
-                continue  # valid, finished, every instance removed: no line (see _settled)
+                continue  # valid, finished, every instance removed: no line of its own (see _settled)
             try:
                 record = incremental if incremental is not None else self.read(self.path(task))
             except FileNotFoundError:
                 continue
             except ParallelError:
-                lines.extend(previous.get(task, []))
+                kept = previous.get(task, [])
+                lines.extend(kept)
+                seen.update(line.split()[3] for line in kept)
                 continue
-            lines.extend(live.run_lines(record, record["status"] in FINISHED_RUN, previous.get(task), self.live_path.parent.parent))
+            seen.add(record["run_id"])
+            lines.extend(live.run_lines(record, record["status"] in FINISHED_RUN, by_run.get(record["run_id"]),
+                                        git_dir, has_archive))
+        for run_id, kept in by_run.items():
+            if run_id not in seen and live.is_finished(kept) and (incremental is not None or has_archive(run_id)):
+                lines.extend(kept)
         live.write(self.live_path, lines, previous_text if incremental is not None else None)

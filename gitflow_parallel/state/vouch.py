@@ -14,11 +14,13 @@ whole change, from the ``lost`` lines of the live index (``state/live``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import pygit2
+from typing import TYPE_CHECKING
 
 from gitflow_parallel.git import plain
 from gitflow_parallel.state.live import LiveRun
+
+if TYPE_CHECKING:  # imported where a tree is checked: a loser's copy is found without it
+    import pygit2
 
 
 # What the commit's tree was compared with, for the hooks' messages.
@@ -41,6 +43,8 @@ def _entries(index: pygit2.Index, skip: set[str]) -> dict[str, tuple[str, int]]:
 def _clean_merge(repo: pygit2.Repository, parents: list[str]) -> tuple[pygit2.Index, set[str], bool]:
     """The index a clean merge of ``parents`` (first one ours) gives, its
     conflicted paths, and whether an octopus step conflicted."""
+    import pygit2
+
     first, rest = pygit2.Oid(hex=parents[0]), [pygit2.Oid(hex=p) for p in parents[1:]]
     index = repo.merge_commits(first, rest[0])
     done = [first, rest[0]]
@@ -62,6 +66,8 @@ def check_tree(repo: pygit2.Repository, tree: str, parents: list[str]) -> TreeCh
     git reports - a folder the winner moved, where the base added a file -
     is the person's to resolve as with any merge; an octopus, or a git
     before 2.38, by pygit2, whose rename handling differs from git's."""
+    import pygit2
+
     conflicted: set[str]
     by_git = plain.merge_tree(parents[0], parents[1]) if len(parents) == 2 else None
     compared_with = BY_PYGIT2
