@@ -199,13 +199,13 @@ _AVA_PASSED = re.compile(r"^\s+✔ ")
 _UVU = (re.compile(r"^\s+Total:\s+" + _N + "$"), re.compile(r"^\s+Passed:\s+" + _N + "$"),
         re.compile(r"^\s+Skipped:\s+" + _N + "$"))
 _GO_TEST = re.compile(r"^--- (PASS|FAIL|SKIP): \S+")  # top level only: a subtest's line is indented
-_GO_PACKAGE = re.compile(r"^(ok|FAIL)\s+\S+\s+(?:[\d.]+s\b|\(cached\)|\[[^\]]*\])")
+_GO_PACKAGE = re.compile(r"^(ok|FAIL)\s+\S+\s+(?:[\d.]+s\b|\(cached\)|\[(?:build|setup) failed\])")
 _CARGO = re.compile(r"^test result: (?:ok|FAILED)\. " + _N + " passed; " + _N + " failed; " + _N + " ignored;")
 
 Found = Iterator[tuple[int, Tally]]  # each summary a reader finds, with the index of its last line
 
 
-def counted(runner: str, passed: int, failed: int, skipped: int) -> Tally:
+def _counted(runner: str, passed: int, failed: int, skipped: int) -> Tally:
     """A tally with its line in one form for every runner."""
     parts = [f"{n} {word}" for n, word in ((failed, "failed"), (passed, "passed"), (skipped, "skipped")) if n]
     return Tally(runner, passed, failed, skipped, ", ".join(parts) or "no tests ran")
@@ -241,13 +241,13 @@ def _read_unittest(lines: list[str]) -> Found:
     """``Ran N tests in S`` then, past a blank line, ``OK`` or ``FAILED (…)``."""
     for i, line in enumerate(lines):
         ran = _UNITTEST_RAN.match(line)
-        end = next((j for j in range(i + 1, min(i + 3, len(lines))) if lines[j]), None)
+        end = next((j for j in range(i + 1, min(i + 3, len(lines))) if lines[j]), None) if ran else None
         verdict = _UNITTEST_END.match(lines[end]) if ran and end is not None else None
         if ran and end is not None and verdict:
             n = Counter({k.strip(): int(v) for k, v in _UNITTEST_KIND.findall(verdict.group(2) or "")})
             failed = n["failures"] + n["errors"] + n["unexpected successes"]
             skipped = n["skipped"] + n["expected failures"]
-            yield end, counted("unittest", max(int(ran.group(1)) - failed - skipped, 0), failed, skipped)
+            yield end, _counted("unittest", max(int(ran.group(1)) - failed - skipped, 0), failed, skipped)
 
 
 def _kinds(parts: list[str]) -> Counter[str]:
@@ -272,7 +272,7 @@ def _read_jest(lines: list[str]) -> Found:
         if m:
             n = _kinds(m.group(1).split(", "))
             failed = n["failed"] or _suites_failed(lines, i, _JEST_SUITES)
-            yield i, counted("jest", n["passed"], failed, n["skipped"] + n["todo"])
+            yield i, _counted("jest", n["passed"], failed, n["skipped"] + n["todo"])
 
 
 def _read_vitest(lines: list[str]) -> Found:
@@ -281,7 +281,7 @@ def _read_vitest(lines: list[str]) -> Found:
         if m:
             n = _kinds(m.group(1).split("|"))
             failed = n["failed"] or _suites_failed(lines, i, _VITEST_FILES)
-            yield i, counted("vitest", n["passed"], failed, n["skipped"] + n["todo"])
+            yield i, _counted("vitest", n["passed"], failed, n["skipped"] + n["todo"])
 
 
 def _read_mocha(lines: list[str]) -> Found:
@@ -294,7 +294,7 @@ def _read_mocha(lines: list[str]) -> Found:
         while end + 1 < len(lines) and (more := _MOCHA_MORE.match(lines[end + 1])):
             n[more.group(2)] += int(more.group(1))
             end += 1
-        yield end, counted("mocha", n["passing"], n["failing"], n["pending"])
+        yield end, _counted("mocha", n["passing"], n["failing"], n["pending"])
 
 
 def _blocks(lines: list[str], form: re.Pattern[str]) -> Iterator[tuple[int, dict[str, int]]]:
@@ -312,7 +312,7 @@ def _blocks(lines: list[str], form: re.Pattern[str]) -> Iterator[tuple[int, dict
 def _read_node_spec(lines: list[str]) -> Found:
     for end, n in _blocks(lines, _NODE_SPEC):
         if "pass" in n and "fail" in n:
-            yield end, counted("node", n["pass"], n["fail"] + n.get("cancelled", 0), n.get("skipped", 0) + n.get("todo", 0))
+            yield end, _counted("node", n["pass"], n["fail"] + n.get("cancelled", 0), n.get("skipped", 0) + n.get("todo", 0))
 
 
 def _read_tap(lines: list[str]) -> Found:
@@ -321,7 +321,7 @@ def _read_tap(lines: list[str]) -> Found:
     for end, n in _blocks(lines, _TAP):
         if "pass" in n or "fail" in n:
             runner = "node" if "suites" in n or "cancelled" in n else "tap"
-            yield end, counted(runner, n.get("pass", 0), n.get("fail", 0) + n.get("cancelled", 0),
+            yield end, _counted(runner, n.get("pass", 0), n.get("fail", 0) + n.get("cancelled", 0),
                                n.get("skipped", 0) + n.get("skip", 0) + n.get("todo", 0))
 
 
@@ -331,7 +331,7 @@ def _read_tap21(lines: list[str]) -> Found:
         m = _TAP21.match(line)
         if m:
             n = Counter({k: int(v) for k, v in _TAP21_KIND.findall(m.group(1))})
-            yield i, counted("tap", n["pass"], n["fail"], n["skip"] + n["todo"])
+            yield i, _counted("tap", n["pass"], n["fail"], n["skip"] + n["todo"])
 
 
 def _read_ava(lines: list[str]) -> Found:
@@ -343,7 +343,7 @@ def _read_ava(lines: list[str]) -> Found:
                         v for kind, v in n.items()})
         passed = word["passed"] or sum(1 for line in lines[start:end] if _AVA_PASSED.match(line))
         failed = word["failed"] + word["unhandled"] + word["uncaught"] + word["timeout"]
-        yield end, counted("ava", passed, failed, word["skipped"] + word["todo"] + word["known"])
+        yield end, _counted("ava", passed, failed, word["skipped"] + word["todo"] + word["known"])
         start = end + 1
 
 
@@ -353,7 +353,7 @@ def _read_uvu(lines: list[str]) -> Found:
         found = [form.match(lines[i + k]) for k, form in enumerate(_UVU)]
         if all(found):
             total, passed, skipped = (int(m.group(1)) for m in found if m)
-            yield i + 2, counted("uvu", passed, max(total - passed, 0), skipped)
+            yield i + 2, _counted("uvu", passed, max(total - passed, 0), skipped)
 
 
 def _read_go(lines: list[str]) -> Found:
@@ -375,7 +375,7 @@ def _read_go(lines: list[str]) -> Found:
                 named["package"] = 1
             total, named = total + named, Counter()
     if end is not None:
-        tests = counted("go", total["PASS"], total["FAIL"], total["SKIP"])
+        tests = _counted("go", total["PASS"], total["FAIL"], total["SKIP"])
         packages = total["package"]
         if packages:  # go names no passing test without -v: the line says what was counted
             ok = f"{packages} package{'s' * (packages > 1)} ok"
@@ -398,11 +398,12 @@ def _read_go_json(lines: list[str]) -> Found:
         end = i
         if isinstance(test, str) and "/" not in test:
             total[action] += 1
-            failing.update([package] if action == "fail" else [])
+            if action == "fail":
+                failing.add(package)
         elif test is None and action == "fail" and package not in failing:
             total["fail"] += 1
     if end is not None:
-        yield end, counted("go", total["pass"], total["fail"], total["skip"])
+        yield end, _counted("go", total["pass"], total["fail"], total["skip"])
 
 
 def _event(line: str) -> dict[str, object]:
@@ -423,7 +424,7 @@ def _read_cargo(lines: list[str]) -> Found:
         if m:
             sums, end = [s + int(v) for s, v in zip(sums, m.groups())], i
     if end is not None:
-        yield end, counted("cargo", *sums)
+        yield end, _counted("cargo", *sums)
 
 
 # The more particular forms first: pytest's reads any line of counts.

@@ -23,6 +23,7 @@ EXPECTED: dict[str, tuple[str, int, int, int, str]] = {
     "tally/pytest.log": ("pytest", 3, 3, 2, "2 failed, 2 passed, 1 skipped, 1 xfailed, 1 xpassed, 1 error"),
     "tally/pytest-deselected.log": ("pytest", 2, 0, 0, "2 passed, 6 deselected"),
     "tally/pytest-empty.log": ("pytest", 0, 0, 0, "no tests ran"),
+    "tally/pytest-errors.log": ("pytest", 0, 2, 0, "2 errors"),
     "tally/pytest-nested.log": ("pytest", 1, 0, 0, "1 passed"),  # the inner run's "1 failed" came first
     "tally/unittest.log": ("unittest", 2, 2, 2, "2 failed, 2 passed, 2 skipped"),  # an expected failure is skipped
     "tally/unittest-ok.log": ("unittest", 1, 0, 0, "1 passed"),
@@ -39,6 +40,7 @@ EXPECTED: dict[str, tuple[str, int, int, int, str]] = {
     "tally/tap-passing.log": ("tap", 2, 0, 0, "2 passed"),
     "tally/ava.log": ("ava", *TWO_ONE_ONE),  # ava says no passed count beside a failure: its ✔ lines
     "tally/ava-passing.log": ("ava", 2, 0, 0, "2 passed"),
+    "tally/ava-one.log": ("ava", 1, 0, 0, "1 passed"),
     "tally/ava-tap.log": ("tap", *TWO_ONE_ONE),
     "tally/uvu.log": ("uvu", *TWO_ONE_ONE),  # coloured
     "tally/go.log": ("go", 1, 2, 0, "2 failed, 1 package ok"),  # without -v go names no passing test
