@@ -181,18 +181,16 @@ _PYTEST = re.compile(_N + r" (passed|failed|errors?|skipped|xfailed|xpassed|dese
 _PYTEST_NONE = re.compile(r"\bno tests ran\b")
 _UNITTEST_RAN = re.compile(r"^Ran " + _N + r" tests? in [\d.]+s$")
 _UNITTEST_END = re.compile(r"^(OK|FAILED|NO TESTS RAN)(?: \((.+)\))?$")
-_UNITTEST_KIND = re.compile(r"([a-z ]+)=" + _N)
-_JEST = re.compile(r"^Tests:\s+(.+), " + _N + " total$")
+_JEST = re.compile(r"^Tests:\s+(\d.*), " + _N + " total$")
 _JEST_SUITES = re.compile(r"^Test Suites:.*?" + _N + " failed")
-_VITEST = re.compile(r"^\s*Tests\s+(\d.*?|no tests)(?:\s+\(" + _N + r"\))?$")
+_VITEST = re.compile(r"\s*Tests\s+(?=\d|no tests$)")
 _VITEST_FILES = re.compile(r"^\s*Test Files\s+" + _N + " failed")
-_KIND = re.compile(_N + r" ([a-z ]+?)\s*$")
+_KIND = re.compile(_N + r" ([a-z][a-z ]*)$")
 _MOCHA_PASSING = re.compile(r"^\s+" + _N + r" passing \(\S+\)$")
 _MOCHA_MORE = re.compile(r"^\s+" + _N + " (pending|failing)$")
 _NODE_SPEC = re.compile(r"^ℹ (?P<word>tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) (?P<n>\d{1,6})(?:\.\d+)?$")
 _TAP = re.compile(r"^# (?P<word>tests|suites|pass|fail|cancelled|skipped|skip|todo|duration_ms)\s+(?P<n>\d{1,6})(?:\.\d+)?$")
 _TAP21 = re.compile(r"^# \{ (total: \d.*) \}$")
-_TAP21_KIND = re.compile(r"(\w+): " + _N)
 _AVA = re.compile(r"^\s*(?P<n>\d{1,6}) (?P<word>tests? passed|tests? failed|hooks? failed|known failures?|tests? skipped"
                   r"|tests? todo|unhandled rejections?|uncaught exceptions?|tests? remained pending after a timeout)$")
 _AVA_PASSED = re.compile(r"^\s+✔ ")
@@ -244,7 +242,7 @@ def _read_unittest(lines: list[str]) -> Found:
         end = next((j for j in range(i + 1, min(i + 3, len(lines))) if lines[j]), None) if ran else None
         verdict = _UNITTEST_END.match(lines[end]) if ran and end is not None else None
         if ran and end is not None and verdict:
-            n = Counter({k.strip(): int(v) for k, v in _UNITTEST_KIND.findall(verdict.group(2) or "")})
+            n = _pairs((verdict.group(2) or "").split(", "), "=")
             failed = n["failures"] + n["errors"] + n["unexpected successes"]
             skipped = n["skipped"] + n["expected failures"]
             yield end, _counted("unittest", max(int(ran.group(1)) - failed - skipped, 0), failed, skipped)
@@ -258,6 +256,12 @@ def _kinds(parts: list[str]) -> Counter[str]:
         if m:
             out[m.group(2)] += int(m.group(1))
     return out
+
+
+def _pairs(parts: list[str], sign: str) -> Counter[str]:
+    """``["failures=1", "errors=2"]`` as counts by name."""
+    split = (part.partition(sign) for part in parts)
+    return Counter({k.strip(): int(v) for k, _, v in split if v.isdigit() and len(v) <= 6})
 
 
 def _suites_failed(lines: list[str], i: int, form: re.Pattern[str]) -> int:
@@ -278,8 +282,11 @@ def _read_jest(lines: list[str]) -> Found:
 def _read_vitest(lines: list[str]) -> Found:
     for i, line in enumerate(lines):
         m = _VITEST.match(line)
-        if m:
-            n = _kinds(m.group(1).split("|"))
+        if not m:
+            continue
+        said = line[m.end():]  # ``1 failed | 4 passed (5)``, ``no tests``
+        n = _kinds(said.rsplit(" (", 1)[0].split("|"))
+        if n or said == "no tests":
             failed = n["failed"] or _suites_failed(lines, i, _VITEST_FILES)
             yield i, _counted("vitest", n["passed"], failed, n["skipped"] + n["todo"])
 
@@ -330,7 +337,7 @@ def _read_tap21(lines: list[str]) -> Found:
     for i, line in enumerate(lines):
         m = _TAP21.match(line)
         if m:
-            n = Counter({k: int(v) for k, v in _TAP21_KIND.findall(m.group(1))})
+            n = _pairs(m.group(1).split(", "), ": ")
             yield i, _counted("tap", n["pass"], n["fail"], n["skip"] + n["todo"])
 
 
@@ -350,8 +357,8 @@ def _read_ava(lines: list[str]) -> Found:
 def _read_uvu(lines: list[str]) -> Found:
     """``Total:``, ``Passed:``, ``Skipped:``: the total leaves skipped tests out."""
     for i in range(len(lines) - 2):
-        found = [form.match(lines[i + k]) for k, form in enumerate(_UVU)]
-        if all(found):
+        found = [form.match(lines[i + k]) for k, form in enumerate(_UVU)] if _UVU[0].match(lines[i]) else []
+        if found and all(found):
             total, passed, skipped = (int(m.group(1)) for m in found if m)
             yield i + 2, _counted("uvu", passed, max(total - passed, 0), skipped)
 
