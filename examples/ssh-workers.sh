@@ -3,7 +3,7 @@
 # Every host needs git, Python with git-parallel, the agent, and a clone of
 # the repository whose origin is the remote the run was published to:
 #   git parallel spawn fix-login -n 6 --remote origin
-#   git parallel run fix-login --remote origin -- aider --yes --message "Fix the bug in ISSUE.md"
+#   git parallel run fix-login --remote origin -- aider --yes-always --message "Fix the bug in ISSUE.md"
 #   sh examples/ssh-workers.sh fix-login build1 build2 build3
 # Each worker keeps taking instances until none is left, waiting for claims
 # held elsewhere (and taking over those whose lease expires).  Then, here:

@@ -35,8 +35,9 @@ OnOff = Literal["on", "off"]
 
 # Untracked files coding agents leave in their worktree for themselves
 # (.gitignore lines): never part of an attempt's leftovers commit.
-AGENT_SCRATCH = [".aider.chat.history.md", ".aider.input.history", ".aider.llm.history", ".aider.tags.cache.v*/",
-                 ".claude/", ".codex/", ".gemini/", "__pycache__/", ".pytest_cache/"]
+# aider's files all start with .aider (the line it adds to .gitignore);
+# a .gitignore whose only change is such lines stays out too (git/repo).
+AGENT_SCRATCH = [".aider*", ".claude/", ".codex/", ".gemini/", "__pycache__/", ".pytest_cache/"]
 
 
 # -- converters: what YAML read, turned into the frozen form --------------------------------

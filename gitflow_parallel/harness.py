@@ -6,7 +6,9 @@ the rootdir and every folder down to the tests, takes options (``addopts``,
 ``-p plugin``) from the first of ``pytest.ini``, ``pyproject.toml``,
 ``tox.ini`` and ``setup.cfg`` it finds, and autoloads plugins that installed
 packages declare under the ``pytest11`` entry point; any Python imports
-``sitecustomize``/``usercustomize`` and runs ``.pth`` lines; ``make test``
+``sitecustomize``/``usercustomize`` and runs ``.pth`` lines, and imports a
+module from the folder first on ``sys.path`` before the standard library's
+or site-packages' (:func:`shadows`); ``make test``
 runs whatever the Makefile says; ``npm test`` whatever ``scripts.test`` says,
 and every script that one runs in turn, with the files they and the
 runner's configuration name (:func:`reached_files`).
@@ -32,7 +34,8 @@ dependency sections of the mixed files), is judged as the attempt wrote it
 lands: an installed package can register a test-runner plugin.
 
 Every change to a harness file or the dependencies, and every change to a
-protected path other than a new test file, keeps an attempt out of an
+protected path other than a new test file or tests only appended to one
+(``appended``), keeps an attempt out of an
 automatic pick (``git/protected.blocks_pick``): landing it would change how
 every later run is judged.
 """
@@ -44,6 +47,7 @@ import json
 import posixpath
 import re
 import shlex
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Callable, Collection, Iterable
 
@@ -59,6 +63,8 @@ RUNNER_CONFIGS = ("**/jest.config.*", "**/vitest.config.*", "**/vitest.workspace
                   "**/ava.config.*", "**/playwright.config.*", "**/karma.conf.*", "**/babel.config.*",
                   "**/.babelrc*")
 PACKAGE_MANAGER_CONFIGS = ("**/.npmrc", "**/.yarnrc", "**/.yarnrc.yml", "**/bunfig.toml")
+REGISTERING = ("**/*.dist-info/**", "**/*.egg-info/**", "**/node_modules/**", "**/.pnp.cjs", "**/.pnp.js",
+               "**/.pnp.loader.mjs")
 # Wholly harness: globs in git/scratch's syntax (``**/`` spans folders).
 HARNESS_PATTERNS = (
     "**/conftest.py", "**/pytest.ini", "**/.pytest.ini", "**/pytest.toml", "**/.pytest.toml",
@@ -70,7 +76,62 @@ HARNESS_PATTERNS = (
     # `node-options`, yarn's `yarnPath` (the yarn that runs), bun's test
     # `preload`: an .npmrc with `script-shell=/bin/true` passed any test.
     *PACKAGE_MANAGER_CONFIGS,
+    # What registers itself wherever it lies: a ``*.dist-info`` or
+    # ``*.egg-info`` folder in a ``sys.path`` entry (the checkout, under
+    # ``python -m pytest``) declares ``pytest11`` plugins that pytest loads;
+    # node resolves from a committed ``node_modules`` or Yarn's PnP files.
+    *REGISTERING,
 )
+
+# Modules a test runner imports before any test runs.  The folder first on
+# ``sys.path`` (the checkout for ``python -m pytest``, a script's own folder
+# for ``python tests/run.py``) is searched before site-packages and the
+# standard library, so a module of one of these names there, or of a
+# standard library module's, runs in its place: a root ``iniconfig.py`` that
+# prints ``1 passed`` and calls ``os._exit(0)`` passes any test.
+RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "exceptiongroup",
+                            "tomli", "colorama"})
+# ``test`` is the standard library's own test suite, and the name many
+# projects give their test folder (a package, with ``__init__.py``).
+_NOT_SHADOWING = frozenset({"test"})
+# What Python imports by a module's name from a folder: the module's file
+# (source, compiled, an extension) or a package's ``__init__``; ``__main__``
+# is what ``python -m NAME`` runs.  A folder that is no package (``types/``
+# of TypeScript declarations, ``html/`` pages, ``code/`` scripts) imports
+# nothing by its name and is left alone, as is every other file of a package.
+_IMPORTED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+                       r"(?:\.pyc?|(?:\.[^/]*)?\.(?:so|pyd)|/__(?:init|main)__(?:\.pyc?|(?:\.[^/]*)?\.(?:so|pyd)))")
+
+
+def shadows(path: str, folders: Iterable[str] = ()) -> bool:
+    """Does ``path`` take the place of a module the runner or the standard
+    library provides, where the interpreter looks first: at the top of the
+    tree, under ``src/``, or in one of ``folders`` (a gate's script folders,
+    :func:`script_folders`)?"""
+    for folder in ("", "src", *folders):
+        prefix = f"{folder}/" if folder else ""
+        if not path.startswith(prefix):
+            continue
+        found = _IMPORTED.fullmatch(path[len(prefix):])
+        name = found.group("name") if found else None
+        if name and name not in _NOT_SHADOWING and (name in RUNNER_MODULES or name in sys.stdlib_module_names):
+            return True
+    return False
+
+
+def script_folders(argvs: Iterable[Iterable[str]]) -> list[str]:
+    """The folders of the Python scripts the commands ``argvs`` run
+    (``python3 tests/run.py``: ``tests``): Python puts a script's folder
+    first on ``sys.path``."""
+    found: list[str] = []
+    for argv in argvs:
+        for word in (w for a in argv for w in str(a).split()):
+            folder = posixpath.dirname(posixpath.normpath(word))
+            if word.endswith(".py") and not word.startswith("/") and not folder.startswith("..") \
+                    and folder and folder not in found:
+                found.append(folder)
+    return found
+
 
 # Files that carry the product too: only these sections are the harness's.
 MIXED_FILES = ("pyproject.toml", "setup.cfg", "package.json")

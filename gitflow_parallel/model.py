@@ -190,10 +190,45 @@ def move(record: RunRecord, inst: InstanceRecord, to: str, **fields: object) -> 
     inst.update(fields)  # type: ignore[typeddict-item]
 
 
-def finish(record: RunRecord, inst: InstanceRecord, status: str, **fields: object) -> None:
+# An attempt that exited 0 but whose branch holds nothing the base lacks
+# (its tree is the one it started from, nothing left over) "did nothing".
+# That is a field beside ``succeeded``, not a sixth status: the statuses,
+# their transitions and TERMINAL are read by every verb, the hooks' live
+# index, recovery, workers on other machines and records already written,
+# and all of them stay right about a "succeeded" attempt that changed
+# nothing (it ran, it ended well, it is final).  What differs is only
+# that it can never win: the run summary, status, show and the report
+# say ``no change``, and pick never takes it.
+NO_CHANGE = "no_change"
+NO_CHANGE_WHY = "it changed nothing (it exited 0 with its tree as it started), so it can never win"
+
+
+def finish(record: RunRecord, inst: InstanceRecord, status: str, outcome: str | None = None,
+           **fields: object) -> None:
     """The attempt ended as ``status`` (succeeded, failed or aborted); ``fields``
-    say how (head, finished_at, exit_code, error, origin…)."""
+    say how (head, finished_at, exit_code, error, origin…); ``outcome``:
+    ``NO_CHANGE`` for a succeeded attempt that changed nothing."""
     move(record, inst, status, **fields)
+    if outcome == NO_CHANGE and status == "succeeded":
+        inst["outcome"] = "no_change"
+    else:
+        inst.pop("outcome", None)
+
+
+def changed_nothing(inst: InstanceRecord) -> bool:
+    """Did this attempt end well having changed nothing (``NO_CHANGE``)?"""
+    return inst["status"] == "succeeded" and inst.get("outcome") == NO_CHANGE
+
+
+def unchanged_from(record: RunRecord, inst: InstanceRecord) -> str:
+    """The commit whose tree an attempt that changed nothing still has:
+    where it started (the spawn's base, or the base's tip for ``retry
+    --onto-current``), but the spawn's base for one that went on from its
+    previous attempt (``retry --keep``), whose earlier work is a change."""
+    start = inst.get("start") or {}
+    if start.get("commit") and start.get("from") != "previous-attempt":
+        return start["commit"]
+    return record["base"]["commit"]
 
 
 def bind_evidence(inst: InstanceRecord, binding: EvidenceBinding, pack: Mapping[str, Any]) -> None:
@@ -220,12 +255,14 @@ def reset_for_retry(inst: InstanceRecord, start_commit: str, how: str, tip: str 
         "archive_ref": archived, "kept": kept, "finished_at": inst.get("finished_at"), "start": inst.get("start"),
         "origin": inst.get("origin"), "feedback": inst.get("feedback"),
         **({"agent": inst["agent"]} if inst.get("agent") else {}),
+        **({"outcome": inst["outcome"]} if inst.get("outcome") else {}),
     })
     inst.update({"attempt": inst["attempt"] + 1, "status": "pending", "head": start_commit, "verdict": None,
                  "score": None, "evidence": None, "error": None, "pid": None, "started_at": None,
                  "finished_at": None, "exit_code": None, "log": None, "events": None, "removed": False,
                  "origin": None, "feedback": feedback, "start": {"commit": start_commit, "from": how}})
     inst.pop("protected_changes", None)
+    inst.pop("outcome", None)
 
 
 def assign_agent(inst: InstanceRecord, name: str | None, command: list[str] | None) -> None:

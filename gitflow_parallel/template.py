@@ -15,8 +15,7 @@ TEMPLATE_SETTINGS = """\
 # rework_max: 2           # how many times one instance may be retried
 # notes_ref: refs/notes/parallel
 # commit_leftovers: true  # commit what an agent leaves uncommitted after `run`
-# leftovers_exclude: [.aider.chat.history.md, .aider.input.history, .aider.llm.history,
-#   .aider.tags.cache.v*/, .claude/, .codex/, .gemini/, __pycache__/, .pytest_cache/]
+# leftovers_exclude: [.aider*, .claude/, .codex/, .gemini/, __pycache__/, .pytest_cache/]
 #                         # untracked agent scratch (.gitignore lines) never committed; [] commits all
 # evidence_log_bytes: 1048576   # per log kept on refs/parallel/evidence/ (its end, if longer)
 # selection: critic_first_pass   # majority_vote (identical trees) | cluster | tournament | differential
@@ -37,7 +36,8 @@ TEMPLATE_SETTINGS = """\
 # 5.13+); either way it writes only its worktree (a gate: its checkout).
 # sandbox: auto           # required: refuse without the namespace layer; off
 # sandbox_network: on     # off: agents and setup get no network
-# sandbox_write: [~/.claude]   # what agents' tools write outside the worktree (not a setup store)
+# sandbox_write: [~/.my-agent] # what other agents' tools write outside the worktree (not a setup store);
+#                         # claude, codex, aider, gemini and opencode get theirs without it
 
 # merge:
 #   policy: refuse               # a conflict stops, like git; or first_pass_wins |

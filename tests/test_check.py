@@ -156,7 +156,8 @@ def test_pass_and_fail_verdicts_with_exit_codes_logs_and_notes(tmp_path: Path) -
             "schema_version", "origin", "run_id", "task", "instance", "track", "attempt", "instance_revision",
             "commit", "tree", "base_commit", "config_sha256", "gates", "verdict", "score", "score_source",
             "score_error", "input_fingerprints", "output_fingerprints", "engine_evidence", "proof_issued_at",
-            "complete", "checkout", "protected", "protect_mode", "protected_changes", "protected_detail", "protected_blocking", "setup", "added_tests", "judged_commit",
+            "complete", "checkout", "protected", "protect_mode", "protected_changes", "protected_detail", "protected_blocking",
+            "reaches_harness", "setup", "added_tests", "judged_commit",
             "judged_tree", "refused", "fence", "layers"}
         assert pack["checkout"] == "clean" and pack["protected_changes"] == [] and pack["judged_commit"] == commit
         assert evidence.freshness(rec, inst, commit).state == "fresh"

@@ -105,7 +105,8 @@ def test_expect_judges_from_the_report_not_the_exit_status(tmp_path: Path) -> No
     assert gates["1"]["expect"]["tests"] == 2 and gates["1"]["expect"]["error"] is None
     assert gates["2"]["expect"]["fail_to_pass"]["not_passed"] == {"tests/test_calc.py::test_mul": "failed"}
     assert gates["3"]["exit_code"] == 0 and not gates["3"]["passed"]
-    assert "wrote no test report" in gates["3"]["error"]
+    # Its pytest session streamed its start and never its end: ended from inside.
+    assert gates["3"]["code"] == "PARALLEL_RESULTS_FORGED" and "session finished" in gates["3"]["error"]
 
 
 def _hidden_project(tmp_path: Path, extra: str) -> tuple:
@@ -125,15 +126,30 @@ def test_a_hidden_gate_that_reports_no_count_fails(tmp_path: Path) -> None:
     assert verdicts(check.check(project, "t")) == {"1": "fail", "2": "pass"}
     gates = {i: p["gates"][0] for i, p in packs(project).items()}
     assert gates["1"]["exit_code"] == 0 and gates["1"]["hidden"]["summary"] is None
-    assert "reported no count of tests run" in gates["1"]["error"]
+    assert gates["1"]["code"] == "PARALLEL_RESULTS_FORGED"
     assert gates["2"]["hidden"]["summary"] == "3 passed"
 
 
-def test_require_count_false_lets_a_silent_hidden_gate_pass(tmp_path: Path) -> None:
+def test_require_count_false_still_catches_a_pytest_run_ended_from_inside(tmp_path: Path) -> None:
     project, worktrees = _hidden_project(tmp_path, "    require_count: false\n")
     commit_in(worktrees["1"], {"calc/__init__.py": EXIT_UNDER_PYTEST})
     commit_in(worktrees["2"], {"calc/__init__.py": CALC + "\n"})
-    assert verdicts(check.check(project, "t")) == {"1": "pass", "2": "pass"}  # what the default is there to stop
+    # No count is asked for, but pytest streamed that its session started
+    # and never that it finished.
+    assert verdicts(check.check(project, "t")) == {"1": "fail", "2": "pass"}
+    assert packs(project)["1"]["gates"][0]["code"] == "PARALLEL_RESULTS_FORGED"
+
+
+def test_require_count_false_lets_a_silent_hidden_gate_pass(tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "check.sh").write_text("test -f calc/__init__.py\n")
+    config = f"gates:\n  - name: hidden\n    run: [sh, check.sh]\n    hidden: {hidden}\n"
+    repo = make_repo(tmp_path / "repo", {"calc/__init__.py": CALC, "tests/test_calc.py": TESTS},
+                     config=config + "    require_count: false\n")
+    project, worktrees = start(repo, 1)
+    commit_in(worktrees["1"], {"calc/__init__.py": CALC + "\n"})
+    assert verdicts(check.check(project, "t")) == {"1": "pass"}  # a runner that counts nothing
 
 
 def test_a_hidden_gate_with_expect_counts_from_its_report(tmp_path: Path) -> None:
@@ -143,7 +159,7 @@ def test_a_hidden_gate_with_expect_counts_from_its_report(tmp_path: Path) -> Non
     commit_in(worktrees["2"], {"calc/__init__.py": CALC + "\n"})
     assert verdicts(check.check(project, "t")) == {"1": "fail", "2": "pass"}
     gates = {i: p["gates"][0] for i, p in packs(project).items()}
-    assert gates["2"]["hidden"]["summary"] == "3 tests, 0 failed"
+    assert gates["2"]["hidden"]["summary"] == "3 passed"  # as streamed, the canary aside
     assert gates["2"]["log"] is None
 
 
@@ -174,8 +190,8 @@ def test_check_and_show_say_why_a_gate_that_exited_0_failed(tmp_path: Path) -> N
     gp = GP(repo)
     checked = gp("check", "t", code=1)
     assert "FAIL tests" in checked.stdout and "exit 0" in checked.stdout
-    assert "the gate wrote no test report" in checked.stdout
-    assert "the gate wrote no test report" in gp("show", "t", "1").stdout
+    assert "PARALLEL_RESULTS_FORGED" in checked.stdout
+    assert "PARALLEL_RESULTS_FORGED" in gp("show", "t", "1").stdout
     gp("retry", "t", "1")  # and the next attempt is told
     feedback = Path(project.store.load("t")["instances"][0]["feedback"]).read_text()
-    assert "## Gate tests: exit 0; the gate wrote no test report" in feedback
+    assert "## Gate tests: exit 0; PARALLEL_RESULTS_FORGED" in feedback

@@ -17,8 +17,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gitflow_parallel"
 
 # Lowest first.  A module may import its own layer's modules and any lower layer's.
 LAYERS: dict[str, set[str]] = {
-    "record": {"errors", "names", "files", "faults", "schema", "shapes", "config_schema", "model", "provenance", "config", "evidence", "harness", "template", "mix", "expect", "pysetup", "failures",
-               "notify", "environ", "argv", "__init__"},
+    "record": {"errors", "names", "files", "faults", "schema", "shapes", "config_schema", "model", "provenance", "config", "evidence", "harness", "reach", "template", "mix", "expect", "pysetup", "failures", "appended",
+               "notify", "environ", "argv", "profiles", "__init__"},
     "git": {"git"},
     "state": {"state"},
     "proc": {"proc"},

@@ -147,8 +147,6 @@ FORGED_REPORT = textwrap.dedent("""\
 
 
 @needs_namespace
-@pytest.mark.xfail(strict=True, reason="known limit (docs/judging.md): the runner writes its report in the process that "
-                                       "runs the attempt's code, which can write it first and end the run")
 def test_expect_cannot_be_satisfied_by_a_report_the_attempt_wrote(tmp_path: Path) -> None:
     config = textwrap.dedent(f"""\
         protect: [tests/**]

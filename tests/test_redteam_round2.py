@@ -168,12 +168,16 @@ def test_a_filter_an_agent_configures_for_its_worktree_alone_runs_nowhere_unfenc
 
 
 # What a sandboxed command sees of the runner: its inherited descriptors
-# (only stdin, stdout and stderr: no lock, ruleset or pipe of the runner's)
+# (only stdin, stdout and stderr: no lock, ruleset or pipe of the runner's,
+# but for a gate the writing end of its own results pipe, judge/stream)
 # and the processes it can name (its own namespace's: no runner, no user's).
 SEES = textwrap.dedent("""\
     import os, sys
-    fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))
-    mine = {0, 1, 2, max(fds)}  # the listing's own
+    fds = [f for f in sorted(int(f) for f in os.listdir('/proc/self/fd')) if os.path.lexists(f'/proc/self/fd/{f}')]
+    results = int(os.environ.get('GIT_PARALLEL_RESULTS_FD', '-1'))
+    if results >= 0:
+        assert os.readlink(f'/proc/self/fd/{results}').startswith('pipe:'), 'not a pipe'
+    mine = {0, 1, 2, results}  # and the gate's results pipe (the listing's own is closed by now)
     pids = [p for p in os.listdir('/proc') if p.isdigit()]
     runner = (b'-m\\0pytest', b'-m\\0gitflow_parallel', b'bin/git-parallel\\0')
     outside = [p for p in pids if any(r in open(f'/proc/{p}/cmdline', 'rb').read() for r in runner)]

@@ -67,9 +67,11 @@ def _render_pick(p: PickRecord, again: str) -> None:
     click.echo(f"track {p['track']}: winner {w['id']} at {w['commit'][:12]}, score {score}, by {by}{again}")
     changes = p.get("protected_changes") or []
     if changes:
-        # New test files only: judged as a second stage (added_tests), not a change of the harness.
-        added = all(c.get("change") == "added" and not c.get("harness") and not c.get("dependencies") for c in changes)
-        click.echo("  it adds test file(s) under protected paths (run as a second stage: added_tests), which merge "
+        # New test files, or tests only appended to one: judged as a second stage (added_tests), not a change
+        # of the harness.
+        added = all((c.get("change") == "added" or c.get("appended")) and not c.get("harness")
+                    and not c.get("dependencies") for c in changes)
+        click.echo("  it adds tests under protected paths (run as a second stage: added_tests), which merge "
                    "will land:" if added else "  it changes protected path(s), which merge will land:")
         for line in protected_summary(changes):
             click.echo(f"    {line}")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from gitflow_parallel.judge.pace import GateProgress
     from gitflow_parallel.flows import Rounds
     from gitflow_parallel.shapes.records import Differential
-    from gitflow_parallel.shapes.pack import GateResult
+    from gitflow_parallel.shapes.pack import GateResult, ReachFinding
     from gitflow_parallel.shapes.results import CheckResult, PublishResult, StatusDetail, StatusListResult
 
 FAILING_SHOWN = 20  # failing tests named per gate by `show`
@@ -86,7 +86,8 @@ def render_status(r: StatusDetail) -> None:
 def figures_text(f: Mapping[str, object]) -> str:
     score = "unavailable" if f["score"] is None else f["score"]
     size = f", group of {f['group_size']}" if "group_size" in f else ""
-    return f"{f['id']} (score {score}, {f['changed_lines']} changed lines{size})"
+    proved = "added tests prove the fix, " if f.get("proved") else ""
+    return f"{f['id']} ({proved}score {score}, {f['changed_lines']} changed lines{size})"
 
 
 def render_push(p: PushResult | None) -> None:
@@ -185,6 +186,8 @@ def render_show(r: Mapping[str, Any]) -> None:
         if p.get("protected_detail"):
             echo("  protected paths it changed (judged with the base's version):")
             render_protected(p["protected_detail"], "    ")
+        render_reaches(p.get("reaches_harness") or [], "  ")
+        render_added(p.get("added_tests"), "  ")
     for g in r["gates"]:
         mark = "skip" if g["skipped"] else ("pass" if g["passed"] else "FAIL")
         what = g["error"] if g["skipped"] or g["exit_code"] is None else f"exit {g['exit_code']} in {g['duration_s']:.2f}s"
@@ -253,15 +256,37 @@ def render_differential(ran: Differential | None, indent: str, only: str | None 
             echo(f"{indent}  {i}: {said}; {o['log']}")
 
 
+def render_added(added: Mapping[str, Any] | None, indent: str) -> None:
+    """How the tests an attempt added did on it and on the base (``judge/proof``)."""
+    if not added:
+        return
+    said = "pass" if added["passed"] else "FAIL"
+    echo(f"{indent}added tests ({added['mode']}): {said} on it" + (f"; {added['proof']}" if added.get("proof") else ""))
+
+
 def render_protected(changes: list[dict[str, Any]], indent: str, limit: int = 20) -> None:
     """Each protected change, and whether it keeps the attempt out of an automatic pick."""
     from gitflow_parallel.git.protected import blocks_pick  # only where there are changes to show: it is heavy
 
     for change, line in list(zip(changes, protected_summary(changes)))[:limit]:
         echo(f"{indent}{line}" + ("  (blocks an automatic pick)" if blocks_pick(change) else
-                                  "  (a new test: run as added tests)"))
+                                  "  (a new test: run as added tests)" if change["change"] == "added" else
+                                  f"  (tests only added: {', '.join(change['appended'][:5])}; run as added tests)"))
     if len(changes) > limit:
         echo(f"{indent}… and {len(changes) - limit} more")
+
+
+def render_reaches(findings: list[ReachFinding], indent: str, limit: int = 20) -> None:
+    """The lines of its product code that reach the test harness (``reach``)."""
+    if not findings:
+        return
+    from gitflow_parallel.reach import summary  # only where there are findings to show
+
+    echo(f"{indent}its code reaches the test harness (blocks an automatic pick, {E.REACHES_HARNESS}):")
+    for line in summary(findings[:limit]):
+        echo(f"{indent}  {line}")
+    if len(findings) > limit:
+        echo(f"{indent}  … and {len(findings) - limit} more")
 
 
 def hidden_counts(g: GateResult) -> str:
@@ -288,6 +313,8 @@ def render_check(r: CheckResult) -> None:
         elif inst.get("protected_changes"):
             echo("    judged with the base's version of the protected path(s) it changed:")
             render_protected(inst.get("protected_detail") or [], "      ")
+        render_reaches(inst.get("reaches_harness") or [], "    ")
+        render_added(inst.get("added_tests"), "    ")
         if not inst.get("refused") and not any(g["mode"] == "enforced" for g in inst["gates"]):
             echo("    no enforced gate applies to this track: the verdict proves only which commit was seen")
         for g in inst["gates"]:
@@ -417,10 +444,14 @@ def render_run(r: Mapping[str, Any]) -> None:
     if c["aborted"]:
         head += f", {c['aborted']} aborted"
     echo(f"{head} ({r['elapsed_s']:.1f}s)")
+    for p in r.get("profiles") or []:
+        given = ", ".join(f"{k}={v}" for k, v in p["env"].items())
+        echo(f"agent profile {p['name']}: may write {', '.join(p['writes'])}" + (f"; {given}" if given else ""))
     header = ("ID", "STATUS", "EXIT", "TIME", "HEAD", "LOG")
     rows = [header]
     for row in r["instances"]:
-        rows.append((row["id"] + (f" ({row['agent']})" if row.get("agent") else ""), row["status"],
+        status = row["status"] + (" (no change)" if row.get("outcome") == "no_change" else "")
+        rows.append((row["id"] + (f" ({row['agent']})" if row.get("agent") else ""), status,
                      short(row["exit_code"]),
                      "-" if row["duration_s"] is None else f"{row['duration_s']:.1f}s", short(row["head"]),
                      row["log"] or "-"))
@@ -440,6 +471,10 @@ def render_run(r: Mapping[str, Any]) -> None:
         echo(f"next: read the logs; `git parallel retry {r['task']} ID` starts a new attempt "
              f"(failed or aborted: {', '.join(bad)})")
     elif all(row["status"] == "succeeded" for row in r["instances"]):
+        idle = [row["id"] for row in r["instances"] if row.get("outcome") == "no_change"]
+        if idle:
+            echo(f"no change: {', '.join(idle)} exited 0 having changed nothing, so can never win; read the logs "
+                 f"(`git parallel logs {r['task']} ID`), then retry")
         echo(f"next: git parallel check {r['task']}")
 
 

@@ -6,7 +6,7 @@ in docs/selection.md."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 
 from gitflow_parallel import config, evidence, faults, model, provenance
@@ -18,13 +18,55 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import (HUMAN, InstanceRecord, PickRecord, PickWinner, RunRecord, binding_of,
                                      find_instance)
 from gitflow_parallel.shapes.results import PickResult
-from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, load_pick, pick_bytes, pick_path, who
-from gitflow_parallel.judge.selection import candidate_basis, choose, decide, track_candidates
+from gitflow_parallel.state.picks import ARBITER, SCHEMA_VERSION, id_key, load_pick, pick_bytes, pick_path, who
+from gitflow_parallel.judge import selection
+from gitflow_parallel.judge.selection import candidate_basis
 from gitflow_parallel.state.picks import refuse_closed
 
 
 # A pick decided, and the candidates it was decided from (``selection.candidate_basis``).
 Decided = tuple[PickRecord, list[tuple[str, int, str, str]]]
+
+
+# -- an attempt that changed nothing is never a candidate (``model.NO_CHANGE``) ---------------
+# Its tree is the base's, which may well pass every gate; selection sees
+# the record without it, and the pick names it among the losers.
+def _idle(record: RunRecord, track: str) -> list[InstanceRecord]:
+    return [i for i in record["instances"] if i["track"] == track and model.changed_nothing(i)]
+
+
+def _pickable(record: RunRecord) -> RunRecord:
+    """The record as selection sees it: without the attempts that changed nothing."""
+    if not any(model.changed_nothing(i) for i in record["instances"]):
+        return record
+    return cast(RunRecord, {**record, "instances": [i for i in record["instances"] if not model.changed_nothing(i)]})
+
+
+def decide(project: Project, record: RunRecord, track: str) -> Decided:
+    """``selection.decide`` over the attempts that changed something."""
+    idle = _idle(record, track)
+    try:
+        pick, basis = selection.decide(project, _pickable(record), track)
+    except ParallelError as exc:
+        if idle and exc.code == E.SELECTION_NO_PASS:
+            said = "; ".join(f"{i['id']}: {model.NO_CHANGE_WHY}" for i in idle)
+            exc.message = f"{exc.message} ({said})" if "has no instances" not in exc.message else (
+                f"no instance of track {track} of {record['task']!r} changed anything ({said})")
+            exc.args = (exc.message,)
+        raise
+    if idle:
+        losers = [*pick["losers"], *({"id": i["id"], "code": E.SELECTION_NO_PASS, "reason": model.NO_CHANGE_WHY}
+                                     for i in idle)]
+        pick["losers"] = sorted(losers, key=lambda l: id_key(l["id"]))
+    return pick, basis
+
+
+def choose(project: Project, record: RunRecord, track: str) -> PickRecord:
+    return decide(project, record, track)[0]
+
+
+def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[list[Any], list[Any]]:
+    return selection.track_candidates(project, _pickable(record), track)
 
 def _bind(rec: RunRecord, written: list[tuple[PickRecord, Path, str]]) -> None:
     """Name each written pick file (path and sha256) in the run record."""
@@ -123,6 +165,8 @@ def _human_shortfalls(project: Project, record: RunRecord, inst: InstanceRecord,
     wanted: list[str] = []
     if inst["status"] != "succeeded":
         wanted.append(f"it is {inst['status']}, not succeeded")
+    if model.changed_nothing(inst):
+        wanted.append(model.NO_CHANGE_WHY)
     fresh = evidence.freshness(record, inst, tip)
     pack = fresh.pack if fresh.state == "fresh" else None
     if pack is None:

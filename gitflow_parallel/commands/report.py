@@ -218,7 +218,8 @@ def _column(a: Attempt) -> str:
     return (f'<section class="attempt{" winner" if won else ""}" data-attempt="{_e(inst["id"])}" '
             f'data-winner="{"true" if won else "false"}" data-verdict="{_e(verdict)}">'
             f'<h3>instance {_e(inst["id"])}{badges}</h3>'
-            f'<div class="meta">track {_e(inst["track"])}, attempt {_e(inst["attempt"])}, {_e(inst["status"])}; '
+            f'<div class="meta">track {_e(inst["track"])}, attempt {_e(inst["attempt"])}, {_e(inst["status"])}'
+            + (' <b data-role="no-change">(no change)</b>' if inst.get("outcome") == "no_change" else "") + '; '
             + (f'agent <b data-role="agent">{_e(inst["agent"])}</b>; ' if inst.get("agent") else "") +
             f'commit <span class="mono">{_e((a["tip"] or "")[:12] or None)}</span></div>'
             f'<div>score <b data-role="score">{_e(score)}</b>; evidence {_e(a["fresh"].state)}; '
@@ -264,7 +265,8 @@ def _figures(f: Mapping[str, object] | None) -> str:
     if not f:
         return ""
     score = "unavailable" if f.get("score") is None else f["score"]
-    return f"{_e(f['id'])} (score {_e(score)}, {_e(f.get('changed_lines'))} changed lines)"
+    proved = "added tests prove the fix, " if f.get("proved") else ""
+    return f"{_e(f['id'])} ({proved}score {_e(score)}, {_e(f.get('changed_lines'))} changed lines)"
 
 
 def _rule(pick: PickRecord) -> str:

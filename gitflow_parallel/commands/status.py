@@ -10,7 +10,7 @@ from typing import overload
 
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence
+from gitflow_parallel import evidence, model
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
@@ -41,6 +41,8 @@ def describe(project: Project, record: RunRecord) -> list[StatusRow]:
                 flags.append("branch missing")
             if not Path(inst["worktree"]).exists():
                 flags.append("worktree missing")
+        if model.changed_nothing(inst):
+            flags.append("no change")
         if inst["id"] in winners:
             flags.append("picked winner")
         rows.append({**inst, "tip": tip, "evidence_state": fresh.state, "evidence_reason": fresh.reason,

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import harness
+from gitflow_parallel import appended, harness
 from gitflow_parallel.config import CONFIG_FILE
 from gitflow_parallel.errors import ParallelError
 
@@ -156,13 +156,15 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
                       patterns: list[str], config: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The protected paths whose entry differs between the two trees, each
     with how (``added``, ``deleted``, ``modified``), its line counts and
-    whether it is the harness's (``harness``).  A mixed file
+    whether it is the harness's (``harness``); a Python test file the
+    attempt only added tests to names them (``appended``).  A mixed file
     (``harness.MIXED_FILES``) counts only when its harness sections differ."""
     config = config or {}
     mixed = config.get("protect_defaults", True)
     findings = findings_file(config)
     kept = kept_environment(config)
     scripts = harness.npm_scripts(g["run"] for g in config.get("gates") or [])
+    folders = harness.script_folders(g["run"] for g in config.get("gates") or [])
     out: dict[str, dict[str, Any]] = {}
     diff = base_tree.diff_to_tree(tree)
     for i, delta in enumerate(diff.deltas):
@@ -171,8 +173,9 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
                 continue
             is_mixed = mixed and harness.is_mixed(path)
             restored, dependencies = True, False
-            if matches(path, patterns):
-                harness_file = is_mixed or matches(path, harness.HARNESS_PATTERNS, folders=False) or matches(path, kept)
+            shadow = mixed and harness.shadows(path, folders)  # no pattern can name every such module
+            if shadow or matches(path, patterns):
+                harness_file = is_mixed or shadow or is_harness(path) or matches(path, kept)
             elif is_mixed and harness.harness_changed(path, _blob_data(repo, base_tree, path),
                                                       _blob_data(repo, tree, path), scripts):
                 harness_file = True
@@ -189,20 +192,81 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
             out[path] = {"path": path, "change": change, "lines_added": added, "lines_deleted": deleted,
                          "harness": harness_file or path in (CONFIG_FILE, findings), "dependencies": dependencies,
                          "restored": restored}
+            if change == "modified" and restored and not out[path]["harness"] and appended.python_file(path):
+                _mark_appended(out[path], repo, base_tree, tree)
     return [out[p] for p in sorted(out)]
+
+
+# Past this a file is data or a bundle (minified, vendored), not code an
+# agent wrote line by line: its lines are not read.
+_READ_AT_MOST = 1 << 20
+
+
+def added_lines(repo: pygit2.Repository, base: str, commit: str,
+                patterns: list[str]) -> dict[str, list[tuple[int, str]]]:
+    """The lines ``commit`` added since ``base`` to each path outside the
+    protected ``patterns`` (those are judged as the base has them, or are
+    tests), as (line number, text); binary files and files of a MiB or
+    more are left out."""
+    diff = repo[base].peel(pygit2.Tree).diff_to_tree(repo[commit].peel(pygit2.Tree))
+    out: dict[str, list[tuple[int, str]]] = {}
+    for i, delta in enumerate(diff.deltas):
+        path = delta.new_file.path
+        if delta.status == pygit2.enums.DeltaStatus.DELETED or delta.new_file.size >= _READ_AT_MOST \
+                or matches(path, patterns) or harness.shadows(path):
+            continue
+        patch = diff[i]  # a patch only for what is read
+        if patch is None or patch.delta.is_binary:
+            continue
+        lines = [(line.new_lineno, line.raw_content.decode("utf-8", "replace").rstrip("\r\n"))
+                 for hunk in patch.hunks for line in hunk.lines if line.origin == "+"]
+        if lines:
+            out[path] = lines
+    return out
+
+
+def is_harness(path: str, folders: Iterable[str] = ()) -> bool:
+    """Is ``path`` wholly the harness's (``harness.HARNESS_PATTERNS``), or a
+    module that takes the place of one the runner or the standard library
+    provides (``harness.shadows``; ``folders``: the gates' script folders)?"""
+    return matches(path, harness.HARNESS_PATTERNS, folders=False) or harness.shadows(path, folders)
+
+
+def _mark_appended(change: dict[str, Any], repo: pygit2.Repository, base_tree: pygit2.Tree,
+                   tree: pygit2.Tree) -> None:
+    """A test file the attempt only added tests to (``appended``) names
+    them: ``appended``, the tests, as ``Class::name``."""
+    old, new = (_blob_data(repo, t, change["path"]) for t in (base_tree, tree))
+    names = appended.added_tests(old, new) if old is not None and new is not None else None
+    if names:
+        change["appended"] = names
 
 
 def blocks_pick(change: dict[str, Any]) -> bool:
     """Does this protected change keep its attempt out of an automatic pick?
-    Every change does but a new test file: a changed config or harness, a
-    deleted or rewritten test, would land and change how later runs judge."""
-    return bool(change["harness"] or change.get("dependencies", False) or change["change"] != "added")
+    Every change does but a new test file, or tests appended to one
+    (``appended``): a changed config or harness, a deleted or rewritten
+    test, would land and change how later runs judge."""
+    if change["harness"] or change.get("dependencies", False):
+        return True
+    return not (change["change"] == "added" or change["change"] == "modified" and change.get("appended"))
 
 
 def added_tests(changes: list[dict[str, Any]]) -> list[str]:
-    """The new files under protected paths that are not the harness's: tests
-    the attempt added, run as a second stage (``judge/check``)."""
+    """The new files under protected paths that are not the harness's, and
+    the test files the attempt only added tests to: run as a second stage
+    (``judge/check``), as the attempt has them."""
     return [c["path"] for c in changes if not blocks_pick(c)]
+
+
+def test_ids(changes: list[dict[str, Any]]) -> list[str]:
+    """The added tests as a runner names them: ``path::name`` for tests
+    appended to a file, the path alone for a new file (all its tests)."""
+    out = []
+    for c in changes:
+        if not blocks_pick(c):
+            out += [f"{c['path']}::{name}" for name in c["appended"]] if c.get("appended") else [c["path"]]
+    return out
 
 
 def judged_commit(repo: pygit2.Repository, commit: str, base: str, patterns: list[str],
@@ -242,3 +306,22 @@ def judged_commit(repo: pygit2.Repository, commit: str, base: str, patterns: lis
     message = f"git-parallel: {commit} judged with protected paths from {base}\n"
     oid = repo.create_commit(None, sig, sig, message, tree, [target.id])
     return str(oid), str(tree), details
+
+
+def base_with_tests(repo: pygit2.Repository, commit: str, base: str, paths: list[str]) -> tuple[str, str]:
+    """The base commit's tree with ``paths`` (the attempt's added tests) as
+    ``commit`` has them, written as a commit (parent: the base; fixed
+    identity and date): what the added tests are run on to see them fail
+    without the fix.  Returns (commit oid, tree oid)."""
+    target = repo[commit].peel(pygit2.Commit)
+    base_commit = repo[base].peel(pygit2.Commit)
+    index = pygit2.Index()
+    index.read_tree(base_commit.tree)
+    for path in paths:
+        entry = target.tree[path]
+        index.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
+    tree = index.write_tree(repo)
+    name, email = JUDGE_SIGNATURE
+    sig = pygit2.Signature(name, email, 0, 0)
+    message = f"git-parallel: {base} with the tests {commit} added\n"
+    return str(repo.create_commit(None, sig, sig, message, tree, [base_commit.id])), str(tree)

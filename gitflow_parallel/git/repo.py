@@ -469,7 +469,44 @@ def worktree_changes(path: str | os.PathLike[str], scratch: Iterable[str] = ()) 
     repo = pygit2.Repository(str(path))
     flags = repo.status(untracked_files="all", ignored=False)
     changed = {p for p, f in flags.items() if f != pygit2.GIT_STATUS_CURRENT and not f & pygit2.GIT_STATUS_IGNORED}
-    return sorted(changed - scratch_files(path, scratch)) if changed else []
+    if not changed:
+        return []
+    scratch = list(scratch)
+    return sorted(changed - scratch_files(path, scratch) - agents_ignore_lines(repo, scratch))
+
+
+# aider writes ``.env`` into .gitignore along with its ``.aider*`` line
+# (aider 0.86, ``main.check_gitignore``), in one go.
+_WITH_AIDER = ".env"
+
+
+def agents_ignore_lines(repo: pygit2.Repository, scratch: Iterable[str]) -> set[str]:
+    """``{".gitignore"}`` when the top .gitignore's only change from HEAD is
+    lines an agent appended for itself (aider adds ``.aider*``, and ``.env``
+    with it): lines that are ``scratch`` patterns; else nothing.  Such a
+    change is the agent's, not the task's: never committed, and not
+    uncommitted work."""
+    import pygit2
+
+    patterns = set(scratch)
+    file = Path(repo.workdir or "") / ".gitignore"
+    if not patterns or not repo.workdir or file.is_symlink() or not file.is_file():
+        return set()
+    try:
+        now = file.read_bytes()
+        head = repo.revparse_single("HEAD").peel(pygit2.Tree) if not repo.head_is_unborn else None
+    except (OSError, KeyError, pygit2.GitError):
+        return set()
+    entry = head[".gitignore"] if head is not None and ".gitignore" in head else None
+    blob = repo[entry.id] if entry is not None and entry.type_str == "blob" else None
+    before = blob.data if isinstance(blob, pygit2.Blob) else b""
+    if before and not before.endswith(b"\n"):
+        before += b"\n"  # what aider does before it appends
+    if now == before or not now.startswith(before):
+        return set()
+    added = {line.strip() for line in now[len(before):].decode(errors="replace").splitlines() if line.strip()}
+    ours = added <= patterns | ({_WITH_AIDER} if ".aider*" in added else set())
+    return {".gitignore"} if ours else set()
 
 
 def scratch_files(path: str | os.PathLike[str], patterns: Iterable[str], run: Runner | None = None) -> set[str]:
@@ -543,6 +580,19 @@ def _drop_temp_objects(path: str | os.PathLike[str], since: float) -> None:
             continue
 
 
+def _as_in_head(repo: pygit2.Repository, index: pygit2.Index, paths: Iterable[str]) -> None:
+    """Index entries for ``paths`` put back as HEAD has them (or removed)."""
+    import pygit2
+
+    head = None if repo.head_is_unborn else repo.revparse_single("HEAD").peel(pygit2.Tree)
+    for path in paths:
+        if head is not None and path in head:
+            item = head[path]
+            index.add(pygit2.IndexEntry(path, item.id, item.filemode))
+        elif path in index:
+            index.remove(path)
+
+
 def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HEAD",
                parent: str | None = None, scratch: Iterable[str] = (), staged: bool = False,
                stage: Stager | None = None) -> str | None:
@@ -562,11 +612,14 @@ def commit_all(path: str | os.PathLike[str], message: str, ref: str | None = "HE
     # Git LFS), so its add_all would commit raw content that git then shows
     # as modified.  With ref=None the worktree is about to be removed (or
     # reset), so staging into its own index is harmless.
+    scratch = list(scratch)
+    agents_own = agents_ignore_lines(repo, scratch)
     if not staged:
-        (stage or stage_all)(Path(path), sorted(scratch_files(path, scratch)))
+        (stage or stage_all)(Path(path), sorted(scratch_files(path, scratch) | agents_own))
     note_write(common_path(repo))  # the instance's branch moves (see tamper)
     index = repo.index
     index.read(True)
+    _as_in_head(repo, index, agents_own)  # even if the agent staged it itself
     tree = index.write_tree()
     author, committer = identity(path)
     parents = [pygit2.Oid(hex=parent)] if parent else ([repo.head.target] if not repo.head_is_unborn else [])

@@ -18,7 +18,7 @@ import pygit2
 from filelock import FileLock, Timeout
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import config, evidence, faults, model, notify, provenance
+from gitflow_parallel import config, evidence, faults, model, notify, provenance, reach
 from gitflow_parallel.git import lfs, protected, scratch
 from gitflow_parallel.judge import stores
 from gitflow_parallel.state import share
@@ -32,7 +32,7 @@ from gitflow_parallel.model import FINISHED_RUN, find_instance
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.proc.notifier import Notifier
 from gitflow_parallel.proc.watchdog import shared as shared_watchdog
-from gitflow_parallel.judge import hidden, layers, pace
+from gitflow_parallel.judge import hidden, layers, pace, proof
 from gitflow_parallel.judge.fingerprints import input_fingerprints, output_fingerprints, read_head
 from gitflow_parallel.judge.gates import (applicable, complete_of, gate_facts, judge_checkout, kept_paths,
                                          refused_protected, repository_of, run_gates, verdict_of, what_is_judged)
@@ -240,6 +240,7 @@ def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit
     cfg = record["config"]
     tree = str(repo[commit].peel(pygit2.Commit).tree_id)
     judged = what_is_judged(repo, record, commit, base_commit)
+    reaches = reach.scan(protected.added_lines(repo, base_commit, commit, judged["protected"]))
     gates = applicable(cfg["gates"], inst["track"])
     events = engine_evidence(inst)
     if judged["protected_changes"] and cfg["protect_mode"] == "refuse":
@@ -252,7 +253,8 @@ def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit
             "base_commit": base_commit, "config_sha256": record["config_sha256"], "checkout": judged["checkout"],
             "protected": judged["protected"], "protect_mode": judged["protect_mode"],
             "protected_changes": judged["protected_changes"], "protected_detail": judged["protected_detail"],
-            "protected_blocking": judged["protected_blocking"], "judged_commit": judged["judged_commit"],
+            "protected_blocking": judged["protected_blocking"], "reaches_harness": reaches,
+            "judged_commit": judged["judged_commit"],
             "judged_tree": judged["judged_tree"], "engine_evidence": events, "gates": [], "verdict": "fail",
             "complete": True, "score": None, "score_source": None,
             "score_error": None, "refused": refused_protected(judged), "input_fingerprints": {}, "setup": None,
@@ -282,6 +284,9 @@ def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit
         added = _added_stage(repo, cfg, gates, inst, place, commit, judged, results, selected)
         if added is not None and written:
             _still_judged(path, judged["judged_commit"], inst["id"], repo_.common_dir)
+    if added is not None:
+        added = proof.on_base(project, record, inst, commit, _again(gates, selected), added,
+                              protected.test_ids(judged["protected_detail"]), reads, lane)
     verdict = verdict_of(results)
     if added and added["mode"] == "enforced" and not added["passed"]:
         verdict = "fail"
@@ -289,7 +294,8 @@ def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit
         "schema_version": evidence.SCHEMA_VERSION, "origin": evidence.ORIGIN, "run_id": record["run_id"],
         "task": record["task"], "instance": inst["id"], "track": inst["track"], "attempt": inst["attempt"],
         "instance_revision": inst["instance_revision"], "commit": commit, "tree": tree,
-        "base_commit": base_commit, "config_sha256": record["config_sha256"], **judged, "refused": None,
+        "base_commit": base_commit, "config_sha256": record["config_sha256"], **judged, "reaches_harness": reaches,
+        "refused": None,
         "engine_evidence": events, "fence": place.fence.kind if place.fence else "none",
         "layers": place.fence.held() if place.fence else [], "setup": setup, "gates": results,
         "added_tests": added, "verdict": verdict, "score": value, "score_source": source, "score_error": error,
@@ -309,35 +315,52 @@ def _added_stage(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateCon
     mode = cfg.get("added_tests", "observe")
     if not paths or mode == "off" or verdict_of(results) != "pass":
         return None
-    again = [g for g in gates if g["mode"] == "enforced" and not g.get("hidden")
-             and (selected is None or g["name"] in selected)]
+    again = _again(gates, selected)
     tree = repo[commit].peel(pygit2.Commit).tree
     if place.overlaid:
         return _added_layered(repo, tree, paths, again, inst, place, mode)
     written: list[str] = []
+    replaced = {c["path"] for c in judged.get("protected_detail") or [] if c.get("appended")}
     try:
-        _lay_added(repo, tree, paths, place.worktree, written)
+        _lay_added(repo, tree, paths, place.worktree, written, replaced)
         stage = Place(worktree=place.worktree, log_dir=place.log_dir, log_prefix=f"{place.log_prefix}.added",
                       facts=place.facts, path=place.path, repository=place.repository, fence=place.fence,
                       lane=place.lane.of_stage(ADDED_STAGE))
         ran = run_gates(again, inst["track"], stage)
     finally:
+        base_tree = repo[judged["judged_commit"]].peel(pygit2.Commit).tree
         for rel in written:
             try:  # the stage's gates ran the attempt's code there: never through a link it left
                 unlink_beneath(place.worktree, rel)
+                if rel in replaced:  # the base's file again, as judged
+                    entry = base_tree[rel]
+                    write_beneath(place.worktree, rel, repo.odb.read(entry.id)[1], _file_mode(entry.filemode))
             except OSError:
                 pass  # the checkout is made afresh before anyone judges in it again
     return {"mode": mode, "paths": paths, "gates": ran, "passed": verdict_of(ran) == "pass"}
 
 
+def _again(gates: list[GateConfig], selected: set[str] | None) -> list[GateConfig]:
+    """The gates the added tests run through: the enforced ones, without hidden tests."""
+    return [g for g in gates if g["mode"] == "enforced" and not g.get("hidden")
+            and (selected is None or g["name"] in selected)]
+
+
+def _file_mode(filemode: int) -> int:
+    return 0o755 if filemode == pygit2.GIT_FILEMODE_BLOB_EXECUTABLE else 0o644
+
+
 def _lay_added(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str], worktree: Path,
-               written: list[str]) -> None:
+               written: list[str], replaced: set[str]) -> None:
     """Write the added tests into the checkout the gates wrote (Landlock
-    alone), each a new file, never through a link a gate left at its name
-    or on the way; ``written`` says which went in."""
+    alone), each a new file (the base's file taken out first where the
+    attempt only added tests to it: ``replaced``), never through a link a
+    gate left at its name or on the way; ``written`` says which went in."""
     try:
         for rel in paths:
             hidden.safe_target(worktree, rel).parent.mkdir(parents=True, exist_ok=True)
+            if rel in replaced:
+                unlink_beneath(worktree, rel)
             write_beneath(worktree, rel, repo.odb.read(tree[rel].id)[1])
             written.append(rel)
     except OSError as exc:  # a file, or a link on the way, where an added test goes
@@ -486,7 +509,8 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
                     "score": pack["score"], "score_error": pack["score_error"], "gates": pack["gates"],
                     "evidence": binding, "proof_issued_at": pack["proof_issued_at"],
                     "protected_changes": pack["protected_changes"], "protected_detail": pack["protected_detail"],
-                    "refused": pack["refused"]}
+                    "reaches_harness": pack.get("reaches_harness") or [], "refused": pack["refused"],
+                    "added_tests": pack["added_tests"]}
                 entries.append((pack["commit"], provenance.evidence_note(record, inst["id"], pack, binding["sha256"])))
                 if pack["verdict"] == "fail":
                     notifier.send(notify.gates_failed(record, inst, pack))

@@ -12,6 +12,7 @@ the order in which packs and records are written: docs/judging.md, "How
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -22,9 +23,9 @@ import pygit2
 from gitflow_parallel import errors as E
 from gitflow_parallel import expect
 from gitflow_parallel.git import protected, scratch
-from gitflow_parallel.judge import environment, hidden, reported, stores
+from gitflow_parallel.judge import environment, hidden, outcome, reported, stores, stream
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import sha256_bytes
+from gitflow_parallel.files import read_tail, sha256_bytes
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.state.project import Project
@@ -32,7 +33,8 @@ from gitflow_parallel.proc import sandbox
 from gitflow_parallel.judge.fingerprints import READ_CAP, read_head, read_regular, sha256_path
 from gitflow_parallel.judge.place import Layer, Place, execute, failure_code, gate_env, judging
 from gitflow_parallel.shapes.records import InstanceRecord, Refusal, Verdict
-from gitflow_parallel.shapes.pack import GateResult, Judged, ProbeSignature, SetupEntry, Verification
+from gitflow_parallel.shapes.pack import (ExpectResult, GateResult, Judged, ProbeSignature, SetupEntry, StreamedCounts,
+                                          Verification)
 from gitflow_parallel.config_schema import FrozenConfig, GateConfig, SetupConfig
 
 
@@ -52,32 +54,74 @@ def gate_result(gate: GateConfig, *, exit_code: int | None = None, passed: bool 
 def run_gate(gate: GateConfig, place: Place) -> GateResult:
     env = gate_env(gate.get("env") or {}, place.facts, place.path if gate.get("setup", True) else (),
                    home=place.home)
-    with reported.report_file(gate) as report:
+    with reported.report_file(gate) as report, contextlib.closing(stream.open_channel()) as channel:
         argv, extra = reported.command(gate, report)
         env.update(extra)
+        env.update(channel.env(env))
         if gate.get("hidden"):
-            return _run_hidden(gate, place, env, argv, report)
+            return _run_hidden(gate, place, env, argv, report, channel)
         log = place.log(f"gate-{gate['name']}")
         # A probe's stdout is its behaviour; stderr (warnings, timings) is kept
         # apart so that it cannot split candidates that behave alike.
         err_log = place.log(f"gate-{gate['name']}-stderr") if gate["mode"] == "probe" else None
         layer = place.layer(gate["name"])
         layer.writable = report and report.parent
-        code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log, err_log, layer=layer)
-        result = gate_result(gate, exit_code=code, passed=(code == 0 and error is None), duration_s=round(seconds, 3),
-                         log=str(log), log_sha256=sha256_path(log),
-                         code=failure_code(error), error=error)
-        result = reported.apply(gate, result, report)
+        code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log, err_log, layer=layer,
+                                       channel=channel)
+        result = gate_result(gate, exit_code=code, duration_s=round(seconds, 3), log=str(log),
+                             log_sha256=sha256_path(log))
+        expected = reported.judged(gate, report)
+        ran = outcome.Ran(code, error, failure_code(error), channel.result(), _printed(log), expected,
+                          listed=_listed(gate))
+        _decided(result, ran, expected)
     if gate["mode"] == "probe":
         result["stderr_log"] = str(err_log)
         result["signature"] = probe_signature(gate, place, log, code, error)
     return result
 
 
+def _printed(log: Path) -> outcome.Printed | None:
+    """The runner's summary printed last in ``log`` (its tail: a gate can
+    grow its log to any size)."""
+    try:
+        text = read_tail(log, PRINTED_TAIL)[0].decode("utf-8", "replace")
+    except OSError:
+        return None
+    return outcome.printed_summary(text)
+
+
+def _listed(gate: GateConfig) -> tuple[str, ...]:
+    spec = gate.get("expect")
+    return (*spec["fail_to_pass"], *spec["pass_to_pass"]) if spec else ()
+
+
+PRINTED_TAIL = 64 * 1024  # bytes of a log's end read for the printed summary
+
+
+def _decided(result: GateResult, ran: outcome.Ran, expected: ExpectResult | None) -> None:
+    """``result`` given the outcome of ``ran`` (``judge/outcome``), and
+    what the stream counted."""
+    decided = outcome.decide(ran)
+    result.update({"passed": decided.passed, "code": decided.code, "error": decided.error})
+    if expected is not None:
+        result["expect"] = expected
+    if ran.streamed is not None and ran.streamed.any:
+        result["streamed"] = _counts(ran.streamed, ran.canary)
+
+
+def _counts(streamed: stream.Streamed, canary: str | None) -> StreamedCounts:
+    tests = {t: c for t, c in streamed.tests().items() if not outcome.is_canary(t, canary)}
+    failed = sorted(t for t, c in tests.items() if c in ("failed", "error"))
+    return {"sessions": len(streamed.sessions), "passed": sum(c == "passed" for c in tests.values()),
+            "failed": len(failed), "skipped": sum(c == "skipped" for c in tests.values()),
+            "failed_tests": failed[:20]}
+
+
 def _run_hidden(gate: GateConfig, place: Place, env: dict[str, str], argv: list[str],
-                report: Path | None) -> GateResult:
+                report: Path | None, channel: stream.Channel) -> GateResult:
     """A gate with hidden tests (``judge/hidden``): they are in the checkout
-    only while it runs, and nothing of its output but the counts is kept.
+    only while it runs, beside a canary (a test that must fail, named at
+    random for this run), and nothing of its output but the counts is kept.
     Without a count of tests run it fails, unless ``require_count: false``."""
     folder = gate["hidden"]
     assert folder is not None  # run_gate sends only a gate with hidden tests here
@@ -85,28 +129,38 @@ def _run_hidden(gate: GateConfig, place: Place, env: dict[str, str], argv: list[
     log = hidden.scratch_log()
     try:
         writable = report and report.parent
-        if place.overlaid:
-            # Laid over the checkout in its own throwaway layer: nothing the
-            # gate copies out of them is seen by a gate after it.
-            files = hidden.listing(root)
-            code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log,
-                                           layer=Layer(above=[root], writable=writable))
-        else:
-            with hidden.overlaid(root, place.worktree) as files:
+        with hidden.canary_layer(root) as (canary, canary_root):
+            if place.overlaid:
+                # Laid over the checkout in its own throwaway layer: nothing the
+                # gate copies out of them is seen by a gate after it.
+                files = hidden.listing(root)
+                above = [root, *([canary_root] if canary_root else [])]
                 code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log,
-                                               layer=Layer(writable=writable))
+                                               layer=Layer(above=above, writable=writable), channel=channel)
+            else:
+                with hidden.overlaid(root, place.worktree, canary_root) as files:
+                    code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log,
+                                                   layer=Layer(writable=writable), channel=channel)
+        printed = _printed(log)
         counts = hidden.summary(log)
     finally:
         log.unlink(missing_ok=True)
-    result = reported.apply(gate, gate_result(gate, exit_code=code, passed=(code == 0 and error is None),
-                                          duration_s=round(seconds, 3), code=failure_code(error),
-                                          error=error), report)
-    counts = expect.count_line(result["expect"]) if report and "expect" in result else counts
+    result = gate_result(gate, exit_code=code, duration_s=round(seconds, 3))
+    expected = reported.judged(gate, report)
+    streamed = channel.result()
+    counted = streamed.any or counts is not None or (expected is not None and expected["tests"] is not None)
+    _decided(result, outcome.Ran(code, error, failure_code(error), streamed, printed, expected, hidden=True,
+                                 counted=counted, require_count=gate.get("require_count", True), canary=canary,
+                                 listed=_listed(gate)),
+             expected)
+    if "streamed" in result and all(s.ended for s in streamed.sessions):
+        shown = result["streamed"]
+        counts = f"{shown['failed']} failed, {shown['passed']} passed" if shown["failed"] else f"{shown['passed']} passed"
+    elif expected is not None:
+        counts = expect.count_line(expected)
+    if "streamed" in result:
+        result["streamed"]["failed_tests"] = []  # their names would tell the hidden tests
     result["hidden"] = {"files": len(files), "summary": counts}
-    if counts is None and gate.get("require_count", True) and result["passed"]:
-        result["passed"] = False
-        result["error"] = ("the hidden tests reported no count of tests run (no runner summary line such as "
-                           "`3 passed`): set expect: on the gate, or require_count: false")
     return result
 
 
@@ -247,7 +301,11 @@ def judge_checkout(repo: pygit2.Repository, cfg: FrozenConfig, gates: list[GateC
             def ask(argv: list[str], env: dict[str, str] = env) -> bytes:
                 log = place.log("imports")
                 probe = Layer(above=list(place.above), main=True)  # its own throwaway layer
-                execute(argv, place.worktree, env, 60.0, log, place.log("imports-stderr"), layer=probe)
+                # Asked with the gate's import path: the checkout after the
+                # installed packages (an editable install of the main worktree first).
+                with contextlib.closing(stream.open_channel()) as channel:
+                    execute(argv, place.worktree, {**env, **channel.env(env)}, 60.0, log, place.log("imports-stderr"),
+                            layer=probe, channel=channel)
                 return read_regular(log, limit=1 << 20) or b""
 
             environment.check_imports(python, packages, place.worktree, ask)

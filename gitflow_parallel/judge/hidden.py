@@ -22,6 +22,7 @@ counts of a test runner's summary (``1 failed, 3 passed``, read by
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 import tempfile
 from contextlib import contextmanager
@@ -31,8 +32,8 @@ from typing import Iterator
 from gitflow_parallel import errors as E
 from gitflow_parallel import failures
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import beneath, read_tail, unlink_beneath, write_beneath
-from gitflow_parallel.proc.sandbox import tmp_root
+from gitflow_parallel.files import beneath, read_tail, remove_tree, unlink_beneath, write_beneath
+from gitflow_parallel.proc.sandbox import private_tmp, tmp_root
 
 # The end of a hidden gate's output read for its summary: mocha and node's
 # spec reporter print their counts before each failure's details.
@@ -86,13 +87,15 @@ def safe_target(checkout: Path, rel: str) -> Path:
 
 
 @contextmanager
-def overlaid(root: Path, checkout: Path) -> Iterator[list[str]]:
-    """The hidden files written over ``checkout`` for the ``with`` body;
-    afterwards every path holds what it held before (or is gone)."""
+def overlaid(root: Path, checkout: Path, canary: Path | None = None) -> Iterator[list[str]]:
+    """The hidden files (and the ``canary`` folder's) written over
+    ``checkout`` for the ``with`` body, the hidden ones listed; afterwards
+    every path holds what it held before (or is gone)."""
     saved: dict[str, tuple[bytes, int] | None] = {}
     made: list[Path] = []
+    sources = [(root, rel) for rel in _files(root)] + ([(canary, rel) for rel in _files(canary)] if canary else [])
     try:
-        for rel in _files(root):
+        for source, rel in sources:
             target = safe_target(checkout, rel)
             saved[rel] = ((target.read_bytes(), target.stat().st_mode) if target.is_file() and not target.is_symlink()
                           else None)
@@ -101,8 +104,8 @@ def overlaid(root: Path, checkout: Path) -> Iterator[list[str]]:
                     (checkout / parent).mkdir()
                     made.append(checkout / parent)
             unlink_beneath(checkout, rel)
-            write_beneath(checkout, rel, (root / rel).read_bytes())
-        yield sorted(saved)
+            write_beneath(checkout, rel, (source / rel).read_bytes())
+        yield sorted(rel for source, rel in sources if source == root)
     finally:
         # The gate ran the attempt's code in the checkout itself: a folder
         # on the way may now be a link to one of the user's.  What cannot be
@@ -121,6 +124,43 @@ def overlaid(root: Path, checkout: Path) -> Iterator[list[str]]:
                     os.rmdir(name, dir_fd=fd)
             except OSError:
                 pass
+
+
+# The canary's name is drawn from these: plain words, as a test's are.
+_WORDS = ("parse", "value", "empty", "order", "limit", "round", "merge", "split", "quote", "cache", "token",
+          "range", "input", "state", "index", "field", "match", "scope", "batch", "retry", "clock", "unit")
+
+
+@contextmanager
+def canary_layer(root: Path) -> Iterator[tuple[str | None, Path | None]]:
+    """A folder holding one test that must fail, laid beside the hidden
+    pytest tests (the folder of the first ``test_*.py``), under a name drawn
+    at random for this run: (its function name, the folder), or (None,
+    None) for hidden tests that are not pytest's.  A run that reports it
+    passed, or never ran it, was forged (``judge/outcome``)."""
+    tests = [rel for rel in _files(root) if _pytest_file(rel)]
+    if not tests:
+        yield None, None
+        return
+    taken = set(_files(root))
+    while True:
+        words = [secrets.choice(_WORDS) for _ in range(3)]
+        name, module = f"test_{'_'.join(words[:2])}_{words[2]}", f"test_{words[0]}_{words[2]}.py"
+        rel = os.path.join(os.path.dirname(tests[0]), module)
+        if rel not in taken:
+            break
+    folder = private_tmp("git-parallel-canary-")
+    try:
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(f"def {name}():\n    assert 0 == 1\n")
+        yield name, folder
+    finally:
+        remove_tree(folder, ignore_errors=True)
+
+
+def _pytest_file(rel: str) -> bool:
+    name = os.path.basename(rel)
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
 def scratch_log() -> Path:

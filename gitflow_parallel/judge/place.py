@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.git import judged_view, tamper
-from gitflow_parallel.judge import layers, stores
+from gitflow_parallel.judge import layers, stores, stream
 from gitflow_parallel.judge.pace import Lane
 from gitflow_parallel import environ as proc_env
 from gitflow_parallel.proc import namespace, reaper, sandbox, supervise
@@ -65,12 +65,14 @@ def gate_env(extra: dict[str, str], facts: dict[str, str], path_first: Iterable[
 
 def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
             stdout: Path, stderr: Path | None = None,
-            plan: sandbox.GatePlan | None = None, layer: Layer | None = None) -> tuple[int | None, str | None, float]:
+            plan: sandbox.GatePlan | None = None, layer: Layer | None = None,
+            channel: stream.Channel | None = None) -> tuple[int | None, str | None, float]:
     """Run ``argv`` in its own process group with output to ``stdout`` (and
     ``stderr``, or the same file), stopped past ``timeout`` (``proc.supervise``),
     in the fence of ``plan`` (default: the one planned for ``cwd``), with
     the overlay layers ``layer`` names (default: a throwaway upper layer)
-    and the folder it may write besides (a test report's).
+    and the folder it may write besides (a test report's); ``channel``: the
+    results pipe its test process writes to (``judge/stream``).
     Returns (exit code or None, error or None, seconds)."""
     stdout.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -78,14 +80,16 @@ def execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
     before = tamper.before_command(cwd)  # what no command may change, as it is now
     scope, plan = supervise.new_scope("gate"), plan or _PLANS.get(str(cwd))
     layer = layer or Layer()
-    fence = (plan.fence(scope, layer.above, layer.upper, layer.network, layer.lower, layer.main, layer.writable)
+    fence = (plan.fence(scope, layer.above, layer.upper, layer.network, layer.lower, layer.main, layer.writable,
+                        channel.folder if channel is not None else None)
              if plan is not None else sandbox.none("no fence planned here"))
     env = {**env, **fence.env}
     with open(stdout, "wb") as out, (open(stderr, "wb") if stderr else contextlib.nullcontext()) as err, \
             contextlib.closing(fence):
         for tries in range(1, namespace.SANDBOXES_SOCKETS_GONE + 1):
             try:
-                proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence)
+                proc = supervise.start(argv, cwd, env, out, err, scope, shared_watchdog(), fence,
+                                       pass_fds=() if channel is None else (channel.write_fd,))
             except supervise.START_ERRORS as exc:
                 _, message = supervise.cannot_start(argv[0], exc)
                 out.write(f"git-parallel: {message}\n".encode())

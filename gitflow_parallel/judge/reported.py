@@ -20,7 +20,7 @@ from gitflow_parallel import expect
 from gitflow_parallel.files import remove_tree
 from gitflow_parallel.proc import sandbox
 from gitflow_parallel.config_schema import GateConfig
-from gitflow_parallel.shapes.pack import GateResult
+from gitflow_parallel.shapes.pack import ExpectResult
 
 MAX_REPORT_BYTES = 64 * 1024 * 1024  # past this a report is not read
 
@@ -58,15 +58,9 @@ def _read(report: Path) -> bytes | None:
         return handle.read()
 
 
-def apply(gate: GateConfig, result: GateResult, report: Path | None) -> GateResult:
-    """``result`` judged by the report: it passes only when the report says
-    every expected test passed (and the command ended by itself)."""
+def judged(gate: GateConfig, report: Path | None) -> ExpectResult | None:
+    """What the report says of the gate's ``expect`` (None: it declares
+    none); ``judge/outcome`` weighs it with the rest."""
     if report is None:
-        return result
-    judged = expect.judge(gate["expect"], _read(report))  # report_file made one: the gate has expect
-    ended = result["error"] is None  # a timeout or a command that never started stays a fail
-    result["expect"] = judged
-    result["passed"] = bool(judged["passed"] and ended)
-    if ended and not judged["passed"]:
-        result["error"] = judged["error"]
-    return result
+        return None
+    return expect.judge(gate["expect"], _read(report))  # report_file made one: the gate has expect

@@ -41,6 +41,7 @@ class Loser(TypedDict):
 class Figures(TypedDict):
     """The figures a ranking decides by (``group_size``: of its group, where groups count)."""
     id: str
+    proved: bool
     score: int | None
     changed_lines: int
     group_size: NotRequired[int]
@@ -112,11 +113,9 @@ def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[l
         if pack.get("verdict") != "pass":
             losers.append(_failed(inst, pack))
             continue
-        blocking = pack.get("protected_blocking") or []
-        if blocking:
-            losers.append({"id": inst["id"], "code": E.PROTECTED_PATH_CHANGED,
-                           "reason": "changed protected path(s) " + _shown(blocking) + "; only a person's "
-                                     "`pick --instance` can choose it"})
+        held = _held(inst, pack)
+        if held is not None:
+            losers.append(held)
             continue
         bound = inst["evidence"]
         assert bound is not None  # fresh evidence is bound
@@ -126,8 +125,27 @@ def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[l
                            "score_error": pack.get("score_error"), "proof_issued_at": pack["proof_issued_at"],
                            # From the objects, never the worktree: the agent owns its worktree.
                            "changed_lines": project.repo.changed_lines(base, pack["commit"]),
+                           "proved": bool((pack.get("added_tests") or {}).get("proved")),
                            "probes": _probe_signature(pack), "worktree": inst["worktree"], "agent": inst.get("agent")})
     return candidates, losers
+
+
+def _held(inst: InstanceRecord, pack: Mapping[str, Any]) -> Loser | None:
+    """A passing attempt only a person may pick: one that changed protected
+    paths (``protected_blocking``) or whose code reaches the harness
+    (``reaches_harness``)."""
+    blocking = pack.get("protected_blocking") or []
+    if blocking:
+        return {"id": inst["id"], "code": E.PROTECTED_PATH_CHANGED,
+                "reason": "changed protected path(s) " + _shown(blocking) + "; only a person's "
+                          "`pick --instance` can choose it"}
+    reaching = pack.get("reaches_harness") or []
+    if reaching:
+        return {"id": inst["id"], "code": E.REACHES_HARNESS,
+                "reason": "its code reaches the test harness ("
+                          + _shown([f"{f['path']}:{f['line']} {f['rule']}" for f in reaching]) + "); "
+                          "only a person's `pick --instance` can choose it"}
+    return None
 
 
 def _unfinished(inst: InstanceRecord) -> Loser:
@@ -168,7 +186,8 @@ def candidate_basis(candidates: list[Candidate]) -> list[tuple[str, int, str, st
 
 
 # -- ranking ----------------------------------------------------------------------------
-CRITIC_ORDER = "highest score, then fewest changed lines against the base, then id"
+CRITIC_ORDER = ("added tests that prove the fix first, then highest score, then fewest changed lines against the base, "
+                "then id")
 # What each rule ranks by, in words (the report prints it with the pick).
 RULE_TEXT = {
     "critic_first_pass": CRITIC_ORDER,
@@ -180,15 +199,19 @@ RULE_TEXT = {
 }
 
 
-def _critic_key(c: Candidate) -> tuple[bool, int, int, tuple[object, ...]]:
-    """Highest score (a null score after every number), then fewest changed
-    lines against the base, then id: never the time a check happened to end."""
+def _critic_key(c: Candidate) -> tuple[bool, bool, int, int, tuple[object, ...]]:
+    """Added tests that prove the fix (they fail on the base, pass on the
+    attempt: ``judge/proof``) first, then highest score (a null score after
+    every number), then fewest changed lines against the base, then id:
+    never the time a check happened to end.  Proof comes first because an
+    attempt's own regression test adds changed lines and no score sees it."""
     score = c["score"]
-    return (score is None, -(score or 0), c["changed_lines"], id_key(c["id"]))
+    return (not c.get("proved", False), score is None, -(score or 0), c["changed_lines"], id_key(c["id"]))
 
 
 def _figures(c: Candidate, group: list[Candidate] | None = None) -> Figures:
-    out: Figures = {"id": c["id"], "score": c["score"], "changed_lines": c["changed_lines"]}
+    out: Figures = {"id": c["id"], "proved": c.get("proved", False), "score": c["score"],
+                    "changed_lines": c["changed_lines"]}
     if group is not None:
         out["group_size"] = len(group)
     return out
@@ -196,6 +219,8 @@ def _figures(c: Candidate, group: list[Candidate] | None = None) -> Figures:
 
 def _stage(a: Candidate, b: Candidate) -> str:
     """The first figure of the critic order that puts ``a`` ahead of ``b``."""
+    if a.get("proved", False) != b.get("proved", False):
+        return "proved"
     if a["score"] != b["score"]:
         return "score"
     if a["changed_lines"] != b["changed_lines"]:
@@ -209,6 +234,8 @@ def _score_text(c: Candidate) -> str:
 
 def _why_below(c: Candidate, w: Candidate) -> str:
     stage = _stage(w, c)
+    if stage == "proved":
+        return "the winner's added tests prove its fix (they fail on the base and pass on it); it has none that do"
     if stage == "score":
         return f"score {_score_text(c)} vs {_score_text(w)}"
     if stage == "changed_lines":
@@ -422,10 +449,11 @@ def decide(project: Project, record: RunRecord, track: str) -> tuple[PickRecord,
     candidates, losers = track_candidates(project, record, track)
     if not candidates:
         why = "; ".join(f"{l['id']}: {l['reason']}" for l in losers) or "it has no instances"
-        protected = [l["id"] for l in losers if l["code"] == E.PROTECTED_PATH_CHANGED]
-        if protected:
+        held = [(l["id"], l["code"]) for l in losers if l["code"] in (E.PROTECTED_PATH_CHANGED, E.REACHES_HARNESS)]
+        protected = [i for i, _ in held]
+        if held:
             raise ParallelError(
-                E.PROTECTED_PATH_CHANGED,
+                held[0][1],
                 f"no instance of track {track} of {record['task']!r} can be picked automatically ({why})",
                 hint=f"read what each changed with `git parallel show {record['task']} {protected[0]}`; to land it "
                      f"anyway, `git parallel pick {record['task']} --instance {protected[0]} --reason WHY`")

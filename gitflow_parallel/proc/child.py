@@ -11,11 +11,11 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel import model
+from gitflow_parallel import model, profiles
 from gitflow_parallel import environ as proc_env
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.git import tamper
@@ -96,6 +96,7 @@ class Child:
     error: str | None = None
     duration: float | None = None
     committed: str | None = None
+    outcome: str | None = None  # model.NO_CHANGE when it succeeded having changed nothing
     head: str | None = None
     finished_at: str | None = None
     snapshot: tamper.Snapshot | None = None  # what no attempt may change, as it was at the start (git/tamper)
@@ -107,6 +108,7 @@ class Child:
     tmux_status: Path | None = None  # under --tmux: the status file of its window (tmux.py)
     main: str | None = None  # the main worktree (its PYTHONPATH entries there name the same place here)
     watcher: Watcher | None = None  # whether it waits for input (proc/waiting)
+    profile: profiles.Profile | None = None  # the agent CLI it runs, if a known one (profiles)
 
     @property
     def pid(self) -> int:
@@ -128,6 +130,8 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
     })
     if child.feedback:
         env["GIT_PARALLEL_FEEDBACK"] = child.feedback
+    if child.profile is not None:
+        env.update({k: v for k, v in child.profile.env.items() if k not in env})  # the user's own stand
     if child.main:
         proc_env.move_pythonpath(env, child.main, child.worktree)
     if child.fence is not None:
@@ -223,8 +227,8 @@ def record_finish(record: RunRecord, child: Child) -> None:
         child.status = inst["status"]
         return
     extra = {"tampered": child.tampered} if child.tampered else {}
-    model.finish(record, inst, child.status or "failed", exit_code=child.exit_code, error=child.error,
-                 finished_at=child.finished_at, head=child.head, **extra)
+    model.finish(record, inst, child.status or "failed", outcome=child.outcome, exit_code=child.exit_code,
+                 error=child.error, finished_at=child.finished_at, head=child.head, **extra)
     model.bump(inst)
 
 
@@ -243,6 +247,7 @@ def make_child(project: Project, record: RunRecord, argv: list[str], inst: Insta
         events=events_dir(project.repo.parallel_dir, record["run_id"]) / f"{name}.jsonl",
         feedback=inst.get("feedback"),
         main=str(project.repo.main_workdir) if project.repo.main_workdir else None,
+        profile=profiles.recognise(inst.get("agent_command") or argv, run_id=record["run_id"]),
     )
 
 
@@ -295,7 +300,12 @@ def fence_for(project: Project, record: RunRecord, child: Child, tmux: str | Non
     files = [child.events]
     if child.feedback and os.path.isfile(child.feedback) and not os.path.islink(child.feedback):
         files.append(Path(child.feedback))
-    return sandbox.for_agent(project.repo.common_dir, Path(child.worktree), child.branch, record["config"],
+    config: Mapping[str, object] = record["config"]
+    if child.profile is not None:
+        # Its CLI's own folders, as if listed under sandbox_write (the user's list still adds to them).
+        child.profile.prepare()
+        config = {**config, "sandbox_write": [*(record["config"].get("sandbox_write") or []), *child.profile.writes]}
+    return sandbox.for_agent(project.repo.common_dir, Path(child.worktree), child.branch, config,
                              child.scope, files, reads, project.repo.main_workdir)
 
 

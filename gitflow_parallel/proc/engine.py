@@ -19,10 +19,10 @@ import os
 import signal
 import time
 from collections import deque
-from typing import Callable, TypedDict
+from typing import Callable, NotRequired, TypedDict
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import faults, model, notify
+from gitflow_parallel import faults, model, notify, profiles
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.model import FINISHED_RUN, InstanceRecord, RunRecord, check_transition, find_instance
@@ -80,6 +80,7 @@ class Ran(TypedDict):
     pid: int | None
     log: str | None
     events: str | None
+    outcome: NotRequired[str]  # model.NO_CHANGE: it succeeded having changed nothing
 
 
 class RunSummary(TypedDict):
@@ -97,6 +98,7 @@ class RunSummary(TypedDict):
     notes_error: str | None
     run_status: str
     notify_warnings: list[str]
+    profiles: list[dict[str, object]]  # the agent profiles applied (profiles.Profile.record)
 
 
 # -- selection ---------------------------------------------------------------------
@@ -147,13 +149,16 @@ def _summary_rows(record: RunRecord, children: list[child_proc.Child]) -> list[R
     rows: list[Ran] = []
     for child in children:
         inst = find_instance(record, child.id)
-        rows.append({
+        row: Ran = {
             "id": child.id, "track": child.track, "attempt": child.attempt, "ran": child.ran, "agent": inst.get("agent"),
             "status": child.status if child.ran else inst["status"], "exit_code": child.exit_code,
             "error": child.error, "duration_s": child.duration, "head": child.head or inst["head"],
             "committed": child.committed, "pid": child.popen.pid if child.popen else None,
             "log": str(child.log) if child.ran else None, "events": str(child.events) if child.ran else None,
-        })
+        }
+        if child.ran and child.outcome:
+            row["outcome"] = child.outcome
+        rows.append(row)
     return rows
 
 
@@ -219,6 +224,8 @@ class _Runner:
             reaper.sweep_descendants({self.watchdog.pid} if self.watchdog.pid else set())
             for child in self.children:
                 child_proc.release_claim(child)
+            if any(c.profile is not None for c in self.children):
+                profiles.clean(self.run_id)  # its agents' private copies of their state
             if server_started and self.tmux is not None:
                 tmux_proc.release_server(self.tmux)
             self.watchdog.stop()
@@ -342,7 +349,7 @@ class _Runner:
             "event": "engine_dispatched", "ts": now, "run_id": self.run_id, "task": self.task,
             "instance": child.id, "track": child.track, "attempt": child.attempt, "argv": child.argv,
             "cwd": child.worktree, "fence": "pid-namespace" if child.fence.mounts else cgroup.in_force(),
-            **child.fence.record(),
+            **child.fence.record(), **({"profile": child.profile.record()} if child.profile is not None else {}),
         })
         child.ran = True
         try:
@@ -380,6 +387,11 @@ class _Runner:
             leftovers.commit(self.project, self.record, child)
         faults.point("run.after_commit")
         child.head = self.project.repo.ref_target(f"refs/heads/{child.branch}")
+        if child.status == "succeeded" and child.head is not None:
+            inst = find_instance(self.record, child.id)
+            repo = self.project.repo
+            if repo.tree_of(child.head) == repo.tree_of(model.unchanged_from(self.record, inst)):
+                child.outcome = model.NO_CHANGE
         # Done with the worktree: an abort waiting on the claim may go on.
         child_proc.release_claim(child)
 
@@ -532,7 +544,8 @@ def _summary(runner: _Runner, notes_error: str | None) -> RunSummary:
             "max_total": runner.max_total, "timeout": runner.timeout, "instances": rows, "counts": _counts(rows),
             "elapsed_s": round(time.monotonic() - runner.t0, 3), "interrupted": runner.stopping,
             "notes_error": notes_error, "run_status": runner.record["status"],
-            "notify_warnings": runner.notifier.warnings}
+            "notify_warnings": runner.notifier.warnings,
+            "profiles": list({c.profile.name: c.profile.record() for c in runner.children if c.profile}.values())}
 
 
 def _notify_ended(notifier: Notifier, record: RunRecord, ended: list[child_proc.Child]) -> None:

@@ -229,6 +229,14 @@ def grant_writes(ruleset: Ruleset, write: Iterable[str | os.PathLike[str]],
     ruleset.allow("/dev/shm", everything)
 
 
+def grant_reads(ruleset: Ruleset, read: Iterable[str | os.PathLike[str]]) -> None:
+    """Reading (and running) everything beneath each of ``read``: a folder
+    made after the read rules were worked out (``sandbox.Reads``), such as
+    a gate's results channel (``judge/stream``)."""
+    for path in read:
+        ruleset.allow(path, READ)
+
+
 def _paths(plan: dict[str, object], key: str) -> list[str]:
     """A list of paths of a fence's plan (``sandbox`` writes them as strings)."""
     value = plan[key]
@@ -249,6 +257,7 @@ def from_plan(plan: dict[str, object]) -> Ruleset:
         for path in listing:
             ruleset.allow(path, READ_DIR, True)
         grant_writes(ruleset, _paths(plan, "write"), _paths(plan, "files"))
+        grant_reads(ruleset, _paths(plan, "read") if "read" in plan else [])
     except BaseException:
         ruleset.close()
         raise

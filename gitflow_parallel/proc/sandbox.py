@@ -370,12 +370,13 @@ class Reads:
 
 
 def _build(write: list[Path], denied: list[Path], network: bool, extra_files: list[Path],
-           reads: Reads) -> landlock.Ruleset:
+           reads: Reads, read: list[Path]) -> landlock.Ruleset:
     ruleset = landlock.Ruleset(abi(), network)
     try:
         for fd, access, folder in reads.rules(denied):
             ruleset.allow_fd(fd, access, folder)
         landlock.grant_writes(ruleset, write, extra_files)
+        landlock.grant_reads(ruleset, read)
     except BaseException:
         ruleset.close()
         raise
@@ -395,7 +396,7 @@ def _always_hidden(common: Path) -> list[Path]:
 
 def _fence(kind: str, config: Mapping[str, object], write: list[Path], denied: list[Path],
            extra_files: list[Path], reads: Reads | None = None, common: Path | None = None,
-           network: bool | None = None) -> Fence:
+           network: bool | None = None, read: list[Path] | None = None) -> Fence:
     mode, allowed = settings(config)
     network = allowed if network is None else network
     if mode == "off":
@@ -417,13 +418,14 @@ def _fence(kind: str, config: Mapping[str, object], write: list[Path], denied: l
         # prints), its gates' logs, feedback and evidence are there.  Its own
         # events file is granted by a rule of its own (``extra_files``).
         denied = [*denied, *_hidden_tmp(), *([common / "parallel"] if common is not None else [])]
-        ruleset = _build([*write, tmp], denied, network, [Path("/dev"), *extra_files], reads or Reads())
+        ruleset = _build([*write, tmp], denied, network, [Path("/dev"), *extra_files], reads or Reads(), read or [])
     except OSError as exc:
         remove_tree(tmp, ignore_errors=True)
         return none(f"{why}; the Landlock fence could not be built: {exc}", network)
     env = {"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)}
     plan = {"write": [str(p) for p in [*write, tmp]], "denied": [str(p) for p in denied],
-            "files": [str(p) for p in [Path("/dev"), *extra_files]], "network": network}
+            "files": [str(p) for p in [Path("/dev"), *extra_files]], "network": network,
+            "read": [str(p) for p in read or []]}
     return Fence("landlock", network=network or ruleset.version < 4, reason=why, ruleset=ruleset, tmpdir=tmp,
                  env=env, plan=plan)
 
@@ -599,7 +601,7 @@ class GatePlan:
 
     def fence(self, scope: str, above: Iterable[Path] = (), upper: tuple[Path, Path] | None = None,
               network: bool | None = None, lower: list[Path] | None = None, main: bool = False,
-              writable: Path | None = None) -> Fence:
+              writable: Path | None = None, readable: Path | None = None) -> Fence:
         """The fence of one command: ``above`` (a hidden gate's tests, the
         added tests) laid over the checkout and the kept environment;
         ``upper`` a kept upper layer (setup's, or the one an attempt's gates
@@ -608,7 +610,9 @@ class GatePlan:
         as the config allows agents, else gates have none unless
         ``gate_network: on``; ``main``: the main worktree stays readable
         (the import probe, which must see where a package would come from);
-        ``writable``: a folder it may write besides (a test report's)."""
+        ``writable``: a folder it may write besides (a test report's);
+        ``readable``: one it may read, made after the read rules were
+        worked out (its results channel's: ``judge/stream``)."""
         denied = self.reads.instance_worktrees(self.common)
         if network is None:
             network = (self.config.get("gate_network") or "off") == "on"
@@ -635,7 +639,7 @@ class GatePlan:
                 except OSError:
                     pass
             return _fence("gate", self.config, [self.checkout, *extra], denied, _cgroup_procs(scope), self.reads,
-                          network=network)
+                          network=network, read=[readable] if readable else [])
         fence = _fence("gate", self.config, extra, [*denied, *hidden], _cgroup_procs(scope), self.reads, self.common,
                        network)
         if fence.mounts is not None:

@@ -236,9 +236,10 @@ def new_scope(kind: str) -> str:
 
 def start(argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Output, stderr: Output | None,
           scope: str, watchdog: "Watchdog", fence: "Fence | None" = None,
-          stdin: Output = subprocess.DEVNULL) -> Process:
+          stdin: Output = subprocess.DEVNULL, pass_fds: tuple[int, ...] = ()) -> Process:
     """Start ``argv`` as its own process group (``stderr`` None: into
-    ``stdout``), inside ``fence`` if given (``sandbox``).  Raises
+    ``stdout``), inside ``fence`` if given (``sandbox``), with ``pass_fds``
+    open in it (a gate's results pipe).  Raises
     one of ``START_ERRORS`` when it cannot start (see ``cannot_start``).  The caller has
     made itself a subreaper (``reaper``)."""
     env = {**env, reaper.SCOPE_ENV: scope}
@@ -252,7 +253,8 @@ def start(argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Output,
         def begin() -> subprocess.Popen[bytes]:
             return subprocess.Popen(wrapped, cwd=str(cwd), env=env, stdin=stdin,
                                     stdout=stdout, stderr=subprocess.STDOUT if stderr is None else stderr,
-                                    start_new_session=True, pass_fds=() if status_w is None else (status_w,))
+                                    start_new_session=True,
+                                    pass_fds=(*pass_fds, *(() if status_w is None else (status_w,))))
 
         popen = begin() if fence is None else fence.spawn(begin)
     except BaseException:

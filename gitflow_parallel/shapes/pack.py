@@ -28,6 +28,15 @@ class HiddenCounts(TypedDict):
     summary: str | None
 
 
+class StreamedCounts(TypedDict):
+    """What a gate's test process streamed as each test ended (``judge/stream``)."""
+    sessions: int
+    passed: int
+    failed: int
+    skipped: int
+    failed_tests: list[str]  # the first of them (none for hidden tests)
+
+
 class Judged(TypedDict):
     """What is judged of an attempt: its protected paths, the commit and tree
     checked out, and the protected changes it made (``judge/gates``)."""
@@ -39,6 +48,15 @@ class Judged(TypedDict):
     protected_blocking: list[str]
     judged_commit: str
     judged_tree: str
+
+
+class ReachFinding(TypedDict):
+    """A line the attempt added to its product code that reaches the test
+    harness (``reach.scan``): where, the rule it matched, its text (cut)."""
+    path: str
+    line: int
+    rule: str
+    text: str
 
 
 class SetupEntry(TypedDict):
@@ -59,12 +77,29 @@ class SetupEntry(TypedDict):
     stores: NotRequired[list[str]]  # the package stores it (and the gates) read
 
 
+class AddedOnBase(TypedDict):
+    """The added tests run on the base (``judge/proof``): the commit of the
+    base's tree with them laid in, the gates, the failing tests they named."""
+    commit: Oid
+    tree: Oid
+    setup: SetupEntry | None
+    gates: list[GateResult]
+    passed: bool
+    failing: list[str]
+
+
 class AddedTests(TypedDict):
-    """The tests an attempt added under protected paths, run as a second stage."""
+    """The tests an attempt added under protected paths (new files, and
+    tests appended to a file), run as a second stage; and whether they
+    prove its fix (fail on the base, pass on the attempt)."""
     mode: str
     paths: list[str]
     gates: list[GateResult]
     passed: bool
+    tests: NotRequired[list[str]]  # path::name of each appended test, a new file's path
+    on_base: NotRequired[AddedOnBase | None]
+    proved: NotRequired[bool]
+    proof: NotRequired[str]
 
 
 class ListOutcome(TypedDict):
@@ -110,6 +145,7 @@ class GateResult(TypedDict):
     stderr_log: NotRequired[str | None]
     hidden: NotRequired[HiddenCounts]
     expect: NotRequired[ExpectResult]
+    streamed: NotRequired[StreamedCounts]
     cut: NotRequired[int]
 
 
@@ -163,3 +199,4 @@ class EvidencePack(TypedDict):
     protected_changes: NotRequired[list[str]]
     protected_detail: NotRequired[list[dict[str, Any]]]
     protected_blocking: NotRequired[list[str]]
+    reaches_harness: NotRequired[list[ReachFinding]]  # lines of its product code that reach the harness

@@ -22,6 +22,7 @@ SCHEMA_VERSION = 1
 
 RunStatus = Literal["pending", "running", "completed", "picked", "merged", "failed", "aborted"]
 InstanceStatus = Literal["pending", "running", "succeeded", "failed", "aborted"]
+Outcome = Literal["no_change"]
 Verdict = Literal["pass", "fail"]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 INSTANCE_STATUSES: tuple[str, ...] = get_args(InstanceStatus)
@@ -106,6 +107,7 @@ class HistoryEntry(TypedDict, total=False):
     origin: str | None
     feedback: Any
     agent: str | None
+    outcome: Outcome
 
 
 class InstanceRecord(TypedDict):
@@ -137,6 +139,7 @@ class InstanceRecord(TypedDict):
     protected_changes: NotRequired[list[dict[str, Any]]]
     claim: NotRequired[ClaimHolder | None]
     tampered: NotRequired[list[str] | None]  # what the attempt changed that no attempt may (restored)
+    outcome: NotRequired[Outcome]  # how a succeeded attempt came out (``model.NO_CHANGE``); absent: it changed something
     agent: NotRequired[str | None]
     agent_command: NotRequired[list[str] | None]
     comments: NotRequired[list[Comment]]
@@ -408,6 +411,7 @@ class Candidate(TypedDict):
     score_error: str | None
     proof_issued_at: str
     changed_lines: int
+    proved: bool  # its added tests fail on the base and pass on it (``judge/proof``)
     probes: list[dict[str, object]]
     worktree: str
     agent: str | None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
-from gitflow_parallel.shapes.pack import GateResult
+from gitflow_parallel.shapes.pack import AddedTests, GateResult, ReachFinding
 from gitflow_parallel.shapes.records import (Comment, EvidenceBinding, InstanceRecord, Oid, PickRecord, Refusal, RunRecord,
                                              RunStatus, Verdict)
 
@@ -35,7 +35,9 @@ class CheckedInstance(TypedDict):
     proof_issued_at: str
     protected_changes: list[str]
     protected_detail: list[dict[str, Any]]
+    reaches_harness: list[ReachFinding]
     refused: Refusal | None
+    added_tests: NotRequired[AddedTests | None]
 
 
 class SkippedInstance(TypedDict):

@@ -326,8 +326,9 @@ def _file_dir_collision(index: pygit2.Index) -> str | None:
 DEFAULT_MESSAGE = ("git-parallel: merge {task} track {track} winner {winner}\n\n"
                    "Run: {run_id}\nWinner: {branch} at {commit}\nPolicy: {policy}\n")
 # A winner whose history was only leftovers commits: the one commit that
-# lands is the agent's work, so its subject says which task and which agent.
-LEFTOVERS_SQUASH_MESSAGE = ("{task}: {agent} (git-parallel winner {winner})\n\n"
+# lands is the agent's work, so its subject names the task (a command, with
+# its prompt, is no subject) and its body the agent.
+LEFTOVERS_SQUASH_MESSAGE = ("{task} (git-parallel winner {winner})\n\n"
                             "Run: {run_id}\nWinner: {branch} at {commit}\nAgent: {agent}\nPolicy: {policy}\n")
 UNRECORDED_AGENT = "an unrecorded command"
 BY_HAND = "work done by hand"

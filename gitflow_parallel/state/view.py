@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NotRequired, TypedDict, TypeVar, cast
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import evidence, failures
+from gitflow_parallel import evidence, failures, model
 from gitflow_parallel.state import share
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import cut_notice, read_tail, sha256_bytes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.model import InstanceRecord, PickRecord, RunRecord, find_instance
+from gitflow_parallel.model import NO_CHANGE_WHY, InstanceRecord, PickRecord, RunRecord, find_instance
 from gitflow_parallel.shapes.results import StatusDetail, StatusRow
 
 if TYPE_CHECKING:  # imported by what reads objects: `show` and `logs` of a local run need none
@@ -306,6 +306,8 @@ def outcome(view: RunView, inst: InstanceRecord) -> Outcome:
         fresh = view.freshness(inst)
         if inst["status"] != "succeeded":
             why = f"status {inst['status']}" + (f" ({inst['error']})" if inst.get("error") else "")
+        elif model.changed_nothing(inst):
+            why = NO_CHANGE_WHY
         elif fresh.state != "fresh":
             why = f"evidence {fresh.state}: {fresh.reason}"
         elif not fresh.passing:
@@ -314,6 +316,10 @@ def outcome(view: RunView, inst: InstanceRecord) -> Outcome:
         elif fresh.pack is not None and fresh.pack.get("protected_blocking"):
             why = ("passing, but it changed protected path(s) " + ", ".join(fresh.pack["protected_blocking"][:5])
                    + ": only a person's `pick --instance` can choose it")
+        elif fresh.pack is not None and fresh.pack.get("reaches_harness"):
+            why = ("passing, but its code reaches the test harness ("
+                   + ", ".join(f"{f['path']}:{f['line']}" for f in fresh.pack["reaches_harness"][:5])
+                   + "): only a person's `pick --instance` can choose it")
         else:
             why = "a candidate: fresh, complete, passing evidence"
         return {"picked": False, "won": None, "why": f"track {inst['track']} is not picked yet; {why}"}
