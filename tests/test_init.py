@@ -303,6 +303,29 @@ def test_check_says_what_a_gate_without_a_test_folder_leaves_open(tmp_path: Path
     assert "deleting a test file would not be noticed" in text and "2 test file(s) are not protected" in text
 
 
+def test_check_warns_of_a_gate_whose_tests_cannot_be_counted(tmp_path: Path) -> None:
+    repo = pytest_project(tmp_path / "repo")
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    commit_config(repo, {"gates": [
+        {"name": "npm", "run": ["npm", "test"]},
+        {"name": "jest", "run": ["npx", "jest"]},
+        {"name": "script", "run": ["sh", "-c", "pytest -q tests --junitxml={report}"],
+         "expect": {"pass_to_pass": ["tests/test_add.py::test_add"]}},  # the report counts
+        {"name": "hidden", "run": ["make", "test"], "hidden": str(hidden)},
+    ]})
+    gates = {g["name"]: [w for w in g["warnings"] if "cannot count" in w]
+             for g in GP(repo).json("init", "--check")["gates"]}
+    assert gates["jest"] == gates["script"] == []
+    [npm] = gates["npm"]
+    assert npm.startswith("git-parallel cannot count this gate's tests from its output: `npm test` starts no test "
+                          "runner it reads (pytest, unittest, jest")
+    assert "npx jest, not npm test" in npm and "expect:" in npm and "JUnit report to {report}" in npm
+    assert gates["hidden"][0].endswith("; as it is, this hidden gate fails, having no count")
+    text = GP(repo)("init", "--check").stdout
+    assert "  warning: git-parallel cannot count this gate's tests from its output: `make test`" in text
+
+
 def test_check_finds_an_editable_install_that_points_at_the_main_worktree(tmp_path: Path) -> None:
     repo = pytest_project(tmp_path / "repo")
     venv = tmp_path / "venv"

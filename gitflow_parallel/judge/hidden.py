@@ -13,7 +13,8 @@ worktree, a commit, a ref or a note.
 
 What the gate printed would show them (a failing assertion quotes its
 line), so its output is not kept: the result holds the exit code and the
-counts of a test runner's summary line (``3 passed, 1 failed``), and
+counts of a test runner's summary (``1 failed, 3 passed``, read by
+``failures.tally`` for every runner it knows), and
 ``log`` is null, so neither the pack, its copy on
 ``refs/parallel/evidence/``, the report nor retry feedback can carry it.
 """
@@ -21,7 +22,6 @@ counts of a test runner's summary line (``3 passed, 1 failed``), and
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import stat
 import tempfile
@@ -30,16 +30,14 @@ from pathlib import Path
 from typing import Iterator
 
 from gitflow_parallel import errors as E
+from gitflow_parallel import failures
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import beneath, read_tail, remove_tree, unlink_beneath, write_beneath
 from gitflow_parallel.proc.sandbox import private_tmp, tmp_root
 
-# Counts of at most six digits, each kind once: the attempt's code prints
-# this line, and it goes back to the next attempt (retry feedback), so a
-# count must not be a long number spelling the hidden tests out.
-_SUMMARY = re.compile(r"(?<![\d.])(\d{1,6}) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b")
-# The end of a hidden gate's output read for it: its summary is its last lines.
-_SUMMARY_TAIL = 64 << 10
+# The end of a hidden gate's output read for its summary: mocha and node's
+# spec reporter print their counts before each failure's details.
+_SUMMARY_TAIL = 1 << 20
 
 
 def folder_of(value: str, repository: list[Path]) -> Path:
@@ -180,10 +178,8 @@ def summary(log: Path) -> str | None:
         text = read_tail(log, _SUMMARY_TAIL)[0].decode("utf-8", "replace")
     except OSError:
         return None
-    for line in reversed(text.splitlines()):
-        if _SUMMARY.search(line):
-            counts: dict[str, str] = {}
-            for m in _SUMMARY.finditer(line):
-                counts.setdefault(m.group(2), m.group(0))
-            return ", ".join(counts.values())
-    return None
+    # Built from counts alone, each of six digits at most: the attempt's
+    # code prints what is read, and it goes back to the next attempt (retry
+    # feedback), so it must not be a long number spelling the tests out.
+    counted = failures.tally(text)
+    return counted.line if counted else None

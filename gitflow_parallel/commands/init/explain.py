@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from typing import TypedDict
 import pygit2
 
 from gitflow_parallel import config as C
-from gitflow_parallel import pysetup
+from gitflow_parallel import failures, pysetup
 from gitflow_parallel.config_schema import STORE_NAMES
 from gitflow_parallel.git import protected
 from gitflow_parallel.state.project import Project
@@ -193,8 +194,22 @@ def _explain_gate(cfg: FrozenConfig, gate: GateConfig, tree: pygit2.Tree, tests:
         warnings += _environment(gate, tree, roots)
     if gate["hidden"] and not Path(os.path.expanduser(gate["hidden"])).is_dir():
         warnings.append(f"hidden: {gate['hidden']} is not a folder here")
+    warnings += _uncounted(gate)
     return {"name": gate["name"], "run": gate["run"], "mode": gate["mode"], "setup": with_setup,
             "names": named, "hidden": gate["hidden"], "warnings": warnings}
+
+
+def _uncounted(gate: GateConfig) -> list[str]:
+    """A gate whose tests git-parallel cannot count: its run starts no
+    runner whose printed summary ``failures.tally`` reads, and no report
+    (``expect:``) says what ran."""
+    if "expect" in gate or failures.runner_of(gate["run"]) is not None:
+        return []
+    hidden = ("; as it is, this hidden gate fails, having no count" if gate["hidden"] and gate.get("require_count", True)
+              else "")
+    return [f"git-parallel cannot count this gate's tests from its output: `{shlex.join(gate['run'])}` starts no "
+            f"test runner it reads ({', '.join(failures.RUNNERS)}); name the runner in run (npx jest, not npm test), "
+            "or set expect: on the gate with the runner writing a JUnit report to {report}" + hidden]
 
 
 def _unread_stores(cfg: FrozenConfig) -> list[str]:
