@@ -21,7 +21,7 @@ from typing import Iterable
 import pygit2
 
 from gitflow_parallel import errors as E
-from gitflow_parallel import expect
+from gitflow_parallel import expect, failures
 from gitflow_parallel.git import protected, scratch
 from gitflow_parallel.judge import environment, hidden, outcome, reported, stores, stream
 from gitflow_parallel.errors import ParallelError
@@ -87,7 +87,7 @@ def _printed(log: Path) -> outcome.Printed | None:
         text = read_tail(log, PRINTED_TAIL)[0].decode("utf-8", "replace")
     except OSError:
         return None
-    return outcome.printed_summary(text)
+    return failures.tally(text)
 
 
 def _listed(gate: GateConfig) -> tuple[str, ...]:
@@ -95,7 +95,9 @@ def _listed(gate: GateConfig) -> tuple[str, ...]:
     return (*spec["fail_to_pass"], *spec["pass_to_pass"]) if spec else ()
 
 
-PRINTED_TAIL = 64 * 1024  # bytes of a log's end read for the printed summary
+# Bytes of a log's end read for the printed summary: mocha and node's spec
+# reporter print their counts before the failures' details.
+PRINTED_TAIL = 1 << 20
 
 
 def _decided(result: GateResult, ran: outcome.Ran, expected: ExpectResult | None) -> None:

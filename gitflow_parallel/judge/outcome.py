@@ -40,11 +40,11 @@ The rules, in order (docs/judging.md, "What decides a gate"):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from gitflow_parallel import errors as E
 from gitflow_parallel import expect
+from gitflow_parallel.failures import Tally
 from gitflow_parallel.judge.stream import Streamed
 from gitflow_parallel.shapes.pack import ExpectResult
 
@@ -52,14 +52,8 @@ FORGED = E.RESULTS_FORGED
 SHOWN = 3  # failing test ids named in an error
 
 
-@dataclass(frozen=True)
-class Printed:
-    """A runner's printed summary (the last one in the log)."""
-
-    runner: str
-    passed: int
-    failed: int  # failures and errors
-    line: str
+# A runner's printed summary, the last one in the log (``failures.tally``).
+Printed = Tally
 
 
 @dataclass(frozen=True)
@@ -178,28 +172,8 @@ def _printed_rules(printed: Printed, streamed: Streamed | None, status: int | No
         return _forged(f"{said}, but the exit status was 0") if status == 0 else _fail(PLAIN)
     if streamed is not None and printed.runner == "pytest":
         last = streamed.sessions[-1]  # the summary printed last is the last session's
-        passed, flunked = last.count("passed"), last.count("failed", "error")
+        passed, flunked = last.count("passed", "xpassed"), last.count("failed", "error")
         if (passed, flunked) != (printed.passed, printed.failed):
             return _forged(f"its runner printed `{printed.line}`, but its tests streamed {passed} passed, "
                            f"{flunked} failed")
-    return None
-
-
-# -- the printed summary (pytest's, until every runner is read) ------------------
-_PYTEST_LINE = re.compile(r"^(?:=+ )?(.*\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?).*) "
-                          r"in [\d.]+s(?: \([^)]*\))?(?: =+)?$")
-_COUNT = re.compile(r"(\d+) (passed|failed|errors?)")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def printed_summary(text: str) -> Printed | None:
-    """The last runner summary ``text`` (a gate's output) holds."""
-    for raw in reversed(text.splitlines()):
-        line = _ANSI.sub("", raw).strip()
-        found = _PYTEST_LINE.match(line)
-        if found:
-            counts = {"passed": 0, "failed": 0}
-            for number, what in _COUNT.findall(found.group(1)):
-                counts["passed" if what == "passed" else "failed"] += int(number)
-            return Printed("pytest", counts["passed"], counts["failed"], found.group(1))
     return None
