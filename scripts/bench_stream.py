@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Benchmark: what a gate's results channel (judge/stream) costs a real
+test suite.
+
+Both sides run the same pytest command in the same folder with the same
+interpreter, one after the other, alternating which goes first
+(benchenv.alternating):
+
+* plain: the command as the project runs it;
+* streamed: with the channel's environment (its folder first on
+  ``PYTHONPATH``, ``PYTHONSAFEPATH``, ``PYTEST_PLUGINS`` naming the plugin)
+  and its pipe open, drained by git-parallel's reading thread, as a gate
+  runs it.
+
+No sandbox and no checkout on either side: only the channel is measured.
+It prints each pair and
+
+    stream_ratio: R   (streamed / plain, median of the pairs' ratios)
+    stream_added_ms: A   (streamed - plain)
+    streamed_tests: N   (tests the last streamed run reported)
+
+Usage: bench_stream.py FOLDER -- PYTHON -m pytest [ARG...]
+(the issue's target: at most 1.02 on a real suite).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import benchenv
+
+sys.path.insert(0, str(benchenv.ROOT))
+
+from gitflow_parallel.judge import stream  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--rounds", type=int, default=benchenv.ROUNDS)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise SystemExit("give the test command after --")
+    benchenv.print_load()
+    env = dict(os.environ)
+    streamed_counts: list[int] = []
+
+    def plain(_: int) -> None:
+        subprocess.run(command, cwd=args.folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def streamed(_: int) -> None:
+        channel = stream.open_channel()
+        try:
+            subprocess.run(command, cwd=args.folder, env={**env, **channel.env(env)}, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, pass_fds=(channel.write_fd,))
+            result = channel.result()
+            streamed_counts.append(sum(len(s.tests) for s in result.sessions))
+        finally:
+            channel.close()
+
+    times = benchenv.alternating([benchenv.Side("plain", plain), benchenv.Side("streamed", streamed)], args.rounds)
+    for k, (a, b) in enumerate(zip(times["plain"], times["streamed"])):
+        print(f"pair {k}: plain {a:.3f}s streamed {b:.3f}s", flush=True)
+    benchenv.figure("stream_ratio", benchenv.ratios(times["streamed"], times["plain"]), 3)
+    benchenv.figure("stream_added_ms", benchenv.differences_ms(times["streamed"], times["plain"]), 0)
+    print(f"streamed_tests: {streamed_counts[-1] if streamed_counts else 0}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
