@@ -19,8 +19,10 @@ It prints each pair and
     stream_added_ms: A   (streamed - plain)
     streamed_tests: N   (tests the last streamed run reported)
 
-Usage: bench_stream.py FOLDER -- PYTHON -m pytest [ARG...]
-(the issue's target: at most 1.02 on a real suite).
+Usage: bench_stream.py [--rounds N] FOLDER -- PYTHON -m pytest [ARG...]
+(the issue's target: at most 1.02 on a real suite), or ``--toy N``: a
+folder of N trivial tests run by this Python's pytest (a smoke run whose
+figures say little: the plugin's cost per test, not a suite's).
 """
 
 from __future__ import annotations
@@ -38,15 +40,25 @@ sys.path.insert(0, str(benchenv.ROOT))
 from gitflow_parallel.judge import stream  # noqa: E402
 
 
+def toy(tests: int) -> tuple[Path, list[str]]:
+    folder, _ = benchenv.workspace("bench-stream-")
+    body = "".join(f"def test_{k}():\n    assert {k} == {k}\n\n\n" for k in range(tests))
+    (folder / "test_toy.py").write_text(body)
+    return folder, [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_toy.py"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("folder", type=Path, nargs="?")
     parser.add_argument("--rounds", type=int, default=benchenv.ROUNDS)
+    parser.add_argument("--toy", type=int, metavar="N", help="N trivial tests instead of a real suite")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        raise SystemExit("give the test command after --")
+    if args.toy:
+        args.folder, command = toy(args.toy)
+    if not command or args.folder is None:
+        raise SystemExit("give a folder and the test command after --, or --toy N")
     benchenv.print_load()
     env = dict(os.environ)
     streamed_counts: list[int] = []

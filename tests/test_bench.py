@@ -72,6 +72,7 @@ SMOKE_ARGS = {
     "bench_real.py": ["--rounds", "4", "--merges", "2"],
     "bench_remote.py": [], "bench_run.py": [], "bench_selection.py": ["--tasks", "2", "--jobs", "1"],
     "bench_spawn.py": ["--case", "n4"], "bench_start.py": ["--rounds", "4"],
+    "bench_stream.py": ["--toy", "20", "--rounds", "4"],
 }
 
 
