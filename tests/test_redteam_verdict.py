@@ -301,11 +301,9 @@ def test_committed_unchecked_pyc_replaces_the_source(tmp_path: Path) -> None:
     # (--check-hash-based-pycs default).  The reach scan reads text lines:
     # the pyc holds no flagged name anyway.  Fix: make `**/__pycache__/**`,
     # `**/*.pyc`, `**/*.pyo` harness files (judged as the base has them,
-    # i.e. absent), or run gates with PYTHONDONTWRITEBYTECODE and
-    # `--check-hash-based-pycs always`, or `git clean`-like removal of
-    # every committed bytecode file from the judged checkout.
-    import importlib.util
-
+    # i.e. absent: that also stops a sourceless `calc/_impl.pyc`), and run
+    # gates with `--check-hash-based-pycs always` (PYTHONDONTWRITEBYTECODE,
+    # which gates already have, does not stop reading one).
     tag = sys.implementation.cache_tag
     pyc = _unchecked_pyc(FLIP_PLUGIN, Path("calc/__init__.py"))
     repo_files = {"calc/__init__.py": WRONG + "\n"}
