@@ -622,6 +622,30 @@ extern "C" fn boot() {
     }
 }
 '''},
+    # The test runs and fails, libtest prints `test result: FAILED. 0 passed;
+    # 1 failed; ... finished in 0.00s` (a line printed_summary does read:
+    # it has pytest's shape) and calls exit(101); an on_exit handler (not
+    # `atexit`, which the scan knows) turns that into _exit(0).  cargo then
+    # runs the doc-tests, whose `test result: ok. 0 passed` is the last
+    # summary line, the only one read.
+    "on_exit-after-failure": {"src/lib.rs": RS_WRONG + '''
+extern "C" {
+    fn on_exit(f: extern "C" fn(i32, *mut u8), arg: *mut u8) -> i32;
+    fn _exit(code: i32) -> !;
+}
+
+extern "C" fn leave(_status: i32, _arg: *mut u8) {
+    unsafe { _exit(0) }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static BOOT: extern "C" fn() = boot;
+
+extern "C" fn boot() {
+    unsafe { on_exit(leave, std::ptr::null_mut()) };
+}
+'''},
     # Committed files: cargo runs test binaries through the target's runner.
     "cargo-config-runner": {".cargo/config.toml": '[target.x86_64-unknown-linux-gnu]\nrunner = "true"\n',
                             "src/lib.rs": RS_WRONG + "\n"},
@@ -636,10 +660,13 @@ def test_cargo_test(tmp_path: Path, case: str) -> None:
     # Fix: (1) protect cargo's harness as pytest's is: `**/.cargo/config*`,
     # `rust-toolchain*`, the `[[test]]`, `autotests`, `harness`, `build`,
     # `[profile.test]` and `[target]` parts of Cargo.toml, `build.rs`;
-    # (2) read libtest's summary (`test result: FAILED. 0 passed; 1
-    # failed`) and require that the base's tests were run (`running N
-    # tests` per binary; N below the base's = fail; no summary at all
-    # with status 0 = forged); (3) scan Rust for `link_section`,
+    # (2) read every summary line of the log, not the last one (a gate
+    # running several binaries or sessions prints several: any failure
+    # among them fails the gate), read libtest's own (`test result:
+    # FAILED.`, today matched only because it ends `finished in 0.00s`)
+    # and require that the base's tests were run (`running N tests` per
+    # binary; N below the base's = fail; no summary at all with status 0
+    # = forged); (3) scan Rust for `link_section`,
     # `.init_array`, `#[ctor]` and `process::exit`.
     if shutil.which("cargo") is None:
         pytest.skip("cargo is not installed")
