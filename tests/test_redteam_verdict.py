@@ -408,8 +408,12 @@ if "unittest" in " ".join(_sys.argv):
 '''
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="unittest: only the exit status is read; picked")
-@pytest.mark.parametrize("cheat", [NO_EXIT, SKIP_UNITTEST], ids=["sys.exit-no-op", "skip-at-import"])
+@pytest.mark.parametrize("cheat", [
+    # Stopped: unittest's printed `FAILED (failures=1)` with status 0 is forged (failures.tally).
+    NO_EXIT,
+    pytest.param(SKIP_UNITTEST, marks=pytest.mark.xfail(strict=True, raises=AssertionError,
+                                                        reason="unittest: a test module skipped at import; picked")),
+], ids=["sys.exit-no-op", "skip-at-import"])
 def test_unittest_gate(tmp_path: Path, cheat: str) -> None:
     # Fix: read unittest's own summary (`FAILED (failures=1)`, `Ran N
     # tests`, `OK (skipped=N)`) as a printed summary (failure printed,
@@ -528,8 +532,14 @@ JS_CASES = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="JS runners: only the exit status decides; picked")
-@pytest.mark.parametrize("case", list(JS_CASES))
+# Stopped since: the runner's printed failure with status 0 is forged (failures.tally).
+JS_STOPPED = ("node-direct", "mocha", "uvu")
+
+
+@pytest.mark.parametrize("case", [
+    c if c in JS_STOPPED else pytest.param(c, marks=pytest.mark.xfail(
+        strict=True, raises=AssertionError, reason="JS runners: nothing streams, assertions neutered; picked"))
+    for c in JS_CASES])
 def test_js_runner(tmp_path: Path, case: str) -> None:
     # Fix, most important first: (1) read every supported runner's own
     # summary (node:test `# fail N`/`ℹ fail N`, mocha `N failing`, jest
@@ -654,8 +664,14 @@ extern "C" fn boot() {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="cargo test: only the exit status decides; picked")
-@pytest.mark.parametrize("case", list(RS_CASES))
+# Stopped since: libtest's printed failure with status 0 is forged (failures.tally sums every binary's line).
+RS_STOPPED = ("on_exit-after-failure",)
+
+
+@pytest.mark.parametrize("case", [
+    c if c in RS_STOPPED else pytest.param(c, marks=pytest.mark.xfail(
+        strict=True, raises=AssertionError, reason="cargo test: exit before any test, or harness files; picked"))
+    for c in RS_CASES])
 def test_cargo_test(tmp_path: Path, case: str) -> None:
     # Fix: (1) protect cargo's harness as pytest's is: `**/.cargo/config*`,
     # `rust-toolchain*`, the `[[test]]`, `autotests`, `harness`, `build`,
