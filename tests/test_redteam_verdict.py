@@ -185,7 +185,8 @@ if any("test" in a for a in _sys.argv):
 SKIP_IN_CALL = CALC.replace("    return a * b", "    import unittest\n    raise unittest.SkipTest('mul: backend missing')")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="tests skipped by product code pass the gate; picked")
+# Stopped: the shim reads where the skip was raised (before pytest turns a
+# unittest.SkipTest into its own): by no marker, from product code, it is forged.
 def test_pytest_skip_raised_by_product_code(tmp_path: Path) -> None:
     # Fix: a gate passes only if the base's tests (those of the protected
     # test paths) passed: a test that passed on the base and is skipped,
@@ -201,7 +202,8 @@ def test_pytest_skip_raised_by_product_code(tmp_path: Path) -> None:
     not_picked(pack, picked)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="skips pass a hidden run too; the canary still fails; picked")
+# Stopped: a test module skipped as it is imported says where from (its
+# collect report): from product code, forged.
 def test_pytest_skip_at_import_passes_a_hidden_run(tmp_path: Path) -> None:
     pack, picked = judge(tmp_path, {"calc/__init__.py": SKIP_AT_IMPORT}, extra=hidden_gate(tmp_path))
     not_picked(pack, picked)
@@ -210,7 +212,7 @@ def test_pytest_skip_at_import_passes_a_hidden_run(tmp_path: Path) -> None:
 XFAIL_IN_CALL = CALC.replace("    return a * b", "    __import__('py' + 'test').xfail('mul: known issue')")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="an imperative xfail from product code is not a failure; picked")
+# Stopped: an xfail no marker declared, raised from product code, is forged.
 def test_pytest_xfail_raised_by_product_code(tmp_path: Path) -> None:
     # Same fix as the skip: only a pass counts for a test that passed on the base.
     pack, picked = judge(tmp_path, {"calc/__init__.py": XFAIL_IN_CALL})
@@ -233,7 +235,9 @@ for _k, _v in list(_os.environ.items()):
 '''
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a session closed on the pipe before any test ran; picked")
+# Stopped: pytest streams what it collected after the forged end (a line
+# after its session's end), and a session that ended with status 0 must
+# have streamed a result for every test it collected.
 @pytest.mark.parametrize("hidden", [False, True], ids=["plain", "hidden"])
 def test_pytest_stream_closed_from_inside_before_any_test(tmp_path: Path, hidden: bool) -> None:
     # Fix: (1) a pytest session must stream its collection: the shim sends

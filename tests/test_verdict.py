@@ -163,43 +163,75 @@ def _stream(*lines: str) -> stream.Streamed:
     return stream.parse("\n".join(lines).encode())
 
 
-START, END0, END1 = '{"e": "start"}', '{"e": "end", "status": 0}', '{"e": "end", "status": 1}'
-PASS_A, FAIL_B = '{"e": "test", "id": "t.py::a", "cat": "passed"}', '{"e": "test", "id": "t.py::b", "cat": "failed"}'
-CANARY = '{"e": "test", "id": "t.py::test_c", "cat": "failed"}'
-CANARY_PASSED = '{"e": "test", "id": "t.py::test_c", "cat": "passed"}'
+S = '"s": "7-1"'
+START, END0, END1 = f'{{"e": "start", {S}}}', f'{{"e": "end", "status": 0, {S}}}', f'{{"e": "end", "status": 1, {S}}}'
+
+
+def collected(n: int) -> str:
+    return f'{{"e": "collected", "n": {n}, {S}}}'
+
+
+def line_of(name: str, category: str, **extra: str) -> str:
+    more = "".join(f', "{k}": "{v}"' for k, v in extra.items())
+    return f'{{"e": "test", "id": "t.py::{name}", "cat": "{category}", {S}{more}}}'
+
+
+PASS_A, FAIL_B = line_of("a", "passed"), line_of("b", "failed")
+CANARY, CANARY_PASSED = line_of("test_c", "failed"), line_of("test_c", "passed")
+ONE, TWO = collected(1), collected(2)
 
 
 @pytest.mark.parametrize("ran, passed, code", [
     (outcome.Ran(0), True, None),
     (outcome.Ran(1), False, None),
     (outcome.Ran(None, error="timed out"), False, None),
-    (outcome.Ran(0, streamed=_stream(START, PASS_A, END0)), True, None),
-    (outcome.Ran(0, streamed=_stream(START, PASS_A, FAIL_B, END1)), False, FORGED),
-    (outcome.Ran(1, streamed=_stream(START, PASS_A, FAIL_B, END1)), False, None),
-    (outcome.Ran(0, streamed=_stream(START, PASS_A)), False, FORGED),
-    (outcome.Ran(1, streamed=_stream(START, PASS_A)), False, None),
-    (outcome.Ran(0, streamed=_stream(START, PASS_A, END1)), False, FORGED),
+    (outcome.Ran(0, streamed=_stream(START, ONE, PASS_A, END0)), True, None),
+    (outcome.Ran(0, streamed=_stream(START, TWO, PASS_A, FAIL_B, END1)), False, FORGED),
+    (outcome.Ran(1, streamed=_stream(START, TWO, PASS_A, FAIL_B, END1)), False, None),
+    # Ended from inside: no end, an end before the tests, an end with no collection.
+    (outcome.Ran(0, streamed=_stream(START, ONE, PASS_A)), False, FORGED),
+    (outcome.Ran(1, streamed=_stream(START, ONE, PASS_A)), False, None),
+    (outcome.Ran(0, streamed=_stream(START, END0, ONE, PASS_A)), False, FORGED),
+    (outcome.Ran(0, streamed=_stream(START, END0)), False, FORGED),
+    (outcome.Ran(0, streamed=_stream(START, collected(0), END0)), False, FORGED),
+    (outcome.Ran(0, streamed=_stream(START, TWO, PASS_A, END0)), False, FORGED),
+    (outcome.Ran(0, streamed=_stream(START, ONE, PASS_A, "not json", END0)), False, FORGED),
+    (outcome.Ran(0, streamed=_stream(START, ONE, PASS_A, END1)), False, FORGED),
+    # A skip no marker declared, raised by the product's code; by a test's helper it stands.
+    (outcome.Ran(0, streamed=_stream(START, TWO, PASS_A, line_of("b", "skipped", **{"from": "calc/__init__.py"}),
+                                     END0)), False, FORGED),
+    (outcome.Ran(0, streamed=_stream(START, TWO, PASS_A, line_of("b", "skipped", **{"from": "tests/helpers.py"}),
+                                     END0)), True, None),
+    (outcome.Ran(0, streamed=_stream(START, TWO, PASS_A, line_of("b", "skipped", **{"from": "/usr/lib/x.py"}),
+                                     END0)), True, None),
+    # A pytest run inside the gate's own (pytester): its failures are its own.
+    (outcome.Ran(0, streamed=_stream(START, ONE, '{"e": "start", "s": "8-2"}', '{"e": "collected", "n": 1, "s": "8-2"}',
+                                     '{"e": "test", "id": "x.py::f", "cat": "failed", "s": "8-2"}',
+                                     '{"e": "end", "status": 1, "s": "8-2"}', PASS_A, END0)), True, None),
     (outcome.Ran(0, printed=outcome.Printed("pytest", 1, 1, 0, "1 failed, 1 passed")), False, FORGED),
-    (outcome.Ran(0, streamed=_stream(START, PASS_A, END0),
+    (outcome.Ran(0, streamed=_stream(START, ONE, PASS_A, END0),
                  printed=outcome.Printed("pytest", 2, 0, 0, "2 passed")), False, FORGED),
-    (outcome.Ran(0, streamed=_stream(START, PASS_A, END0),
+    (outcome.Ran(0, streamed=_stream(START, ONE, PASS_A, END0),
                  printed=outcome.Printed("pytest", 1, 0, 0, "1 passed")), True, None),
-    (outcome.Ran(1, streamed=_stream(START, PASS_A, CANARY, END1), hidden=True, counted=True, canary="test_c"),
+    # A hidden run's canary: failing, and its run's only failure, it passes.
+    (outcome.Ran(1, streamed=_stream(START, TWO, PASS_A, CANARY, END1), hidden=True, counted=True, canary="test_c"),
      True, None),
-    (outcome.Ran(0, streamed=_stream(START, PASS_A, CANARY, END1), hidden=True, counted=True, canary="test_c"),
+    (outcome.Ran(0, streamed=_stream(START, TWO, PASS_A, CANARY, END1), hidden=True, counted=True, canary="test_c"),
      False, FORGED),
-    (outcome.Ran(0, streamed=_stream(START, PASS_A, CANARY_PASSED, END0), hidden=True, counted=True,
+    (outcome.Ran(0, streamed=_stream(START, TWO, PASS_A, CANARY_PASSED, END0), hidden=True, counted=True,
                  canary="test_c"), False, FORGED),
-    (outcome.Ran(0, streamed=_stream(START, PASS_A, END0), hidden=True, counted=True, canary="test_c"),
+    (outcome.Ran(0, streamed=_stream(START, ONE, PASS_A, END0), hidden=True, counted=True, canary="test_c"),
      False, FORGED),
+    (outcome.Ran(5, streamed=_stream(START, collected(0), '{"e": "end", "status": 5, "s": "7-1"}'), hidden=True,
+                 counted=True, canary="test_c"), False, FORGED),
     (outcome.Ran(0, hidden=True), False, None),
     (outcome.Ran(0, hidden=True, require_count=False), True, None),
     (outcome.Ran(0, expect={"passed": False, "tests": 1, "failed": 1, "error": "fail_to_pass: 1 of 1"}),
      False, None),
-    (outcome.Ran(1, streamed=_stream(START, FAIL_B, END1), listed=("t.py::b",),
+    (outcome.Ran(1, streamed=_stream(START, ONE, FAIL_B, END1), listed=("t.py::b",),
                  expect={"passed": True, "tests": 1, "failed": 0, "error": None}), False, FORGED),
     # With expect:, only the listed tests count, and the exit status not at all.
-    (outcome.Ran(1, streamed=_stream(START, PASS_A, FAIL_B, END1), listed=("t.py::a",),
+    (outcome.Ran(1, streamed=_stream(START, TWO, PASS_A, FAIL_B, END1), listed=("t.py::a",),
                  printed=outcome.Printed("pytest", 1, 1, 0, "1 failed, 1 passed"),
                  expect={"passed": True, "tests": 2, "failed": 1, "error": None}), True, None),
 ])

@@ -19,13 +19,18 @@ The rules, in order (docs/judging.md, "What decides a gate"):
 
 1. the command did not end by itself (could not start, timed out, changed
    what no command may): fail, with that reason;
-2. a pytest session streamed but never finished: fail; forged if the
-   status was 0 (the process was ended from inside);
+2. the stream holds a line its plugin never writes (a line after its
+   session's end): forged; a pytest session streamed but never finished:
+   fail, forged if the status was 0 (the process was ended from inside);
+   a session that ended with status 0 but never said what it collected,
+   collected nothing, or streamed fewer results than it collected: forged;
+   a test skipped (or marked an expected failure) by no marker, from a
+   file of the checkout that is not a test's: forged;
 3. a test streamed as failed (or as an error), the canary aside (with
    ``expect:``, a listed test): fail; forged if the status was 0 or the
    report says every expected test passed;
-4. a hidden run's canary streamed as anything but failed, or not at all
-   while the run streamed tests: forged;
+4. a hidden run's canary streamed as anything but failed, or not at all:
+   forged;
 5. the printed summary counts failures (without ``expect:``, whose other
    tests may fail): fail; forged if the status was 0;
 6. the printed summary and the stream disagree on what passed or failed
@@ -134,10 +139,19 @@ def _stream_rules(ran: Ran, streamed: Streamed, status: int | None) -> Outcome |
     whether the hidden run's canary failed as it must."""
     if streamed.cut:
         return _fail("its test process streamed more results than are read (16 MB)")
+    if streamed.malformed:
+        return _forged(f"its results stream holds {streamed.malformed} line(s) its plugin never writes "
+                       "(a line of a session after that session's end, or not one of its events)")
     unfinished = [s for s in streamed.sessions if not s.ended]
     if unfinished:
         why = "the test process ended before its pytest session finished"
         return _forged(f"{why}, yet it exited with status 0") if status == 0 else _fail(PLAIN)
+    short = _unreported(streamed)
+    if short is not None:
+        return _forged(short)
+    raised = _raised_in_product(ran, streamed)
+    if raised is not None:
+        return _forged(raised)
     tests = streamed.tests()
     failed = [t for t, c in tests.items() if c in ("failed", "error") and not is_canary(t, ran.canary)]
     if ran.expect is not None:  # only the listed tests count, and the exit status not at all
@@ -152,7 +166,7 @@ def _stream_rules(ran: Ran, streamed: Streamed, status: int | None) -> Outcome |
             return _forged(f"{said}, but {whose}")
         return _fail(PLAIN)
     canary = [c for t, c in tests.items() if is_canary(t, ran.canary)]
-    if ran.canary is not None and tests:
+    if ran.canary is not None:
         if not canary:
             return _forged("the hidden run's canary, a test that must fail, was never run")
         if canary[0] not in ("failed", "error"):
@@ -161,6 +175,46 @@ def _stream_rules(ran: Ran, streamed: Streamed, status: int | None) -> Outcome |
     if status == 0 and bad and ran.expect is None:
         return _forged(f"the pytest session ended with status {bad[0]}, the process with 0")
     return bool(canary) and canary[0] in ("failed", "error")
+
+
+def _unreported(streamed: Streamed) -> str | None:
+    """A session that ended with status 0 yet never said what it collected,
+    collected nothing, or streamed a result for fewer tests than it
+    collected: its end was not pytest's."""
+    for session in streamed.sessions:
+        if session.status != 0:
+            continue
+        reported = sum(1 for t in session.tests if "::" in t)
+        if session.collected is None:
+            return "a pytest session ended with status 0 without saying what it collected"
+        if session.collected == 0:
+            return "a pytest session collected no test, yet ended with status 0 (pytest's is 5)"
+        if reported < session.collected:
+            return (f"a pytest session collected {session.collected} tests and streamed results for {reported}, "
+                    "yet ended with status 0")
+    return None
+
+
+# Where a skip may be raised without a marker: the tests and their helpers.
+_TEST_FOLDERS = {"test", "tests", "testing", "__tests__"}
+
+
+def _is_test_file(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+            or bool(_TEST_FOLDERS & set(path.split("/")[:-1])))
+
+
+def _raised_in_product(ran: Ran, streamed: Streamed) -> str | None:
+    """A test skipped or marked an expected failure, with no marker saying
+    so, from a file of the checkout that is not a test's: the product's
+    own code turned a failure into a skip."""
+    for session in streamed.sessions:
+        for test, where in session.raised_in.items():
+            if not where.startswith("/") and not _is_test_file(where):
+                shown = "a hidden test" if ran.hidden else test
+                return f"{shown} was skipped, by no marker, from the product's own code ({where})"
+    return None
 
 
 def _printed_rules(printed: Printed, streamed: Streamed | None, status: int | None,

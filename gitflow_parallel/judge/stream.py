@@ -47,10 +47,13 @@ MAX_TESTS = 1_000_000
 class Session:
     """One pytest session as streamed."""
 
+    key: str = ""
     ended: bool = False
     status: int | None = None
+    collected: int | None = None  # how many tests it collected (None: it never said)
     tests: dict[str, str] = field(default_factory=dict)  # node id -> category (a failure stays)
     counts: dict[str, int] = field(default_factory=dict)  # category -> reports, as pytest's summary counts
+    raised_in: dict[str, str] = field(default_factory=dict)  # node id -> the file an undeclared skip came from
 
     def count(self, *categories: str) -> int:
         return sum(self.counts.get(c, 0) for c in categories)
@@ -61,12 +64,15 @@ class Session:
 
 @dataclass
 class Streamed:
-    """What the channel read: its sessions, and whether it was cut or
-    held lines that are not the plugin's."""
+    """What the channel read: its sessions (a pytest run inside another,
+    pytester's, is not one of them: ``nested`` counts those), and whether
+    it was cut or held lines the plugin never writes (``malformed``: not
+    JSON, an event it has no name for, a line of a session after its end)."""
 
     sessions: list[Session] = field(default_factory=list)
     cut: bool = False
     malformed: int = 0
+    nested: int = 0
 
     @property
     def any(self) -> bool:
@@ -82,36 +88,67 @@ class Streamed:
         return out
 
 
+def _event(line: object) -> tuple[str, str] | None:
+    """The event and session key of a line the plugin could have written."""
+    if not isinstance(line, dict) or not isinstance(line.get("s"), str):
+        return None
+    event = line.get("e")
+    if event == "test" and not (isinstance(line.get("id"), str) and isinstance(line.get("cat"), str)):
+        return None
+    if event == "collected" and not isinstance(line.get("n"), int):
+        return None
+    return (event, line["s"]) if event in ("start", "collected", "test", "end") else None
+
+
 def parse(data: bytes, cut: bool = False) -> Streamed:
-    """The lines the plugin wrote, read into sessions.  A test line before
-    any start line opens a session of its own (not ended)."""
+    """The lines the plugin wrote, read into sessions by their key.  A
+    session that starts while another is open is nested in it (pytest run
+    by a test): kept apart, never judged.  A line of a key that never
+    started opens a session of its own (never ended)."""
     streamed = Streamed(cut=cut)
+    by_key: dict[str, Session] = {}
+    nested: set[str] = set()
     for raw in data.splitlines():
         try:
             line = json.loads(raw)
         except ValueError:
+            line = None
+        found = _event(line)
+        if found is None:
             streamed.malformed += 1
             continue
-        if not isinstance(line, dict):
-            streamed.malformed += 1
-            continue
-        event = line.get("e")
-        if event == "start":
-            streamed.sessions.append(Session())
-        elif event == "test" and isinstance(line.get("id"), str) and isinstance(line.get("cat"), str):
-            if not streamed.sessions or streamed.sessions[-1].ended:
-                streamed.sessions.append(Session())
-            session = streamed.sessions[-1]
-            session.counts[line["cat"]] = session.counts.get(line["cat"], 0) + 1
-            if len(session.tests) < MAX_TESTS and session.tests.get(line["id"]) not in ("failed", "error"):
-                session.tests[line["id"]] = line["cat"]  # a teardown error after a pass counts as the error
-        elif event == "end" and streamed.sessions and not streamed.sessions[-1].ended:
-            status = line.get("status")
-            streamed.sessions[-1].ended = True
-            streamed.sessions[-1].status = status if isinstance(status, int) else None
+        event, key = found
+        session = by_key.get(key)
+        if session is None or event == "start":
+            inner = any(not s.ended for s in by_key.values())
+            session = by_key[key] = Session(key)
+            if inner:
+                nested.add(key)
+                streamed.nested += 1
+            else:
+                streamed.sessions.append(session)
+            if event == "start":
+                continue
+        if session.ended:
+            streamed.malformed += 1  # its end was already written: by whom?
+        elif event == "collected":
+            session.collected = line["n"]
+        elif event == "end":
+            session.ended, status = True, line.get("status")
+            session.status = status if isinstance(status, int) else None
         else:
-            streamed.malformed += 1
+            _add_test(session, line)
     return streamed
+
+
+def _add_test(session: Session, line: dict[str, object]) -> None:
+    test, category = str(line["id"]), str(line["cat"])
+    session.counts[category] = session.counts.get(category, 0) + 1
+    if len(session.tests) < MAX_TESTS and session.tests.get(test) not in ("failed", "error"):
+        session.tests[test] = category  # a teardown error after a pass counts as the error
+    where = line.get("from")
+    if isinstance(where, str) and where:
+        session.raised_in[test] = where
 
 
 class Channel:

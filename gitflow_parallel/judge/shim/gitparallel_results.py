@@ -10,13 +10,18 @@ JUnit file).  git-parallel then holds the stream, the printed summary and
 the exit status against each other (``judge/outcome``).
 
 Lines: ``{"e": "start", "pid": N}`` when the session starts,
+``{"e": "collected", "n": N}`` when its tests are collected,
 ``{"e": "test", "id": NODEID, "cat": "passed"|"failed"|"error"|"skipped"|
-"xfailed"|"xpassed"|...}`` per counted report, ``{"e": "end", "status": N}``
-when it finishes.  Standard library and pytest only.
+"xfailed"|"xpassed"|...}`` per counted report (a skip or xfail that no
+marker declared says ``"from"``: the file it was raised in, relative to
+the rootdir when inside it), ``{"e": "end", "status": N}`` when it
+finishes.  Standard library and pytest only.
 """
 
 import json
 import os
+
+import pytest
 
 _FD_ENV = "GIT_PARALLEL_RESULTS_FD"
 
@@ -26,6 +31,9 @@ class _Stream:
         self.fd = fd
 
     def send(self, **line):
+        # Each line names its session: pytest run inside pytest (pytester,
+        # in process or not) is a session of its own, nested in the outer one.
+        line["s"] = "%d-%d" % (os.getpid(), id(_configs[-1]) if _configs else 0)
         data = (json.dumps(line, sort_keys=True) + "\n").encode()
         try:
             while data:
@@ -44,40 +52,125 @@ def _open():
 
 
 _stream = _open()
+_configs = []  # pytest's configs, innermost last: a nested run's events are its own
+_origins = {}  # node id -> where a skip or an imperative xfail was raised
 
 
-def pytest_sessionstart(session):
-    if _stream is not None:
-        _stream.send(e="start", pid=os.getpid())
-
-
-def pytest_runtest_logreport(report):
-    if _stream is None or _stream.fd is None:
-        return
-    if _config is None:
-        return
-    status = _config.hook.pytest_report_teststatus(report=report, config=_config)
-    category = status[0] if status else ""
-    if category:
-        _stream.send(e="test", id=report.nodeid, cat=category)
-
-
-def pytest_collectreport(report):
-    # A module that fails to import is an error in pytest's summary.
-    if _stream is not None and _stream.fd is not None and report.failed:
-        _stream.send(e="test", id=report.nodeid, cat="error")
-
-
-_config = None
+def _live():
+    return _stream is not None and _stream.fd is not None
 
 
 def pytest_configure(config):
-    global _config, _stream
-    _config = config
+    global _stream
+    _configs.append(config)
     if hasattr(config, "workerinput"):
         _stream = None  # an xdist worker: its controller streams what it reports
 
 
+def pytest_unconfigure(config):
+    if config in _configs:
+        _configs.remove(config)
+
+
+def pytest_sessionstart(session):
+    if _live():
+        _stream.send(e="start", pid=os.getpid())
+
+
+def pytest_collection_finish(session):
+    if _live():
+        _stream.send(e="collected", n=len(session.items))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    # Under xdist the controller collects nothing itself; every worker
+    # collects the same tests, the first to finish says how many.
+    global _xdist_counted
+    if _live() and not _xdist_counted:
+        _xdist_counted = True
+        _stream.send(e="collected", n=len(ids))
+
+
+_xdist_counted = False
+
+
+def _where(longrepr):
+    """The file a skip or failure was raised in, as pytest reports it."""
+    if isinstance(longrepr, tuple) and longrepr:
+        return str(longrepr[0])
+    crash = getattr(longrepr, "reprcrash", None)
+    return str(getattr(crash, "path", "")) if crash is not None else ""
+
+
+def _relative(path):
+    try:
+        root = str(_configs[-1].rootpath)
+        real = os.path.realpath(path)
+        if real.startswith(os.path.realpath(root) + os.sep):
+            return os.path.relpath(real, os.path.realpath(root))
+    except (AttributeError, OSError, ValueError):
+        pass
+    return os.path.abspath(path) if path else ""
+
+
+# The runner's own packages: a skip is raised inside them on behalf of the
+# code that called them, which is what is looked for.
+_RUNNER = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                for m in (pytest, __import__("_pytest"), __import__("pluggy"), __import__("unittest")))
+_SKIPS = (pytest.skip.Exception, pytest.xfail.Exception, __import__("unittest").SkipTest)
+
+
+def _raiser(excinfo):
+    """The innermost frame, outside the runner, of the code that raised."""
+    try:
+        for entry in reversed(excinfo.traceback):
+            path = os.path.abspath(str(entry.path))
+            if not path.startswith(_RUNNER):
+                return path
+    except Exception:  # noqa: BLE001 (a traceback the test made strange)
+        pass
+    return ""
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    # Read before any other implementation runs: pytest's unittest support
+    # turns a unittest.SkipTest into its own skip, raised in its own code.
+    raised = call.excinfo
+    where = _raiser(raised) if raised is not None and isinstance(raised.value, _SKIPS) else ""
+    outcome = yield
+    report = outcome.get_result()
+    marked = item.get_closest_marker("skip") or item.get_closest_marker("skipif") or \
+        item.get_closest_marker("xfail")
+    if report.skipped and not marked:
+        # Raised, not declared: by the test, a fixture, or the code it called.
+        _origins[report.nodeid] = _relative(where or _where(report.longrepr))
+
+
+def pytest_runtest_logreport(report):
+    if not _live() or not _configs:
+        return
+    config = _configs[-1]
+    status = config.hook.pytest_report_teststatus(report=report, config=config)
+    category = status[0] if status else ""
+    if category:
+        line = {"e": "test", "id": report.nodeid, "cat": category}
+        origin = _origins.pop(report.nodeid, None) if category in ("skipped", "xfailed") else None
+        if origin:
+            line["from"] = origin
+        _stream.send(**line)
+
+
+def pytest_collectreport(report):
+    if not _live():
+        return
+    if report.failed:  # a module that fails to import: an error in pytest's summary
+        _stream.send(e="test", id=report.nodeid, cat="error")
+    elif report.skipped:  # a module skipped as it was imported
+        _stream.send(e="test", id=report.nodeid, cat="skipped", **{"from": _relative(_where(report.longrepr))})
+
+
 def pytest_sessionfinish(session, exitstatus):
-    if _stream is not None and _stream.fd is not None:
+    if _live():
         _stream.send(e="end", status=int(exitstatus))
