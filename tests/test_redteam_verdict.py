@@ -139,8 +139,14 @@ PYTEST_GATES = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a plugin registered from product code flips failures; picked")
-@pytest.mark.parametrize("kind", list(PYTEST_GATES))
+# Stopped but under xdist: the shim streams a plugin registered once the
+# session started, by where its hooks were compiled (product code: forged);
+# an xdist worker streams nothing itself, and its note on each report is
+# the flipping plugin's to strip.
+@pytest.mark.parametrize("kind", [
+    k if k != "xdist" else pytest.param(k, marks=pytest.mark.xfail(
+        strict=True, raises=AssertionError, reason="under xdist the worker's plugin flips unseen; picked"))
+    for k in PYTEST_GATES])
 def test_pytest_plugin_registered_from_product_code(tmp_path: Path, kind: str) -> None:
     # Fix: a plugin loaded by the shim cannot stop another plugin being
     # registered later from the same process.  Freeze the plugin manager
@@ -157,7 +163,7 @@ def test_pytest_plugin_registered_from_product_code(tmp_path: Path, kind: str) -
     not_picked(pack, picked)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the canary is told apart by its file; picked")
+# Stopped: the plugin that flips the hidden tests is streamed as registered from product code.
 def test_pytest_plugin_passes_a_hidden_run_leaving_its_canary_failing(tmp_path: Path) -> None:
     # The canary is the only test in a new untracked two-line file whose
     # body is `assert 0 == 1`, named from 22 plain words: trivially told

@@ -204,6 +204,11 @@ ONE, TWO = collected(1), collected(2)
                                      END0)), True, None),
     (outcome.Ran(0, streamed=_stream(START, TWO, PASS_A, line_of("b", "skipped", **{"from": "/usr/lib/x.py"}),
                                      END0)), True, None),
+    # A plugin registered once the session started: from a conftest it stands, from product code it is forged.
+    (outcome.Ran(0, streamed=_stream(START, ONE, f'{{"e": "plugin", "from": "tests/sub/conftest.py", {S}}}', PASS_A,
+                                     END0)), True, None),
+    (outcome.Ran(0, streamed=_stream(START, ONE, f'{{"e": "plugin", "from": "calc/__init__.py", {S}}}', PASS_A,
+                                     END0)), False, FORGED),
     # A pytest run inside the gate's own (pytester): its failures are its own.
     (outcome.Ran(0, streamed=_stream(START, ONE, '{"e": "start", "s": "8-2"}', '{"e": "collected", "n": 1, "s": "8-2"}',
                                      '{"e": "test", "id": "x.py::f", "cat": "failed", "s": "8-2"}',

@@ -24,8 +24,9 @@ The rules, in order (docs/judging.md, "What decides a gate"):
    fail, forged if the status was 0 (the process was ended from inside);
    a session that ended with status 0 but never said what it collected,
    collected nothing, or streamed fewer results than it collected: forged;
-   a test skipped (or marked an expected failure) by no marker, from a
-   file of the checkout that is not a test's: forged;
+   a test skipped (or marked an expected failure) by no marker, or a
+   pytest plugin registered once the session started, from a file of the
+   checkout that is not a test's: forged;
 3. a test streamed as failed (or as an error), the canary aside (with
    ``expect:``, a listed test): fail; forged if the status was 0 or the
    report says every expected test passed;
@@ -210,6 +211,9 @@ def _raised_in_product(ran: Ran, streamed: Streamed) -> str | None:
     so, from a file of the checkout that is not a test's: the product's
     own code turned a failure into a skip."""
     for session in streamed.sessions:
+        for where in session.plugins:
+            if not where.startswith("/") and not _is_test_file(where):
+                return f"a pytest plugin was registered, once the session started, from the product's own code ({where})"
         for test, where in session.raised_in.items():
             if not where.startswith("/") and not _is_test_file(where):
                 shown = "a hidden test" if ran.hidden else test

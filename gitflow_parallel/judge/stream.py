@@ -54,6 +54,7 @@ class Session:
     tests: dict[str, str] = field(default_factory=dict)  # node id -> category (a failure stays)
     counts: dict[str, int] = field(default_factory=dict)  # category -> reports, as pytest's summary counts
     raised_in: dict[str, str] = field(default_factory=dict)  # node id -> the file an undeclared skip came from
+    plugins: list[str] = field(default_factory=list)  # where plugins registered after its start came from
 
     def count(self, *categories: str) -> int:
         return sum(self.counts.get(c, 0) for c in categories)
@@ -97,7 +98,9 @@ def _event(line: object) -> tuple[str, str] | None:
         return None
     if event == "collected" and not isinstance(line.get("n"), int):
         return None
-    return (event, line["s"]) if event in ("start", "collected", "test", "end") else None
+    if event == "plugin" and not isinstance(line.get("from"), str):
+        return None
+    return (event, line["s"]) if event in ("start", "collected", "test", "plugin", "end") else None
 
 
 def parse(data: bytes, cut: bool = False) -> Streamed:
@@ -133,6 +136,9 @@ def parse(data: bytes, cut: bool = False) -> Streamed:
             streamed.malformed += 1  # its end was already written: by whom?
         elif event == "collected":
             session.collected = line["n"]
+        elif event == "plugin":
+            if len(session.plugins) < 100:
+                session.plugins.append(line["from"])
         elif event == "end":
             session.ended, status = True, line.get("status")
             session.status = status if isinstance(status, int) else None

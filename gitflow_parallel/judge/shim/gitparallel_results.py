@@ -14,8 +14,9 @@ Lines: ``{"e": "start", "pid": N}`` when the session starts,
 ``{"e": "test", "id": NODEID, "cat": "passed"|"failed"|"error"|"skipped"|
 "xfailed"|"xpassed"|...}`` per counted report (a skip or xfail that no
 marker declared says ``"from"``: the file it was raised in, relative to
-the rootdir when inside it), ``{"e": "end", "status": N}`` when it
-finishes.  Standard library and pytest only.
+the rootdir when inside it), ``{"e": "plugin", "from": PATH}`` for a plugin registered after the
+session started (from an xdist worker, carried by its reports),
+``{"e": "end", "status": N}`` when it finishes.  Standard library and pytest only.
 """
 
 import json
@@ -72,9 +73,33 @@ def pytest_unconfigure(config):
         _configs.remove(config)
 
 
+_started = []  # the sessions started in this process
+_foreign = []  # where plugins registered since came from (an xdist worker tells its controller)
+
+
 def pytest_sessionstart(session):
+    _started.append(session)
     if _live():
         _stream.send(e="start", pid=os.getpid())
+
+
+def pytest_plugin_registered(plugin, manager):
+    # A plugin registered once the session has started: a conftest.py
+    # further down, a module a conftest names, or code the tests imported.
+    # Where its hook functions were compiled says which.
+    if not _started:
+        return
+    for name in dir(plugin):
+        if not name.startswith("pytest_"):
+            continue
+        function = getattr(plugin, name, None)
+        code = getattr(function, "__code__", None) or getattr(getattr(function, "__func__", None), "__code__", None)
+        if code is not None:
+            where = _relative(code.co_filename)
+            _foreign.append(where)
+            if _live():
+                _stream.send(e="plugin", **{"from": where})
+            return
 
 
 def pytest_collection_finish(session):
@@ -141,6 +166,8 @@ def pytest_runtest_makereport(item, call):
     where = _raiser(raised) if raised is not None and isinstance(raised.value, _SKIPS) else ""
     outcome = yield
     report = outcome.get_result()
+    if _foreign and hasattr(report, "user_properties"):
+        report.user_properties.append(("git-parallel-plugin", _foreign[0]))
     marked = item.get_closest_marker("skip") or item.get_closest_marker("skipif") or \
         item.get_closest_marker("xfail")
     if report.skipped and not marked:
@@ -152,6 +179,9 @@ def pytest_runtest_logreport(report):
     if not _live() or not _configs:
         return
     config = _configs[-1]
+    for key, value in getattr(report, "user_properties", None) or ():
+        if key == "git-parallel-plugin" and isinstance(value, str):  # from an xdist worker
+            _stream.send(e="plugin", **{"from": value})
     status = config.hook.pytest_report_teststatus(report=report, config=config)
     category = status[0] if status else ""
     if category:
