@@ -9,7 +9,9 @@ packages declare under the ``pytest11`` entry point; any Python imports
 ``sitecustomize``/``usercustomize`` and runs ``.pth`` lines, and imports a
 module from the folder first on ``sys.path`` before the standard library's
 or site-packages' (:func:`shadows`); ``make test``
-runs whatever the Makefile says; ``npm test`` whatever ``scripts.test`` says,
+runs whatever the Makefile says; ``go test`` a package's ``TestMain`` in
+place of its tests (:func:`defines_test_main`); cargo a target's
+``runner`` from ``.cargo/config.toml``; ``npm test`` whatever ``scripts.test`` says,
 and every script that one runs in turn, with the files they and the
 runner's configuration name (:func:`reached_files`).
 An attempt that edits one of those can make failing code pass.  So, unless
@@ -22,7 +24,7 @@ Two kinds of entry:
   base's copy is judged and an attempt's own copy (added or changed) is left
   out.
 * **Mixed files** (:data:`MIXED_FILES`: ``pyproject.toml``, ``setup.cfg``,
-  ``package.json``) also carry the product (its dependencies, its version),
+  ``package.json``, ``Cargo.toml``) also carry the product (its dependencies, its version),
   which an attempt may well need to change.  Only their harness *sections*
   are protected: a change elsewhere is judged as the attempt wrote it; a
   change to a harness section (or a file that no longer parses) makes the
