@@ -37,7 +37,7 @@ OnOff = Literal["on", "off"]
 # (.gitignore lines): never part of an attempt's leftovers commit.
 # aider's files all start with .aider (the line it adds to .gitignore);
 # a .gitignore whose only change is such lines stays out too (git/repo).
-AGENT_SCRATCH = [".aider*", ".claude/", ".codex/", ".gemini/", "__pycache__/", ".pytest_cache/"]
+AGENT_SCRATCH = [".aider*", ".claude/", ".codex/", ".gemini/", "__pycache__/", "*.pyc", ".pytest_cache/"]
 
 
 # -- converters: what YAML read, turned into the frozen form --------------------------------

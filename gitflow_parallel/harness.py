@@ -9,7 +9,9 @@ packages declare under the ``pytest11`` entry point; any Python imports
 ``sitecustomize``/``usercustomize`` and runs ``.pth`` lines, and imports a
 module from the folder first on ``sys.path`` before the standard library's
 or site-packages' (:func:`shadows`); ``make test``
-runs whatever the Makefile says; ``npm test`` whatever ``scripts.test`` says,
+runs whatever the Makefile says; ``go test`` a package's ``TestMain`` in
+place of its tests (:func:`defines_test_main`); cargo a target's
+``runner`` from ``.cargo/config.toml``; ``npm test`` whatever ``scripts.test`` says,
 and every script that one runs in turn, with the files they and the
 runner's configuration name (:func:`reached_files`).
 An attempt that edits one of those can make failing code pass.  So, unless
@@ -22,7 +24,7 @@ Two kinds of entry:
   base's copy is judged and an attempt's own copy (added or changed) is left
   out.
 * **Mixed files** (:data:`MIXED_FILES`: ``pyproject.toml``, ``setup.cfg``,
-  ``package.json``) also carry the product (its dependencies, its version),
+  ``package.json``, ``Cargo.toml``) also carry the product (its dependencies, its version),
   which an attempt may well need to change.  Only their harness *sections*
   are protected: a change elsewhere is judged as the attempt wrote it; a
   change to a harness section (or a file that no longer parses) makes the
@@ -65,6 +67,13 @@ RUNNER_CONFIGS = ("**/jest.config.*", "**/vitest.config.*", "**/vitest.workspace
 PACKAGE_MANAGER_CONFIGS = ("**/.npmrc", "**/.yarnrc", "**/.yarnrc.yml", "**/bunfig.toml")
 REGISTERING = ("**/*.dist-info/**", "**/*.egg-info/**", "**/node_modules/**", "**/.pnp.cjs", "**/.pnp.js",
                "**/.pnp.loader.mjs")
+# Compiled Python: an unchecked hash-based pyc (PEP 552) in ``__pycache__``
+# is imported without a look at the .py beside it (the diff a person reads),
+# and a sourceless ``calc/_impl.pyc`` is imported as ``calc._impl``.
+COMPILED = ("**/__pycache__/**", "**/*.pyc", "**/*.pyo")
+# cargo: ``.cargo/config`` (a target's ``runner`` runs the test binaries),
+# the toolchain, a build script (runs at build, can write the tests' code).
+CARGO = ("**/.cargo/config", "**/.cargo/config.toml", "**/rust-toolchain", "**/rust-toolchain.toml", "**/build.rs")
 # Wholly harness: globs in git/scratch's syntax (``**/`` spans folders).
 HARNESS_PATTERNS = (
     "**/conftest.py", "**/pytest.ini", "**/.pytest.ini", "**/pytest.toml", "**/.pytest.toml",
@@ -81,6 +90,8 @@ HARNESS_PATTERNS = (
     # ``python -m pytest``) declares ``pytest11`` plugins that pytest loads;
     # node resolves from a committed ``node_modules`` or Yarn's PnP files.
     *REGISTERING,
+    *COMPILED,
+    *CARGO,
 )
 
 # Modules a test runner imports before any test runs.  The folder first on
@@ -119,6 +130,19 @@ def shadows(path: str, folders: Iterable[str] = ()) -> bool:
     return False
 
 
+# go test runs a package's ``TestMain`` in place of its tests: one that
+# calls ``os.Exit(0)`` passes them all unrun.
+_GO_TEST_MAIN = re.compile(rb"^func\s+TestMain\s*\(", re.M)
+
+
+def defines_test_main(path: str, data: bytes | None) -> bool:
+    """Is ``path`` a Go test file (``*_test.go``) whose content ``data``
+    defines ``TestMain``?  Such a file is the harness's, however it is
+    named: added, changed or deleted, it changes how the package's tests
+    run."""
+    return path.endswith("_test.go") and data is not None and _GO_TEST_MAIN.search(data) is not None
+
+
 def script_folders(argvs: Iterable[Iterable[str]]) -> list[str]:
     """The folders of the Python scripts the commands ``argvs`` run
     (``python3 tests/run.py``: ``tests``): Python puts a script's folder
@@ -134,10 +158,15 @@ def script_folders(argvs: Iterable[Iterable[str]]) -> list[str]:
 
 
 # Files that carry the product too: only these sections are the harness's.
-MIXED_FILES = ("pyproject.toml", "setup.cfg", "package.json")
+MIXED_FILES = ("pyproject.toml", "setup.cfg", "package.json", "Cargo.toml")
 _PYPROJECT_SECTIONS = (("tool", "pytest"), ("tool", "tox"), ("tool", "nox"), ("tool", "coverage"),
                        ("tool", "hatch", "envs"), ("tool", "pdm", "scripts"), ("tool", "poe"),
                        ("project", "entry-points", "pytest11"))
+# Cargo.toml: which test targets are built and how (``autotests = false``
+# builds none of tests/, ``harness = false`` runs a target's own main), the
+# build script, the test profile.
+_CARGO_SECTIONS = (("package", "autotests"), ("package", "autobenches"), ("package", "build"), ("test",), ("bench",),
+                   ("lib", "harness"), ("lib", "test"), ("lib", "doctest"), ("profile", "test"), ("profile", "bench"))
 _PACKAGE_JSON_KEYS = ("jest", "mocha", "ava", "c8", "nyc", "vitest", "babel")
 _NPM_SCRIPTS = ("test", "pretest", "posttest")
 
@@ -146,14 +175,22 @@ _NPM_SCRIPTS = ("test", "pretest", "posttest")
 # it (it may need the package), but a person decides whether it lands, since
 # an installed package can carry a test-runner plugin (``pytest11``) that
 # judges every later run.
-DEPENDENCY_PATTERNS = ("**/requirements*.txt", "**/requirements/*.txt", "**/constraints*.txt", "**/uv.lock",
-                       "**/poetry.lock", "**/Pipfile", "**/Pipfile.lock", "**/pdm.lock", "**/package-lock.json",
+DEPENDENCY_PATTERNS = ("**/setup.py", "**/requirements*.txt", "**/requirements/*.txt", "**/constraints*.txt",
+                       "**/uv.lock", "**/poetry.lock", "**/Pipfile", "**/Pipfile.lock", "**/pdm.lock", "**/package-lock.json",
                        "**/npm-shrinkwrap.json", "**/pnpm-lock.yaml", "**/yarn.lock")
 _PYPROJECT_DEPENDENCIES = (("project", "dependencies"), ("project", "optional-dependencies"),
                            ("dependency-groups",), ("build-system", "requires"), ("tool", "poetry", "dependencies"),
                            ("tool", "poetry", "group"), ("tool", "uv"), ("tool", "pdm", "dev-dependencies"))
+# A crate runs code of its own in the build (build script, proc macros)
+# and in the test binary it is linked into.  ``[target.*]`` of a
+# Cargo.toml holds only dependencies.
+_CARGO_DEPENDENCIES = (("dependencies",), ("dev-dependencies",), ("build-dependencies",), ("target",), ("patch",),
+                       ("replace",), ("workspace", "dependencies"))
 _PACKAGE_JSON_DEPENDENCIES = ("dependencies", "devDependencies", "optionalDependencies", "peerDependencies",
                               "overrides", "resolutions")
+
+_TOML_SECTIONS = {"pyproject.toml": _PYPROJECT_SECTIONS, "Cargo.toml": _CARGO_SECTIONS}
+_TOML_DEPENDENCIES = {"pyproject.toml": _PYPROJECT_DEPENDENCIES, "Cargo.toml": _CARGO_DEPENDENCIES}
 
 
 def dependency_sections(path: str, data: bytes | None) -> dict[str, object] | None:
@@ -167,8 +204,8 @@ def dependency_sections(path: str, data: bytes | None) -> dict[str, object] | No
         return {f"{s}.{k}": parser.get(s, k) for s in ("options", "options.extras_require")
                 for k in (parser.options(s) if parser.has_section(s) else [])
                 if s == "options.extras_require" or k in ("install_requires", "tests_require", "setup_requires")}
-    if name == "pyproject.toml":
-        return {".".join(keys): _dig(doc, keys) for keys in _PYPROJECT_DEPENDENCIES}
+    if name in _TOML_DEPENDENCIES:
+        return {".".join(keys): _dig(doc, keys) for keys in _TOML_DEPENDENCIES[name]}
     return {k: doc.get(k) for k in _PACKAGE_JSON_DEPENDENCIES}
 
 
@@ -186,7 +223,7 @@ def _parse(path: str, data: bytes) -> tuple[str, dict[str, object] | RawConfigPa
     text = data.decode("utf-8")
     name = path.rsplit("/", 1)[-1]
     # Imported here: most verbs never parse one, and both cost a start.
-    if name == "pyproject.toml":
+    if name in ("pyproject.toml", "Cargo.toml"):
         return name, untrusted_toml(text)
     if name == "setup.cfg":
         import configparser
@@ -231,8 +268,8 @@ def harness_sections(path: str, data: bytes | None, scripts: Iterable[str] = ())
         if parser.has_option("options.entry_points", "pytest11"):
             out["options.entry_points.pytest11"] = parser.get("options.entry_points", "pytest11")
         return out
-    if name == "pyproject.toml":
-        return {".".join(keys): _dig(doc, keys) for keys in _PYPROJECT_SECTIONS}
+    if name in _TOML_SECTIONS:
+        return {".".join(keys): _dig(doc, keys) for keys in _TOML_SECTIONS[name]}
     found = doc.get("scripts")
     run = found if isinstance(found, dict) else {}
     wanted = reached_scripts(run, [*_NPM_SCRIPTS, *scripts])

@@ -15,7 +15,7 @@ TEMPLATE_SETTINGS = """\
 # rework_max: 2           # how many times one instance may be retried
 # notes_ref: refs/notes/parallel
 # commit_leftovers: true  # commit what an agent leaves uncommitted after `run`
-# leftovers_exclude: [.aider*, .claude/, .codex/, .gemini/, __pycache__/, .pytest_cache/]
+# leftovers_exclude: [.aider*, .claude/, .codex/, .gemini/, __pycache__/, "*.pyc", .pytest_cache/]
 #                         # untracked agent scratch (.gitignore lines) never committed; [] commits all
 # evidence_log_bytes: 1048576   # per log kept on refs/parallel/evidence/ (its end, if longer)
 # selection: critic_first_pass   # majority_vote (identical trees) | cluster | tournament | differential

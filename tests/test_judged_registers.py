@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_repo
+from gitflow_parallel import harness
+from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.git.protected import is_harness
 from gitflow_parallel.commands import check, pick
 from test_judged_right import CALC, PYTEST_GATE, TESTS, WRONG, commit_in, packs, start, verdicts
@@ -48,16 +50,69 @@ def test_what_registers_itself_is_a_harness_file() -> None:
                  "web/node_modules/a/b.js", ".pnp.cjs", ".pnp.js", ".pnp.loader.mjs", "iniconfig.py",
                  "src/pluggy/__init__.py", "pytest/__main__.py", "json.py", "src/json/__init__.py",
                  "_pytest/__init__.py", "typing.py", "colorama.py", "iniconfig.cpython-312-x86_64-linux-gnu.so",
-                 "json.pyc"):
+                 "json.pyc", "calc/__pycache__/__init__.cpython-312.pyc", "calc/_impl.pyc", "calc/old.pyo",
+                 ".cargo/config.toml", "crates/a/.cargo/config", "rust-toolchain", "rust-toolchain.toml", "build.rs",
+                 "crates/a/build.rs"):
         assert is_harness(path), path
     for path in ("calc/__init__.py", "src/calc/core.py", "tests/test_calc.py", "test/test_x.py",
                  "test/__init__.py", "types/index.d.ts", "html/index.html", "code/analysis.py", "site/index.md",
                  "docs/json.py", "src/calc/json.py", "tests/json.py", "json.txt", "setup.py",
-                 "calendar/views.py", "platform/linux.py"):
+                 "calendar/views.py", "platform/linux.py", "Cargo.toml", "src/pycache.py", "cargo/config.toml",
+                 "src/build_rs.rs", "calc/_impl.py"):
         assert not is_harness(path), path
     # A gate's script folder is first on its sys.path: a module there shadows too.
     assert is_harness("tests/json.py", folders=["tests"])
     assert not is_harness("tests/helpers.py", folders=["tests"])
+
+
+CARGO = '[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\n'
+
+
+@pytest.mark.parametrize("change, is_harness_change, is_dependency", [
+    (CARGO.replace('edition = "2021"\n', 'edition = "2021"\nautotests = false\n'), True, False),
+    (CARGO.replace('edition = "2021"\n', 'edition = "2021"\nbuild = "gen.rs"\n'), True, False),
+    (CARGO + '\n[lib]\nharness = false\n', True, False),
+    (CARGO + '\n[[test]]\nname = "calc"\nharness = false\n', True, False),
+    (CARGO + '\n[profile.test]\nopt-level = 3\n', True, False),
+    (CARGO.replace('version = "0.1.0"', 'version = "0.2.0"'), False, False),
+    (CARGO + '\n[lib]\nname = "calc"\n', False, False),
+    (CARGO + 'serde = "1"\n', False, True),
+    (CARGO + '\n[target.\'cfg(unix)\'.dependencies]\nlibc = "0.2"\n', False, True),
+    ("[package\n", True, False),
+])
+def test_cargo_toml_is_a_mixed_file(change: str, is_harness_change: bool, is_dependency: bool) -> None:
+    """Cargo.toml's test targets, build script and test profile are the
+    harness's; its dependencies need a person; the rest is the attempt's."""
+    old, new = CARGO.encode(), change.encode()
+    assert harness.is_mixed("crates/calc/Cargo.toml")
+    assert harness.harness_changed("Cargo.toml", old, new) is is_harness_change
+    assert harness.dependencies_changed("Cargo.toml", old, new) is (is_dependency or change == "[package\n")
+
+
+def test_a_go_test_main_is_the_harness() -> None:
+    main = b'package calc\n\nimport (\n\t"os"\n\t"testing"\n)\n\nfunc TestMain(m *testing.M) { os.Exit(0) }\n'
+    assert harness.defines_test_main("zz_main_test.go", main)
+    assert not harness.defines_test_main("main.go", main)  # not a test file: go test never calls it
+    assert not harness.defines_test_main("calc_test.go", b"package calc\n\nfunc TestMainPath(t *testing.T) {}\n")
+    assert not harness.defines_test_main("calc_test.go", b"// func TestMain(m *testing.M) is not needed\n")
+    assert not harness.defines_test_main("calc_test.go", None)
+
+
+def test_setup_py_is_a_dependency_file(tmp_path: Path) -> None:
+    """setup.py says what is installed: judged as written, landed by a person."""
+    setup = 'from setuptools import setup\n\nsetup(name="calc", install_requires=[])\n'
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC, "tests/test_calc.py": TESTS, "setup.py": setup},
+                     config=PYTEST_GATE)
+    project, worktrees = start(repo, 1)
+    tip = commit_in(worktrees["1"], {"setup.py": setup.replace("[]", '["pytest-cheat"]')})
+    assert verdicts(check.check(project, "t")) == {"1": "pass"}
+    pack = packs(project)["1"]
+    assert pack["judged_commit"] == tip  # nothing restored
+    assert [(c["path"], c["dependencies"], c["harness"]) for c in pack["protected_detail"]] == [("setup.py", True, False)]
+    assert pack["protected_blocking"] == ["setup.py"]
+    with pytest.raises(ParallelError) as refused:
+        pick.pick(project, "t")
+    assert refused.value.code == "PARALLEL_PROTECTED_PATH_CHANGED"
 
 
 @pytest.mark.parametrize("name", list(REGISTERS))

@@ -68,16 +68,77 @@ def test_the_scan_names_what_product_code_reaches() -> None:
         ("web/index.js", n) for n in (1, 2, 3, 4)}
     assert {f["rule"] for f in found if f["path"] == "calc/__init__.py" and f["line"] == 4} == {"exit handler"}
     assert all(len(f["text"]) <= 121 for f in found)
-    # Tests are the harness's own: they may use it.
-    assert reach.scan({"tests/test_calc.py": [(1, "import pytest")], "conftest.py": [(1, "import atexit")],
-                       "src/calc_test.py": [(1, "import pytest")], "web/a.test.js": [(1, "require('mocha')")],
+    # A file named like a test (outside the protected paths, which the
+    # caller leaves out) may use the runner's API as a test does...
+    assert reach.scan({"tests/test_calc.py": [(1, "import pytest"), (2, "pytest.skip('slow')")],
+                       "conftest.py": [(1, "from pytest import fixture")],
+                       "src/calc_test.py": [(1, "import pytest"), (2, "np = pytest.importorskip('numpy')")],
+                       "tests/test_u.py": [(1, "raise unittest.SkipTest('no backend')"), (2, "@pytest.mark.xfail")],
+                       "web/a.test.js": [(1, "require('mocha')")],
                        "web/a.spec.ts": [(1, "import { vi } from 'vitest'")],
                        "web/__tests__/setup.js": [(1, "require('jest')")],
                        "README.md": [(1, "run `pytest --junitxml=out.xml` with GIT_PARALLEL_REPORT set")]}) == []
+    # ... and nothing more: product code named like a test is read.
+    named = reach.scan({"calc/test_support.py": [(1, "import pytest"), (2, "from _pytest.config import Config"),
+                                                 (3, "o.pluginmanager.register(_Steady())")],
+                        "conftest.py": [(1, "import atexit")]})
+    assert [(f["path"], f["line"], f["rule"]) for f in named] == [
+        ("calc/test_support.py", 2, "runner internals"), ("calc/test_support.py", 3, "runner internals"),
+        ("conftest.py", 1, "exit handler")]
     # Ordinary code that merely mentions the words is not a finding.
     assert reach.scan({"calc/util.py": [(1, "def exit_code(status):"), (2, "text = 'pytest is a runner'"),
                                         (3, "import pytesting"), (4, "from tapestry import weave"),
                                         (5, "avatar = load()"), (6, "exitfunc = 1")]}) == []
+
+
+# (path, line, rule) the scan names, each beside a near miss it must not name.
+WIDER = [
+    ("calc/a.py", "raise _unittest.SkipTest('needs the backend')", "test outcome", "def skip_test(self):"),
+    ("calc/a.py", "pytest.skip('no')", "test outcome", "rows = it.skip(3)"),
+    ("calc/a.py", "__import__('os').xfail('known')", "test outcome", "if mark.xfail:"),
+    ("calc/a.py", "m = pytest.importorskip('x')", "test outcome", "m = import_or_skip('x')"),
+    ("calc/a.py", "config.pluginmanager.register(p)", "runner internals", "plugin_manager = PluginManager()"),
+    ("calc/a.py", "f = runner.hookimpl(wrapper=True)(f)", "runner internals", "def hook_impl(self):"),
+    ("calc/a.py", "for o in _gc.get_objects():", "runner internals", "gc.collect()"),
+    ("calc/a.py", "_sys.exit = lambda *a, **k: None", "exit status", "if sys.exit == handler:"),
+    ("calc/a.py", "sys.modules['_pytest.runner'] = fake", "runner internals", "sys.modules[__name__] = Lazy()"),
+    ("calc/a.py", "runner = __import__('py' + 'test')", "built module name", "json = __import__('json')"),
+    ("calc/a.py", "m = importlib.import_module(f'py{x}')", "built module name", "m = importlib.import_module(name)"),
+    ("calc/a.py", "unittest.TestCase.assertEqual = lambda *a: None", "assertions", "self.assertEqual(a, b)"),
+    ("calc/a.py", "hub = sys.modules.get('gitparallel_results')", "git-parallel variable", "hub = sys.modules.get('json')"),
+    ("lib.js", "Object.is = () => true;", "assertions", "if (Object.is(a, b)) return;"),
+    ("lib.js", "assert.equal = () => {};", "assertions", "assert.equal(a, b);"),
+    ("lib.js", "assert.strict.deepEqual = f;", "assertions", "const eq = assert.strict.deepEqual;"),
+    ("lib.js", "require('node:assert').ok = () => {};", "assertions", "const ok = require('node:assert').ok;"),
+    ("lib.js", "globalThis.expect = lax;", "assertions", "globalThis.expected = 1;"),
+    ("lib.js", "global.expect = lax;", "assertions", "expect(x).toBe(1);"),
+    ("lib.js", "const exit = process['really' + 'Exit'];", "assertions", "const home = process.env['HOME'];"),
+    ("lib.js", "const t = require('t' + 'ap');", "built module name", "const t = require('./tap-format');"),
+    ("src/lib.rs", '#[link_section = ".init_array"]', "startup code", "#[inline]"),
+    ("src/lib.rs", "static BOOT: extern \"C\" fn() = boot; // in init_array", "startup code", "static BOOT: u8 = 0;"),
+    ("src/lib.rs", "fn on_exit(f: extern \"C\" fn(i32, *mut u8), arg: *mut u8) -> i32;", "exit handler",
+     "let on_exit_code = 3;"),
+    ("src/lib.rs", "unsafe { libc::_exit(0) }", "exit status", "std::process::exit(1)"),
+    ("calc.go", "\t\tos.Exit(0)", "exit status", "\t\tlog.Print(err)"),
+    ("calc.go", "\tsyscall.Exit(0)", "exit status", "\tsyscall.Getpid()"),
+]
+
+
+@pytest.mark.parametrize("path, line, rule, near", WIDER, ids=[f"{w[2]}:{w[1][:30]}" for w in WIDER])
+def test_the_scan_names_each_rule_and_not_its_near_miss(path: str, line: str, rule: str, near: str) -> None:
+    files = {"calc.go": b"package calc\n"}
+    found = reach.scan({path: [(1, line), (2, near)]}, files.get)
+    assert [(f["line"], f["rule"]) for f in found] == [(1, rule)], found
+
+
+def test_os_exit_is_named_outside_package_main_only() -> None:
+    # A command's main calls os.Exit honestly; a library package's init that
+    # does ends the test binary before any test runs.
+    files = {"cmd/calc/main.go": b"package main\n\nfunc main() {\n\tos.Exit(run())\n}\n",
+             "calc.go": b"// Package calc.\npackage calc\n"}
+    added = {path: [(4, "\tos.Exit(run())")] for path in files}
+    assert [f["path"] for f in reach.scan(added, files.get)] == ["calc.go"]
+    assert [f["path"] for f in reach.scan(added)] == ["calc.go", "cmd/calc/main.go"]  # package unknown: named
 
 
 def test_an_atexit_forgery_is_named_and_loses_to_an_honest_sibling(tmp_path: Path) -> None:

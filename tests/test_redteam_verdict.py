@@ -89,7 +89,9 @@ def not_picked(pack: dict[str, Any], picked: bool) -> None:
 # and git-parallel's stream all agree on "passed".  In a hidden run the
 # canary is told apart by its file (two lines, `assert 0 == 1`) and left
 # failing, as the rules want.  No line says pytest, pluggy, atexit, _exit or
-# GIT_PARALLEL_: the reach scan finds nothing.
+# GIT_PARALLEL_, but the verdict alone is forged: held since, the reach scan
+# names `_gc.get_objects()`, `pluginmanager`, `hookimpl`, the shim's module
+# name `gitparallel_results` and `__import__("py" + "test")`.
 FLIP_PLUGIN = WRONG + '''
 
 import gc as _gc
@@ -141,13 +143,11 @@ PYTEST_GATES = {
 
 # Stopped but under xdist: the shim streams a plugin registered once the
 # session started, by where its hooks were compiled (product code: forged);
-# an xdist worker streams nothing itself, and its note on each report is
-# the flipping plugin's to strip.
-@pytest.mark.parametrize("kind", [
-    k if k != "xdist" else pytest.param(k, marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError, reason="under xdist the worker's plugin flips unseen; picked"))
-    for k in PYTEST_GATES])
+# an xdist worker streams nothing itself: there the scan holds it.
+@pytest.mark.parametrize("kind", list(PYTEST_GATES))
 def test_pytest_plugin_registered_from_product_code(tmp_path: Path, kind: str) -> None:
+    # Held: the verdict is still a forged pass; the reach scan (above)
+    # keeps it from the automatic pick.
     # Fix: a plugin loaded by the shim cannot stop another plugin being
     # registered later from the same process.  Freeze the plugin manager
     # once collection starts (wrap pluginmanager.register in the shim's
@@ -165,6 +165,8 @@ def test_pytest_plugin_registered_from_product_code(tmp_path: Path, kind: str) -
 
 # Stopped: the plugin that flips the hidden tests is streamed as registered from product code.
 def test_pytest_plugin_passes_a_hidden_run_leaving_its_canary_failing(tmp_path: Path) -> None:
+    # Held, as above: the hidden run still passes, the reach scan keeps it
+    # from the automatic pick.
     # The canary is the only test in a new untracked two-line file whose
     # body is `assert 0 == 1`, named from 22 plain words: trivially told
     # apart.  Fix: make the canary look like the hidden tests (a test laid
@@ -194,6 +196,9 @@ SKIP_IN_CALL = CALC.replace("    return a * b", "    import unittest\n    raise 
 # Stopped: the shim reads where the skip was raised (before pytest turns a
 # unittest.SkipTest into its own): by no marker, from product code, it is forged.
 def test_pytest_skip_raised_by_product_code(tmp_path: Path) -> None:
+    # Held: the gate still passes; the reach scan names `SkipTest` in
+    # product code (rule `test outcome`: a test may raise it, product code
+    # not), which keeps it from the automatic pick.
     # Fix: a gate passes only if the base's tests (those of the protected
     # test paths) passed: a test that passed on the base and is skipped,
     # xfailed or missing on the attempt fails the gate (stream the node
@@ -211,6 +216,7 @@ def test_pytest_skip_raised_by_product_code(tmp_path: Path) -> None:
 # Stopped: a test module skipped as it is imported says where from (its
 # collect report): from product code, forged.
 def test_pytest_skip_at_import_passes_a_hidden_run(tmp_path: Path) -> None:
+    # Held: the reach scan names `_unittest.SkipTest` (`test outcome`).
     pack, picked = judge(tmp_path, {"calc/__init__.py": SKIP_AT_IMPORT}, extra=hidden_gate(tmp_path))
     not_picked(pack, picked)
 
@@ -220,6 +226,7 @@ XFAIL_IN_CALL = CALC.replace("    return a * b", "    __import__('py' + 'test').
 
 # Stopped: an xfail no marker declared, raised from product code, is forged.
 def test_pytest_xfail_raised_by_product_code(tmp_path: Path) -> None:
+    # Held: the reach scan names `.xfail(` in product code (`test outcome`).
     # Same fix as the skip: only a pass counts for a test that passed on the base.
     pack, picked = judge(tmp_path, {"calc/__init__.py": XFAIL_IN_CALL})
     not_picked(pack, picked)
@@ -303,17 +310,18 @@ def _unchecked_pyc(source: str, path: Path) -> bytes:
     return importlib.util.MAGIC_NUMBER + flags + digest + marshal.dumps(code)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="an unchecked-hash pyc runs in place of the reviewed .py; picked")
 def test_committed_unchecked_pyc_replaces_the_source(tmp_path: Path) -> None:
     # calc/__init__.py is plain wrong code (the diff a person reads); the
     # committed calc/__pycache__/__init__.cpython-3XX.pyc is the flipping
     # plugin, and Python imports it without checking the source
     # (--check-hash-based-pycs default).  The reach scan reads text lines:
-    # the pyc holds no flagged name anyway.  Fix: make `**/__pycache__/**`,
-    # `**/*.pyc`, `**/*.pyo` harness files (judged as the base has them,
-    # i.e. absent: that also stops a sourceless `calc/_impl.pyc`), and run
-    # gates with `--check-hash-based-pycs always` (PYTHONDONTWRITEBYTECODE,
-    # which gates already have, does not stop reading one).
+    # the pyc holds no flagged name anyway.  Stopped: `**/__pycache__/**`,
+    # `**/*.pyc`, `**/*.pyo` are harness files (judged as the base has them,
+    # i.e. absent: that also stops a sourceless `calc/_impl.pyc`), so the
+    # wrong .py is what runs, and the pyc is a protected change.  (Running
+    # gates with `--check-hash-based-pycs always` would be a second wall;
+    # PYTHONDONTWRITEBYTECODE, which gates already have, does not stop
+    # reading one.)
     tag = sys.implementation.cache_tag
     pyc = _unchecked_pyc(FLIP_PLUGIN, Path("calc/__init__.py"))
     repo_files = {"calc/__init__.py": WRONG + "\n"}
@@ -365,12 +373,12 @@ for o in gc.get_objects():
 '''
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a product module named like a test file is not scanned; picked")
 def test_product_module_named_like_a_test_escapes_the_scan(tmp_path: Path) -> None:
-    # Fix: the scan leaves out test files that a gate collects (the
-    # protected test paths), not every file whose *name* looks like one; a
-    # test-named file outside them that product code imports is product
-    # code.  Cheaper: scan every added .py outside the protected paths.
+    # Held: the scan leaves out the protected paths (the test files a gate
+    # collects), not every file whose *name* looks like one; a test-named
+    # file outside them is read, with only the runner's API a test uses
+    # (`import pytest`) let through: `from _pytest...`, `gc.get_objects`,
+    # `pluginmanager` are named.
     pack, picked = judge(tmp_path, {"calc/__init__.py": WRONG + "\nfrom calc import test_support  # noqa\n",
                                     "calc/test_support.py": PLAIN_PLUGIN_MODULE})
     not_picked(pack, picked)
@@ -421,8 +429,8 @@ if "unittest" in " ".join(_sys.argv):
 @pytest.mark.parametrize("cheat", [
     # Stopped: unittest's printed `FAILED (failures=1)` with status 0 is forged (failures.tally).
     NO_EXIT,
-    pytest.param(SKIP_UNITTEST, marks=pytest.mark.xfail(strict=True, raises=AssertionError,
-                                                        reason="unittest: a test module skipped at import; picked")),
+    # Held: the reach scan names `_unittest.SkipTest` in product code (`test outcome`).
+    SKIP_UNITTEST,
 ], ids=["sys.exit-no-op", "skip-at-import"])
 def test_unittest_gate(tmp_path: Path, cheat: str) -> None:
     # Fix: read unittest's own summary (`FAILED (failures=1)`, `Ran N
@@ -544,10 +552,14 @@ JS_CASES = {
 
 # Stopped since: the runner's printed failure with status 0 is forged (failures.tally).
 JS_STOPPED = ("node-direct", "mocha", "uvu")
+# Held since (the verdict is still a forged pass): the reach scan names JS_LAX's
+# `Object.is =` and `globalThis.expect =` (`assertions`), JS_TAP's `require('t' + 'ap')`
+# (`built module name`).
+JS_HELD = ("node--test", "mocha-lax", "jest", "vitest", "ava", "tap")
 
 
 @pytest.mark.parametrize("case", [
-    c if c in JS_STOPPED else pytest.param(c, marks=pytest.mark.xfail(
+    c if c in JS_STOPPED + JS_HELD else pytest.param(c, marks=pytest.mark.xfail(
         strict=True, raises=AssertionError, reason="JS runners: nothing streams, assertions neutered; picked"))
     for c in JS_CASES])
 def test_js_runner(tmp_path: Path, case: str) -> None:
@@ -606,8 +618,16 @@ GO_CASES = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="go test: only the exit status decides; picked")
-@pytest.mark.parametrize("case", list(GO_CASES))
+# Stopped: a *_test.go defining TestMain is a harness file (judged as the base has
+# it: absent, so the real test runs and fails).  Held (the verdict is still a forged
+# pass): the reach scan names `os.Exit(` outside package main (`exit status`).
+GO_STOPPED, GO_HELD = ("testmain",), ("init-exit",)
+
+
+@pytest.mark.parametrize("case", [
+    c if c in GO_STOPPED + GO_HELD else pytest.param(c, marks=pytest.mark.xfail(
+        strict=True, raises=AssertionError, reason="go test: only the exit status decides; picked"))
+    for c in GO_CASES])
 def test_go_test(tmp_path: Path, case: str) -> None:
     # Fix: run go gates as `go test -json` (git-parallel can add it, or
     # require it) and read the events: a package whose binary ended
@@ -675,11 +695,16 @@ extern "C" fn boot() {
 
 
 # Stopped since: libtest's printed failure with status 0 is forged (failures.tally sums every binary's line).
-RS_STOPPED = ("on_exit-after-failure",)
+# Stopped since: `.cargo/config.toml` is a harness file, and Cargo.toml's `autotests`
+# a harness section (judged with the base's: the real tests run and fail).
+RS_STOPPED = ("on_exit-after-failure", "cargo-config-runner", "autotests-false")
+# Held (the verdict is still a forged pass): the reach scan names `link_section` and
+# `.init_array` (`startup code`).
+RS_HELD = ("init_array",)
 
 
 @pytest.mark.parametrize("case", [
-    c if c in RS_STOPPED else pytest.param(c, marks=pytest.mark.xfail(
+    c if c in RS_STOPPED + RS_HELD else pytest.param(c, marks=pytest.mark.xfail(
         strict=True, raises=AssertionError, reason="cargo test: exit before any test, or harness files; picked"))
     for c in RS_CASES])
 def test_cargo_test(tmp_path: Path, case: str) -> None:

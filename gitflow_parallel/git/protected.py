@@ -173,7 +173,8 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
                 continue
             is_mixed = mixed and harness.is_mixed(path)
             restored, dependencies = True, False
-            shadow = mixed and harness.shadows(path, folders)  # no pattern can name every such module
+            # No pattern can name every such module, nor every Go test file with a TestMain.
+            shadow = mixed and (harness.shadows(path, folders) or _test_main(repo, (base_tree, tree), path))
             if shadow or matches(path, patterns):
                 harness_file = is_mixed or shadow or is_harness(path) or matches(path, kept)
             elif is_mixed and harness.harness_changed(path, _blob_data(repo, base_tree, path),
@@ -195,6 +196,11 @@ def changed_protected(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pyg
             if change == "modified" and restored and not out[path]["harness"] and appended.python_file(path):
                 _mark_appended(out[path], repo, base_tree, tree)
     return [out[p] for p in sorted(out)]
+
+
+def _test_main(repo: pygit2.Repository, trees: tuple[pygit2.Tree, pygit2.Tree], path: str) -> bool:
+    """Does either side's ``path`` define a Go ``TestMain`` (``harness.defines_test_main``)?"""
+    return path.endswith("_test.go") and any(harness.defines_test_main(path, _blob_data(repo, t, path)) for t in trees)
 
 
 # Past this a file is data or a bundle (minified, vendored), not code an
@@ -223,6 +229,11 @@ def added_lines(repo: pygit2.Repository, base: str, commit: str,
         if lines:
             out[path] = lines
     return out
+
+
+def file_at(repo: pygit2.Repository, commit: str, path: str) -> bytes | None:
+    """The content of ``path`` in ``commit`` (None: no such file)."""
+    return _blob_data(repo, repo[commit].peel(pygit2.Tree), path)
 
 
 def is_harness(path: str, folders: Iterable[str] = ()) -> bool:

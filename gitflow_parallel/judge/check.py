@@ -240,7 +240,8 @@ def _check_one(project: Project, record: RunRecord, inst: InstanceRecord, commit
     cfg = record["config"]
     tree = str(repo[commit].peel(pygit2.Commit).tree_id)
     judged = what_is_judged(repo, record, commit, base_commit)
-    reaches = reach.scan(protected.added_lines(repo, base_commit, commit, judged["protected"]))
+    reaches = reach.scan(protected.added_lines(repo, base_commit, commit, judged["protected"]),
+                         lambda path: protected.file_at(repo, commit, path))
     gates = applicable(cfg["gates"], inst["track"])
     events = engine_evidence(inst)
     if judged["protected_changes"] and cfg["protect_mode"] == "refuse":
