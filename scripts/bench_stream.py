@@ -17,6 +17,7 @@ It prints each pair and
 
     stream_ratio: R   (streamed / plain, median of the pairs' ratios)
     stream_added_ms: A   (streamed - plain)
+    stream_cpu_ratio: C   (the same of the CPU seconds the test process used)
     streamed_tests: N   (tests the last streamed run reported)
 
 Usage: bench_stream.py [--rounds N] FOLDER -- PYTHON -m pytest [ARG...]
@@ -76,11 +77,15 @@ def main() -> None:
         finally:
             channel.close()
 
-    times = benchenv.alternating([benchenv.Side("plain", plain), benchenv.Side("streamed", streamed)], args.rounds)
+    cpu: dict[str, list[float]] = {}
+    times = benchenv.alternating([benchenv.Side("plain", plain), benchenv.Side("streamed", streamed)], args.rounds,
+                                 cpu=cpu)
     for k, (a, b) in enumerate(zip(times["plain"], times["streamed"])):
         print(f"pair {k}: plain {a:.3f}s streamed {b:.3f}s", flush=True)
     benchenv.figure("stream_ratio", benchenv.ratios(times["streamed"], times["plain"]), 3)
     benchenv.figure("stream_added_ms", benchenv.differences_ms(times["streamed"], times["plain"]), 0)
+    # CPU seconds of the test process: what a loaded machine's wall times hide.
+    benchenv.figure("stream_cpu_ratio", benchenv.ratios(cpu["streamed"], cpu["plain"]), 3)
     print(f"streamed_tests: {streamed_counts[-1] if streamed_counts else 0}", flush=True)
 
 

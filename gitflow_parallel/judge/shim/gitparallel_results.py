@@ -35,7 +35,7 @@ class _Stream:
         # Each line names its session: pytest run inside pytest (pytester,
         # in process or not) is a session of its own, nested in the outer one.
         line["s"] = "%d-%d" % (os.getpid(), id(_configs[-1]) if _configs else 0)
-        data = (json.dumps(line, sort_keys=True) + "\n").encode()
+        data = (json.dumps(line) + "\n").encode()
         try:
             while data:
                 data = data[os.write(self.fd, data):]
@@ -165,12 +165,13 @@ def pytest_runtest_makereport(item, call):
     raised = call.excinfo
     where = _raiser(raised) if raised is not None and isinstance(raised.value, _SKIPS) else ""
     outcome = yield
+    if not (_foreign or raised is not None):
+        return  # nothing to note: the common case costs one check
     report = outcome.get_result()
     if _foreign and hasattr(report, "user_properties"):
         report.user_properties.append(("git-parallel-plugin", _foreign[0]))
-    marked = item.get_closest_marker("skip") or item.get_closest_marker("skipif") or \
-        item.get_closest_marker("xfail")
-    if report.skipped and not marked:
+    if report.skipped and not (item.get_closest_marker("skip") or item.get_closest_marker("skipif")
+                               or item.get_closest_marker("xfail")):
         # Raised, not declared: by the test, a fixture, or the code it called.
         _origins[report.nodeid] = _relative(where or _where(report.longrepr))
 
@@ -178,6 +179,8 @@ def pytest_runtest_makereport(item, call):
 def pytest_runtest_logreport(report):
     if not _live() or not _configs:
         return
+    if report.passed and report.when != "call":
+        return  # a setup or teardown that passed: pytest's summary counts nothing for it
     config = _configs[-1]
     for key, value in getattr(report, "user_properties", None) or ():
         if key == "git-parallel-plugin" and isinstance(value, str):  # from an xdist worker
