@@ -32,6 +32,7 @@ the top), so no rule on lines can say it adds tests only.
 from __future__ import annotations
 
 import ast
+import contextvars
 import re
 
 # Past this a test file is not read: it blocks as any change does.
@@ -65,6 +66,7 @@ def added_tests(base: bytes, new: bytes) -> list[str] | None:
         old_module, new_module = ast.parse(base), ast.parse(new)
         taken = _used_names(old_module)
         added: list[str] = []
+        _CLASSES.set({c.name: c for c in old_module.body if isinstance(c, ast.ClassDef)})
         if not _only_added(old_module.body, new_module.body, taken, added, None):
             return None
     except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
@@ -119,7 +121,44 @@ def _grown_class(old: ast.stmt, new: ast.stmt, taken: set[str], added: list[str]
         return False
     header = [ast.dump(ast.Tuple(elts=[*c.bases, *c.decorator_list], ctx=ast.Load())) + ast.dump(ast.Tuple(
         elts=[k.value for k in c.keywords], ctx=ast.Load())) + str([k.arg for k in c.keywords]) for c in (old, new)]
-    return header[0] == header[1] and _only_added(old.body, new.body, taken, added, new.name)
+    # A test method is reached through its class alone: its name is new if
+    # no class it can meet uses it (the class, the module's classes it
+    # inherits from, those inheriting from it): another class's method of
+    # that name is that class's own.
+    related = _related(old, _CLASSES.get())
+    scoped = set().union(*(_used_names(ast.Module(body=[c], type_ignores=[])) for c in related))
+    scoped |= {n for n in taken if n not in _method_names(_CLASSES.get())}
+    if header[0] != header[1]:
+        return False
+    own = set(scoped)
+    if not _only_added(old.body, new.body, own, added, new.name):
+        return False
+    taken.update(own - scoped)
+    return True
+
+
+# The classes of the base module being read (``added_tests``), by name.
+_CLASSES: contextvars.ContextVar[dict[str, ast.ClassDef]] = contextvars.ContextVar("classes", default={})
+
+
+def _related(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> list[ast.ClassDef]:
+    """``cls``, the module's classes it inherits from and those that inherit
+    from it, transitively (bases named by a bare name)."""
+    def bases(c: ast.ClassDef) -> set[str]:
+        return {b.id for b in c.bases if isinstance(b, ast.Name)}
+
+    found = {cls.name}
+    while True:
+        more = {n for c in found if c in classes for n in bases(classes[c]) if n in classes}
+        more |= {name for name, c in classes.items() if bases(c) & found}
+        if more <= found:
+            return [classes[n] if n in classes else cls for n in sorted(found)]
+        found |= more
+
+
+def _method_names(classes: dict[str, ast.ClassDef]) -> set[str]:
+    """Names defined only as methods of the module's classes."""
+    return {f.name for c in classes.values() for f in c.body if isinstance(f, _DEFS)}
 
 
 def _grown_import(old: ast.stmt, new: ast.stmt, taken: set[str]) -> bool:

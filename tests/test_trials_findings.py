@@ -31,10 +31,8 @@ UNITTESTS = ("import unittest\n\nfrom calc import add, mul\n\n\n"
 UNITTEST_GATE = f"gates:\n  - name: tests\n    run: [{PY}, -m, unittest, discover, -s, tests, -t, .]\n"
 
 
-@pytest.mark.xfail(strict=True, reason="appended.py checks a new method's name against every name of the "
-                   "module (_used_names), not of its class: more-itertools' fix f51a53b adds "
-                   "InterleaveEvenlyTests.test_no_iterables, a name four other classes use, and its "
-                   "real fix was kept out of the automatic pick")
+# Fixed: a new test method's name is checked against the classes it can meet,
+# not every class of the module.
 def test_a_method_named_as_one_of_another_class_is_an_added_test() -> None:
     new = UNITTESTS.replace("        self.assertEqual(mul(2, 3), 6)\n",
                             "        self.assertEqual(mul(2, 3), 6)\n\n"
@@ -53,19 +51,14 @@ def test_cases_added_to_a_parametrize_list_are_added_tests() -> None:
     assert added_tests(base.encode(), new.encode())
 
 
-@pytest.mark.xfail(strict=True, reason="reach.RULES names Python's and node's exit handlers, not Go's: "
-                   "a go-version attempt whose init() calls os.Exit(0) in the test binary made "
-                   "`go test ./...` print ok and exit 0 with broken code")
+# Fixed: reach flags os.Exit outside package main.
 def test_a_go_init_that_exits_is_named() -> None:
     found = reach.scan({"zz_exit.go": [(8, "func init() {"), (9, "\tif strings.HasSuffix(os.Args[0], \".test\") {"),
                                        (10, "\t\tos.Exit(0)")]})
     assert found
 
 
-@pytest.mark.xfail(strict=True, reason="product code that disarms the assertions the tests call "
-                   "(unittest.TestCase.assertEqual, node's assert.strictEqual) is not named by reach.RULES "
-                   "and the run passes: on jshttp/range-parser such an attempt passed, won the automatic "
-                   "pick on fewest changed lines and merge landed it")
+# Fixed: reach flags assignments to an assertion library's members.
 def test_product_code_that_disarms_assertions_does_not_win(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"calc/__init__.py": CALC, "tests/__init__.py": "",
                                          "tests/test_calc.py": UNITTESTS}, config=UNITTEST_GATE)
