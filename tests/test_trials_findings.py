@@ -72,9 +72,7 @@ def test_product_code_that_disarms_assertions_does_not_win(tmp_path: Path) -> No
 
 
 @pytest.mark.slow  # over 2 s: a check with real gates
-@pytest.mark.xfail(strict=True, reason="selection ranks by `proved` only: an attempt whose own added test "
-                   "fails on it (added_tests.passed false, added_tests: observe) ranks as one that added no "
-                   "test; on humanize such a wrong fix tied the right one and lost by id alone")
+# Fixed: an attempt whose own added tests fail on it ranks after every one without.
 def test_an_attempt_whose_added_test_fails_ranks_after_one_without(tmp_path: Path) -> None:
     tests = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
     repo = make_repo(tmp_path / "repo", {"calc/__init__.py": CALC, "tests/test_calc.py": tests},

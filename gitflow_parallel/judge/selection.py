@@ -42,6 +42,7 @@ class Figures(TypedDict):
     """The figures a ranking decides by (``group_size``: of its group, where groups count)."""
     id: str
     proved: bool
+    added_failed: NotRequired[bool]  # only when true: its own added tests fail on it
     score: int | None
     changed_lines: int
     group_size: NotRequired[int]
@@ -126,6 +127,7 @@ def track_candidates(project: Project, record: RunRecord, track: str) -> tuple[l
                            # From the objects, never the worktree: the agent owns its worktree.
                            "changed_lines": project.repo.changed_lines(base, pack["commit"]),
                            "proved": bool((pack.get("added_tests") or {}).get("proved")),
+                           "added_failed": (pack.get("added_tests") or {}).get("passed") is False,
                            "probes": _probe_signature(pack), "worktree": inst["worktree"], "agent": inst.get("agent")})
     return candidates, losers
 
@@ -199,19 +201,24 @@ RULE_TEXT = {
 }
 
 
-def _critic_key(c: Candidate) -> tuple[bool, bool, int, int, tuple[object, ...]]:
+def _critic_key(c: Candidate) -> tuple[bool, bool, bool, int, int, tuple[object, ...]]:
     """Added tests that prove the fix (they fail on the base, pass on the
-    attempt: ``judge/proof``) first, then highest score (a null score after
-    every number), then fewest changed lines against the base, then id:
-    never the time a check happened to end.  Proof comes first because an
-    attempt's own regression test adds changed lines and no score sees it."""
+    attempt: ``judge/proof``) first, and added tests that fail on the
+    attempt itself last (under ``added_tests: observe`` it still passes);
+    then highest score (a null score after every number), then fewest
+    changed lines against the base, then id: never the time a check
+    happened to end.  Proof comes first because an attempt's own regression
+    test adds changed lines and no score sees it."""
     score = c["score"]
-    return (not c.get("proved", False), score is None, -(score or 0), c["changed_lines"], id_key(c["id"]))
+    return (not c.get("proved", False), c.get("added_failed", False), score is None, -(score or 0),
+            c["changed_lines"], id_key(c["id"]))
 
 
 def _figures(c: Candidate, group: list[Candidate] | None = None) -> Figures:
     out: Figures = {"id": c["id"], "proved": c.get("proved", False), "score": c["score"],
                     "changed_lines": c["changed_lines"]}
+    if c.get("added_failed"):
+        out["added_failed"] = True
     if group is not None:
         out["group_size"] = len(group)
     return out
@@ -221,6 +228,8 @@ def _stage(a: Candidate, b: Candidate) -> str:
     """The first figure of the critic order that puts ``a`` ahead of ``b``."""
     if a.get("proved", False) != b.get("proved", False):
         return "proved"
+    if a.get("added_failed", False) != b.get("added_failed", False):
+        return "added_failed"
     if a["score"] != b["score"]:
         return "score"
     if a["changed_lines"] != b["changed_lines"]:
@@ -236,6 +245,8 @@ def _why_below(c: Candidate, w: Candidate) -> str:
     stage = _stage(w, c)
     if stage == "proved":
         return "the winner's added tests prove its fix (they fail on the base and pass on it); it has none that do"
+    if stage == "added_failed":
+        return "its own added tests fail on it; the winner's do not"
     if stage == "score":
         return f"score {_score_text(c)} vs {_score_text(w)}"
     if stage == "changed_lines":

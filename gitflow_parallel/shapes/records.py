@@ -412,6 +412,7 @@ class Candidate(TypedDict):
     proof_issued_at: str
     changed_lines: int
     proved: bool  # its added tests fail on the base and pass on it (``judge/proof``)
+    added_failed: NotRequired[bool]  # its own added tests fail on it (``added_tests: observe``)
     probes: list[dict[str, object]]
     worktree: str
     agent: str | None
