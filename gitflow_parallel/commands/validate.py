@@ -49,7 +49,8 @@ def validate(project: Project, task: str | None = None) -> Validated:
     noted = note_findings(scan, live + done, task)
     findings += noted
     findings += lock_findings(scan, task)
-    if task is not None and not checked and not orphans and not gone and not noted and not any(f.code == E.RECORD_INVALID for f in findings):
+    found = orphans or gone or noted
+    if task is not None and not checked and not found and not any(f.code == E.RECORD_INVALID for f in findings):
         project.store.load(task)  # raises PARALLEL_RUN_NOT_FOUND with its hint
     errors = sum(1 for f in findings if f.severity == ERROR)
     return {"ok": errors == 0, "task": task, "errors": errors, "warnings": len(findings) - errors,

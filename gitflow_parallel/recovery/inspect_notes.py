@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from gitflow_parallel import errors as E
+from gitflow_parallel.git import notes
 from gitflow_parallel.model import InstanceRecord, RunRecord
 from gitflow_parallel.recovery.scan import ERROR, WARNING, Finding, Scan
 from gitflow_parallel.state.share import REMOTES_PREFIX, RUNS_PREFIX
@@ -41,15 +42,9 @@ class Line:
 
 
 def _notes(scan: Scan, ref: str) -> Iterator[Line]:
-    repo = scan.repo.pygit
-    try:
-        notes = list(repo.notes(ref))
-    except (KeyError, ValueError):
-        return
-    for note in notes:
-        for text in note.message.splitlines():
-            if text.strip():
-                yield Line(ref, str(note.annotated_id), text.strip())
+    for commit, lines in notes.every(scan.repo.pygit, ref):
+        for text in lines:
+            yield Line(ref, commit, text.strip())
 
 
 def _known_runs(scan: Scan) -> set[str]:
@@ -117,9 +112,17 @@ def _instance(record: RunRecord, inst_id: object) -> InstanceRecord | None:
     return next((i for i in record["instances"] if i["id"] == inst_id), None)
 
 
-def _landed(record: RunRecord) -> str | None:
+def _landings(record: RunRecord) -> list[str]:
+    """The record's landed commit first, then those ``merge --push`` landed again over."""
     merged = record.get("merge") if record["status"] == "merged" else None
-    return merged["landed"] if merged else None
+    if not merged:
+        return []
+    return [merged["landed"], *(r["landed"] for r in merged.get("relanded") or [])]
+
+
+def _landing_said(record: RunRecord) -> str:
+    landed = _landings(record)
+    return f"it landed at {landed[0][:12]}" if landed else "it has not landed"
 
 
 def _why(scan: Scan, record: RunRecord, line: Line, value: Mapping[str, object]) -> str | None:
@@ -132,11 +135,9 @@ def _why(scan: Scan, record: RunRecord, line: Line, value: Mapping[str, object])
         return f"is a {kind} line of {str(value.get('commit'))[:12]}, copied onto another commit"
     if kind == "evidence":
         return _evidence_why(record, value)
-    if kind == "merge":
-        landed = _landed(record)
-        if value.get("landed") != line.commit or (landed is not None and landed != line.commit):
-            return (f"says run {record['run_id']} landed at {str(value.get('landed'))[:12]}, but the record says "
-                    f"{landed[:12] if landed else 'it has not landed'}")
+    if kind == "merge" and (value.get("landed") != line.commit or line.commit not in _landings(record)):
+        return (f"says run {record['run_id']} landed at {str(value.get('landed'))[:12]}, but the record says "
+                f"{_landing_said(record)}")
     return None
 
 
@@ -147,7 +148,7 @@ def _pick_why(scan: Scan, record: RunRecord, line: Line, value: Mapping[str, obj
     inst = _instance(record, winner) if winner else None
     commit = (binding.get("commit") if binding else None) or (inst["head"] if inst else None)
     if value.get("winner") == winner and value.get("commit") == commit:
-        if line.commit in (commit, _landed(record)):
+        if line.commit == commit or line.commit in _landings(record):
             return None
         return f"is the pick line of track {track}, copied onto a commit that is neither the winner's nor the landing"
     if _unpicked(scan, line, value):
@@ -168,8 +169,6 @@ def _unpicked(scan: Scan, line: Line, value: Mapping[str, object]) -> bool:
 
 
 def _notes_on(scan: Scan, line: Line) -> list[str]:
-    from gitflow_parallel.git import notes
-
     return notes.read(scan.repo.pygit, line.ref, line.commit)
 
 
@@ -179,7 +178,7 @@ def _evidence_why(record: RunRecord, value: Mapping[str, object]) -> str | None:
     inst = _instance(record, value.get("instance"))
     if inst is None:
         return None
-    bound = [(inst.get("evidence"), inst.get("verdict"))]
+    bound: list[tuple[Mapping[str, object] | None, str | None]] = [(inst.get("evidence"), inst.get("verdict"))]
     bound += [(h.get("evidence"), h.get("verdict")) for h in inst.get("history") or []]
     for binding, verdict in bound:
         if binding and binding.get("sha256") == sha and verdict is not None and verdict != value.get("verdict"):
@@ -193,10 +192,8 @@ def _landing_why(record: RunRecord, line: Line) -> str | None:
     match = LANDING.fullmatch(line.text)
     if match is None:
         return None
-    landed = _landed(record)
-    if line.commit != landed:
-        return (f"says run {record['run_id']} landed here, but the record says "
-                f"{'it landed at ' + landed[:12] if landed else 'it has not landed'}")
+    if line.commit not in _landings(record):
+        return f"says run {record['run_id']} landed here, but the record says {_landing_said(record)}"
     picks = record.get("picks") or {}
     for part in LANDING_PART.finditer(match.group("parts")):
         track = part.group("track") or "main"
