@@ -56,12 +56,27 @@ def _empty(fill: Callable[[], object]) -> Callable[[object], object]:
     return lambda value: fill() if value is None else value
 
 
+def protect_glob(pattern: str) -> str:
+    """A ``protect`` glob as the matcher reads it: ``./`` and empty or ``.``
+    components dropped, no trailing ``/`` (a folder protects what is under
+    it), so ``./tests/**``, ``tests//**`` and ``./tests`` protect what
+    ``tests/**`` and ``tests`` do.  Raises ``Invalid`` with the reason
+    where no reading is sound."""
+    if pattern.startswith("/"):
+        raise Invalid(f"{pattern!r}: globs are relative to the top of the repository; drop the leading /")
+    parts = [p for p in pattern.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise Invalid(f"{pattern!r}: '..' would name a path outside the folder it follows (or the repository); "
+                      "write the path from the top of the repository")
+    if not parts:
+        raise Invalid(f"{pattern!r} names the whole repository; write ** to protect every path")
+    return "/".join(parts)
+
+
 def _protect(value: object) -> object:
-    if not isinstance(value, list) or not all(isinstance(p, str) and p.strip("/") for p in value):
+    if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
         raise Invalid("must be a list of path globs")
-    if any(p.startswith("/") or ".." in p.split("/") for p in value):
-        raise Invalid("globs are relative to the top of the repository, inside it")
-    return list(value)
+    return list(dict.fromkeys(protect_glob(p) for p in value))
 
 
 def _relative_paths(value: object) -> object:

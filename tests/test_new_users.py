@@ -358,6 +358,11 @@ def test_hooks_check_the_tree_a_merge_carries_and_refuse_a_losers_patch(tmp_path
     git(repo, "reset", "-q", "--hard", base)
     assert hooks.tip(repo, "main") == base
 
+    # The base moved (the ordinary commit): the merge is a tree no check judged.
+    moved = hooks.proc(repo, "merge", "--no-ff", "-m", "merge winner", "parallel/t/1")
+    assert moved.returncode != 0 and "is not the tree its check judged" in moved.stderr, moved.stderr
+    git(repo, "merge", "--abort")
+    git(repo, "reset", "-q", "--hard", "HEAD~1")  # the ordinary commit taken back
     won = hooks.proc(repo, "merge", "--no-ff", "-m", "merge winner", "parallel/t/1")
     assert won.returncode == 0, won.stderr
     assert "the tree is the merge git makes of its parents" in won.stderr, won.stderr
@@ -368,7 +373,10 @@ def test_hooks_compare_a_merge_with_the_merge_git_makes(tmp_path: Path) -> None:
     # The winner moves lib/ to src/ while the base adds lib/new.py: git's
     # merge stops on the moved folder and suggests src/new.py, which the
     # person takes.  That is an honest merge of the winner, not other files.
+    # (A tree no check judged: it lands only under merge.verify: never.)
     repo, gp = hooks.setup(tmp_path)
+    (repo / ".gitparallel.yaml").write_text((repo / ".gitparallel.yaml").read_text() + "merge:\n  verify: never\n")
+    git(repo, "commit", "-q", "-am", "merge.verify: never")
     (repo / "lib").mkdir()
     for i in range(3):
         (repo / "lib" / f"m{i}.py").write_text("".join(f"line {j} of module {i}\n" for j in range(30)))
@@ -396,6 +404,7 @@ def test_hooks_compare_a_merge_with_the_merge_git_makes(tmp_path: Path) -> None:
     honest = hooks.proc(repo, "commit", "-q", "--no-edit")
     assert honest.returncode == 0, honest.stderr
     assert "the tree is the merge git makes of its parents but for 1 conflicted path(s)" in honest.stderr, honest.stderr
+    assert "warning" in honest.stderr and "merge.verify: never" in honest.stderr, honest.stderr
     assert "src/new.py" in honest.stderr and git(repo, "ls-tree", "--name-only", "HEAD", "src/") .split() == [
         "src/m0.py", "src/m1.py", "src/m2.py", "src/new.py"]
 

@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 
 ZERO_OID = frozenset({"0" * 40, "0" * 64})
 # The commit an update lands (None: not made yet, a merge's index), its
-# tree and its parents; asked only once a winner is approved.
-Made = Callable[[], "tuple[str | None, str, list[str]]"]
+# tree, its parents and the branch it moves (None: not a branch, or not
+# known); asked only once a winner is approved.
+Made = Callable[[], "tuple[str | None, str, list[str], str | None]"]
 
 
 # -- what an update brings in ----------------------------------------------------------
@@ -281,14 +282,15 @@ def _short(ref: str) -> str:
 
 
 def _vouch(project: Project, doing: str, approved: list[tuple[str, RunRecord, InstanceRecord]],
-           landing: tuple[str | None, str, list[str]]) -> Verdict:
+           landing: tuple[str | None, str, list[str], str | None]) -> Verdict:
     """The winner's evidence holds; the commit that lands must carry what a
-    merge of it gives (``state/vouch``), else it lands other files."""
+    merge of it gives (``state/vouch``), else it lands other files, and,
+    onto the run's base, the very tree the check judged (``_untested``)."""
     from gitflow_parallel.state import vouch
 
     names = ", ".join(f"instance {i['id']} of {r['task']} ({c[:12]})" for c, r, i in approved)
     said = f"git-parallel: {doing}: the picked winner {names} has fresh, passing evidence"
-    commit, tree, parents = landing
+    commit, tree, parents, ref = landing
     if commit in {c for c, _, _ in approved}:  # the winner's commit itself
         return Verdict(True, message=said)
     checked = vouch.check_tree(project.repo.pygit, tree, parents)
@@ -307,7 +309,36 @@ def _vouch(project: Project, doing: str, approved: list[tuple[str, RunRecord, In
     if checked.conflicted:
         said += (f" but for {len(checked.conflicted)} conflicted path(s) resolved by hand, which were not checked: "
                  + ", ".join(checked.conflicted[:10]))
-    return Verdict(True, message=said)
+    refused, warning = _untested(project, doing, approved, tree, ref)
+    return refused or Verdict(True, message=said + (f"\n{warning}" if warning else ""))
+
+
+def _untested(project: Project, doing: str, approved: list[tuple[str, RunRecord, InstanceRecord]], tree: str,
+              ref: str | None) -> tuple[Verdict | None, str | None]:
+    """Refused (or, under ``merge.verify: never``, let through with a
+    warning, the second item) when the update moves a run's base to a tree that is not the
+    tree its winner's check judged: a base that moved since the check, a
+    ``merge=union`` file, a join of several tracks.  ``git parallel merge``
+    re-proves such a tree before the base moves; a plain merge cannot.
+    Neither when the tree is the judged one, or the branch is no run's base."""
+    from gitflow_parallel.judge.reprove import verify_mode
+
+    for commit, record, inst in approved:
+        judged = project.repo.tree_of(commit)
+        if ref != record["base"]["ref"] or judged == tree:
+            continue
+        why = (f"the tree it lands ({tree[:12]}) is not the tree its check judged ({judged[:12]}, the winner's): "
+               f"{_short(record['base']['ref'])} moved since the check, or the merge joins more than the winner, "
+               "so it lands changes no gate ran with")
+        if verify_mode(record["config"]["merge"]) == "never":
+            return None, (f"git-parallel: warning: {doing}: {why}; no check judged it, and the run's "
+                          "merge.verify: never lets it through (`git parallel merge` would not re-prove it either)")
+        return Verdict(False, E.EVIDENCE_MISMATCH,
+                       f"{doing} would bring in commits of instance {inst['id']} of task {record['task']!r} "
+                       f"({inst['branch']}, run {record['run_id']}): {why}",
+                       f"`git parallel merge {record['task']}` lands it: it re-proves the merged tree with the "
+                       "enforced gates before the base moves"), None
+    return None, None
 
 
 def _copy_refusal(doing: str, copy: Copy) -> Verdict:
@@ -379,9 +410,10 @@ def check_merge(common_dir: Path) -> Verdict:
     owners = _owners(runs)
     doing = "merging " + ", ".join(_describe(h, owners, os.environ.get(f"GITHEAD_{h}")) for h in heads)
 
-    def made() -> tuple[str | None, str, list[str]]:
+    def made() -> tuple[str | None, str, list[str], str | None]:
         # The tree git is about to commit: the index, as the merge left it.
-        return None, git_out(["write-tree"]).strip(), ([head] if head else []) + heads
+        branch = git_out(["symbolic-ref", "-q", "HEAD"], check=False).strip() or None
+        return None, git_out(["write-tree"]).strip(), ([head] if head else []) + heads, branch
 
     verdict = _judge(common_dir, runs, owners, heads, [head] if head else [], lambda: heads, doing, made)
     if not verdict.allowed:
@@ -414,8 +446,8 @@ def check_ref_updates(common_dir: Path, lines: list[str]) -> Verdict:
         def new_and_parents(new: str = new) -> list[str]:
             return git_out(["rev-list", "--parents", "-n", "1", new]).split() or [new]
 
-        def made(new: str = new) -> tuple[str | None, str, list[str]]:
-            return new, git_out(["rev-parse", f"{new}^{{tree}}"]).strip(), new_and_parents(new)[1:]
+        def made(new: str = new, ref: str = ref) -> tuple[str | None, str, list[str], str | None]:
+            return new, git_out(["rev-parse", f"{new}^{{tree}}"]).strip(), new_and_parents(new)[1:], ref
 
         verdict = _judge(common_dir, mine, owners, [new], exclude, new_and_parents, doing, made)
         if not verdict.allowed:

@@ -13,7 +13,7 @@ import pygit2
 from gitflow_parallel import config as C
 from gitflow_parallel import errors as E
 from gitflow_parallel import faults, model
-from gitflow_parallel.git import worktrees
+from gitflow_parallel.git import protected, worktrees
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.files import utcnow
 from gitflow_parallel.names import check_name
@@ -58,6 +58,7 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
 
         stores.refuse_agents_writing(cfg)
     warnings = _config_drift(repo, base_commit)
+    warnings += protected.unmatched_warnings(cfg, repo.pygit[base_commit].peel(pygit2.Commit).tree)
     count = cfg["instances"] if n is None else n
     if not 1 <= count <= MAX_INSTANCES:
         raise ParallelError(E.INVALID_NAME, f"-n {count} is out of range 1..{MAX_INSTANCES}",

@@ -12,6 +12,7 @@ from gitflow_parallel.state.project import Project
 from gitflow_parallel.recovery.context import RunContext
 from gitflow_parallel.recovery.inspection import all_records, inspect_run, intent_findings, lock_findings, orphan_findings
 from gitflow_parallel.recovery import workers
+from gitflow_parallel.recovery.inspect_notes import note_findings
 from gitflow_parallel.recovery.scan import ERROR, Finding, Scan
 
 
@@ -45,8 +46,11 @@ def validate(project: Project, task: str | None = None) -> Validated:
     findings += gone
     if task is None:
         findings += intent_findings(project, live, done)
+    noted = note_findings(scan, live + done, task)
+    findings += noted
     findings += lock_findings(scan, task)
-    if task is not None and not checked and not orphans and not gone and not any(f.code == E.RECORD_INVALID for f in findings):
+    found = orphans or gone or noted
+    if task is not None and not checked and not found and not any(f.code == E.RECORD_INVALID for f in findings):
         project.store.load(task)  # raises PARALLEL_RUN_NOT_FOUND with its hint
     errors = sum(1 for f in findings if f.severity == ERROR)
     return {"ok": errors == 0, "task": task, "errors": errors, "warnings": len(findings) - errors,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import pygit2
 
@@ -55,6 +55,22 @@ def read(repo: pygit2.Repository, notes_ref: str, oid: str) -> list[str]:
     if not found:
         return []
     return _lines(repo, found[1])
+
+
+def every(repo: pygit2.Repository, notes_ref: str) -> Iterator[tuple[str, list[str]]]:
+    """Each annotated object of ``notes_ref`` and its note's lines (a flat or fanned-out tree)."""
+    try:
+        tree: pygit2.Tree | None = repo.references[notes_ref].peel(pygit2.Commit).tree
+    except (KeyError, pygit2.GitError):
+        tree = None
+    stack = [("", tree)] if tree is not None else []
+    while stack:
+        prefix, folder = stack.pop()
+        for entry in folder or []:
+            if isinstance(entry, pygit2.Tree):
+                stack.append((prefix + (entry.name or ""), entry))
+            elif entry.type_str == "blob":
+                yield prefix + (entry.name or ""), _lines(repo, entry.id)
 
 
 def records(repo: pygit2.Repository, notes_ref: str, oid: str) -> list[dict[str, object]]:

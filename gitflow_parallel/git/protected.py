@@ -34,7 +34,10 @@ JUDGE_SIGNATURE = ("git-parallel judge", "git-parallel@localhost")
 
 @lru_cache(maxsize=256)
 def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """``*`` and ``?`` stay within one path component, ``**`` spans any."""
+    """``*`` and ``?`` stay within one path component, ``**`` spans any.
+    ``./``, ``//`` and a trailing ``/`` are read as the config reads them
+    (``config_schema.protect_glob``), for records frozen before it did."""
+    pattern = "/".join(p for p in pattern.split("/") if p not in ("", "."))
     out, i = [], 0
     while i < len(pattern):
         c = pattern[i]
@@ -55,7 +58,7 @@ def matches(path: str, patterns: Iterable[str], folders: bool = True) -> bool:
     """Does ``path`` (or, with ``folders``, one of its folders) match one of ``patterns``?"""
     parts = path.split("/")
     prefixes = ["/".join(parts[:k]) for k in range(1, len(parts) + 1)] if folders else [path]
-    return any(_glob_regex(p.strip("/")).fullmatch(prefix) for p in patterns for prefix in prefixes)
+    return any(_glob_regex(p).fullmatch(prefix) for p in patterns for prefix in prefixes)
 
 
 def _named_paths(argv: Iterable[str], tree: pygit2.Tree) -> list[str]:
@@ -90,6 +93,27 @@ def protected_patterns(config: Mapping[str, Any], base_tree: pygit2.Tree) -> lis
     defaults += [re.sub(r"([*?])", r"[\1]", findings)] if findings else []
     defaults += kept_environment(config)
     return sorted(set(literal) | set(config.get("protect") or []) | set(defaults))
+
+
+def unmatched(globs: Iterable[str], tree: pygit2.Tree) -> list[str]:
+    """The ``protect`` globs that match no file of ``tree``: most likely
+    misspelt, they protect nothing the attempts start from (one walk of the
+    tree, ended once every glob matched)."""
+    left = list(dict.fromkeys(globs))
+    if not left:
+        return []
+    for path, _ in _blobs(tree):
+        left = [g for g in left if not matches(path, [g])]
+        if not left:
+            break
+    return left
+
+
+def unmatched_warnings(config: Mapping[str, Any], tree: pygit2.Tree) -> list[str]:
+    """One warning per ``protect`` glob of ``config`` that matches nothing in ``tree``."""
+    return [f"protect: {g!r} matches nothing in the base tree, so it protects no file the attempts start "
+            "from; check its spelling (a folder is named from the top of the repository: tests or tests/**)"
+            for g in unmatched(config.get("protect") or [], tree)]
 
 
 def kept_environment(config: Mapping[str, Any]) -> list[str]:

@@ -261,6 +261,7 @@ def check(project: Project) -> InitCheck:
         warnings += [f"setup keeps {k}, which git does not ignore: an agent's leftovers commit would add it; "
                      "add it to .gitignore" for k in setup["keep"] if not repo.path_is_ignored(k)]
     warnings += _unread_stores(cfg)
+    warnings += protected.unmatched_warnings(cfg, tree)
     return {"config": str(path), "exists": data is not None, "committed": data is not None and data == committed,
             "setup": setup, "protect_defaults": cfg["protect_defaults"], "protected": patterns,
             "added_tests": cfg["added_tests"], "gates": gates, "tests": len(tests),
