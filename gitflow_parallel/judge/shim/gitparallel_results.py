@@ -21,6 +21,7 @@ session started (from an xdist worker, carried by its reports),
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -128,13 +129,20 @@ def _where(longrepr):
     return str(getattr(crash, "path", "")) if crash is not None else ""
 
 
+# The interpreter's own folders (a venv setup built inside the checkout
+# among them): what is installed there is not the checkout's code.
+_INSTALLED = tuple(sorted({os.path.realpath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}))
+
+
 def _relative(path):
+    """``path`` relative to the rootdir when it is the checkout's own code,
+    else absolute (installed packages, the standard library)."""
     try:
-        root = str(_configs[-1].rootpath)
+        root = os.path.realpath(str(_configs[-1].rootpath))
         real = os.path.realpath(path)
-        if real.startswith(os.path.realpath(root) + os.sep):
-            return os.path.relpath(real, os.path.realpath(root))
-    except (AttributeError, OSError, ValueError):
+        if real.startswith(root + os.sep) and not real.startswith(_INSTALLED):
+            return os.path.relpath(real, root)
+    except (AttributeError, IndexError, OSError, ValueError):
         pass
     return os.path.abspath(path) if path else ""
 
