@@ -278,19 +278,45 @@ def siblings(record: RunRecord) -> Reads:
 
 def tmp_root() -> Path:
     """The folder every sandboxed command's private ``TMPDIR`` (and a test
-    report's folder) is made in, hidden from every sandboxed command: under
-    ``/tmp`` itself, which the sandbox shows read-only, a sibling's TMPDIR
-    was readable while it ran.  ``/tmp`` itself where that folder cannot be
-    ours (another user made it, or a link)."""
-    root = Path(tempfile.gettempdir()) / f"git-parallel-{os.getuid()}"
+    report's folder, a hidden gate's output, the tournament's scratch) is
+    made in, hidden from every sandboxed command: under ``/tmp`` itself,
+    which the sandbox shows read-only, a sibling's TMPDIR was readable while
+    it ran.  Made with mode 0700 if missing, else used only when it is a
+    folder of ours (not a link) that no one else may enter; refused
+    (``PARALLEL_SANDBOX_TMP_UNSAFE``) otherwise, never given up for the
+    shared ``/tmp``: a folder another user made first there is theirs to
+    read, and so would be every attempt's ``TMPDIR``.  What is made in it
+    has a name no one can guess (``mkdtemp``, ``mkstemp``)."""
+    top = Path(tempfile.gettempdir())
+    root = top / f"git-parallel-{os.getuid()}"
     try:
-        root.mkdir(mode=0o700, exist_ok=True)
+        os.mkdir(root, 0o700)  # never follows a link standing there: EEXIST
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise _unsafe_root(root, f"it cannot be made ({exc.strerror})", "make TMPDIR name a folder you can write") \
+            from None
+    try:
         info = os.lstat(root)
-    except OSError:
-        return Path(tempfile.gettempdir())
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        return Path(tempfile.gettempdir())
+    except OSError as exc:  # gone meanwhile (another user's cleaner)
+        raise _unsafe_root(root, f"it cannot be read ({exc.strerror})", "run the command again") from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise _unsafe_root(root, "it is a link" if stat.S_ISLNK(info.st_mode) else "it is not a folder",
+                           f"remove it if it is yours (`rm {root}`), or set TMPDIR to a folder of your own")
+    if info.st_uid != os.getuid():
+        raise _unsafe_root(root, f"it belongs to another user (uid {info.st_uid}), who could read every attempt's "
+                           "TMPDIR there", f"ask that user or an administrator to remove {root}, or set TMPDIR to "
+                           "a folder of your own (mode 0700)")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        raise _unsafe_root(root, f"its mode is {stat.S_IMODE(info.st_mode):04o}, not 0700: others may enter it",
+                           f"`chmod 700 {root}` if it is yours and holds nothing of another user's, or remove it")
     return root
+
+
+def _unsafe_root(root: Path, why: str, fix: str) -> ParallelError:
+    return ParallelError(E.SANDBOX_TMP_UNSAFE,
+                         f"the private temp folder {root} is unsafe: {why}; nothing was run, and nothing goes to the "
+                         "shared temp folder instead", hint=fix)
 
 
 def private_tmp(prefix: str) -> Path:
@@ -302,8 +328,7 @@ def _tmpdir(kind: str) -> Path:
 
 
 def _hidden_tmp() -> list[Path]:
-    root = tmp_root()
-    return [] if root == Path(tempfile.gettempdir()) else [root]
+    return [tmp_root()]
 
 
 class Reads:
