@@ -97,6 +97,7 @@ HIDDEN = "from calc import mul\n\n\ndef test_hidden_secret_square():\n    assert
 def test_nothing_of_a_hidden_gate_is_left_under_landlock_alone(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GIT_PARALLEL_NAMESPACE", "off")
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)  # the gate's python writes bytecode, as by default
     hidden = tmp_path / "hidden"
     (hidden / "tests").mkdir(parents=True)
     (hidden / "tests" / "test_hidden.py").write_text(HIDDEN)
