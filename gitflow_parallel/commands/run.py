@@ -19,6 +19,7 @@ from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
 from gitflow_parallel.judge import stores
 from gitflow_parallel.proc import engine, sandbox
+from gitflow_parallel.proc import tmux as tmux_proc
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
 
@@ -34,6 +35,7 @@ def run(project: Project, task: str, argv: list[str], instances: list[str] | Non
     Landlock alone without ``allow_tmux_escape``) claims nothing."""
     check_name(task, "task")
     if tmux:
+        tmux_proc.require_tmux()  # said first: without tmux nothing else matters
         sandbox.refuse_tmux(project.store.load(task)["config"], allow_tmux_escape)
     argv = assign_agents(project, task, argv, instances, agent_commands or {}, split)
     config = project.store.load(task)["config"]

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from gitflow_parallel import evidence
 from gitflow_parallel.shapes.records import Base
 from gitflow_parallel.shapes.results import Held
 from gitflow_parallel.state import share
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.state.view import TAIL_LINES, agent_row, gate_rows, layers_held, open_view, outcome
+from gitflow_parallel.state.view import TAIL_LINES, agent_row, gate_rows, open_view, outcome
 
 
 class Shown(TypedDict):
@@ -66,5 +67,5 @@ def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> 
         "comments": inst.get("comments") or [],
         # A differential pick: the inputs and every candidate's behaviour on them.
         "differential": pick.get("differential") if (pick := fate.get("pick")) else None,
-        "sandbox": layers_held(inst, pack),
+        "sandbox": evidence.layers_held(inst, pack),
     }

@@ -14,7 +14,6 @@ from gitflow_parallel import evidence, model
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.state.view import layers_held
 from gitflow_parallel.shapes.records import RunRecord
 from gitflow_parallel.shapes.results import StatusDetail, StatusListResult, StatusRow
 
@@ -47,7 +46,7 @@ def describe(project: Project, record: RunRecord) -> list[StatusRow]:
         if inst["id"] in winners:
             flags.append("picked winner")
         rows.append({**inst, "tip": tip, "evidence_state": fresh.state, "evidence_reason": fresh.reason,
-                     "flags": flags, "sandbox": layers_held(inst, fresh.pack)})
+                     "flags": flags, "sandbox": evidence.layers_held(inst, fresh.pack)})
     return rows
 
 

@@ -17,6 +17,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel import model, profiles
 from gitflow_parallel import environ as proc_env
+from gitflow_parallel.evidence import engine_copy
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.git import tamper
 from gitflow_parallel.model import InstanceRecord, RunRecord, find_instance
@@ -41,9 +42,7 @@ def events_dir(parallel_dir: Path, run_id: str) -> Path:
 
 
 def own_events(events: Path) -> Path:
-    """The runner's own copy of its events about an attempt (``state/view.engine_copy``)."""
-    from gitflow_parallel.state.view import engine_copy
-
+    """The runner's own copy of its events about an attempt (``evidence.engine_copy``)."""
     return engine_copy(events)
 
 

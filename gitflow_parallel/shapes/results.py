@@ -87,7 +87,7 @@ class PickResult(TypedDict):
 class Held(TypedDict):
     """The sandbox layers an attempt's agent and its gates ran in, as the
     runner's dispatch event and the evidence pack recorded them (None: not
-    run, or not judged, here): ``state/view.layers_held``."""
+    run, or not judged, here): ``evidence.layers_held``."""
     agent: list[str] | None
     gates: list[str] | None
 

@@ -31,7 +31,7 @@ from gitflow_parallel.files import cut_notice, read_tail, sha256_bytes
 from gitflow_parallel.names import check_name
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.model import NO_CHANGE_WHY, InstanceRecord, PickRecord, RunRecord, find_instance
-from gitflow_parallel.shapes.results import Held, StatusDetail, StatusRow
+from gitflow_parallel.shapes.results import StatusDetail, StatusRow
 
 if TYPE_CHECKING:  # imported by what reads objects: `show` and `logs` of a local run need none
     import pygit2
@@ -129,7 +129,7 @@ def shared_status(project: Project, task: str) -> StatusDetail:
     for inst in view.record["instances"]:
         fresh = view.freshness(inst)
         rows.append({**inst, "tip": view.tip(inst), "evidence_state": fresh.state, "evidence_reason": fresh.reason,
-                     "flags": [], "sandbox": layers_held(inst, fresh.pack)})
+                     "flags": [], "sandbox": evidence.layers_held(inst, fresh.pack)})
     return {"run": view.record, "rows": rows, "shared": share.run_ref(view.record["run_id"]),
             "base_tip": project.repo.ref_target(view.record["base"]["ref"])}
 
@@ -280,46 +280,6 @@ def commit_stat(repo: pygit2.Repository, base: str, commit: str) -> dict[str, in
 def attempt_of(view: RunView, inst: InstanceRecord) -> dict[str, Any]:
     return {"id": inst["id"], "track": inst["track"], "attempt": inst["attempt"], "status": inst["status"],
             "commit": view.tip(inst)}
-
-
-# -- the sandbox layers that held -----------------------------------------------------------
-# The most of the runner's events file read for its dispatch line (written first).
-_EVENTS_HEAD = 1 << 20
-
-
-def engine_copy(events: Path) -> Path:
-    """The runner's own copy of its events about an attempt, beside the
-    attempt's events file (``<id>.<attempt>.engine.jsonl``): the agent
-    writes that file, never this one, so what it says of the fence is the
-    runner's word."""
-    return events.with_name(events.name.removesuffix(".jsonl") + ".engine.jsonl")
-
-
-def layers_held(inst: InstanceRecord, pack: Mapping[str, object] | None) -> Held:
-    """What ``status`` and ``show`` say of the sandbox of an attempt."""
-    gates = pack.get("layers") if pack is not None else None
-    return {"agent": _agent_layers(inst),
-            "gates": [str(x) for x in gates] if isinstance(gates, list) else None}
-
-
-def _agent_layers(inst: InstanceRecord) -> list[str] | None:
-    events = inst.get("events")
-    if not events:
-        return None
-    try:
-        with open(engine_copy(Path(events)), "rb") as handle:
-            head = handle.read(_EVENTS_HEAD)
-    except OSError:
-        return None
-    for line in head.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("event") == "engine_dispatched" \
-                and event.get("attempt") == inst["attempt"] and isinstance(event.get("layers"), list):
-            return [str(x) for x in event["layers"]]
-    return None
 
 
 # -- show ------------------------------------------------------------------------------------
