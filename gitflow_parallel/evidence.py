@@ -154,3 +154,11 @@ def _agent_layers(inst: InstanceRecord) -> list[str] | None:
                 and event.get("attempt") == inst["attempt"] and isinstance(event.get("layers"), list):
             return [str(x) for x in event["layers"]]
     return None
+
+
+def layers_line(held: Held) -> str | None:
+    """``layers: agent …; gates …`` as ``show`` and the report say it, or
+    None when the attempt neither ran nor was judged here."""
+    said = [f"{who} {' '.join(layers) or 'none'}" for who, layers in (("agent", held["agent"]), ("gates", held["gates"]))
+            if layers is not None]
+    return "layers: " + "; ".join(said) if said else None

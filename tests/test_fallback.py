@@ -151,7 +151,7 @@ def test_the_warning_names_the_apparmor_fix_where_bwrap_is_refused(monkeypatch: 
     assert sandbox.fallback_warning({"sandbox": "off"}) is None
 
 
-def test_status_and_show_carry_the_layers_that_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_show_and_the_report_carry_the_layers_that_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GIT_PARALLEL_NAMESPACE", "off")
     repo, gp = project(tmp_path, "print('1 passed')")
     gp("spawn", "t", "-n", "1")
@@ -162,6 +162,10 @@ def test_status_and_show_carry_the_layers_that_held(tmp_path: Path, monkeypatch:
     shown = gp.json("show", "t", "1")
     assert shown["sandbox"] == {"agent": ["landlock"], "gates": ["landlock"]}
     assert "layers: agent landlock; gates landlock" in gp("show", "t", "1").stdout
+    report = gp.json("report", "t")
+    assert report["attempts"][0]["sandbox"] == {"agent": ["landlock"], "gates": ["landlock"]}
+    assert '<div class="meta" data-role="layers">layers: agent landlock; gates landlock</div>' in \
+        Path(report["path"]).read_text()
 
 
 REQUIRED = "sandbox: required\n"
