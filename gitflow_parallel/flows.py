@@ -37,6 +37,7 @@ class Rounds(TypedDict):
     tracks: list[str]
     ok: bool
     notes_error: str | None
+    warnings: list[str]  # once each, as its rounds' run and check said them (the namespace layer missing)
 
 
 def spawn_remote(project: Project, task: str, remote: str, n: int | None = None, base: str | None = None,
@@ -104,4 +105,16 @@ def until_pass(project: Project, task: str, argv: list[str], rounds: int, instan
     return {"task": task, "run_id": record["run_id"], "rounds": history, "passed": passed,
             "tracks_passed": sorted(satisfied_tracks(record) & tracks), "tracks": sorted(tracks),
             "ok": tracks <= satisfied_tracks(record) and not history[-1]["run"]["interrupted"],
-            "notes_error": next((s["run"]["notes_error"] for s in history if s["run"]["notes_error"]), None)}
+            "notes_error": next((s["run"]["notes_error"] for s in history if s["run"]["notes_error"]), None),
+            "warnings": _said_once(history)}
+
+
+def _said_once(history: list[Round]) -> list[str]:
+    """Every round's warnings (its run's and its check's), each once."""
+    said: list[str] = []
+    for step in history:
+        checked = step["check"]
+        for warning in [*step["run"].get("warnings", []), *((checked.get("warnings") or []) if checked else [])]:
+            if warning not in said:
+                said.append(warning)
+    return said

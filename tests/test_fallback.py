@@ -141,6 +141,14 @@ def test_run_and_check_say_the_namespace_layer_is_missing_in_one_line(tmp_path: 
     assert "namespace layer" in " ".join(gp.json("check", "t", "--again")["warnings"])
 
 
+def test_run_until_pass_says_it_once(tmp_path: Path) -> None:
+    repo, gp = project(tmp_path, "print('1 passed')")
+    gp("spawn", "t", "-n", "1")
+    proc = gp("run", "t", "--until-pass", "2", "--", *_agent(tmp_path), env=OFF)
+    assert [line for line in proc.stderr.splitlines() if "namespace layer" in line][0].startswith("warning: ")
+    assert len([line for line in proc.stderr.splitlines() if "namespace layer" in line]) == 1, proc.stderr
+
+
 def test_the_warning_names_the_apparmor_fix_where_bwrap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     from gitflow_parallel.proc import namespace, sandbox
 
