@@ -130,7 +130,7 @@ def fallback_warning(config: Mapping[str, object]) -> str | None:
     if why is None:
         return None
     held = "Landlock alone" if abi() > 0 else "no fence at all (no Landlock in this kernel either)"
-    return (f"the namespace layer is missing ({why}): agents and gates ran under {held}; lost: {LOST}; "
+    return (f"the namespace layer is missing ({why}): agents and gates run under {held}; lost: {LOST}; "
             f"fix: {fix_for(why)}; see {DOC}")
 
 
@@ -338,10 +338,10 @@ def tmp_root() -> Path:
     shared ``/tmp``: a folder another user made first there is theirs to
     read, and so would be every attempt's ``TMPDIR``.  What is made in it
     has a name no one can guess (``mkdtemp``, ``mkstemp``)."""
-    top = Path(tempfile.gettempdir())
-    root = top / f"git-parallel-{os.getuid()}"
+    root = Path(tempfile.gettempdir()) / f"git-parallel-{os.getuid()}"
     try:
         os.mkdir(root, 0o700)  # never follows a link standing there: EEXIST
+        _own_mode(root)  # 0700 whatever the umask took away
     except FileExistsError:
         pass
     except OSError as exc:
@@ -362,6 +362,14 @@ def tmp_root() -> Path:
         raise _unsafe_root(root, f"its mode is {stat.S_IMODE(info.st_mode):04o}, not 0700: others may enter it",
                            f"`chmod 700 {root}` if it is yours and holds nothing of another user's, or remove it")
     return root
+
+
+def _own_mode(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
 
 
 def _unsafe_root(root: Path, why: str, fix: str) -> ParallelError:
