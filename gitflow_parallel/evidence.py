@@ -21,6 +21,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.files import atomic_write, sha256_bytes, sha256_file
 from gitflow_parallel.model import EvidenceBinding, InstanceRecord, RunRecord, binding_of
 from gitflow_parallel.shapes.pack import EvidencePack
+from gitflow_parallel.shapes.results import Held
 
 SCHEMA_VERSION = 1
 ORIGIN = "git-parallel"
@@ -113,3 +114,51 @@ def freshness(record: RunRecord, inst: InstanceRecord, tip: str | None,
         if not ok:
             return Freshness("stale", pack, E.EVIDENCE_MISMATCH, why)
     return Freshness("fresh", pack, None, "bound to the branch tip")
+
+
+# -- the sandbox layers that held (``status``, ``show``) ------------------------------------
+# The most of the runner's events file read for its dispatch line (written first).
+_EVENTS_HEAD = 1 << 20
+
+
+def engine_copy(events: Path) -> Path:
+    """The runner's own copy of its events about an attempt, beside the
+    attempt's events file (``<id>.<attempt>.engine.jsonl``): the agent
+    writes that file, never this one, so what it says of the fence is the
+    runner's word."""
+    return events.with_name(events.name.removesuffix(".jsonl") + ".engine.jsonl")
+
+
+def layers_held(inst: InstanceRecord, pack: Mapping[str, object] | None) -> Held:
+    """What ``status`` and ``show`` say of the sandbox of an attempt."""
+    gates = pack.get("layers") if pack is not None else None
+    return {"agent": _agent_layers(inst),
+            "gates": [str(x) for x in gates] if isinstance(gates, list) else None}
+
+
+def _agent_layers(inst: InstanceRecord) -> list[str] | None:
+    events = inst.get("events")
+    if not events:
+        return None
+    try:
+        with open(engine_copy(Path(events)), "rb") as handle:
+            head = handle.read(_EVENTS_HEAD)
+    except OSError:
+        return None
+    for line in head.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("event") == "engine_dispatched" \
+                and event.get("attempt") == inst["attempt"] and isinstance(event.get("layers"), list):
+            return [str(x) for x in event["layers"]]
+    return None
+
+
+def layers_line(held: Held) -> str | None:
+    """``layers: agent …; gates …`` as ``show`` and the report say it, or
+    None when the attempt neither ran nor was judged here."""
+    said = [f"{who} {' '.join(layers) or 'none'}" for who, layers in (("agent", held["agent"]), ("gates", held["gates"]))
+            if layers is not None]
+    return "layers: " + "; ".join(said) if said else None

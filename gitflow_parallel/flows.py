@@ -37,6 +37,7 @@ class Rounds(TypedDict):
     tracks: list[str]
     ok: bool
     notes_error: str | None
+    warnings: list[str]  # once each, as its rounds' run and check said them (the namespace layer missing)
 
 
 def spawn_remote(project: Project, task: str, remote: str, n: int | None = None, base: str | None = None,
@@ -61,7 +62,8 @@ def spawn_remote(project: Project, task: str, remote: str, n: int | None = None,
 def until_pass(project: Project, task: str, argv: list[str], rounds: int, instances: list[str] | None = None,
                timeout: float | None = None, jobs: int | None = None,
                progress: Callable[[Mapping[str, Any]], None] | None = None, tmux: bool = False,
-               agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> Rounds:
+               agent_commands: dict[str, list[str]] | None = None, split: str | None = None,
+               allow_tmux_escape: bool = False) -> Rounds:
     """``run --until-pass K``: at most ``rounds`` rounds of run → check → retry.
 
     One round is a ``run`` of the round's instances, then a ``check`` of those
@@ -81,7 +83,7 @@ def until_pass(project: Project, task: str, argv: list[str], rounds: int, instan
     while True:
         summary = run_cmd.run(project, task, argv, instances=wanted, timeout=timeout, jobs=jobs, progress=progress,
                               tmux=tmux, agent_commands=None if history else agent_commands,
-                              split=None if history else split)
+                              split=None if history else split, allow_tmux_escape=allow_tmux_escape)
         ids = ids or [r["id"] for r in summary["instances"]]
         succeeded = [r["id"] for r in summary["instances"] if r["status"] == "succeeded"]
         checked = check_cmd.check(project, task, instances=succeeded) if succeeded else None
@@ -103,4 +105,16 @@ def until_pass(project: Project, task: str, argv: list[str], rounds: int, instan
     return {"task": task, "run_id": record["run_id"], "rounds": history, "passed": passed,
             "tracks_passed": sorted(satisfied_tracks(record) & tracks), "tracks": sorted(tracks),
             "ok": tracks <= satisfied_tracks(record) and not history[-1]["run"]["interrupted"],
-            "notes_error": next((s["run"]["notes_error"] for s in history if s["run"]["notes_error"]), None)}
+            "notes_error": next((s["run"]["notes_error"] for s in history if s["run"]["notes_error"]), None),
+            "warnings": _said_once(history)}
+
+
+def _said_once(history: list[Round]) -> list[str]:
+    """Every round's warnings (its run's and its check's), each once."""
+    said: list[str] = []
+    for step in history:
+        checked = step["check"]
+        for warning in [*step["run"].get("warnings", []), *((checked.get("warnings") or []) if checked else [])]:
+            if warning not in said:
+                said.append(warning)
+    return said

@@ -445,7 +445,8 @@ def test_under_tmux_the_pane_puts_the_agent_in_the_same_fence(tmp_path: Path) ->
              f"tmux run-shell -b 'sleep 1; touch {tmp_path}/escaped'; echo \"run-shell: $?\" >> seen.txt; "
              f"tmux new-window -d 'touch {tmp_path}/escaped'; echo \"new-window: $?\" >> seen.txt")
     try:
-        gp("run", "t", "--instance", "1", "--tmux", "--", "sh", "-c", agent, env=env, timeout=60)
+        # (--allow-tmux-escape: refused under Landlock alone without it; nothing under the namespace layer)
+        gp("run", "t", "--instance", "1", "--tmux", "--allow-tmux-escape", "--", "sh", "-c", agent, env=env, timeout=60)
         # Its tmux server is out of its sight: it cannot run anything there.
         time.sleep(1.5)  # what a run-shell -b job would have needed to show
     finally:

@@ -295,6 +295,9 @@ def done(task: str, instance: str, as_json: bool) -> None:
 @click.option("--tmux", "use_tmux", is_flag=True,
               help="Run each command in its own window of the tmux session parallel-TASK, with a real terminal "
                    "(`git parallel attach TASK [ID]` shows it); recorded as headless runs are.")
+@click.option("--allow-tmux-escape", "allow_tmux_escape", is_flag=True,
+              help="With --tmux where the namespace layer is missing (Landlock alone): run anyway, although an "
+                   "agent can then reach the tmux server's socket and have it run commands outside the fence.")
 @click.option("--remote", default=None, metavar="R",
               help="Run nothing here: publish CMD (and --timeout) in the run's manifest on remote R, for "
                    "`git parallel worker --remote R` on other machines.")
@@ -308,8 +311,8 @@ def done(task: str, instance: str, as_json: bool) -> None:
 @json_option
 @click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED, metavar="[-- CMD [ARG]...]")
 def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int | None, until_pass: int | None,
-        use_tmux: bool, remote: str | None, agent_specs: tuple[str, ...], split: str | None, as_json: bool,
-        command: tuple[str, ...]) -> None:
+        use_tmux: bool, allow_tmux_escape: bool, remote: str | None, agent_specs: tuple[str, ...], split: str | None,
+        as_json: bool, command: tuple[str, ...]) -> None:
     """Run CMD in the worktree of every pending instance of TASK, at most J
     at once and at most max_total in the whole repository.
 
@@ -335,7 +338,8 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
 
     if remote is not None:
         given = [o for o, v in (("--instance", instances), ("--jobs", jobs), ("--until-pass", until_pass),
-                                ("--tmux", use_tmux), ("--agent", agent_specs), ("--split", split)) if v]
+                                ("--tmux", use_tmux), ("--allow-tmux-escape", allow_tmux_escape),
+                                ("--agent", agent_specs), ("--split", split)) if v]
         if given:
             raise click.UsageError(f"{', '.join(given)} cannot go with --remote (workers run every instance)")
         from gitflow_parallel.commands import publish as publish_cmd
@@ -357,7 +361,8 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
         try:
             return run_until_pass(_project(), task, list(command), k, instances=list(instances) or None,
                                   timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux,
-                                  agent_commands=dict(mix.parse_agent(spec) for spec in agent_specs), split=split)
+                                  agent_commands=dict(mix.parse_agent(spec) for spec in agent_specs), split=split,
+                                  allow_tmux_escape=allow_tmux_escape)
         finally:
             if isinstance(progress, RunProgress):
                 progress.clear()
@@ -366,7 +371,8 @@ def run(task: str, instances: tuple[str, ...], timeout: float | None, jobs: int 
         try:
             return run_cmd.run(_project(), task, list(command), instances=list(instances) or None,
                                timeout=timeout, jobs=jobs, progress=progress, tmux=use_tmux,
-                               agent_commands=dict(mix.parse_agent(spec) for spec in agent_specs), split=split)
+                               agent_commands=dict(mix.parse_agent(spec) for spec in agent_specs), split=split,
+                               allow_tmux_escape=allow_tmux_escape)
         finally:
             if isinstance(progress, RunProgress):
                 progress.clear()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from gitflow_parallel import errors as E
 from gitflow_parallel.cli.verb import echo
-from gitflow_parallel.evidence import tampered_while_judged
+from gitflow_parallel.evidence import layers_line, tampered_while_judged
 from gitflow_parallel.provenance import protected_summary
 
 if TYPE_CHECKING:
@@ -172,6 +172,9 @@ def render_show(r: Mapping[str, Any]) -> None:
          + (f", {i['error']}" if i["error"] else ""))
     echo(f"run {r['run_id']} ({r['run_status']})" + ("  [fetched]" if r["shared"] else ""))
     echo(f"commit {short(r['commit'], 40)}  branch {i['branch']}")
+    layers = layers_line(r["sandbox"]) if r.get("sandbox") else None
+    if layers:
+        echo(layers)
     render_tampering(i, r["gates"])
     ev = r["evidence"]
     p = r["pack"]

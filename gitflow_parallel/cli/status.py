@@ -31,7 +31,8 @@ def show(task: str | None, as_json: bool) -> None:
         assert task is not None
         result = status_cmd.status(project(), task)
         instances: list[dict[str, object]] = [
-            {**inst, "live": {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"]}}
+            {**inst, "live": {"tip": row["tip"], "evidence": row["evidence_state"], "flags": row["flags"],
+                               "sandbox": row["sandbox"]}}
             for inst, row in zip(result["run"]["instances"], result["rows"])]
         return {"run": {**result["run"], "instances": instances}, "base_tip": result["base_tip"]}
 

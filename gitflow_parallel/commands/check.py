@@ -14,6 +14,7 @@ from gitflow_parallel import evidence
 from gitflow_parallel.git import hooks
 from gitflow_parallel.judge import check as engine
 from gitflow_parallel.judge import pace
+from gitflow_parallel.proc import sandbox
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
 from gitflow_parallel.shapes.results import CheckResult, SkippedInstance
@@ -50,8 +51,10 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
     every = not (instances or gates or again)
     result = engine.check(project, task, instances=instances, gates=gates, jobs=jobs, skip=fresh if every else None,
                           progress=progress)
-    # Said loudly: a hook manager's reinstall took away the gate on plain git.
-    return {**result, "skipped": skipped, "warnings": hooks.gone_warnings(project.repo)}
+    # Said loudly: a hook manager's reinstall took away the gate on plain git;
+    # and where the gates ran without the namespace layer.
+    said = sandbox.fallback_warning(project.store.load(task)["config"])
+    return {**result, "skipped": skipped, "warnings": hooks.gone_warnings(project.repo) + ([said] if said else [])}
 
 
 def check_ok(result: CheckResult) -> bool:

@@ -206,6 +206,11 @@ def _code(fate: Mapping[str, object]) -> str:
     return f" [{code}]" if code and code != E.SELECTION_NO_PASS else ""
 
 
+def _layers(inst: InstanceRecord, pack: Mapping[str, Any] | None) -> str:
+    said = evidence.layers_line(evidence.layers_held(inst, pack))
+    return f'<div class="meta" data-role="layers">{_e(said)}</div>' if said else ""
+
+
 def _column(a: Attempt) -> str:
     inst, pack, fate = a["inst"], a["pack"], a["outcome"]
     won = bool(fate.get("won"))
@@ -225,7 +230,7 @@ def _column(a: Attempt) -> str:
             f'<div>score <b data-role="score">{_e(score)}</b>; evidence {_e(a["fresh"].state)}; '
             f'{len(a["changes"]["files"])} file(s), <span class="res-pass">+{a["changes"]["added"]}</span> '
             f'<span class="res-fail">-{a["changes"]["removed"]}</span></div>'
-            f'{_alarms(inst, pack)}<ul class="gates">{gates}</ul>'
+            f'{_layers(inst, pack)}{_alarms(inst, pack)}<ul class="gates">{gates}</ul>'
             f'<div class="why" data-role="why">{_e(_why(fate))}{_e(_code(fate))}</div>'
             f'{"".join(_earlier_item(h) for h in a["earlier"])}</section>')
 
@@ -411,5 +416,6 @@ def report(project: Project, task: str, html_file: str | None = None) -> Report:
     atomic_write(path, page, mode=new_file_mode())  # the user's file: the umask decides, as for git's
     return {"task": task, "run_id": view.record["run_id"], "path": str(path.resolve()), "bytes": len(page.encode()),
             "attempts": [{"id": a["inst"]["id"], "winner": bool(a["outcome"].get("won")),
-                          "verdict": (a["pack"] or {}).get("verdict")} for a in attempts],
+                          "verdict": (a["pack"] or {}).get("verdict"),
+                          "sandbox": evidence.layers_held(a["inst"], a["pack"])} for a in attempts],
             "shared": view.shared}

@@ -18,7 +18,8 @@ from gitflow_parallel import mix, model
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel.names import check_name
 from gitflow_parallel.judge import stores
-from gitflow_parallel.proc import engine
+from gitflow_parallel.proc import engine, sandbox
+from gitflow_parallel.proc import tmux as tmux_proc
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
 
@@ -26,14 +27,23 @@ from gitflow_parallel.shapes.records import InstanceRecord, RunRecord
 def run(project: Project, task: str, argv: list[str], instances: list[str] | None = None,
         timeout: float | None = None, jobs: int | None = None,
         progress: Callable[[Mapping[str, Any]], None] | None = None, tmux: bool = False,
-        agent_commands: dict[str, list[str]] | None = None, split: str | None = None) -> engine.RunSummary:
+        agent_commands: dict[str, list[str]] | None = None, split: str | None = None,
+        allow_tmux_escape: bool = False) -> engine.RunSummary:
     """Run ``argv`` in every selected instance (or each one's agent); returns
-    the summary.  A run refused before it starts (``claims.refuse_options``)
-    claims nothing."""
+    the summary, with a warning when the namespace layer is missing.  A run
+    refused before it starts (``claims.refuse_options``; ``--tmux`` under
+    Landlock alone without ``allow_tmux_escape``) claims nothing."""
+    check_name(task, "task")
+    if tmux:
+        tmux_proc.require_tmux()  # said first: without tmux nothing else matters
+        sandbox.refuse_tmux(project.store.load(task)["config"], allow_tmux_escape)
     argv = assign_agents(project, task, argv, instances, agent_commands or {}, split)
-    stores.refuse_agents_writing(project.store.load(task)["config"])  # (a record frozen before it was refused)
-    return engine.run(project, task, argv, instances=instances, timeout=timeout, jobs=jobs, progress=progress,
-                      tmux=tmux)
+    config = project.store.load(task)["config"]
+    stores.refuse_agents_writing(config)  # (a record frozen before it was refused)
+    summary = engine.run(project, task, argv, instances=instances, timeout=timeout, jobs=jobs, progress=progress,
+                         tmux=tmux)
+    said = sandbox.fallback_warning(config)
+    return {**summary, "warnings": [said]} if said else summary
 
 
 def assign_agents(project: Project, task: str, argv: list[str], wanted: list[str] | None,

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from gitflow_parallel import evidence
 from gitflow_parallel.shapes.records import Base
+from gitflow_parallel.shapes.results import Held
 from gitflow_parallel.state import share
 from gitflow_parallel.state.project import Project
 from gitflow_parallel.state.view import TAIL_LINES, agent_row, gate_rows, open_view, outcome
@@ -32,6 +34,7 @@ class Shown(TypedDict):
     history: list[dict[str, Any]]
     comments: list[Any]
     differential: Any  # the pick's record of a differential selection, as written
+    sandbox: Held  # the layers its agent and its gates ran in
 
 
 def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> Shown:
@@ -64,4 +67,5 @@ def show(project: Project, task: str, inst_id: str, lines: int = TAIL_LINES) -> 
         "comments": inst.get("comments") or [],
         # A differential pick: the inputs and every candidate's behaviour on them.
         "differential": pick.get("differential") if (pick := fate.get("pick")) else None,
+        "sandbox": evidence.layers_held(inst, pack),
     }

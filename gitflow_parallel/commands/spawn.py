@@ -52,6 +52,12 @@ def spawn(project: Project, task: str, n: int | None = None, base: str | None = 
     repo = project.repo
     base_ref, base_commit = repo.resolve_base(base)
     cfg, source = C.load_from_commit(repo, base_commit)
+    if cfg.get("sandbox") == "required":  # (only then: the probe starts bwrap)
+        from gitflow_parallel.proc import sandbox
+
+        # Every run and check of it would be refused: said before any worktree is made.
+        sandbox.refuse_unavailable(cfg, "the agents and gates of a run spawned now",
+                                   "nothing was made (no run, branch or worktree)")
     setup = cfg.get("setup")
     if cfg.get("sandbox_write") and setup is not None and setup.get("stores"):
         from gitflow_parallel.judge import stores  # (only then: spawn starts at once)

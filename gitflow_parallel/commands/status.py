@@ -46,7 +46,7 @@ def describe(project: Project, record: RunRecord) -> list[StatusRow]:
         if inst["id"] in winners:
             flags.append("picked winner")
         rows.append({**inst, "tip": tip, "evidence_state": fresh.state, "evidence_reason": fresh.reason,
-                     "flags": flags})
+                     "flags": flags, "sandbox": evidence.layers_held(inst, fresh.pack)})
     return rows
 
 

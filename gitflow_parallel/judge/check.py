@@ -460,6 +460,7 @@ def check(project: Project, task: str, instances: list[str] | None = None, gates
             hint=f"spawn a new run with `git parallel spawn {task}`")
     config.verify_frozen(project.repo, record)
     stores.refuse_agents_writing(record["config"])  # (a record frozen before it was refused)
+    sandbox.tmp_root()  # where the gates' TMPDIRs, reports and hidden output go: refused now if unsafe
     selected = _select_gates(record, gates)
     from gitflow_parallel.state import hand
 

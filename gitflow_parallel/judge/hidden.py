@@ -118,12 +118,62 @@ def overlaid(root: Path, checkout: Path, canary: Path | None = None) -> Iterator
                     write_beneath(checkout, rel, data[0], stat.S_IMODE(data[1]))
             except OSError:
                 continue
+        _forget(checkout, [rel for _, rel in sources])
         for folder in reversed(made):
             try:
                 with beneath(checkout, str(folder.relative_to(checkout))) as (fd, name):
                     os.rmdir(name, dir_fd=fd)
             except OSError:
                 pass
+
+
+def _forget(checkout: Path, rels: list[str]) -> None:
+    """Remove what a test run wrote of the hidden files into the checkout
+    itself (under Landlock alone, where they were copied in): each one's
+    bytecode (``__pycache__/<name>.*.pyc``: its names and constants, pytest's
+    rewritten asserts with them) and pytest's cache (``.pytest_cache``, whose
+    ``nodeids`` and ``lastfailed`` name every test run) in each folder from
+    the checkout's top down to theirs, where pytest puts its rootdir.  The
+    cache goes whole: it is only ever a cache, and the gate could have made
+    it a link, so it is removed without following one.  Under the namespace
+    layer all of it is in the gate's throwaway layer instead."""
+    tops = {"."}
+    for rel in rels:
+        parent = os.path.dirname(rel)
+        while parent:
+            tops.add(parent)
+            parent = os.path.dirname(parent)
+        stem, ext = os.path.splitext(os.path.basename(rel))
+        if ext == ".py":
+            _remove_bytecode(checkout, os.path.join(os.path.dirname(rel), "__pycache__"), stem + ".")
+    for top in sorted(tops):
+        try:
+            with beneath(checkout, os.path.join(top, ".pytest_cache")) as (fd, name):
+                remove_tree(name, ignore_errors=True, dir_fd=fd)
+        except OSError:
+            continue
+
+
+def _remove_bytecode(checkout: Path, cache: str, prefix: str) -> None:
+    try:
+        with beneath(checkout, cache) as (parent, name):
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError:
+        return  # none, or not a folder of the checkout's
+    try:
+        for entry in os.listdir(fd):
+            if entry.startswith(prefix) and entry.endswith(".pyc"):
+                try:
+                    os.unlink(entry, dir_fd=fd)
+                except OSError:
+                    continue
+    finally:
+        os.close(fd)
+    try:  # an empty one goes too, as if never made
+        with beneath(checkout, cache) as (fd, name):
+            os.rmdir(name, dir_fd=fd)
+    except OSError:
+        pass
 
 
 # The canary's name is drawn from these: plain words, as a test's are.

@@ -17,6 +17,7 @@ from gitflow_parallel import errors as E
 from gitflow_parallel.errors import ParallelError
 from gitflow_parallel import model, profiles
 from gitflow_parallel import environ as proc_env
+from gitflow_parallel.evidence import engine_copy
 from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.git import tamper
 from gitflow_parallel.model import InstanceRecord, RunRecord, find_instance
@@ -41,10 +42,8 @@ def events_dir(parallel_dir: Path, run_id: str) -> Path:
 
 
 def own_events(events: Path) -> Path:
-    """The runner's own copy of its events about an attempt, beside the
-    attempt's events file (``<id>.<attempt>.engine.jsonl``): the agent
-    writes that file, never this one."""
-    return events.with_name(events.name.removesuffix(".jsonl") + ".engine.jsonl")
+    """The runner's own copy of its events about an attempt (``evidence.engine_copy``)."""
+    return engine_copy(events)
 
 
 def engine_event(events: Path, event: dict[str, object]) -> None:

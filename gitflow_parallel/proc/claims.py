@@ -101,6 +101,7 @@ def select_and_claim(project: Project, task: str, instances: list[str] | None
                      f"`git parallel collect {task}` brings their results")
         chosen = select(project, record, instances)
         sandbox.refuse_unavailable(record["config"], "an agent")
+        sandbox.tmp_root()  # every TMPDIR is made there: refused now, before anything is claimed
         sandbox.extra_writes(record["config"], project.repo.common_dir, project.repo.main_workdir)
         return record, _take_claims(project, record, chosen, named=bool(instances))
 

@@ -99,6 +99,7 @@ class RunSummary(TypedDict):
     run_status: str
     notify_warnings: list[str]
     profiles: list[dict[str, object]]  # the agent profiles applied (profiles.Profile.record)
+    warnings: NotRequired[list[str]]  # said by the verb: the namespace layer missing (sandbox.fallback_warning)
 
 
 # -- selection ---------------------------------------------------------------------

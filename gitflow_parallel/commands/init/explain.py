@@ -227,6 +227,19 @@ def _unread_stores(cfg: FrozenConfig) -> list[str]:
             for tool in STORE_NAMES if tool in words and tool not in stores]
 
 
+def _sandbox_refused(cfg: FrozenConfig) -> list[str]:
+    """``sandbox: required`` where a layer is missing: every spawn is refused."""
+    if cfg["sandbox"] != "required":
+        return []
+    from gitflow_parallel.proc import sandbox
+
+    why = sandbox.missing()
+    if why is None or sandbox.settings(cfg)[0] != "required":
+        return []
+    return [f"sandbox: required, but {why}: every spawn (and run, and check) is refused "
+            f"(PARALLEL_SANDBOX_UNAVAILABLE); fix: {sandbox.fix_for(why)}, or set sandbox: auto"]
+
+
 def check(project: Project) -> InitCheck:
     """Explain the worktree's ``.gitparallel.yaml``: what each gate protects,
     what it does not, and which fence will hold."""
@@ -262,6 +275,7 @@ def check(project: Project) -> InitCheck:
                      "add it to .gitignore" for k in setup["keep"] if not repo.path_is_ignored(k)]
     warnings += _unread_stores(cfg)
     warnings += protected.unmatched_warnings(cfg, tree)
+    warnings += _sandbox_refused(cfg)
     return {"config": str(path), "exists": data is not None, "committed": data is not None and data == committed,
             "setup": setup, "protect_defaults": cfg["protect_defaults"], "protected": patterns,
             "added_tests": cfg["added_tests"], "gates": gates, "tests": len(tests),
