@@ -125,9 +125,10 @@ def _grown_class(old: ast.stmt, new: ast.stmt, taken: set[str], added: list[str]
     # no class it can meet uses it (the class, the module's classes it
     # inherits from, those inheriting from it): another class's method of
     # that name is that class's own.
-    related = _related(old, _CLASSES.get())
+    classes = _CLASSES.get() or {}
+    related = _related(old, classes)
     scoped = set().union(*(_used_names(ast.Module(body=[c], type_ignores=[])) for c in related))
-    scoped |= {n for n in taken if n not in _method_names(_CLASSES.get())}
+    scoped |= {n for n in taken if n not in _method_names(classes)}
     if header[0] != header[1]:
         return False
     own = set(scoped)
@@ -138,7 +139,7 @@ def _grown_class(old: ast.stmt, new: ast.stmt, taken: set[str], added: list[str]
 
 
 # The classes of the base module being read (``added_tests``), by name.
-_CLASSES: contextvars.ContextVar[dict[str, ast.ClassDef]] = contextvars.ContextVar("classes", default={})
+_CLASSES: contextvars.ContextVar[dict[str, ast.ClassDef] | None] = contextvars.ContextVar("classes", default=None)
 
 
 def _related(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> list[ast.ClassDef]:
