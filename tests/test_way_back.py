@@ -94,7 +94,7 @@ def test_a_pack_whose_ref_copy_differs_is_left_to_check(tmp_path: Path) -> None:
     cut_pack(repo)
     damaged = findings(gp)["PARALLEL_EVIDENCE_MISMATCH"]
     assert damaged["fix"] == "git parallel check t --instance 1" and damaged["repair"] is None
-    gp(*damaged["fix"].split()[1:])  # what the finding said to run makes progress
+    gp(*damaged["fix"].split()[2:])  # what the finding said to run makes progress
     assert gp.json("validate", "t")["ok"] is True
 
 

@@ -249,20 +249,32 @@ def store_evidence(project: Project, record: RunRecord, inst: InstanceRecord) ->
 def load_pack(project: Project, record: RunRecord, inst: InstanceRecord) -> dict[str, Any] | None:
     """The pack the instance's evidence binding names: the local file, else the one kept
     on the evidence ref (or an earlier commit of it), only if its bytes match."""
+    if not inst.get("evidence"):
+        return None
+    local = evidence.load(inst)
+    if local is not None:
+        return local
+    kept = kept_pack(project, record, inst)
+    if kept is None:
+        return None
+    pack = json.loads(kept[1])
+    return pack if isinstance(pack, dict) else None
+
+
+def kept_pack(project: Project, record: RunRecord, inst: InstanceRecord) -> tuple[str, bytes] | None:
+    """``(commit, bytes)`` of the pack kept on the attempt's evidence ref (or
+    an earlier commit of it) whose sha256 is the one the instance's binding
+    names: the copy a damaged local pack is restored from."""
     import pygit2
 
     binding = inst.get("evidence")
     if not binding:
         return None
-    local = evidence.load(inst)
-    if local is not None:
-        return local
     commit = lookup(project.repo, evidence_ref(record["run_id"], inst["id"], inst["attempt"]))
     while commit is not None:
         data = tree_file(project.repo, commit, "pack.json")
         if data is not None and sha256_bytes(data) == binding.get("sha256"):
-            pack = json.loads(data)
-            return pack if isinstance(pack, dict) else None
+            return commit, data
         parents = project.repo.pygit[commit].peel(pygit2.Commit).parent_ids
         commit = str(parents[-1]) if len(parents) > 1 else None
     return None
