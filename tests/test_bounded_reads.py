@@ -151,3 +151,27 @@ def test_a_hidden_gate_that_grows_its_output_to_20_gb_is_summarised_from_its_end
     pack = json.loads(Path(gate["evidence"]["path"]).read_text())
     [hidden_gate] = [g for g in pack["gates"] if g["name"] == "hidden"]
     assert "3 passed" in json.dumps(hidden_gate), hidden_gate
+
+
+def test_check_of_a_gate_that_grows_its_log_to_2_gib_stays_small_and_keeps_its_evidence_ref(tmp_path: Path) -> None:
+    # Issue 48: a gate truncates its own log to 2 GiB (sparse); check used to
+    # read it whole for the evidence ref (2.14 GB resident; under a memory
+    # cap the ref was silently not written).
+    size = 2 << 30
+    grow = f"import os; print('gate said', flush=True); os.truncate('/proc/self/fd/1', {size})"
+    config = f"gates:\n  - name: grow\n    run: [{sys.executable}, -c, \"{grow}\"]\n"
+    repo = make_repo(tmp_path / "repo", config=config)
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    gp("run", "t", "--", "sh", "-c", "echo x > x.txt")
+    proc, rss = run_capped(repo, "check", "t")
+    assert proc.returncode == 0, proc.stderr
+    assert rss < 150, rss  # the issue's target for a 2 GiB log
+    print(f"check with a 2 GiB sparse gate log: peak resident {rss} MB")
+    import json
+
+    run_id = gp.json("status", "t")["run"]["run_id"]
+    kept = json.loads(git(repo, "show", f"refs/parallel/evidence/{run_id}/1/0:logs.json"))
+    [(name, log)] = [(n, v) for n, v in kept.items() if "grow" in n]
+    assert log["bytes"] == size and log["truncated"] is True
+    assert int(git(repo, "cat-file", "-s", f"refs/parallel/evidence/{run_id}/1/0:logs/{name}")) < (1 << 20) + 200
