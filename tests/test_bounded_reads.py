@@ -175,3 +175,31 @@ def test_check_of_a_gate_that_grows_its_log_to_2_gib_stays_small_and_keeps_its_e
     [(name, log)] = [(n, v) for n, v in kept.items() if "grow" in n]
     assert log["bytes"] == size and log["truncated"] is True
     assert int(git(repo, "cat-file", "-s", f"refs/parallel/evidence/{run_id}/1/0:logs/{name}")) < (1 << 20) + 200
+
+
+def test_an_agents_output_past_the_cap_keeps_its_start_and_its_end(tmp_path: Path) -> None:
+    # Issue 48: an agent's stdout went to its run log with no cap (300 MB
+    # accepted; 53 MB filled a small filesystem).
+    repo = make_repo(tmp_path / "repo", config=CONFIG + "run_log_bytes: 1048576\n")
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    flood = ("import sys; w = sys.stdout.write; w('START\\n'); "
+             "[w(f'{n:09d} ' + 'x' * 90 + '\\n') for n in range(40000)]; w('END\\n')")  # 4 MB
+    gp("run", "t", "--", sys.executable, "-c", flood)
+    inst = gp.json("status", "t")["run"]["instances"][0]
+    log = Path(inst["log"])
+    size = log.stat().st_size
+    assert size <= (1 << 20) + 4096, size
+    data = log.read_bytes()
+    assert data.startswith(b"START\n") or b"\nSTART\n" in data[:4096]
+    assert data.rstrip().endswith(b"END") or b"\nEND\n" in data[-4096:]
+    assert b"bytes of this log were left out here" in data and b"run_log_bytes" in data
+    assert not list(log.parent.glob(log.name + ".tail-*"))  # its working files are gone
+    assert gp.json("status", "t")["run"]["config"]["run_log_bytes"] == 1 << 20
+
+
+def test_the_run_log_cap_has_a_default(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", config=CONFIG)
+    gp = GP(repo)
+    gp("spawn", "t", "-n", "1")
+    assert gp.json("status", "t")["run"]["config"]["run_log_bytes"] == 64 << 20
