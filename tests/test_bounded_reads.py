@@ -153,6 +153,7 @@ def test_a_hidden_gate_that_grows_its_output_to_20_gb_is_summarised_from_its_end
     assert "3 passed" in json.dumps(hidden_gate), hidden_gate
 
 
+@pytest.mark.slow  # the default tier keeps near 150 s; CI runs this after it
 def test_check_of_a_gate_that_grows_its_log_to_2_gib_stays_small_and_keeps_its_evidence_ref(tmp_path: Path) -> None:
     # Issue 48: a gate truncates its own log to 2 GiB (sparse); check used to
     # read it whole for the evidence ref (2.14 GB resident; under a memory

@@ -151,9 +151,9 @@ def add(repo: pygit2.Repository, notes_ref: str, entries: Iterable[tuple[str, st
     if who is None:
         who = identity(repo.workdir or repo.path)
     for attempt in range(MAX_ATTEMPTS):
-        found = damaged(repo, notes_ref)
-        if found is not None:
-            raise _refuse_damaged(notes_ref, found)
+        bad = damaged(repo, notes_ref)
+        if bad is not None:
+            raise _refuse_damaged(notes_ref, bad)
         try:
             ref = repo.references[notes_ref]
             parent = ref.peel(pygit2.Commit)
