@@ -204,3 +204,19 @@ def test_the_run_log_cap_has_a_default(tmp_path: Path) -> None:
     gp = GP(repo)
     gp("spawn", "t", "-n", "1")
     assert gp.json("status", "t")["run"]["config"]["run_log_bytes"] == 64 << 20
+
+
+def test_a_tmux_panes_output_is_kept_by_the_same_cap(tmp_path: Path) -> None:
+    # Under --tmux the pane's output reaches the log through `pipe-pane`,
+    # which runs proc/runlog.py as a script (python -I: the standard library only).
+    from gitflow_parallel.proc import tmux
+
+    log = tmp_path / "1.0.log"
+    flood = b"START\n" + b"".join(b"%09d " % n + b"x" * 90 + b"\n" for n in range(40000)) + b"END\n"
+    subprocess.run([sys.executable, "-I", str(tmux.RUNLOG), str(log), str(1 << 20)], input=flood, check=True)
+    data = log.read_bytes()
+    assert len(data) <= (1 << 20) + 200 and data.startswith(b"START\n") and data.endswith(b"END\n")
+    assert b"bytes of this log were left out here" in data
+    start = data.index(b"\n[git-parallel: ")
+    notice = data[start:data.index(b"]\n", start) + 2]
+    assert f"[git-parallel: {len(flood) - (len(data) - len(notice)):,} bytes".encode() in notice  # what is missing, exactly

@@ -153,7 +153,8 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
         # fences it by the same Landlock paths (plan).
         inner = child.fence.wrap(child.argv, child.worktree, env) if child.fence is not None else child.argv
         argv = tmux.waiter_argv(tmux_binary, tmux.session_name(task), child.id, child.worktree, child.log,
-                                status, inner, plan, bwrap=child.fence is not None and child.fence.mounts is not None)
+                                status, inner, plan, bwrap=child.fence is not None and child.fence.mounts is not None,
+                                log_limit=child.log_limit)
     status_w: int | None = None
     if tmux_binary is None:
         if child.fence is not None and child.fence.mounts is not None:

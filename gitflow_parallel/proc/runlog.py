@@ -152,3 +152,24 @@ class Pump:
             self.stopping.set()  # (a writer still holds the pipe: what it writes from now on is not kept)
             self.thread.join()
         return self.left_out
+
+
+def main(argv: list[str]) -> int:
+    """``runlog.py LOG LIMIT``: standard input into a capped log (what a
+    tmux pane's ``pipe-pane`` runs: its output is written by tmux, not
+    through ``run``'s pipe).  Standard library only: run with ``python -I``."""
+    import sys
+
+    log = CappedLog(Path(argv[0]), int(argv[1]))
+    try:
+        while chunk := os.read(sys.stdin.fileno(), CHUNK):
+            log.write(chunk)
+    finally:
+        log.close()
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
