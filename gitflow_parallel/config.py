@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import yaml
 
@@ -81,12 +81,33 @@ def _key_lines(node: yaml.Node | None, prefix: str = "", out: dict[str, int] | N
     return out
 
 
+class StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` refusing a key given twice in one mapping: YAML
+    keeps the last, so a second ``gates:`` lower in the file would silently
+    replace the one a reader sees.  Keys a merge (``<<: *anchor``) brings in
+    may be overridden, as YAML means them to."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = (key_node.tag, key_node.value)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key_node.value!r} (line {seen[key]}, and again on line {line}): "
+                    "YAML would keep only the last; keep one", key_node.start_mark)
+            seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
 def parse(text: str | bytes | None) -> FrozenConfig:
     """Validate configuration text and return the full config with defaults."""
     if text is None:
         return copy.deepcopy(DEFAULTS)
     try:
-        data, node = load_yaml(text)
+        data, node = load_yaml(text, StrictLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

@@ -251,6 +251,8 @@ class FrozenConfig(TypedDict):
     leftovers_exclude: Annotated[list[str], Check(_gitignore_lines, "a list of .gitignore lines (strings, no comments)"),
                                  Default(AGENT_SCRATCH)]
     evidence_log_bytes: Annotated[int, Range(0, 1 << 30), Default(1 << 20)]
+    # An agent's run log: its start and its end are kept past this (``files.CappedLog``).
+    run_log_bytes: Annotated[int, Range(1 << 16, 1 << 40), Default(64 << 20)]
     selection: Annotated[SelectionMethod, Default("critic_first_pass")]
     protect: Annotated[list[str], Convert(_protect), Default([])]
     protect_mode: Annotated[ProtectMode, Default("restore")]

@@ -17,6 +17,7 @@ TEMPLATE_SETTINGS = """\
 # commit_leftovers: true  # commit what an agent leaves uncommitted after `run`
 # leftovers_exclude: [.aider*, .claude/, .codex/, .gemini/, __pycache__/, "*.pyc", .pytest_cache/]
 #                         # untracked agent scratch (.gitignore lines) never committed; [] commits all
+# run_log_bytes: 67108864       # cap of an agent's run log (its start and end kept past it)
 # evidence_log_bytes: 1048576   # per log kept on refs/parallel/evidence/ (its end, if longer)
 # selection: critic_first_pass   # majority_vote (identical trees) | cluster | tournament | differential
 

@@ -525,6 +525,8 @@ def test_validate_reports_what_recover_does_not_own(tmp_path: Path) -> None:
     rec = record(gp.cwd)
     pack = Path(rec["instances"][0]["evidence"]["path"])
     pack.write_text(pack.read_text().replace('"pass"', '"PASS"'))  # tampered
+    # and its copy on the evidence ref gone too (with it, recover restores the pack: test_way_back)
+    git(repo, "update-ref", "-d", f"refs/parallel/evidence/{rec['run_id']}/1/0")
     wt = Path(rec["instances"][1]["worktree"])
     (wt / "extra.txt").write_text("after the check\n")
     git(wt, "add", "extra.txt")

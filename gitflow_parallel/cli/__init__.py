@@ -48,14 +48,27 @@ def entry() -> None:
 
     from gitflow_parallel.cli import status
 
-    if status.plain_form(sys.argv[1:]) is None:
-        main()
-        return
-    gc.disable()
     try:
-        main()
-    finally:
-        gc.freeze()
+        if status.plain_form(sys.argv[1:]) is None:
+            main()
+            return
+        gc.disable()
+        try:
+            main()
+        finally:
+            gc.freeze()
+    except BrokenPipeError:
+        _closed_pipe()
+
+
+def _closed_pipe() -> None:
+    """A broken pipe out of ``status``'s plain forms (run without
+    ``run_verb``): quiet if it is our standard output that closed."""
+    from gitflow_parallel.cli.verb import end_on_closed_pipe, stdout_closed
+
+    if not stdout_closed():
+        raise
+    end_on_closed_pipe()
 
 
 def main() -> None:

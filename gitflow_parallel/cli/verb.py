@@ -104,6 +104,19 @@ def _from_click(exc: BaseException) -> bool:
                                                   click.ClickException))
 
 
+def stdout_closed() -> bool:
+    """Has the reader of our standard output gone (a pipe whose other end
+    closed: ``git parallel status | head``)?"""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def emit_json(obj: object) -> None:
     echo(json.dumps(obj, sort_keys=True, default=str))
 
@@ -157,7 +170,30 @@ def run_verb(as_json: bool, fn: Callable[[], T], render: Callable[[T], None] | N
              ok: Callable[[T], bool] | None = None, renders_warnings: bool = False) -> None:
     """Call a verb and map its outcome to output and exit status.  The
     result's ``warnings`` go to stderr, unless ``render`` prints them itself
-    (``renders_warnings``: once is enough)."""
+    (``renders_warnings``: once is enough).  A reader that closed our
+    output ends it as it ends git (:func:`end_on_closed_pipe`)."""
+    try:
+        _run_verb(as_json, fn, render, ok, renders_warnings)
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise
+        end_on_closed_pipe()
+
+
+def end_on_closed_pipe() -> None:
+    """The reader of our output went away (``git parallel status | head``):
+    end as git does there, killed by SIGPIPE without a word (the status a
+    shell shows is 141), before click would say ``exit 1``."""
+    import signal
+
+    # What is still buffered for the closed pipe would fail again at exit.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+
+
+def _run_verb(as_json: bool, fn: Callable[[], T], render: Callable[[T], None] | None,
+              ok: Callable[[T], bool] | None, renders_warnings: bool) -> None:
     try:
         result = fn()
     except ParallelError as exc:
@@ -168,6 +204,8 @@ def run_verb(as_json: bool, fn: Callable[[], T], render: Callable[[T], None] | N
     except Exception as exc:  # the one place unexpected errors surface
         if _from_click(exc):  # click's own (an exit, an abort, a usage error): click says them
             raise
+        if isinstance(exc, BrokenPipeError) and stdout_closed():
+            raise  # the reader of our output went away (`| head`): ``cli.entry`` ends quietly, as git does
         if is_no_space(exc):  # not a bug: the disk is full; say so as a refusal, with what to run
             _refused(as_json, no_space(f"git parallel stopped ({exc})",
                                        "run it again (`git parallel recover TASK` finishes what was cut short)"))

@@ -11,6 +11,13 @@ pygit2's ``create_note`` is avoided: it makes one commit per note and is not
 safe under concurrency.
 
 This module only stores lines; ``provenance.py`` builds every one of them.
+
+A notes ref that points at anything but a commit (a blob, a tree: written
+by hand or by a broken tool) is damage no note can be added to: writers
+refuse with ``PARALLEL_NOTES_REF_DAMAGED`` and readers see no notes, until
+``recover`` moves it aside (``move_aside``) to
+``refs/parallel/damaged/<ref without refs/>/<oid>``, where its object stays
+reachable, and writes the notes again from the records.
 """
 
 from __future__ import annotations
@@ -22,9 +29,50 @@ from typing import Iterable, Iterator
 
 import pygit2
 
-from gitflow_parallel.git.repo import Identity, common_path, create_ref_exclusive, identity, note_write
+from gitflow_parallel.errors import NOTES_REF_DAMAGED, ParallelError
+from gitflow_parallel.git.repo import Identity, common_path, create_ref_exclusive, delete_ref_if, identity, note_write
 
 MAX_ATTEMPTS = 50
+DAMAGED_PREFIX = "refs/parallel/damaged"
+
+
+def damaged(repo: pygit2.Repository, notes_ref: str) -> tuple[str, str] | None:
+    """``(oid, type)`` of what ``notes_ref`` points at when that is not a
+    commit; None when it is a commit or there is no such ref."""
+    try:
+        target = repo.references[notes_ref].resolve().target
+    except (KeyError, pygit2.GitError, ValueError):
+        return None
+    obj = repo.get(target)
+    if obj is not None and obj.type == pygit2.GIT_OBJECT_COMMIT:
+        return None
+    kind = obj.type_str if obj is not None else "missing object"
+    return str(target), kind
+
+
+def aside_name(notes_ref: str, oid: str) -> str:
+    """Where ``move_aside`` keeps a damaged notes ref's target."""
+    return f"{DAMAGED_PREFIX}/{notes_ref.removeprefix('refs/')}/{oid}"
+
+
+def move_aside(repo: pygit2.Repository, notes_ref: str, oid: str) -> str:
+    """Keep the object ``notes_ref`` points at under ``aside_name`` and
+    delete ``notes_ref`` if it still points there (compare-and-swap: a ref
+    someone repaired meanwhile is theirs); returns the new ref's name."""
+    name = aside_name(notes_ref, oid)
+    common = common_path(repo)
+    if name not in repo.references:
+        create_ref_exclusive(common, name, oid, f"git-parallel: {notes_ref} was not a commit, moved aside")
+    delete_ref_if(common, notes_ref, oid, f"git-parallel: moved aside to {name}")
+    return name
+
+
+def _refuse_damaged(notes_ref: str, found: tuple[str, str]) -> ParallelError:
+    oid, kind = found
+    return ParallelError(NOTES_REF_DAMAGED,
+                         f"{notes_ref} points at a {kind} ({oid[:12]}), which is not a commit: no note can be added",
+                         hint=f"`git parallel recover TASK` moves it aside to {aside_name(notes_ref, oid)} "
+                              "and writes the notes again from the records")
 
 
 def _find(tree: pygit2.Tree | None, oid: str) -> tuple[str, pygit2.Oid] | None:
@@ -49,7 +97,7 @@ def read(repo: pygit2.Repository, notes_ref: str, oid: str) -> list[str]:
     """The lines of the note on ``oid`` (empty if none)."""
     try:
         tip = repo.references[notes_ref].peel(pygit2.Commit)
-    except (KeyError, pygit2.GitError):
+    except (KeyError, pygit2.GitError, ValueError):  # ValueError: InvalidSpecError, not a commit
         return []
     found = _find(tip.tree, oid)
     if not found:
@@ -119,6 +167,9 @@ def add(repo: pygit2.Repository, notes_ref: str, entries: Iterable[tuple[str, st
     if who is None:
         who = identity(repo.workdir or repo.path)
     for attempt in range(MAX_ATTEMPTS):
+        bad = damaged(repo, notes_ref)
+        if bad is not None:
+            raise _refuse_damaged(notes_ref, bad)
         try:
             ref = repo.references[notes_ref]
             parent = ref.peel(pygit2.Commit)

@@ -460,6 +460,18 @@ def create_ref_exclusive(git_dir: str | os.PathLike[str], name: str, new: str, m
     return proc.returncode == 0
 
 
+def delete_ref_if(git_dir: str | os.PathLike[str], name: str, old: str, message: str) -> bool:
+    """Delete a ref only if it still points at ``old`` (under the ref's lock,
+    as ``create_ref_exclusive``; a ref pointing at any object, not only a
+    commit); False if it moved or is gone."""
+    note_write(git_dir)
+    try:
+        proc = subprocess.run(["git", *HARDENED, f"--git-dir={git_dir}", "update-ref", "-m", message, "-d", name, old],
+                              env=proc_env.for_host_git(), capture_output=True)
+    finally:
+        note_write(git_dir)
+    return proc.returncode == 0
+
 
 def worktree_changes(path: str | os.PathLike[str], scratch: Iterable[str] = ()) -> list[str]:
     """Paths with uncommitted changes in a worktree (untracked included,

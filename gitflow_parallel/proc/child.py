@@ -22,7 +22,7 @@ from gitflow_parallel.files import append_jsonl, utcnow
 from gitflow_parallel.git import tamper
 from gitflow_parallel.model import InstanceRecord, RunRecord, find_instance
 from gitflow_parallel.state.project import Project
-from gitflow_parallel.proc import cgroup, namespace, reaper, sandbox
+from gitflow_parallel.proc import cgroup, namespace, reaper, runlog, sandbox
 from gitflow_parallel.proc.slots import Slot
 from gitflow_parallel.proc.supervise import EXIT_NOT_EXECUTABLE, KILL_GRACE, cannot_start, killpg
 from gitflow_parallel.proc.supervise import exited as _leader_exited
@@ -108,6 +108,9 @@ class Child:
     main: str | None = None  # the main worktree (its PYTHONPATH entries there name the same place here)
     watcher: Watcher | None = None  # whether it waits for input (proc/waiting)
     profile: profiles.Profile | None = None  # the agent CLI it runs, if a known one (profiles)
+    log_limit: int = runlog.DEFAULT_LIMIT  # run_log_bytes (proc/runlog)
+    pump: runlog.Pump | None = None  # drains its output into its capped log while it runs
+    log_left_out: int = 0  # bytes of its output its log left out (past the cap)
 
     @property
     def pid(self) -> int:
@@ -149,7 +152,8 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
         # fences it by the same Landlock paths (plan).
         inner = child.fence.wrap(child.argv, child.worktree, env) if child.fence is not None else child.argv
         argv = tmux.waiter_argv(tmux_binary, tmux.session_name(task), child.id, child.worktree, child.log,
-                                status, inner, plan, bwrap=child.fence is not None and child.fence.mounts is not None)
+                                status, inner, plan, bwrap=child.fence is not None and child.fence.mounts is not None,
+                                log_limit=child.log_limit)
     status_w: int | None = None
     if tmux_binary is None:
         if child.fence is not None and child.fence.mounts is not None:
@@ -158,7 +162,10 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
         wrapped = child.fence.wrap(argv, child.worktree, env, status_w) if child.fence is not None else argv
         argv = cgroup.wrap(argv, child.scope, child.worktree, env) if wrapped is argv else wrapped
     child.sandboxes += 1
-    fd = os.open(child.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    # Through a pipe this process drains: the log is capped (proc/runlog).
+    child.pump = pump = runlog.Pump(child.log, child.log_limit)
+    fd = pump.fd
+
     def begin() -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, cwd=child.worktree, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
                                 start_new_session=True, pass_fds=() if status_w is None else (status_w,))
@@ -167,13 +174,24 @@ def start(child: Child, base_env: dict[str, str], task: str, run_id: str,
         return spawner.spawn(begin) if spawner is not None else begin()
     except BaseException:
         never_ran(child, 0)  # (closes the pipe)
+        pump.started()
+        finish_log(child)
         raise
     finally:
-        os.close(fd)  # the child has its own copy
+        if child.pump is not None:
+            pump.started()  # the child has its own copy
         if status_w is not None:
             os.close(status_w)
         if child.fence is not None:
             child.fence.applied()
+
+
+def finish_log(child: Child) -> None:
+    """Wait for the end of the agent's output (its group is gone) and
+    close its log: before anything reads the log's last line or writes to it."""
+    pump, child.pump = child.pump, None
+    if pump is not None:
+        child.log_left_out += pump.finish()
 
 
 def never_ran(child: Child, rc: int) -> bool:
@@ -247,6 +265,7 @@ def make_child(project: Project, record: RunRecord, argv: list[str], inst: Insta
         feedback=inst.get("feedback"),
         main=str(project.repo.main_workdir) if project.repo.main_workdir else None,
         profile=profiles.recognise(inst.get("agent_command") or argv, run_id=record["run_id"]),
+        log_limit=int(record["config"].get("run_log_bytes", runlog.DEFAULT_LIMIT)),
     )
 
 

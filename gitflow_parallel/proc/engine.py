@@ -316,6 +316,7 @@ class _Runner:
                 if child.popen is not None:  # (a spawned child has one)
                     child.popen.wait()
                 child.popen = None
+                child_proc.finish_log(child)
             raise
         finally:
             for child in starting:
@@ -408,6 +409,7 @@ class _Runner:
             killpg(child.pid, signal.SIGKILL)  # before reaping: the leader still holds the group id
             self.watchdog.ended(child.pid)
             child.popen.wait()
+            child_proc.finish_log(child)
             if child.slot is not None:
                 child.slot.release()
         active.clear()
@@ -452,6 +454,7 @@ def _ended(runner: _Runner, child: child_proc.Child) -> bool:
     rc = child.popen.wait()
     if not reaper.reap_group(child.pid) and in_namespace:
         sweep()
+    child_proc.finish_log(child)  # (its last line is read next, and notes may be appended)
     never_ran = child_proc.never_ran(child, rc)
     if never_ran and _start_again(runner, child):
         return True
@@ -467,6 +470,7 @@ def _ended(runner: _Runner, child: child_proc.Child) -> bool:
         "event": "engine_exited", "ts": child.finished_at, "run_id": runner.run_id, "instance": child.id,
         "attempt": child.attempt, "pid": child.pid, "exit_code": child.exit_code, "duration_s": child.duration,
         "status": child.status, "error": child.error,
+        **({"log_left_out": child.log_left_out} if child.log_left_out else {}),
     })
     return False
 
@@ -508,6 +512,7 @@ def _start_again(runner: _Runner, child: child_proc.Child) -> bool:
         runner.watchdog.ended(child.pid)
         child.popen.wait()
         reaper.reap_group(child.pid)
+        child_proc.finish_log(child)
         child_proc.never_ran(child, 0)  # (closes its status pipe)
         return False
     runner.record = record

@@ -50,6 +50,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 SESSION_PREFIX = "parallel-"
+# This file runs as a script (standard library only): the log keeper is found beside it.
+RUNLOG = Path(__file__).resolve().with_name("runlog.py")
+DEFAULT_LOG_LIMIT = 64 << 20  # as runlog's
 POLL = 0.1  # seconds between looks at the status file
 WINDOW_POLL = 1.0  # seconds between asks whether the window still exists
 HANGUP = 128 + signal.SIGHUP
@@ -101,16 +104,18 @@ def release_server(tmux: str) -> None:
 
 
 def waiter_argv(tmux: str, session: str, window: str, cwd: str, log: Path, status: Path,
-                argv: list[str], fence: dict[str, object] | None = None, bwrap: bool = False) -> list[str]:
+                argv: list[str], fence: dict[str, object] | None = None, bwrap: bool = False,
+                log_limit: int = DEFAULT_LOG_LIMIT) -> list[str]:
     """What the runner starts instead of ``argv`` under ``--tmux`` (``fence``:
     the paths of the Landlock fence the pane puts the agent in; ``bwrap``:
-    ``argv`` is bwrap's, which the pane asks for its status)."""
+    ``argv`` is bwrap's, which the pane asks for its status; ``log_limit``:
+    the cap of the log the pane's output goes to, ``proc/runlog``)."""
     plan = "-"
     if fence is not None:
         plan = str(status.with_name(status.name + ".fence"))
         Path(plan).write_text(json.dumps(fence), encoding="utf-8")
     return [sys.executable, "-I", str(Path(__file__).resolve()), "wait", tmux, session, window, cwd, str(log),
-            str(status), plan, "bwrap" if bwrap else "-", "--", *argv]
+            str(status), plan, "bwrap" if bwrap else "-", str(log_limit), "--", *argv]
 
 
 # -- the wait role ------------------------------------------------------------------------
@@ -157,7 +162,7 @@ def never_ran(status: Path) -> bool:
 
 
 def wait_main(tmux: str, session: str, window: str, cwd: str, log: str, status_path: str, fence_path: str,
-              argv: list[str], bwrap: bool = False) -> int:
+              argv: list[str], bwrap: bool = False, log_limit: int = DEFAULT_LOG_LIMIT) -> int:
     status = Path(status_path)
     spec = status.with_name(status.name + ".spec")
     fence = None
@@ -168,7 +173,7 @@ def wait_main(tmux: str, session: str, window: str, cwd: str, log: str, status_p
     fd = os.open(spec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the environment may hold secrets
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump({"argv": argv, "cwd": cwd, "env": dict(os.environ), "tmux": tmux, "log": log,
-                   "status": str(status), "fence": fence, "bwrap": bwrap}, handle)
+                   "log_limit": log_limit, "status": str(status), "fence": fence, "bwrap": bwrap}, handle)
     for stale in (status, pane_file(status)):
         try:
             stale.unlink()
@@ -277,7 +282,10 @@ def pane_main(spec_path: str) -> int:
     tmux, log, status = spec["tmux"], spec["log"], spec["status"]
     pane_id = os.environ.get("TMUX_PANE")
     if pane_id:
-        _tmux(tmux, "pipe-pane", "-o", "-t", pane_id, f"cat >> {shlex.quote(log)}")
+        # Capped as a headless agent's log is: its start and end kept (proc/runlog).
+        limit = int(spec.get("log_limit") or DEFAULT_LOG_LIMIT)
+        keeper = shlex.join([sys.executable, "-I", str(RUNLOG), log, str(limit)])
+        _tmux(tmux, "pipe-pane", "-o", "-t", pane_id, keeper)
     env = dict(spec["env"])
     for key in ("TMUX", "TMUX_PANE", "TERM"):  # the terminal is the pane's
         if key in os.environ:
@@ -340,11 +348,12 @@ def _never_ran(said: int, rc: int, argv: list[str], env: dict[str, str]) -> bool
 def main(argv: list[str]) -> int:
     if argv[:1] == ["wait"] and "--" in argv:
         sep = argv.index("--")
-        tmux, session, window, cwd, log, status, fence, bwrap = argv[1:sep]
-        return wait_main(tmux, session, window, cwd, log, status, fence, argv=argv[sep + 1:], bwrap=bwrap == "bwrap")
+        tmux, session, window, cwd, log, status, fence, bwrap, limit = argv[1:sep]
+        return wait_main(tmux, session, window, cwd, log, status, fence, argv=argv[sep + 1:], bwrap=bwrap == "bwrap",
+                         log_limit=int(limit))
     if argv[:1] == ["pane"] and len(argv) == 2:
         return pane_main(argv[1])
-    print("usage: tmux.py wait TMUX SESSION WINDOW CWD LOG STATUS FENCE|- bwrap|- -- CMD... | pane SPEC",
+    print("usage: tmux.py wait TMUX SESSION WINDOW CWD LOG STATUS FENCE|- bwrap|- LOG_LIMIT -- CMD... | pane SPEC",
           file=sys.stderr)
     return 2
 

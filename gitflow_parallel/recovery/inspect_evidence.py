@@ -13,8 +13,10 @@ from typing import Any
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence, model
 from gitflow_parallel.errors import EVIDENCE_UNBOUND, ParallelError
+from gitflow_parallel.files import atomic_write
 from gitflow_parallel.model import InstanceRecord, RunRecord, find_instance
 from gitflow_parallel.recovery.context import RunContext
+from gitflow_parallel.state import share
 from gitflow_parallel.recovery.scan import ERROR, WARNING, Repair
 
 
@@ -28,13 +30,16 @@ def evidence_packs(ctx: RunContext) -> None:
         if binding and loaded is not None:
             continue
         adoptable = adoptable_pack(ctx, inst, on_disk)
-        if binding and loaded is None and adoptable is None:
+        # Only to where packs live: a path the record names elsewhere is not ours to write.
+        ours = binding is not None and Path(binding["path"]).resolve().is_relative_to(ctx.repo.parallel_dir.resolve())
+        kept = share.kept_pack(ctx.project, rec, inst) if ours and adoptable is None else None
+        if binding and kept is not None:
+            restore_pack(ctx, inst, *kept)
+        elif binding and loaded is None and adoptable is None:
             ctx.add(E.EVIDENCE_MISMATCH, ERROR,
                     f"the evidence pack of instance {inst['id']} ({binding.get('path')}) is gone or its bytes "
                     f"no longer match the sha256 in the record",
-                    fix=(f"git parallel check {ctx.task} --instance {inst['id']}" if inst["status"] == "succeeded"
-                         and not inst.get("removed") else "restore the pack from a backup"),
-                    instance=inst["id"])
+                    fix=_lost_pack_fix(ctx.task, inst), instance=inst["id"])
         elif adoptable is not None:
             bind_pack(ctx, inst, on_disk, *adoptable, rebind=bool(binding))
         elif on_disk.exists() and not binding and inst["status"] == "succeeded" and not inst.get("removed"):
@@ -42,6 +47,37 @@ def evidence_packs(ctx: RunContext) -> None:
                     f"instance {inst['id']} has an evidence pack ({on_disk}) that was never bound to the record "
                     "(the check was interrupted) and no longer matches the instance",
                     fix=f"git parallel check {ctx.task} --instance {inst['id']}", instance=inst["id"])
+
+
+def _lost_pack_fix(task: str, inst: InstanceRecord) -> str:
+    """A command that makes progress past a pack no copy is left of: judge
+    the attempt again, or start it again; a removed attempt's pack is history."""
+    if inst.get("removed"):
+        return f"nothing to run: instance {inst['id']} was removed, its pack only described it (git parallel status {task})"
+    if inst["status"] == "succeeded":
+        return f"git parallel check {task} --instance {inst['id']}"
+    return f"git parallel retry {task} {inst['id']}"
+
+
+def restore_pack(ctx: RunContext, inst: InstanceRecord, commit: str, data: bytes) -> None:
+    """The finding whose repair writes the bound pack's bytes back from
+    its copy on the evidence ref (the sha256 the record holds proves them)."""
+    binding = inst["evidence"]
+    assert binding is not None
+    path = Path(binding["path"])
+    ref = share.evidence_ref(ctx.run_id, inst["id"], inst["attempt"])
+
+    def write() -> None:
+        atomic_write(path, data)
+
+    ctx.add(E.EVIDENCE_MISMATCH, ERROR,
+            f"the evidence pack of instance {inst['id']} ({path}) is gone or its bytes no longer match the sha256 "
+            f"in the record; {ref} keeps a copy with that sha256",
+            instance=inst["id"],
+            repair=Repair("restore_evidence", f"restore {path.name} of instance {inst['id']} from {ref} ({commit[:12]})",
+                          "its sha256 is the one the record binds: the same bytes `check` wrote",
+                          git=write, details={"instance": inst["id"], "path": str(path), "ref": ref,
+                                              "commit": commit, "sha256": binding["sha256"]}))
 
 
 def adoptable_pack(ctx: RunContext, inst: InstanceRecord, path: Path) -> tuple[dict[str, Any], bytes] | None:

@@ -16,7 +16,7 @@ import pygit2
 from gitflow_parallel.model import RunRecord
 from gitflow_parallel import errors as E
 from gitflow_parallel.files import remove_tree
-from gitflow_parallel.git import worktrees
+from gitflow_parallel.git import notes, worktrees
 from gitflow_parallel.errors import (BASE_HAS_LOSER, LOCK_HELD, MERGE_INTENT_LEFT, NOTES_MISSING,
                                      OBJECT_MISSING, ORPHAN, REVISION_INVALID, STALE_LOCK, ParallelError)
 from gitflow_parallel.state.intent import listed_intents
@@ -137,8 +137,29 @@ def base_losers(ctx: RunContext) -> None:
 
 
 # -- notes -------------------------------------------------------------------
+def damaged_notes_ref(ctx: RunContext) -> None:
+    """A notes ref that is not a commit: moved aside (its object kept), so that the notes can be written again."""
+    ref = ctx.record["config"]["notes_ref"]
+    found = notes.damaged(ctx.repo.pygit, ref)
+    if found is None:
+        return
+    oid, kind = found
+    aside = notes.aside_name(ref, oid)
+
+    def move() -> None:
+        notes.move_aside(ctx.repo.pygit, ref, oid)
+
+    ctx.add(E.NOTES_REF_DAMAGED, ERROR,
+            f"{ref} points at a {kind} ({oid[:12]}), which is not a commit: no note can be read or added",
+            repair=Repair("move_notes_ref", f"move {ref} aside to {aside}",
+                          "a notes ref must be a commit; its object is kept, and the notes are written again "
+                          "from the records", git=move,
+                          details={"ref": ref, "target": oid, "type": kind, "moved_to": aside}))
+
+
 def missing_note_lines(ctx: RunContext) -> None:
     """The note lines the records (and the repairs planned before this) call for that are not there."""
+    damaged_notes_ref(ctx)
     missing = [] if ctx.rolling_back else missing_notes(ctx.scan, ctx.record)
     labels = [n.label for n in missing] + ctx.will_note
     ref = ctx.record["config"]["notes_ref"]

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Ty
 from gitflow_parallel import errors as E
 from gitflow_parallel import evidence
 from gitflow_parallel.errors import ParallelError
-from gitflow_parallel.files import sha256_bytes
+from gitflow_parallel.files import read_tail, sha256_bytes, sha256_file
 from gitflow_parallel.git.repo import Repo
 from gitflow_parallel.model import EvidenceBinding, InstanceRecord, RunRecord
 from gitflow_parallel.state.project import Project
@@ -176,14 +176,19 @@ class LogKept(TypedDict):  # what was kept of a log: its full size and sha256, w
 def capped_log(path: str | Path | None, limit: int) -> tuple[bytes, LogKept] | None:
     """A log's bytes capped at ``limit`` (:func:`capped`) and what was kept
     of it (its full size and sha256, whether it was cut); None if unreadable."""
+    if not path:
+        return None
     try:
-        data = Path(path).read_bytes() if path else None
+        # Read by seeking, hashed in chunks: a gate can grow its own log
+        # to any size (a sparse ftruncate costs it no disk).
+        tail, cut = read_tail(path, limit)
+        size, digest = cut + len(tail), sha256_file(path)
     except OSError:
         return None
-    if data is None:
-        return None
-    kept = capped(data, limit)
-    return kept, {"bytes": len(data), "sha256": sha256_bytes(data), "truncated": kept is not data}
+    if not cut:
+        return tail, {"bytes": size, "sha256": digest, "truncated": False}
+    head = f"git-parallel: log truncated to its last {limit} of {size} bytes\n".encode()
+    return head + tail, {"bytes": size, "sha256": digest, "truncated": True}
 
 
 def log_limit(record: RunRecord) -> int:
@@ -249,20 +254,32 @@ def store_evidence(project: Project, record: RunRecord, inst: InstanceRecord) ->
 def load_pack(project: Project, record: RunRecord, inst: InstanceRecord) -> dict[str, Any] | None:
     """The pack the instance's evidence binding names: the local file, else the one kept
     on the evidence ref (or an earlier commit of it), only if its bytes match."""
+    if not inst.get("evidence"):
+        return None
+    local = evidence.load(inst)
+    if local is not None:
+        return local
+    kept = kept_pack(project, record, inst)
+    if kept is None:
+        return None
+    pack = json.loads(kept[1])
+    return pack if isinstance(pack, dict) else None
+
+
+def kept_pack(project: Project, record: RunRecord, inst: InstanceRecord) -> tuple[str, bytes] | None:
+    """``(commit, bytes)`` of the pack kept on the attempt's evidence ref (or
+    an earlier commit of it) whose sha256 is the one the instance's binding
+    names: the copy a damaged local pack is restored from."""
     import pygit2
 
     binding = inst.get("evidence")
     if not binding:
         return None
-    local = evidence.load(inst)
-    if local is not None:
-        return local
     commit = lookup(project.repo, evidence_ref(record["run_id"], inst["id"], inst["attempt"]))
     while commit is not None:
         data = tree_file(project.repo, commit, "pack.json")
         if data is not None and sha256_bytes(data) == binding.get("sha256"):
-            pack = json.loads(data)
-            return pack if isinstance(pack, dict) else None
+            return commit, data
         parents = project.repo.pygit[commit].peel(pygit2.Commit).parent_ids
         commit = str(parents[-1]) if len(parents) > 1 else None
     return None
