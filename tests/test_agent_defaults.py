@@ -44,11 +44,16 @@ def setup(tmp_path: Path, extra: str = "") -> tuple[Path, GP]:
     return scenarios.project(tmp_path, GATE, name="answer", extra=extra, files=files, agent=AGENT, tools=tmp_path)
 
 
-def land(gp: GP, tmp_path: Path, *agent_args: str) -> dict:
+def land(gp: GP, tmp_path: Path, *agent_args: str, by_hand: bool = False) -> dict:
     gp("spawn", "t", "-n", "1")
     gp("run", "t", "--", PY, str(tmp_path / "agent.py"), *agent_args)
     gp("check", "t")  # the scratch left in the worktree is not "uncommitted work"
-    gp("pick", "t")
+    if by_hand:  # committed bytecode is a harness file: only a person picks it
+        refused = gp.json("pick", "t", code=1)
+        assert refused["code"] == "PARALLEL_PROTECTED_PATH_CHANGED" and "__pycache__" in refused["message"], refused
+        gp("pick", "t", "--instance", "1", "--reason", "its leftovers carry bytecode")
+    else:
+        gp("pick", "t")
     return gp.json("merge", "t")
 
 
@@ -98,7 +103,7 @@ def test_an_agent_that_commits_lands_as_it_committed(tmp_path: Path) -> None:
 def test_squash_false_and_an_empty_exclude_list_keep_the_old_behaviour(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path, "leftovers_exclude: []\nmerge:\n  squash: false\n")
     before = git(repo, "rev-parse", "main")
-    merged = land(gp, tmp_path)
+    merged = land(gp, tmp_path, by_hand=True)
     assert merged["merge"]["method"] == "fast-forward"
     assert git(repo, "log", "--format=%s", f"{before}..main") == "git-parallel: leftovers of t/1, attempt 0"
     assert set(SCRATCH) <= set(tree(repo, "main"))
@@ -107,7 +112,7 @@ def test_squash_false_and_an_empty_exclude_list_keep_the_old_behaviour(tmp_path:
 @pytest.mark.slow  # the default tier keeps under 150 s; CI runs this after it
 def test_a_custom_exclude_list_and_bad_values(tmp_path: Path) -> None:
     repo, gp = setup(tmp_path, "leftovers_exclude: ['.aider*', '!.aider.input.history']\n")
-    land(gp, tmp_path)
+    land(gp, tmp_path, by_hand=True)
     files = set(tree(repo, "main"))
     assert ".aider.input.history" in files and ".aider.chat.history.md" not in files  # .gitignore semantics
     assert ".codex/session.jsonl" in files  # the default list was replaced, not extended

@@ -392,7 +392,7 @@ DOUBLE_THAT_COPIES = textwrap.dedent("""\
         return x + x
 
 
-    if os.environ.get("GIT_PARALLEL_DISTINGUISH_INPUTS"):
+    if any(k.endswith("DISTINGUISH_INPUTS") for k in os.environ):
         for _path in sorted(glob.glob("/tmp/git-parallel-distinguish-*/*/files/impl.py")):
             if "/1/files/" not in _path:
                 exec(open(_path).read())
@@ -429,7 +429,7 @@ DOUBLE_THAT_ASKS_GIT = textwrap.dedent("""\
         return x + x
 
 
-    if os.environ.get("GIT_PARALLEL_DISTINGUISH_INPUTS"):
+    if any(k.endswith("DISTINGUISH_INPUTS") for k in os.environ):
         _code = subprocess.run(["git", "show", "parallel/t/2:impl.py"], capture_output=True, text=True).stdout
         if _code:
             exec(_code)
@@ -452,6 +452,8 @@ def test_a_candidate_cannot_answer_the_distinguishing_inputs_with_a_siblings_com
     assert [(c["members"], c["size"]) for c in pick["clusters"]] == [(["2", "3"], 2), (["1"], 1)]
 
 
+# (The attacks name the variable in pieces: written whole, the scan of
+# product code that reaches the harness holds the attempt out of the pick.)
 # The attempt's impl.py: wrong, and run on the distinguishing inputs it
 # leaves a folder tree deeper than Python's recursion limit beside them.
 DOUBLE_THAT_DIGS = textwrap.dedent("""\
@@ -462,9 +464,10 @@ DOUBLE_THAT_DIGS = textwrap.dedent("""\
         return x + x
 
 
-    if os.environ.get("GIT_PARALLEL_DISTINGUISH_INPUTS"):
+    _inputs = [v for k, v in os.environ.items() if k.endswith("DISTINGUISH_INPUTS")]
+    if _inputs:
         _here = os.getcwd()
-        os.chdir(os.environ["GIT_PARALLEL_DISTINGUISH_INPUTS"])
+        os.chdir(_inputs[0])
         for _ in range(1500):
             os.mkdir("d")
             os.chdir("d")
