@@ -26,17 +26,29 @@ import sys
 import pytest
 
 _FD_ENV = "GIT_PARALLEL_RESULTS_FD"
+_TestReport = __import__("_pytest.reports", fromlist=["TestReport"]).TestReport
 
 
 class _Stream:
     def __init__(self, fd):
         self.fd = fd
+        self.held = []  # passing tests' lines, written with the next line that cannot wait
 
-    def send(self, **line):
+    def send(self, _wait=False, **line):
+        """Write ``line`` now, with any held before it; a test's
+        line (``_wait``: anything but a failure) may wait for the next, 64 at most: one
+        write per line cost a suite with thousands of tests 5 % of its
+        time.  A failure never waits, and neither does a session's end:
+        code that ends the process early loses held passes, so its session
+        streams fewer results than it collected, which is forged."""
         # Each line names its session: pytest run inside pytest (pytester,
         # in process or not) is a session of its own, nested in the outer one.
         line["s"] = "%d-%d" % (os.getpid(), id(_configs[-1]) if _configs else 0)
-        data = (json.dumps(line) + "\n").encode()
+        self.held.append(json.dumps(line))
+        if _wait and len(self.held) < 64:
+            return
+        data = ("\n".join(self.held) + "\n").encode()
+        self.held = []
         try:
             while data:
                 data = data[os.write(self.fd, data):]
@@ -166,22 +178,20 @@ def _raiser(excinfo):
     return ""
 
 
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_makereport(item, call):
-    # Read before any other implementation runs: pytest's unittest support
-    # turns a unittest.SkipTest into its own skip, raised in its own code.
+    # Called first, and makes no report (the next implementation does):
+    # read before any other runs, since pytest's unittest support turns a
+    # unittest.SkipTest into its own skip, raised in its own code.  Not a
+    # wrapper: one runs for every phase of every test, and costs more.
+    if _foreign and ("git-parallel-plugin", _foreign[0]) not in item.user_properties:
+        item.user_properties.append(("git-parallel-plugin", _foreign[0]))  # the report copies them
     raised = call.excinfo
-    where = _raiser(raised) if raised is not None and isinstance(raised.value, _SKIPS) else ""
-    outcome = yield
-    if not (_foreign or raised is not None):
-        return  # nothing to note: the common case costs one check
-    report = outcome.get_result()
-    if _foreign and hasattr(report, "user_properties"):
-        report.user_properties.append(("git-parallel-plugin", _foreign[0]))
-    if report.skipped and not (item.get_closest_marker("skip") or item.get_closest_marker("skipif")
-                               or item.get_closest_marker("xfail")):
+    if raised is not None and isinstance(raised.value, _SKIPS) and not (
+            item.get_closest_marker("skip") or item.get_closest_marker("skipif") or item.get_closest_marker("xfail")):
         # Raised, not declared: by the test, a fixture, or the code it called.
-        _origins[report.nodeid] = _relative(where or _where(report.longrepr))
+        _origins[item.nodeid] = _relative(_raiser(raised))
+    return None
 
 
 def pytest_runtest_logreport(report):
@@ -193,14 +203,17 @@ def pytest_runtest_logreport(report):
     for key, value in getattr(report, "user_properties", None) or ():
         if key == "git-parallel-plugin" and isinstance(value, str):  # from an xdist worker
             _stream.send(e="plugin", **{"from": value})
-    status = config.hook.pytest_report_teststatus(report=report, config=config)
-    category = status[0] if status else ""
+    if type(report) is _TestReport and report.passed and not hasattr(report, "wasxfail"):
+        category = "passed"  # what every teststatus says of it, without asking each (most reports are these)
+    else:
+        status = config.hook.pytest_report_teststatus(report=report, config=config)
+        category = status[0] if status else ""
     if category:
         line = {"e": "test", "id": report.nodeid, "cat": category}
         origin = _origins.pop(report.nodeid, None) if category in ("skipped", "xfailed") else None
         if origin:
             line["from"] = origin
-        _stream.send(**line)
+        _stream.send(_wait="fail" not in category and "error" not in category, **line)
 
 
 def pytest_collectreport(report):
