@@ -35,6 +35,10 @@ PYTEST = f"[{PY}, -m, pytest, -q, -p, no:cacheprovider, tests]"
 WRONG = CALC.replace("return a * b", "return a + b")
 FORGED = "PARALLEL_RESULTS_FORGED"
 
+# Real runners (node, go, cargo) for every attack: seconds each; CI runs the
+# slow tier after the default one, and tests/test_verdict.py keeps the rules fast.
+pytestmark = pytest.mark.slow
+
 
 def judge(tmp_path: Path, cheat: dict[str, str], gate: str = PYTEST, extra: str = "",
           base: dict[str, str] | None = None) -> tuple[dict[str, Any], bool]:
