@@ -9,6 +9,7 @@ the sources disagree, and the honest attempt must pass."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_repo
+from gitflow_parallel import failures
 from gitflow_parallel.commands import check
 from gitflow_parallel.judge import outcome, stream
 from test_judged_right import CALC, TESTS, commit_in, packs, start, verdicts
@@ -268,3 +270,27 @@ def test_an_exit_status_reset_in_node_fails_on_the_printed_failure(tmp_path: Pat
     gates = {i: p["gates"][0] for i, p in packs(project).items()}
     assert verdicts(result) == {"1": "fail", "2": "pass"}, gates
     assert gates["1"]["code"] == FORGED
+
+
+def test_a_conftest_further_down_leaves_the_runners_report_as_it_was(tmp_path: Path) -> None:
+    # A conftest.py in a subfolder is a plugin registered once the session
+    # started: it stands, and nothing of the stream reaches the JUnit report.
+    (tmp_path / "tests" / "sub").mkdir(parents=True)
+    (tmp_path / "tests" / "sub" / "conftest.py").write_text("import pytest\n\n\n@pytest.fixture\ndef two():\n"
+                                                            "    return 2\n\n\ndef pytest_runtest_setup(item):\n"
+                                                            "    pass\n")
+    (tmp_path / "tests" / "sub" / "test_two.py").write_text("def test_two(two):\n    assert two == 2\n")
+    channel = stream.open_channel()
+    try:
+        env = dict(os.environ)
+        run = subprocess.run([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "--junitxml=out.xml"],
+                             cwd=tmp_path, env={**env, **channel.env(env)}, pass_fds=(channel.write_fd,),
+                             capture_output=True, text=True)
+        streamed = channel.result()
+    finally:
+        channel.close()
+    decided = outcome.decide(outcome.Ran(run.returncode, streamed=streamed,
+                                         printed=failures.tally(run.stdout)))
+    assert decided.passed, (decided, run.stdout)
+    assert "tests/sub/conftest.py" in streamed.sessions[0].plugins
+    assert "git-parallel" not in (tmp_path / "out.xml").read_text()

@@ -87,7 +87,7 @@ def pytest_unconfigure(config):
 
 
 _started = []  # the sessions started in this process
-_foreign = []  # where plugins registered since came from (an xdist worker tells its controller)
+_foreign = []  # an xdist worker's: where plugins registered since came from (it tells its controller)
 
 
 def pytest_sessionstart(session):
@@ -109,9 +109,14 @@ def pytest_plugin_registered(plugin, manager):
         code = getattr(function, "__code__", None) or getattr(getattr(function, "__func__", None), "__code__", None)
         if code is not None:
             where = _relative(code.co_filename)
-            _foreign.append(where)
             if _live():
                 _stream.send(e="plugin", **{"from": where})
+            elif _configs and hasattr(_configs[-1], "workerinput") and not os.path.isabs(where) \
+                    and os.path.basename(where) != "conftest.py":
+                # An xdist worker has no pipe: its reports carry the note
+                # to the controller (and only for the checkout's own code,
+                # so an honest run's reports carry nothing more).
+                _foreign.append(where)
             return
 
 
