@@ -143,8 +143,8 @@ def _run_hidden(gate: GateConfig, place: Place, env: dict[str, str], argv: list[
                 with hidden.overlaid(root, place.worktree, canary_root) as files:
                     code, error, seconds = execute(argv, place.worktree, env, float(gate["timeout"]), log,
                                                    layer=Layer(writable=writable), channel=channel)
-        printed = _printed(log)
-        counts = hidden.summary(log)
+        printed = _printed(log)  # read once: its counts are the one line kept (``hidden.summary``'s)
+        counts = printed.line if printed else None
     finally:
         log.unlink(missing_ok=True)
     result = gate_result(gate, exit_code=code, duration_s=round(seconds, 3))

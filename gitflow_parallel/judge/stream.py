@@ -59,9 +59,6 @@ class Session:
     def count(self, *categories: str) -> int:
         return sum(self.counts.get(c, 0) for c in categories)
 
-    def failed(self) -> list[str]:
-        return [t for t, c in self.tests.items() if c in ("failed", "error")]
-
 
 @dataclass
 class Streamed:
@@ -187,8 +184,10 @@ class Channel:
         return {"PYTHONPATH": os.pathsep.join(python_path), "PYTHONSAFEPATH": "1", "GIT_PARALLEL_SAFE_PATH": "1",
                 "PYTEST_PLUGINS": ",".join([PLUGIN, *plugins]), FD_ENV: str(self.write_fd)}
 
-    def started(self) -> None:
-        """The gate has started: only it holds the writing end now."""
+    def _close_writer(self) -> None:
+        """Kept open while the gate may be started again (``place.execute``
+        starts it afresh when its sandbox could not be made); closed once it
+        has ended, so that the reading thread sees the pipe's end."""
         if self.write_fd >= 0:
             os.close(self.write_fd)
             self.write_fd = -1
@@ -197,12 +196,12 @@ class Channel:
         """What was streamed, once the gate and all it left running ended
         (a process that still holds the pipe after that is given
         ``timeout`` seconds, then the stream is taken as cut)."""
-        self.started()
+        self._close_writer()
         self._thread.join(timeout)
         return parse(b"".join(self._chunks), cut=self._cut or self._thread.is_alive())
 
     def close(self) -> None:
-        self.started()
+        self._close_writer()
         self._thread.join(0)
         if not self._thread.is_alive():
             os.close(self.read_fd)
