@@ -39,6 +39,14 @@ FORGED = "PARALLEL_RESULTS_FORGED"
 # slow tier after the default one, and tests/test_verdict.py keeps the rules fast.
 pytestmark = pytest.mark.slow
 
+def open_unless(cases: dict[str, object] | tuple[str, ...], answered: tuple[str, ...], reason: str) -> list[object]:
+    """Each of ``cases`` (names), a strict xfail while its attack still
+    works, a plain test once it is stopped or held (named in ``answered``)."""
+    return [c if c in answered else pytest.param(c, marks=pytest.mark.xfail(strict=True, raises=AssertionError,
+                                                                             reason=reason))
+            for c in cases]
+
+
 
 def judge(tmp_path: Path, cheat: dict[str, str], gate: str = PYTEST, extra: str = "",
           base: dict[str, str] | None = None) -> tuple[dict[str, Any], bool]:
@@ -562,10 +570,7 @@ JS_STOPPED = ("node-direct", "mocha", "uvu")
 JS_HELD = ("node--test", "mocha-lax", "jest", "vitest", "ava", "tap")
 
 
-@pytest.mark.parametrize("case", [
-    c if c in JS_STOPPED + JS_HELD else pytest.param(c, marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError, reason="JS runners: nothing streams, assertions neutered; picked"))
-    for c in JS_CASES])
+@pytest.mark.parametrize("case", open_unless(JS_CASES, JS_STOPPED + JS_HELD, "JS runners: nothing streams, assertions neutered; picked"))
 def test_js_runner(tmp_path: Path, case: str) -> None:
     # Fix, most important first: (1) read every supported runner's own
     # summary (node:test `# fail N`/`ℹ fail N`, mocha `N failing`, jest
@@ -628,10 +633,7 @@ GO_CASES = {
 GO_STOPPED, GO_HELD = ("testmain",), ("init-exit",)
 
 
-@pytest.mark.parametrize("case", [
-    c if c in GO_STOPPED + GO_HELD else pytest.param(c, marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError, reason="go test: only the exit status decides; picked"))
-    for c in GO_CASES])
+@pytest.mark.parametrize("case", open_unless(GO_CASES, GO_STOPPED + GO_HELD, "go test: only the exit status decides; picked"))
 def test_go_test(tmp_path: Path, case: str) -> None:
     # Fix: run go gates as `go test -json` (git-parallel can add it, or
     # require it) and read the events: a package whose binary ended
@@ -707,10 +709,7 @@ RS_STOPPED = ("on_exit-after-failure", "cargo-config-runner", "autotests-false")
 RS_HELD = ("init_array",)
 
 
-@pytest.mark.parametrize("case", [
-    c if c in RS_STOPPED + RS_HELD else pytest.param(c, marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError, reason="cargo test: exit before any test, or harness files; picked"))
-    for c in RS_CASES])
+@pytest.mark.parametrize("case", open_unless(RS_CASES, RS_STOPPED + RS_HELD, "cargo test: exit before any test, or harness files; picked"))
 def test_cargo_test(tmp_path: Path, case: str) -> None:
     # Fix: (1) protect cargo's harness as pytest's is: `**/.cargo/config*`,
     # `rust-toolchain*`, the `[[test]]`, `autotests`, `harness`, `build`,
